@@ -1,0 +1,370 @@
+//! Configuration validation with the original library's messages (it validates with Joi,
+//! `abortEarly: false`, `convert: false`): every problem is reported at once, in schema order,
+//! and strings are not numbers. The JavaScript layer turns the problems into a
+//! `ValidationError` whose `details` mirror Joi's.
+
+use crate::item::RESERVED_NAMES;
+
+/// A JavaScript value as validation sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawValue {
+    Undefined,
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Function,
+    /// An object with its own enumerable properties (one level deep).
+    Object(Vec<(String, RawValue)>),
+    /// Symbols, bigints, arrays and other values no option accepts.
+    Other(&'static str),
+}
+
+impl RawValue {
+    fn get<'a>(entries: &'a [(String, RawValue)], key: &str) -> Option<&'a RawValue> {
+        entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    FailClosed,
+    FailOpen,
+}
+
+/// One problem, shaped like a Joi error detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    pub path: Vec<String>,
+    pub kind: &'static str,
+    pub limit: Option<i64>,
+}
+
+#[derive(Clone, Copy)]
+enum Rule {
+    /// A non-empty string; `reserved` refuses the lock item's own attribute names.
+    Str { reserved: bool },
+    /// An integer >= `min`.
+    Int { min: i64 },
+    Bool,
+    /// The `dynamodb` option: an options object, an SDK client or a user object.
+    Dynamodb,
+    /// One of the listed strings.
+    OneOf(&'static [&'static str]),
+}
+
+struct Field {
+    key: &'static str,
+    rule: Rule,
+    required: bool,
+}
+
+const fn f(key: &'static str, rule: Rule, required: bool) -> Field {
+    Field { key, rule, required }
+}
+
+const TRANSPORTS: &[&str] = &["auto", "sdk", "object"];
+
+/// The original's keys in its order, then this library's additions.
+const FAIL_CLOSED: &[Field] = &[
+    f("owner", Rule::Str { reserved: false }, false),
+    f("dynamodb", Rule::Dynamodb, false),
+    f("lockTable", Rule::Str { reserved: false }, true),
+    f("partitionKey", Rule::Str { reserved: true }, true),
+    f("sortKey", Rule::Str { reserved: true }, false),
+    f("acquirePeriodMs", Rule::Int { min: 0 }, true),
+    f("retryCount", Rule::Int { min: 0 }, false),
+    f("requestTimeoutMs", Rule::Int { min: 1 }, false),
+    f("transport", Rule::OneOf(TRANSPORTS), false),
+];
+
+const FAIL_OPEN: &[Field] = &[
+    f("owner", Rule::Str { reserved: false }, false),
+    f("dynamodb", Rule::Dynamodb, false),
+    f("lockTable", Rule::Str { reserved: false }, true),
+    f("partitionKey", Rule::Str { reserved: true }, true),
+    f("sortKey", Rule::Str { reserved: true }, false),
+    f("heartbeatPeriodMs", Rule::Int { min: 0 }, false),
+    f("leaseDurationMs", Rule::Int { min: 0 }, true),
+    f("trustLocalTime", Rule::Bool, false),
+    f("retryCount", Rule::Int { min: 0 }, false),
+    f("requestTimeoutMs", Rule::Int { min: 1 }, false),
+    f("rereadPeriodMs", Rule::Int { min: 1 }, false),
+    f("dangerMarginMs", Rule::Int { min: 0 }, false),
+    f("maxHeartbeatsPerSecond", Rule::Int { min: 1 }, false),
+    f("transport", Rule::OneOf(TRANSPORTS), false),
+];
+
+/// The methods a user-supplied `dynamodb` object must have (the original's requirement).
+pub const OBJECT_METHODS: [&str; 3] = ["delete", "get", "put"];
+
+fn problem(path: &[&str], kind: &'static str, what: &str) -> Problem {
+    let label = path.join(".");
+    Problem {
+        message: format!("\"{label}\" {what}"),
+        path: path.iter().map(|s| s.to_string()).collect(),
+        kind,
+        limit: None,
+    }
+}
+
+fn check_number(key: &str, v: &RawValue, min: i64, out: &mut Vec<Problem>) {
+    let n = match v {
+        RawValue::Number(n) if !n.is_nan() => *n,
+        _ => return out.push(problem(&[key], "number.base", "must be a number")),
+    };
+    if n.is_infinite() {
+        return out.push(problem(&[key], "number.infinity", "cannot be infinity"));
+    }
+    if n.fract() != 0.0 {
+        out.push(problem(&[key], "number.integer", "must be an integer"));
+    } else if n > 9_007_199_254_740_991.0 {
+        out.push(problem(&[key], "number.unsafe", "must be a safe number"));
+    }
+    if n < min as f64 {
+        let mut p = problem(&[key], "number.min", &format!("must be larger than or equal to {min}"));
+        p.limit = Some(min);
+        out.push(p);
+    }
+}
+
+fn check_dynamodb(v: &RawValue, out: &mut Vec<Problem>) {
+    let entries = match v {
+        RawValue::Object(entries) => entries,
+        _ => return out.push(problem(&["dynamodb"], "object.base", "must be of type object")),
+    };
+    // An object that offers any of get/put/delete is a user object: it needs all three, as in
+    // the original. Other objects are SDK clients or options for the Rust SDK.
+    let offers_any = OBJECT_METHODS.iter().any(|m| RawValue::get(entries, m).is_some());
+    if !offers_any {
+        return;
+    }
+    for m in OBJECT_METHODS {
+        match RawValue::get(entries, m) {
+            None | Some(RawValue::Undefined) => out.push(problem(&["dynamodb", m], "any.required", "is required")),
+            Some(RawValue::Function) => {}
+            Some(_) => out.push(problem(&["dynamodb", m], "object.base", "must be of type function")),
+        }
+    }
+}
+
+/// Validates a FailClosed or FailOpen configuration. An empty result means valid.
+pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
+    let entries = match config {
+        RawValue::Undefined => return vec![problem(&["value"], "any.required", "is required").at_root()],
+        RawValue::Object(entries) => entries,
+        _ => return vec![problem(&["value"], "object.base", "must be of type object").at_root()],
+    };
+    let schema = match kind {
+        Kind::FailClosed => FAIL_CLOSED,
+        Kind::FailOpen => FAIL_OPEN,
+    };
+    let mut out = Vec::new();
+    for field in schema {
+        let v = match RawValue::get(entries, field.key) {
+            None | Some(RawValue::Undefined) => {
+                if field.required {
+                    out.push(problem(&[field.key], "any.required", "is required"));
+                }
+                continue;
+            }
+            Some(v) => v,
+        };
+        match field.rule {
+            Rule::Str { reserved } => match v {
+                RawValue::String(s) if s.is_empty() => {
+                    out.push(problem(&[field.key], "string.empty", "is not allowed to be empty"))
+                }
+                RawValue::String(s) if reserved && RESERVED_NAMES.contains(&s.as_str()) => {
+                    out.push(problem(&[field.key], "any.invalid", "contains an invalid value"))
+                }
+                RawValue::String(_) => {}
+                _ => out.push(problem(&[field.key], "string.base", "must be a string")),
+            },
+            Rule::Int { min } => check_number(field.key, v, min, &mut out),
+            Rule::Bool => {
+                if !matches!(v, RawValue::Bool(_)) {
+                    out.push(problem(&[field.key], "boolean.base", "must be a boolean"))
+                }
+            }
+            Rule::Dynamodb => check_dynamodb(v, &mut out),
+            Rule::OneOf(allowed) => match v {
+                RawValue::String(s) if allowed.contains(&s.as_str()) => {}
+                _ => out.push(problem(
+                    &[field.key],
+                    "any.only",
+                    &format!("must be one of [{}]", allowed.join(", ")),
+                )),
+            },
+        }
+    }
+    if kind == Kind::FailOpen && out.is_empty() {
+        let num = |k| match RawValue::get(entries, k) {
+            Some(RawValue::Number(n)) => Some(*n),
+            _ => None,
+        };
+        if let (Some(hb), Some(lease)) = (num("heartbeatPeriodMs"), num("leaseDurationMs")) {
+            if hb > 0.0 && hb >= lease {
+                out.push(problem(
+                    &["heartbeatPeriodMs"],
+                    "number.less",
+                    "must be less than leaseDurationMs, or the lease lapses between heartbeats",
+                ));
+            }
+        }
+    }
+    for (key, _) in entries {
+        if !schema.iter().any(|f| f.key == key) {
+            out.push(problem(&[key.as_str()], "object.unknown", "is not allowed"));
+        }
+    }
+    out
+}
+
+impl Problem {
+    fn at_root(mut self) -> Self {
+        self.path.clear();
+        self
+    }
+}
+
+#[cfg(test)]
+/// The message of the whole `ValidationError`: every detail, as Joi joins them.
+pub fn summary(problems: &[Problem]) -> String {
+    problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join(". ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(entries: &[(&str, RawValue)]) -> RawValue {
+        RawValue::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+    fn s(v: &str) -> RawValue {
+        RawValue::String(v.into())
+    }
+    fn n(v: f64) -> RawValue {
+        RawValue::Number(v)
+    }
+
+    #[test]
+    fn missing_required_keys_are_all_reported_in_schema_order() {
+        let p = validate(Kind::FailClosed, &obj(&[]));
+        assert_eq!(
+            summary(&p),
+            "\"lockTable\" is required. \"partitionKey\" is required. \"acquirePeriodMs\" is required"
+        );
+        assert_eq!(p[0].path, vec!["lockTable"]);
+        assert_eq!(p[0].kind, "any.required");
+    }
+
+    #[test]
+    fn non_objects_are_refused_like_joi() {
+        assert_eq!(summary(&validate(Kind::FailOpen, &RawValue::Undefined)), "\"value\" is required");
+        let p = validate(Kind::FailOpen, &n(5.0));
+        assert_eq!(summary(&p), "\"value\" must be of type object");
+        assert!(p[0].path.is_empty());
+    }
+
+    #[test]
+    fn types_are_not_converted() {
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[
+                ("owner", n(3.0)),
+                ("lockTable", n(5.0)),
+                ("partitionKey", s("owner")),
+                ("acquirePeriodMs", s("10")),
+                ("retryCount", n(-1.0)),
+                ("extra", n(1.0)),
+            ]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"owner\" must be a string. \"lockTable\" must be a string. \"partitionKey\" contains an invalid value. \"acquirePeriodMs\" must be a number. \"retryCount\" must be larger than or equal to 0. \"extra\" is not allowed"
+        );
+        assert_eq!(p[4].limit, Some(0));
+    }
+
+    #[test]
+    fn numbers_must_be_finite_integers() {
+        let p = validate(
+            Kind::FailOpen,
+            &obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("fencingToken")),
+                ("sortKey", s("leaseDurationMs")),
+                ("leaseDurationMs", n(f64::NAN)),
+                ("heartbeatPeriodMs", n(f64::INFINITY)),
+                ("trustLocalTime", s("yes")),
+                ("retryCount", n(-1.5)),
+            ]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"partitionKey\" contains an invalid value. \"sortKey\" contains an invalid value. \"heartbeatPeriodMs\" cannot be infinity. \"leaseDurationMs\" must be a number. \"trustLocalTime\" must be a boolean. \"retryCount\" must be an integer. \"retryCount\" must be larger than or equal to 0"
+        );
+    }
+
+    #[test]
+    fn sort_key_is_accepted_by_fail_closed() {
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[("lockTable", s("t")), ("partitionKey", s("p")), ("sortKey", s("s")), ("acquirePeriodMs", n(0.0))]),
+        );
+        assert!(p.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn user_objects_need_all_three_methods() {
+        let db = obj(&[("get", n(1.0))]);
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[("dynamodb", db), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"dynamodb.delete\" is required. \"dynamodb.get\" must be of type function. \"dynamodb.put\" is required"
+        );
+        let options = obj(&[("region", s("us-east-1")), ("endpoint", s("http://127.0.0.1:1"))]);
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[("dynamodb", options), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+        );
+        assert!(p.is_empty());
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[("dynamodb", RawValue::Null), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+        );
+        assert_eq!(summary(&p), "\"dynamodb\" must be of type object");
+    }
+
+    #[test]
+    fn empty_strings_are_refused() {
+        let p = validate(
+            Kind::FailOpen,
+            &obj(&[("lockTable", s("")), ("partitionKey", s("")), ("leaseDurationMs", n(-5.0)), ("sortKey", n(7.0))]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"lockTable\" is not allowed to be empty. \"partitionKey\" is not allowed to be empty. \"sortKey\" must be a string. \"leaseDurationMs\" must be larger than or equal to 0"
+        );
+    }
+
+    #[test]
+    fn a_lease_shorter_than_the_heartbeat_period_is_refused() {
+        let base = |hb: f64| {
+            obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("leaseDurationMs", n(100.0)),
+                ("heartbeatPeriodMs", n(hb)),
+            ])
+        };
+        assert!(validate(Kind::FailOpen, &base(30.0)).is_empty());
+        assert!(validate(Kind::FailOpen, &base(0.0)).is_empty(), "0 means no heartbeats, as in the original");
+        assert_eq!(validate(Kind::FailOpen, &base(100.0))[0].kind, "number.less");
+    }
+}

@@ -1,0 +1,166 @@
+//! One error type for everything a lock operation can report, and the `code` each carries to
+//! JavaScript. Contention (`FailedToAcquireLock`) is kept apart from outages (the AWS error
+//! name), because callers retry them differently.
+
+use std::fmt;
+
+/// A failure reported by a store (DynamoDB or a stand-in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The request's condition did not hold. `current` is the item as the backend returned it
+    /// (`Some(None)`: absent), or `None` when the backend did not say.
+    ConditionFailed { current: Option<Option<crate::item::LockRecord>> },
+    /// The service answered with an error. `transient` errors may succeed when retried;
+    /// `maybe_applied` says the write may have landed all the same (e.g. HTTP 500).
+    Service { code: String, message: String, transient: bool, maybe_applied: bool },
+    /// No answer: timeout, refused or dropped connection, garbled response. The request may
+    /// have been applied unless `maybe_applied` is false (e.g. the connection was refused).
+    Io { code: String, message: String, maybe_applied: bool },
+}
+
+impl StoreError {
+    pub fn condition_failed() -> Self {
+        StoreError::ConditionFailed { current: None }
+    }
+
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::ConditionFailed { .. } => false,
+            StoreError::Service { transient, .. } => *transient,
+            StoreError::Io { .. } => true,
+        }
+    }
+
+    pub fn maybe_applied(&self) -> bool {
+        match self {
+            StoreError::ConditionFailed { .. } => false,
+            StoreError::Service { maybe_applied, .. } | StoreError::Io { maybe_applied, .. } => {
+                *maybe_applied
+            }
+        }
+    }
+
+    /// The AWS error name (what the JavaScript SDK puts in `code` and `name`).
+    pub fn code(&self) -> &str {
+        match self {
+            StoreError::ConditionFailed { .. } => "ConditionalCheckFailedException",
+            StoreError::Service { code, .. } | StoreError::Io { code, .. } => code,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            StoreError::ConditionFailed { .. } => "The conditional request failed",
+            StoreError::Service { message, .. } | StoreError::Io { message, .. } => message,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code(), self.message())
+    }
+}
+
+/// Why a held lock stopped being ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostReason {
+    /// The item no longer carries our `guid`: another owner took it, or it was deleted.
+    NotOwner,
+    /// No heartbeat succeeded before the lease ran out.
+    LeaseExpired,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockError {
+    /// The lock was held by another owner through every retry.
+    FailedToAcquireLock { original: StoreError },
+    /// The lock is no longer ours to release (FailClosed).
+    FailedToReleaseLock { original: StoreError },
+    /// Any other error from DynamoDB, under its AWS name.
+    Store(StoreError),
+    /// The acquisition was cancelled (an `AbortSignal`) before it completed.
+    Aborted,
+    /// The lock is lost (event payload).
+    Lost(LostReason),
+    /// A fault inside this library, e.g. a caught panic.
+    Internal(String),
+}
+
+impl LockError {
+    pub fn code(&self) -> &str {
+        match self {
+            LockError::FailedToAcquireLock { .. } => "FailedToAcquireLock",
+            LockError::FailedToReleaseLock { .. } => "FailedToReleaseLock",
+            LockError::Store(e) => e.code(),
+            LockError::Aborted => "AbortError",
+            LockError::Lost(LostReason::NotOwner) => "LockLost",
+            LockError::Lost(LostReason::LeaseExpired) => "LeaseExpired",
+            LockError::Internal(_) => "InternalError",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            LockError::FailedToAcquireLock { .. } => "Failed to acquire lock.".into(),
+            LockError::FailedToReleaseLock { .. } => "Failed to release lock.".into(),
+            LockError::Store(e) => e.message().into(),
+            LockError::Aborted => "The lock acquisition was aborted.".into(),
+            LockError::Lost(LostReason::NotOwner) => {
+                "The lock item no longer carries this holder's guid: another owner has it or it was deleted.".into()
+            }
+            LockError::Lost(LostReason::LeaseExpired) => {
+                "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner.".into()
+            }
+            LockError::Internal(m) => format!("Internal error in dynamodb-lock-native: {m}"),
+        }
+    }
+
+    pub fn original(&self) -> Option<&StoreError> {
+        match self {
+            LockError::FailedToAcquireLock { original } | LockError::FailedToReleaseLock { original } => {
+                Some(original)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for LockError {
+    fn from(e: StoreError) -> Self {
+        LockError::Store(e)
+    }
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code(), self.message())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_keep_contention_apart_from_outages() {
+        let cf = StoreError::condition_failed();
+        assert_eq!(LockError::FailedToAcquireLock { original: cf.clone() }.code(), "FailedToAcquireLock");
+        assert_eq!(LockError::FailedToReleaseLock { original: cf }.code(), "FailedToReleaseLock");
+        let rnf = StoreError::Service {
+            code: "ResourceNotFoundException".into(),
+            message: "Requested resource not found".into(),
+            transient: false,
+            maybe_applied: false,
+        };
+        assert_eq!(LockError::from(rnf).code(), "ResourceNotFoundException");
+        assert_eq!(LockError::Aborted.code(), "AbortError");
+    }
+
+    #[test]
+    fn acquire_message_is_the_originals() {
+        let e = LockError::FailedToAcquireLock { original: StoreError::condition_failed() };
+        assert_eq!(e.message(), "Failed to acquire lock.");
+        assert_eq!(e.original().map(|o| o.code()), Some("ConditionalCheckFailedException"));
+    }
+}

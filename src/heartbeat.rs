@@ -1,0 +1,223 @@
+//! One scheduler for every held FailOpen lock of the process: a timer heap in a single task,
+//! not a timer per lock. First heartbeats are spread over the second half of the period so
+//! that locks taken together do not renew together; later ones keep their phase and are
+//! delayed, never bunched, after a stall. Heartbeats run with a bound on how many are in
+//! flight and an optional cap on how many start per second.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use rand::Rng;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::time::Instant;
+
+use crate::error::{LockError, LostReason, StoreError};
+use crate::fail_open::fields;
+use crate::item::new_guid;
+use crate::lock::{HeldLock, LockEvent};
+use crate::store::timed_out;
+
+/// Heartbeats in flight at once, across all locks.
+const MAX_IN_FLIGHT: usize = 256;
+
+struct Entry {
+    due: Instant,
+    seq: u64,
+    lock: Weak<HeldLock>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+/// A client's way to the scheduler, started on first use (it needs the runtime): the
+/// process-wide one, or the client's own when it caps heartbeats per second.
+pub struct LazyHeartbeats {
+    cap: Option<u32>,
+    own: OnceLock<Arc<Heartbeats>>,
+}
+
+static SHARED: OnceLock<Arc<Heartbeats>> = OnceLock::new();
+
+impl LazyHeartbeats {
+    pub fn new(cap: Option<u32>) -> Self {
+        LazyHeartbeats { cap, own: OnceLock::new() }
+    }
+
+    pub fn get(&self) -> &Arc<Heartbeats> {
+        match self.cap {
+            None => SHARED.get_or_init(|| Heartbeats::start(0)),
+            Some(cap) => self.own.get_or_init(|| Heartbeats::start(cap)),
+        }
+    }
+}
+
+pub struct Heartbeats {
+    tx: mpsc::UnboundedSender<(Instant, Weak<HeldLock>)>,
+}
+
+impl Heartbeats {
+    /// Starts the scheduler task on the current tokio runtime. It ends when the last handle
+    /// is dropped. `max_per_second` caps heartbeat starts (0: no cap).
+    pub fn start(max_per_second: u32) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let me = Arc::new(Heartbeats { tx });
+        tokio::spawn(run(rx, Arc::downgrade(&me), max_per_second));
+        me
+    }
+
+    /// Schedules the first heartbeat of a new lock at a random point of the second half of
+    /// its period.
+    pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
+        let half = period / 2;
+        let jitter = Duration::from_micros(rand::thread_rng().gen_range(0..=half.as_micros() as u64));
+        self.schedule(lock, Instant::now() + half + jitter);
+    }
+
+    fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
+        // The receiver lives as long as any handle: a send only fails during shutdown.
+        let _ = self.tx.send((due, Arc::downgrade(lock)));
+    }
+}
+
+async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Weak<Heartbeats>, max_per_second: u32) {
+    let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let spacing = (max_per_second > 0).then(|| Duration::from_secs(1) / max_per_second);
+    let mut next_start = Instant::now();
+    loop {
+        let next_due = heap.peek().map(|Reverse(e)| e.due.max(next_start));
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some((due, lock)) => {
+                    seq += 1;
+                    heap.push(Reverse(Entry { due, seq, lock }));
+                }
+                None => return,
+            },
+            _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
+                let now = Instant::now();
+                while let Some(Reverse(e)) = heap.peek() {
+                    if e.due > now || next_start > now {
+                        break;
+                    }
+                    let Some(Reverse(e)) = heap.pop() else { break };
+                    let Some(lock) = e.lock.upgrade() else { continue };
+                    if lock.is_stopping() {
+                        continue;
+                    }
+                    if let Some(spacing) = spacing {
+                        next_start = next_start.max(now - spacing) + spacing;
+                    }
+                    let Some(handle) = me.upgrade() else { return };
+                    let in_flight = in_flight.clone();
+                    tokio::spawn(async move {
+                        let beat = AssertUnwindSafe(beat(&lock, e.due, &in_flight)).catch_unwind().await;
+                        match beat {
+                            Ok(Some(next)) => handle.schedule(&lock, next),
+                            Ok(None) => {}
+                            // A panic must not silently stop heartbeats: report it, try again.
+                            Err(_) => {
+                                lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
+                                handle.schedule(&lock, Instant::now() + Duration::from_millis(100));
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// One heartbeat: rotate `guid` on the condition that the item carries ours (or the new one,
+/// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
+/// lease lasts, each reported as `"error"`; `"danger"` when little of the lease is left;
+/// `"lost"` when the item is no longer ours or the lease ran out. Returns when the next
+/// heartbeat is due, or `None` when this lock needs no more.
+pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -> Option<Instant> {
+    let c = &lock.client;
+    let s = &c.settings;
+    let period = s.heartbeat_period?;
+    let mut st = lock.state.lock().await;
+    if lock.is_stopping() || st.lost || st.released {
+        return None;
+    }
+    let lease_until = st.lease_until?;
+    let new = *st.pending.get_or_insert_with(new_guid);
+    let guids = [st.guid, new];
+    let started = Instant::now();
+    let mut danger_told = false;
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        let now = Instant::now();
+        if now >= lease_until {
+            st.lost = true;
+            lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
+            return None;
+        }
+        let timeout = s.request_timeout.min(lease_until - now);
+        let f = fields(s);
+        let result = {
+            let _permit = in_flight.acquire().await.ok()?;
+            match tokio::time::timeout(timeout, c.store.renew(&lock.key, &guids, &new, &f)).await {
+                Ok(r) => r,
+                Err(_) => Err(timed_out()),
+            }
+        };
+        match result {
+            Ok(()) => {
+                st.guid = new;
+                st.pending = None;
+                st.lease_until = Some(started + s.lease());
+                let next = due + period;
+                return Some(if next > Instant::now() { next } else { Instant::now() + period });
+            }
+            Err(e @ StoreError::ConditionFailed { .. }) => {
+                st.lost = true;
+                st.pending = None;
+                lock.emit(LockEvent::Error(LockError::Store(e)));
+                lock.emit(LockEvent::Lost(LostReason::NotOwner));
+                return None;
+            }
+            Err(e) => {
+                lock.emit(LockEvent::Error(LockError::Store(e)));
+                let now = Instant::now();
+                let remaining = lease_until.saturating_duration_since(now);
+                if !danger_told && remaining <= s.danger_margin {
+                    danger_told = true;
+                    lock.emit(LockEvent::Danger { remaining_ms: remaining.as_millis() as u64 });
+                }
+                let pause = s.policy().backoff(n + 1).min(remaining);
+                let woken = lock.wake.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if lock.is_stopping() {
+                    return None;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = woken => return None,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The lock item: attribute names (shared with `dynamodb-lock-client`), key values and the
+//! decoded record. Nothing here knows about the SDK or Node.
+
+use rand::RngCore;
+
+pub const OWNER: &str = "owner";
+pub const GUID: &str = "guid";
+pub const FENCING_TOKEN: &str = "fencingToken";
+pub const LEASE_DURATION_MS: &str = "leaseDurationMs";
+pub const LOCK_ACQUIRED_TIME_UNIX_MS: &str = "lockAcquiredTimeUnixMs";
+
+/// Names a key attribute may not take, because the lock item uses them.
+pub const RESERVED_NAMES: [&str; 5] =
+    [FENCING_TOKEN, LEASE_DURATION_MS, LOCK_ACQUIRED_TIME_UNIX_MS, OWNER, GUID];
+
+/// `leaseDurationMs` of a released FailOpen lock (the original's convention).
+pub const RELEASED_LEASE_MS: u64 = 1;
+
+pub const GUID_LEN: usize = 64;
+pub type Guid = [u8; GUID_LEN];
+
+pub fn new_guid() -> Guid {
+    let mut g = [0u8; GUID_LEN];
+    rand::thread_rng().fill_bytes(&mut g);
+    g
+}
+
+/// A key attribute value as DynamoDB types it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyValue {
+    S(String),
+    /// A DynamoDB number, kept in its decimal text form.
+    N(String),
+    B(Vec<u8>),
+}
+
+/// Table name and key attribute names, fixed per client.
+#[derive(Clone, Debug)]
+pub struct TableSpec {
+    pub name: String,
+    pub partition_key: String,
+    pub sort_key: Option<String>,
+}
+
+/// The id of one lock: its partition value and, on a table with a sort key, its sort value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LockKey {
+    pub partition: KeyValue,
+    pub sort: Option<KeyValue>,
+}
+
+/// What identifies one holder's tenure as seen by a waiter: a heartbeat changes `guid`, a new
+/// acquisition changes both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub guid: Vec<u8>,
+    pub fencing_token: Option<u64>,
+}
+
+/// The decoded lock item. Every field is optional: the table may hold items written by other
+/// versions of either library, and decoding must not fail on them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockRecord {
+    pub owner: Option<String>,
+    pub guid: Option<Vec<u8>>,
+    pub fencing_token: Option<u64>,
+    pub lease_duration_ms: Option<u64>,
+    pub lock_acquired_time_unix_ms: Option<u64>,
+}
+
+impl LockRecord {
+    pub fn is_released(&self) -> bool {
+        self.lease_duration_ms == Some(RELEASED_LEASE_MS)
+    }
+
+    pub fn carries(&self, guid: &[u8]) -> bool {
+        self.guid.as_deref() == Some(guid)
+    }
+
+    pub fn version(&self) -> Version {
+        Version { guid: self.guid.clone().unwrap_or_default(), fencing_token: self.fencing_token }
+    }
+}
+
+/// Parses a DynamoDB number attribute into a non-negative integer, accepting forms such as
+/// `"100"`, `"100.0"` and `"1e3"` that other writers may produce.
+pub fn parse_u64(n: &str) -> Option<u64> {
+    if let Ok(v) = n.parse::<u64>() {
+        return Some(v);
+    }
+    let f = n.parse::<f64>().ok()?;
+    (f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64).then_some(f as u64)
+}
+
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_other_writers_forms_parse() {
+        assert_eq!(parse_u64("100"), Some(100));
+        assert_eq!(parse_u64("100.0"), Some(100));
+        assert_eq!(parse_u64("1e3"), Some(1000));
+        assert_eq!(parse_u64("-1"), None);
+        assert_eq!(parse_u64("1.5"), None);
+        assert_eq!(parse_u64("x"), None);
+    }
+
+    #[test]
+    fn released_means_lease_of_one() {
+        let mut r = LockRecord { lease_duration_ms: Some(1), ..Default::default() };
+        assert!(r.is_released());
+        r.lease_duration_ms = Some(10);
+        assert!(!r.is_released());
+    }
+
+    #[test]
+    fn guids_are_random_and_64_bytes() {
+        let (a, b) = (new_guid(), new_guid());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+    }
+}

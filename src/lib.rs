@@ -1,0 +1,351 @@
+//! dynamodb-lock-native: distributed locks on DynamoDB, with the table format and API of
+//! `dynamodb-lock-client`, and a Rust core that owns the protocol, timers and I/O.
+//!
+//! - `config`: validation of user configuration, with the original's messages.
+//! - `item`: attribute names, key values, the decoded lock item.
+//! - `store`: the `Store` trait (the protocol's few conditional operations), its
+//!   aws-sdk-dynamodb implementation, and bounded retries that track ambiguous outcomes.
+//! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`.
+//! - `lock`: a held lock, its serialized state and its events.
+//! - `heartbeat`: one scheduler renewing every held FailOpen lock.
+//! - `client`: settings, acquisition of either kind, cancellation.
+//! - `error`: `LockError` and the `code` JavaScript sees.
+//!
+//! This file is only the N-API surface: it converts values and keeps the registry of held
+//! locks and pending acquisitions that JavaScript refers to by number.
+
+#![cfg_attr(test, allow(dead_code))]
+
+mod client;
+mod config;
+mod error;
+mod fail_closed;
+mod fail_open;
+mod heartbeat;
+mod item;
+mod lock;
+mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::Credentials;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+use crate::client::{Cancel, Client, Settings};
+use crate::config::{Kind, RawValue};
+use crate::error::LockError;
+use crate::heartbeat::LazyHeartbeats;
+use crate::item::{KeyValue, LockKey, TableSpec};
+use crate::lock::{EventSink, HeldLock, LockEvent};
+use crate::store::sdk::{SdkOptions, SdkStore};
+
+type EventFn = ThreadsafeFunction<JsLockEvent, (), JsLockEvent, Status, false, true>;
+
+static EVENTS: OnceLock<EventFn> = OnceLock::new();
+static LOCKS: LazyLock<Mutex<HashMap<u64, Arc<HeldLock>>>> = LazyLock::new(Default::default);
+static CANCELS: LazyLock<Mutex<HashMap<u32, Arc<Cancel>>>> = LazyLock::new(Default::default);
+
+fn locks() -> std::sync::MutexGuard<'static, HashMap<u64, Arc<HeldLock>>> {
+    // A panic while the map is locked cannot leave it inconsistent: recover the guard.
+    LOCKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn cancels() -> std::sync::MutexGuard<'static, HashMap<u32, Arc<Cancel>>> {
+    CANCELS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An error for JavaScript to rethrow with its `code`.
+#[napi(object)]
+pub struct NativeError {
+    /// `FailedToAcquireLock`, `FailedToReleaseLock`, an AWS error name, `AbortError`, ...
+    pub code: String,
+    pub message: String,
+    /// The error behind `FailedToAcquireLock`/`FailedToReleaseLock` (the AWS error name).
+    pub original_code: Option<String>,
+    pub original_message: Option<String>,
+}
+
+impl From<&LockError> for NativeError {
+    fn from(e: &LockError) -> Self {
+        NativeError {
+            code: e.code().to_string(),
+            message: e.message(),
+            original_code: e.original().map(|o| o.code().to_string()),
+            original_message: e.original().map(|o| o.message().to_string()),
+        }
+    }
+}
+
+/// An event on a held lock: `error`, `danger` or `lost`.
+#[napi(object)]
+pub struct JsLockEvent {
+    pub lock_id: f64,
+    pub event: String,
+    pub error: Option<NativeError>,
+    /// `danger`: milliseconds of lease left.
+    pub remaining_ms: Option<f64>,
+}
+
+struct JsEvents;
+
+impl EventSink for JsEvents {
+    fn emit(&self, lock_id: u64, event: LockEvent) {
+        let ev = match &event {
+            LockEvent::Error(e) => JsLockEvent { lock_id: lock_id as f64, event: "error".into(), error: Some(e.into()), remaining_ms: None },
+            LockEvent::Danger { remaining_ms } => JsLockEvent {
+                lock_id: lock_id as f64,
+                event: "danger".into(),
+                error: None,
+                remaining_ms: Some(*remaining_ms as f64),
+            },
+            LockEvent::Lost(reason) => {
+                locks().remove(&lock_id);
+                JsLockEvent { lock_id: lock_id as f64, event: "lost".into(), error: Some((&LockError::Lost(*reason)).into()), remaining_ms: None }
+            }
+        };
+        if let Some(f) = EVENTS.get() {
+            f.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+/// Registers the function that receives every lock event. It does not keep Node alive.
+#[napi(catch_unwind)]
+pub fn set_event_handler(handler: Function<JsLockEvent, ()>) -> Result<()> {
+    let f = handler.build_threadsafe_function::<JsLockEvent>().callee_handled::<false>().weak::<true>().build()?;
+    let _ = EVENTS.set(f);
+    Ok(())
+}
+
+/// One problem found in a configuration, shaped like a Joi error detail.
+#[napi(object)]
+pub struct ConfigProblem {
+    pub message: String,
+    pub path: Vec<String>,
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub limit: Option<i64>,
+}
+
+fn raw_value(v: &Unknown, depth: u32) -> Result<RawValue> {
+    Ok(match v.get_type()? {
+        ValueType::Undefined => RawValue::Undefined,
+        ValueType::Null => RawValue::Null,
+        ValueType::Boolean => RawValue::Bool(unsafe { v.cast::<bool>()? }),
+        ValueType::Number => RawValue::Number(unsafe { v.cast::<f64>()? }),
+        ValueType::String => RawValue::String(unsafe { v.cast::<String>()? }),
+        ValueType::Function => RawValue::Function,
+        ValueType::Object if depth > 0 => {
+            let obj: Object = unsafe { v.cast()? };
+            if obj.is_array()? {
+                return Ok(RawValue::Other("array"));
+            }
+            let mut entries = Vec::new();
+            for k in Object::keys(&obj)? {
+                let child: Unknown = obj.get(&k)?.ok_or_else(|| Error::from_reason("property vanished"))?;
+                entries.push((k, raw_value(&child, depth - 1)?));
+            }
+            RawValue::Object(entries)
+        }
+        ValueType::Object => RawValue::Object(Vec::new()),
+        ValueType::Symbol => RawValue::Other("symbol"),
+        ValueType::BigInt => RawValue::Other("bigint"),
+        _ => RawValue::Other("other"),
+    })
+}
+
+fn parse_kind(kind: &str) -> Result<Kind> {
+    match kind {
+        "FailClosed" => Ok(Kind::FailClosed),
+        "FailOpen" => Ok(Kind::FailOpen),
+        _ => Err(Error::from_reason(format!("unknown lock kind {kind}"))),
+    }
+}
+
+/// Validates a FailClosed or FailOpen configuration; an empty list means valid.
+#[napi(catch_unwind)]
+pub fn validate_config(kind: String, config: Unknown) -> Result<Vec<ConfigProblem>> {
+    let raw = raw_value(&config, 2)?;
+    Ok(config::validate(parse_kind(&kind)?, &raw)
+        .into_iter()
+        .map(|p| ConfigProblem { message: p.message, path: p.path, kind: p.kind.to_string(), limit: p.limit })
+        .collect())
+}
+
+/// A validated configuration, with defaults applied by `index.js`.
+#[napi(object)]
+pub struct NativeOptions {
+    /// `FailClosed` or `FailOpen`.
+    pub kind: String,
+    pub lock_table: String,
+    pub partition_key: String,
+    pub sort_key: Option<String>,
+    pub owner: String,
+    /// Retries after the lock is found held (default 1).
+    pub retry_count: Option<u32>,
+    /// FailClosed: ms between attempts.
+    pub acquire_period_ms: Option<f64>,
+    /// FailOpen: the lease in ms.
+    pub lease_duration_ms: Option<f64>,
+    /// FailOpen: ms between heartbeats; none without it.
+    pub heartbeat_period_ms: Option<f64>,
+    pub trust_local_time: Option<bool>,
+    /// FailOpen: ms between re-reads of a held lock while waiting (default lease/4, 10..1000).
+    pub reread_period_ms: Option<f64>,
+    /// Longest wait for one DynamoDB answer, in ms (default 5000).
+    pub request_timeout_ms: Option<f64>,
+    /// FailOpen: `danger` is emitted when this many ms of lease are left (default lease/3).
+    pub danger_margin_ms: Option<f64>,
+    /// FailOpen: cap on heartbeat requests per second for this client (default: none).
+    pub max_heartbeats_per_second: Option<u32>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+}
+
+/// A lock id value: exactly one of `s`, `n` (decimal text), `b`.
+#[napi(object)]
+pub struct KeyInput {
+    pub s: Option<String>,
+    pub n: Option<String>,
+    pub b: Option<Buffer>,
+}
+
+fn key_value(k: KeyInput) -> Result<KeyValue> {
+    match (k.s, k.n, k.b) {
+        (Some(s), None, None) => Ok(KeyValue::S(s)),
+        (None, Some(n), None) => Ok(KeyValue::N(n)),
+        (None, None, Some(b)) => Ok(KeyValue::B(b.to_vec())),
+        _ => Err(Error::from_reason("a key value needs exactly one of s, n, b")),
+    }
+}
+
+#[napi(object)]
+pub struct AcquireOutcome {
+    pub error: Option<NativeError>,
+    pub lock_id: Option<f64>,
+    pub fencing_token: Option<f64>,
+}
+
+fn ms(v: Option<f64>) -> Option<Duration> {
+    v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| Duration::from_millis(v as u64))
+}
+
+/// A configured FailClosed or FailOpen client.
+#[napi]
+pub struct NativeClient {
+    inner: Arc<Client>,
+}
+
+#[napi]
+impl NativeClient {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(o: NativeOptions) -> Result<Self> {
+        let kind = parse_kind(&o.kind)?;
+        let mut s = Settings::new(kind, o.owner);
+        if let Some(r) = o.retry_count {
+            s.retry_count = r;
+        }
+        s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
+        s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
+        s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
+        s.trust_local_time = o.trust_local_time.unwrap_or(false);
+        s.reread_period = ms(o.reread_period_ms).unwrap_or_else(|| Settings::default_reread(s.lease_duration_ms));
+        if let Some(t) = ms(o.request_timeout_ms) {
+            s.request_timeout = t;
+        }
+        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
+        let credentials = match (o.access_key_id, o.secret_access_key) {
+            (Some(ak), Some(sk)) => Some(SharedCredentialsProvider::new(Credentials::new(
+                ak,
+                sk,
+                o.session_token,
+                None,
+                "dynamodb-lock-native",
+            ))),
+            _ => None,
+        };
+        let table = TableSpec { name: o.lock_table, partition_key: o.partition_key, sort_key: o.sort_key };
+        let store = SdkStore::new(table, SdkOptions { region: o.region, endpoint: o.endpoint, credentials, connect_timeout: None });
+        Ok(NativeClient {
+            inner: Arc::new(Client { store: Arc::new(store), settings: s, events: Arc::new(JsEvents), heartbeats: LazyHeartbeats::new(o.max_heartbeats_per_second) }),
+        })
+    }
+
+    /// Acquires a lock. Resolves with the lock's id and fencing token, or with an error to
+    /// rethrow; `cancel_id` names the acquisition for `cancelAcquisition`.
+    #[napi]
+    pub async fn acquire(&self, partition: KeyInput, sort: Option<KeyInput>, cancel_id: Option<u32>) -> Result<AcquireOutcome> {
+        let key = LockKey { partition: key_value(partition)?, sort: sort.map(key_value).transpose()? };
+        let cancel = match cancel_id {
+            Some(id) => cancels().entry(id).or_default().clone(),
+            None => Arc::new(Cancel::default()),
+        };
+        let result = self.inner.acquire(key, &cancel).await;
+        if let Some(id) = cancel_id {
+            cancels().remove(&id);
+        }
+        Ok(match result {
+            Ok(lock) => {
+                let out = AcquireOutcome { error: None, lock_id: Some(lock.id as f64), fencing_token: lock.fencing_token.map(|t| t as f64) };
+                locks().insert(lock.id, lock);
+                out
+            }
+            Err(e) => AcquireOutcome { error: Some((&e).into()), lock_id: None, fencing_token: None },
+        })
+    }
+
+    /// Releases a held lock; resolves with an error to rethrow, or nothing.
+    #[napi]
+    pub async fn release(&self, lock_id: f64) -> Result<Option<NativeError>> {
+        let id = lock_id as u64;
+        let lock = locks().get(&id).cloned();
+        let result = match lock {
+            Some(lock) => {
+                let r = lock.release().await;
+                if r.is_ok() {
+                    locks().remove(&id);
+                }
+                r
+            }
+            // Released before, or lost: as the original, quiet for FailOpen.
+            None => match self.inner.settings.kind {
+                Kind::FailOpen => Ok(()),
+                Kind::FailClosed => Err(LockError::FailedToReleaseLock { original: error::StoreError::condition_failed() }),
+            },
+        };
+        Ok(result.err().map(|e| (&e).into()))
+    }
+}
+
+/// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.
+#[napi(catch_unwind)]
+pub fn cancel_acquisition(cancel_id: u32) {
+    let c = cancels().entry(cancel_id).or_default().clone();
+    c.cancel();
+}
+
+/// Forgets a cancellation that will never be used (the acquisition settled first).
+#[napi(catch_unwind)]
+pub fn forget_acquisition(cancel_id: u32) {
+    cancels().remove(&cancel_id);
+}
+
+/// Number of locks this process holds (for tests and benchmarks).
+#[napi(catch_unwind)]
+pub fn held_lock_count() -> u32 {
+    locks().len() as u32
+}
+
+/// Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error.
+#[napi(catch_unwind)]
+pub fn panic_for_test(message: String) {
+    panic!("{message}");
+}

@@ -1,0 +1,234 @@
+//! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
+//! them. `sdk.rs` speaks to DynamoDB through aws-sdk-dynamodb; `memory.rs` (tests only) keeps
+//! items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
+//! and bounded, jittered retries of transient failures, and remembers whether a failed attempt
+//! may have been applied, so callers can resolve ambiguous outcomes by reading.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::item::{Guid, LockKey, LockRecord, Version};
+
+pub mod sdk;
+#[cfg(test)]
+pub mod memory;
+
+/// Fields a FailOpen write sets besides the key and `guid`.
+#[derive(Clone, Debug)]
+pub struct OpenFields<'a> {
+    pub owner: &'a str,
+    pub lease_duration_ms: u64,
+    /// `Some(now)` with `trustLocalTime`; `None` removes a stale value.
+    pub lock_acquired_time_unix_ms: Option<u64>,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Strongly consistent read of the lock item.
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError>;
+
+    /// FailClosed acquisition: write `{key, owner, guid}` if no item exists.
+    async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError>;
+
+    /// FailClosed release: delete the item if its `guid` is one of `guids`.
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<(), StoreError>;
+
+    /// FailOpen acquisition in one request: set owner, `guid`, lease and `fencingToken + 1`
+    /// if the item is absent, released, or still carries `waited_out`. Returns the new token.
+    async fn take(
+        &self,
+        key: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        waited_out: Option<&Version>,
+    ) -> Result<u64, StoreError>;
+
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids`.
+    async fn renew(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        new_guid: &Guid,
+        fields: &OpenFields<'_>,
+    ) -> Result<(), StoreError>;
+
+    /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and
+    /// its `fencingToken` stay.
+    async fn release(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        lock_acquired_time_unix_ms: Option<u64>,
+    ) -> Result<(), StoreError>;
+}
+
+/// How hard to try one logical operation.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub attempt_timeout: Duration,
+    /// No attempt starts, and no attempt runs, past this instant.
+    pub deadline: Option<Instant>,
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl RetryPolicy {
+    pub fn new(max_attempts: u32, attempt_timeout: Duration) -> Self {
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            attempt_timeout,
+            deadline: None,
+            base_backoff: Duration::from_millis(25),
+            max_backoff: Duration::from_millis(1000),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn until(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Full-jitter exponential backoff before attempt `n` (1-based, n >= 2).
+    pub fn backoff(&self, n: u32) -> Duration {
+        let exp = self.base_backoff.saturating_mul(1u32 << (n - 2).min(16)).min(self.max_backoff);
+        let ms = exp.as_millis() as u64;
+        Duration::from_millis(rand::thread_rng().gen_range(ms / 2..=ms.max(1)))
+    }
+}
+
+/// The failure of an operation after its attempts, and whether any attempt may have landed.
+#[derive(Clone, Debug)]
+pub struct Failed {
+    pub error: StoreError,
+    pub ambiguous: bool,
+}
+
+/// Runs `op` until it succeeds, fails for good, or the policy runs out. Each attempt gets a
+/// timeout (a timed-out attempt may still land: it counts as ambiguous). Condition failures
+/// are returned at once: they are answers, not faults.
+pub async fn attempt<T, F, Fut>(policy: RetryPolicy, mut op: F) -> Result<T, Failed>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut ambiguous = false;
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        let now = Instant::now();
+        let mut timeout = policy.attempt_timeout;
+        if let Some(deadline) = policy.deadline {
+            timeout = timeout.min(deadline.saturating_duration_since(now));
+        }
+        let result = if timeout.is_zero() {
+            Err(timed_out())
+        } else {
+            match tokio::time::timeout(timeout, op()).await {
+                Ok(r) => r,
+                Err(_) => Err(timed_out()),
+            }
+        };
+        let error = match result {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        ambiguous |= error.maybe_applied();
+        if !error.is_transient() || n >= policy.max_attempts {
+            return Err(Failed { error, ambiguous });
+        }
+        let pause = policy.backoff(n + 1);
+        if let Some(deadline) = policy.deadline {
+            if Instant::now() + pause >= deadline {
+                return Err(Failed { error, ambiguous });
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+pub fn timed_out() -> StoreError {
+    StoreError::Io {
+        code: "TimeoutError".into(),
+        message: "The request timed out before DynamoDB answered".into(),
+        maybe_applied: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn throttled() -> StoreError {
+        StoreError::Service {
+            code: "ProvisionedThroughputExceededException".into(),
+            message: "slow down".into(),
+            transient: true,
+            maybe_applied: false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_errors_are_retried_then_reported() {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(3, Duration::from_secs(1)), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(throttled())
+        })
+        .await;
+        let f = r.unwrap_err();
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(f.error.code(), "ProvisionedThroughputExceededException");
+        assert!(!f.ambiguous, "a throttled request was never applied");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn condition_failures_are_not_retried() {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(5, Duration::from_secs(1)), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(StoreError::condition_failed())
+        })
+        .await;
+        assert!(matches!(r.unwrap_err().error, StoreError::ConditionFailed { .. }));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_attempt_times_out_and_is_ambiguous() {
+        let calls = AtomicU32::new(0);
+        let start = Instant::now();
+        let r: Result<(), Failed> =
+            attempt(RetryPolicy::new(2, Duration::from_millis(100)), || async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    std::future::pending::<()>().await;
+                }
+                Err(StoreError::condition_failed())
+            })
+            .await;
+        let f = r.unwrap_err();
+        assert!(f.ambiguous, "the first attempt timed out and may have landed");
+        assert!(matches!(f.error, StoreError::ConditionFailed { .. }));
+        assert!(start.elapsed() >= Duration::from_millis(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_runs_past_the_deadline() {
+        let start = Instant::now();
+        let policy = RetryPolicy::new(100, Duration::from_secs(10)).until(start + Duration::from_millis(300));
+        let r: Result<(), Failed> = attempt(policy, || async {
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+        .await;
+        assert_eq!(r.unwrap_err().error.code(), "TimeoutError");
+        assert!(start.elapsed() <= Duration::from_millis(300));
+    }
+}
