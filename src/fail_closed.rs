@@ -107,3 +107,175 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), Lo
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::client::Cancel;
+    use crate::error::{LockError, StoreError};
+    use crate::store::memory::{Fault, MemoryStore};
+    use crate::testkit::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn acquires_with_one_write_and_releases_with_one_delete() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let rec = store.record(&key("a")).unwrap();
+        assert_eq!(rec.owner.as_deref(), Some("me"));
+        assert_eq!(rec.guid.as_ref().map(|g| g.len()), Some(64));
+        assert_eq!(store.count("put"), 1);
+        lock.release().await.unwrap();
+        assert!(store.record(&key("a")).is_none());
+        assert_eq!(store.count("delete"), 1);
+        assert_eq!(lock.fencing_token, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_lock_is_retried_retry_count_times_then_refused() {
+        for returns_old in [true, false] {
+            let store = Arc::new(MemoryStore::new(returns_old));
+            let mut s = closed_settings("me");
+            s.retry_count = 3;
+            let (holder, _) = client(&store, closed_settings("other"));
+            let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+            let (c, _) = client(&store, s);
+            let start = Instant::now();
+            let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+            assert_eq!(err.code(), "FailedToAcquireLock");
+            assert_eq!(err.original().map(|o| o.code()), Some("ConditionalCheckFailedException"));
+            assert_eq!(store.count("put"), 1 + 4, "one for the holder, four attempts");
+            assert_eq!(store.count("get"), 0, "a plain refusal needs no read");
+            assert_eq!(start.elapsed(), Duration::from_millis(300), "three pauses of acquirePeriodMs");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_freed_between_attempts_is_acquired() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, closed_settings("other"));
+        let held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let (c, _) = client(&store, closed_settings("me"));
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.acquire(key("a"), &Cancel::default()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        held.release().await.unwrap();
+        let lock = waiter.await.unwrap().unwrap();
+        assert!(store.record(&key("a")).unwrap().carries(&lock.state.lock().await.guid));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_landed_unseen_is_a_lock_held_not_an_orphan() {
+        for returns_old in [true, false] {
+            let store = Arc::new(MemoryStore::new(returns_old));
+            store.fault("put", Fault::ApplyThenFail(lost_response()));
+            let (c, _) = client(&store, closed_settings("me"));
+            let lock = c.acquire(key("a"), &Cancel::default()).await.expect("the write landed: the lock is ours");
+            assert_eq!(store.count("put"), 2, "the retry met our own write");
+            assert_eq!(store.count("get"), if returns_old { 0 } else { 1 });
+            lock.release().await.unwrap();
+            assert!(store.record(&key("a")).is_none());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_whose_outcome_cannot_be_read_is_cleaned_up() {
+        let store = Arc::new(MemoryStore::new(false));
+        let mut s = closed_settings("me");
+        s.max_attempts = 1;
+        store.fault("put", Fault::ApplyThenFail(lost_response()));
+        store.fault("get", Fault::Fail(lost_response()));
+        let (c, _) = client(&store, s);
+        let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(err.code(), "NetworkingError");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(store.record(&key("a")).is_none(), "the orphaned item was deleted");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_that_landed_unseen_is_a_release() {
+        let store = Arc::new(MemoryStore::new(false));
+        let (c, _) = client(&store, closed_settings("me"));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.fault("delete", Fault::ApplyThenFail(lost_response()));
+        lock.release().await.expect("the delete landed");
+        assert!(store.record(&key("a")).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn releasing_a_lock_that_is_not_ours_is_refused() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.items.lock().unwrap().clear();
+        let (other, _) = client(&store, closed_settings("other"));
+        let _theirs = other.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let err = lock.release().await.unwrap_err();
+        assert_eq!(err.code(), "FailedToReleaseLock");
+        assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("other"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn releasing_twice_is_refused_without_a_request() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        lock.release().await.unwrap();
+        assert_eq!(lock.release().await.unwrap_err().code(), "FailedToReleaseLock");
+        assert_eq!(store.count("delete"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn other_errors_keep_their_aws_name() {
+        let store = Arc::new(MemoryStore::new(true));
+        store.fault(
+            "put",
+            Fault::Fail(StoreError::Service {
+                code: "ResourceNotFoundException".into(),
+                message: "Requested resource not found".into(),
+                transient: false,
+                maybe_applied: false,
+            }),
+        );
+        let (c, _) = client(&store, closed_settings("me"));
+        let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(err.code(), "ResourceNotFoundException");
+        assert_eq!(err.message(), "Requested resource not found");
+        assert_eq!(store.count("put"), 1, "not a transient error: not retried");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttling_is_retried_transparently() {
+        let store = Arc::new(MemoryStore::new(true));
+        store.fault("put", Fault::Fail(throttled()));
+        store.fault("put", Fault::Fail(throttled()));
+        let (c, _) = client(&store, closed_settings("me"));
+        c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        assert_eq!(store.count("put"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelling_a_waiting_acquisition_aborts_it() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, closed_settings("other"));
+        let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let mut s = closed_settings("me");
+        s.retry_count = 1000;
+        let (c, _) = client(&store, s);
+        let cancel = Arc::new(Cancel::default());
+        let task = tokio::spawn({
+            let (c, cancel) = (c.clone(), cancel.clone());
+            async move { c.acquire(key("a"), &cancel).await.map(|_| ()) }
+        });
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        cancel.cancel();
+        assert_eq!(task.await.unwrap().unwrap_err(), LockError::Aborted);
+        assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("other"));
+    }
+}

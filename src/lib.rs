@@ -25,6 +25,8 @@ mod heartbeat;
 mod item;
 mod lock;
 mod store;
+#[cfg(test)]
+mod testkit;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};

@@ -59,6 +59,12 @@ pub struct HeldLock {
     pub(crate) state: Mutex<LockState>,
 }
 
+impl std::fmt::Debug for HeldLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldLock").field("id", &self.id).field("key", &self.key).field("fencing_token", &self.fencing_token).finish()
+    }
+}
+
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl HeldLock {

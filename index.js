@@ -1,0 +1,492 @@
+"use strict";
+
+// The JavaScript face of dynamodb-lock-native: the classes and callbacks of
+// dynamodb-lock-client, plus Promises, AbortSignal and `await using`. The protocol, timers
+// and I/O live in the native core (binding.js); this file only adapts values and errors.
+
+const { EventEmitter } = require("events");
+const os = require("os");
+const pkg = require("./package.json");
+const native = require("./binding.js");
+const { chooseTransport, sdkOptionsFrom, describeDynamodb } = require("./lib/transport.js");
+const objectTransport = require("./lib/object-transport.js");
+
+const OWN_CODES = new Set([
+    "FailedToAcquireLock",
+    "FailedToReleaseLock",
+    "InvalidLockId",
+    "LockLost",
+    "LeaseExpired",
+    "InternalError",
+]);
+
+function defaultOwner()
+{
+    let user = "unknown";
+    try
+    {
+        user = os.userInfo().username;
+    }
+    catch (_)
+    {
+        // Some containers have no passwd entry for the current uid.
+    }
+    return `${pkg.name}@${pkg.version}_${user}@${os.hostname()}`;
+}
+
+// Computed once: the owner does not change during the life of a process.
+const DEFAULT_OWNER = defaultOwner();
+
+class ValidationError extends Error
+{
+    constructor(details, original)
+    {
+        super(details.map(d => d.message).join(". "));
+        this.name = "ValidationError";
+        this.details = details;
+        Object.defineProperty(this, "_original", { value: original, enumerable: false, writable: true });
+    }
+}
+ValidationError.prototype.isJoi = true;
+
+// Turns the native core's error description into an Error with `code` (and `name` for AWS
+// errors), as the original library's callers expect.
+function toError(e)
+{
+    const err = new Error(e.message);
+    err.code = e.code;
+    if (e.code === "AbortError")
+    {
+        err.name = "AbortError";
+    }
+    else if (!OWN_CODES.has(e.code))
+    {
+        err.name = e.code;
+    }
+    if (e.originalCode)
+    {
+        err.originalError = toError({ code: e.originalCode, message: e.originalMessage });
+    }
+    return err;
+}
+
+function internalError(cause)
+{
+    const err = new Error(`Internal error in dynamodb-lock-native: ${cause && cause.message}`);
+    err.code = "InternalError";
+    err.cause = cause;
+    return err;
+}
+
+function invalidId(message)
+{
+    const err = new Error(message);
+    err.code = "InvalidLockId";
+    return err;
+}
+
+// A key value as the native core takes it: one of string, number (as decimal text), binary.
+function keyInput(value, what)
+{
+    if (typeof value === "string")
+    {
+        return { s: value };
+    }
+    if (typeof value === "number")
+    {
+        if (!Number.isFinite(value))
+        {
+            throw invalidId(`Lock ID ${what} must be a finite number`);
+        }
+        return { n: String(value) };
+    }
+    if (typeof value === "bigint")
+    {
+        return { n: value.toString() };
+    }
+    if (Buffer.isBuffer(value))
+    {
+        return { b: value };
+    }
+    if (value instanceof Uint8Array)
+    {
+        return { b: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+    }
+    throw invalidId(`Lock ID ${what} must be a string, number or Buffer`);
+}
+
+// Splits an id as the original does: an object carries `[partitionKey]` and `[sortKey]`,
+// anything else is the partition value. Falsy sort values such as 0 and "" are values.
+function splitId(config, id)
+{
+    if (id === null || id === undefined)
+    {
+        throw invalidId("Lock ID is required");
+    }
+    let partitionID, sortID;
+    if (typeof id === "object" && !Buffer.isBuffer(id) && !(id instanceof Uint8Array))
+    {
+        partitionID = id[config.partitionKey];
+        sortID = config.sortKey === undefined ? undefined : id[config.sortKey];
+    }
+    else
+    {
+        partitionID = id;
+    }
+    if (partitionID === undefined || partitionID === null)
+    {
+        throw invalidId("Lock ID is missing required partitionKey value");
+    }
+    if (config.sortKey && (sortID === undefined || sortID === null))
+    {
+        throw invalidId("Lock ID is missing required sortKey value");
+    }
+    return { partitionID, sortID };
+}
+
+// acquireLock(id[, options][, callback]) and release([callback]): without a callback, a
+// Promise. Callbacks run on a fresh tick, so one that throws is an ordinary uncaught
+// exception and never lands in a promise chain.
+function settle(promise, callback)
+{
+    if (typeof callback !== "function")
+    {
+        return promise;
+    }
+    promise.then(
+        value => process.nextTick(callback, undefined, value),
+        error => process.nextTick(callback, error)
+    );
+    return undefined;
+}
+
+// Heartbeating locks keep the process alive, as the original's timers do; nothing else does.
+let heartbeating = 0;
+let keepAlive;
+function holdProcess(delta)
+{
+    heartbeating += delta;
+    if (heartbeating > 0 && !keepAlive)
+    {
+        keepAlive = setInterval(() => {}, 1 << 30);
+    }
+    else if (heartbeating <= 0 && keepAlive)
+    {
+        clearInterval(keepAlive);
+        keepAlive = undefined;
+        heartbeating = 0;
+    }
+}
+
+// Lock events arrive from the native core by lock id. One that arrives before its lock
+// object exists (the acquisition's answer and the event travel separately) waits here.
+const liveLocks = new Map();
+const earlyEvents = new Map();
+native.setEventHandler(ev =>
+    {
+        const lock = liveLocks.get(ev.lockId);
+        if (lock)
+        {
+            return lock._onNativeEvent(ev);
+        }
+        if (earlyEvents.size < 10000)
+        {
+            const list = earlyEvents.get(ev.lockId) || [];
+            list.push(ev);
+            earlyEvents.set(ev.lockId, list);
+        }
+    }
+);
+
+let nextCancelId = 1;
+
+class Lock extends EventEmitter
+{
+    constructor(release, fencingToken, heartbeats)
+    {
+        super();
+        this.fencingToken = fencingToken;
+        this._release = release;
+        this._heartbeats = heartbeats;
+        this._lost = undefined;
+        this._releasing = undefined;
+        this._abort = new AbortController();
+        if (heartbeats)
+        {
+            holdProcess(+1);
+        }
+    }
+
+    /**
+     * Aborted when the lock is lost (another owner took it, or the lease lapsed), with the
+     * reason as `signal.reason`. Hand it to the work done under the lock.
+     */
+    get signal()
+    {
+        return this._abort.signal;
+    }
+
+    /** True once the lock is known to be lost. */
+    get lost()
+    {
+        return this._lost !== undefined;
+    }
+
+    _stopHeartbeats()
+    {
+        if (this._heartbeats)
+        {
+            this._heartbeats = false;
+            holdProcess(-1);
+        }
+    }
+
+    _onNativeEvent(ev)
+    {
+        if (ev.event === "error")
+        {
+            // The original emits "error" for each failed heartbeat. An EventEmitter with no
+            // "error" listener would throw it and end the process; a lock library must not.
+            if (this.listenerCount("error") > 0)
+            {
+                this.emit("error", toError(ev.error));
+            }
+        }
+        else if (ev.event === "danger")
+        {
+            this.emit("danger", { remainingMs: ev.remainingMs });
+        }
+        else if (ev.event === "lost")
+        {
+            const err = toError(ev.error);
+            this._lost = err;
+            this._stopHeartbeats();
+            this._forget();
+            this._abort.abort(err);
+            this.emit("lost", err);
+        }
+    }
+
+    _forget()
+    {
+        // Overridden per instance by the client that made the lock.
+    }
+
+    release(callback)
+    {
+        this._stopHeartbeats();
+        return settle(this._release(), callback);
+    }
+
+    [Symbol.asyncDispose]()
+    {
+        return this.release();
+    }
+}
+
+function LockClient(self, kind, config)
+{
+    const problems = native.validateConfig(kind, describeConfig(config));
+    if (problems.length > 0)
+    {
+        throw new ValidationError(problems.map(p => detail(p, config)), config);
+    }
+    self._config = config;
+    self._kind = kind;
+    self._retryCount = config.retryCount === undefined ? 1 : config.retryCount;
+    self._owner = config.owner || DEFAULT_OWNER;
+    self._transport = chooseTransport(config.dynamodb, config.transport);
+    if (self._transport === "object")
+    {
+        self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
+        return;
+    }
+    self._native = new native.NativeClient(Object.assign(
+        {
+            kind,
+            lockTable: config.lockTable,
+            partitionKey: config.partitionKey,
+            sortKey: config.sortKey,
+            owner: self._owner,
+            retryCount: self._retryCount,
+            acquirePeriodMs: config.acquirePeriodMs,
+            leaseDurationMs: config.leaseDurationMs,
+            heartbeatPeriodMs: config.heartbeatPeriodMs,
+            trustLocalTime: config.trustLocalTime,
+            rereadPeriodMs: config.rereadPeriodMs,
+            requestTimeoutMs: config.requestTimeoutMs,
+            dangerMarginMs: config.dangerMarginMs,
+            maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
+        },
+        sdkOptionsFrom(config.dynamodb)
+    ));
+}
+
+// What validation needs to see of the configuration: the `dynamodb` value reduced to its
+// get/put/delete methods (which may live on a prototype).
+function describeConfig(config)
+{
+    if (config === null || typeof config !== "object" || !("dynamodb" in config))
+    {
+        return config;
+    }
+    return Object.assign({}, config, { dynamodb: describeDynamodb(config.dynamodb, config.transport) });
+}
+
+function detail(p, config)
+{
+    const key = p.path[p.path.length - 1];
+    const context = p.path.length > 0 ? { label: p.path.join("."), key } : { label: "value" };
+    if (p.limit !== null && p.limit !== undefined)
+    {
+        context.limit = p.limit;
+    }
+    let value = config;
+    for (const k of p.path)
+    {
+        value = value === undefined || value === null ? undefined : value[k];
+    }
+    if (value !== undefined)
+    {
+        context.value = value;
+    }
+    return { message: p.message, path: p.path, type: p.type, context };
+}
+
+function acquire(self, id, options, callback)
+{
+    if (typeof options === "function")
+    {
+        callback = options;
+        options = undefined;
+    }
+    const signal = options && options.signal;
+    const promise = self._transport === "object"
+        ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
+        : nativeAcquire(self, id, signal);
+    return settle(promise, callback);
+}
+
+function abortError(signal)
+{
+    const err = toError({ code: "AbortError", message: "The lock acquisition was aborted." });
+    if (signal && signal.reason !== undefined)
+    {
+        err.cause = signal.reason;
+    }
+    return err;
+}
+
+async function nativeAcquire(self, id, signal)
+{
+    const { partitionID, sortID } = splitId(self._config, id);
+    const partition = keyInput(partitionID, "partition value");
+    const sort = self._config.sortKey ? keyInput(sortID, "sort value") : undefined;
+    if (signal && signal.aborted)
+    {
+        throw abortError(signal);
+    }
+    let cancelId, onAbort;
+    if (signal)
+    {
+        cancelId = nextCancelId++ % 0xffffffff;
+        onAbort = () => native.cancelAcquisition(cancelId);
+        signal.addEventListener("abort", onAbort, { once: true });
+    }
+    let outcome;
+    try
+    {
+        outcome = await self._native.acquire(partition, sort, cancelId);
+    }
+    catch (err)
+    {
+        throw internalError(err);
+    }
+    finally
+    {
+        if (signal)
+        {
+            signal.removeEventListener("abort", onAbort);
+            native.forgetAcquisition(cancelId);
+        }
+    }
+    if (outcome.error)
+    {
+        throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
+    }
+    const lockId = outcome.lockId;
+    const client = self._native;
+    const lock = new Lock(
+        async () =>
+        {
+            let err;
+            try
+            {
+                err = await client.release(lockId);
+            }
+            catch (e)
+            {
+                throw internalError(e);
+            }
+            if (err)
+            {
+                throw toError(err);
+            }
+            liveLocks.delete(lockId);
+        },
+        outcome.fencingToken === null ? undefined : outcome.fencingToken,
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0
+    );
+    lock._forget = () => liveLocks.delete(lockId);
+    liveLocks.set(lockId, lock);
+    const early = earlyEvents.get(lockId);
+    if (early)
+    {
+        earlyEvents.delete(lockId);
+        process.nextTick(() => early.forEach(ev => lock._onNativeEvent(ev)));
+    }
+    return lock;
+}
+
+function wrapObjectLock(self, held)
+{
+    const lock = new Lock(() => held.release(), held.fencingToken, false);
+    held.attach(lock);
+    return lock;
+}
+
+function FailClosed(config)
+{
+    if (!(this instanceof FailClosed))
+    {
+        return new FailClosed(config);
+    }
+    LockClient(this, "FailClosed", config);
+}
+
+FailClosed.prototype.acquireLock = function(id, options, callback)
+{
+    return acquire(this, id, options, callback);
+};
+
+function FailOpen(config)
+{
+    if (!(this instanceof FailOpen))
+    {
+        return new FailOpen(config);
+    }
+    LockClient(this, "FailOpen", config);
+}
+
+FailOpen.prototype.acquireLock = function(id, options, callback)
+{
+    return acquire(this, id, options, callback);
+};
+
+module.exports =
+{
+    FailClosed,
+    FailOpen,
+    Lock,
+    ValidationError,
+};

@@ -1,0 +1,137 @@
+"use strict";
+
+// Which transport a `dynamodb` option selects, and what the Rust SDK needs from it.
+
+const METHODS = ["get", "put", "delete"];
+
+function isObject(v)
+{
+    return v !== null && typeof v === "object";
+}
+
+// AWS SDK for JavaScript v3 clients (DynamoDBClient, DynamoDBDocumentClient).
+function isV3Client(db)
+{
+    return isObject(db) && typeof db.send === "function" && isObject(db.config);
+}
+
+// AWS SDK for JavaScript v2 clients (AWS.DynamoDB, AWS.DynamoDB.DocumentClient).
+function isV2Client(db)
+{
+    if (!isObject(db))
+    {
+        return false;
+    }
+    if (isObject(db.service) && isObject(db.service.config) && typeof db.service.makeRequest === "function")
+    {
+        return true;
+    }
+    return isObject(db.config) && typeof db.makeRequest === "function" && isObject(db.api);
+}
+
+function isSdkClient(db)
+{
+    return isV3Client(db) || isV2Client(db);
+}
+
+function offersMethods(db)
+{
+    return isObject(db) && METHODS.some(m => db[m] !== undefined);
+}
+
+// "sdk": the Rust SDK does the I/O (configured from options, an SDK client or the
+// environment). "object": the user's object is called with the original's requests.
+function chooseTransport(db, requested)
+{
+    if (requested === "sdk" || requested === "object")
+    {
+        return requested;
+    }
+    if (db === undefined || isSdkClient(db))
+    {
+        return "sdk";
+    }
+    return offersMethods(db) ? "object" : "sdk";
+}
+
+// What validation sees of `dynamodb`: for a user object, its three methods wherever they are
+// defined (own or inherited); for SDK clients and options, an empty object.
+function describeDynamodb(db, requested)
+{
+    if (!isObject(db))
+    {
+        return db;
+    }
+    if (chooseTransport(db, requested) !== "object")
+    {
+        return {};
+    }
+    const out = {};
+    for (const m of METHODS)
+    {
+        if (db[m] !== undefined)
+        {
+            out[m] = db[m];
+        }
+    }
+    return requested === "object" && Object.keys(out).length === 0 ? { get: undefined } : out;
+}
+
+function endpointString(endpoint)
+{
+    if (endpoint === undefined || endpoint === null)
+    {
+        return undefined;
+    }
+    if (typeof endpoint === "string")
+    {
+        return endpoint;
+    }
+    if (endpoint instanceof URL)
+    {
+        return endpoint.href;
+    }
+    if (isObject(endpoint) && endpoint.hostname)
+    {
+        const protocol = (endpoint.protocol || "https:").replace(/:?$/, ":");
+        const port = endpoint.port ? `:${endpoint.port}` : "";
+        return `${protocol}//${endpoint.hostname}${port}${endpoint.path || ""}`;
+    }
+    if (isObject(endpoint) && typeof endpoint.href === "string")
+    {
+        return endpoint.href;
+    }
+    return String(endpoint);
+}
+
+// Options for the Rust SDK from a plain options object ({region, endpoint, credentials}).
+function sdkOptionsFrom(db)
+{
+    if (!isObject(db) || isSdkClient(db))
+    {
+        return {};
+    }
+    const out = {};
+    if (typeof db.region === "string")
+    {
+        out.region = db.region;
+    }
+    const endpoint = endpointString(db.endpoint);
+    if (endpoint)
+    {
+        out.endpoint = endpoint;
+    }
+    const c = db.credentials;
+    if (isObject(c) && typeof c.accessKeyId === "string" && typeof c.secretAccessKey === "string")
+    {
+        out.accessKeyId = c.accessKeyId;
+        out.secretAccessKey = c.secretAccessKey;
+        if (typeof c.sessionToken === "string")
+        {
+            out.sessionToken = c.sessionToken;
+        }
+    }
+    return out;
+}
+
+module.exports = { chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };

@@ -1,0 +1,67 @@
+//! Test support: a client over the in-memory store, and a sink that records lock events.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::client::{Client, Settings};
+use crate::config::Kind;
+use crate::error::StoreError;
+use crate::heartbeat::LazyHeartbeats;
+use crate::item::{KeyValue, LockKey};
+use crate::lock::{EventSink, LockEvent};
+use crate::store::memory::MemoryStore;
+
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<(u64, LockEvent)>>);
+
+impl EventSink for Recorder {
+    fn emit(&self, lock_id: u64, event: LockEvent) {
+        self.0.lock().unwrap().push((lock_id, event));
+    }
+}
+
+impl Recorder {
+    pub fn events(&self) -> Vec<LockEvent> {
+        self.0.lock().unwrap().iter().map(|(_, e)| e.clone()).collect()
+    }
+}
+
+pub fn key(id: &str) -> LockKey {
+    LockKey { partition: KeyValue::S(id.into()), sort: None }
+}
+
+pub fn closed_settings(owner: &str) -> Settings {
+    let mut s = Settings::new(Kind::FailClosed, owner.into());
+    s.acquire_period = Duration::from_millis(100);
+    s.request_timeout = Duration::from_millis(500);
+    s
+}
+
+pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> Settings {
+    let mut s = Settings::new(Kind::FailOpen, owner.into());
+    s.lease_duration_ms = lease_ms;
+    s.heartbeat_period = heartbeat_ms.map(Duration::from_millis);
+    s.reread_period = Settings::default_reread(lease_ms);
+    s.danger_margin = Settings::default_danger_margin(lease_ms);
+    s.request_timeout = Duration::from_millis(lease_ms / 4);
+    s
+}
+
+pub fn client(store: &Arc<MemoryStore>, settings: Settings) -> (Arc<Client>, Arc<Recorder>) {
+    let rec = Arc::new(Recorder::default());
+    let c = Client { store: store.clone(), settings, events: rec.clone(), heartbeats: LazyHeartbeats::new(Some(100_000)) };
+    (Arc::new(c), rec)
+}
+
+pub fn throttled() -> StoreError {
+    StoreError::Service {
+        code: "ProvisionedThroughputExceededException".into(),
+        message: "slow down".into(),
+        transient: true,
+        maybe_applied: false,
+    }
+}
+
+pub fn lost_response() -> StoreError {
+    StoreError::Io { code: "NetworkingError".into(), message: "connection reset".into(), maybe_applied: true }
+}
