@@ -182,3 +182,257 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), Lo
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::client::Cancel;
+    use crate::error::{LockError, LostReason};
+    use crate::item::{unix_now_ms, LockRecord};
+    use crate::lock::LockEvent;
+    use crate::store::memory::{Fault, MemoryStore};
+    use crate::testkit::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn fencing_tokens_rise_by_one_across_acquire_release_acquire() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, open_settings("me", 1000, None));
+        let a = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        assert_eq!(a.fencing_token, Some(1));
+        a.release().await.unwrap();
+        let rec = store.record(&key("a")).unwrap();
+        assert!(rec.is_released(), "the item stays, with leaseDurationMs 1");
+        assert_eq!(rec.fencing_token, Some(1));
+        let b = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        assert_eq!(b.fencing_token, Some(2));
+        assert_eq!(store.count("take"), 2, "one request per acquisition, released or absent");
+        assert_eq!(store.count("release"), 1);
+        assert_eq!(store.count("get"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dead_holder_is_taken_over_after_its_lease_on_our_clock() {
+        for returns_old in [true, false] {
+            let store = Arc::new(MemoryStore::new(returns_old));
+            let (dead, _) = client(&store, open_settings("dead", 1000, None));
+            let _gone = dead.acquire(key("a"), &Cancel::default()).await.unwrap();
+            let (c, _) = client(&store, open_settings("me", 1000, None));
+            let start = Instant::now();
+            let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+            let waited = start.elapsed();
+            assert!(waited >= Duration::from_millis(1000), "waited {waited:?}");
+            assert!(waited < Duration::from_millis(1100), "waited {waited:?}");
+            assert_eq!(lock.fencing_token, Some(2));
+            assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("me"));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_seen_by_a_reread_is_acted_on_at_once() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, open_settings("other", 10_000, None));
+        let held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let mut s = open_settings("me", 10_000, None);
+        s.reread_period = Duration::from_millis(100);
+        let (c, _) = client(&store, s);
+        let start = Instant::now();
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.acquire(key("a"), &Cancel::default()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        held.release().await.unwrap();
+        let lock = waiter.await.unwrap().unwrap();
+        assert!(start.elapsed() <= Duration::from_millis(450), "took {:?}", start.elapsed());
+        assert_eq!(lock.fencing_token, Some(2));
+        assert!(store.count("get") <= 5, "bounded re-reads: {}", store.count("get"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewing_holder_exhausts_retries_at_lease_boundaries() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, open_settings("other", 1000, Some(300)));
+        let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let mut s = open_settings("me", 1000, None);
+        s.retry_count = 1;
+        let (c, _) = client(&store, s);
+        let start = Instant::now();
+        let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(err.code(), "FailedToAcquireLock");
+        let took = start.elapsed();
+        // As the original: one wait of a lease, a failed attempt, a second wait, a failure.
+        assert!(took >= Duration::from_millis(1000) && took < Duration::from_millis(2300), "took {took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_count_zero_still_waits_out_one_lease() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (dead, _) = client(&store, open_settings("dead", 500, None));
+        let _gone = dead.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let mut s = open_settings("me", 500, None);
+        s.retry_count = 0;
+        let (c, _) = client(&store, s);
+        let lock = c.acquire(key("a"), &Cancel::default()).await.expect("the first find is no failed attempt");
+        assert_eq!(lock.fencing_token, Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn trust_local_time_shortens_the_wait_but_never_lengthens_it() {
+        let store = Arc::new(MemoryStore::new(true));
+        let rec = |acquired: u64| LockRecord {
+            owner: Some("other".into()),
+            guid: Some(vec![9; 64]),
+            fencing_token: Some(7),
+            lease_duration_ms: Some(1000),
+            lock_acquired_time_unix_ms: Some(acquired),
+        };
+        let mut s = open_settings("me", 1000, None);
+        s.trust_local_time = true;
+        let (c, _) = client(&store, s.clone());
+        store.set(&key("a"), rec(unix_now_ms() - 800));
+        let start = Instant::now();
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(150) && waited < Duration::from_millis(400), "waited {waited:?}");
+        assert_eq!(lock.fencing_token, Some(8));
+        assert!(store.record(&key("a")).unwrap().lock_acquired_time_unix_ms.is_some());
+        // A holder whose clock runs ahead does not make us wait longer than the lease.
+        store.set(&key("b"), rec(unix_now_ms() + 60_000));
+        let start = Instant::now();
+        c.acquire(key("b"), &Cancel::default()).await.unwrap();
+        assert!(start.elapsed() <= Duration::from_millis(1100));
+        // Without trustLocalTime the holder's clock is ignored, and a stale value is removed.
+        let (plain, _) = client(&store, open_settings("me", 1000, None));
+        store.set(&key("c"), rec(unix_now_ms() - 900));
+        let start = Instant::now();
+        plain.acquire(key("c"), &Cancel::default()).await.unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(1000));
+        assert_eq!(store.record(&key("c")).unwrap().lock_acquired_time_unix_ms, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_keep_a_lock_past_many_leases() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 400, Some(100)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let first = store.record(&key("a")).unwrap().guid;
+        let (w, _) = client(&store, open_settings("waiter", 400, None));
+        let waiter = tokio::spawn(async move { w.acquire(key("a"), &Cancel::default()).await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert_eq!(waiter.await.unwrap().unwrap_err().code(), "FailedToAcquireLock");
+        let renews = store.count("renew");
+        assert!((15..=21).contains(&renews), "about one heartbeat per period: {renews}");
+        assert_ne!(store.record(&key("a")).unwrap().guid, first, "guid rotates");
+        assert!(events.events().is_empty(), "{:?}", events.events());
+        lock.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(store.count("renew"), renews, "no heartbeat after release");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_heartbeat_is_reported_and_retried_while_the_lease_lasts() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.fault("renew", Fault::Fail(throttled()));
+        store.fault("renew", Fault::ApplyThenFail(lost_response()));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ev = events.events();
+        assert_eq!(ev.len(), 2, "{ev:?}");
+        assert!(matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ProvisionedThroughputExceededException"));
+        assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e)) if e.code() == "NetworkingError"));
+        let st = lock.state.lock().await;
+        assert!(!st.lost);
+        assert!(store.record(&key("a")).unwrap().carries(&st.guid), "the unseen write was accepted");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_that_finds_another_owner_reports_the_lock_lost() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.set(&key("a"), LockRecord { guid: Some(vec![1; 64]), lease_duration_ms: Some(1000), ..Default::default() });
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let ev = events.events();
+        assert!(matches!(&ev[0], LockEvent::Error(e) if e.code() == "ConditionalCheckFailedException"));
+        assert_eq!(ev[1], LockEvent::Lost(LostReason::NotOwner));
+        let renews = store.count("renew");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(store.count("renew"), renews, "a lost lock is not renewed");
+        lock.release().await.expect("releasing a lost FailOpen lock is quiet");
+        assert_eq!(store.record(&key("a")).unwrap().guid, Some(vec![1; 64]), "the new owner's item is untouched");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_longer_than_the_lease_warns_then_reports_the_lease_lapsed() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(300)));
+        let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        for _ in 0..200 {
+            store.fault("renew", Fault::Fail(throttled()));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ev = events.events();
+        let danger = ev.iter().position(|e| matches!(e, LockEvent::Danger { .. })).expect("danger");
+        let lost = ev.iter().position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired)).expect("lost");
+        assert!(danger < lost);
+        assert_eq!(ev.len() - 1, lost, "nothing after lost: {ev:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn release_waits_for_an_in_flight_heartbeat_and_uses_its_guid() {
+        for fault in [Fault::Delay(Duration::from_millis(80)), Fault::ApplyThenFail(lost_response())] {
+            let store = Arc::new(MemoryStore::new(true));
+            let (c, _) = client(&store, open_settings("me", 1000, Some(100)));
+            let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+            store.fault("renew", fault.clone());
+            // Land inside the heartbeat (its first one is due between 50 and 100 ms).
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                if store.count("renew") > 0 {
+                    break;
+                }
+            }
+            assert_eq!(store.count("renew"), 1);
+            lock.release().await.expect("released");
+            let rec = store.record(&key("a")).unwrap();
+            assert!(rec.is_released(), "{fault:?}: the release found the heartbeat's guid");
+            let renews = store.count("renew");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(store.count("renew"), renews);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_take_that_landed_unseen_is_ours_with_its_token() {
+        for returns_old in [true, false] {
+            let store = Arc::new(MemoryStore::new(returns_old));
+            store.fault("take", Fault::ApplyThenFail(lost_response()));
+            let (c, _) = client(&store, open_settings("me", 1000, None));
+            let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+            assert_eq!(lock.fencing_token, Some(1));
+            assert_eq!(store.record(&key("a")).unwrap().fencing_token, Some(1), "applied once");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_leaves_no_lock() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, open_settings("other", 5000, None));
+        let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let (c, _) = client(&store, open_settings("me", 5000, None));
+        let cancel = Arc::new(Cancel::default());
+        let task = tokio::spawn({
+            let (c, cancel) = (c.clone(), cancel.clone());
+            async move { c.acquire(key("a"), &cancel).await.map(|_| ()) }
+        });
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        cancel.cancel();
+        assert_eq!(task.await.unwrap().unwrap_err(), LockError::Aborted);
+        assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("other"));
+    }
+}
