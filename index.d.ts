@@ -1,0 +1,135 @@
+/// <reference types="node" />
+
+// Public types of dynamodb-lock-native: a superset of @types/dynamodb-lock-client 0.7, so
+// code written against those types compiles unchanged, plus Promises, AbortSignal,
+// `await using` and lock health events.
+
+import { EventEmitter } from "events";
+
+/** A user object the library calls with the original library's DocumentClient requests. */
+export interface DynamoDBObject {
+    get(params: any, callback: (error: any, data?: any) => void): any;
+    put(params: any, callback: (error: any, data?: any) => void): any;
+    delete(params: any, callback: (error: any, data?: any) => void): any;
+}
+
+/** An AWS SDK for JavaScript v3 client (`DynamoDBClient`, `DynamoDBDocumentClient`). */
+export interface DynamoDBSdkV3Client {
+    send(command: any, ...rest: any[]): Promise<any>;
+    config: object;
+}
+
+/** Static credentials for the Rust SDK. */
+export interface StaticCredentials {
+    accessKeyId: string;
+    secretAccessKey: string;
+    sessionToken?: string;
+}
+
+/**
+ * Options for the Rust SDK. Anything left out comes from the standard AWS environment
+ * (`AWS_REGION`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_PROFILE`, ...).
+ */
+export interface DynamoDBOptions {
+    region?: string;
+    endpoint?: string | URL;
+    credentials?: StaticCredentials;
+}
+
+/**
+ * Where the locks live: an AWS SDK client (v2 or v3; the Rust SDK does the I/O with its
+ * region, endpoint and credentials), Rust SDK options, or any object with get/put/delete.
+ */
+export type DynamoDBInput = DynamoDBObject | DynamoDBSdkV3Client | DynamoDBOptions;
+
+interface GenericConfig {
+    /** Default: the standard AWS environment. */
+    dynamodb?: DynamoDBInput;
+    /** Name of the lock table. */
+    lockTable: string;
+    /** Name of the table's partition key. */
+    partitionKey: string;
+    /** Name of the table's sort key, if it has one. */
+    sortKey?: string;
+    /** Written into the lock item. Default: `dynamodb-lock-native@<version>_<user>@<host>`. */
+    owner?: string;
+    /** Retries after the lock is found held. Default: 1. */
+    retryCount?: number;
+    /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
+    requestTimeoutMs?: number;
+    /** `"sdk"`: the Rust SDK does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
+    transport?: "auto" | "sdk" | "object";
+}
+
+export interface FailClosedConfig extends GenericConfig {
+    /** Pause between attempts on a held lock, in ms. */
+    acquirePeriodMs: number;
+}
+
+export interface FailOpenConfig extends GenericConfig {
+    /** Period of heartbeats that renew the lease, in ms. No heartbeats without it. */
+    heartbeatPeriodMs?: number;
+    /** The lease: how long after its last heartbeat a lock may be taken over, in ms. */
+    leaseDurationMs: number;
+    /** Let the holder's `lockAcquiredTimeUnixMs` shorten a waiter's wait. Default: false. */
+    trustLocalTime?: boolean;
+    /** Interval at which a waiter re-reads a held lock, in ms. Default: lease/4, within 10..1000. */
+    rereadPeriodMs?: number;
+    /** `"danger"` is emitted when this little of the lease is left without a heartbeat, in ms. Default: lease/3. */
+    dangerMarginMs?: number;
+    /** Cap on this client's heartbeat requests per second. Default: none. */
+    maxHeartbeatsPerSecond?: number;
+}
+
+export interface AcquireOptions {
+    /** Aborting it cancels the acquisition; an aborted acquisition leaves no lock behind. */
+    signal?: AbortSignal;
+}
+
+/** Errors carry a `code`: `FailedToAcquireLock`, `FailedToReleaseLock`, an AWS error name, ... */
+export interface LockError extends Error {
+    code: string;
+    /** The DynamoDB error behind `FailedToAcquireLock` and `FailedToReleaseLock`. */
+    originalError?: LockError;
+}
+
+export declare class ValidationError extends Error {
+    name: "ValidationError";
+    details: Array<{ message: string; path: string[]; type: string; context: { label: string; key?: string; value?: unknown; limit?: number } }>;
+}
+
+export declare class Lock extends EventEmitter {
+    /** FailOpen: +1 on every acquisition of this lock id, never reset. FailClosed: undefined. */
+    readonly fencingToken: number;
+    /** Aborted, with the reason, when the lock is lost. */
+    readonly signal: AbortSignal;
+    /** True once the lock is known to be lost. */
+    readonly lost: boolean;
+    release(callback: (error: Error) => void): void;
+    release(): Promise<void>;
+    [Symbol.asyncDispose](): Promise<void>;
+
+    /** A heartbeat failed. */
+    on(event: "error", listener: (error: LockError) => void): this;
+    /** The lease is about to lapse without a successful heartbeat. */
+    on(event: "danger", listener: (info: { remainingMs: number }) => void): this;
+    /** The lock is no longer ours (`code`: `LockLost` or `LeaseExpired`). */
+    on(event: "lost", listener: (error: LockError) => void): this;
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
+
+export declare class LockClient<PartitionTableKeyType extends string | number = string | number> {
+    acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
+    acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
+    acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
+}
+
+export declare class FailClosed<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+    constructor(config: FailClosedConfig);
+}
+
+export declare class FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+    constructor(config: FailOpenConfig);
+}
