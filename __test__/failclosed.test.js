@@ -28,13 +28,13 @@ for (const engineName of selectedEngines())
             {
                 const id = uniqueId("fc");
                 const { error, lock } = await acquireCb(failClosed(engine, { owner: "worker-1" }), id);
-                assert.equal(error, null);
+                assert.equal(error, undefined);
                 assert.equal(lock.fencingToken, undefined);
                 const item = await engine.getItem("locks", { id: { S: id } });
                 assert.deepEqual(Object.keys(item).sort(), ["guid", "id", "owner"]);
                 assert.equal(item.owner.S, "worker-1");
                 assert.equal(Buffer.from(item.guid.B).length, 64);
-                assert.equal(await releaseCb(lock), null);
+                assert.equal(await releaseCb(lock), undefined);
                 assert.equal(await engine.getItem("locks", { id: { S: id } }), undefined);
             }
         );

@@ -28,7 +28,7 @@ for (const engineName of selectedEngines())
                 const id = uniqueId("fo");
                 const client = failOpen(engine, { owner: "w1" });
                 const first = await acquireCb(client, id);
-                assert.equal(first.error, null);
+                assert.equal(first.error, undefined);
                 assert.equal(first.lock.fencingToken, 1);
                 const item = await engine.getItem("locks", { id: { S: id } });
                 assert.deepEqual(Object.keys(item).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"]);
@@ -36,7 +36,7 @@ for (const engineName of selectedEngines())
                 assert.equal(item.leaseDurationMs.N, "1000");
                 assert.equal(item.fencingToken.N, "1");
                 assert.equal(Buffer.from(item.guid.B).length, 64);
-                assert.equal(await releaseCb(first.lock), null);
+                assert.equal(await releaseCb(first.lock), undefined);
                 const released = await engine.getItem("locks", { id: { S: id } });
                 assert.equal(released.leaseDurationMs.N, "1", "release keeps the item with leaseDurationMs 1");
                 assert.equal(released.fencingToken.N, "1");
@@ -129,7 +129,7 @@ for (const engineName of selectedEngines())
                 assert.equal(errors[0].code, "ConditionalCheckFailedException");
                 assert.ok(lock.signal.aborted);
                 assert.equal(lock.signal.reason, reason);
-                assert.equal(await releaseCb(lock), null, "a lost lock releases quietly");
+                assert.equal(await releaseCb(lock), undefined, "a lost lock releases quietly");
                 const item = await engine.getItem("locks", { id: { S: id } });
                 assert.equal(item.owner.S, "usurper", "the new owner's item is untouched");
             }
