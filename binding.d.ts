@@ -11,7 +11,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** A configured FailClosed or FailOpen client. */
 export declare class NativeClient {
-  constructor(o: NativeOptions)
+  /**
+   * `credentials`, when given, is called for credentials whenever the cached ones near
+   * expiry (an AWS SDK for JavaScript client's provider).
+   */
+  constructor(o: NativeOptions, credentials?: (() => Promise<JsCredentials>) | undefined | null)
   /**
    * Acquires a lock. Resolves with the lock's id and fencing token, or with an error to
    * rethrow; `cancel_id` names the acquisition for `cancelAcquisition`.
@@ -43,6 +47,15 @@ export declare function forgetAcquisition(cancelId: number): void
 
 /** Number of locks this process holds (for tests and benchmarks). */
 export declare function heldLockCount(): number
+
+/** Credentials as the JavaScript side resolves them. */
+export interface JsCredentials {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
+  /** Expiry as Unix milliseconds, if the credentials expire. */
+  expirationMs?: number
+}
 
 /** An event on a held lock: `error`, `danger` or `lost`. */
 export interface JsLockEvent {

@@ -8,7 +8,7 @@ const { EventEmitter } = require("events");
 const os = require("os");
 const pkg = require("./package.json");
 const native = require("./binding.js");
-const { chooseTransport, sdkOptionsFrom, describeDynamodb } = require("./lib/transport.js");
+const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
 
 const OWN_CODES = new Set([
@@ -301,25 +301,33 @@ function LockClient(self, kind, config)
         self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
         return;
     }
-    self._native = new native.NativeClient(Object.assign(
-        {
-            kind,
-            lockTable: config.lockTable,
-            partitionKey: config.partitionKey,
-            sortKey: config.sortKey,
-            owner: self._owner,
-            retryCount: self._retryCount,
-            acquirePeriodMs: config.acquirePeriodMs,
-            leaseDurationMs: config.leaseDurationMs,
-            heartbeatPeriodMs: config.heartbeatPeriodMs,
-            trustLocalTime: config.trustLocalTime,
-            rereadPeriodMs: config.rereadPeriodMs,
-            requestTimeoutMs: config.requestTimeoutMs,
-            dangerMarginMs: config.dangerMarginMs,
-            maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
-        },
-        sdkOptionsFrom(config.dynamodb)
-    ));
+    const options =
+    {
+        kind,
+        lockTable: config.lockTable,
+        partitionKey: config.partitionKey,
+        sortKey: config.sortKey,
+        owner: self._owner,
+        retryCount: self._retryCount,
+        acquirePeriodMs: config.acquirePeriodMs,
+        leaseDurationMs: config.leaseDurationMs,
+        heartbeatPeriodMs: config.heartbeatPeriodMs,
+        trustLocalTime: config.trustLocalTime,
+        rereadPeriodMs: config.rereadPeriodMs,
+        requestTimeoutMs: config.requestTimeoutMs,
+        dangerMarginMs: config.dangerMarginMs,
+        maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
+    };
+    if (isSdkClient(config.dynamodb))
+    {
+        // Reading an SDK client's region and endpoint is asynchronous: the first
+        // acquisition waits for it.
+        self._nativeReady = sdkClientOptions(config.dynamodb).then(({ options: fromClient, credentials }) =>
+            (self._native = new native.NativeClient(Object.assign(options, fromClient), credentials)));
+        self._nativeReady.catch(() => {});
+        return;
+    }
+    self._native = new native.NativeClient(Object.assign(options, sdkOptionsFrom(config.dynamodb)));
 }
 
 // What validation needs to see of the configuration: the `dynamodb` value reduced to its
@@ -386,6 +394,8 @@ async function nativeAcquire(self, id, signal)
     {
         throw abortError(signal);
     }
+    // Rejects with the SDK client's own error if its configuration cannot be read.
+    const client = self._native || await self._nativeReady;
     let cancelId, onAbort;
     if (signal)
     {
@@ -396,7 +406,7 @@ async function nativeAcquire(self, id, signal)
     let outcome;
     try
     {
-        outcome = await self._native.acquire(partition, sort, cancelId);
+        outcome = await client.acquire(partition, sort, cancelId);
     }
     catch (err)
     {
@@ -415,7 +425,6 @@ async function nativeAcquire(self, id, signal)
         throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
     }
     const lockId = outcome.lockId;
-    const client = self._native;
     const lock = new Lock(
         async () =>
         {

@@ -1,9 +1,510 @@
 "use strict";
 
-// Placeholder replaced by the user-object transport.
-module.exports = {
-    create()
+// The user-object transport: when `dynamodb` is an object with get/put/delete (a mock, a
+// wrapper, a DocumentClient chosen with `transport: "object"`), call it with exactly the
+// requests the original library sends, in the same order, so tests and wrappers written
+// for the original keep working. On top of that sequence: failed conditions are recognised by
+// `code` or `name`, callbacks run once and asynchronously, a missing lock time never shortens
+// a wait, heartbeats retry transient failures while the lease lasts, and a release waits for
+// an in-flight heartbeat and then uses its guid.
+
+const crypto = require("crypto");
+
+const CONDITION_FAILED = "ConditionalCheckFailedException";
+
+function conditionFailed(error)
+{
+    return Boolean(error) && (error.code === CONDITION_FAILED || error.name === CONDITION_FAILED);
+}
+
+function codedError(code, message, originalError)
+{
+    const err = new Error(message);
+    err.code = code;
+    if (originalError !== undefined)
     {
-        throw new Error("dynamodb objects with get/put/delete are not supported yet");
+        err.originalError = originalError;
     }
+    return err;
+}
+
+function abortError(signal)
+{
+    const err = codedError("AbortError", "The lock acquisition was aborted.");
+    err.name = "AbortError";
+    if (signal && signal.reason !== undefined)
+    {
+        err.cause = signal.reason;
+    }
+    return err;
+}
+
+function notExists(sortKey)
+{
+    return sortKey
+        ? "(attribute_not_exists(#partitionKey) and attribute_not_exists(#sortKey))"
+        : "attribute_not_exists(#partitionKey)";
+}
+
+function exists(sortKey)
+{
+    return sortKey
+        ? "(attribute_exists(#partitionKey) and attribute_exists(#sortKey))"
+        : "attribute_exists(#partitionKey)";
+}
+
+function names(config)
+{
+    const n = { "#partitionKey": config.partitionKey };
+    if (config.sortKey)
+    {
+        n["#sortKey"] = config.sortKey;
+    }
+    return n;
+}
+
+// Calls `db[method](params, callback)`; settles once, whichever of the callback or a returned
+// promise answers first.
+function call(db, method, params)
+{
+    return new Promise((resolve, reject) =>
+        {
+            let done = false;
+            const settle = (error, data) =>
+            {
+                if (done)
+                {
+                    return;
+                }
+                done = true;
+                if (error)
+                {
+                    reject(error);
+                }
+                else
+                {
+                    resolve(data === undefined ? {} : data);
+                }
+            };
+            let ret;
+            try
+            {
+                ret = db[method](params, settle);
+            }
+            catch (error)
+            {
+                return settle(error || new Error(`dynamodb.${method} threw`));
+            }
+            if (ret && typeof ret.then === "function")
+            {
+                ret.then(data => settle(undefined, data), error => settle(error || new Error(`dynamodb.${method} failed`)));
+            }
+        }
+    );
+}
+
+function sleep(ms, signal)
+{
+    return new Promise((resolve, reject) =>
+        {
+            if (signal && signal.aborted)
+            {
+                return reject(abortError(signal));
+            }
+            const onAbort = () =>
+            {
+                clearTimeout(timer);
+                reject(abortError(signal));
+            };
+            const timer = setTimeout(() =>
+                {
+                    if (signal)
+                    {
+                        signal.removeEventListener("abort", onAbort);
+                    }
+                    resolve();
+                }, ms);
+            if (signal)
+            {
+                signal.addEventListener("abort", onAbort, { once: true });
+            }
+        }
+    );
+}
+
+class ObjectTransport
+{
+    constructor(kind, config, owner, retryCount)
+    {
+        this.kind = kind;
+        this.config = config;
+        this.db = config.dynamodb;
+        this.owner = owner;
+        this.retryCount = retryCount;
+    }
+
+    splitId(id)
+    {
+        let partitionID, sortID;
+        if (id !== null && typeof id === "object" && !Buffer.isBuffer(id))
+        {
+            partitionID = id[this.config.partitionKey];
+            sortID = this.config.sortKey === undefined ? undefined : id[this.config.sortKey];
+        }
+        else
+        {
+            partitionID = id;
+        }
+        if (partitionID === undefined || partitionID === null)
+        {
+            throw codedError("InvalidLockId", "Lock ID is missing required partitionKey value");
+        }
+        if (this.config.sortKey && sortID === undefined)
+        {
+            throw codedError("InvalidLockId", "Lock ID is missing required sortKey value");
+        }
+        return { partitionID, sortID };
+    }
+
+    key(partitionID, sortID)
+    {
+        const key = { [this.config.partitionKey]: partitionID };
+        if (this.config.sortKey)
+        {
+            key[this.config.sortKey] = sortID;
+        }
+        return key;
+    }
+
+    async acquire(id, signal)
+    {
+        const { partitionID, sortID } = this.splitId(id);
+        if (signal && signal.aborted)
+        {
+            throw abortError(signal);
+        }
+        const held = this.kind === "FailClosed"
+            ? await this.acquireClosed(partitionID, sortID, signal)
+            : await this.acquireOpen(partitionID, sortID, signal);
+        if (signal && signal.aborted)
+        {
+            await held.release().catch(() => {});
+            throw abortError(signal);
+        }
+        return held;
+    }
+
+    async acquireClosed(partitionID, sortID, signal)
+    {
+        const guid = crypto.randomBytes(64);
+        let retries = this.retryCount;
+        for (;;)
+        {
+            const params =
+            {
+                TableName: this.config.lockTable,
+                Item: Object.assign(this.key(partitionID, sortID), { owner: this.owner, guid }),
+                ConditionExpression: notExists(this.config.sortKey),
+                ExpressionAttributeNames: names(this.config),
+            };
+            try
+            {
+                await call(this.db, "put", params);
+                return new HeldObjectLock(this, partitionID, sortID, guid, undefined);
+            }
+            catch (error)
+            {
+                if (!conditionFailed(error))
+                {
+                    throw error;
+                }
+                if (retries <= 0)
+                {
+                    throw codedError("FailedToAcquireLock", "Failed to acquire lock.", error);
+                }
+                retries--;
+                await sleep(this.config.acquirePeriodMs, signal);
+            }
+        }
+    }
+
+    // The original's sequence: a consistent get; a put if absent; otherwise wait the holder's
+    // lease and put on the condition that the item still carries the guid and token seen.
+    async acquireOpen(partitionID, sortID, signal)
+    {
+        const c = this.config;
+        const guid = crypto.randomBytes(64);
+        let retries = this.retryCount;
+        for (;;)
+        {
+            const data = await call(this.db, "get",
+                { TableName: c.lockTable, Key: this.key(partitionID, sortID), ConsistentRead: true });
+            const existing = data.Item;
+            let fencingToken = 1;
+            const item =
+            {
+                [c.partitionKey]: partitionID,
+                fencingToken,
+                leaseDurationMs: c.leaseDurationMs,
+                owner: this.owner,
+                guid,
+            };
+            const params = { TableName: c.lockTable, Item: item, ExpressionAttributeNames: names(c) };
+            if (existing)
+            {
+                await sleep(this.waitMs(existing), signal);
+                fencingToken = existing.fencingToken + 1;
+                item.fencingToken = fencingToken;
+                params.ConditionExpression = `${notExists(c.sortKey)} or (guid = :guid and fencingToken = :fencingToken)`;
+                params.ExpressionAttributeValues = { ":fencingToken": existing.fencingToken, ":guid": existing.guid };
+            }
+            else
+            {
+                params.ConditionExpression = notExists(c.sortKey);
+            }
+            if (c.trustLocalTime)
+            {
+                item.lockAcquiredTimeUnixMs = Date.now();
+            }
+            if (c.sortKey)
+            {
+                item[c.sortKey] = sortID;
+            }
+            try
+            {
+                // Field order as the original sends it, for mocks that compare serialised requests.
+                await call(this.db, "put", reorder(params));
+                return new HeldObjectLock(this, partitionID, sortID, guid, fencingToken);
+            }
+            catch (error)
+            {
+                if (!conditionFailed(error))
+                {
+                    throw error;
+                }
+                if (retries <= 0)
+                {
+                    throw codedError("FailedToAcquireLock", "Failed to acquire lock.", error);
+                }
+                retries--;
+            }
+        }
+    }
+
+    // The holder's lease, on this process's clock. With trustLocalTime the holder's
+    // lockAcquiredTimeUnixMs may shorten the wait, never lengthen it, and a missing or
+    // unreadable value does not shorten it.
+    waitMs(existing)
+    {
+        const lease = Number(existing.leaseDurationMs);
+        const leaseMs = Number.isFinite(lease) && lease >= 0 ? lease : this.config.leaseDurationMs;
+        if (!this.config.trustLocalTime)
+        {
+            return leaseMs;
+        }
+        const acquired = Number(existing.lockAcquiredTimeUnixMs);
+        if (!Number.isFinite(acquired))
+        {
+            return leaseMs;
+        }
+        return Math.min(leaseMs, Math.max(0, leaseMs - (Date.now() - acquired)));
+    }
+}
+
+function reorder(params)
+{
+    const out = { TableName: params.TableName, Item: params.Item, ConditionExpression: params.ConditionExpression, ExpressionAttributeNames: params.ExpressionAttributeNames };
+    if (params.ExpressionAttributeValues)
+    {
+        out.ExpressionAttributeValues = params.ExpressionAttributeValues;
+    }
+    return out;
+}
+
+// A lock held through the user-object transport. Heartbeats are a timer per lock, as in the
+// original; operations on the lock run one at a time.
+class HeldObjectLock
+{
+    constructor(transport, partitionID, sortID, guid, fencingToken)
+    {
+        this.t = transport;
+        this.partitionID = partitionID;
+        this.sortID = sortID;
+        this.guid = guid;
+        this.fencingToken = fencingToken;
+        this.lock = undefined;
+        this.released = false;
+        this.lost = false;
+        this.timer = undefined;
+        this.busy = Promise.resolve();
+        this.leaseUntil = Date.now() + (transport.config.leaseDurationMs || 0);
+        if (transport.kind === "FailOpen" && transport.config.heartbeatPeriodMs)
+        {
+            this.schedule(transport.config.heartbeatPeriodMs);
+        }
+    }
+
+    attach(lock)
+    {
+        this.lock = lock;
+    }
+
+    emit(event, value)
+    {
+        if (!this.lock || (event === "error" && this.lock.listenerCount("error") === 0))
+        {
+            return;
+        }
+        if (event === "lost")
+        {
+            this.lock._lost = value;
+            this.lock._abort.abort(value);
+        }
+        this.lock.emit(event, value);
+    }
+
+    schedule(ms)
+    {
+        this.timer = setTimeout(() =>
+            {
+                this.timer = undefined;
+                this.busy = this.busy.then(() => this.heartbeat());
+            }, ms);
+    }
+
+    itemFor(guid, leaseDurationMs)
+    {
+        const c = this.t.config;
+        const item =
+        {
+            [c.partitionKey]: this.partitionID,
+            fencingToken: this.fencingToken,
+            leaseDurationMs,
+            owner: this.t.owner,
+            guid,
+        };
+        if (c.trustLocalTime)
+        {
+            item.lockAcquiredTimeUnixMs = Date.now();
+        }
+        if (c.sortKey)
+        {
+            item[c.sortKey] = this.sortID;
+        }
+        return item;
+    }
+
+    guarded(item)
+    {
+        const c = this.t.config;
+        return {
+            TableName: c.lockTable,
+            Item: item,
+            ConditionExpression: `${exists(c.sortKey)} and guid = :guid`,
+            ExpressionAttributeNames: names(c),
+            ExpressionAttributeValues: { ":guid": this.guid },
+        };
+    }
+
+    async heartbeat()
+    {
+        if (this.released || this.lost)
+        {
+            return;
+        }
+        const c = this.t.config;
+        const newGuid = crypto.randomBytes(64);
+        const sentAt = Date.now();
+        try
+        {
+            await call(this.t.db, "put", this.guarded(this.itemFor(newGuid, c.leaseDurationMs)));
+            this.guid = newGuid;
+            this.leaseUntil = sentAt + c.leaseDurationMs;
+            if (!this.released)
+            {
+                this.schedule(c.heartbeatPeriodMs);
+            }
+        }
+        catch (error)
+        {
+            this.emit("error", error);
+            if (conditionFailed(error))
+            {
+                this.lost = true;
+                return this.emit("lost", codedError("LockLost", "The lock item no longer carries this holder's guid: another owner has it or it was deleted."));
+            }
+            const left = this.leaseUntil - Date.now();
+            if (left <= 0)
+            {
+                this.lost = true;
+                return this.emit("lost", codedError("LeaseExpired", "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner."));
+            }
+            if (!this.released)
+            {
+                this.schedule(Math.min(left, Math.max(10, c.heartbeatPeriodMs / 4)));
+            }
+        }
+    }
+
+    release()
+    {
+        this.released = true;
+        if (this.timer)
+        {
+            clearTimeout(this.timer);
+            this.timer = undefined;
+        }
+        const run = this.busy.then(() => (this.t.kind === "FailOpen" ? this.releaseOpen() : this.releaseClosed()));
+        this.busy = run.catch(() => {});
+        return run;
+    }
+
+    async releaseClosed()
+    {
+        const c = this.t.config;
+        const params =
+        {
+            TableName: c.lockTable,
+            Key: this.t.key(this.partitionID, this.sortID),
+            ConditionExpression: `${exists(c.sortKey)} and guid = :guid`,
+            ExpressionAttributeNames: names(c),
+            ExpressionAttributeValues: { ":guid": this.guid },
+        };
+        try
+        {
+            await call(this.t.db, "delete", params);
+        }
+        catch (error)
+        {
+            if (conditionFailed(error))
+            {
+                throw codedError("FailedToReleaseLock", "Failed to release lock.", error);
+            }
+            throw error;
+        }
+    }
+
+    async releaseOpen()
+    {
+        try
+        {
+            await call(this.t.db, "put", this.guarded(this.itemFor(this.guid, 1)));
+        }
+        catch (error)
+        {
+            // Another owner may have the lock already: quiet, as in the original.
+            if (!conditionFailed(error))
+            {
+                throw error;
+            }
+        }
+    }
+}
+
+module.exports =
+{
+    create(kind, config, owner, retryCount)
+    {
+        return new ObjectTransport(kind, config, owner, retryCount);
+    },
 };

@@ -134,4 +134,69 @@ function sdkOptionsFrom(db)
     return out;
 }
 
-module.exports = { chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };
+async function resolveValue(v)
+{
+    return typeof v === "function" ? v() : v;
+}
+
+function v2Config(db)
+{
+    return isObject(db.service) && isObject(db.service.config) ? db.service.config : db.config;
+}
+
+// Region, endpoint and a credentials function read from an AWS SDK for JavaScript client.
+// The function is called by the native core whenever its cached credentials near expiry, and
+// goes through the client's own provider, so they refresh the way the user configured.
+async function sdkClientOptions(db)
+{
+    if (isV3Client(db))
+    {
+        const cfg = db.config;
+        const out = {};
+        const region = await resolveValue(cfg.region);
+        if (typeof region === "string")
+        {
+            out.region = region;
+        }
+        const endpoint = endpointString(await resolveValue(cfg.endpoint));
+        if (endpoint)
+        {
+            out.endpoint = endpoint;
+        }
+        const credentials = typeof cfg.credentials === "function" || isObject(cfg.credentials)
+            ? async () => exportCredentials(await resolveValue(cfg.credentials))
+            : undefined;
+        return { options: out, credentials };
+    }
+    const cfg = v2Config(db);
+    const out = {};
+    if (typeof cfg.region === "string")
+    {
+        out.region = cfg.region;
+    }
+    const endpoint = endpointString(cfg.endpoint);
+    if (endpoint)
+    {
+        out.endpoint = endpoint;
+    }
+    const credentials = async () => exportCredentials(await new Promise((resolve, reject) =>
+        cfg.getCredentials((error, creds) => (error ? reject(error) : resolve(creds || cfg.credentials)))));
+    return { options: out, credentials };
+}
+
+function exportCredentials(c)
+{
+    if (!isObject(c) || typeof c.accessKeyId !== "string" || typeof c.secretAccessKey !== "string")
+    {
+        throw new Error("the AWS SDK client's credential provider returned no credentials");
+    }
+    const expiration = c.expiration || c.expireTime;
+    return {
+        accessKeyId: c.accessKeyId,
+        secretAccessKey: c.secretAccessKey,
+        sessionToken: typeof c.sessionToken === "string" && c.sessionToken ? c.sessionToken : undefined,
+        expirationMs: expiration instanceof Date ? expiration.getTime() : undefined,
+    };
+}
+
+module.exports = { sdkClientOptions, chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };

@@ -97,7 +97,13 @@ impl Client {
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, &key, cancel).await?;
                 let lease_until = taken.sent_at + self.settings.lease();
-                HeldLock::new(self.clone(), key, taken.guid, Some(taken.fencing_token), Some(lease_until))
+                HeldLock::new(
+                    self.clone(),
+                    key,
+                    taken.guid,
+                    Some(taken.fencing_token),
+                    Some(lease_until),
+                )
             }
         };
         let lock = Arc::new(lock);

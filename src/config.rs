@@ -44,9 +44,13 @@ pub struct Problem {
 #[derive(Clone, Copy)]
 enum Rule {
     /// A non-empty string; `reserved` refuses the lock item's own attribute names.
-    Str { reserved: bool },
+    Str {
+        reserved: bool,
+    },
     /// An integer >= `min`.
-    Int { min: i64 },
+    Int {
+        min: i64,
+    },
     Bool,
     /// The `dynamodb` option: an options object, an SDK client or a user object.
     Dynamodb,
@@ -232,7 +236,11 @@ impl Problem {
 #[cfg(test)]
 /// The message of the whole `ValidationError`: every detail, as Joi joins them.
 pub fn summary(problems: &[Problem]) -> String {
-    problems.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join(". ")
+    problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect::<Vec<_>>()
+        .join(". ")
 }
 
 #[cfg(test)]
@@ -262,7 +270,10 @@ mod tests {
 
     #[test]
     fn non_objects_are_refused_like_joi() {
-        assert_eq!(summary(&validate(Kind::FailOpen, &RawValue::Undefined)), "\"value\" is required");
+        assert_eq!(
+            summary(&validate(Kind::FailOpen, &RawValue::Undefined)),
+            "\"value\" is required"
+        );
         let p = validate(Kind::FailOpen, &n(5.0));
         assert_eq!(summary(&p), "\"value\" must be of type object");
         assert!(p[0].path.is_empty());
@@ -312,7 +323,12 @@ mod tests {
     fn sort_key_is_accepted_by_fail_closed() {
         let p = validate(
             Kind::FailClosed,
-            &obj(&[("lockTable", s("t")), ("partitionKey", s("p")), ("sortKey", s("s")), ("acquirePeriodMs", n(0.0))]),
+            &obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("sortKey", s("s")),
+                ("acquirePeriodMs", n(0.0)),
+            ]),
         );
         assert!(p.is_empty(), "{p:?}");
     }
@@ -322,7 +338,12 @@ mod tests {
         let db = obj(&[("get", n(1.0))]);
         let p = validate(
             Kind::FailClosed,
-            &obj(&[("dynamodb", db), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+            &obj(&[
+                ("dynamodb", db),
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("acquirePeriodMs", n(1.0)),
+            ]),
         );
         assert_eq!(
             summary(&p),
@@ -331,12 +352,22 @@ mod tests {
         let options = obj(&[("region", s("us-east-1")), ("endpoint", s("http://127.0.0.1:1"))]);
         let p = validate(
             Kind::FailClosed,
-            &obj(&[("dynamodb", options), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+            &obj(&[
+                ("dynamodb", options),
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("acquirePeriodMs", n(1.0)),
+            ]),
         );
         assert!(p.is_empty());
         let p = validate(
             Kind::FailClosed,
-            &obj(&[("dynamodb", RawValue::Null), ("lockTable", s("t")), ("partitionKey", s("p")), ("acquirePeriodMs", n(1.0))]),
+            &obj(&[
+                ("dynamodb", RawValue::Null),
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("acquirePeriodMs", n(1.0)),
+            ]),
         );
         assert_eq!(summary(&p), "\"dynamodb\" must be of type object");
     }
@@ -345,7 +376,12 @@ mod tests {
     fn empty_strings_are_refused() {
         let p = validate(
             Kind::FailOpen,
-            &obj(&[("lockTable", s("")), ("partitionKey", s("")), ("leaseDurationMs", n(-5.0)), ("sortKey", n(7.0))]),
+            &obj(&[
+                ("lockTable", s("")),
+                ("partitionKey", s("")),
+                ("leaseDurationMs", n(-5.0)),
+                ("sortKey", n(7.0)),
+            ]),
         );
         assert_eq!(
             summary(&p),
@@ -364,7 +400,10 @@ mod tests {
             ])
         };
         assert!(validate(Kind::FailOpen, &base(30.0)).is_empty());
-        assert!(validate(Kind::FailOpen, &base(0.0)).is_empty(), "0 means no heartbeats, as in the original");
+        assert!(
+            validate(Kind::FailOpen, &base(0.0)).is_empty(),
+            "0 means no heartbeats, as in the original"
+        );
         assert_eq!(validate(Kind::FailOpen, &base(100.0))[0].kind, "number.less");
     }
 }

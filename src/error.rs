@@ -9,13 +9,24 @@ use std::fmt;
 pub enum StoreError {
     /// The request's condition did not hold. `current` is the item as the backend returned it
     /// (`Some(None)`: absent), or `None` when the backend did not say.
-    ConditionFailed { current: Option<Option<crate::item::LockRecord>> },
+    ConditionFailed {
+        current: Option<Option<crate::item::LockRecord>>,
+    },
     /// The service answered with an error. `transient` errors may succeed when retried;
     /// `maybe_applied` says the write may have landed all the same (e.g. HTTP 500).
-    Service { code: String, message: String, transient: bool, maybe_applied: bool },
+    Service {
+        code: String,
+        message: String,
+        transient: bool,
+        maybe_applied: bool,
+    },
     /// No answer: timeout, refused or dropped connection, garbled response. The request may
     /// have been applied unless `maybe_applied` is false (e.g. the connection was refused).
-    Io { code: String, message: String, maybe_applied: bool },
+    Io {
+        code: String,
+        message: String,
+        maybe_applied: bool,
+    },
 }
 
 impl StoreError {
@@ -34,9 +45,7 @@ impl StoreError {
     pub fn maybe_applied(&self) -> bool {
         match self {
             StoreError::ConditionFailed { .. } => false,
-            StoreError::Service { maybe_applied, .. } | StoreError::Io { maybe_applied, .. } => {
-                *maybe_applied
-            }
+            StoreError::Service { maybe_applied, .. } | StoreError::Io { maybe_applied, .. } => *maybe_applied,
         }
     }
 
@@ -118,9 +127,7 @@ impl LockError {
 
     pub fn original(&self) -> Option<&StoreError> {
         match self {
-            LockError::FailedToAcquireLock { original } | LockError::FailedToReleaseLock { original } => {
-                Some(original)
-            }
+            LockError::FailedToAcquireLock { original } | LockError::FailedToReleaseLock { original } => Some(original),
             _ => None,
         }
     }
@@ -145,8 +152,14 @@ mod tests {
     #[test]
     fn codes_keep_contention_apart_from_outages() {
         let cf = StoreError::condition_failed();
-        assert_eq!(LockError::FailedToAcquireLock { original: cf.clone() }.code(), "FailedToAcquireLock");
-        assert_eq!(LockError::FailedToReleaseLock { original: cf }.code(), "FailedToReleaseLock");
+        assert_eq!(
+            LockError::FailedToAcquireLock { original: cf.clone() }.code(),
+            "FailedToAcquireLock"
+        );
+        assert_eq!(
+            LockError::FailedToReleaseLock { original: cf }.code(),
+            "FailedToReleaseLock"
+        );
         let rnf = StoreError::Service {
             code: "ResourceNotFoundException".into(),
             message: "Requested resource not found".into(),
@@ -159,7 +172,9 @@ mod tests {
 
     #[test]
     fn acquire_message_is_the_originals() {
-        let e = LockError::FailedToAcquireLock { original: StoreError::condition_failed() };
+        let e = LockError::FailedToAcquireLock {
+            original: StoreError::condition_failed(),
+        };
         assert_eq!(e.message(), "Failed to acquire lock.");
         assert_eq!(e.original().map(|o| o.code()), Some("ConditionalCheckFailedException"));
     }

@@ -29,11 +29,14 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid,
     let mut retries_left = c.settings.retry_count;
     loop {
         cancel.check()?;
-        let Failed { error, ambiguous } =
-            match attempt(c.settings.policy(), || c.store.put_if_absent(key, &c.settings.owner, &guid)).await {
-                Ok(()) => return Ok(guid),
-                Err(f) => f,
-            };
+        let Failed { error, ambiguous } = match attempt(c.settings.policy(), || {
+            c.store.put_if_absent(key, &c.settings.owner, &guid)
+        })
+        .await
+        {
+            Ok(()) => return Ok(guid),
+            Err(f) => f,
+        };
         match error {
             StoreError::ConditionFailed { current } => {
                 // After an attempt that may have landed, the item met by the condition may be
@@ -45,10 +48,14 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid,
                     }
                 }
                 if retries_left == 0 {
-                    return Err(LockError::FailedToAcquireLock { original: StoreError::condition_failed() });
+                    return Err(LockError::FailedToAcquireLock {
+                        original: StoreError::condition_failed(),
+                    });
                 }
                 retries_left -= 1;
-                cancel.sleep_until(tokio::time::Instant::now() + c.settings.acquire_period).await?;
+                cancel
+                    .sleep_until(tokio::time::Instant::now() + c.settings.acquire_period)
+                    .await?;
             }
             other => {
                 if ambiguous {
@@ -75,7 +82,11 @@ fn clean_up_later(c: &Client, key: &LockKey, guid: Guid) {
         for _ in 0..12 {
             let guids = [guid];
             match attempt(policy, || store.delete_if_guid(&key, &guids)).await {
-                Ok(()) | Err(Failed { error: StoreError::ConditionFailed { .. }, .. }) => return,
+                Ok(())
+                | Err(Failed {
+                    error: StoreError::ConditionFailed { .. },
+                    ..
+                }) => return,
                 Err(_) => tokio::time::sleep(std::time::Duration::from_secs(5)).await,
             }
         }
@@ -83,10 +94,15 @@ fn clean_up_later(c: &Client, key: &LockKey, guid: Guid) {
 }
 
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {
-    let refused = || LockError::FailedToReleaseLock { original: StoreError::condition_failed() };
+    let refused = || LockError::FailedToReleaseLock {
+        original: StoreError::condition_failed(),
+    };
     match attempt(c.settings.release_policy(), || c.store.delete_if_guid(key, guids)).await {
         Ok(()) => Ok(()),
-        Err(Failed { error: StoreError::ConditionFailed { current }, ambiguous }) => {
+        Err(Failed {
+            error: StoreError::ConditionFailed { current },
+            ambiguous,
+        }) => {
             // An earlier attempt may have deleted the item: then the release happened.
             if ambiguous && current_after(c, key, current).await?.is_none() {
                 return Ok(());
@@ -147,10 +163,17 @@ mod tests {
             let start = Instant::now();
             let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
             assert_eq!(err.code(), "FailedToAcquireLock");
-            assert_eq!(err.original().map(|o| o.code()), Some("ConditionalCheckFailedException"));
+            assert_eq!(
+                err.original().map(|o| o.code()),
+                Some("ConditionalCheckFailedException")
+            );
             assert_eq!(store.count("put"), 1 + 4, "one for the holder, four attempts");
             assert_eq!(store.count("get"), 0, "a plain refusal needs no read");
-            assert_eq!(start.elapsed(), Duration::from_millis(300), "three pauses of acquirePeriodMs");
+            assert_eq!(
+                start.elapsed(),
+                Duration::from_millis(300),
+                "three pauses of acquirePeriodMs"
+            );
         }
     }
 
@@ -176,7 +199,10 @@ mod tests {
             let store = Arc::new(MemoryStore::new(returns_old));
             store.fault("put", Fault::ApplyThenFail(lost_response()));
             let (c, _) = client(&store, closed_settings("me"));
-            let lock = c.acquire(key("a"), &Cancel::default()).await.expect("the write landed: the lock is ours");
+            let lock = c
+                .acquire(key("a"), &Cancel::default())
+                .await
+                .expect("the write landed: the lock is ours");
             assert_eq!(store.count("put"), 2, "the retry met our own write");
             assert_eq!(store.count("get"), if returns_old { 0 } else { 1 });
             lock.release().await.unwrap();

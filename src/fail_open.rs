@@ -41,7 +41,9 @@ pub fn wait_for(s: &Settings, rec: &LockRecord, seen_unix_ms: u64) -> Duration {
 }
 
 fn failed_to_acquire() -> LockError {
-    LockError::FailedToAcquireLock { original: StoreError::condition_failed() }
+    LockError::FailedToAcquireLock {
+        original: StoreError::condition_failed(),
+    }
 }
 
 pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
@@ -55,7 +57,13 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
         let sent_at = Instant::now();
         let Failed { error, ambiguous } =
             match attempt(s.policy(), || c.store.take(key, &f, &guid, waited_out.as_ref())).await {
-                Ok(fencing_token) => return Ok(Taken { guid, fencing_token, sent_at }),
+                Ok(fencing_token) => {
+                    return Ok(Taken {
+                        guid,
+                        fencing_token,
+                        sent_at,
+                    })
+                }
                 Err(failed) => failed,
             };
         let current = match error {
@@ -64,7 +72,11 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
                 if ambiguous {
                     match read(c, key).await {
                         Ok(Some(r)) if r.carries(&guid) => {
-                            return Ok(Taken { guid, fencing_token: r.fencing_token.unwrap_or(1), sent_at });
+                            return Ok(Taken {
+                                guid,
+                                fencing_token: r.fencing_token.unwrap_or(1),
+                                sent_at,
+                            });
                         }
                         Ok(_) => {}
                         Err(_) => release_later(c, key, guid),
@@ -75,7 +87,11 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
         };
         // An earlier attempt of this request may be what the condition met.
         if let Some(r) = current.as_ref().filter(|r| r.carries(&guid)) {
-            return Ok(Taken { guid, fencing_token: r.fencing_token.unwrap_or(1), sent_at });
+            return Ok(Taken {
+                guid,
+                fencing_token: r.fencing_token.unwrap_or(1),
+                sent_at,
+            });
         }
         let free = current.as_ref().is_none_or(|r| r.is_released());
         // The first write found the lock held: that is the original's "check for existing
@@ -136,7 +152,10 @@ async fn wait_out(
                 Some(r) if r.is_released() => return Ok(target),
                 Some(r) => {
                     let v = r.version();
-                    let known = newer.as_ref().map(|(l, _, _)| l.version()).unwrap_or_else(|| target.clone());
+                    let known = newer
+                        .as_ref()
+                        .map(|(l, _, _)| l.version())
+                        .unwrap_or_else(|| target.clone());
                     if v != known {
                         newer = Some((r, Instant::now(), unix_now_ms()));
                     }
@@ -156,7 +175,11 @@ fn release_later(c: &Client, key: &LockKey, guid: Guid) {
         for _ in 0..12 {
             let guids = [guid];
             match attempt(policy, || store.release(&key, &guids, None)).await {
-                Ok(()) | Err(Failed { error: StoreError::ConditionFailed { .. }, .. }) => return,
+                Ok(())
+                | Err(Failed {
+                    error: StoreError::ConditionFailed { .. },
+                    ..
+                }) => return,
                 Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
             }
         }
@@ -168,7 +191,11 @@ fn release_later(c: &Client, key: &LockKey, guid: Guid) {
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {
     let at = c.settings.trust_local_time.then(unix_now_ms);
     match attempt(c.settings.release_policy(), || c.store.release(key, guids, at)).await {
-        Ok(()) | Err(Failed { error: StoreError::ConditionFailed { .. }, .. }) => Ok(()),
+        Ok(())
+        | Err(Failed {
+            error: StoreError::ConditionFailed { .. },
+            ..
+        }) => Ok(()),
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
                 if let Ok(cur) = read(c, key).await {
@@ -209,7 +236,11 @@ mod tests {
         assert_eq!(rec.fencing_token, Some(1));
         let b = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         assert_eq!(b.fencing_token, Some(2));
-        assert_eq!(store.count("take"), 2, "one request per acquisition, released or absent");
+        assert_eq!(
+            store.count("take"),
+            2,
+            "one request per acquisition, released or absent"
+        );
         assert_eq!(store.count("release"), 1);
         assert_eq!(store.count("get"), 0);
     }
@@ -247,7 +278,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(350)).await;
         held.release().await.unwrap();
         let lock = waiter.await.unwrap().unwrap();
-        assert!(start.elapsed() <= Duration::from_millis(450), "took {:?}", start.elapsed());
+        assert!(
+            start.elapsed() <= Duration::from_millis(450),
+            "took {:?}",
+            start.elapsed()
+        );
         assert_eq!(lock.fencing_token, Some(2));
         assert!(store.count("get") <= 5, "bounded re-reads: {}", store.count("get"));
     }
@@ -265,7 +300,10 @@ mod tests {
         assert_eq!(err.code(), "FailedToAcquireLock");
         let took = start.elapsed();
         // As the original: one wait of a lease, a failed attempt, a second wait, a failure.
-        assert!(took >= Duration::from_millis(1000) && took < Duration::from_millis(2300), "took {took:?}");
+        assert!(
+            took >= Duration::from_millis(1000) && took < Duration::from_millis(2300),
+            "took {took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -276,7 +314,10 @@ mod tests {
         let mut s = open_settings("me", 500, None);
         s.retry_count = 0;
         let (c, _) = client(&store, s);
-        let lock = c.acquire(key("a"), &Cancel::default()).await.expect("the first find is no failed attempt");
+        let lock = c
+            .acquire(key("a"), &Cancel::default())
+            .await
+            .expect("the first find is no failed attempt");
         assert_eq!(lock.fencing_token, Some(2));
     }
 
@@ -297,7 +338,10 @@ mod tests {
         let start = Instant::now();
         let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         let waited = start.elapsed();
-        assert!(waited >= Duration::from_millis(150) && waited < Duration::from_millis(400), "waited {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(150) && waited < Duration::from_millis(400),
+            "waited {waited:?}"
+        );
         assert_eq!(lock.fencing_token, Some(8));
         assert!(store.record(&key("a")).unwrap().lock_acquired_time_unix_ms.is_some());
         // A holder whose clock runs ahead does not make us wait longer than the lease.
@@ -343,11 +387,16 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let ev = events.events();
         assert_eq!(ev.len(), 2, "{ev:?}");
-        assert!(matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ProvisionedThroughputExceededException"));
+        assert!(
+            matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ProvisionedThroughputExceededException")
+        );
         assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e)) if e.code() == "NetworkingError"));
         let st = lock.state.lock().await;
         assert!(!st.lost);
-        assert!(store.record(&key("a")).unwrap().carries(&st.guid), "the unseen write was accepted");
+        assert!(
+            store.record(&key("a")).unwrap().carries(&st.guid),
+            "the unseen write was accepted"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -355,7 +404,14 @@ mod tests {
         let store = Arc::new(MemoryStore::new(true));
         let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
         let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
-        store.set(&key("a"), LockRecord { guid: Some(vec![1; 64]), lease_duration_ms: Some(1000), ..Default::default() });
+        store.set(
+            &key("a"),
+            LockRecord {
+                guid: Some(vec![1; 64]),
+                lease_duration_ms: Some(1000),
+                ..Default::default()
+            },
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
         let ev = events.events();
         assert!(matches!(&ev[0], LockEvent::Error(e) if e.code() == "ConditionalCheckFailedException"));
@@ -364,7 +420,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1000)).await;
         assert_eq!(store.count("renew"), renews, "a lost lock is not renewed");
         lock.release().await.expect("releasing a lost FailOpen lock is quiet");
-        assert_eq!(store.record(&key("a")).unwrap().guid, Some(vec![1; 64]), "the new owner's item is untouched");
+        assert_eq!(
+            store.record(&key("a")).unwrap().guid,
+            Some(vec![1; 64]),
+            "the new owner's item is untouched"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -377,15 +437,24 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let ev = events.events();
-        let danger = ev.iter().position(|e| matches!(e, LockEvent::Danger { .. })).expect("danger");
-        let lost = ev.iter().position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired)).expect("lost");
+        let danger = ev
+            .iter()
+            .position(|e| matches!(e, LockEvent::Danger { .. }))
+            .expect("danger");
+        let lost = ev
+            .iter()
+            .position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired))
+            .expect("lost");
         assert!(danger < lost);
         assert_eq!(ev.len() - 1, lost, "nothing after lost: {ev:?}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn release_waits_for_an_in_flight_heartbeat_and_uses_its_guid() {
-        for fault in [Fault::Delay(Duration::from_millis(80)), Fault::ApplyThenFail(lost_response())] {
+        for fault in [
+            Fault::Delay(Duration::from_millis(80)),
+            Fault::ApplyThenFail(lost_response()),
+        ] {
             let store = Arc::new(MemoryStore::new(true));
             let (c, _) = client(&store, open_settings("me", 1000, Some(100)));
             let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();

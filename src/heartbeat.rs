@@ -58,7 +58,10 @@ static SHARED: OnceLock<Arc<Heartbeats>> = OnceLock::new();
 
 impl LazyHeartbeats {
     pub fn new(cap: Option<u32>) -> Self {
-        LazyHeartbeats { cap, own: OnceLock::new() }
+        LazyHeartbeats {
+            cap,
+            own: OnceLock::new(),
+        }
     }
 
     pub fn get(&self) -> &Arc<Heartbeats> {
@@ -189,7 +192,11 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                 st.pending = None;
                 st.lease_until = Some(started + s.lease());
                 let next = due + period;
-                return Some(if next > Instant::now() { next } else { Instant::now() + period });
+                return Some(if next > Instant::now() {
+                    next
+                } else {
+                    Instant::now() + period
+                });
             }
             Err(e @ StoreError::ConditionFailed { .. }) => {
                 st.lost = true;
@@ -204,7 +211,9 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                 let remaining = lease_until.saturating_duration_since(now);
                 if !danger_told && remaining <= s.danger_margin {
                     danger_told = true;
-                    lock.emit(LockEvent::Danger { remaining_ms: remaining.as_millis() as u64 });
+                    lock.emit(LockEvent::Danger {
+                        remaining_ms: remaining.as_millis() as u64,
+                    });
                 }
                 let pause = s.policy().backoff(n + 1).min(remaining);
                 let woken = lock.wake.notified();

@@ -10,8 +10,13 @@ pub const LEASE_DURATION_MS: &str = "leaseDurationMs";
 pub const LOCK_ACQUIRED_TIME_UNIX_MS: &str = "lockAcquiredTimeUnixMs";
 
 /// Names a key attribute may not take, because the lock item uses them.
-pub const RESERVED_NAMES: [&str; 5] =
-    [FENCING_TOKEN, LEASE_DURATION_MS, LOCK_ACQUIRED_TIME_UNIX_MS, OWNER, GUID];
+pub const RESERVED_NAMES: [&str; 5] = [
+    FENCING_TOKEN,
+    LEASE_DURATION_MS,
+    LOCK_ACQUIRED_TIME_UNIX_MS,
+    OWNER,
+    GUID,
+];
 
 /// `leaseDurationMs` of a released FailOpen lock (the original's convention).
 pub const RELEASED_LEASE_MS: u64 = 1;
@@ -78,7 +83,10 @@ impl LockRecord {
     }
 
     pub fn version(&self) -> Version {
-        Version { guid: self.guid.clone().unwrap_or_default(), fencing_token: self.fencing_token }
+        Version {
+            guid: self.guid.clone().unwrap_or_default(),
+            fencing_token: self.fencing_token,
+        }
     }
 }
 
@@ -115,7 +123,10 @@ mod tests {
 
     #[test]
     fn released_means_lease_of_one() {
-        let mut r = LockRecord { lease_duration_ms: Some(1), ..Default::default() };
+        let mut r = LockRecord {
+            lease_duration_ms: Some(1),
+            ..Default::default()
+        };
         assert!(r.is_released());
         r.lease_duration_ms = Some(10);
         assert!(!r.is_released());

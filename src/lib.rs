@@ -23,6 +23,7 @@ mod fail_closed;
 mod fail_open;
 mod heartbeat;
 mod item;
+mod js_credentials;
 mod lock;
 mod store;
 #[cfg(test)]
@@ -98,7 +99,12 @@ struct JsEvents;
 impl EventSink for JsEvents {
     fn emit(&self, lock_id: u64, event: LockEvent) {
         let ev = match &event {
-            LockEvent::Error(e) => JsLockEvent { lock_id: lock_id as f64, event: "error".into(), error: Some(e.into()), remaining_ms: None },
+            LockEvent::Error(e) => JsLockEvent {
+                lock_id: lock_id as f64,
+                event: "error".into(),
+                error: Some(e.into()),
+                remaining_ms: None,
+            },
             LockEvent::Danger { remaining_ms } => JsLockEvent {
                 lock_id: lock_id as f64,
                 event: "danger".into(),
@@ -107,7 +113,12 @@ impl EventSink for JsEvents {
             },
             LockEvent::Lost(reason) => {
                 locks().remove(&lock_id);
-                JsLockEvent { lock_id: lock_id as f64, event: "lost".into(), error: Some((&LockError::Lost(*reason)).into()), remaining_ms: None }
+                JsLockEvent {
+                    lock_id: lock_id as f64,
+                    event: "lost".into(),
+                    error: Some((&LockError::Lost(*reason)).into()),
+                    remaining_ms: None,
+                }
             }
         };
         if let Some(f) = EVENTS.get() {
@@ -119,7 +130,11 @@ impl EventSink for JsEvents {
 /// Registers the function that receives every lock event. It does not keep Node alive.
 #[napi(catch_unwind)]
 pub fn set_event_handler(handler: Function<JsLockEvent, ()>) -> Result<()> {
-    let f = handler.build_threadsafe_function::<JsLockEvent>().callee_handled::<false>().weak::<true>().build()?;
+    let f = handler
+        .build_threadsafe_function::<JsLockEvent>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
     let _ = EVENTS.set(f);
     Ok(())
 }
@@ -175,7 +190,12 @@ pub fn validate_config(kind: String, config: Unknown) -> Result<Vec<ConfigProble
     let raw = raw_value(&config, 2)?;
     Ok(config::validate(parse_kind(&kind)?, &raw)
         .into_iter()
-        .map(|p| ConfigProblem { message: p.message, path: p.path, kind: p.kind.to_string(), limit: p.limit })
+        .map(|p| ConfigProblem {
+            message: p.message,
+            path: p.path,
+            kind: p.kind.to_string(),
+            limit: p.limit,
+        })
         .collect())
 }
 
@@ -237,7 +257,8 @@ pub struct AcquireOutcome {
 }
 
 fn ms(v: Option<f64>) -> Option<Duration> {
-    v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| Duration::from_millis(v as u64))
+    v.filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| Duration::from_millis(v as u64))
 }
 
 /// A configured FailClosed or FailOpen client.
@@ -248,8 +269,13 @@ pub struct NativeClient {
 
 #[napi]
 impl NativeClient {
+    /// `credentials`, when given, is called for credentials whenever the cached ones near
+    /// expiry (an AWS SDK for JavaScript client's provider).
     #[napi(constructor, catch_unwind)]
-    pub fn new(o: NativeOptions) -> Result<Self> {
+    pub fn new(
+        o: NativeOptions,
+        credentials: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
+    ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
         let mut s = Settings::new(kind, o.owner);
         if let Some(r) = o.retry_count {
@@ -263,9 +289,22 @@ impl NativeClient {
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
-        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
-        let credentials = match (o.access_key_id, o.secret_access_key) {
-            (Some(ak), Some(sk)) => Some(SharedCredentialsProvider::new(Credentials::new(
+        s.danger_margin =
+            ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
+        let js_provider = match credentials {
+            Some(f) => Some(js_credentials::JsCredentialsProvider {
+                resolve: Arc::new(
+                    f.build_threadsafe_function::<()>()
+                        .callee_handled::<false>()
+                        .weak::<true>()
+                        .build()?,
+                ),
+            }),
+            None => None,
+        };
+        let credentials = match (o.access_key_id, o.secret_access_key, js_provider) {
+            (_, _, Some(p)) => Some(SharedCredentialsProvider::new(p)),
+            (Some(ak), Some(sk), None) => Some(SharedCredentialsProvider::new(Credentials::new(
                 ak,
                 sk,
                 o.session_token,
@@ -274,18 +313,43 @@ impl NativeClient {
             ))),
             _ => None,
         };
-        let table = TableSpec { name: o.lock_table, partition_key: o.partition_key, sort_key: o.sort_key };
-        let store = SdkStore::new(table, SdkOptions { region: o.region, endpoint: o.endpoint, credentials, connect_timeout: None });
+        let table = TableSpec {
+            name: o.lock_table,
+            partition_key: o.partition_key,
+            sort_key: o.sort_key,
+        };
+        let store = SdkStore::new(
+            table,
+            SdkOptions {
+                region: o.region,
+                endpoint: o.endpoint,
+                credentials,
+                connect_timeout: None,
+            },
+        );
         Ok(NativeClient {
-            inner: Arc::new(Client { store: Arc::new(store), settings: s, events: Arc::new(JsEvents), heartbeats: LazyHeartbeats::new(o.max_heartbeats_per_second) }),
+            inner: Arc::new(Client {
+                store: Arc::new(store),
+                settings: s,
+                events: Arc::new(JsEvents),
+                heartbeats: LazyHeartbeats::new(o.max_heartbeats_per_second),
+            }),
         })
     }
 
     /// Acquires a lock. Resolves with the lock's id and fencing token, or with an error to
     /// rethrow; `cancel_id` names the acquisition for `cancelAcquisition`.
     #[napi]
-    pub async fn acquire(&self, partition: KeyInput, sort: Option<KeyInput>, cancel_id: Option<u32>) -> Result<AcquireOutcome> {
-        let key = LockKey { partition: key_value(partition)?, sort: sort.map(key_value).transpose()? };
+    pub async fn acquire(
+        &self,
+        partition: KeyInput,
+        sort: Option<KeyInput>,
+        cancel_id: Option<u32>,
+    ) -> Result<AcquireOutcome> {
+        let key = LockKey {
+            partition: key_value(partition)?,
+            sort: sort.map(key_value).transpose()?,
+        };
         let cancel = match cancel_id {
             Some(id) => cancels().entry(id).or_default().clone(),
             None => Arc::new(Cancel::default()),
@@ -296,11 +360,19 @@ impl NativeClient {
         }
         Ok(match result {
             Ok(lock) => {
-                let out = AcquireOutcome { error: None, lock_id: Some(lock.id as f64), fencing_token: lock.fencing_token.map(|t| t as f64) };
+                let out = AcquireOutcome {
+                    error: None,
+                    lock_id: Some(lock.id as f64),
+                    fencing_token: lock.fencing_token.map(|t| t as f64),
+                };
                 locks().insert(lock.id, lock);
                 out
             }
-            Err(e) => AcquireOutcome { error: Some((&e).into()), lock_id: None, fencing_token: None },
+            Err(e) => AcquireOutcome {
+                error: Some((&e).into()),
+                lock_id: None,
+                fencing_token: None,
+            },
         })
     }
 
@@ -320,7 +392,9 @@ impl NativeClient {
             // Released before, or lost: as the original, quiet for FailOpen.
             None => match self.inner.settings.kind {
                 Kind::FailOpen => Ok(()),
-                Kind::FailClosed => Err(LockError::FailedToReleaseLock { original: error::StoreError::condition_failed() }),
+                Kind::FailClosed => Err(LockError::FailedToReleaseLock {
+                    original: error::StoreError::condition_failed(),
+                }),
             },
         };
         Ok(result.err().map(|e| (&e).into()))

@@ -61,7 +61,11 @@ pub struct HeldLock {
 
 impl std::fmt::Debug for HeldLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldLock").field("id", &self.id).field("key", &self.key).field("fencing_token", &self.fencing_token).finish()
+        f.debug_struct("HeldLock")
+            .field("id", &self.id)
+            .field("key", &self.key)
+            .field("fencing_token", &self.fencing_token)
+            .finish()
     }
 }
 
@@ -82,7 +86,13 @@ impl HeldLock {
             client,
             stopping: AtomicBool::new(false),
             wake: Notify::new(),
-            state: Mutex::new(LockState { guid, pending: None, lease_until, lost: false, released: false }),
+            state: Mutex::new(LockState {
+                guid,
+                pending: None,
+                lease_until,
+                lost: false,
+                released: false,
+            }),
         }
     }
 
@@ -106,9 +116,9 @@ impl HeldLock {
                 // As in the original: releasing a released FailOpen lock is quiet...
                 Kind::FailOpen => Ok(()),
                 // ...and a FailClosed lock that is gone is not ours to release.
-                Kind::FailClosed => {
-                    Err(LockError::FailedToReleaseLock { original: StoreError::condition_failed() })
-                }
+                Kind::FailClosed => Err(LockError::FailedToReleaseLock {
+                    original: StoreError::condition_failed(),
+                }),
             };
         }
         let result = match kind {

@@ -27,7 +27,10 @@ impl Recorder {
 }
 
 pub fn key(id: &str) -> LockKey {
-    LockKey { partition: KeyValue::S(id.into()), sort: None }
+    LockKey {
+        partition: KeyValue::S(id.into()),
+        sort: None,
+    }
 }
 
 pub fn closed_settings(owner: &str) -> Settings {
@@ -49,7 +52,12 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
 
 pub fn client(store: &Arc<MemoryStore>, settings: Settings) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
-    let c = Client { store: store.clone(), settings, events: rec.clone(), heartbeats: LazyHeartbeats::new(Some(100_000)) };
+    let c = Client {
+        store: store.clone(),
+        settings,
+        events: rec.clone(),
+        heartbeats: LazyHeartbeats::new(Some(100_000)),
+    };
     (Arc::new(c), rec)
 }
 
@@ -63,5 +71,9 @@ pub fn throttled() -> StoreError {
 }
 
 pub fn lost_response() -> StoreError {
-    StoreError::Io { code: "NetworkingError".into(), message: "connection reset".into(), maybe_applied: true }
+    StoreError::Io {
+        code: "NetworkingError".into(),
+        message: "connection reset".into(),
+        maybe_applied: true,
+    }
 }

@@ -34,7 +34,10 @@ pub struct MemoryStore {
 
 impl MemoryStore {
     pub fn new(returns_old: bool) -> Self {
-        MemoryStore { returns_old, ..Default::default() }
+        MemoryStore {
+            returns_old,
+            ..Default::default()
+        }
     }
 
     /// Queues a fault for the next request of kind `op` ("get", "put", "delete", "take",

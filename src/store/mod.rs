@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey, LockRecord, Version};
 
-pub mod sdk;
 #[cfg(test)]
 pub mod memory;
+pub mod sdk;
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]
@@ -97,7 +97,10 @@ impl RetryPolicy {
 
     /// Full-jitter exponential backoff before attempt `n` (1-based, n >= 2).
     pub fn backoff(&self, n: u32) -> Duration {
-        let exp = self.base_backoff.saturating_mul(1u32 << (n - 2).min(16)).min(self.max_backoff);
+        let exp = self
+            .base_backoff
+            .saturating_mul(1u32 << (n - 2).min(16))
+            .min(self.max_backoff);
         let ms = exp.as_millis() as u64;
         Duration::from_millis(rand::thread_rng().gen_range(ms / 2..=ms.max(1)))
     }
@@ -205,14 +208,13 @@ mod tests {
     async fn a_hung_attempt_times_out_and_is_ambiguous() {
         let calls = AtomicU32::new(0);
         let start = Instant::now();
-        let r: Result<(), Failed> =
-            attempt(RetryPolicy::new(2, Duration::from_millis(100)), || async {
-                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                    std::future::pending::<()>().await;
-                }
-                Err(StoreError::condition_failed())
-            })
-            .await;
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(2, Duration::from_millis(100)), || async {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::future::pending::<()>().await;
+            }
+            Err(StoreError::condition_failed())
+        })
+        .await;
         let f = r.unwrap_err();
         assert!(f.ambiguous, "the first attempt timed out and may have landed");
         assert!(matches!(f.error, StoreError::ConditionFailed { .. }));

@@ -54,7 +54,12 @@ const THROTTLES: &[&str] = &[
 
 impl SdkStore {
     pub fn new(table: TableSpec, options: SdkOptions) -> Self {
-        SdkStore { table, options, client: OnceCell::new(), returns_old: AtomicBool::new(false) }
+        SdkStore {
+            table,
+            options,
+            client: OnceCell::new(),
+            returns_old: AtomicBool::new(false),
+        }
     }
 
     /// The SDK client, configured on first use (loading configuration is asynchronous and is
@@ -116,16 +121,25 @@ impl SdkStore {
         match &err {
             SdkError::ServiceError(se) => {
                 if let Some(i) = item(se.err()) {
-                    return StoreError::ConditionFailed { current: self.current(i) };
+                    return StoreError::ConditionFailed {
+                        current: self.current(i),
+                    };
                 }
                 let status = se.raw().status().as_u16();
                 let e = se.err();
                 let code = e.code().map(str::to_owned).unwrap_or_else(|| {
-                    if status >= 500 { "InternalServerError".into() } else { format!("HttpStatus{status}") }
+                    if status >= 500 {
+                        "InternalServerError".into()
+                    } else {
+                        format!("HttpStatus{status}")
+                    }
                 });
                 let transient = status >= 500 || status == 429 || THROTTLES.contains(&code.as_str());
                 StoreError::Service {
-                    message: e.message().unwrap_or("DynamoDB returned an error without a message").into(),
+                    message: e
+                        .message()
+                        .unwrap_or("DynamoDB returned an error without a message")
+                        .into(),
                     code,
                     transient,
                     maybe_applied: status >= 500,
@@ -138,7 +152,11 @@ impl SdkStore {
                 transient: false,
                 maybe_applied: false,
             },
-            _ => StoreError::Io { code: "NetworkingError".into(), message: describe(&err), maybe_applied: true },
+            _ => StoreError::Io {
+                code: "NetworkingError".into(),
+                message: describe(&err),
+                maybe_applied: true,
+            },
         }
     }
 }
@@ -175,7 +193,10 @@ pub fn decode(i: &HashMap<String, AttributeValue>) -> LockRecord {
     let num = |k: &str| i.get(k).and_then(|v| v.as_n().ok()).and_then(|s| item::parse_u64(s));
     LockRecord {
         owner: i.get(item::OWNER).and_then(|v| v.as_s().ok()).cloned(),
-        guid: i.get(item::GUID).and_then(|v| v.as_b().ok()).map(|b| b.as_ref().to_vec()),
+        guid: i
+            .get(item::GUID)
+            .and_then(|v| v.as_b().ok())
+            .map(|b| b.as_ref().to_vec()),
         fencing_token: num(item::FENCING_TOKEN),
         lease_duration_ms: num(item::LEASE_DURATION_MS),
         lock_acquired_time_unix_ms: num(item::LOCK_ACQUIRED_TIME_UNIX_MS),
@@ -246,10 +267,12 @@ impl Store for SdkStore {
             .return_values_on_condition_check_failure(OnFail::AllOld)
             .send()
             .await
-            .map_err(|e| self.map_err(e, |e| match e {
-                PutItemError::ConditionalCheckFailedException(c) => Some(c.item()),
-                _ => None,
-            }))?;
+            .map_err(|e| {
+                self.map_err(e, |e| match e {
+                    PutItemError::ConditionalCheckFailedException(c) => Some(c.item()),
+                    _ => None,
+                })
+            })?;
         Ok(())
     }
 
@@ -267,10 +290,12 @@ impl Store for SdkStore {
             .return_values_on_condition_check_failure(OnFail::AllOld)
             .send()
             .await
-            .map_err(|e| self.map_err(e, |e| match e {
-                DeleteItemError::ConditionalCheckFailedException(c) => Some(c.item()),
-                _ => None,
-            }))?;
+            .map_err(|e| {
+                self.map_err(e, |e| match e {
+                    DeleteItemError::ConditionalCheckFailedException(c) => Some(c.item()),
+                    _ => None,
+                })
+            })?;
         Ok(())
     }
 
@@ -421,7 +446,10 @@ mod tests {
             ("guid".to_string(), b(&[7u8; 64])),
             ("fencingToken".to_string(), AttributeValue::N("41".into())),
             ("leaseDurationMs".to_string(), AttributeValue::N("1".into())),
-            ("lockAcquiredTimeUnixMs".to_string(), AttributeValue::S("not a number".into())),
+            (
+                "lockAcquiredTimeUnixMs".to_string(),
+                AttributeValue::S("not a number".into()),
+            ),
         ]);
         let r = decode(&i);
         assert_eq!(r.owner.as_deref(), Some("me"));
