@@ -1,0 +1,308 @@
+"use strict";
+
+// One benchmark scenario for one library, in a fresh Node process so that CPU time and RSS
+// belong to that library alone. Started by bench/run.js with a JSON job in argv[2]:
+//   { scenario: "requests"|"cycles"|"held", lib: "ours"|"original", endpoint, region,
+//     credentials, tables: {...}, params: {...} }
+// All traffic goes to `endpoint`, the parent's counting proxy on 127.0.0.1. Every loop is
+// bounded in count and in time.
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+const { performance } = require("perf_hooks");
+const { openLibrary } = require("./clients.js");
+const { rpc, finish, fail, sleep, gc } = require("./ipc.js");
+const { summary } = require("./stats.js");
+
+const job = JSON.parse(process.argv[2]);
+const lib = openLibrary(job.lib, job);
+
+const cpuUs = () =>
+{
+    const u = process.cpuUsage();
+    return u.user + u.system;
+};
+
+const total = counts => Object.values(counts).reduce((a, b) => a + b, 0);
+
+function failOpenConfig(table, extra)
+{
+    return Object.assign({ lockTable: table, partitionKey: "id", leaseDurationMs: 5000, heartbeatPeriodMs: 1000 }, extra);
+}
+
+function failClosedConfig(table, extra)
+{
+    return Object.assign({ lockTable: table, partitionKey: "id", acquirePeriodMs: 50 }, extra);
+}
+
+function watch(lock, tally)
+{
+    lock.on("error", e =>
+        {
+            tally.errors++;
+            tally.lastError = e && (e.code || e.name || String(e));
+        }
+    );
+    lock.on("lost", () => tally.lost++);
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Requests per operation, by DynamoDB operation type.
+
+async function requests()
+{
+    const p = job.params;
+    const tally = { errors: 0, lost: 0 };
+    const fc = lib.create("FailClosed", failClosedConfig(job.tables.failClosed));
+    const fo = lib.create("FailOpen", failOpenConfig(job.tables.failOpen));
+    // Warm-up: SDK initialisation and connections, not counted.
+    await fc.release(await fc.acquire("warm"));
+    await fo.release(await fo.acquire("warm"));
+
+    async function measure(fn)
+    {
+        await rpc("reset");
+        const t0 = performance.now();
+        await fn();
+        const ms = performance.now() - t0;
+        await sleep(p.settleMs); // anything the operation left in flight
+        const counts = await rpc("counts");
+        return { counts, total: total(counts), ms };
+    }
+
+    const out = {};
+    let lock;
+    out.failClosedAcquire = await measure(async () => (lock = await fc.acquire("fc-1")));
+    out.failClosedRelease = await measure(() => fc.release(lock));
+    out.failOpenAcquireNew = await measure(async () =>
+        {
+            lock = await fo.acquire("fo-1");
+            watch(lock, tally);
+        }
+    );
+    out.failOpenRelease = await measure(() => fo.release(lock));
+    out.failOpenAcquireReleased = await measure(async () =>
+        {
+            lock = await fo.acquire("fo-1");
+            watch(lock, tally);
+        }
+    );
+    await fo.release(lock);
+
+    // Heartbeats: hold one lock for a window of several periods; count what it sends.
+    const hb = lib.create("FailOpen", failOpenConfig(job.tables.failOpen, { leaseDurationMs: p.hbLeaseMs, heartbeatPeriodMs: p.hbPeriodMs }));
+    lock = await hb.acquire("hb-1");
+    watch(lock, tally);
+    await rpc("reset");
+    await sleep(p.hbWindowMs);
+    const counts = await rpc("counts");
+    await hb.release(lock);
+    const writes = (counts.UpdateItem || 0) + (counts.PutItem || 0);
+    out.heartbeat = {
+        counts,
+        total: total(counts),
+        heartbeatWrites: writes,
+        requestsPerHeartbeat: writes ? total(counts) / writes : null,
+        windowMs: p.hbWindowMs,
+        periodMs: p.hbPeriodMs,
+    };
+    out.lockErrors = tally;
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Acquire/release cycles, sequential (workers = 1) or concurrent, on one id per worker.
+
+async function cycles()
+{
+    const p = job.params;
+    const client = p.kind === "FailOpen"
+        ? lib.create("FailOpen", failOpenConfig(job.tables.main))
+        : lib.create("FailClosed", failClosedConfig(job.tables.main));
+    const tally = { errors: 0, lost: 0 };
+    let failures = 0;
+    let lastFailure;
+
+    async function one(id, latencies)
+    {
+        const t0 = performance.now();
+        try
+        {
+            const lock = await client.acquire(id);
+            watch(lock, tally);
+            await client.release(lock);
+        }
+        catch (e)
+        {
+            failures++;
+            lastFailure = e && (e.code || String(e));
+            return;
+        }
+        if (latencies)
+        {
+            latencies.push(performance.now() - t0);
+        }
+    }
+
+    const ids = Array.from({ length: p.workers }, (_, w) => `${p.kind}-w${w}`);
+    // Warm-up, not measured: connections, JIT, the native runtime.
+    await Promise.all(ids.map(async id =>
+        {
+            for (let i = 0; i < p.warmupCycles; i++)
+            {
+                await one(id);
+            }
+        }
+    ));
+    gc();
+    await sleep(50);
+
+    const latencies = [];
+    await rpc("reset");
+    const deadline = performance.now() + p.timeLimitMs;
+    const cpu0 = cpuUs();
+    const t0 = performance.now();
+    await Promise.all(ids.map(async id =>
+        {
+            for (let i = 0; i < p.cycles && performance.now() < deadline; i++)
+            {
+                await one(id, latencies);
+            }
+        }
+    ));
+    const elapsedMs = performance.now() - t0;
+    const cpu = cpuUs() - cpu0;
+    const counts = await rpc("counts");
+    const done = latencies.length;
+    return {
+        kind: p.kind,
+        workers: p.workers,
+        cyclesPlanned: p.workers * p.cycles,
+        cycles: done,
+        failures,
+        lastFailure,
+        timeLimited: done + failures < p.workers * p.cycles,
+        elapsedMs,
+        cyclesPerSecond: done / (elapsedMs / 1000),
+        latencyMs: summary(latencies),
+        cpuUs: cpu,
+        cpuUsPerCycle: done ? cpu / done : null,
+        counts,
+        requestsPerCycle: done ? total(counts) / done : null,
+        lockErrors: tally,
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. N held, heartbeating FailOpen locks.
+
+async function held()
+{
+    const p = job.params;
+    const extra = { leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs };
+    if (p.maxHeartbeatsPerSecond)
+    {
+        extra.maxHeartbeatsPerSecond = p.maxHeartbeatsPerSecond;
+    }
+    const client = lib.create("FailOpen", failOpenConfig(job.tables.main, extra));
+    const tally = { errors: 0, lost: 0, lastError: undefined };
+
+    // Baseline: the library loaded, the client made and used once.
+    await client.release(await client.acquire("warm"));
+    gc();
+    await sleep(200);
+    gc();
+    const base = process.memoryUsage();
+
+    // Acquisition, bounded in count, concurrency and time.
+    const locks = [];
+    let next = 0;
+    let acquireFailures = 0;
+    let lastAcquireFailure;
+    const acqDeadline = performance.now() + p.acquireDeadlineMs;
+    const acq0 = performance.now();
+    const acqCpu0 = cpuUs();
+    await Promise.all(Array.from({ length: p.acquireConcurrency }, async () =>
+        {
+            while (next < p.locks && performance.now() < acqDeadline)
+            {
+                const i = next++;
+                try
+                {
+                    const lock = await client.acquire(`held-${i}`);
+                    watch(lock, tally);
+                    locks.push(lock);
+                }
+                catch (e)
+                {
+                    acquireFailures++;
+                    lastAcquireFailure = e && (e.code || String(e));
+                }
+            }
+        }
+    ));
+    const acquisitionMs = performance.now() - acq0;
+    const acquisitionCpuUs = cpuUs() - acqCpu0;
+    const lostBeforeWindow = tally.lost;
+    const errorsBeforeWindow = tally.errors;
+
+    await sleep(p.settleMs);
+
+    // The measurement window: heartbeats counted and bucketed by the proxy.
+    await rpc("startRecord", { ops: ["UpdateItem", "PutItem"], bucketMs: p.bucketMs });
+    const cpu0 = cpuUs();
+    const t0 = performance.now();
+    await sleep(p.windowMs);
+    const cpu = cpuUs() - cpu0;
+    const windowMs = performance.now() - t0;
+    const rec = await rpc("stopRecord");
+
+    gc();
+    await sleep(100);
+    gc();
+    const after = process.memoryUsage();
+    const n = locks.length;
+    const heartbeats = (rec.counts.UpdateItem || 0) + (rec.counts.PutItem || 0);
+    return {
+        locksPlanned: p.locks,
+        locksAcquired: n,
+        acquireFailures,
+        lastAcquireFailure,
+        acquisitionMs,
+        acquisitionsPerSecond: n / (acquisitionMs / 1000),
+        acquisitionCpuUsPerLock: n ? acquisitionCpuUs / n : null,
+        acquisitionTimeLimited: next < p.locks,
+        periodMs: p.periodMs,
+        leaseMs: p.leaseMs,
+        maxHeartbeatsPerSecond: p.maxHeartbeatsPerSecond || null,
+        windowMs,
+        windowCounts: rec.counts,
+        heartbeats,
+        heartbeatsPerSecond: heartbeats / (windowMs / 1000),
+        targetHeartbeatsPerSecond: n * 1000 / p.periodMs,
+        cpuUs: cpu,
+        cpuUsPerHeartbeat: heartbeats ? cpu / heartbeats : null,
+        cpuPercentOfOneCore: 100 * cpu / (windowMs * 1000),
+        buckets: rec.buckets,
+        bucketMs: p.bucketMs,
+        rssBaseline: base.rss,
+        rssWithLocks: after.rss,
+        rssPerLockBytes: n ? (after.rss - base.rss) / n : null,
+        heapUsedPerLockBytes: n ? (after.heapUsed - base.heapUsed) / n : null,
+        externalPerLockBytes: n ? (after.external - base.external) / n : null,
+        heldLockCountNative: lib.heldLockCount(),
+        lockErrors: { errorsBeforeWindow, lostBeforeWindow, errors: tally.errors, lost: tally.lost, lastError: tally.lastError },
+    };
+}
+
+const SCENARIOS = { requests, cycles, held };
+
+(async () =>
+{
+    const fn = SCENARIOS[job.scenario];
+    if (!fn)
+    {
+        throw new Error(`unknown scenario ${job.scenario}`);
+    }
+    finish(await fn());
+})().catch(fail);
