@@ -126,10 +126,18 @@ export declare class LockClient<PartitionTableKeyType extends string | number = 
     acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
 }
 
-export declare class FailClosed<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
-    constructor(config: FailClosedConfig);
-}
+/** A lock without a lease: a crashed holder's lock stays held. Callable with or without `new`. */
+export interface FailClosed<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export declare const FailClosed: {
+    new <PartitionTableKeyType extends string | number = string | number>(config: FailClosedConfig): FailClosed<PartitionTableKeyType>;
+    <PartitionTableKeyType extends string | number = string | number>(config: FailClosedConfig): FailClosed<PartitionTableKeyType>;
+    readonly prototype: FailClosed<any>;
+};
 
-export declare class FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
-    constructor(config: FailOpenConfig);
-}
+/** A lock with a lease, renewed by heartbeats. Callable with or without `new`. */
+export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export declare const FailOpen: {
+    new <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
+    <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
+    readonly prototype: FailOpen<any>;
+};

@@ -199,7 +199,8 @@ function checkExclusion(run, counterItem, workers, iterations)
             crossings++;
         }
     }
-    return { ordered, crossings };
+    const sequence = ordered.map(r => r.worker.replace(/^original-/, "o").replace(/^native-/, "n")).join(" ");
+    return { ordered, crossings, sequence };
 }
 
 const FLEET = [
@@ -243,17 +244,17 @@ for (const engineName of selectedEngines())
                 const run = await contention(engine,
                     {
                         kind: "FailOpen",
-                        config: { lockTable: "locks", partitionKey: "id", leaseDurationMs: 2000, heartbeatPeriodMs: 400, retryCount: 50 },
+                        config: { lockTable: "locks", partitionKey: "id", leaseDurationMs: Number(process.env.L || 2000), heartbeatPeriodMs: Number(process.env.H || 400), retryCount: 50 },
                         workers: FLEET,
                         iterations,
                         // Between iterations: long enough for the original's waiters, which only
                         // look again after a whole lease, to find the lock free now and then.
-                        pauseMs: [100, 300],
+                        pauseMs: JSON.parse(process.env.P || '[100, 300]'),
                         softDeadlineMs: 40000,
                         hardTimeoutMs: 70000,
                     });
                 const counter = await engine.getItem("counters", { id: { S: run.counterId } });
-                const { ordered, crossings } = checkExclusion(run, counter, FLEET, iterations);
+                const { ordered, crossings, sequence } = checkExclusion(run, counter, FLEET, iterations);
                 const tokens = ordered.map(r => r.token);
                 assert.ok(tokens.every(Number.isInteger), `every lock has an integer fencing token: ${tokens}`);
                 assert.equal(new Set(tokens).size, tokens.length, `fencing tokens are distinct: ${tokens}`);
@@ -267,7 +268,7 @@ for (const engineName of selectedEngines())
                 assert.equal(item.leaseDurationMs.N, "1", "the last holder released the lock");
                 assert.equal(Number(item.fencingToken.N), tokens[tokens.length - 1]);
                 t.diagnostic(`${ordered.length} acquisitions in ${run.ms} ms, ${crossings} hand-overs between the libraries; ` +
-                    FLEET.map(w => `${w.name}: ${run.dones.find(d => d.worker === w.name).ms} ms`).join(", "));
+                    FLEET.map(w => `${w.name}: ${run.dones.find(d => d.worker === w.name).ms} ms`).join(", ") + `; order: ${sequence}`);
             }
         );
 

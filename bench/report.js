@@ -1,0 +1,371 @@
+"use strict";
+
+// Turns bench/run.js's results into rows (metric, ours, original, ratio, target) and a
+// markdown document.
+
+function num(v)
+{
+    return typeof v === "number" && Number.isFinite(v);
+}
+
+function fmt(v, digits)
+{
+    if (!num(v))
+    {
+        return v === null || v === undefined ? "n/a" : String(v);
+    }
+    if (digits !== undefined)
+    {
+        return v.toFixed(digits);
+    }
+    const a = Math.abs(v);
+    if (a >= 1000)
+    {
+        return Math.round(v).toLocaleString("en-US");
+    }
+    if (a >= 100)
+    {
+        return v.toFixed(0);
+    }
+    if (a >= 10)
+    {
+        return v.toFixed(1);
+    }
+    return v.toFixed(2);
+}
+
+function ratioOf(a, b)
+{
+    return num(a) && num(b) && b !== 0 ? a / b : null;
+}
+
+function breakdown(counts)
+{
+    const keys = Object.keys(counts || {}).sort();
+    return keys.length ? keys.map(k => `${k} ${counts[k]}`).join(", ") : "none";
+}
+
+class Rows
+{
+    constructor()
+    {
+        this.rows = [];
+    }
+
+    // ours/original: numbers (or null); texts override the display. target: { text, test(ours,
+    // original, ratio) -> boolean }.
+    add(section, metric, ours, original, extra = {})
+    {
+        const ratio = extra.noRatio ? null : ratioOf(ours, original);
+        const row = {
+            section,
+            metric,
+            ours: num(ours) ? ours : null,
+            original: num(original) ? original : null,
+            ratio,
+            oursText: extra.oursText !== undefined ? extra.oursText : fmt(ours, extra.digits),
+            originalText: extra.originalText !== undefined ? extra.originalText : fmt(original, extra.digits),
+            target: extra.target ? extra.target.text : "",
+            met: null,
+        };
+        if (extra.target && num(ours))
+        {
+            try
+            {
+                row.met = !!extra.target.test(ours, original, ratio);
+            }
+            catch (_)
+            {
+                row.met = null;
+            }
+        }
+        this.rows.push(row);
+        return row;
+    }
+}
+
+function errText(r)
+{
+    return r && r.error ? `error: ${String(r.error).split("\n")[0]}` : null;
+}
+
+function requestRows(rows, res)
+{
+    const S = "1. Requests per operation";
+    const o = res.ours || {};
+    const g = res.original || {};
+    if (o.error || g.error)
+    {
+        rows.add(S, "scenario failed", null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+    }
+    const items = [
+        ["failClosedAcquire", "FailClosed acquire (uncontended)"],
+        ["failClosedRelease", "FailClosed release"],
+        ["failOpenAcquireNew", "FailOpen acquire (uncontended, new id)"],
+        ["failOpenRelease", "FailOpen release"],
+        ["failOpenAcquireReleased", "FailOpen acquire of a released lock"],
+    ];
+    const one = { text: "ours = 1", test: v => v === 1 };
+    for (const [key, label] of items)
+    {
+        const a = o[key];
+        const b = g[key];
+        rows.add(S, `${label}: requests`, a && a.total, b && b.total, {
+            oursText: a ? `${a.total} (${breakdown(a.counts)})` : "n/a",
+            originalText: b ? `${b.total} (${breakdown(b.counts)})` : "n/a",
+            target: one,
+        });
+    }
+    for (const [key, label] of [["failOpenAcquireNew", "FailOpen acquire (new id)"], ["failOpenAcquireReleased", "FailOpen acquire of a released lock"]])
+    {
+        rows.add(S, `${label}: latency (ms)`, o[key] && o[key].ms, g[key] && g[key].ms);
+    }
+    const a = o.heartbeat;
+    const b = g.heartbeat;
+    rows.add(S, `requests per heartbeat (one lock, ${a ? a.windowMs : "?"} ms at period ${a ? a.periodMs : "?"} ms)`,
+        a && a.requestsPerHeartbeat, b && b.requestsPerHeartbeat, {
+            oursText: a ? `${fmt(a.requestsPerHeartbeat)} (${a.heartbeatWrites} heartbeats; ${breakdown(a.counts)})` : "n/a",
+            originalText: b ? `${fmt(b.requestsPerHeartbeat)} (${b.heartbeatWrites} heartbeats; ${breakdown(b.counts)})` : "n/a",
+            target: one,
+        });
+}
+
+function cycleRows(rows, runs)
+{
+    const S = "2. Acquire/release cycles";
+    for (const run of runs)
+    {
+        const o = run.ours || {};
+        const g = run.original || {};
+        const p = run.params;
+        const label = `${run.name} (${p.workers} worker${p.workers > 1 ? "s" : ""} × ${p.cycles})`;
+        if (o.error || g.error)
+        {
+            rows.add(S, `${label}: failed`, null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+            continue;
+        }
+        rows.add(S, `${label}: cycles done (failures)`, o.cycles, g.cycles, {
+            oursText: `${o.cycles} (${o.failures})${o.timeLimited ? " time-limited" : ""}`,
+            originalText: `${g.cycles} (${g.failures})${g.timeLimited ? " time-limited" : ""}`,
+        });
+        rows.add(S, `${label}: latency p50 (ms)`, o.latencyMs.p50, g.latencyMs.p50);
+        rows.add(S, `${label}: latency p90 (ms)`, o.latencyMs.p90, g.latencyMs.p90);
+        rows.add(S, `${label}: latency p99 (ms)`, o.latencyMs.p99, g.latencyMs.p99);
+        rows.add(S, `${label}: client CPU per cycle (µs)`, o.cpuUsPerCycle, g.cpuUsPerCycle, {
+            target: { text: "ratio ≤ 0.2", test: (_a, _b, r) => r !== null && r <= 0.2 },
+        });
+        rows.add(S, `${label}: cycles/s`, o.cyclesPerSecond, g.cyclesPerSecond);
+        rows.add(S, `${label}: requests per cycle`, o.requestsPerCycle, g.requestsPerCycle);
+    }
+}
+
+function heldRowsFor(rows, S, label, o, g, targets)
+{
+    if ((o && o.error) || (g && g.error))
+    {
+        rows.add(S, `${label}: failed`, null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+        if (o && o.error)
+        {
+            return;
+        }
+    }
+    o = o || {};
+    g = g && !g.error ? g : {};
+    const held = r => (r.locksAcquired === undefined ? "n/a" : `${r.locksAcquired}/${r.locksPlanned}${r.acquisitionTimeLimited ? " (time-limited)" : ""}`);
+    rows.add(S, `${label}: locks held`, o.locksAcquired, g.locksAcquired, { oursText: held(o), originalText: held(g), noRatio: true });
+    rows.add(S, `${label}: acquisition phase (s)`, o.acquisitionMs / 1000, g.acquisitionMs / 1000);
+    rows.add(S, `${label}: heartbeats/s in window (target ${fmt(o.targetHeartbeatsPerSecond)})`, o.heartbeatsPerSecond, g.heartbeatsPerSecond, {
+        oursText: num(o.heartbeatsPerSecond) ? `${fmt(o.heartbeatsPerSecond)} (${fmt(100 * o.heartbeatsPerSecond / o.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
+        originalText: num(g.heartbeatsPerSecond) ? `${fmt(g.heartbeatsPerSecond)} (${fmt(100 * g.heartbeatsPerSecond / g.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
+    });
+    rows.add(S, `${label}: client CPU per heartbeat (µs)`, o.cpuUsPerHeartbeat, g.cpuUsPerHeartbeat, {
+        target: targets ? { text: "ratio ≤ 0.1", test: (_a, _b, r) => r !== null && r <= 0.1 } : undefined,
+    });
+    rows.add(S, `${label}: client CPU (% of one core)`, o.cpuPercentOfOneCore, g.cpuPercentOfOneCore);
+    rows.add(S, `${label}: RSS per held lock (bytes)`, o.rssPerLockBytes, g.rssPerLockBytes, {
+        target: targets ? { text: "ours ≤ 2048", test: v => v <= 2048 } : undefined,
+        digits: 0,
+    });
+    rows.add(S, `${label}: JS heap per held lock (bytes)`, o.heapUsedPerLockBytes, g.heapUsedPerLockBytes, { digits: 0 });
+    const sp = r => r.spread || {};
+    rows.add(S, `${label}: heartbeats per ${o.bucketMs || 100} ms bucket, max/mean`, sp(o).maxOverMean, sp(g).maxOverMean, {
+        oursText: num(sp(o).maxOverMean) ? `${fmt(sp(o).maxOverMean)} (mean ${fmt(sp(o).mean)}, max ${sp(o).max}, min ${sp(o).min})` : "n/a",
+        originalText: num(sp(g).maxOverMean) ? `${fmt(sp(g).maxOverMean)} (mean ${fmt(sp(g).mean)}, max ${sp(g).max}, min ${sp(g).min})` : "n/a",
+    });
+    rows.add(S, `${label}: heartbeats per bucket, coefficient of variation`, sp(o).cv, sp(g).cv);
+    const errs = r => (r.lockErrors ? `${r.lockErrors.errors} errors, ${r.lockErrors.lost} lost${r.lockErrors.lastError ? ` (${r.lockErrors.lastError})` : ""}` : "n/a");
+    rows.add(S, `${label}: lock error / lost events`, o.lockErrors && o.lockErrors.errors, g.lockErrors && g.lockErrors.errors, { oursText: errs(o), originalText: errs(g), noRatio: true });
+}
+
+function heldRows(rows, held)
+{
+    const S = "3. Held heartbeating FailOpen locks";
+    for (const entry of held.sizes)
+    {
+        const o = entry.ours || {};
+        heldRowsFor(rows, S, `${entry.locks.toLocaleString("en-US")} locks (period ${o.periodMs || "?"} ms, lease ${o.leaseMs || "?"} ms)`, entry.ours, entry.original, true);
+    }
+    if (held.capped)
+    {
+        const c = held.capped;
+        const orig = held.sizes.find(e => e.locks === c.locks);
+        heldRowsFor(rows, S, `${c.locks.toLocaleString("en-US")} locks, ours with maxHeartbeatsPerSecond ${c.cap}, lease ${c.leaseMs} ms (original: uncapped run above)`, c.ours, orig && orig.original, true);
+    }
+}
+
+function contentionRows(rows, c)
+{
+    const p = c.params;
+    const S = `4. Contention: ${p.processes} processes, one FailOpen lock (lease ${p.leaseMs} ms, heartbeat ${p.heartbeatMs} ms, hold ${p.holdMs} ms, ${p.durationMs / 1000} s; ours rereadPeriodMs ${p.rereadMs})`;
+    const o = c.ours || {};
+    const g = c.original || {};
+    if (o.error || g.error)
+    {
+        rows.add(S, "failed", null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+    }
+    if (o.error && g.error)
+    {
+        return;
+    }
+    const h = r => r.handoffMs || {};
+    const x = r => r.crossProcessHandoffMs || {};
+    const w = r => r.waitPerAttemptMs || {};
+    rows.add(S, "acquisitions (total)", o.acquisitions, g.acquisitions);
+    rows.add(S, "acquisitions per process", null, null, {
+        oursText: o.perProcess ? o.perProcess.join(" / ") : "n/a",
+        originalText: g.perProcess ? g.perProcess.join(" / ") : "n/a",
+    });
+    rows.add(S, "Jain's fairness index over acquisitions per process", o.jain, g.jain, {
+        target: { text: "ours ≥ 0.9", test: v => v >= 0.9 },
+        digits: 3,
+    });
+    const twoRereads = 2 * p.rereadMs;
+    rows.add(S, "handoff release→next acquisition p50 (ms)", h(o).p50, h(g).p50);
+    rows.add(S, "handoff p90 (ms)", h(o).p90, h(g).p90);
+    rows.add(S, "handoff p99 (ms)", h(o).p99, h(g).p99, { target: { text: `ours ≤ ${twoRereads} (2 re-reads)`, test: v => v <= twoRereads } });
+    rows.add(S, "handoff max (ms)", h(o).max, h(g).max);
+    rows.add(S, "handoffs to another process / to the releaser itself", o.crossHandoffs, g.crossHandoffs, {
+        oursText: o.crossHandoffs === undefined ? "n/a" : `${o.crossHandoffs} / ${o.selfHandoffs}`,
+        originalText: g.crossHandoffs === undefined ? "n/a" : `${g.crossHandoffs} / ${g.selfHandoffs}`,
+        noRatio: true,
+    });
+    rows.add(S, "handoff to another process p50 (ms)", x(o).p50, x(g).p50);
+    rows.add(S, "handoff to another process p99 (ms)", x(o).p99, x(g).p99, { target: { text: `ours ≤ ${twoRereads}`, test: v => v <= twoRereads } });
+    rows.add(S, "wait per attempt (acquire call→acquired) p50 (ms)", w(o).p50, w(g).p50);
+    rows.add(S, "wait per attempt p99 (ms)", w(o).p99, w(g).p99);
+    rows.add(S, "wait per attempt max (ms)", w(o).max, w(g).max);
+    rows.add(S, "longest wait still pending at the end (ms)", o.pendingAtEndMaxWaitMs, g.pendingAtEndMaxWaitMs);
+    rows.add(S, "failed attempts (FailedToAcquireLock)", o.failedAttempts, g.failedAttempts, { noRatio: true });
+    rows.add(S, "overlapping holds (safety; must be 0)", o.overlaps, g.overlaps, { noRatio: true, target: { text: "0", test: v => v === 0 } });
+    rows.add(S, "fencing tokens strictly increasing", null, null, {
+        oursText: String(o.fencingTokensIncreasing),
+        originalText: String(g.fencingTokensIncreasing),
+    });
+    rows.add(S, "client CPU per acquisition, all processes (µs)", o.cpuUsPerAcquisition, g.cpuUsPerAcquisition);
+    rows.add(S, "requests per acquisition", o.requestsPerAcquisition, g.requestsPerAcquisition, {
+        oursText: num(o.requestsPerAcquisition) ? `${fmt(o.requestsPerAcquisition)} (${breakdown(o.requests)})` : "n/a",
+        originalText: num(g.requestsPerAcquisition) ? `${fmt(g.requestsPerAcquisition)} (${breakdown(g.requests)})` : "n/a",
+    });
+}
+
+function esc(s)
+{
+    return String(s).replace(/\|/g, "\\|");
+}
+
+function renderMarkdown(report)
+{
+    const rows = new Rows();
+    const r = report.results;
+    if (r.requests)
+    {
+        requestRows(rows, r.requests);
+    }
+    if (r.cycles)
+    {
+        cycleRows(rows, r.cycles);
+    }
+    if (r.held)
+    {
+        heldRows(rows, r.held);
+    }
+    if (r.contention)
+    {
+        contentionRows(rows, r.contention);
+    }
+
+    const m = report.machine;
+    const lines = [];
+    lines.push(`# dynamodb-lock-native vs dynamodb-lock-client: benchmark`);
+    lines.push("");
+    lines.push(`- Generated: ${report.generatedAt} (${report.options.quick ? "quick" : "full"} run, ${report.durationS} s)`);
+    lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.platform}`);
+    lines.push(`- Node ${m.node}; engine: ${m.engine} (${m.engineVersion}), behind a counting HTTP proxy, all on 127.0.0.1`);
+    lines.push(`- Ours: ${m.ours}; original: ${m.original}`);
+    lines.push(`- Each scenario ran in a fresh Node process per library (--expose-gc). CPU is process.cpuUsage() of that process (all its threads), measured over the loop only. Ratio = ours / original.`);
+    lines.push("");
+    let section = null;
+    for (const row of rows.rows)
+    {
+        if (row.section !== section)
+        {
+            section = row.section;
+            lines.push("");
+            lines.push(`### ${section}`);
+            lines.push("");
+            lines.push("| metric | ours | original | ratio | target | met |");
+            lines.push("|---|---|---|---|---|---|");
+        }
+        const met = row.met === null ? "" : row.met ? "yes" : "**NO**";
+        lines.push(`| ${esc(row.metric)} | ${esc(row.oursText)} | ${esc(row.originalText)} | ${row.ratio === null ? "" : fmt(row.ratio, row.ratio < 0.1 ? 3 : 2)} | ${esc(row.target)} | ${met} |`);
+    }
+    lines.push("");
+    const notes = notesFor(report);
+    if (notes.length)
+    {
+        lines.push("### Notes");
+        lines.push("");
+        for (const n of notes)
+        {
+            lines.push(`- ${n}`);
+        }
+        lines.push("");
+    }
+    return { text: lines.join("\n") + "\n", rows: rows.rows };
+}
+
+function notesFor(report)
+{
+    const notes = [];
+    const r = report.results;
+    if (r.cycles)
+    {
+        notes.push("Cycles: each worker acquires and releases the same id over and over (the steady state of a lock guarding one resource); concurrent workers use distinct ids. FailOpen: leaseDurationMs 5000, heartbeatPeriodMs 1000; FailClosed: acquirePeriodMs 50.");
+    }
+    if (r.held)
+    {
+        const p = report.params.held;
+        notes.push(`Held locks: acquired ${p.acquireConcurrency} at a time (acquisition bounded to ${p.acquireDeadlineMs / 1000} s), then ${p.settleMs} ms to settle, then a ${p.windowMs / 1000} s window. Heartbeats are the proxy's UpdateItem (ours) / PutItem (original) count in the window. RSS per lock = (RSS after the window − RSS of the process with the client made and used once) / locks held, both after gc().`);
+        const largest = r.held.sizes[r.held.sizes.length - 1];
+        for (const lib of ["ours", "original"])
+        {
+            const x = largest && largest[lib];
+            if (x && !x.error && x.heartbeatsPerSecond < 0.9 * x.targetHeartbeatsPerSecond)
+            {
+                notes.push(`At ${largest.locks} locks, ${lib} reached ${Math.round(x.heartbeatsPerSecond)} heartbeats/s of the ${x.targetHeartbeatsPerSecond}/s wanted: the single-process local engine (${report.machine.engine}) plus the JavaScript counting proxy, sharing ${report.machine.cores} cores with the client, do not sustain more. This is the achieved rate, not the client's limit.`);
+            }
+        }
+        if (r.held.capped)
+        {
+            notes.push(`Capped run: ${r.held.capped.note}.`);
+        }
+    }
+    if (r.contention)
+    {
+        notes.push("Contention: handoff = next acquisition's completion time (in whichever process) − previous release's completion time, on wall clocks of one machine (performance.timeOrigin + now()); it can be slightly negative when the next acquirer's answer arrives before the releaser's. \"Overlapping holds\" counts acquisitions that completed before the previous holder started its release (a mutual-exclusion violation, since hold < lease). Both libraries get retryCount " + report.params.contention.retryCount + "; only ours gets rereadPeriodMs.");
+    }
+    const missed = [];
+    return notes.concat(missed);
+}
+
+module.exports = { renderMarkdown, fmt };

