@@ -3,11 +3,15 @@
 // The README's quick start. `npm run readme` runs it against a local DynamoDB; elsewhere the
 // SDK reads region, endpoint and credentials from the standard AWS environment.
 
+const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
+const { DynamoDBDocumentClient } = require("@aws-sdk/lib-dynamodb");
 const DynamoDBLockClient = require("dynamodb-lock-native");
+
+const dynamodb = DynamoDBDocumentClient.from(new DynamoDBClient({ region: process.env.AWS_REGION || "us-east-1" }));
 
 const failOpenClient = new DynamoDBLockClient.FailOpen(
     {
-        dynamodb: { region: process.env.AWS_REGION || "us-east-1" },
+        dynamodb,
         lockTable: "my-lock-table-name",
         partitionKey: "mylocks",
         heartbeatPeriodMs: 3e3,
@@ -38,7 +42,7 @@ failOpenClient.acquireLock("my-fail-open-lock", (error, lock) =>
 
 const failClosedClient = new DynamoDBLockClient.FailClosed(
     {
-        dynamodb: { region: process.env.AWS_REGION || "us-east-1" },
+        dynamodb,
         lockTable: "my-lock-table-name",
         partitionKey: "mylocks",
         acquirePeriodMs: 1e4,

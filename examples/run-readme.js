@@ -28,9 +28,25 @@ async function main()
             }
         ));
         ddb.destroy();
-        const code = await new Promise((resolve, reject) =>
+        let code = 0;
+        for (const example of ["readme.js", "promises.js"])
+        {
+            code = code || await runExample(example, endpoint);
+        }
+        process.exitCode = code;
+    }
+    finally
+    {
+        await new Promise(resolve => server.close(resolve));
+    }
+}
+
+function runExample(example, endpoint)
+{
+    console.log(`\n$ node examples/${example}`);
+    return new Promise((resolve, reject) =>
             {
-                const child = spawn(process.execPath, [path.join(__dirname, "readme.js")],
+                const child = spawn(process.execPath, [path.join(__dirname, example)],
                     {
                         stdio: "inherit",
                         env: Object.assign({}, process.env,
@@ -50,12 +66,6 @@ async function main()
                         resolve(signal ? 1 : code);
                     });
             });
-        process.exitCode = code;
-    }
-    finally
-    {
-        await new Promise(resolve => server.close(resolve));
-    }
 }
 
 main().catch(error =>
