@@ -244,12 +244,14 @@ for (const engineName of selectedEngines())
                 const run = await contention(engine,
                     {
                         kind: "FailOpen",
-                        config: { lockTable: "locks", partitionKey: "id", leaseDurationMs: Number(process.env.L || 2000), heartbeatPeriodMs: Number(process.env.H || 400), retryCount: 50 },
+                        config: { lockTable: "locks", partitionKey: "id", leaseDurationMs: 1000, heartbeatPeriodMs: 250, retryCount: 50 },
                         workers: FLEET,
                         iterations,
-                        // Between iterations: long enough for the original's waiters, which only
-                        // look again after a whole lease, to find the lock free now and then.
-                        pauseMs: JSON.parse(process.env.P || '[100, 300]'),
+                        // The original's waiters look again only after a whole lease, and ours take a
+                        // released lock at once: a 1 s lease and a pause between iterations let the
+                        // lock change hands between the libraries about ten times per run (a 2 s
+                        // lease: a few times, and twice as slow).
+                        pauseMs: [100, 300],
                         softDeadlineMs: 40000,
                         hardTimeoutMs: 70000,
                     });
@@ -286,10 +288,10 @@ for (const engineName of selectedEngines())
                         hardTimeoutMs: 60000,
                     });
                 const counter = await engine.getItem("counters", { id: { S: run.counterId } });
-                const { ordered, crossings } = checkExclusion(run, counter, FLEET, iterations);
+                const { ordered, crossings, sequence } = checkExclusion(run, counter, FLEET, iterations);
                 assert.ok(ordered.every(r => r.token === null), "FailClosed locks carry no fencing token");
                 assert.equal(await engine.getItem("fclocks", { id: { S: run.id } }), undefined, "the last release deleted the item");
-                t.diagnostic(`${ordered.length} acquisitions in ${run.ms} ms, ${crossings} hand-overs between the libraries`);
+                t.diagnostic(`${ordered.length} acquisitions in ${run.ms} ms, ${crossings} hand-overs between the libraries; order: ${sequence}`);
             }
         );
 
