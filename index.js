@@ -209,8 +209,7 @@ class Lock extends EventEmitter
         this._release = release;
         this._heartbeats = heartbeats;
         this._lost = undefined;
-        this._releasing = undefined;
-        this._abort = new AbortController();
+        this._abort = undefined;
         if (heartbeats)
         {
             holdProcess(+1);
@@ -223,6 +222,15 @@ class Lock extends EventEmitter
      */
     get signal()
     {
+        // Made on first use: most locks never need one.
+        if (!this._abort)
+        {
+            this._abort = new AbortController();
+            if (this._lost)
+            {
+                this._abort.abort(this._lost);
+            }
+        }
         return this._abort.signal;
     }
 
@@ -258,13 +266,20 @@ class Lock extends EventEmitter
         }
         else if (ev.event === "lost")
         {
-            const err = toError(ev.error);
-            this._lost = err;
-            this._stopHeartbeats();
-            this._forget();
-            this._abort.abort(err);
-            this.emit("lost", err);
+            this._markLost(toError(ev.error));
         }
+    }
+
+    _markLost(err)
+    {
+        this._lost = err;
+        this._stopHeartbeats();
+        this._forget();
+        if (this._abort)
+        {
+            this._abort.abort(err);
+        }
+        this.emit("lost", err);
     }
 
     _forget()

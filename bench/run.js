@@ -14,6 +14,9 @@
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
+// Console noise only: the SDKs' end-of-support notices.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+process.env.AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE = "1";
 
 const { fork, execFileSync } = require("child_process");
 const fs = require("fs");

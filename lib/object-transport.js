@@ -357,8 +357,7 @@ class HeldObjectLock
         }
         if (event === "lost")
         {
-            this.lock._lost = value;
-            this.lock._abort.abort(value);
+            return this.lock._markLost(value);
         }
         this.lock.emit(event, value);
     }

@@ -112,8 +112,15 @@ impl Client {
             let _ = lock.release().await;
             return Err(LockError::Aborted);
         }
-        if let (Kind::FailOpen, Some(period)) = (self.settings.kind, self.settings.heartbeat_period) {
-            self.heartbeats.get().schedule_first(&lock, period);
+        match (self.settings.kind, self.settings.heartbeat_period) {
+            (Kind::FailOpen, Some(period)) => self.heartbeats.get().schedule_first(&lock, period),
+            (Kind::FailOpen, None) => {
+                let lease_until = lock.state.lock().await.lease_until;
+                if let Some(at) = lease_until {
+                    self.heartbeats.get().schedule_lapse(&lock, at);
+                }
+            }
+            (Kind::FailClosed, _) => {}
         }
         Ok(lock)
     }

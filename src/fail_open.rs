@@ -460,7 +460,7 @@ mod tests {
             let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
             store.fault("renew", fault.clone());
             // Land inside the heartbeat (its first one is due between 50 and 100 ms).
-            for _ in 0..100 {
+            for _ in 0..300 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 if store.count("renew") > 0 {
                     break;
@@ -503,5 +503,45 @@ mod tests {
         cancel.cancel();
         assert_eq!(task.await.unwrap().unwrap_err(), LockError::Aborted);
         assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("other"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_without_heartbeats_reports_its_lease_lapsing_unless_released() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 500, None));
+        let kept = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let released = c.acquire(key("b"), &Cancel::default()).await.unwrap();
+        released.release().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(events.events().is_empty());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let ev = events.0.lock().unwrap().clone();
+        assert_eq!(ev, vec![(kept.id, LockEvent::Lost(LostReason::LeaseExpired))]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn danger_is_reported_while_a_heartbeat_hangs() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 1000, Some(300));
+        s.request_timeout = Duration::from_secs(10);
+        let (c, events) = client(&store, s);
+        let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        for _ in 0..50 {
+            store.fault("renew", Fault::Hang);
+        }
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let ev = events.events();
+        let danger = ev
+            .iter()
+            .position(|e| matches!(e, LockEvent::Danger { .. }))
+            .expect("danger while hung");
+        let lost = ev
+            .iter()
+            .position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired))
+            .expect("lost");
+        assert!(danger < lost, "{ev:?}");
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, LockEvent::Error(e) if e.code() == "TimeoutError")));
     }
 }

@@ -86,6 +86,11 @@ impl Heartbeats {
         me
     }
 
+    /// Schedules the call that reports the end of the lease of a lock without heartbeats.
+    pub fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
+        self.schedule(lock, at);
+    }
+
     /// Schedules the first heartbeat of a new lock at a random point of the second half of
     /// its period.
     pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
@@ -152,21 +157,32 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
 
 /// One heartbeat: rotate `guid` on the condition that the item carries ours (or the new one,
 /// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
-/// lease lasts, each reported as `"error"`; `"danger"` when little of the lease is left;
-/// `"lost"` when the item is no longer ours or the lease ran out. Returns when the next
-/// heartbeat is due, or `None` when this lock needs no more.
+/// lease lasts, each reported as `"error"`; `"danger"` when little of the lease is left, even
+/// while an attempt hangs; `"lost"` when the item is no longer ours or the lease ran out.
+/// A lock without heartbeats gets one call at the end of its lease, which reports the lapse.
+/// Returns when the next heartbeat is due, or `None` when this lock needs no more.
 pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -> Option<Instant> {
     let c = &lock.client;
     let s = &c.settings;
-    let period = s.heartbeat_period?;
     let mut st = lock.state.lock().await;
     if lock.is_stopping() || st.lost || st.released {
         return None;
     }
     let lease_until = st.lease_until?;
+    let Some(period) = s.heartbeat_period else {
+        st.lost = true;
+        lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
+        return None;
+    };
     let new = *st.pending.get_or_insert_with(new_guid);
     let guids = [st.guid, new];
     let started = Instant::now();
+    // A heartbeat that starts inside the margin (a period close to the lease) is given half of
+    // what is left before it counts as in danger.
+    let danger_at = lease_until
+        .checked_sub(s.danger_margin)
+        .unwrap_or(started)
+        .max(started + lease_until.saturating_duration_since(started) / 2);
     let mut danger_told = false;
     let mut n = 0u32;
     loop {
@@ -177,13 +193,25 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
             lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
             return None;
         }
-        let timeout = s.request_timeout.min(lease_until - now);
+        // Leave room for another attempt within the lease if this one hangs.
+        let remaining = lease_until - now;
+        let timeout = s
+            .request_timeout
+            .min((remaining / 2).max(Duration::from_millis(50)).min(remaining));
         let f = fields(s);
         let result = {
             let _permit = in_flight.acquire().await.ok()?;
-            match tokio::time::timeout(timeout, c.store.renew(&lock.key, &guids, &new, &f)).await {
-                Ok(r) => r,
-                Err(_) => Err(timed_out()),
+            let request = tokio::time::timeout(timeout, c.store.renew(&lock.key, &guids, &new, &f));
+            tokio::pin!(request);
+            loop {
+                tokio::select! {
+                    r = &mut request => break r.unwrap_or_else(|_| Err(timed_out())),
+                    _ = tokio::time::sleep_until(danger_at), if !danger_told => {
+                        danger_told = true;
+                        let left = lease_until.saturating_duration_since(Instant::now());
+                        lock.emit(LockEvent::Danger { remaining_ms: left.as_millis() as u64 });
+                    }
+                }
             }
         };
         match result {
@@ -209,7 +237,7 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                 lock.emit(LockEvent::Error(LockError::Store(e)));
                 let now = Instant::now();
                 let remaining = lease_until.saturating_duration_since(now);
-                if !danger_told && remaining <= s.danger_margin {
+                if !danger_told && now >= danger_at {
                     danger_told = true;
                     lock.emit(LockEvent::Danger {
                         remaining_ms: remaining.as_millis() as u64,
