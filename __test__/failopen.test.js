@@ -145,6 +145,28 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("reports the lease of a lock without heartbeats lapsing, unless it was released", async () =>
+            {
+                const client = failOpen(engine, { leaseDurationMs: 300 });
+                const kept = await client.acquireLock(uniqueId("lapse"));
+                const released = await client.acquireLock(uniqueId("lapse"));
+                let releasedLost = false;
+                released.on("lost", () => (releasedLost = true));
+                await released.release();
+                const started = Date.now();
+                // A lock without heartbeats does not hold the event loop (as in the original).
+                const keepAlive = setTimeout(() => {}, 5000);
+                const reason = await new Promise(resolve => kept.once("lost", resolve));
+                clearTimeout(keepAlive);
+                assert.equal(reason.code, "LeaseExpired");
+                assert.ok(Date.now() - started <= 1500);
+                assert.ok(kept.signal.aborted);
+                await sleep(100);
+                assert.equal(releasedLost, false);
+                await kept.release();
+            }
+        );
+
         it("supports sort keys with a falsy sort value", async () =>
             {
                 const client = failOpen(engine, { lockTable: "ranged", partitionKey: "pk", sortKey: "sk" });
