@@ -99,23 +99,22 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), Lo
     };
     match attempt(c.settings.release_policy(), || c.store.delete_if_guid(key, guids)).await {
         Ok(()) => Ok(()),
+        // An earlier attempt may have deleted the item. While our item existed nobody could
+        // have written another, so an item that is gone or belongs to someone else after such
+        // an attempt means that attempt landed: the release happened.
         Err(Failed {
-            error: StoreError::ConditionFailed { current },
-            ambiguous,
-        }) => {
-            // An earlier attempt may have deleted the item: then the release happened.
-            if ambiguous && current_after(c, key, current).await?.is_none() {
-                return Ok(());
-            }
-            Err(refused())
-        }
+            error: StoreError::ConditionFailed { .. },
+            ambiguous: true,
+        }) => Ok(()),
+        Err(Failed {
+            error: StoreError::ConditionFailed { .. },
+            ambiguous: false,
+        }) => Err(refused()),
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
                 if let Ok(cur) = read(c, key).await {
-                    match cur {
-                        None => return Ok(()),
-                        Some(r) if !guids.iter().any(|g| r.carries(g)) => return Err(refused()),
-                        Some(_) => {}
+                    if !cur.is_some_and(|r| guids.iter().any(|g| r.carries(g))) {
+                        return Ok(());
                     }
                 }
             }
@@ -232,6 +231,24 @@ mod tests {
         store.fault("delete", Fault::ApplyThenFail(lost_response()));
         lock.release().await.expect("the delete landed");
         assert!(store.record(&key("a")).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_landed_delete_stays_a_release_when_another_client_takes_the_lock_before_the_retry() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let mut s = closed_settings("other");
+        s.retry_count = 10_000;
+        s.acquire_period = Duration::from_millis(1);
+        let (other, _) = client(&store, s);
+        let taker = tokio::spawn(async move { other.acquire(key("a"), &Cancel::default()).await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.fault("delete", Fault::ApplyThenFail(lost_response()));
+        lock.release().await.expect("our delete landed: released");
+        assert!(store.count("delete") >= 2, "the retry met the other client's item");
+        taker.await.unwrap().unwrap();
+        assert_eq!(store.record(&key("a")).unwrap().owner.as_deref(), Some("other"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -243,16 +243,28 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                         remaining_ms: remaining.as_millis() as u64,
                     });
                 }
-                let pause = s.policy().backoff(n + 1).min(remaining);
+                // Retry often enough to fit several attempts in what is left of the lease.
+                let pause = s
+                    .policy()
+                    .backoff(n + 1)
+                    .min((remaining / 4).max(Duration::from_millis(10)));
+                let wake_at = now + pause;
                 let woken = lock.wake.notified();
                 tokio::pin!(woken);
                 woken.as_mut().enable();
                 if lock.is_stopping() {
                     return None;
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = woken => return None,
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(wake_at) => break,
+                        _ = tokio::time::sleep_until(danger_at), if !danger_told => {
+                            danger_told = true;
+                            let left = lease_until.saturating_duration_since(Instant::now());
+                            lock.emit(LockEvent::Danger { remaining_ms: left.as_millis() as u64 });
+                        }
+                        _ = &mut woken => return None,
+                    }
                 }
             }
         }

@@ -25,6 +25,18 @@
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
+// The AWS SDK for JavaScript v3 warns on every start that it will soon need Node 22: noise here.
+const emitWarning = process.emitWarning;
+process.emitWarning = function(warning, ...rest)
+{
+    const type = typeof rest[0] === "string" ? rest[0] : rest[0] && rest[0].type;
+    if (type === "NodeVersionSupportWarning" || (warning && warning.name === "NodeVersionSupportWarning"))
+    {
+        return;
+    }
+    return emitWarning.call(process, warning, ...rest);
+};
+
 const Native = require("../..");
 const { DynamoDBClient, GetItemCommand, PutItemCommand } = require("@aws-sdk/client-dynamodb");
 
