@@ -18,6 +18,10 @@ function fmt(v, digits)
     {
         return v.toFixed(digits);
     }
+    if (Number.isInteger(v))
+    {
+        return v.toLocaleString("en-US");
+    }
     const a = Math.abs(v);
     if (a >= 1000)
     {
@@ -178,6 +182,13 @@ function heldRowsFor(rows, S, label, o, g, targets)
         oursText: num(o.heartbeatsPerSecond) ? `${fmt(o.heartbeatsPerSecond)} (${fmt(100 * o.heartbeatsPerSecond / o.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
         originalText: num(g.heartbeatsPerSecond) ? `${fmt(g.heartbeatsPerSecond)} (${fmt(100 * g.heartbeatsPerSecond / g.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
     });
+    if (o.maxHeartbeatsPerSecond)
+    {
+        rows.add(S, `${label}: heartbeats/s as a share of maxHeartbeatsPerSecond ${o.maxHeartbeatsPerSecond}`, 100 * o.heartbeatsPerSecond / o.maxHeartbeatsPerSecond, null, {
+            oursText: `${fmt(100 * o.heartbeatsPerSecond / o.maxHeartbeatsPerSecond, 0)}%`,
+            originalText: "",
+        });
+    }
     rows.add(S, `${label}: client CPU per heartbeat (µs)`, o.cpuUsPerHeartbeat, g.cpuUsPerHeartbeat, {
         target: targets ? { text: "ratio ≤ 0.1", test: (_a, _b, r) => r !== null && r <= 0.1 } : undefined,
     });
@@ -187,12 +198,29 @@ function heldRowsFor(rows, S, label, o, g, targets)
         digits: 0,
     });
     rows.add(S, `${label}: JS heap per held lock (bytes)`, o.heapUsedPerLockBytes, g.heapUsedPerLockBytes, { digits: 0 });
+    rows.add(S, `${label}: open sockets, baseline → with locks`, o.socketsAfter, g.socketsAfter, {
+        oursText: num(o.socketsAfter) ? `${o.socketsBaseline} → ${o.socketsAfter}` : "n/a",
+        originalText: num(g.socketsAfter) ? `${g.socketsBaseline} → ${g.socketsAfter}` : "n/a",
+        noRatio: true,
+    });
     const sp = r => r.spread || {};
     rows.add(S, `${label}: heartbeats per ${o.bucketMs || 100} ms bucket, max/mean`, sp(o).maxOverMean, sp(g).maxOverMean, {
         oursText: num(sp(o).maxOverMean) ? `${fmt(sp(o).maxOverMean)} (mean ${fmt(sp(o).mean)}, max ${sp(o).max}, min ${sp(o).min})` : "n/a",
         originalText: num(sp(g).maxOverMean) ? `${fmt(sp(g).maxOverMean)} (mean ${fmt(sp(g).mean)}, max ${sp(g).max}, min ${sp(g).min})` : "n/a",
     });
     rows.add(S, `${label}: heartbeats per bucket, coefficient of variation`, sp(o).cv, sp(g).cv);
+    rows.add(S, `${label}: engine CPU per heartbeat (µs; server side, for reference)`, o.engineCpuUsPerHeartbeat, g.engineCpuUsPerHeartbeat);
+    rows.add(S, `${label}: engine / proxy CPU (% of one core)`, o.engineCpuPercentOfOneCore, g.engineCpuPercentOfOneCore, {
+        oursText: num(o.engineCpuPercentOfOneCore) ? `${fmt(o.engineCpuPercentOfOneCore, 0)} / ${fmt(o.proxyCpuPercentOfOneCore, 0)}` : "n/a",
+        originalText: num(g.engineCpuPercentOfOneCore) ? `${fmt(g.engineCpuPercentOfOneCore, 0)} / ${fmt(g.proxyCpuPercentOfOneCore, 0)}` : "n/a",
+        noRatio: true,
+    });
+    const ri = r => r.renewalIntervalMs || {};
+    rows.add(S, `${label}: locks renewed in window; renewal interval p50 / p99 / max (ms)`, ri(o).p50, ri(g).p50, {
+        oursText: num(ri(o).p50) ? `${o.locksRenewedInWindow}; ${fmt(ri(o).p50, 0)} / ${fmt(ri(o).p99, 0)} / ${fmt(ri(o).max, 0)}` : "n/a",
+        originalText: num(ri(g).p50) ? `${g.locksRenewedInWindow}; ${fmt(ri(g).p50, 0)} / ${fmt(ri(g).p99, 0)} / ${fmt(ri(g).max, 0)}` : "n/a",
+    });
+    rows.add(S, `${label}: renewals later than the lease (lease lapsed: a waiter could have taken the lock)`, o.renewalsOverLease, g.renewalsOverLease, { noRatio: true });
     const errs = r => (r.lockErrors ? `${r.lockErrors.errors} errors, ${r.lockErrors.lost} lost${r.lockErrors.lastError ? ` (${r.lockErrors.lastError})` : ""}` : "n/a");
     rows.add(S, `${label}: lock error / lost events`, o.lockErrors && o.lockErrors.errors, g.lockErrors && g.lockErrors.errors, { oursText: errs(o), originalText: errs(g), noRatio: true });
 }
@@ -224,6 +252,14 @@ function heldRows(rows, held)
         rows.add(S, `marginal RSS per held lock between ${a.locks.toLocaleString("en-US")} and ${b.locks.toLocaleString("en-US")} locks (bytes)`, marginal("ours"), marginal("original"), {
             target: { text: "ours ≤ 2048", test: v => v <= 2048 },
             digits: 0,
+        });
+    }
+    if (held.calibration)
+    {
+        const c = held.calibration;
+        rows.add(S, `calibration: ours, ${c.locksAcquired} locks at period ${c.periodMs} ms (demand ${fmt(c.targetHeartbeatsPerSecond)}/s): heartbeats/s the engine served`, c.heartbeatsPerSecond, null, {
+            originalText: "",
+            oursText: c.error ? errText(c) : `${fmt(c.heartbeatsPerSecond)} (engine ${fmt(c.engineCpuPercentOfOneCore, 0)}% / proxy ${fmt(c.proxyCpuPercentOfOneCore, 0)}% / client ${fmt(c.cpuPercentOfOneCore, 0)}% of a core; ${fmt(c.cpuUsPerHeartbeat)} µs client CPU per heartbeat)`,
         });
     }
     if (held.capped)
@@ -323,6 +359,14 @@ function renderMarkdown(report)
     lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.platform}`);
     lines.push(`- Node ${m.node}; engine: ${m.engine} (${m.engineVersion}), behind a counting HTTP proxy, all on 127.0.0.1`);
     lines.push(`- Ours: ${m.ours}; original: ${m.original}`);
+    if (m.addon)
+    {
+        lines.push(`- Addon: ${m.addon.file}, ${(m.addon.bytes / 2 ** 20).toFixed(1)} MiB, built ${m.addon.mtime}${m.addon.debugInfo ? " (DEBUG INFO PRESENT)" : ""}`);
+    }
+    for (const w of report.warnings || [])
+    {
+        lines.push(`- **WARNING: ${w}**`);
+    }
     lines.push(`- Each scenario ran in a fresh Node process per library (--expose-gc). CPU is process.cpuUsage() of that process (all its threads), measured over the loop only. Ratio = ours / original.`);
     lines.push("");
     let section = null;
@@ -375,6 +419,14 @@ function notesFor(report)
             {
                 notes.push(`At ${largest.locks} locks, ${lib} reached ${Math.round(x.heartbeatsPerSecond)} heartbeats/s of the ${x.targetHeartbeatsPerSecond}/s wanted. The single-process local engine (${report.machine.engine}) and the JavaScript counting proxy share ${report.machine.cores} cores with the client, so this is what the setup sustained, not a limit of the client alone.`
                     + (lib === "original" ? " The original also restarts each lock's heartbeat timer only after the previous heartbeat's response, so its rate is at most N / (period + heartbeat latency) by design." : ""));
+            }
+        }
+        for (const e of r.held.sizes)
+        {
+            const o = e.ours;
+            if (o && !o.error && o.lockErrors && o.lockErrors.lost > 0)
+            {
+                notes.push(`At ${e.locks} locks ours lost ${o.lockErrors.lost} locks (last error ${o.lockErrors.lastError}): heartbeats that could not be written before the lease ran out, because the engine could not keep up. Ours then stops heartbeating those locks and emits "lost"; the original has no lease clock and keeps writing late (see "renewals later than the lease").`);
             }
         }
         if (r.held.capped)

