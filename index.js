@@ -15,6 +15,7 @@ const OWN_CODES = new Set([
     "FailedToAcquireLock",
     "FailedToReleaseLock",
     "InvalidLockId",
+    "InvalidArgument",
     "LockLost",
     "LeaseExpired",
     "InternalError",
@@ -90,6 +91,12 @@ function keyInput(value, what)
 {
     if (typeof value === "string")
     {
+        // DynamoDB stores UTF-8: a lone surrogate would turn into U+FFFD and make distinct
+        // ids the same lock.
+        if (typeof value.isWellFormed === "function" && !value.isWellFormed())
+        {
+            throw invalidId(`Lock ID ${what} must be well-formed Unicode`);
+        }
         return { s: value };
     }
     if (typeof value === "number")
@@ -342,7 +349,25 @@ function LockClient(self, kind, config)
         self._nativeReady.catch(() => {});
         return;
     }
-    self._native = new native.NativeClient(Object.assign(options, sdkOptionsFrom(config.dynamodb)));
+    let fromOptions;
+    try
+    {
+        fromOptions = sdkOptionsFrom(config.dynamodb);
+    }
+    catch (err)
+    {
+        if (err.code !== "InvalidEndpoint")
+        {
+            throw err;
+        }
+        throw new ValidationError([{
+            message: "\"dynamodb.endpoint\" must be a string or a URL",
+            path: ["dynamodb", "endpoint"],
+            type: "any.invalid",
+            context: { label: "dynamodb.endpoint", key: "endpoint", value: config.dynamodb.endpoint },
+        }], config);
+    }
+    self._native = new native.NativeClient(Object.assign(options, fromOptions));
 }
 
 // What validation needs to see of the configuration: the `dynamodb` value reduced to its
@@ -383,11 +408,47 @@ function acquire(self, id, options, callback)
         callback = options;
         options = undefined;
     }
-    const signal = options && options.signal;
+    const signal = options === undefined || options === null ? undefined : options.signal;
+    const problem = checkAcquireOptions(options);
+    if (problem)
+    {
+        return settle(Promise.reject(problem), callback);
+    }
     const promise = self._transport === "object"
         ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
         : nativeAcquire(self, id, signal);
     return settle(promise, callback);
+}
+
+function invalidArgument(message)
+{
+    const err = new TypeError(message);
+    err.code = "InvalidArgument";
+    return err;
+}
+
+// The acquisition options: an object whose `signal`, if any, is an AbortSignal.
+function checkAcquireOptions(options)
+{
+    if (options === undefined || options === null)
+    {
+        return undefined;
+    }
+    if (typeof options !== "object")
+    {
+        return invalidArgument("acquireLock options must be an object");
+    }
+    const signal = options.signal;
+    if (signal === undefined)
+    {
+        return undefined;
+    }
+    const isSignal = typeof AbortSignal === "function" && signal instanceof AbortSignal;
+    const looksLikeSignal = signal !== null && typeof signal === "object"
+        && typeof signal.aborted === "boolean"
+        && typeof signal.addEventListener === "function"
+        && typeof signal.removeEventListener === "function";
+    return isSignal || looksLikeSignal ? undefined : invalidArgument("options.signal must be an AbortSignal");
 }
 
 function abortError(signal)
@@ -431,8 +492,15 @@ async function nativeAcquire(self, id, signal)
     {
         if (signal)
         {
-            signal.removeEventListener("abort", onAbort);
             native.forgetAcquisition(cancelId);
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // A signal-like object that throws here must not orphan an acquired lock.
+            }
         }
     }
     if (outcome.error)
@@ -454,6 +522,10 @@ async function nativeAcquire(self, id, signal)
             }
             if (err)
             {
+                if (err.code === "FailedToReleaseLock")
+                {
+                    liveLocks.delete(lockId);
+                }
                 throw toError(err);
             }
             liveLocks.delete(lockId);

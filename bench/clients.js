@@ -30,8 +30,10 @@ function openLibrary(name, { endpoint, region, credentials })
     }
     if (name === "ours")
     {
-        const Ours = require(path.join(__dirname, ".."));
-        const binding = require(path.join(__dirname, "..", "binding.js"));
+        // bench/run.js points BENCH_OURS_DIR at a snapshot of the package taken at start.
+        const dir = process.env.BENCH_OURS_DIR || path.join(__dirname, "..");
+        const Ours = require(dir);
+        const binding = require(path.join(dir, "binding.js"));
         const dynamodb = () => ({ endpoint, region, credentials: { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey } });
         return {
             name,

