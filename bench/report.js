@@ -306,6 +306,11 @@ function contentionRows(rows, c)
         originalText: g.crossHandoffs === undefined ? "n/a" : `${g.crossHandoffs} / ${g.selfHandoffs}`,
         noRatio: true,
     });
+    const st = r => r.longestStreak || {};
+    rows.add(S, "longest streak of one process (acquisitions, ms)", st(o).count, st(g).count, {
+        oursText: st(o).count ? `${st(o).count} in ${fmt(st(o).ms, 0)} ms` : "n/a",
+        originalText: st(g).count ? `${st(g).count} in ${fmt(st(g).ms, 0)} ms` : "n/a",
+    });
     rows.add(S, "handoff to another process p50 (ms)", x(o).p50, x(g).p50);
     rows.add(S, "handoff to another process p99 (ms)", x(o).p99, x(g).p99, { target: { text: `ours ≤ ${twoRereads}`, test: v => v <= twoRereads } });
     rows.add(S, "wait per attempt (acquire call→acquired) p50 (ms)", w(o).p50, w(g).p50);
@@ -356,7 +361,7 @@ function renderMarkdown(report)
     lines.push(`# dynamodb-lock-native vs dynamodb-lock-client: benchmark`);
     lines.push("");
     lines.push(`- Generated: ${report.generatedAt} (${report.options.quick ? "quick" : "full"} run, ${report.durationS} s)`);
-    lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.platform}`);
+    lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.platform}; load average at start ${(m.loadAverageAtStart || []).join(" ")}, at end ${(m.loadAverageAtEnd || []).join(" ")}`);
     lines.push(`- Node ${m.node}; engine: ${m.engine} (${m.engineVersion}), behind a counting HTTP proxy, all on 127.0.0.1`);
     lines.push(`- Ours: ${m.ours}; original: ${m.original}`);
     if (m.addon)
@@ -432,10 +437,23 @@ function notesFor(report)
         if (r.held.capped)
         {
             notes.push(`Capped run: ${r.held.capped.note}.`);
+            const c = r.held.capped.ours;
+            if (c && !c.error && c.heartbeatsPerSecond < 0.9 * r.held.capped.cap)
+            {
+                notes.push(`With maxHeartbeatsPerSecond ${r.held.capped.cap}, ours sent ${Math.round(c.heartbeatsPerSecond)} heartbeats/s (${Math.round(100 * c.heartbeatsPerSecond / r.held.capped.cap)}% of the cap)${c.lockErrors && c.lockErrors.lost ? ` and lost ${c.lockErrors.lost} locks` : ""}, although the engine had served ${Math.round(r.held.capped.sustainedRate)}/s in the calibration run.`);
+            }
         }
     }
     if (r.contention)
     {
+        for (const lib of ["ours", "original"])
+        {
+            const x = r.contention[lib];
+            if (x && !x.error && x.selfHandoffs > x.crossHandoffs)
+            {
+                notes.push(`Contention, ${lib}: ${x.selfHandoffs} of ${x.selfHandoffs + x.crossHandoffs} handoffs went back to the process that had just released (it asks again at once, while the others wait on a timer), so handoff times mostly measure self re-acquisition; see the "to another process" rows and the per-attempt waits.`);
+            }
+        }
         notes.push("Contention: handoff = next acquisition's completion time (in whichever process) − previous release's completion time, on wall clocks of one machine (performance.timeOrigin + now()); it can be slightly negative when the next acquirer's answer arrives before the releaser's. \"Overlapping holds\" counts acquisitions that completed before the previous holder started its release (a mutual-exclusion violation, since hold < lease). Both libraries get retryCount " + report.params.contention.retryCount + "; only ours gets rereadPeriodMs.");
     }
     const missed = [];

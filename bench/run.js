@@ -247,6 +247,7 @@ function machineInfo(engineName, oursDir)
     return {
         cpuModel,
         cores: os.cpus().length,
+        loadAverageAtStart: os.loadavg().map(x => Math.round(x * 100) / 100),
         memoryGiB: Math.round(os.totalmem() / 2 ** 30 * 10) / 10,
         platform: `${os.type()} ${os.release()} ${os.arch()}`,
         node: process.version,
@@ -602,8 +603,10 @@ async function scenarioHeld(ctx, p)
         log(`held: calibration: the engine served ${sustained.toFixed(0)} heartbeats/s of ours (engine CPU ${fmtNum(calibration.engineCpuPercentOfOneCore)}% of a core)`);
         const target = n * 1000 / p.periodMs;
         const cap = Math.max(50, Math.floor(Math.min(target, sustained) * 0.8 / 50) * 50);
+        // Each lock is renewed every n / cap seconds at best. The lease gets a 3x margin over
+        // that: the cap is a ceiling, and a rate below it must not cost every lease.
         const renewEveryMs = Math.max(p.periodMs, n / cap * 1000);
-        const leaseMs = Math.max(p.leaseMs, Math.ceil(renewEveryMs * 1.5 / 1000) * 1000);
+        const leaseMs = Math.max(p.leaseMs, Math.ceil(renewEveryMs * 3 / 1000) * 1000);
         log(`held: ${n} locks: ours capped at ${cap} heartbeats/s (lease ${leaseMs} ms)`);
         const r = await runHeld(ctx, "ours", p, n, { maxHeartbeatsPerSecond: cap, leaseMs });
         out.capped = {
@@ -614,7 +617,7 @@ async function scenarioHeld(ctx, p)
             leaseMs,
             ours: r,
             note: `ours with maxHeartbeatsPerSecond=${cap}: 80% of min(the ${target}/s wanted, the ${sustained.toFixed(0)}/s the engine served for ours' heartbeats in a calibration run with ${cal.locks} locks at a ${cal.periodMs} ms period), leaseDurationMs=${leaseMs}`
-                + (leaseMs !== p.leaseMs ? ` (raised from ${p.leaseMs}: at ${cap}/s each of ${n} locks is renewed every ${(renewEveryMs / 1000).toFixed(1)} s, so a ${p.leaseMs} ms lease could not be kept)` : ""),
+                + (leaseMs !== p.leaseMs ? ` (raised from ${p.leaseMs} to 3x the ${(renewEveryMs / 1000).toFixed(1)} s in which ${cap}/s renews each of ${n} locks: a ${p.leaseMs} ms lease could not be kept at that rate)` : ""),
         };
         if (r && !r.error)
         {
@@ -723,6 +726,21 @@ function analyseContention(results, p, counts)
             overlaps++;
         }
     }
+    // The longest streak of consecutive acquisitions by one process, and how long it lasted.
+    let streak = { count: 0, ms: 0, proc: null };
+    for (let i = 0, j = 0; i < all.length; i = j)
+    {
+        j = i;
+        while (j < all.length && all[j].proc === all[i].proc)
+        {
+            j++;
+        }
+        const ms = all[j - 1].releasedAt - all[i].acquiredAt;
+        if (j - i > streak.count)
+        {
+            streak = { count: j - i, ms, proc: all[i].proc };
+        }
+    }
     const perProcess = results.map(r => r.records.length);
     const waits = all.map(r => r.acquiredAt - r.callAt);
     const pendingWaits = results.filter(r => r.pendingAtEnd).map(r => r.pendingAtEnd.waitedMs);
@@ -749,6 +767,7 @@ function analyseContention(results, p, counts)
         crossProcessHandoffMs: summary(crossHandoffs),
         selfHandoffs,
         crossHandoffs: crossHandoffs.length,
+        longestStreak: streak,
         waitPerAttemptMs: summary(waits),
         pendingAtEndMaxWaitMs: pendingWaits.length ? Math.max(...pendingWaits) : null,
         failedAttempts: results.reduce((a, r) => a + r.failures.length, 0),
@@ -854,6 +873,7 @@ async function main()
     {
         log(`WARNING: ${w}`);
     }
+    machine.loadAverageAtEnd = os.loadavg().map(x => Math.round(x * 100) / 100);
     const report = {
         generatedAt: new Date().toISOString(),
         durationS: Math.round((Date.now() - started) / 100) / 10,

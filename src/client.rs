@@ -9,11 +9,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::Kind;
-use crate::error::LockError;
+use crate::error::{LockError, StoreError};
 use crate::heartbeat::LazyHeartbeats;
-use crate::item::LockKey;
+use crate::item::{Guid, LockKey};
 use crate::lock::{EventSink, HeldLock};
-use crate::store::{RetryPolicy, Store};
+use crate::store::{attempt, Failed, RetryPolicy, Store};
 use crate::{fail_closed, fail_open};
 
 #[derive(Clone, Debug)]
@@ -123,6 +123,35 @@ impl Client {
             (Kind::FailClosed, _) => {}
         }
         Ok(lock)
+    }
+}
+
+impl Client {
+    /// Undoes, in the background, an acquisition write whose outcome could not be read, so
+    /// that no lock is left held by nobody: FailClosed deletes the item, FailOpen marks it
+    /// released, each only if it carries `guid`. Tries for about a minute.
+    pub(crate) fn undo_later(&self, key: &LockKey, guid: Guid) {
+        let store = self.store.clone();
+        let key = key.clone();
+        let policy = self.settings.release_policy();
+        let kind = self.settings.kind;
+        tokio::spawn(async move {
+            let guids = [guid];
+            for _ in 0..12 {
+                let result = match kind {
+                    Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await,
+                    Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await,
+                };
+                match result {
+                    Ok(())
+                    | Err(Failed {
+                        error: StoreError::ConditionFailed { .. },
+                        ..
+                    }) => return,
+                    Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
+                }
+            }
+        });
     }
 }
 

@@ -64,33 +64,13 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid,
                         Ok(_) => {}
                         // Unknown whether the write landed: remove it if it did, so that no
                         // lock is left held by nobody.
-                        Err(_) => clean_up_later(c, key, guid),
+                        Err(_) => c.undo_later(key, guid),
                     }
                 }
                 return Err(LockError::Store(other));
             }
         }
     }
-}
-
-/// Deletes a possibly-written item in the background, trying for about a minute.
-fn clean_up_later(c: &Client, key: &LockKey, guid: Guid) {
-    let store = c.store.clone();
-    let key = key.clone();
-    let policy = c.settings.release_policy();
-    tokio::spawn(async move {
-        for _ in 0..12 {
-            let guids = [guid];
-            match attempt(policy, || store.delete_if_guid(&key, &guids)).await {
-                Ok(())
-                | Err(Failed {
-                    error: StoreError::ConditionFailed { .. },
-                    ..
-                }) => return,
-                Err(_) => tokio::time::sleep(std::time::Duration::from_secs(5)).await,
-            }
-        }
-    });
 }
 
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {

@@ -79,7 +79,7 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
                             });
                         }
                         Ok(_) => {}
-                        Err(_) => release_later(c, key, guid),
+                        Err(_) => c.undo_later(key, guid),
                     }
                 }
                 return Err(LockError::Store(other));
@@ -163,27 +163,6 @@ async fn wait_out(
             }
         }
     }
-}
-
-/// Marks a possibly-written lock released in the background, so that a write whose outcome
-/// could not be read does not hold the lock for a whole lease.
-fn release_later(c: &Client, key: &LockKey, guid: Guid) {
-    let store = c.store.clone();
-    let key = key.clone();
-    let policy = c.settings.release_policy();
-    tokio::spawn(async move {
-        for _ in 0..12 {
-            let guids = [guid];
-            match attempt(policy, || store.release(&key, &guids, None)).await {
-                Ok(())
-                | Err(Failed {
-                    error: StoreError::ConditionFailed { .. },
-                    ..
-                }) => return,
-                Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
-            }
-        }
-    });
 }
 
 /// Release: `leaseDurationMs` becomes 1 and the item stays, so fencing tokens keep rising. A

@@ -15,7 +15,7 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure as OnFail};
 use aws_sdk_dynamodb::Client;
@@ -97,6 +97,34 @@ impl SdkStore {
             m.insert(name.clone(), attr(v));
         }
         m
+    }
+
+    /// One conditional `UpdateItem` on the lock item.
+    async fn update(
+        &self,
+        key: &LockKey,
+        update: String,
+        condition: String,
+        names: &[(&str, &str)],
+        values: HashMap<String, AttributeValue>,
+        returns: ReturnValue,
+    ) -> Result<UpdateItemOutput, StoreError> {
+        self.client()
+            .await
+            .update_item()
+            .table_name(&self.table.name)
+            .set_key(Some(self.key(key)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(
+                names.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ))
+            .set_expression_attribute_values(Some(values))
+            .return_values(returns)
+            .return_values_on_condition_check_failure(OnFail::AllOld)
+            .send()
+            .await
+            .map_err(|e| self.map_err(e, update_ccf))
     }
 
     fn current(&self, item: Option<&HashMap<String, AttributeValue>>) -> Option<Option<LockRecord>> {
@@ -334,28 +362,17 @@ impl Store for SdkStore {
             };
             cond.push_str(&format!(" OR ({guid_is} AND {token_is})"));
         }
+        let names = [
+            ("#pk", self.table.partition_key.as_str()),
+            ("#owner", item::OWNER),
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#ft", item::FENCING_TOKEN),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
         let out = self
-            .client()
-            .await
-            .update_item()
-            .table_name(&self.table.name)
-            .set_key(Some(self.key(key)))
-            .update_expression(update)
-            .condition_expression(cond)
-            .set_expression_attribute_names(Some(names(&[
-                ("#pk", &self.table.partition_key),
-                ("#owner", item::OWNER),
-                ("#guid", item::GUID),
-                ("#lease", item::LEASE_DURATION_MS),
-                ("#ft", item::FENCING_TOKEN),
-                ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-            ])))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(OnFail::AllOld)
-            .send()
-            .await
-            .map_err(|e| self.map_err(e, update_ccf))?;
+            .update(key, update, cond, &names, values, ReturnValue::UpdatedNew)
+            .await?;
         out.attributes()
             .and_then(|a| a.get(item::FENCING_TOKEN))
             .and_then(|v| v.as_n().ok())
@@ -383,24 +400,14 @@ impl Store for SdkStore {
         let mut update = "SET #owner = :owner, #guid = :new, #lease = :lease".to_string();
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
         let cond = guid_condition(guids, &mut values);
-        self.client()
-            .await
-            .update_item()
-            .table_name(&self.table.name)
-            .set_key(Some(self.key(key)))
-            .update_expression(update)
-            .condition_expression(cond)
-            .set_expression_attribute_names(Some(names(&[
-                ("#owner", item::OWNER),
-                ("#guid", item::GUID),
-                ("#lease", item::LEASE_DURATION_MS),
-                ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-            ])))
-            .set_expression_attribute_values(Some(values))
-            .return_values_on_condition_check_failure(OnFail::AllOld)
-            .send()
-            .await
-            .map_err(|e| self.map_err(e, update_ccf))?;
+        let names = [
+            ("#owner", item::OWNER),
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        self.update(key, update, cond, &names, values, ReturnValue::None)
+            .await?;
         Ok(())
     }
 
@@ -414,23 +421,13 @@ impl Store for SdkStore {
         let mut update = "SET #lease = :released".to_string();
         acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
         let cond = guid_condition(guids, &mut values);
-        self.client()
-            .await
-            .update_item()
-            .table_name(&self.table.name)
-            .set_key(Some(self.key(key)))
-            .update_expression(update)
-            .condition_expression(cond)
-            .set_expression_attribute_names(Some(names(&[
-                ("#guid", item::GUID),
-                ("#lease", item::LEASE_DURATION_MS),
-                ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-            ])))
-            .set_expression_attribute_values(Some(values))
-            .return_values_on_condition_check_failure(OnFail::AllOld)
-            .send()
-            .await
-            .map_err(|e| self.map_err(e, update_ccf))?;
+        let names = [
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        self.update(key, update, cond, &names, values, ReturnValue::None)
+            .await?;
         Ok(())
     }
 }
