@@ -9,16 +9,13 @@
 
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
-const path = require("path");
-const { spawn } = require("child_process");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { DynamoDBLockClient, acquireCb, releaseCb, uniqueId, sleep, until } = require("./helpers.js");
 const { startProxy } = require("./support/proxy.js");
+const { runScript } = require("./support/spawn.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
-const SUPPORT = path.join(__dirname, "support");
-const CHILD_ENV = Object.assign({}, process.env, { AWS_EC2_METADATA_DISABLED: "true" });
 
 // A small seeded PRNG, so that the proxy's random faults are reproducible.
 function mulberry32(seed)
@@ -41,75 +38,6 @@ function withTimeout(promise, ms, what)
         promise,
         new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms))),
     ]).finally(() => clearTimeout(timer));
-}
-
-// Runs a support script with a JSON job, collects its JSON lines, and can write to its stdin.
-// The child is SIGKILLed after `timeoutMs` whatever happens.
-function runScript(script, job, { timeoutMs = 60000 } = {})
-{
-    const child = spawn(process.execPath, [path.join(SUPPORT, script), JSON.stringify(job)],
-        { stdio: ["pipe", "pipe", "inherit"], env: CHILD_ENV });
-    const lines = [];
-    const waiters = new Set();
-    let buffer = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", chunk =>
-        {
-            buffer += chunk;
-            let i;
-            while ((i = buffer.indexOf("\n")) >= 0)
-            {
-                const text = buffer.slice(0, i);
-                buffer = buffer.slice(i + 1);
-                let msg;
-                try
-                {
-                    msg = JSON.parse(text);
-                }
-                catch (_)
-                {
-                    msg = { unparsed: text };
-                }
-                lines.push(msg);
-                for (const w of [...waiters])
-                {
-                    w();
-                }
-            }
-        });
-    child.stdin.on("error", () => {});
-    const started = Date.now();
-    const exited = new Promise(resolve => child.on("exit", (code, signal) => resolve({ code, signal, ms: Date.now() - started })));
-    const killer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    exited.then(() => clearTimeout(killer));
-    function next(predicate, ms = 30000)
-    {
-        return new Promise((resolve, reject) =>
-            {
-                const check = () =>
-                {
-                    const found = lines.find(predicate);
-                    if (found)
-                    {
-                        clearTimeout(timer);
-                        waiters.delete(check);
-                        resolve(found);
-                        return true;
-                    }
-                    return false;
-                };
-                const timer = setTimeout(() =>
-                    {
-                        waiters.delete(check);
-                        reject(new Error(`${script} said ${JSON.stringify(lines)}; waited ${ms} ms`));
-                    }, ms);
-                if (!check())
-                {
-                    waiters.add(check);
-                }
-            });
-    }
-    return { child, lines, next, exited, send: text => child.stdin.write(text), kill: () => child.kill("SIGKILL") };
 }
 
 // Starts contention workers (fault-worker.js), lets them go at once, and returns what they did.

@@ -1,29 +1,49 @@
 "use strict";
 
-// Runs __test__/support/child.js and collects its JSON lines.
+// Runs a support script in a child Node process with a JSON job as its argument, collects the
+// JSON lines it prints, and can write to its stdin. The child is SIGKILLed after `timeoutMs`
+// whatever happens.
 
 const path = require("path");
 const { spawn } = require("child_process");
 
-function startChild(job, { timeoutMs = 60000 } = {})
+const SUPPORT = __dirname;
+const CHILD_ENV = Object.assign({}, process.env,
+    { AWS_EC2_METADATA_DISABLED: "true", AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE: "1" });
+
+function runScript(script, job, { timeoutMs = 60000, env = CHILD_ENV } = {})
 {
-    const child = spawn(process.execPath, [path.join(__dirname, "child.js"), JSON.stringify(job)],
-        { stdio: ["ignore", "pipe", "inherit"], env: Object.assign({}, process.env, { AWS_EC2_METADATA_DISABLED: "true" }) });
+    const child = spawn(process.execPath, [path.join(SUPPORT, script), JSON.stringify(job)],
+        { stdio: ["pipe", "pipe", "inherit"], env });
     const lines = [];
-    const waiters = [];
+    const waiters = new Set();
     let buffer = "";
+    child.stdout.setEncoding("utf8");
     child.stdout.on("data", chunk =>
         {
             buffer += chunk;
             let i;
             while ((i = buffer.indexOf("\n")) >= 0)
             {
-                const msg = JSON.parse(buffer.slice(0, i));
+                const text = buffer.slice(0, i);
                 buffer = buffer.slice(i + 1);
+                let msg;
+                try
+                {
+                    msg = JSON.parse(text);
+                }
+                catch (_)
+                {
+                    msg = { unparsed: text };
+                }
                 lines.push(msg);
-                waiters.splice(0).forEach(w => w());
+                for (const w of [...waiters])
+                {
+                    w();
+                }
             }
         });
+    child.stdin.on("error", () => {});
     const started = Date.now();
     const exited = new Promise(resolve => child.on("exit", (code, signal) => resolve({ code, signal, ms: Date.now() - started })));
     const killer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
@@ -32,21 +52,36 @@ function startChild(job, { timeoutMs = 60000 } = {})
     {
         return new Promise((resolve, reject) =>
             {
-                const timer = setTimeout(() => reject(new Error(`child said ${JSON.stringify(lines)}; waited ${ms} ms`)), ms);
                 const check = () =>
                 {
                     const found = lines.find(predicate);
                     if (found)
                     {
                         clearTimeout(timer);
-                        return resolve(found);
+                        waiters.delete(check);
+                        resolve(found);
+                        return true;
                     }
-                    waiters.push(check);
+                    return false;
                 };
-                check();
+                const timer = setTimeout(() =>
+                    {
+                        waiters.delete(check);
+                        reject(new Error(`${script} said ${JSON.stringify(lines)}; waited ${ms} ms`));
+                    }, ms);
+                if (!check())
+                {
+                    waiters.add(check);
+                }
             });
     }
-    return { child, lines, next, exited, kill: () => child.kill("SIGKILL") };
+    return { child, lines, next, exited, send: text => child.stdin.write(text), kill: () => child.kill("SIGKILL") };
 }
 
-module.exports = { startChild };
+// A child holding a lock of this library (support/child.js).
+function startChild(job, options)
+{
+    return runScript("child.js", job, options);
+}
+
+module.exports = { runScript, startChild };
