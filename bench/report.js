@@ -177,7 +177,10 @@ function heldRowsFor(rows, S, label, o, g, targets)
     g = g && !g.error ? g : {};
     const held = r => (r.locksAcquired === undefined ? "n/a" : `${r.locksAcquired}/${r.locksPlanned}${r.acquisitionTimeLimited ? " (time-limited)" : ""}`);
     rows.add(S, `${label}: locks held`, o.locksAcquired, g.locksAcquired, { oursText: held(o), originalText: held(g), noRatio: true });
-    rows.add(S, `${label}: acquisition phase (s)`, o.acquisitionMs / 1000, g.acquisitionMs / 1000);
+    rows.add(S, `${label}: acquisitions/s in the acquisition phase`, o.acquisitionsPerSecond, g.acquisitionsPerSecond, {
+        oursText: num(o.acquisitionsPerSecond) ? `${fmt(o.acquisitionsPerSecond)} (${fmt(o.acquisitionMs / 1000)} s)` : "n/a",
+        originalText: num(g.acquisitionsPerSecond) ? `${fmt(g.acquisitionsPerSecond)} (${fmt(g.acquisitionMs / 1000)} s)` : "n/a",
+    });
     rows.add(S, `${label}: heartbeats/s in window (target ${fmt(o.targetHeartbeatsPerSecond)})`, o.heartbeatsPerSecond, g.heartbeatsPerSecond, {
         oursText: num(o.heartbeatsPerSecond) ? `${fmt(o.heartbeatsPerSecond)} (${fmt(100 * o.heartbeatsPerSecond / o.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
         originalText: num(g.heartbeatsPerSecond) ? `${fmt(g.heartbeatsPerSecond)} (${fmt(100 * g.heartbeatsPerSecond / g.targetHeartbeatsPerSecond, 0)}%)` : "n/a",
@@ -431,7 +434,7 @@ function notesFor(report)
             const o = e.ours;
             if (o && !o.error && o.lockErrors && o.lockErrors.lost > 0)
             {
-                notes.push(`At ${e.locks} locks ours lost ${o.lockErrors.lost} locks (last error ${o.lockErrors.lastError}): heartbeats that could not be written before the lease ran out, because the engine could not keep up. Ours then stops heartbeating those locks and emits "lost"; the original has no lease clock and keeps writing late (see "renewals later than the lease").`);
+                notes.push(`At ${e.locks} locks ours lost ${o.lockErrors.lost} locks (last error ${o.lockErrors.lastError}): heartbeats that could not be written before the lease ran out, because the engine could not keep up. Ours then stops heartbeating those locks and emits "lost". The original keeps no lease clock: a late heartbeat still succeeds unless another client took the lock meanwhile ("renewals later than the lease" counts such lapses).`);
             }
         }
         if (r.held.capped)

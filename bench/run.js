@@ -45,6 +45,13 @@ function usage()
     ].join("\n");
 }
 
+function usageError(message)
+{
+    const e = new Error(`${message}\n${usage()}`);
+    e.usage = true;
+    return e;
+}
+
 function parseArgs(argv)
 {
     const opts = { quick: false, engine: "dynalite", only: SCENARIOS.slice() };
@@ -60,7 +67,7 @@ function parseArgs(argv)
             }
             if (i + 1 >= argv.length)
             {
-                throw new Error(`${a} needs a value\n${usage()}`);
+                throw usageError(`${a} needs a value`);
             }
             return argv[++i];
         };
@@ -73,7 +80,7 @@ function parseArgs(argv)
             opts.engine = value();
             if (!ENGINES.includes(opts.engine))
             {
-                throw new Error(`unknown engine ${opts.engine} (known: ${ENGINES.join(", ")})`);
+                throw usageError(`unknown engine ${opts.engine} (known: ${ENGINES.join(", ")})`);
             }
         }
         else if (a === "--only" || a.startsWith("--only="))
@@ -84,7 +91,7 @@ function parseArgs(argv)
                     const name = /^\d+$/.test(s) ? byNumber : s;
                     if (!SCENARIOS.includes(name))
                     {
-                        throw new Error(`unknown scenario ${s}\n${usage()}`);
+                        throw usageError(`unknown scenario ${s}`);
                     }
                     return name;
                 }
@@ -97,7 +104,7 @@ function parseArgs(argv)
         }
         else
         {
-            throw new Error(`unknown option ${a}\n${usage()}`);
+            throw usageError(`unknown option ${a}`);
         }
     }
     return opts;
@@ -895,7 +902,7 @@ main().then(
     () => process.exit(0),
     err =>
     {
-        process.stderr.write(`bench failed: ${(err && err.stack) || err}\n`);
+        process.stderr.write(`bench failed: ${err && err.usage ? err.message : (err && err.stack) || err}\n`);
         process.exit(1);
     }
 );

@@ -1,6 +1,6 @@
 //! One scheduler for every held FailOpen lock of the process: a timer heap in a single task,
-//! not a timer per lock. First heartbeats are spread over the second half of the period so
-//! that locks taken together do not renew together; later ones keep their phase and are
+//! not a timer per lock. First heartbeats are spread uniformly over the period so that locks
+//! taken together do not renew together; later ones keep their phase and are
 //! delayed, never bunched, after a stall. Heartbeats run with a bound on how many are in
 //! flight and an optional cap on how many start per second.
 
@@ -21,8 +21,13 @@ use crate::item::new_guid;
 use crate::lock::{HeldLock, LockEvent};
 use crate::store::timed_out;
 
-/// Heartbeats in flight at once, across all locks.
-const MAX_IN_FLIGHT: usize = 256;
+/// Heartbeats in flight at once, per scheduler. Each in-flight request holds a connection;
+/// 32 at a few milliseconds each sustain thousands of heartbeats per second.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// How far behind schedule the rate cap may catch up at once, so that timer granularity does
+/// not lower the rate below the cap.
+const CAP_CATCH_UP: Duration = Duration::from_millis(20);
 
 struct Entry {
     due: Instant,
@@ -91,12 +96,12 @@ impl Heartbeats {
         self.schedule(lock, at);
     }
 
-    /// Schedules the first heartbeat of a new lock at a random point of the second half of
-    /// its period.
+    /// Schedules the first heartbeat of a new lock at a random point of its period, so that
+    /// locks taken together renew evenly spread over the period.
     pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
-        let half = period / 2;
-        let jitter = Duration::from_micros(rand::thread_rng().gen_range(0..=half.as_micros() as u64));
-        self.schedule(lock, Instant::now() + half + jitter);
+        let micros = period.as_micros().max(1) as u64;
+        let offset = Duration::from_micros(rand::thread_rng().gen_range(1..=micros));
+        self.schedule(lock, Instant::now() + offset);
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -133,7 +138,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                         continue;
                     }
                     if let Some(spacing) = spacing {
-                        next_start = next_start.max(now - spacing) + spacing;
+                        next_start = next_start.max(now.checked_sub(CAP_CATCH_UP).unwrap_or(now)) + spacing;
                     }
                     let Some(handle) = me.upgrade() else { return };
                     let in_flight = in_flight.clone();

@@ -47,6 +47,24 @@ use crate::item::{KeyValue, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::store::sdk::{SdkOptions, SdkStore};
 
+// Lock items, requests and responses are many small, short-lived allocations across threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// One worker thread: the protocol's work is I/O-bound and small, and a second worker would
+/// only compete with Node's own thread for the cores (and add cross-thread wake-ups).
+#[napi_derive::module_init]
+fn init() {
+    if let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("dynamodb-lock-native")
+        .enable_all()
+        .build()
+    {
+        napi::bindgen_prelude::create_custom_tokio_runtime(rt);
+    }
+}
+
 type EventFn = ThreadsafeFunction<JsLockEvent, (), JsLockEvent, Status, false, true>;
 
 static EVENTS: OnceLock<EventFn> = OnceLock::new();
