@@ -12,7 +12,7 @@ const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { DynamoDBLockClient, acquireCb, releaseCb, uniqueId, sleep, until } = require("./helpers.js");
 const { startProxy } = require("./support/proxy.js");
-const { runScript } = require("./support/spawn.js");
+const { runScript, runTogether } = require("./support/spawn.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
@@ -68,18 +68,11 @@ async function contention(engine, proxy, { kind, config, lockTable, workers, ite
     }
     try
     {
-        await Promise.all(procs.map(p => p.next(l => l.ready || l.error || l.unparsed, 30000)));
-        const notReady = procs.filter(p => !p.lines.some(l => l.ready));
-        assert.deepEqual(notReady.map(p => p.lines), [], "every worker starts (and holds its background locks)");
-        const started = Date.now();
-        procs.forEach(p => p.send("go\n"));
-        await Promise.all(procs.map(p => p.next(l => l.done || l.error, hardTimeoutMs)));
-        const exits = await Promise.all(procs.map(p => p.exited));
-        const lines = procs.flatMap(p => p.lines);
+        const { ms, exits, lines } = await runTogether(procs, hardTimeoutMs);
         return {
             id,
             counterId,
-            ms: Date.now() - started,
+            ms,
             exits,
             crashes: lines.filter(l => l.error || l.unparsed),
             acquireErrors: lines.filter(l => l.acquireError),

@@ -9,7 +9,7 @@ const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { failOpen, acquireCb, releaseCb, uniqueId, sleep, dynamodbOptions } = require("./helpers.js");
-const { runScript, startChild } = require("./support/spawn.js");
+const { runScript, runTogether, startChild } = require("./support/spawn.js");
 const { startProxy } = require("./support/proxy.js");
 const { documentClient } = require("./support/v2.js");
 const Original = require("dynamodb-lock-client");
@@ -64,18 +64,11 @@ async function contention(engine, { kind, config, workers, iterations, pauseMs, 
         }, { timeoutMs: hardTimeoutMs }));
     try
     {
-        await Promise.all(procs.map(p => p.next(l => l.ready || l.error || l.unparsed, 30000)));
-        const notReady = procs.filter(p => !p.lines.some(l => l.ready));
-        assert.deepEqual(notReady.map(p => p.lines), [], "every worker starts");
-        const started = Date.now();
-        procs.forEach(p => p.send("go\n"));
-        await Promise.all(procs.map(p => p.next(l => l.done || l.error, hardTimeoutMs)));
-        const exits = await Promise.all(procs.map(p => p.exited));
-        const lines = procs.flatMap(p => p.lines);
+        const { ms, exits, lines } = await runTogether(procs, hardTimeoutMs);
         return {
             id,
             counterId,
-            ms: Date.now() - started,
+            ms,
             exits,
             errors: lines.filter(l => l.error || l.unparsed),
             dones: lines.filter(l => l.done),

@@ -78,10 +78,27 @@ function runScript(script, job, { timeoutMs = 60000, env = CHILD_ENV } = {})
     return { child, lines, next, exited, send: text => child.stdin.write(text), kill: () => child.kill("SIGKILL") };
 }
 
+// Waits until every worker has said `ready`, tells them all `go` at once, and collects what
+// they said once they are done and have exited.
+async function runTogether(procs, hardTimeoutMs)
+{
+    await Promise.all(procs.map(p => p.next(l => l.ready || l.error || l.unparsed, 30000)));
+    const notReady = procs.filter(p => !p.lines.some(l => l.ready));
+    if (notReady.length > 0)
+    {
+        throw new Error(`workers did not start: ${JSON.stringify(notReady.map(p => p.lines))}`);
+    }
+    const started = Date.now();
+    procs.forEach(p => p.send("go\n"));
+    await Promise.all(procs.map(p => p.next(l => l.done || l.error, hardTimeoutMs)));
+    const exits = await Promise.all(procs.map(p => p.exited));
+    return { ms: Date.now() - started, exits, lines: procs.flatMap(p => p.lines) };
+}
+
 // A child holding a lock of this library (support/child.js).
 function startChild(job, options)
 {
     return runScript("child.js", job, options);
 }
 
-module.exports = { runScript, startChild };
+module.exports = { runScript, runTogether, startChild };
