@@ -523,4 +523,29 @@ mod tests {
             .iter()
             .any(|e| matches!(e, LockEvent::Error(e) if e.code() == "TimeoutError")));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_cap_bounds_the_rate_and_spreads_it() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 10_000, Some(100));
+        s.request_timeout = Duration::from_millis(500);
+        let rec = Arc::new(crate::testkit::Recorder::default());
+        let c = Arc::new(crate::client::Client {
+            store: store.clone(),
+            settings: s,
+            events: rec.clone(),
+            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(200)),
+        });
+        let mut held = Vec::new();
+        for i in 0..100 {
+            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = store.count("renew");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let renews = store.count("renew") - before;
+        // Wanted: 100 locks x 10/s = 1000/s; allowed: 200/s.
+        assert!((360..=440).contains(&renews), "{renews} heartbeats in 2 s at a cap of 200/s");
+        assert!(rec.events().is_empty());
+    }
 }
