@@ -545,7 +545,10 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let renews = store.count("renew") - before;
         // Wanted: 100 locks x 10/s = 1000/s; allowed: 200/s.
-        assert!((360..=440).contains(&renews), "{renews} heartbeats in 2 s at a cap of 200/s");
+        assert!(
+            (360..=440).contains(&renews),
+            "{renews} heartbeats in 2 s at a cap of 200/s"
+        );
         assert!(rec.events().is_empty());
     }
 }
