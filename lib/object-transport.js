@@ -194,6 +194,30 @@ class ObjectTransport
         return held;
     }
 
+    // Sends an acquisition put. Resolves true when it was written, false when the lock was held
+    // and a retry is left; rejects with FailedToAcquireLock when none is, and passes any other
+    // error on as it came.
+    async tryPut(params, retriesLeft)
+    {
+        try
+        {
+            await call(this.db, "put", params);
+            return true;
+        }
+        catch (error)
+        {
+            if (!conditionFailed(error))
+            {
+                throw error;
+            }
+            if (retriesLeft <= 0)
+            {
+                throw codedError("FailedToAcquireLock", "Failed to acquire lock.", error);
+            }
+            return false;
+        }
+    }
+
     async acquireClosed(partitionID, sortID, signal)
     {
         const guid = crypto.randomBytes(64);
@@ -207,24 +231,12 @@ class ObjectTransport
                 ConditionExpression: notExists(this.config.sortKey),
                 ExpressionAttributeNames: names(this.config),
             };
-            try
+            if (await this.tryPut(params, retries))
             {
-                await call(this.db, "put", params);
                 return new HeldObjectLock(this, partitionID, sortID, guid, undefined);
             }
-            catch (error)
-            {
-                if (!conditionFailed(error))
-                {
-                    throw error;
-                }
-                if (retries <= 0)
-                {
-                    throw codedError("FailedToAcquireLock", "Failed to acquire lock.", error);
-                }
-                retries--;
-                await sleep(this.config.acquirePeriodMs, signal);
-            }
+            retries--;
+            await sleep(this.config.acquirePeriodMs, signal);
         }
     }
 
@@ -270,24 +282,12 @@ class ObjectTransport
             {
                 item[c.sortKey] = sortID;
             }
-            try
+            // Field order as the original sends it, for mocks that compare serialised requests.
+            if (await this.tryPut(reorder(params), retries))
             {
-                // Field order as the original sends it, for mocks that compare serialised requests.
-                await call(this.db, "put", reorder(params));
                 return new HeldObjectLock(this, partitionID, sortID, guid, fencingToken);
             }
-            catch (error)
-            {
-                if (!conditionFailed(error))
-                {
-                    throw error;
-                }
-                if (retries <= 0)
-                {
-                    throw codedError("FailedToAcquireLock", "Failed to acquire lock.", error);
-                }
-                retries--;
-            }
+            retries--;
         }
     }
 
