@@ -4,7 +4,7 @@
 //! - `config`: validation of user configuration, with the original's messages.
 //! - `item`: attribute names, key values, the decoded lock item.
 //! - `store`: the `Store` trait (the protocol's few conditional operations), its
-//!   aws-sdk-dynamodb implementation, and bounded retries that track ambiguous outcomes.
+//!   implementation over DynamoDB's HTTP API, and bounded retries that track ambiguous outcomes.
 //! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`.
 //! - `lock`: a held lock, its serialized state and its events.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock.
@@ -45,7 +45,7 @@ use crate::error::LockError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
-use crate::store::sdk::{SdkOptions, SdkStore};
+use crate::store::http::{HttpOptions, HttpStore};
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
 #[global_allocator]
@@ -341,9 +341,9 @@ impl NativeClient {
             partition_key: o.partition_key,
             sort_key: o.sort_key,
         };
-        let store = SdkStore::new(
+        let store = HttpStore::new(
             table,
-            SdkOptions {
+            HttpOptions {
                 region: o.region,
                 endpoint: o.endpoint,
                 credentials,

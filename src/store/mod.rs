@@ -1,6 +1,6 @@
 //! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
-//! them. `sdk.rs` speaks to DynamoDB through aws-sdk-dynamodb; `memory.rs` (tests only) keeps
-//! items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
+//! them. `http.rs` speaks DynamoDB's HTTP API (bodies in `json.rs`, signatures in
+//! `sigv4.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
 //! and bounded, jittered retries of transient failures, and remembers whether a failed attempt
 //! may have been applied, so callers can resolve ambiguous outcomes by reading.
 
@@ -16,7 +16,9 @@ use crate::item::{Guid, LockKey, LockRecord, Version};
 
 #[cfg(test)]
 pub mod memory;
-pub mod sdk;
+pub mod http;
+mod json;
+mod sigv4;
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]

@@ -1,0 +1,556 @@
+//! The `Store` over DynamoDB's HTTP API. Each operation is one signed JSON `POST` on a pooled
+//! connection: the body is written directly, signed with a cached daily key, and only the
+//! lock's attributes are read from the reply. The AWS SDK supplies what is done once per
+//! client: configuration and credentials (aws-config), the endpoint (the DynamoDB endpoint
+//! rules) and the HTTP/TLS connector with its connection pool.
+//!
+//! Every write is conditional; a failed condition asks for the current item
+//! (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), which DynamoDB returns and some local
+//! engines ignore. There are no retries here: the protocol retries, so that it knows when an
+//! attempt may have landed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use aws_config::{BehaviorVersion, Region};
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
+use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings, SharedHttpConnector};
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use tokio::sync::OnceCell;
+
+use super::json::{read_reply, Attr, Body, Reply};
+use super::sigv4::{Signer, CONTENT_TYPE};
+use super::{OpenFields, Store};
+use crate::error::StoreError;
+use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+
+/// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
+#[derive(Clone, Default)]
+pub struct HttpOptions {
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub credentials: Option<SharedCredentialsProvider>,
+    pub connect_timeout: Option<Duration>,
+}
+
+/// Credentials are fetched again when less than this is left before they expire.
+const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
+
+const USER_AGENT: &str = concat!("dynamodb-lock-native/", env!("CARGO_PKG_VERSION"));
+
+const THROTTLES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "LimitExceededException",
+];
+
+/// Everything resolved once per client.
+struct Link {
+    uri: http::Uri,
+    host: String,
+    path: String,
+    signer: Signer,
+    connector: SharedHttpConnector,
+    provider: SharedCredentialsProvider,
+    credentials: Mutex<Option<Credentials>>,
+    refresh: tokio::sync::Mutex<()>,
+}
+
+pub struct HttpStore {
+    table: TableSpec,
+    options: HttpOptions,
+    link: OnceCell<Result<Arc<Link>, StoreError>>,
+    /// Set once the backend has returned an item with a failed condition: from then on, a
+    /// failure without one means the item is absent.
+    returns_old: AtomicBool,
+}
+
+fn config_error(message: String) -> StoreError {
+    StoreError::Service {
+        code: "ConfigError".into(),
+        message,
+        transient: false,
+        maybe_applied: false,
+    }
+}
+
+impl HttpStore {
+    pub fn new(table: TableSpec, options: HttpOptions) -> Self {
+        HttpStore {
+            table,
+            options,
+            link: OnceCell::new(),
+            returns_old: AtomicBool::new(false),
+        }
+    }
+
+    /// Loads configuration, resolves the endpoint and builds the connector, once.
+    async fn link(&self) -> Result<&Arc<Link>, StoreError> {
+        self.link
+            .get_or_init(|| async { self.connect().await.map(Arc::new) })
+            .await
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    async fn connect(&self) -> Result<Link, StoreError> {
+        let o = &self.options;
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(r) = &o.region {
+            loader = loader.region(Region::new(r.clone()));
+        }
+        if let Some(e) = &o.endpoint {
+            loader = loader.endpoint_url(e.clone());
+        }
+        if let Some(c) = &o.credentials {
+            loader = loader.credentials_provider(c.clone());
+        }
+        let config = loader.load().await;
+        let region = config
+            .region()
+            .map(|r| r.to_string())
+            .ok_or_else(|| config_error("No AWS region: set `region` or AWS_REGION".into()))?;
+        let provider = config
+            .credentials_provider()
+            .ok_or_else(|| config_error("No AWS credentials provider is configured".into()))?;
+        let url = match config.endpoint_url() {
+            Some(u) => u.to_string(),
+            None => {
+                let params = Params::builder()
+                    .region(region.clone())
+                    .use_fips(config.use_fips().unwrap_or(false))
+                    .use_dual_stack(config.use_dual_stack().unwrap_or(false))
+                    .build()
+                    .map_err(|e| config_error(format!("DynamoDB endpoint parameters: {e}")))?;
+                DefaultResolver::new()
+                    .resolve_endpoint(&params)
+                    .await
+                    .map_err(|e| config_error(format!("No DynamoDB endpoint for region {region}: {e}")))?
+                    .url()
+                    .to_string()
+            }
+        };
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| config_error(format!("Invalid DynamoDB endpoint {url:?}: {e}")))?;
+        let (host, path) = match (uri.scheme_str(), uri.authority()) {
+            (Some(scheme @ ("http" | "https")), Some(authority)) => {
+                let default_port = if scheme == "https" { 443 } else { 80 };
+                let host = match authority.port_u16() {
+                    Some(p) if p == default_port => authority.host().to_string(),
+                    _ => authority.as_str().to_string(),
+                };
+                let path = match uri.path() {
+                    "" => "/".to_string(),
+                    p => p.to_string(),
+                };
+                (host, path)
+            }
+            _ => return Err(config_error(format!("Invalid DynamoDB endpoint {url:?}: not an http(s) URL"))),
+        };
+        let settings = HttpConnectorSettings::builder()
+            .connect_timeout(o.connect_timeout.unwrap_or(Duration::from_secs(3)))
+            .build();
+        let connector = aws_smithy_http_client::default_connector(
+            &settings,
+            aws_smithy_async::rt::sleep::default_async_sleep(),
+        )
+        .ok_or_else(|| config_error("No HTTP connector is available".into()))?;
+        Ok(Link {
+            uri,
+            host,
+            path,
+            signer: Signer::new(region),
+            connector,
+            provider,
+            credentials: Mutex::new(None),
+            refresh: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// One signed request; the reply, or the error it amounts to.
+    async fn call(&self, operation: &str, body: String) -> Result<Reply, StoreError> {
+        let link = self.link().await?;
+        let credentials = link.credentials().await?;
+        let target = format!("DynamoDB_20120810.{operation}");
+        let signed = link.signer.sign(
+            &credentials,
+            SystemTime::now(),
+            &link.host,
+            &link.path,
+            &target,
+            body.as_bytes(),
+        );
+        let mut request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(link.uri.clone())
+            .header(http::header::HOST, &link.host)
+            .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
+            .header(http::header::CONTENT_LENGTH, body.len())
+            .header(http::header::USER_AGENT, USER_AGENT)
+            .header("x-amz-target", target)
+            .header("x-amz-date", signed.amz_date)
+            .header(http::header::AUTHORIZATION, signed.authorization);
+        if let Some(token) = credentials.session_token() {
+            request = request.header("x-amz-security-token", token);
+        }
+        let request = request
+            .body(SdkBody::from(body))
+            .map_err(|e| config_error(format!("Could not build the request: {e}")))
+            .and_then(|r| {
+                HttpRequest::try_from(r).map_err(|e| config_error(format!("Could not build the request: {e}")))
+            })?;
+        let response = link.connector.call(request).await.map_err(|e| StoreError::Io {
+            code: if e.is_timeout() { "TimeoutError" } else { "NetworkingError" }.into(),
+            message: DisplayErrorContext(&e).to_string(),
+            maybe_applied: true,
+        })?;
+        let status = response.status().as_u16();
+        let bytes = ByteStream::new(response.into_body())
+            .collect()
+            .await
+            .map_err(|e| StoreError::Io {
+                code: "NetworkingError".into(),
+                message: format!("The response was cut short: {}", DisplayErrorContext(&e)),
+                maybe_applied: true,
+            })?
+            .into_bytes();
+        let reply = read_reply(&bytes);
+        if (200..300).contains(&status) {
+            return reply.map_err(|e| StoreError::Service {
+                code: "InvalidResponse".into(),
+                message: format!("DynamoDB's response could not be read: {e}"),
+                transient: false,
+                maybe_applied: true,
+            });
+        }
+        let reply = reply.unwrap_or_default();
+        if reply.error_type.as_deref() == Some("ConditionalCheckFailedException") {
+            return Err(StoreError::ConditionFailed {
+                current: self.current(reply.record),
+            });
+        }
+        let code = reply.error_type.unwrap_or_else(|| {
+            if status >= 500 {
+                "InternalServerError".into()
+            } else {
+                format!("HttpStatus{status}")
+            }
+        });
+        Err(StoreError::Service {
+            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()),
+            message: reply
+                .message
+                .unwrap_or_else(|| "DynamoDB returned an error without a message".into()),
+            code,
+            maybe_applied: status >= 500,
+        })
+    }
+
+    fn current(&self, record: Option<LockRecord>) -> Option<Option<LockRecord>> {
+        match record {
+            Some(r) => {
+                self.returns_old.store(true, Ordering::Relaxed);
+                Some(Some(r))
+            }
+            None if self.returns_old.load(Ordering::Relaxed) => Some(None),
+            None => None,
+        }
+    }
+
+    /// One conditional `UpdateItem` on the lock item.
+    async fn update(
+        &self,
+        key: &LockKey,
+        update: &str,
+        condition: &str,
+        names: &[(&str, &str)],
+        values: &[(&str, Attr<'_>)],
+        return_new: bool,
+    ) -> Result<Reply, StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        b.str("UpdateExpression", update);
+        b.str("ConditionExpression", condition);
+        b.names(names);
+        b.values(values);
+        b.str("ReturnValues", if return_new { "UPDATED_NEW" } else { "NONE" });
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        self.call("UpdateItem", b.finish()).await
+    }
+}
+
+impl Link {
+    /// Current credentials, fetched again from the provider when they near expiry.
+    async fn credentials(&self) -> Result<Credentials, StoreError> {
+        let usable = |c: &Option<Credentials>| {
+            c.as_ref()
+                .filter(|c| {
+                    c.expiry()
+                        .is_none_or(|e| e > SystemTime::now() + CREDENTIALS_REFRESH_MARGIN)
+                })
+                .cloned()
+        };
+        if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(c);
+        }
+        let _one_fetch = self.refresh.lock().await;
+        if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(c);
+        }
+        match self.provider.provide_credentials().await {
+            Ok(c) => {
+                *self.credentials.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+                Ok(c)
+            }
+            Err(e) => {
+                // Credentials that have not expired yet still sign.
+                let previous = self.credentials.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match previous.filter(|c| c.expiry().is_none_or(|x| x > SystemTime::now())) {
+                    Some(c) => Ok(c),
+                    None => Err(StoreError::Service {
+                        code: "CredentialsError".into(),
+                        message: format!("No AWS credentials: {}", DisplayErrorContext(&e)),
+                        transient: true,
+                        maybe_applied: false,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// `#guid IN (:g0, :g1, ...)` and its values. A lock has at most two live guids (its own and
+/// one a heartbeat may have written).
+fn guid_condition<'a>(guids: &'a [Guid], values: &mut Vec<(&'static str, Attr<'a>)>) -> Result<String, StoreError> {
+    const NAMES: [&str; 4] = [":g0", ":g1", ":g2", ":g3"];
+    if guids.is_empty() || guids.len() > NAMES.len() {
+        return Err(config_error(format!("{} guids in one condition", guids.len())));
+    }
+    for (name, g) in NAMES.iter().zip(guids) {
+        values.push((name, Attr::B(g)));
+    }
+    Ok(if guids.len() == 1 {
+        "#guid = :g0".to_string()
+    } else {
+        format!("#guid IN ({})", NAMES[..guids.len()].join(", "))
+    })
+}
+
+/// `SET ... #t = :t` with `trustLocalTime`, otherwise `REMOVE #t`, so the item equals what
+/// the original's full `PutItem` would leave.
+fn acquired_time(set: &mut String, t: Option<u64>, values: &mut Vec<(&'static str, Attr<'_>)>) {
+    match t {
+        Some(t) => {
+            set.push_str(", #t = :t");
+            values.push((":t", Attr::N(t)));
+        }
+        None => set.push_str(" REMOVE #t"),
+    }
+}
+
+fn invalid_response(message: &str) -> StoreError {
+    StoreError::Service {
+        code: "InvalidResponse".into(),
+        message: message.into(),
+        transient: false,
+        maybe_applied: true,
+    }
+}
+
+#[async_trait]
+impl Store for HttpStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        b.bool("ConsistentRead", true);
+        Ok(self.call("GetItem", b.finish()).await?.record)
+    }
+
+    async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item(
+            "Item",
+            &self.table,
+            key,
+            &[(item::OWNER, Attr::S(owner)), (item::GUID, Attr::B(guid))],
+        );
+        b.str("ConditionExpression", "attribute_not_exists(#pk)");
+        b.names(&[("#pk", &self.table.partition_key)]);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        self.call("PutItem", b.finish()).await?;
+        Ok(())
+    }
+
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<(), StoreError> {
+        let mut values = Vec::with_capacity(guids.len());
+        let cond = guid_condition(guids, &mut values)?;
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        b.str("ConditionExpression", &cond);
+        b.names(&[("#guid", item::GUID)]);
+        b.values(&values);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        self.call("DeleteItem", b.finish()).await?;
+        Ok(())
+    }
+
+    async fn take(
+        &self,
+        key: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        waited_out: Option<&Version>,
+    ) -> Result<u64, StoreError> {
+        let mut values = vec![
+            (":owner", Attr::S(fields.owner)),
+            (":guid", Attr::B(guid)),
+            (":lease", Attr::N(fields.lease_duration_ms)),
+            (":zero", Attr::N(0)),
+            (":one", Attr::N(1)),
+            (":released", Attr::N(RELEASED_LEASE_MS)),
+        ];
+        let mut update =
+            "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = if_not_exists(#ft, :zero) + :one".to_string();
+        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
+        if let Some(v) = waited_out {
+            let guid_is = if v.guid.is_empty() {
+                "attribute_not_exists(#guid)"
+            } else {
+                values.push((":eguid", Attr::B(&v.guid)));
+                "#guid = :eguid"
+            };
+            let token_is = match v.fencing_token {
+                Some(t) => {
+                    values.push((":eft", Attr::N(t)));
+                    "#ft = :eft"
+                }
+                None => "attribute_not_exists(#ft)",
+            };
+            cond.push_str(&format!(" OR ({guid_is} AND {token_is})"));
+        }
+        let names = [
+            ("#pk", self.table.partition_key.as_str()),
+            ("#owner", item::OWNER),
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#ft", item::FENCING_TOKEN),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        let reply = self.update(key, &update, &cond, &names, &values, true).await?;
+        reply
+            .record
+            .and_then(|r| r.fencing_token)
+            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+    }
+
+    async fn renew(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        new_guid: &Guid,
+        fields: &OpenFields<'_>,
+    ) -> Result<(), StoreError> {
+        let mut values = vec![
+            (":owner", Attr::S(fields.owner)),
+            (":new", Attr::B(new_guid)),
+            (":lease", Attr::N(fields.lease_duration_ms)),
+        ];
+        let mut update = "SET #owner = :owner, #guid = :new, #lease = :lease".to_string();
+        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        let cond = guid_condition(guids, &mut values)?;
+        let names = [
+            ("#owner", item::OWNER),
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        self.update(key, &update, &cond, &names, &values, false).await?;
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        lock_acquired_time_unix_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let mut values = vec![(":released", Attr::N(RELEASED_LEASE_MS))];
+        let mut update = "SET #lease = :released".to_string();
+        acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
+        let cond = guid_condition(guids, &mut values)?;
+        let names = [
+            ("#guid", item::GUID),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        self.update(key, &update, &cond, &names, &values, false).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_guid_is_an_equality_two_are_a_list() {
+        let g = [[1u8; 64], [2u8; 64]];
+        let mut v = vec![];
+        assert_eq!(guid_condition(&g[..1], &mut v).unwrap(), "#guid = :g0");
+        let mut v = vec![];
+        assert_eq!(guid_condition(&g, &mut v).unwrap(), "#guid IN (:g0, :g1)");
+        assert_eq!(v.len(), 2);
+        assert!(guid_condition(&[], &mut v).is_err());
+    }
+
+    #[test]
+    fn stale_acquired_time_is_removed_without_trust() {
+        let mut v = vec![];
+        let mut s = "SET #lease = :lease".to_string();
+        acquired_time(&mut s, None, &mut v);
+        assert_eq!(s, "SET #lease = :lease REMOVE #t");
+        let mut s = "SET #lease = :lease".to_string();
+        acquired_time(&mut s, Some(5), &mut v);
+        assert_eq!(s, "SET #lease = :lease, #t = :t");
+        assert!(matches!(v.as_slice(), [(":t", Attr::N(5))]));
+    }
+
+    fn store(endpoint: &str) -> HttpStore {
+        HttpStore::new(
+            TableSpec {
+                name: "locks".into(),
+                partition_key: "id".into(),
+                sort_key: None,
+            },
+            HttpOptions {
+                region: Some("us-east-1".into()),
+                endpoint: Some(endpoint.into()),
+                credentials: Some(SharedCredentialsProvider::new(Credentials::new("AKID", "secret", None, None, "test"))),
+                connect_timeout: None,
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn endpoints_keep_their_port_and_path() {
+        let s = store("http://127.0.0.1:8000");
+        let l = s.link().await.unwrap();
+        assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1:8000", "/"));
+        let s = store("https://127.0.0.1:443/prefix");
+        let l = s.link().await.unwrap();
+        assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1", "/prefix"));
+        let e = store("ftp://127.0.0.1").link().await.map(|_| ()).unwrap_err();
+        assert_eq!(e.code(), "ConfigError");
+    }
+}

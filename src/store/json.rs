@@ -1,0 +1,352 @@
+//! DynamoDB's JSON protocol, as far as the lock item needs it: request bodies are written
+//! straight into one string, and responses are read for the lock's own attributes only
+//! (anything else another writer put on the item is skipped, not decoded).
+
+use std::fmt::Write;
+
+use aws_smithy_json::deserialize::token::skip_value;
+use aws_smithy_json::deserialize::{json_token_iter, Token};
+use aws_smithy_types::base64;
+
+use crate::item::{self, KeyValue, LockKey, LockRecord, TableSpec};
+
+/// An attribute value in a request.
+pub enum Attr<'a> {
+    S(&'a str),
+    N(u64),
+    /// A number in its decimal text form (key values as the caller gave them).
+    NText(&'a str),
+    B(&'a [u8]),
+}
+
+impl<'a> From<&'a KeyValue> for Attr<'a> {
+    fn from(v: &'a KeyValue) -> Self {
+        match v {
+            KeyValue::S(s) => Attr::S(s),
+            KeyValue::N(n) => Attr::NText(n),
+            KeyValue::B(b) => Attr::B(b),
+        }
+    }
+}
+
+/// A request body under construction: `{"TableName":...` then fields, then `}`.
+pub struct Body(String);
+
+impl Body {
+    pub fn new(table: &str) -> Body {
+        let mut out = String::with_capacity(512);
+        out.push_str("{\"TableName\":");
+        string(&mut out, table);
+        Body(out)
+    }
+
+    fn field(&mut self, name: &str) -> &mut String {
+        self.0.push_str(",\"");
+        self.0.push_str(name);
+        self.0.push_str("\":");
+        &mut self.0
+    }
+
+    /// `"Key"` (or `"Item"` with `extra` attributes) holding the lock's key attributes.
+    pub fn item(&mut self, field: &str, table: &TableSpec, key: &LockKey, extra: &[(&str, Attr<'_>)]) {
+        let out = self.field(field);
+        out.push('{');
+        string(out, &table.partition_key);
+        out.push(':');
+        attr(out, &Attr::from(&key.partition));
+        if let (Some(name), Some(v)) = (&table.sort_key, &key.sort) {
+            out.push(',');
+            string(out, name);
+            out.push(':');
+            attr(out, &Attr::from(v));
+        }
+        for (name, v) in extra {
+            out.push(',');
+            string(out, name);
+            out.push(':');
+            attr(out, v);
+        }
+        out.push('}');
+    }
+
+    pub fn str(&mut self, name: &str, value: &str) {
+        let out = self.field(name);
+        string(out, value);
+    }
+
+    pub fn bool(&mut self, name: &str, value: bool) {
+        self.field(name).push_str(if value { "true" } else { "false" });
+    }
+
+    pub fn names(&mut self, pairs: &[(&str, &str)]) {
+        let out = self.field("ExpressionAttributeNames");
+        out.push('{');
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            string(out, k);
+            out.push(':');
+            string(out, v);
+        }
+        out.push('}');
+    }
+
+    pub fn values(&mut self, values: &[(&str, Attr<'_>)]) {
+        let out = self.field("ExpressionAttributeValues");
+        out.push('{');
+        for (i, (k, v)) in values.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            string(out, k);
+            out.push(':');
+            attr(out, v);
+        }
+        out.push('}');
+    }
+
+    pub fn finish(mut self) -> String {
+        self.0.push('}');
+        self.0
+    }
+}
+
+fn attr(out: &mut String, v: &Attr<'_>) {
+    match v {
+        Attr::S(s) => {
+            out.push_str("{\"S\":");
+            string(out, s);
+        }
+        Attr::N(n) => {
+            let _ = write!(out, "{{\"N\":\"{n}\"");
+        }
+        Attr::NText(n) => {
+            out.push_str("{\"N\":");
+            string(out, n);
+        }
+        Attr::B(b) => {
+            out.push_str("{\"B\":\"");
+            out.push_str(&base64::encode(b));
+            out.push('"');
+        }
+    }
+    out.push('}');
+}
+
+/// A JSON string literal.
+fn string(out: &mut String, s: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// What a response body says, in the parts the lock protocol reads.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// `"Item"` (GetItem, or a failed condition with `ALL_OLD`) or `"Attributes"` (UpdateItem
+    /// with `ReturnValues`), decoded.
+    pub record: Option<LockRecord>,
+    /// The error name: the part of `"__type"` after `#`.
+    pub error_type: Option<String>,
+    pub message: Option<String>,
+}
+
+type Tokens<'a> = std::iter::Peekable<aws_smithy_json::deserialize::JsonTokenIterator<'a>>;
+type JsonError = aws_smithy_json::deserialize::error::DeserializeError;
+
+pub fn read_reply(body: &[u8]) -> Result<Reply, JsonError> {
+    let mut reply = Reply::default();
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(reply);
+    }
+    let mut tokens = json_token_iter(body).peekable();
+    expect_start_object(&mut tokens)?;
+    loop {
+        match tokens.next().transpose()? {
+            Some(Token::EndObject { .. }) => break,
+            Some(Token::ObjectKey { key, .. }) => match key.as_escaped_str() {
+                "Item" | "Attributes" => reply.record = read_record(&mut tokens)?,
+                "__type" => {
+                    reply.error_type =
+                        read_string(&mut tokens)?.map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
+                }
+                "message" | "Message" => reply.message = read_string(&mut tokens)?,
+                _ => skip_value(&mut tokens)?,
+            },
+            other => return Err(unexpected(other)),
+        }
+    }
+    Ok(reply)
+}
+
+fn unexpected(t: Option<Token<'_>>) -> JsonError {
+    JsonError::custom(format!("unexpected JSON token {t:?}"))
+}
+
+fn expect_start_object(tokens: &mut Tokens<'_>) -> Result<(), JsonError> {
+    match tokens.next().transpose()? {
+        Some(Token::StartObject { .. }) => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn read_string(tokens: &mut Tokens<'_>) -> Result<Option<String>, JsonError> {
+    match tokens.next().transpose()? {
+        Some(Token::ValueString { value, .. }) => Ok(Some(value.to_unescaped()?.into_owned())),
+        Some(Token::ValueNull { .. }) => Ok(None),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// An item's attributes, for the ones a lock has; `null` is no item.
+fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError> {
+    if let Some(Ok(Token::ValueNull { .. })) = tokens.peek() {
+        tokens.next();
+        return Ok(None);
+    }
+    expect_start_object(tokens)?;
+    let mut r = LockRecord::default();
+    loop {
+        let name = match tokens.next().transpose()? {
+            Some(Token::EndObject { .. }) => break,
+            Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
+            other => return Err(unexpected(other)),
+        };
+        let wanted = match name.as_ref() {
+            item::OWNER => "S",
+            item::GUID => "B",
+            item::FENCING_TOKEN | item::LEASE_DURATION_MS | item::LOCK_ACQUIRED_TIME_UNIX_MS => "N",
+            _ => {
+                skip_value(tokens)?;
+                continue;
+            }
+        };
+        // `{"<type>": value}`: only the expected type is taken; anything else reads as absent.
+        let mut value = None;
+        expect_start_object(tokens)?;
+        loop {
+            match tokens.next().transpose()? {
+                Some(Token::EndObject { .. }) => break,
+                Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == wanted => {
+                    value = read_string(tokens)?;
+                }
+                Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
+                other => return Err(unexpected(other)),
+            }
+        }
+        let Some(value) = value else { continue };
+        match name.as_ref() {
+            item::OWNER => r.owner = Some(value),
+            item::GUID => r.guid = base64::decode(&value).ok(),
+            item::FENCING_TOKEN => r.fencing_token = item::parse_u64(&value),
+            item::LEASE_DURATION_MS => r.lease_duration_ms = item::parse_u64(&value),
+            _ => r.lock_acquired_time_unix_ms = item::parse_u64(&value),
+        }
+    }
+    Ok(Some(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(sort: bool) -> TableSpec {
+        TableSpec {
+            name: "lo\"cks".into(),
+            partition_key: "id".into(),
+            sort_key: sort.then(|| "sk".into()),
+        }
+    }
+
+    #[test]
+    fn bodies_escape_strings_and_encode_binary() {
+        let key = LockKey {
+            partition: KeyValue::S("a\"b\\c\n\u{1}é😀".into()),
+            sort: Some(KeyValue::N("-1.5e3".into())),
+        };
+        let mut b = Body::new(&table(true).name);
+        b.item("Key", &table(true), &key, &[("guid", Attr::B(&[0xff, 0, 1]))]);
+        b.str("ConditionExpression", "#g = :g");
+        b.names(&[("#g", "guid")]);
+        b.values(&[(":g", Attr::N(7)), (":o", Attr::S("me"))]);
+        b.bool("ConsistentRead", true);
+        assert_eq!(
+            b.finish(),
+            r##"{"TableName":"lo\"cks","Key":{"id":{"S":"a\"b\\c\n\u0001é😀"},"sk":{"N":"-1.5e3"},"guid":{"B":"/wAB"}},"ConditionExpression":"#g = :g","ExpressionAttributeNames":{"#g":"guid"},"ExpressionAttributeValues":{":g":{"N":"7"},":o":{"S":"me"}},"ConsistentRead":true}"##
+        );
+    }
+
+    #[test]
+    fn bodies_round_trip_through_a_json_parser() {
+        let key = LockKey {
+            partition: KeyValue::S((0u8..128).map(char::from).collect()),
+            sort: None,
+        };
+        let mut b = Body::new("t");
+        b.item("Key", &table(false), &key, &[]);
+        let body = b.finish();
+        let mut tokens = json_token_iter(body.as_bytes());
+        let mut strings = vec![];
+        while let Some(t) = tokens.next() {
+            if let Token::ValueString { value, .. } = t.unwrap() {
+                strings.push(value.to_unescaped().unwrap().into_owned());
+            }
+        }
+        assert_eq!(strings, vec!["t".to_string(), (0u8..128).map(char::from).collect()]);
+    }
+
+    #[test]
+    fn replies_yield_the_lock_attributes_and_skip_the_rest() {
+        let body = br#"{"Attributes":{"owner":{"S":"h\u00e9"},"guid":{"B":"AQID"},"fencingToken":{"N":"42"},
+            "leaseDurationMs":{"N":"1"},"other":{"M":{"x":{"L":[{"N":"1"},{"BOOL":true},{"NULL":true}]}}},
+            "lockAcquiredTimeUnixMs":{"S":"not a number"}},"ConsumedCapacity":null}"#;
+        let r = read_reply(body).unwrap();
+        assert_eq!(
+            r.record,
+            Some(LockRecord {
+                owner: Some("hé".into()),
+                guid: Some(vec![1, 2, 3]),
+                fencing_token: Some(42),
+                lease_duration_ms: Some(1),
+                lock_acquired_time_unix_ms: None,
+            })
+        );
+        assert_eq!(r.error_type, None);
+    }
+
+    #[test]
+    fn error_replies_give_name_message_and_old_item() {
+        let body = br#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{"guid":{"B":"AQ=="}}}"#;
+        let r = read_reply(body).unwrap();
+        assert_eq!(r.error_type.as_deref(), Some("ConditionalCheckFailedException"));
+        assert_eq!(r.message.as_deref(), Some("The conditional request failed"));
+        assert_eq!(r.record.unwrap().guid, Some(vec![1]));
+        let r = read_reply(br#"{"__type":"ThrottlingException","Message":"slow"}"#).unwrap();
+        assert_eq!(r.error_type.as_deref(), Some("ThrottlingException"));
+        assert_eq!(r.message.as_deref(), Some("slow"));
+        assert_eq!(read_reply(b"{}").unwrap(), Reply::default());
+        assert_eq!(read_reply(b"").unwrap(), Reply::default());
+        assert!(read_reply(b"<html>").is_err());
+        assert!(read_reply(br#"{"Item":[1]}"#).is_err());
+    }
+}
