@@ -158,6 +158,7 @@ function cycleRows(rows, runs)
         rows.add(S, `${label}: client CPU per cycle (µs)`, o.cpuUsPerCycle, g.cpuUsPerCycle, {
             target: { text: "ratio ≤ 0.2", test: (_a, _b, r) => r !== null && r <= 0.2 },
         });
+        rows.add(S, `${label}: of which kernel (system CPU) per cycle (µs)`, o.systemCpuUsPerCycle, g.systemCpuUsPerCycle);
         rows.add(S, `${label}: cycles/s`, o.cyclesPerSecond, g.cyclesPerSecond);
         rows.add(S, `${label}: requests per cycle`, o.requestsPerCycle, g.requestsPerCycle);
     }
@@ -195,6 +196,7 @@ function heldRowsFor(rows, S, label, o, g, targets)
     rows.add(S, `${label}: client CPU per heartbeat (µs)`, o.cpuUsPerHeartbeat, g.cpuUsPerHeartbeat, {
         target: targets ? { text: "ratio ≤ 0.1", test: (_a, _b, r) => r !== null && r <= 0.1 } : undefined,
     });
+    rows.add(S, `${label}: of which kernel (system CPU) per heartbeat (µs)`, o.systemCpuUsPerHeartbeat, g.systemCpuUsPerHeartbeat);
     rows.add(S, `${label}: client CPU (% of one core)`, o.cpuPercentOfOneCore, g.cpuPercentOfOneCore);
     rows.add(S, `${label}: RSS per held lock (bytes)`, o.rssPerLockBytes, g.rssPerLockBytes, {
         target: targets ? { text: "ours ≤ 2048", test: v => v <= 2048 } : undefined,

@@ -190,6 +190,7 @@ async function cycles()
     await rpc("reset");
     const deadline = performance.now() + p.timeLimitMs;
     const cpu0 = cpuUs();
+    const sys0 = process.cpuUsage();
     const t0 = performance.now();
     await Promise.all(ids.map(async id =>
         {
@@ -201,6 +202,7 @@ async function cycles()
     ));
     const elapsedMs = performance.now() - t0;
     const cpu = cpuUs() - cpu0;
+    const sys = process.cpuUsage(sys0).system;
     const counts = await rpc("counts");
     const done = latencies.length;
     return {
@@ -216,6 +218,7 @@ async function cycles()
         latencyMs: summary(latencies),
         cpuUs: cpu,
         cpuUsPerCycle: done ? cpu / done : null,
+        systemCpuUsPerCycle: done ? sys / done : null,
         counts,
         requestsPerCycle: done ? total(counts) / done : null,
         lockErrors: tally,
@@ -281,9 +284,11 @@ async function held()
     // The measurement window: heartbeats counted and bucketed by the proxy.
     await rpc("startRecord", { ops: ["UpdateItem", "PutItem"], bucketMs: p.bucketMs });
     const cpu0 = cpuUs();
+    const sys0 = process.cpuUsage();
     const t0 = performance.now();
     await sleep(p.windowMs);
     const cpu = cpuUs() - cpu0;
+    const sys = process.cpuUsage(sys0).system;
     const windowMs = performance.now() - t0;
     const rec = await rpc("stopRecord", { leaseMs: p.leaseMs });
 
@@ -313,6 +318,7 @@ async function held()
         targetHeartbeatsPerSecond: n * 1000 / p.periodMs,
         cpuUs: cpu,
         cpuUsPerHeartbeat: heartbeats ? cpu / heartbeats : null,
+        systemCpuUsPerHeartbeat: heartbeats ? sys / heartbeats : null,
         cpuPercentOfOneCore: 100 * cpu / (windowMs * 1000),
         engineCpuUsPerHeartbeat: heartbeats && rec.engineCpuUs !== null ? rec.engineCpuUs / heartbeats : null,
         engineCpuPercentOfOneCore: rec.engineCpuUs === null ? null : 100 * rec.engineCpuUs / (rec.elapsedMs * 1000),

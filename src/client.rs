@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::config::Kind;
 use crate::error::{LockError, StoreError};
+use crate::fail_open::Handoff;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{Guid, LockKey};
 use crate::lock::{EventSink, HeldLock};
@@ -83,6 +84,7 @@ pub struct Client {
     pub settings: Settings,
     pub events: Arc<dyn EventSink>,
     pub heartbeats: LazyHeartbeats,
+    pub handoff: Handoff,
 }
 
 impl Client {
@@ -97,13 +99,15 @@ impl Client {
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, &key, cancel).await?;
                 let lease_until = taken.sent_at + self.settings.lease();
-                HeldLock::new(
+                let mut lock = HeldLock::new(
                     self.clone(),
                     key,
                     taken.guid,
                     Some(taken.fencing_token),
                     Some(lease_until),
-                )
+                );
+                lock.contended = taken.contended;
+                lock
             }
         };
         let lock = Arc::new(lock);

@@ -3,6 +3,8 @@
 //! one. A waiter waits the holder's lease on its own clock, re-reading at a bounded interval so
 //! that a release is acted on at once.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -18,6 +20,41 @@ pub struct Taken {
     pub fencing_token: u64,
     /// When the winning request was sent: the lease runs from here on this process's clock.
     pub sent_at: Instant,
+    /// The acquisition found the lock held by someone else: others want it too.
+    pub contended: bool,
+}
+
+/// How many recently released locks a client remembers standing back from.
+const HANDOFF_KEYS: usize = 4096;
+
+/// Locks this client released while others were waiting for them. A releaser that asks again
+/// at once needs one request and wins nearly every time, while a waiter first has to re-read
+/// and see the release. So for a re-read period and a half after such a release, this
+/// client's next acquisition of the same lock stands back, and a waiter that re-reads at the
+/// usual interval takes its turn.
+#[derive(Default)]
+pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
+
+impl Handoff {
+    pub fn released(&self, key: &LockKey, settings: &Settings) {
+        let until = Instant::now() + settings.reread_period + settings.reread_period / 2;
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= HANDOFF_KEYS {
+            let now = Instant::now();
+            m.retain(|_, t| *t > now);
+        }
+        if m.len() < HANDOFF_KEYS {
+            m.insert(key.clone(), until);
+        }
+    }
+
+    async fn wait_turn(&self, key: &LockKey, cancel: &Cancel) -> Result<(), LockError> {
+        let until = self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        match until {
+            Some(t) if t > Instant::now() => cancel.sleep_until(t).await,
+            _ => Ok(()),
+        }
+    }
 }
 
 pub fn fields(s: &Settings) -> OpenFields<'_> {
@@ -51,6 +88,8 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
     let guid = new_guid();
     let mut retries_left = s.retry_count;
     let mut waited_out: Option<Version> = None;
+    let mut contended = false;
+    c.handoff.wait_turn(key, cancel).await?;
     loop {
         cancel.check()?;
         let f = fields(s);
@@ -62,6 +101,7 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
                         guid,
                         fencing_token,
                         sent_at,
+                        contended,
                     })
                 }
                 Err(failed) => failed,
@@ -76,6 +116,7 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
                                 guid,
                                 fencing_token: r.fencing_token.unwrap_or(1),
                                 sent_at,
+                                contended,
                             });
                         }
                         Ok(_) => {}
@@ -91,8 +132,11 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
                 guid,
                 fencing_token: r.fencing_token.unwrap_or(1),
                 sent_at,
+                contended,
             });
         }
+        // Held by another owner, or taken by one in a race for a free lock.
+        contended = true;
         let free = current.as_ref().is_none_or(|r| r.is_released());
         // The first write found the lock held: that is the original's "check for existing
         // lock" and costs no retry. A write after waiting, or one that lost a race for a free
@@ -196,7 +240,7 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use crate::client::Cancel;
+    use crate::client::{Cancel, Client};
     use crate::error::{LockError, LostReason};
     use crate::item::{unix_now_ms, LockRecord};
     use crate::lock::LockEvent;
@@ -535,6 +579,7 @@ mod tests {
             settings: s,
             events: rec.clone(),
             heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(200)),
+            handoff: Default::default(),
         });
         let mut held = Vec::new();
         for i in 0..100 {
@@ -550,5 +595,79 @@ mod tests {
             "{renews} heartbeats in 2 s at a cap of 200/s"
         );
         assert!(rec.events().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_releaser_stands_back_for_a_waiter_only_when_others_wanted_the_lock() {
+        let store = Arc::new(MemoryStore::new(true));
+        let settings = |owner| {
+            let mut s = open_settings(owner, 1000, None);
+            s.reread_period = Duration::from_millis(20);
+            s
+        };
+        let (a, _) = client(&store, settings("a"));
+        let (b, _) = client(&store, settings("b"));
+        let wait_for = |c: &Arc<Client>| {
+            let c = c.clone();
+            tokio::spawn(async move { c.acquire(key("k"), &Cancel::default()).await.unwrap() })
+        };
+        // Uncontended: release and take again at once.
+        let first = b.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert!(!first.contended);
+        first.release().await.unwrap();
+        let start = Instant::now();
+        let held_by_b = b.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO, "no waiter, no standing back");
+        // A waits for B and gets the lock on B's release.
+        let a_waits = wait_for(&a);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        held_by_b.release().await.unwrap();
+        let held_by_a = a_waits.await.unwrap();
+        assert!(held_by_a.contended);
+        // Now B waits; A releases and asks again at once: B's turn comes first.
+        let b_waits = wait_for(&b);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        held_by_a.release().await.unwrap();
+        let a_again = wait_for(&a);
+        let held_by_b = b_waits.await.unwrap();
+        assert_eq!(store.record(&key("k")).unwrap().owner.as_deref(), Some("b"));
+        assert!(!a_again.is_finished(), "the releaser waits for the holder after it");
+        held_by_b.release().await.unwrap();
+        a_again.await.unwrap();
+        assert_eq!(store.record(&key("k")).unwrap().owner.as_deref(), Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retried_heartbeats_stay_under_the_cap() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 10_000, Some(100));
+        s.request_timeout = Duration::from_millis(500);
+        let rec = Arc::new(crate::testkit::Recorder::default());
+        let c = Arc::new(crate::client::Client {
+            store: store.clone(),
+            settings: s,
+            events: rec.clone(),
+            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(200)),
+            handoff: Default::default(),
+        });
+        let mut held = Vec::new();
+        for i in 0..100 {
+            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Every other write is throttled from here on: each failure is retried.
+        for _ in 0..1000 {
+            store.fault("renew", Fault::Fail(throttled()));
+            store.fault("renew", Fault::Delay(Duration::ZERO));
+        }
+        let before = store.count("renew");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let writes = store.count("renew") - before;
+        assert!(
+            (360..=440).contains(&writes),
+            "{writes} heartbeat writes (first attempts and retries) in 2 s at a cap of 200/s"
+        );
+        let errors = rec.events().iter().filter(|e| matches!(e, LockEvent::Error(_))).count();
+        assert!(errors >= 150, "{errors} throttled heartbeats reported");
     }
 }

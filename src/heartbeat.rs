@@ -29,6 +29,41 @@ const MAX_IN_FLIGHT: usize = 32;
 /// not lower the rate below the cap.
 const CAP_CATCH_UP: Duration = Duration::from_millis(20);
 
+/// Heartbeats due within this share of their period are started together, one wake-up for
+/// several of them (never later than due, at most 10 ms early).
+const BATCH_SHARE: u32 = 100;
+const BATCH_MAX: Duration = Duration::from_millis(10);
+
+/// Start slots for heartbeat writes under a per-second cap. First attempts and retries draw
+/// from the same slots, so the cap holds while requests fail and are retried.
+pub(crate) struct Pacer {
+    spacing: Duration,
+    next: std::sync::Mutex<Instant>,
+}
+
+impl Pacer {
+    fn new(max_per_second: u32) -> Option<Pacer> {
+        (max_per_second > 0).then(|| Pacer {
+            spacing: Duration::from_secs(1) / max_per_second,
+            next: std::sync::Mutex::new(Instant::now()),
+        })
+    }
+
+    /// The earliest instant a write may start.
+    fn next_free(&self) -> Instant {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the first slot at or after `at` (or up to `CAP_CATCH_UP` before it, if the slots
+    /// fell behind) and returns its start.
+    fn reserve(&self, at: Instant) -> Instant {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = (*next).max(at.checked_sub(CAP_CATCH_UP).unwrap_or(at));
+        *next = slot + self.spacing;
+        slot
+    }
+}
+
 struct Entry {
     due: Instant,
     seq: u64,
@@ -114,10 +149,10 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let spacing = (max_per_second > 0).then(|| Duration::from_secs(1) / max_per_second);
-    let mut next_start = Instant::now();
+    let pacer = Pacer::new(max_per_second).map(Arc::new);
     loop {
-        let next_due = heap.peek().map(|Reverse(e)| e.due.max(next_start));
+        let next_start = pacer.as_ref().map(|p| p.next_free());
+        let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         tokio::select! {
             msg = rx.recv() => match msg {
                 Some((due, lock)) => {
@@ -129,7 +164,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
             _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
                 let now = Instant::now();
                 while let Some(Reverse(e)) = heap.peek() {
-                    if e.due > now || next_start > now {
+                    if e.due > now + batch_window(&e.lock) || pacer.as_ref().is_some_and(|p| p.next_free() > now) {
                         break;
                     }
                     let Some(Reverse(e)) = heap.pop() else { break };
@@ -137,13 +172,14 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                     if lock.is_stopping() {
                         continue;
                     }
-                    if let Some(spacing) = spacing {
-                        next_start = next_start.max(now.checked_sub(CAP_CATCH_UP).unwrap_or(now)) + spacing;
+                    if let Some(p) = &pacer {
+                        p.reserve(now);
                     }
                     let Some(handle) = me.upgrade() else { return };
                     let in_flight = in_flight.clone();
+                    let pacer = pacer.clone();
                     tokio::spawn(async move {
-                        let beat = AssertUnwindSafe(beat(&lock, e.due, &in_flight)).catch_unwind().await;
+                        let beat = AssertUnwindSafe(beat(&lock, e.due, &in_flight, pacer.as_deref())).catch_unwind().await;
                         match beat {
                             Ok(Some(next)) => handle.schedule(&lock, next),
                             Ok(None) => {}
@@ -160,13 +196,25 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
     }
 }
 
+/// How early a lock's heartbeat may start to share a wake-up with others.
+fn batch_window(lock: &Weak<HeldLock>) -> Duration {
+    lock.upgrade()
+        .and_then(|l| l.client.settings.heartbeat_period)
+        .map_or(Duration::ZERO, |p| (p / BATCH_SHARE).min(BATCH_MAX))
+}
+
 /// One heartbeat: rotate `guid` on the condition that the item carries ours (or the new one,
 /// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
 /// lease lasts, each reported as `"error"`; `"danger"` when little of the lease is left, even
 /// while an attempt hangs; `"lost"` when the item is no longer ours or the lease ran out.
 /// A lock without heartbeats gets one call at the end of its lease, which reports the lapse.
 /// Returns when the next heartbeat is due, or `None` when this lock needs no more.
-pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -> Option<Instant> {
+pub(crate) async fn beat(
+    lock: &HeldLock,
+    due: Instant,
+    in_flight: &Semaphore,
+    pacer: Option<&Pacer>,
+) -> Option<Instant> {
     let c = &lock.client;
     let s = &c.settings;
     let mut st = lock.state.lock().await;
@@ -253,7 +301,10 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                     .policy()
                     .backoff(n + 1)
                     .min((remaining / 4).max(Duration::from_millis(10)));
-                let wake_at = now + pause;
+                let mut wake_at = now + pause;
+                // A retry is a heartbeat write too: after its pause it waits for a slot under
+                // the cap.
+                let mut paced = pacer.is_none();
                 let woken = lock.wake.notified();
                 tokio::pin!(woken);
                 woken.as_mut().enable();
@@ -262,7 +313,13 @@ pub(crate) async fn beat(lock: &HeldLock, due: Instant, in_flight: &Semaphore) -
                 }
                 loop {
                     tokio::select! {
-                        _ = tokio::time::sleep_until(wake_at) => break,
+                        _ = tokio::time::sleep_until(wake_at) => match pacer {
+                            Some(p) if !paced => {
+                                paced = true;
+                                wake_at = p.reserve(Instant::now());
+                            }
+                            _ => break,
+                        },
                         _ = tokio::time::sleep_until(danger_at), if !danger_told => {
                             danger_told = true;
                             let left = lease_until.saturating_duration_since(Instant::now());

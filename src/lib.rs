@@ -360,6 +360,7 @@ impl NativeClient {
                         .filter(|r| r.is_finite() && *r >= 1.0)
                         .map(|r| r.min(u32::MAX as f64) as u32),
                 ),
+                handoff: Default::default(),
             }),
         })
     }

@@ -52,6 +52,8 @@ pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
+    /// Others wanted this lock when it was taken: its release hands it over (`Handoff`).
+    pub contended: bool,
     pub client: Arc<Client>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
     pub(crate) stopping: AtomicBool,
@@ -83,6 +85,7 @@ impl HeldLock {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key,
             fencing_token,
+            contended: false,
             client,
             stopping: AtomicBool::new(false),
             wake: Notify::new(),
@@ -124,7 +127,13 @@ impl HeldLock {
         let result = match kind {
             Kind::FailClosed => fail_closed::release(&self.client, &self.key, &st.guids()).await,
             Kind::FailOpen if st.lost => Ok(()),
-            Kind::FailOpen => fail_open::release(&self.client, &self.key, &st.guids()).await,
+            Kind::FailOpen => {
+                let r = fail_open::release(&self.client, &self.key, &st.guids()).await;
+                if r.is_ok() && self.contended {
+                    self.client.handoff.released(&self.key, &self.client.settings);
+                }
+                r
+            }
         };
         if result.is_ok() {
             st.released = true;

@@ -57,6 +57,7 @@ pub fn client(store: &Arc<MemoryStore>, settings: Settings) -> (Arc<Client>, Arc
         settings,
         events: rec.clone(),
         heartbeats: LazyHeartbeats::new(Some(100_000)),
+        handoff: Default::default(),
     };
     (Arc::new(c), rec)
 }

@@ -155,16 +155,18 @@ impl HttpStore {
                 };
                 (host, path)
             }
-            _ => return Err(config_error(format!("Invalid DynamoDB endpoint {url:?}: not an http(s) URL"))),
+            _ => {
+                return Err(config_error(format!(
+                    "Invalid DynamoDB endpoint {url:?}: not an http(s) URL"
+                )))
+            }
         };
         let settings = HttpConnectorSettings::builder()
             .connect_timeout(o.connect_timeout.unwrap_or(Duration::from_secs(3)))
             .build();
-        let connector = aws_smithy_http_client::default_connector(
-            &settings,
-            aws_smithy_async::rt::sleep::default_async_sleep(),
-        )
-        .ok_or_else(|| config_error("No HTTP connector is available".into()))?;
+        let connector =
+            aws_smithy_http_client::default_connector(&settings, aws_smithy_async::rt::sleep::default_async_sleep())
+                .ok_or_else(|| config_error("No HTTP connector is available".into()))?;
         Ok(Link {
             uri,
             host,
@@ -210,7 +212,12 @@ impl HttpStore {
                 HttpRequest::try_from(r).map_err(|e| config_error(format!("Could not build the request: {e}")))
             })?;
         let response = link.connector.call(request).await.map_err(|e| StoreError::Io {
-            code: if e.is_timeout() { "TimeoutError" } else { "NetworkingError" }.into(),
+            code: if e.is_timeout() {
+                "TimeoutError"
+            } else {
+                "NetworkingError"
+            }
+            .into(),
             message: DisplayErrorContext(&e).to_string(),
             maybe_applied: true,
         })?;
@@ -536,7 +543,9 @@ mod tests {
             HttpOptions {
                 region: Some("us-east-1".into()),
                 endpoint: Some(endpoint.into()),
-                credentials: Some(SharedCredentialsProvider::new(Credentials::new("AKID", "secret", None, None, "test"))),
+                credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+                    "AKID", "secret", None, None, "test",
+                ))),
                 connect_timeout: None,
             },
         )

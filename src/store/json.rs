@@ -305,9 +305,8 @@ mod tests {
         let mut b = Body::new("t");
         b.item("Key", &table(false), &key, &[]);
         let body = b.finish();
-        let mut tokens = json_token_iter(body.as_bytes());
         let mut strings = vec![];
-        while let Some(t) = tokens.next() {
+        for t in json_token_iter(body.as_bytes()) {
             if let Token::ValueString { value, .. } = t.unwrap() {
                 strings.push(value.to_unescaped().unwrap().into_owned());
             }

@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey, LockRecord, Version};
 
-#[cfg(test)]
-pub mod memory;
 pub mod http;
 mod json;
+#[cfg(test)]
+pub mod memory;
 mod sigv4;
 
 /// Fields a FailOpen write sets besides the key and `guid`.

@@ -104,7 +104,10 @@ impl Signer {
             "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
             credentials.access_key_id()
         );
-        Signed { amz_date, authorization }
+        Signed {
+            amz_date,
+            authorization,
+        }
     }
 }
 
@@ -148,9 +151,18 @@ mod tests {
     #[test]
     fn dates_are_utc_calendar_dates() {
         assert_eq!(amz_date(UNIX_EPOCH), "19700101T000000Z");
-        assert_eq!(amz_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "20000229T000000Z");
-        assert_eq!(amz_date(UNIX_EPOCH + Duration::from_secs(1_440_938_160)), "20150830T123600Z");
-        assert_eq!(amz_date(UNIX_EPOCH + Duration::from_secs(4_102_444_799)), "20991231T235959Z");
+        assert_eq!(
+            amz_date(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "20000229T000000Z"
+        );
+        assert_eq!(
+            amz_date(UNIX_EPOCH + Duration::from_secs(1_440_938_160)),
+            "20150830T123600Z"
+        );
+        assert_eq!(
+            amz_date(UNIX_EPOCH + Duration::from_secs(4_102_444_799)),
+            "20991231T235959Z"
+        );
     }
 
     /// The reference implementation (aws-sigv4's general signer, as the AWS SDK uses it) must
