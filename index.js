@@ -213,7 +213,10 @@ class Lock extends EventEmitter
     {
         super();
         this.fencingToken = fencingToken;
-        this._release = release;
+        if (release)
+        {
+            this._release = release;
+        }
         this._heartbeats = heartbeats;
         this._lost = undefined;
         this._abort = undefined;
@@ -303,6 +306,45 @@ class Lock extends EventEmitter
     [Symbol.asyncDispose]()
     {
         return this.release();
+    }
+}
+
+// A lock held by the native core. Per-lock state is two fields; the behaviour is shared on the
+// prototype, so that thousands of held locks cost little memory.
+class NativeLock extends Lock
+{
+    constructor(client, lockId, fencingToken, heartbeats)
+    {
+        super(undefined, fencingToken, heartbeats);
+        this._client = client;
+        this._id = lockId;
+    }
+
+    async _release()
+    {
+        let err;
+        try
+        {
+            err = await this._client.release(this._id);
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (err)
+        {
+            if (err.code === "FailedToReleaseLock")
+            {
+                liveLocks.delete(this._id);
+            }
+            throw toError(err);
+        }
+        liveLocks.delete(this._id);
+    }
+
+    _forget()
+    {
+        liveLocks.delete(this._id);
     }
 }
 
@@ -508,32 +550,8 @@ async function nativeAcquire(self, id, signal)
         throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
     }
     const lockId = outcome.lockId;
-    const lock = new Lock(
-        async () =>
-        {
-            let err;
-            try
-            {
-                err = await client.release(lockId);
-            }
-            catch (e)
-            {
-                throw internalError(e);
-            }
-            if (err)
-            {
-                if (err.code === "FailedToReleaseLock")
-                {
-                    liveLocks.delete(lockId);
-                }
-                throw toError(err);
-            }
-            liveLocks.delete(lockId);
-        },
-        outcome.fencingToken === null ? undefined : outcome.fencingToken,
-        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0
-    );
-    lock._forget = () => liveLocks.delete(lockId);
+    const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0);
     liveLocks.set(lockId, lock);
     const early = earlyEvents.get(lockId);
     if (early)
