@@ -420,7 +420,7 @@ function notesFor(report)
     if (r.held)
     {
         const p = report.params.held;
-        notes.push(`Held locks: acquired ${p.acquireConcurrency} at a time (acquisition bounded to ${p.acquireDeadlineMs / 1000} s), then ${p.settleMs} ms to settle, then a ${p.windowMs / 1000} s window. Heartbeats are the proxy's UpdateItem (ours) / PutItem (original) count in the window. RSS per lock = (RSS after the window − RSS of the process with the client made and used once) / locks held, both after gc().`);
+        notes.push(`Held locks: acquired ${p.acquireConcurrency} at a time (acquisition bounded to ${p.acquireDeadlineMs / 1000} s), then ${p.settleMs} ms to settle, then a ${p.windowMs / 1000} s window. Heartbeats are the proxy's UpdateItem (ours) / PutItem (original) count in the window; rates divide it by the proxy's own recording time, which IPC delays on a busy machine make longer than the client's CPU window, and CPU per heartbeat divides the client's CPU by the heartbeats that rate puts in its window. RSS per lock = (RSS after the window − RSS of the process with the client made and used once) / locks held, both after gc().`);
         const largest = r.held.sizes[r.held.sizes.length - 1];
         for (const lib of ["ours", "original"])
         {

@@ -299,6 +299,12 @@ async function held()
     const socketsAfter = openSockets();
     const n = locks.length;
     const heartbeats = (rec.counts.UpdateItem || 0) + (rec.counts.PutItem || 0);
+    // The proxy counted over its own window (startRecord to stopRecord as it handled them),
+    // which the IPC round trips make longer than this process's CPU window when the machine
+    // is busy: the rate comes from the proxy's window, and CPU per heartbeat from the
+    // heartbeats that rate puts in this process's window.
+    const rate = heartbeats / (rec.elapsedMs / 1000);
+    const inWindow = rate * (windowMs / 1000);
     return {
         locksPlanned: p.locks,
         locksAcquired: n,
@@ -314,11 +320,12 @@ async function held()
         windowMs,
         windowCounts: rec.counts,
         heartbeats,
-        heartbeatsPerSecond: heartbeats / (windowMs / 1000),
+        proxyWindowMs: rec.elapsedMs,
+        heartbeatsPerSecond: rate,
         targetHeartbeatsPerSecond: n * 1000 / p.periodMs,
         cpuUs: cpu,
-        cpuUsPerHeartbeat: heartbeats ? cpu / heartbeats : null,
-        systemCpuUsPerHeartbeat: heartbeats ? sys / heartbeats : null,
+        cpuUsPerHeartbeat: heartbeats ? cpu / inWindow : null,
+        systemCpuUsPerHeartbeat: heartbeats ? sys / inWindow : null,
         cpuPercentOfOneCore: 100 * cpu / (windowMs * 1000),
         engineCpuUsPerHeartbeat: heartbeats && rec.engineCpuUs !== null ? rec.engineCpuUs / heartbeats : null,
         engineCpuPercentOfOneCore: rec.engineCpuUs === null ? null : 100 * rec.engineCpuUs / (rec.elapsedMs * 1000),

@@ -144,7 +144,7 @@ impl Client {
             for _ in 0..12 {
                 let result = match kind {
                     Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await,
-                    Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await,
+                    Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ()),
                 };
                 match result {
                     Ok(())

@@ -31,7 +31,9 @@ const HANDOFF_KEYS: usize = 4096;
 /// at once needs one request and wins nearly every time, while a waiter first has to re-read
 /// and see the release. So for a re-read period and a half after such a release, this
 /// client's next acquisition of the same lock stands back, and a waiter that re-reads at the
-/// usual interval takes its turn.
+/// usual interval takes its turn. Waiters make themselves known on the item
+/// (`lockWaitingUnixMs`, written when they start waiting and when the mark grows stale), which
+/// the release reads back; a holder that itself waited for the lock knows anyway.
 #[derive(Default)]
 pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
 
@@ -138,6 +140,9 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
         // Held by another owner, or taken by one in a race for a free lock.
         contended = true;
         let free = current.as_ref().is_none_or(|r| r.is_released());
+        if let Some(held) = current.as_ref().filter(|_| !free) {
+            announce_waiting(c, key, held).await;
+        }
         // The first write found the lock held: that is the original's "check for existing
         // lock" and costs no retry. A write after waiting, or one that lost a race for a free
         // lock, is a failed acquisition attempt.
@@ -195,6 +200,7 @@ async fn wait_out(
                 None => return Ok(target),
                 Some(r) if r.is_released() => return Ok(target),
                 Some(r) => {
+                    announce_waiting(c, key, &r).await;
                     let v = r.version();
                     let known = newer
                         .as_ref()
@@ -209,22 +215,44 @@ async fn wait_out(
     }
 }
 
+/// A waiter's mark older than this is renewed (one write per waiting client at most, and
+/// none while another waiter keeps it fresh).
+fn waiting_mark_refresh(s: &Settings) -> Duration {
+    (s.reread_period * 4).min(Duration::from_millis(s.lease_duration_ms / 2))
+}
+
+/// Marks the item as waited for, unless a fresh mark is already there. Best effort: a failure
+/// only costs fairness.
+async fn announce_waiting(c: &Client, key: &LockKey, seen: &LockRecord) {
+    let now = unix_now_ms();
+    let fresh = seen
+        .lock_waiting_unix_ms
+        .is_some_and(|at| now.saturating_sub(at) < waiting_mark_refresh(&c.settings).as_millis() as u64);
+    if !fresh {
+        let _ = tokio::time::timeout(c.settings.request_timeout, c.store.mark_waiting(key, now)).await;
+    }
+}
+
 /// Release: `leaseDurationMs` becomes 1 and the item stays, so fencing tokens keep rising. A
-/// lock that is no longer ours releases quietly, as in the original.
-pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {
+/// lock that is no longer ours releases quietly, as in the original. Returns whether a waiter
+/// marked the item within the last lease.
+pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
     let at = c.settings.trust_local_time.then(unix_now_ms);
     match attempt(c.settings.release_policy(), || c.store.release(key, guids, at)).await {
-        Ok(())
-        | Err(Failed {
+        Ok(waiting) => {
+            let lease = c.settings.lease_duration_ms;
+            Ok(waiting.is_some_and(|w| unix_now_ms().saturating_sub(w) <= lease))
+        }
+        Err(Failed {
             error: StoreError::ConditionFailed { .. },
             ..
-        }) => Ok(()),
+        }) => Ok(false),
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
                 if let Ok(cur) = read(c, key).await {
                     let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
                     if !still_held {
-                        return Ok(());
+                        return Ok(false);
                     }
                 }
             }
@@ -353,6 +381,7 @@ mod tests {
             fencing_token: Some(7),
             lease_duration_ms: Some(1000),
             lock_acquired_time_unix_ms: Some(acquired),
+            ..Default::default()
         };
         let mut s = open_settings("me", 1000, None);
         s.trust_local_time = true;
@@ -611,6 +640,7 @@ mod tests {
             let c = c.clone();
             tokio::spawn(async move { c.acquire(key("k"), &Cancel::default()).await.unwrap() })
         };
+        let owner = || store.record(&key("k")).unwrap().owner;
         // Uncontended: release and take again at once.
         let first = b.acquire(key("k"), &Cancel::default()).await.unwrap();
         assert!(!first.contended);
@@ -618,23 +648,32 @@ mod tests {
         let start = Instant::now();
         let held_by_b = b.acquire(key("k"), &Cancel::default()).await.unwrap();
         assert_eq!(start.elapsed(), Duration::ZERO, "no waiter, no standing back");
-        // A waits for B and gets the lock on B's release.
+        assert!(!held_by_b.contended);
+        // A waits, which marks the item; B, which never waited, releases and asks again at
+        // once: A's turn comes first.
+        let a_waits = wait_for(&a);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(store.count("mark"), 1);
+        assert!(store.record(&key("k")).unwrap().lock_waiting_unix_ms.is_some());
+        held_by_b.release().await.unwrap();
+        let b_again = wait_for(&b);
+        let held_by_a = a_waits.await.unwrap();
+        assert_eq!(owner().as_deref(), Some("a"));
+        assert!(held_by_a.contended);
+        assert!(!b_again.is_finished(), "the releaser waits for the holder after it");
+        held_by_a.release().await.unwrap();
+        let held_by_b = b_again.await.unwrap();
+        assert_eq!(owner().as_deref(), Some("b"));
+        // A holder that itself waited stands back too: A waits, B releases and asks again.
         let a_waits = wait_for(&a);
         tokio::time::sleep(Duration::from_millis(50)).await;
         held_by_b.release().await.unwrap();
+        let b_again = wait_for(&b);
         let held_by_a = a_waits.await.unwrap();
-        assert!(held_by_a.contended);
-        // Now B waits; A releases and asks again at once: B's turn comes first.
-        let b_waits = wait_for(&b);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(owner().as_deref(), Some("a"));
         held_by_a.release().await.unwrap();
-        let a_again = wait_for(&a);
-        let held_by_b = b_waits.await.unwrap();
-        assert_eq!(store.record(&key("k")).unwrap().owner.as_deref(), Some("b"));
-        assert!(!a_again.is_finished(), "the releaser waits for the holder after it");
-        held_by_b.release().await.unwrap();
-        a_again.await.unwrap();
-        assert_eq!(store.record(&key("k")).unwrap().owner.as_deref(), Some("a"));
+        b_again.await.unwrap();
+        assert_eq!(owner().as_deref(), Some("b"));
     }
 
     #[tokio::test(start_paused = true)]

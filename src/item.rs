@@ -8,6 +8,9 @@ pub const GUID: &str = "guid";
 pub const FENCING_TOKEN: &str = "fencingToken";
 pub const LEASE_DURATION_MS: &str = "leaseDurationMs";
 pub const LOCK_ACQUIRED_TIME_UNIX_MS: &str = "lockAcquiredTimeUnixMs";
+/// When a FailOpen waiter last said it was waiting (Unix ms, its clock). Only this library
+/// writes it; the original ignores it, and its full-item writes drop it.
+pub const LOCK_WAITING_UNIX_MS: &str = "lockWaitingUnixMs";
 
 /// Names a key attribute may not take, because the lock item uses them.
 pub const RESERVED_NAMES: [&str; 5] = [
@@ -71,6 +74,7 @@ pub struct LockRecord {
     pub fencing_token: Option<u64>,
     pub lease_duration_ms: Option<u64>,
     pub lock_acquired_time_unix_ms: Option<u64>,
+    pub lock_waiting_unix_ms: Option<u64>,
 }
 
 impl LockRecord {

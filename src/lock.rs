@@ -127,13 +127,13 @@ impl HeldLock {
         let result = match kind {
             Kind::FailClosed => fail_closed::release(&self.client, &self.key, &st.guids()).await,
             Kind::FailOpen if st.lost => Ok(()),
-            Kind::FailOpen => {
-                let r = fail_open::release(&self.client, &self.key, &st.guids()).await;
-                if r.is_ok() && self.contended {
-                    self.client.handoff.released(&self.key, &self.client.settings);
-                }
-                r
-            }
+            Kind::FailOpen => fail_open::release(&self.client, &self.key, &st.guids())
+                .await
+                .map(|waiters| {
+                    if waiters || self.contended {
+                        self.client.handoff.released(&self.key, &self.client.settings);
+                    }
+                }),
         };
         if result.is_ok() {
             st.released = true;

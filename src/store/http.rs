@@ -282,7 +282,7 @@ impl HttpStore {
         condition: &str,
         names: &[(&str, &str)],
         values: &[(&str, Attr<'_>)],
-        return_new: bool,
+        returns: &str,
     ) -> Result<Reply, StoreError> {
         let mut b = Body::new(&self.table.name);
         b.item("Key", &self.table, key, &[]);
@@ -290,7 +290,7 @@ impl HttpStore {
         b.str("ConditionExpression", condition);
         b.names(names);
         b.values(values);
-        b.str("ReturnValues", if return_new { "UPDATED_NEW" } else { "NONE" });
+        b.str("ReturnValues", returns);
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
         self.call("UpdateItem", b.finish()).await
     }
@@ -454,7 +454,7 @@ impl Store for HttpStore {
             ("#ft", item::FENCING_TOKEN),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
         ];
-        let reply = self.update(key, &update, &cond, &names, &values, true).await?;
+        let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
         reply
             .record
             .and_then(|r| r.fencing_token)
@@ -482,7 +482,7 @@ impl Store for HttpStore {
             ("#lease", item::LEASE_DURATION_MS),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
         ];
-        self.update(key, &update, &cond, &names, &values, false).await?;
+        self.update(key, &update, &cond, &names, &values, "NONE").await?;
         Ok(())
     }
 
@@ -491,7 +491,7 @@ impl Store for HttpStore {
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         let mut values = vec![(":released", Attr::N(RELEASED_LEASE_MS))];
         let mut update = "SET #lease = :released".to_string();
         acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
@@ -501,7 +501,18 @@ impl Store for HttpStore {
             ("#lease", item::LEASE_DURATION_MS),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
         ];
-        self.update(key, &update, &cond, &names, &values, false).await?;
+        let reply = self.update(key, &update, &cond, &names, &values, "ALL_OLD").await?;
+        Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
+    }
+
+    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError> {
+        let names = [
+            ("#pk", self.table.partition_key.as_str()),
+            ("#w", item::LOCK_WAITING_UNIX_MS),
+        ];
+        let values = [(":w", Attr::N(at_unix_ms))];
+        self.update(key, "SET #w = :w", "attribute_exists(#pk)", &names, &values, "NONE")
+            .await?;
         Ok(())
     }
 }

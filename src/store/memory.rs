@@ -164,6 +164,7 @@ impl Store for MemoryStore {
                 fencing_token: Some(token),
                 lease_duration_ms: Some(fields.lease_duration_ms),
                 lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
+                lock_waiting_unix_ms: slot.as_ref().and_then(|r| r.lock_waiting_unix_ms),
             });
             Ok(token)
         })
@@ -197,16 +198,26 @@ impl Store for MemoryStore {
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         self.run("release", key, |slot| {
             if !guid_in(slot, guids) {
                 return Err(StoreError::condition_failed());
             }
-            if let Some(r) = slot {
-                r.lease_duration_ms = Some(RELEASED_LEASE_MS);
-                r.lock_acquired_time_unix_ms = lock_acquired_time_unix_ms;
+            let r = slot.as_mut().expect("guid_in found the item");
+            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
+            r.lock_acquired_time_unix_ms = lock_acquired_time_unix_ms;
+            Ok(r.lock_waiting_unix_ms)
+        })
+        .await
+    }
+
+    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError> {
+        self.run("mark", key, |slot| match slot {
+            Some(r) => {
+                r.lock_waiting_unix_ms = Some(at_unix_ms);
+                Ok(())
             }
-            Ok(())
+            None => Err(StoreError::condition_failed()),
         })
         .await
     }

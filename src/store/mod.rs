@@ -60,13 +60,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and
-    /// its `fencingToken` stay.
+    /// its `fencingToken` stay. Returns the item's `lockWaitingUnixMs` as it was.
     async fn release(
         &self,
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// FailOpen waiter: set `lockWaitingUnixMs` on the item, if there is one.
+    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError>;
 }
 
 /// How hard to try one logical operation.
