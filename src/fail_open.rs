@@ -677,6 +677,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn heartbeats_waiting_for_a_slow_backend_are_not_tasks() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 60_000, Some(100));
+        s.request_timeout = Duration::from_secs(30);
+        let (c, _) = client(&store, s);
+        let mut held = Vec::new();
+        for i in 0..300 {
+            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
+        }
+        let tasks_before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        for _ in 0..1000 {
+            store.fault("renew", Fault::Hang);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let hung = store.count("renew");
+        let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        assert_eq!(hung, 32, "as many heartbeats in flight as the bound allows");
+        assert!(
+            tasks <= tasks_before + 32,
+            "{tasks} tasks with 300 heartbeats due and 32 in flight (before: {tasks_before})"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn retried_heartbeats_stay_under_the_cap() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, Some(100));

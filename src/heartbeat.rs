@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use rand::Rng;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::error::{LockError, LostReason, StoreError};
@@ -161,12 +161,16 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                 }
                 None => return,
             },
-            _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
+            _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)),
+                if next_due.is_some() && in_flight.available_permits() > 0 => {
                 let now = Instant::now();
                 while let Some(Reverse(e)) = heap.peek() {
                     if e.due > now + batch_window(&e.lock) || pacer.as_ref().is_some_and(|p| p.next_free() > now) {
                         break;
                     }
+                    // Only heartbeats that can be sent become tasks; the others wait here as
+                    // heap entries, a few dozen bytes each, when the backend falls behind.
+                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
                     let Some(Reverse(e)) = heap.pop() else { break };
                     let Some(lock) = e.lock.upgrade() else { continue };
                     if lock.is_stopping() {
@@ -179,7 +183,8 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                     let in_flight = in_flight.clone();
                     let pacer = pacer.clone();
                     tokio::spawn(async move {
-                        let beat = AssertUnwindSafe(beat(&lock, e.due, &in_flight, pacer.as_deref())).catch_unwind().await;
+                        let beat = beat(&lock, e.due, Some(permit), &in_flight, pacer.as_deref());
+                        let beat = AssertUnwindSafe(beat).catch_unwind().await;
                         match beat {
                             Ok(Some(next)) => handle.schedule(&lock, next),
                             Ok(None) => {}
@@ -191,6 +196,10 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                         }
                     });
                 }
+            }
+            // All permits are out: wake when one comes back.
+            permit = in_flight.clone().acquire_owned(), if next_due.is_some() && in_flight.available_permits() == 0 => {
+                drop(permit);
             }
         }
     }
@@ -212,7 +221,8 @@ fn batch_window(lock: &Weak<HeldLock>) -> Duration {
 pub(crate) async fn beat(
     lock: &HeldLock,
     due: Instant,
-    in_flight: &Semaphore,
+    mut permit: Option<OwnedSemaphorePermit>,
+    in_flight: &Arc<Semaphore>,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
     let c = &lock.client;
@@ -253,7 +263,10 @@ pub(crate) async fn beat(
             .min((remaining / 2).max(Duration::from_millis(50)).min(remaining));
         let f = fields(s);
         let result = {
-            let _permit = in_flight.acquire().await.ok()?;
+            let _permit = match permit.take() {
+                Some(p) => p,
+                None => in_flight.clone().acquire_owned().await.ok()?,
+            };
             let request = tokio::time::timeout(timeout, c.store.renew(&lock.key, &guids, &new, &f));
             tokio::pin!(request);
             loop {
