@@ -597,8 +597,12 @@ mod tests {
             .any(|e| matches!(e, LockEvent::Error(e) if e.code() == "TimeoutError")));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_heartbeat_cap_bounds_the_rate_and_spreads_it() {
+    /// 100 locks renewed every 100 ms by a client capped at 200 heartbeats per second.
+    async fn hundred_locks_capped_at_200_per_second() -> (
+        Arc<MemoryStore>,
+        Arc<crate::testkit::Recorder>,
+        Vec<Arc<crate::lock::HeldLock>>,
+    ) {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, Some(100));
         s.request_timeout = Duration::from_millis(500);
@@ -614,6 +618,12 @@ mod tests {
         for i in 0..100 {
             held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
         }
+        (store, rec, held)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_cap_bounds_the_rate_and_spreads_it() {
+        let (store, rec, _held) = hundred_locks_capped_at_200_per_second().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let before = store.count("renew");
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -702,21 +712,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retried_heartbeats_stay_under_the_cap() {
-        let store = Arc::new(MemoryStore::new(true));
-        let mut s = open_settings("me", 10_000, Some(100));
-        s.request_timeout = Duration::from_millis(500);
-        let rec = Arc::new(crate::testkit::Recorder::default());
-        let c = Arc::new(crate::client::Client {
-            store: store.clone(),
-            settings: s,
-            events: rec.clone(),
-            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(200)),
-            handoff: Default::default(),
-        });
-        let mut held = Vec::new();
-        for i in 0..100 {
-            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
-        }
+        let (store, rec, _held) = hundred_locks_capped_at_200_per_second().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         // Every other write is throttled from here on: each failure is retried.
         for _ in 0..1000 {

@@ -79,37 +79,31 @@ impl Body {
     }
 
     pub fn names(&mut self, pairs: &[(&str, &str)]) {
-        let out = self.field("ExpressionAttributeNames");
-        out.push('{');
-        for (i, (k, v)) in pairs.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            string(out, k);
-            out.push(':');
-            string(out, v);
-        }
-        out.push('}');
+        object(self.field("ExpressionAttributeNames"), pairs, |out, v| string(out, v));
     }
 
     pub fn values(&mut self, values: &[(&str, Attr<'_>)]) {
-        let out = self.field("ExpressionAttributeValues");
-        out.push('{');
-        for (i, (k, v)) in values.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            string(out, k);
-            out.push(':');
-            attr(out, v);
-        }
-        out.push('}');
+        object(self.field("ExpressionAttributeValues"), values, attr);
     }
 
     pub fn finish(mut self) -> String {
         self.0.push('}');
         self.0
     }
+}
+
+/// `{"k":v,...}` with each value written by `value`.
+fn object<T>(out: &mut String, pairs: &[(&str, T)], value: impl Fn(&mut String, &T)) {
+    out.push('{');
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        string(out, k);
+        out.push(':');
+        value(out, v);
+    }
+    out.push('}');
 }
 
 fn attr(out: &mut String, v: &Attr<'_>) {
