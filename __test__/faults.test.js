@@ -380,6 +380,62 @@ for (const engineName of selectedEngines())
         );
 
         // 4. A dropped-after-apply FailClosed acquisition is a lock held.
+        it("a signature refused for clock skew is retried with the service's clock from its Date header", async () =>
+            {
+                await withProxy(async proxy =>
+                    {
+                        const id = uniqueId("skew");
+                        const ahead = 10 * 60 * 1000;
+                        const dates = [];
+                        proxy.onRequest = (op, body, info) =>
+                        {
+                            if (op !== "UpdateItem")
+                            {
+                                return undefined;
+                            }
+                            dates.push(info.headers["x-amz-date"]);
+                            if (dates.length > 1)
+                            {
+                                return undefined;
+                            }
+                            return {
+                                respond: {
+                                    status: 400,
+                                    type: "InvalidSignatureException",
+                                    message: "Signature expired: the request time is now earlier than the service's time - 5 min.",
+                                    headers: { date: new Date(Date.now() + ahead).toUTCString() },
+                                },
+                            };
+                        };
+                        const client = failOpen(proxy.endpoint, { owner: "skewed" });
+                        const lock = await withTimeout(client.acquireLock(id), 10000, "acquireLock");
+                        assert.equal(proxy.faultCounts.responded, 1);
+                        assert.equal(dates.length, 2, "one refused request, one retry");
+                        const parse = d => Date.UTC(+d.slice(0, 4), +d.slice(4, 6) - 1, +d.slice(6, 8), +d.slice(9, 11), +d.slice(11, 13), +d.slice(13, 15));
+                        const moved = parse(dates[1]) - parse(dates[0]);
+                        assert.ok(moved > ahead - 5000 && moved < ahead + 5000, `the retry was signed ${moved} ms later`);
+                        assert.equal((await getItem("locks", id)).owner.S, "skewed");
+                        await lock.release();
+                    });
+            }
+        );
+
+        it("a signature refused while the clocks agree is reported, not retried as a skew", async () =>
+            {
+                await withProxy(async proxy =>
+                    {
+                        proxy.onRequest = op => (op === "PutItem"
+                            ? { respond: { status: 400, type: "InvalidSignatureException", message: "The request signature we calculated does not match", headers: { date: new Date().toUTCString() } } }
+                            : undefined);
+                        const client = failClosed(proxy.endpoint, { retryCount: 0 });
+                        const error = await client.acquireLock(uniqueId("badsig")).then(() => null, e => e);
+                        assert.ok(error, "the acquisition failed");
+                        assert.equal(error.code, "InvalidSignatureException");
+                        assert.equal(proxy.counts.PutItem, 1, "not retried");
+                    });
+            }
+        );
+
         it("FailClosed: an acquisition whose PutItem landed but whose answer was dropped is a lock held, not an orphan", async () =>
             {
                 await withProxy(async proxy =>

@@ -31,7 +31,8 @@
 //   answered late, a forward is sent late). A `{ delayMs }` one-shot adds to it.
 //   Hung requests are not delayed (they are never answered anyway).
 // - Fault kinds: "throttle" | "error" | "dropBefore" | "dropAfter" | "hang" |
-//   { delayMs } | null/"none" (forward normally).
+//   { delayMs } | { respond: { status, type, message, headers } } (answer with that
+//   DynamoDB error instead of forwarding) | null/"none" (forward normally).
 // - `setFaults(f)` REPLACES the random fault configuration (unspecified
 //   fields go back to their defaults) and keeps pending one-shots.
 //   `clearFaults()` removes random faults AND pending one-shots.
@@ -129,6 +130,9 @@ function normaliseKind(kind) {
   if (typeof kind === "object" && typeof kind.delayMs === "number" && Number.isFinite(kind.delayMs) && kind.delayMs >= 0) {
     return { delayMs: kind.delayMs };
   }
+  if (typeof kind === "object" && kind.respond && Number.isInteger(kind.respond.status) && typeof kind.respond.type === "string") {
+    return { respond: kind.respond };
+  }
   throw new TypeError(`unknown fault kind ${JSON.stringify(kind)}`);
 }
 
@@ -156,7 +160,7 @@ function defaultFaults() {
 }
 
 function emptyFaultCounts() {
-  return { throttled: 0, errored: 0, droppedBefore: 0, droppedAfter: 0, hung: 0, delayed: 0 };
+  return { throttled: 0, errored: 0, droppedBefore: 0, droppedAfter: 0, hung: 0, delayed: 0, responded: 0 };
 }
 
 // ---------------------------------------------------------------------------
@@ -351,7 +355,7 @@ async function startProxy(options = {}) {
     }
 
     let delay = latencyFor(op, json);
-    if (kind && typeof kind === "object") delay += kind.delayMs;
+    if (kind && typeof kind === "object" && kind.delayMs) delay += kind.delayMs;
     if (delay > 0) {
       faultCounts.delayed += 1;
       if (!(await sleep(delay))) return; // closed meanwhile
@@ -376,6 +380,11 @@ async function startProxy(options = {}) {
         return;
       default:
         break;
+    }
+    if (kind && kind.respond) {
+      const { status, type, message = "injected by test proxy", headers = {} } = kind.respond;
+      faultCounts.responded += 1;
+      return sendJson(res, status, { __type: `${DYNAMODB_NS}#${type}`, message }, { "x-amzn-errortype": `${type}:${CORAL_URL}`, ...headers });
     }
 
     const upstream = await forward(req, body);

@@ -9,7 +9,7 @@
 //! engines ignore. There are no retries here: the protocol retries, so that it knows when an
 //! attempt may have landed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -45,6 +45,20 @@ const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
 
 const USER_AGENT: &str = concat!("dynamodb-lock-native/", env!("CARGO_PKG_VERSION"));
 
+/// Errors that say the request's signing time was too far from the service's clock. The
+/// service's `Date` header then gives the offset, and the request is worth retrying.
+const CLOCK_SKEW_ERRORS: &[&str] = &[
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "RequestTimeTooSkewed",
+    "RequestExpired",
+    "RequestInTheFuture",
+];
+
+/// Offsets smaller than this are not taken for the cause of a refused signature (the service
+/// allows minutes; the `Date` header has whole seconds).
+const MIN_SKEW_MS: i64 = 60_000;
+
 const THROTTLES: &[&str] = &[
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -63,6 +77,8 @@ struct Link {
     provider: SharedCredentialsProvider,
     credentials: Mutex<Option<Credentials>>,
     refresh: tokio::sync::Mutex<()>,
+    /// The service's clock minus ours, in milliseconds, learnt from a clock-skew error.
+    skew_ms: AtomicI64,
 }
 
 pub struct HttpStore {
@@ -176,6 +192,7 @@ impl HttpStore {
             provider,
             credentials: Mutex::new(None),
             refresh: tokio::sync::Mutex::new(()),
+            skew_ms: AtomicI64::new(0),
         })
     }
 
@@ -186,7 +203,7 @@ impl HttpStore {
         let target = format!("DynamoDB_20120810.{operation}");
         let signed = link.signer.sign(
             &credentials,
-            SystemTime::now(),
+            skewed(SystemTime::now(), link.skew_ms.load(Ordering::Relaxed)),
             &link.host,
             &link.path,
             &target,
@@ -222,6 +239,13 @@ impl HttpStore {
             maybe_applied: true,
         })?;
         let status = response.status().as_u16();
+        let server_skew = match (200..300).contains(&status) {
+            true => None,
+            false => response
+                .headers()
+                .get("date")
+                .and_then(|d| skew_from_date(d, SystemTime::now())),
+        };
         let bytes = ByteStream::new(response.into_body())
             .collect()
             .await
@@ -253,8 +277,14 @@ impl HttpStore {
                 format!("HttpStatus{status}")
             }
         });
+        // A signature refused while the clocks agree is a credentials problem, not a skew.
+        let skew = server_skew.filter(|s| s.abs() >= MIN_SKEW_MS && CLOCK_SKEW_ERRORS.contains(&code.as_str()));
+        if let Some(skew) = skew {
+            link.skew_ms.store(skew, Ordering::Relaxed);
+        }
+        let skewed_clock = skew.is_some();
         Err(StoreError::Service {
-            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()),
+            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()) || skewed_clock,
             message: reply
                 .message
                 .unwrap_or_else(|| "DynamoDB returned an error without a message".into()),
@@ -334,6 +364,23 @@ impl Link {
             }
         }
     }
+}
+
+/// `now` moved by `skew_ms` (positive: the service's clock is ahead of ours).
+fn skewed(now: SystemTime, skew_ms: i64) -> SystemTime {
+    let by = Duration::from_millis(skew_ms.unsigned_abs());
+    if skew_ms >= 0 {
+        now + by
+    } else {
+        now.checked_sub(by).unwrap_or(now)
+    }
+}
+
+/// The service's clock minus ours, from an HTTP `Date` header (whole seconds).
+fn skew_from_date(date: &str, now: SystemTime) -> Option<i64> {
+    let server = aws_smithy_types::DateTime::from_str(date, aws_smithy_types::date_time::Format::HttpDate).ok()?;
+    let ours = aws_smithy_types::DateTime::from(now);
+    Some(server.to_millis().ok()? - ours.to_millis().ok()?)
 }
 
 /// `#guid IN (:g0, :g1, ...)` and its values. A lock has at most two live guids (its own and
@@ -520,6 +567,7 @@ impl Store for HttpStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn one_guid_is_an_equality_two_are_a_list() {
@@ -530,6 +578,18 @@ mod tests {
         assert_eq!(guid_condition(&g, &mut v).unwrap(), "#guid IN (:g0, :g1)");
         assert_eq!(v.len(), 2);
         assert!(guid_condition(&[], &mut v).is_err());
+    }
+
+    #[test]
+    fn a_clock_skew_is_read_from_the_date_header_and_applied() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_784_000_000);
+        let server = aws_smithy_types::DateTime::from(now + Duration::from_secs(600))
+            .fmt(aws_smithy_types::date_time::Format::HttpDate)
+            .unwrap();
+        assert_eq!(skew_from_date(&server, now), Some(600_000));
+        assert_eq!(skewed(now, 600_000), now + Duration::from_secs(600));
+        assert_eq!(skewed(now, -1_000), now - Duration::from_secs(1));
+        assert_eq!(skew_from_date("not a date", now), None);
     }
 
     #[test]
