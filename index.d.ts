@@ -19,7 +19,7 @@ export interface DynamoDBSdkV3Client {
     config: object;
 }
 
-/** Static credentials for the Rust SDK. */
+/** Static credentials for the native core. */
 export interface StaticCredentials {
     accessKeyId: string;
     secretAccessKey: string;
@@ -27,7 +27,7 @@ export interface StaticCredentials {
 }
 
 /**
- * Options for the Rust SDK. Anything left out comes from the standard AWS environment
+ * Options for the native core. Anything left out comes from the standard AWS environment
  * (`AWS_REGION`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_PROFILE`, ...).
  */
 export interface DynamoDBOptions {
@@ -37,8 +37,8 @@ export interface DynamoDBOptions {
 }
 
 /**
- * Where the locks live: an AWS SDK client (v2 or v3; the Rust SDK does the I/O with its
- * region, endpoint and credentials), Rust SDK options, or any object with get/put/delete.
+ * Where the locks live: an AWS SDK client (v2 or v3; the native core does the I/O with its
+ * region, endpoint and credentials), native core options, or any object with get/put/delete.
  */
 export type DynamoDBInput = DynamoDBObject | DynamoDBSdkV3Client | DynamoDBOptions;
 
@@ -57,7 +57,7 @@ interface GenericConfig {
     retryCount?: number;
     /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
     requestTimeoutMs?: number;
-    /** `"sdk"`: the Rust SDK does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
+    /** `"sdk"`: the native core does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
     transport?: "auto" | "sdk" | "object";
 }
 

@@ -133,7 +133,7 @@ test("pass-through: status, headers and body relayed; counts per operation", asy
   assert.equal(first.url, "/");
   assert.deepEqual(first.body, { TableName: "t", Key: { k: { S: "a" } } });
   assert.equal(first.host, new URL(upstream.url).host);
-  assert.deepEqual(proxy.faultCounts, { throttled: 0, errored: 0, droppedBefore: 0, droppedAfter: 0, hung: 0, delayed: 0 });
+  assert.deepEqual(proxy.faultCounts, { throttled: 0, errored: 0, droppedBefore: 0, droppedAfter: 0, hung: 0, delayed: 0, responded: 0 });
 
   proxy.resetCounts();
   assert.deepEqual(proxy.counts, {});
@@ -152,6 +152,22 @@ test("throttleRate 1: 400 ProvisionedThroughputExceededException, not forwarded"
   assert.equal(upstream.applied.length, 0);
   assert.equal(proxy.counts.PutItem, 1);
   assert.equal(proxy.faultCounts.throttled, 1);
+});
+
+test("onRequest { respond }: the given DynamoDB error and headers, not forwarded", async () => {
+  proxy.onRequest = () => ({ respond: { status: 400, type: "InvalidSignatureException", message: "no", headers: { date: "Sun, 22 Nov 2026 10:00:00 GMT" } } });
+  try {
+    const r = await call(proxy.endpoint, "UpdateItem");
+    assert.equal(r.status, 400);
+    assert.equal(r.json.__type, `${NS}#InvalidSignatureException`);
+    assert.equal(r.json.message, "no");
+    assert.match(r.headers["x-amzn-errortype"], /^InvalidSignatureException:/);
+    assert.equal(r.headers.date, "Sun, 22 Nov 2026 10:00:00 GMT");
+    assert.equal(upstream.applied.length, 0);
+    assert.equal(proxy.faultCounts.responded, 1);
+  } finally {
+    proxy.onRequest = null;
+  }
 });
 
 test("errorRate 1: 500 InternalServerError, not forwarded", async () => {

@@ -1,6 +1,6 @@
 "use strict";
 
-// Which transport a `dynamodb` option selects, and what the Rust SDK needs from it.
+// Which transport a `dynamodb` option selects, and what the native core needs from it.
 
 const METHODS = ["get", "put", "delete"];
 
@@ -39,7 +39,7 @@ function offersMethods(db)
     return isObject(db) && METHODS.some(m => db[m] !== undefined);
 }
 
-// "sdk": the Rust SDK does the I/O (configured from options, an SDK client or the
+// "sdk": the native core does the I/O (configured from options, an SDK client or the
 // environment). "object": the user's object is called with the original's requests.
 function chooseTransport(db, requested)
 {
@@ -111,7 +111,7 @@ function endpointString(endpoint)
     throw err;
 }
 
-// Options for the Rust SDK from a plain options object ({region, endpoint, credentials}).
+// Options for the native core from a plain options object ({region, endpoint, credentials}).
 function sdkOptionsFrom(db)
 {
     if (!isObject(db) || isSdkClient(db))

@@ -139,7 +139,7 @@ fn check_dynamodb(v: &RawValue, out: &mut Vec<Problem>) {
         _ => return out.push(problem(&["dynamodb"], "object.base", "must be of type object")),
     };
     // An object that offers any of get/put/delete is a user object: it needs all three, as in
-    // the original. Other objects are SDK clients or options for the Rust SDK.
+    // the original. Other objects are SDK clients or options for the native core.
     let offers_any = OBJECT_METHODS.iter().any(|m| RawValue::get(entries, m).is_some());
     if !offers_any {
         return;

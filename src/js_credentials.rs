@@ -1,4 +1,4 @@
-//! Credentials from an AWS SDK for JavaScript client: the Rust SDK asks the JavaScript
+//! Credentials from an AWS SDK for JavaScript client: the native core asks the JavaScript
 //! client's own provider whenever its cached credentials near expiry, so STS, SSO and
 //! instance-role credentials keep refreshing the way the user configured them.
 
