@@ -711,6 +711,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn heartbeats_due_close_together_share_a_wake_up_yet_stay_spread() {
+        let store = Arc::new(MemoryStore::new(true));
+        let rec = Arc::new(crate::testkit::Recorder::default());
+        let c = Arc::new(crate::client::Client {
+            store: store.clone(),
+            settings: open_settings("me", 10_000, Some(1000)),
+            events: rec.clone(),
+            // Its own scheduler, without a cap.
+            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(0)),
+            handoff: Default::default(),
+        });
+        let mut held = Vec::new();
+        for i in 0..200 {
+            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let start = store.count("renew");
+        let (mut last, mut wakes, mut previous_step_wrote) = (start, 0, false);
+        for _ in 0..3000 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let n = store.count("renew");
+            // Writes seen in consecutive milliseconds are one wake-up seen late.
+            if n > last && !previous_step_wrote {
+                wakes += 1;
+            }
+            previous_step_wrote = n > last;
+            last = n;
+        }
+        let renewed = last - start;
+        assert!((550..=650).contains(&renewed), "{renewed} heartbeats of 200 locks in 3 s");
+        // 200 random phases in a 1 s period: one wake-up per 50 ms window, and no window
+        // without heartbeats for long.
+        assert!((35..=62).contains(&wakes), "{wakes} wake-ups for {renewed} heartbeats in 3 s");
+        assert!(rec.events().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn retried_heartbeats_stay_under_the_cap() {
         let (store, rec, _held) = hundred_locks_capped_at_200_per_second().await;
         tokio::time::sleep(Duration::from_millis(500)).await;

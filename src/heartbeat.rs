@@ -30,9 +30,10 @@ const MAX_IN_FLIGHT: usize = 32;
 const CAP_CATCH_UP: Duration = Duration::from_millis(20);
 
 /// Heartbeats due within this share of their period are started together, one wake-up for
-/// several of them (never later than due, at most 10 ms early).
-const BATCH_SHARE: u32 = 100;
-const BATCH_MAX: Duration = Duration::from_millis(10);
+/// several of them: never later than due, at most 50 ms early, and still spread over the
+/// period in twenty or more groups.
+const BATCH_SHARE: u32 = 20;
+const BATCH_MAX: Duration = Duration::from_millis(50);
 
 /// Start slots for heartbeat writes under a per-second cap. First attempts and retries draw
 /// from the same slots, so the cap holds while requests fail and are retried.
