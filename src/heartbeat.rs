@@ -238,7 +238,7 @@ pub(crate) async fn beat(
         lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
         return None;
     };
-    let new = *st.pending.get_or_insert_with(new_guid);
+    let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
     let guids = [st.guid, new];
     let started = Instant::now();
     // A heartbeat that starts inside the margin (a period close to the lease) is given half of

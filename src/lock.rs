@@ -33,7 +33,8 @@ pub trait EventSink: Send + Sync {
 pub struct LockState {
     pub guid: Guid,
     /// A new `guid` a heartbeat may have written (its outcome is unknown until it answers).
-    pub pending: Option<Guid>,
+    /// Boxed: it is rarely there, and every held lock carries this state.
+    pub pending: Option<Box<Guid>>,
     /// End of the lease on this process's clock (counted from when the last successful write
     /// was sent); `None` for FailClosed.
     pub lease_until: Option<Instant>,
@@ -44,7 +45,7 @@ pub struct LockState {
 impl LockState {
     /// Every `guid` the item may carry while it is ours.
     pub fn guids(&self) -> Vec<Guid> {
-        std::iter::once(self.guid).chain(self.pending).collect()
+        std::iter::once(self.guid).chain(self.pending.as_deref().copied()).collect()
     }
 }
 
