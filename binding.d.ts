@@ -17,18 +17,16 @@ export declare class NativeClient {
    */
   constructor(o: NativeOptions, credentials?: (() => Promise<JsCredentials>) | undefined | null)
   /**
-   * Acquires a lock. Resolves with the lock's id and fencing token, or with an error to
-   * rethrow; `cancel_id` names the acquisition for `cancelAcquisition`.
+   * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
+   * token, or an error to rethrow. `cancel_id` names the acquisition for
+   * `cancelAcquisition`. Throws at once only for an invalid key.
    */
-  acquire(partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null): Promise<AcquireOutcome>
-  /** Releases a held lock; resolves with an error to rethrow, or nothing. */
-  release(lockId: number): Promise<NativeError | null>
-}
-
-export interface AcquireOutcome {
-  error?: NativeError
-  lockId?: number
-  fencingToken?: number
+  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null): void
+  /**
+   * Starts releasing a held lock; the answer carries `request` and an error to rethrow,
+   * if any.
+   */
+  startRelease(request: number, lockId: number): void
 }
 
 /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
@@ -64,6 +62,15 @@ export interface JsLockEvent {
   error?: NativeError
   /** `danger`: milliseconds of lease left. */
   remainingMs?: number
+}
+
+/** The answer to `startAcquire` or `startRelease`, by the request number JavaScript chose. */
+export interface JsOutcome {
+  request: number
+  /** An error to rethrow; for an acquisition, otherwise the lock's id and fencing token. */
+  error?: NativeError
+  lockId?: number
+  fencingToken?: number
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */
@@ -120,6 +127,12 @@ export declare function panicForTest(message: string): void
 
 /** Registers the function that receives every lock event. It does not keep Node alive. */
 export declare function setEventHandler(handler: (arg: JsLockEvent) => void): void
+
+/**
+ * Registers the function that receives every answer. It does not keep Node alive: the
+ * caller does that while it awaits answers.
+ */
+export declare function setOutcomeHandler(handler: (arg: JsOutcome) => void): void
 
 /** Validates a FailClosed or FailOpen configuration; an empty list means valid. */
 export declare function validateConfig(kind: string, config: unknown): Array<ConfigProblem>

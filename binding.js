@@ -841,4 +841,5 @@ module.exports.forgetAcquisition = nativeBinding.forgetAcquisition
 module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.panicForTest = nativeBinding.panicForTest
 module.exports.setEventHandler = nativeBinding.setEventHandler
+module.exports.setOutcomeHandler = nativeBinding.setOutcomeHandler
 module.exports.validateConfig = nativeBinding.validateConfig

@@ -167,7 +167,7 @@ function settle(promise, callback)
     return undefined;
 }
 
-// Heartbeating locks keep the process alive, as the original's timers do; nothing else does.
+// Heartbeating locks keep the process alive, as the original's timers do.
 let heartbeating = 0;
 let keepAlive;
 function holdProcess(delta)
@@ -204,6 +204,43 @@ native.setEventHandler(ev =>
         }
     }
 );
+
+// Answers to acquisitions and releases arrive from the native core by request number, all
+// through one channel. While any is awaited, a timer handle keeps the process alive.
+const awaiting = new Map();
+let nextRequest = 1;
+const awaitHold = setInterval(() => {}, 1 << 30);
+awaitHold.unref();
+native.setOutcomeHandler(outcome =>
+    {
+        const resolve = awaiting.get(outcome.request);
+        if (resolve)
+        {
+            awaiting.delete(outcome.request);
+            if (awaiting.size === 0)
+            {
+                awaitHold.unref();
+            }
+            resolve(outcome);
+        }
+    }
+);
+
+// Starts a native request under a fresh number; resolves with its answer.
+function ask(start)
+{
+    return new Promise(resolve =>
+    {
+        const request = nextRequest;
+        nextRequest = nextRequest >= 0xffffffff ? 1 : nextRequest + 1;
+        start(request);
+        if (awaiting.size === 0)
+        {
+            awaitHold.ref();
+        }
+        awaiting.set(request, resolve);
+    });
+}
 
 let nextCancelId = 1;
 
@@ -325,7 +362,7 @@ class NativeLock extends Lock
         let err;
         try
         {
-            err = await this._client.release(this._id);
+            err = (await ask(request => this._client.startRelease(request, this._id))).error;
         }
         catch (e)
         {
@@ -524,7 +561,7 @@ async function nativeAcquire(self, id, signal)
     let outcome;
     try
     {
-        outcome = await client.acquire(partition, sort, cancelId);
+        outcome = await ask(request => client.startAcquire(request, partition, sort, cancelId));
     }
     catch (err)
     {

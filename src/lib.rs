@@ -287,11 +287,64 @@ fn key_value(k: KeyInput) -> Result<KeyValue> {
     }
 }
 
+/// The answer to `startAcquire` or `startRelease`, by the request number JavaScript chose.
 #[napi(object)]
-pub struct AcquireOutcome {
+pub struct JsOutcome {
+    pub request: u32,
+    /// An error to rethrow; for an acquisition, otherwise the lock's id and fencing token.
     pub error: Option<NativeError>,
     pub lock_id: Option<f64>,
     pub fencing_token: Option<f64>,
+}
+
+impl JsOutcome {
+    fn done(request: u32, error: Option<&LockError>) -> Self {
+        JsOutcome {
+            request,
+            error: error.map(Into::into),
+            lock_id: None,
+            fencing_token: None,
+        }
+    }
+}
+
+type OutcomeFn = ThreadsafeFunction<JsOutcome, (), JsOutcome, Status, false, true>;
+
+/// One channel for every answer: no per-request thread-safe function (each would be a libuv
+/// handle to open and close, and a lock both threads contend for).
+static OUTCOMES: OnceLock<OutcomeFn> = OnceLock::new();
+
+/// Registers the function that receives every answer. It does not keep Node alive: the
+/// caller does that while it awaits answers.
+#[napi(catch_unwind)]
+pub fn set_outcome_handler(handler: Function<JsOutcome, ()>) -> Result<()> {
+    let f = handler
+        .build_threadsafe_function::<JsOutcome>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    let _ = OUTCOMES.set(f);
+    Ok(())
+}
+
+/// Runs `work` on the runtime and sends its answer; a panic is answered as an internal
+/// error, so that no request is left without an answer.
+fn answer<F>(request: u32, work: F)
+where
+    F: std::future::Future<Output = JsOutcome> + Send + 'static,
+{
+    use futures_util::FutureExt;
+    napi::bindgen_prelude::spawn(async move {
+        let outcome = std::panic::AssertUnwindSafe(work)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                JsOutcome::done(request, Some(&LockError::Internal("the request's task panicked".into())))
+            });
+        if let Some(f) = OUTCOMES.get() {
+            f.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    });
 }
 
 fn ms(v: Option<f64>) -> Option<Duration> {
@@ -381,68 +434,75 @@ impl NativeClient {
         })
     }
 
-    /// Acquires a lock. Resolves with the lock's id and fencing token, or with an error to
-    /// rethrow; `cancel_id` names the acquisition for `cancelAcquisition`.
-    #[napi]
-    pub async fn acquire(
+    /// Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
+    /// token, or an error to rethrow. `cancel_id` names the acquisition for
+    /// `cancelAcquisition`. Throws at once only for an invalid key.
+    #[napi(catch_unwind)]
+    pub fn start_acquire(
         &self,
+        request: u32,
         partition: KeyInput,
         sort: Option<KeyInput>,
         cancel_id: Option<u32>,
-    ) -> Result<AcquireOutcome> {
+    ) -> Result<()> {
         let key = LockKey {
             partition: key_value(partition)?,
             sort: sort.map(key_value).transpose()?,
         };
-        let cancel = match cancel_id {
-            Some(id) => cancels().entry(id).or_default().clone(),
-            None => Arc::new(Cancel::default()),
-        };
-        let result = self.inner.acquire(key, &cancel).await;
-        if let Some(id) = cancel_id {
-            cancels().remove(&id);
-        }
-        Ok(match result {
-            Ok(lock) => {
-                let out = AcquireOutcome {
-                    error: None,
-                    lock_id: Some(lock.id as f64),
-                    fencing_token: lock.fencing_token.map(|t| t as f64),
-                };
-                locks().insert(lock.id, lock);
-                out
+        let client = self.inner.clone();
+        answer(request, async move {
+            let cancel = match cancel_id {
+                Some(id) => cancels().entry(id).or_default().clone(),
+                None => Arc::new(Cancel::default()),
+            };
+            let result = client.acquire(key, &cancel).await;
+            if let Some(id) = cancel_id {
+                cancels().remove(&id);
             }
-            Err(e) => AcquireOutcome {
-                error: Some((&e).into()),
-                lock_id: None,
-                fencing_token: None,
-            },
-        })
+            match result {
+                Ok(lock) => {
+                    let out = JsOutcome {
+                        request,
+                        error: None,
+                        lock_id: Some(lock.id as f64),
+                        fencing_token: lock.fencing_token.map(|t| t as f64),
+                    };
+                    locks().insert(lock.id, lock);
+                    out
+                }
+                Err(e) => JsOutcome::done(request, Some(&e)),
+            }
+        });
+        Ok(())
     }
 
-    /// Releases a held lock; resolves with an error to rethrow, or nothing.
-    #[napi]
-    pub async fn release(&self, lock_id: f64) -> Result<Option<NativeError>> {
+    /// Starts releasing a held lock; the answer carries `request` and an error to rethrow,
+    /// if any.
+    #[napi(catch_unwind)]
+    pub fn start_release(&self, request: u32, lock_id: f64) {
         let id = lock_id as u64;
-        let lock = locks().get(&id).cloned();
-        let result = match lock {
-            Some(lock) => {
-                let r = lock.release().await;
-                // Released, or not ours to release: either way nothing is left to retry.
-                if matches!(r, Ok(()) | Err(LockError::FailedToReleaseLock { .. })) {
-                    locks().remove(&id);
+        let kind = self.inner.settings.kind;
+        answer(request, async move {
+            let lock = locks().get(&id).cloned();
+            let result = match lock {
+                Some(lock) => {
+                    let r = lock.release().await;
+                    // Released, or not ours to release: either way nothing is left to retry.
+                    if matches!(r, Ok(()) | Err(LockError::FailedToReleaseLock { .. })) {
+                        locks().remove(&id);
+                    }
+                    r
                 }
-                r
-            }
-            // Released before, or lost: as the original, quiet for FailOpen.
-            None => match self.inner.settings.kind {
-                Kind::FailOpen => Ok(()),
-                Kind::FailClosed => Err(LockError::FailedToReleaseLock {
-                    original: error::StoreError::condition_failed(),
-                }),
-            },
-        };
-        Ok(result.err().map(|e| (&e).into()))
+                // Released before, or lost: as the original, quiet for FailOpen.
+                None => match kind {
+                    Kind::FailOpen => Ok(()),
+                    Kind::FailClosed => Err(LockError::FailedToReleaseLock {
+                        original: error::StoreError::condition_failed(),
+                    }),
+                },
+            };
+            JsOutcome::done(request, result.err().as_ref())
+        });
     }
 }
 
