@@ -637,6 +637,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn heartbeats_under_the_cap_start_a_few_at_a_time() {
+        let (store, rec, _held) = hundred_locks_capped_at_200_per_second().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let start = store.count("renew");
+        let (mut last, mut wakes) = (start, 0);
+        for _ in 0..2000 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let n = store.count("renew");
+            wakes += usize::from(n > last);
+            last = n;
+        }
+        let renews = last - start;
+        assert!((380..=420).contains(&renews), "{renews} heartbeats in 2 s at a cap of 200/s");
+        // Slots 5 ms apart, taken two at a time: one wake-up per 10 ms, not per slot.
+        assert!(wakes <= 220, "{wakes} wake-ups for {renews} heartbeats");
+        assert!(rec.events().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_releaser_stands_back_for_a_waiter_only_when_others_wanted_the_lock() {
         let store = Arc::new(MemoryStore::new(true));
         let settings = |owner| {

@@ -29,6 +29,10 @@ const MAX_IN_FLIGHT: usize = 32;
 /// not lower the rate below the cap.
 const CAP_CATCH_UP: Duration = Duration::from_millis(20);
 
+/// Under a cap, writes whose slots fall within this much of each other start together, one
+/// wake-up for several of them; the rate over any second stays within 0.5% of the cap.
+const CAP_BATCH: Duration = Duration::from_millis(5);
+
 /// Heartbeats due within this share of their period are started together, one wake-up for
 /// several of them: never later than due, at most 50 ms early, and still spread over the
 /// period in twenty or more groups.
@@ -166,7 +170,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
                 if next_due.is_some() && in_flight.available_permits() > 0 => {
                 let now = Instant::now();
                 while let Some(Reverse(e)) = heap.peek() {
-                    if e.due > now + batch_window(&e.lock) || pacer.as_ref().is_some_and(|p| p.next_free() > now) {
+                    if e.due > now + batch_window(&e.lock) || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
                         break;
                     }
                     // Only heartbeats that can be sent become tasks; the others wait here as
