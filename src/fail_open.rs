@@ -606,18 +606,8 @@ mod tests {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, Some(100));
         s.request_timeout = Duration::from_millis(500);
-        let rec = Arc::new(crate::testkit::Recorder::default());
-        let c = Arc::new(crate::client::Client {
-            store: store.clone(),
-            settings: s,
-            events: rec.clone(),
-            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(200)),
-            handoff: Default::default(),
-        });
-        let mut held = Vec::new();
-        for i in 0..100 {
-            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
-        }
+        let (c, rec) = client_capped(&store, s, 200);
+        let held = hold(&c, 100).await;
         (store, rec, held)
     }
 
@@ -711,10 +701,7 @@ mod tests {
         let mut s = open_settings("me", 60_000, Some(100));
         s.request_timeout = Duration::from_secs(30);
         let (c, _) = client(&store, s);
-        let mut held = Vec::new();
-        for i in 0..300 {
-            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
-        }
+        let _held = hold(&c, 300).await;
         let tasks_before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
         for _ in 0..1000 {
             store.fault("renew", Fault::Hang);
@@ -732,19 +719,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn heartbeats_due_close_together_share_a_wake_up_yet_stay_spread() {
         let store = Arc::new(MemoryStore::new(true));
-        let rec = Arc::new(crate::testkit::Recorder::default());
-        let c = Arc::new(crate::client::Client {
-            store: store.clone(),
-            settings: open_settings("me", 10_000, Some(1000)),
-            events: rec.clone(),
-            // Its own scheduler, without a cap.
-            heartbeats: crate::heartbeat::LazyHeartbeats::new(Some(0)),
-            handoff: Default::default(),
-        });
-        let mut held = Vec::new();
-        for i in 0..200 {
-            held.push(c.acquire(key(&format!("k{i}")), &Cancel::default()).await.unwrap());
-        }
+        let (c, rec) = client_capped(&store, open_settings("me", 10_000, Some(1000)), 0);
+        let _held = hold(&c, 200).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let start = store.count("renew");
         let (mut last, mut wakes, mut previous_step_wrote) = (start, 0, false);

@@ -81,9 +81,8 @@ async fn timer_floor() {
     }
 }
 
-type EventFn = ThreadsafeFunction<JsLockEvent, (), JsLockEvent, Status, false, true>;
 
-static EVENTS: OnceLock<EventFn> = OnceLock::new();
+static EVENTS: OnceLock<WeakHandler<JsLockEvent>> = OnceLock::new();
 static LOCKS: LazyLock<Mutex<HashMap<u64, Arc<HeldLock>>>> = LazyLock::new(Default::default);
 static CANCELS: LazyLock<Mutex<HashMap<u32, Arc<Cancel>>>> = LazyLock::new(Default::default);
 
@@ -161,16 +160,27 @@ impl EventSink for JsEvents {
     }
 }
 
-/// Registers the function that receives every lock event. It does not keep Node alive.
-#[napi(catch_unwind)]
-pub fn set_event_handler(handler: Function<JsLockEvent, ()>) -> Result<()> {
+/// A JavaScript handler callable from any thread, which does not keep Node alive.
+type WeakHandler<T> = ThreadsafeFunction<T, (), T, Status, false, true>;
+
+/// Keeps `handler` in `slot` as a `WeakHandler` (the first one registered stays).
+fn set_handler<T: ToNapiValue + JsValuesTupleIntoVec + 'static>(
+    slot: &OnceLock<WeakHandler<T>>,
+    handler: Function<T, ()>,
+) -> Result<()> {
     let f = handler
-        .build_threadsafe_function::<JsLockEvent>()
+        .build_threadsafe_function::<T>()
         .callee_handled::<false>()
         .weak::<true>()
         .build()?;
-    let _ = EVENTS.set(f);
+    let _ = slot.set(f);
     Ok(())
+}
+
+/// Registers the function that receives every lock event. It does not keep Node alive.
+#[napi(catch_unwind)]
+pub fn set_event_handler(handler: Function<JsLockEvent, ()>) -> Result<()> {
+    set_handler(&EVENTS, handler)
 }
 
 /// One problem found in a configuration, shaped like a Joi error detail.
@@ -308,23 +318,15 @@ impl JsOutcome {
     }
 }
 
-type OutcomeFn = ThreadsafeFunction<JsOutcome, (), JsOutcome, Status, false, true>;
-
 /// One channel for every answer: no per-request thread-safe function (each would be a libuv
 /// handle to open and close, and a lock both threads contend for).
-static OUTCOMES: OnceLock<OutcomeFn> = OnceLock::new();
+static OUTCOMES: OnceLock<WeakHandler<JsOutcome>> = OnceLock::new();
 
 /// Registers the function that receives every answer. It does not keep Node alive: the
 /// caller does that while it awaits answers.
 #[napi(catch_unwind)]
 pub fn set_outcome_handler(handler: Function<JsOutcome, ()>) -> Result<()> {
-    let f = handler
-        .build_threadsafe_function::<JsOutcome>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
-    let _ = OUTCOMES.set(f);
-    Ok(())
+    set_handler(&OUTCOMES, handler)
 }
 
 /// Runs `work` on the runtime and sends its answer; a panic is answered as an internal

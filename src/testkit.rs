@@ -51,15 +51,29 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
 }
 
 pub fn client(store: &Arc<MemoryStore>, settings: Settings) -> (Arc<Client>, Arc<Recorder>) {
+    client_capped(store, settings, 100_000)
+}
+
+/// A client with its own heartbeat scheduler, capped at `max_per_second` (0: no cap).
+pub fn client_capped(store: &Arc<MemoryStore>, settings: Settings, max_per_second: u32) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
     let c = Client {
         store: store.clone(),
         settings,
         events: rec.clone(),
-        heartbeats: LazyHeartbeats::new(Some(100_000)),
+        heartbeats: LazyHeartbeats::new(Some(max_per_second)),
         handoff: Default::default(),
     };
     (Arc::new(c), rec)
+}
+
+/// Acquires `n` FailOpen locks named `k0`, `k1`, ...
+pub async fn hold(c: &Arc<Client>, n: usize) -> Vec<Arc<crate::lock::HeldLock>> {
+    let mut held = Vec::new();
+    for i in 0..n {
+        held.push(c.acquire(key(&format!("k{i}")), &crate::client::Cancel::default()).await.unwrap());
+    }
+    held
 }
 
 pub fn throttled() -> StoreError {
