@@ -639,7 +639,10 @@ mod tests {
             last = n;
         }
         let renews = last - start;
-        assert!((380..=420).contains(&renews), "{renews} heartbeats in 2 s at a cap of 200/s");
+        assert!(
+            (380..=420).contains(&renews),
+            "{renews} heartbeats in 2 s at a cap of 200/s"
+        );
         // Slots 5 ms apart, taken two at a time: one wake-up per 10 ms, not per slot.
         assert!(wakes <= 220, "{wakes} wake-ups for {renews} heartbeats");
         assert!(rec.events().is_empty());
@@ -735,10 +738,16 @@ mod tests {
             last = n;
         }
         let renewed = last - start;
-        assert!((550..=650).contains(&renewed), "{renewed} heartbeats of 200 locks in 3 s");
+        assert!(
+            (550..=650).contains(&renewed),
+            "{renewed} heartbeats of 200 locks in 3 s"
+        );
         // 200 random phases in a 1 s period: one wake-up per 50 ms window, and no window
         // without heartbeats for long.
-        assert!((35..=62).contains(&wakes), "{wakes} wake-ups for {renewed} heartbeats in 3 s");
+        assert!(
+            (35..=62).contains(&wakes),
+            "{wakes} wake-ups for {renewed} heartbeats in 3 s"
+        );
         assert!(rec.events().is_empty());
     }
 

@@ -81,7 +81,6 @@ async fn timer_floor() {
     }
 }
 
-
 static EVENTS: OnceLock<WeakHandler<JsLockEvent>> = OnceLock::new();
 static LOCKS: LazyLock<Mutex<HashMap<u64, Arc<HeldLock>>>> = LazyLock::new(Default::default);
 static CANCELS: LazyLock<Mutex<HashMap<u32, Arc<Cancel>>>> = LazyLock::new(Default::default);
@@ -341,7 +340,10 @@ where
             .catch_unwind()
             .await
             .unwrap_or_else(|_| {
-                JsOutcome::done(request, Some(&LockError::Internal("the request's task panicked".into())))
+                JsOutcome::done(
+                    request,
+                    Some(&LockError::Internal("the request's task panicked".into())),
+                )
             });
         if let Some(f) = OUTCOMES.get() {
             f.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);

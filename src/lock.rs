@@ -45,7 +45,9 @@ pub struct LockState {
 impl LockState {
     /// Every `guid` the item may carry while it is ours.
     pub fn guids(&self) -> Vec<Guid> {
-        std::iter::once(self.guid).chain(self.pending.as_deref().copied()).collect()
+        std::iter::once(self.guid)
+            .chain(self.pending.as_deref().copied())
+            .collect()
     }
 }
 

@@ -55,7 +55,11 @@ pub fn client(store: &Arc<MemoryStore>, settings: Settings) -> (Arc<Client>, Arc
 }
 
 /// A client with its own heartbeat scheduler, capped at `max_per_second` (0: no cap).
-pub fn client_capped(store: &Arc<MemoryStore>, settings: Settings, max_per_second: u32) -> (Arc<Client>, Arc<Recorder>) {
+pub fn client_capped(
+    store: &Arc<MemoryStore>,
+    settings: Settings,
+    max_per_second: u32,
+) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
     let c = Client {
         store: store.clone(),
@@ -71,7 +75,11 @@ pub fn client_capped(store: &Arc<MemoryStore>, settings: Settings, max_per_secon
 pub async fn hold(c: &Arc<Client>, n: usize) -> Vec<Arc<crate::lock::HeldLock>> {
     let mut held = Vec::new();
     for i in 0..n {
-        held.push(c.acquire(key(&format!("k{i}")), &crate::client::Cancel::default()).await.unwrap());
+        held.push(
+            c.acquire(key(&format!("k{i}")), &crate::client::Cancel::default())
+                .await
+                .unwrap(),
+        );
     }
     held
 }
