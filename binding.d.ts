@@ -13,9 +13,10 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeClient {
   /**
    * `credentials`, when given, is called for credentials whenever the cached ones near
-   * expiry (an AWS SDK for JavaScript client's provider).
+   * expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
+   * this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
    */
-  constructor(o: NativeOptions, credentials?: (() => Promise<JsCredentials>) | undefined | null)
+  constructor(o: NativeOptions, credentials: (() => Promise<JsCredentials>) | undefined | null, onEvent: (arg: JsLockEvent) => void, onAnswer: (arg: JsOutcome) => void)
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
@@ -27,10 +28,11 @@ export declare class NativeClient {
    * if any.
    */
   startRelease(request: number, lockId: number): void
+  /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
+  cancelAcquisition(cancelId: number): void
+  /** Forgets a cancellation that will never be used (the acquisition settled first). */
+  forgetAcquisition(cancelId: number): void
 }
-
-/** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
-export declare function cancelAcquisition(cancelId: number): void
 
 /** One problem found in a configuration, shaped like a Joi error detail. */
 export interface ConfigProblem {
@@ -39,9 +41,6 @@ export interface ConfigProblem {
   type: string
   limit?: number
 }
-
-/** Forgets a cancellation that will never be used (the acquisition settled first). */
-export declare function forgetAcquisition(cancelId: number): void
 
 /** Number of locks this process holds (for tests and benchmarks). */
 export declare function heldLockCount(): number
@@ -124,15 +123,6 @@ export interface NativeOptions {
 
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */
 export declare function panicForTest(message: string): void
-
-/** Registers the function that receives every lock event. It does not keep Node alive. */
-export declare function setEventHandler(handler: (arg: JsLockEvent) => void): void
-
-/**
- * Registers the function that receives every answer. It does not keep Node alive: the
- * caller does that while it awaits answers.
- */
-export declare function setOutcomeHandler(handler: (arg: JsOutcome) => void): void
 
 /** Validates a FailClosed or FailOpen configuration; an empty list means valid. */
 export declare function validateConfig(kind: string, config: unknown): Array<ConfigProblem>

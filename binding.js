@@ -836,10 +836,6 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
-module.exports.cancelAcquisition = nativeBinding.cancelAcquisition
-module.exports.forgetAcquisition = nativeBinding.forgetAcquisition
 module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.panicForTest = nativeBinding.panicForTest
-module.exports.setEventHandler = nativeBinding.setEventHandler
-module.exports.setOutcomeHandler = nativeBinding.setOutcomeHandler
 module.exports.validateConfig = nativeBinding.validateConfig

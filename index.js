@@ -189,42 +189,41 @@ function holdProcess(delta)
 // object exists (the acquisition's answer and the event travel separately) waits here.
 const liveLocks = new Map();
 const earlyEvents = new Map();
-native.setEventHandler(ev =>
+function onNativeEvent(ev)
+{
+    const lock = liveLocks.get(ev.lockId);
+    if (lock)
     {
-        const lock = liveLocks.get(ev.lockId);
-        if (lock)
-        {
-            return lock._onNativeEvent(ev);
-        }
-        if (earlyEvents.size < 10000)
-        {
-            const list = earlyEvents.get(ev.lockId) || [];
-            list.push(ev);
-            earlyEvents.set(ev.lockId, list);
-        }
+        return lock._onNativeEvent(ev);
     }
-);
+    if (earlyEvents.size < 10000)
+    {
+        const list = earlyEvents.get(ev.lockId) || [];
+        list.push(ev);
+        earlyEvents.set(ev.lockId, list);
+    }
+}
 
 // Answers to acquisitions and releases arrive from the native core by request number, all
-// through one channel. While any is awaited, a timer handle keeps the process alive.
+// through one channel per client. While any is awaited, a timer handle keeps the process
+// alive.
 const awaiting = new Map();
 let nextRequest = 1;
 const awaitHold = setInterval(() => {}, 1 << 30);
 awaitHold.unref();
-native.setOutcomeHandler(outcome =>
+function onNativeAnswer(outcome)
+{
+    const resolve = awaiting.get(outcome.request);
+    if (resolve)
     {
-        const resolve = awaiting.get(outcome.request);
-        if (resolve)
+        awaiting.delete(outcome.request);
+        if (awaiting.size === 0)
         {
-            awaiting.delete(outcome.request);
-            if (awaiting.size === 0)
-            {
-                awaitHold.unref();
-            }
-            resolve(outcome);
+            awaitHold.unref();
         }
+        resolve(outcome);
     }
-);
+}
 
 // Starts a native request under a fresh number; resolves with its answer.
 function ask(start)
@@ -424,7 +423,7 @@ function LockClient(self, kind, config)
         // Reading an SDK client's region and endpoint is asynchronous: the first
         // acquisition waits for it.
         self._nativeReady = sdkClientOptions(config.dynamodb).then(({ options: fromClient, credentials }) =>
-            (self._native = new native.NativeClient(Object.assign(options, fromClient), credentials)));
+            (self._native = new native.NativeClient(Object.assign(options, fromClient), credentials, onNativeEvent, onNativeAnswer)));
         self._nativeReady.catch(() => {});
         return;
     }
@@ -446,7 +445,7 @@ function LockClient(self, kind, config)
             context: { label: "dynamodb.endpoint", key: "endpoint", value: config.dynamodb.endpoint },
         }], config);
     }
-    self._native = new native.NativeClient(Object.assign(options, fromOptions));
+    self._native = new native.NativeClient(Object.assign(options, fromOptions), undefined, onNativeEvent, onNativeAnswer);
 }
 
 // What validation needs to see of the configuration: the `dynamodb` value reduced to its
@@ -555,7 +554,7 @@ async function nativeAcquire(self, id, signal)
     if (signal)
     {
         cancelId = nextCancelId++ % 0xffffffff;
-        onAbort = () => native.cancelAcquisition(cancelId);
+        onAbort = () => client.cancelAcquisition(cancelId);
         signal.addEventListener("abort", onAbort, { once: true });
     }
     let outcome;
@@ -571,7 +570,7 @@ async function nativeAcquire(self, id, signal)
     {
         if (signal)
         {
-            native.forgetAcquisition(cancelId);
+            client.forgetAcquisition(cancelId);
             try
             {
                 signal.removeEventListener("abort", onAbort);

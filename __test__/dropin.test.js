@@ -10,6 +10,7 @@ const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
 const { DynamoDBDocumentClient, GetCommand, PutCommand, DeleteCommand } = require("@aws-sdk/lib-dynamodb");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { DynamoDBLockClient, failOpen, failClosed, uniqueId, sleep } = require("./helpers.js");
+const { startChild } = require("./support/spawn.js");
 
 for (const engineName of selectedEngines())
 {
@@ -72,6 +73,26 @@ for (const engineName of selectedEngines())
                 }
             );
         }
+
+        it("takes the endpoint from AWS_ENDPOINT_URL_DYNAMODB before AWS_ENDPOINT_URL when the options name none", async () =>
+            {
+                const id = uniqueId("env");
+                // Both endpoints are on loopback: nothing answers on port 9.
+                const env = Object.assign({}, process.env, {
+                    AWS_EC2_METADATA_DISABLED: "true",
+                    AWS_REGION: engine.region,
+                    AWS_ACCESS_KEY_ID: engine.credentials.accessKeyId,
+                    AWS_SECRET_ACCESS_KEY: engine.credentials.secretAccessKey,
+                    AWS_ENDPOINT_URL: "http://127.0.0.1:9",
+                    AWS_ENDPOINT_URL_DYNAMODB: engine.endpoint,
+                });
+                const child = startChild({ kind: "FailOpen", config: Object.assign({ dynamodb: {} }, base), id, then: "release" }, { timeoutMs: 20000, env });
+                await child.exited;
+                assert.deepEqual(child.lines, [{ acquired: true, fencingToken: 1 }, { released: true }]);
+                const item = await engine.getItem("locks", { id: { S: id } });
+                assert.equal(item.fencingToken.N, "1", "the lock item is in the local engine");
+            }
+        );
 
         it("asks a v3 client's credential provider again when its credentials expire", async () =>
             {

@@ -42,6 +42,51 @@ describe("process lifetime", { timeout: 120000 }, () =>
         }
     );
 
+    it("clients in worker threads get their own answers, events and cancellations", async () =>
+        {
+            const heldId = uniqueId("worker-held");
+            const held = await failClosed(engine).acquireLock(heldId);
+            // The main thread has clients of its own, with a pending cancellable acquisition.
+            const mainWaiter = new AbortController();
+            const mainPending = failClosed(engine, { retryCount: 1000 }).acquireLock(heldId, { signal: mainWaiter.signal });
+            const code = `
+                const { parentPort, workerData } = require("node:worker_threads");
+                const Locks = require(workerData.index);
+                const dynamodb = workerData.dynamodb;
+                (async () => {
+                    const open = new Locks.FailOpen({ dynamodb, lockTable: "locks", partitionKey: "id", leaseDurationMs: 2000, heartbeatPeriodMs: 200 });
+                    const lock = await open.acquireLock(workerData.id);
+                    const events = [];
+                    lock.on("error", () => events.push("error"));
+                    lock.on("lost", () => events.push("lost"));
+                    await new Promise(r => setTimeout(r, 700));
+                    const lostWhileHeld = lock.lost;
+                    await lock.release();
+                    const closed = new Locks.FailClosed({ dynamodb, lockTable: "locks", partitionKey: "id", acquirePeriodMs: 50, retryCount: 1000 });
+                    const controller = new AbortController();
+                    setTimeout(() => controller.abort(), 300);
+                    let aborted;
+                    try { await closed.acquireLock(workerData.heldId, { signal: controller.signal }); }
+                    catch (e) { aborted = e.code; }
+                    parentPort.postMessage({ lostWhileHeld, events, aborted });
+                })().catch(e => parentPort.postMessage({ failed: String(e && e.stack || e) }));
+            `;
+            const { Worker } = require("node:worker_threads");
+            const worker = new Worker(code, { eval: true, workerData: { index: require.resolve("../index.js"), dynamodb: dynamodbOptions(engine), id: uniqueId("worker"), heldId } });
+            const result = await Promise.race([
+                new Promise((resolve, reject) => { worker.once("message", resolve); worker.once("error", reject); }),
+                new Promise((_, reject) => setTimeout(() => reject(new Error("no answer from the worker in 15 s")), 15000)),
+            ]);
+            await worker.terminate();
+            assert.deepEqual(result, { lostWhileHeld: false, events: [], aborted: "AbortError" });
+            // The worker's abort did not cancel the main thread's acquisition.
+            await held.release();
+            const mine = await mainPending;
+            assert.equal(mine.lost, false);
+            await mine.release();
+        }
+    );
+
     it("a Rust panic becomes a JavaScript error, not an abort", () =>
         {
             const binding = require("../binding.js");

@@ -30,7 +30,7 @@ mod store;
 mod testkit;
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
@@ -81,17 +81,30 @@ async fn timer_floor() {
     }
 }
 
-static EVENTS: OnceLock<WeakHandler<JsLockEvent>> = OnceLock::new();
 static LOCKS: LazyLock<Mutex<HashMap<u64, Arc<HeldLock>>>> = LazyLock::new(Default::default);
-static CANCELS: LazyLock<Mutex<HashMap<u32, Arc<Cancel>>>> = LazyLock::new(Default::default);
 
 fn locks() -> std::sync::MutexGuard<'static, HashMap<u64, Arc<HeldLock>>> {
     // A panic while the map is locked cannot leave it inconsistent: recover the guard.
     LOCKS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn cancels() -> std::sync::MutexGuard<'static, HashMap<u32, Arc<Cancel>>> {
-    CANCELS.lock().unwrap_or_else(|p| p.into_inner())
+/// Pending acquisitions that JavaScript may cancel, by the number it gave them.
+#[derive(Default)]
+struct Cancels(Mutex<HashMap<u32, Arc<Cancel>>>);
+
+impl Cancels {
+    fn get(&self, id: u32) -> Arc<Cancel> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+
+    fn forget(&self, id: u32) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
 }
 
 /// An error for JavaScript to rethrow with its `code`.
@@ -126,7 +139,8 @@ pub struct JsLockEvent {
     pub remaining_ms: Option<f64>,
 }
 
-struct JsEvents;
+/// Sends a client's lock events to the JavaScript environment that made the client.
+struct JsEvents(WeakHandler<JsLockEvent>);
 
 impl EventSink for JsEvents {
     fn emit(&self, lock_id: u64, event: LockEvent) {
@@ -153,33 +167,19 @@ impl EventSink for JsEvents {
                 }
             }
         };
-        if let Some(f) = EVENTS.get() {
-            f.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
-        }
+        self.0.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
     }
 }
 
 /// A JavaScript handler callable from any thread, which does not keep Node alive.
 type WeakHandler<T> = ThreadsafeFunction<T, (), T, Status, false, true>;
 
-/// Keeps `handler` in `slot` as a `WeakHandler` (the first one registered stays).
-fn set_handler<T: ToNapiValue + JsValuesTupleIntoVec + 'static>(
-    slot: &OnceLock<WeakHandler<T>>,
-    handler: Function<T, ()>,
-) -> Result<()> {
-    let f = handler
+fn weak_handler<T: ToNapiValue + JsValuesTupleIntoVec + 'static>(handler: Function<T, ()>) -> Result<WeakHandler<T>> {
+    handler
         .build_threadsafe_function::<T>()
         .callee_handled::<false>()
         .weak::<true>()
-        .build()?;
-    let _ = slot.set(f);
-    Ok(())
-}
-
-/// Registers the function that receives every lock event. It does not keep Node alive.
-#[napi(catch_unwind)]
-pub fn set_event_handler(handler: Function<JsLockEvent, ()>) -> Result<()> {
-    set_handler(&EVENTS, handler)
+        .build()
 }
 
 /// One problem found in a configuration, shaped like a Joi error detail.
@@ -317,24 +317,14 @@ impl JsOutcome {
     }
 }
 
-/// One channel for every answer: no per-request thread-safe function (each would be a libuv
-/// handle to open and close, and a lock both threads contend for).
-static OUTCOMES: OnceLock<WeakHandler<JsOutcome>> = OnceLock::new();
-
-/// Registers the function that receives every answer. It does not keep Node alive: the
-/// caller does that while it awaits answers.
-#[napi(catch_unwind)]
-pub fn set_outcome_handler(handler: Function<JsOutcome, ()>) -> Result<()> {
-    set_handler(&OUTCOMES, handler)
-}
-
-/// Runs `work` on the runtime and sends its answer; a panic is answered as an internal
-/// error, so that no request is left without an answer.
-fn answer<F>(request: u32, work: F)
+/// Runs `work` on the runtime and sends its answer through `answers`; a panic is answered
+/// as an internal error, so that no request is left without an answer.
+fn answer<F>(answers: &Arc<WeakHandler<JsOutcome>>, request: u32, work: F)
 where
     F: std::future::Future<Output = JsOutcome> + Send + 'static,
 {
     use futures_util::FutureExt;
+    let answers = answers.clone();
     napi::bindgen_prelude::spawn(async move {
         let outcome = std::panic::AssertUnwindSafe(work)
             .catch_unwind()
@@ -345,9 +335,7 @@ where
                     Some(&LockError::Internal("the request's task panicked".into())),
                 )
             });
-        if let Some(f) = OUTCOMES.get() {
-            f.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);
-        }
+        answers.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);
     });
 }
 
@@ -360,16 +348,24 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 #[napi]
 pub struct NativeClient {
     inner: Arc<Client>,
+    /// One channel for every answer, to the environment that made the client: no
+    /// thread-safe function per request (each would be a libuv handle to open and close, and
+    /// a lock both threads contend for).
+    answers: Arc<WeakHandler<JsOutcome>>,
+    cancels: Arc<Cancels>,
 }
 
 #[napi]
 impl NativeClient {
     /// `credentials`, when given, is called for credentials whenever the cached ones near
-    /// expiry (an AWS SDK for JavaScript client's provider).
+    /// expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
+    /// this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
     #[napi(constructor, catch_unwind)]
     pub fn new(
         o: NativeOptions,
         credentials: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
+        on_event: Function<JsLockEvent, ()>,
+        on_answer: Function<JsOutcome, ()>,
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
         let mut s = Settings::new(kind, o.owner);
@@ -427,7 +423,7 @@ impl NativeClient {
             inner: Arc::new(Client {
                 store: Arc::new(store),
                 settings: s,
-                events: Arc::new(JsEvents),
+                events: Arc::new(JsEvents(weak_handler(on_event)?)),
                 heartbeats: LazyHeartbeats::new(
                     o.max_heartbeats_per_second
                         .filter(|r| r.is_finite() && *r >= 1.0)
@@ -435,6 +431,8 @@ impl NativeClient {
                 ),
                 handoff: Default::default(),
             }),
+            answers: Arc::new(weak_handler(on_answer)?),
+            cancels: Default::default(),
         })
     }
 
@@ -454,14 +452,15 @@ impl NativeClient {
             sort: sort.map(key_value).transpose()?,
         };
         let client = self.inner.clone();
-        answer(request, async move {
+        let cancels = self.cancels.clone();
+        answer(&self.answers, request, async move {
             let cancel = match cancel_id {
-                Some(id) => cancels().entry(id).or_default().clone(),
+                Some(id) => cancels.get(id),
                 None => Arc::new(Cancel::default()),
             };
             let result = client.acquire(key, &cancel).await;
             if let Some(id) = cancel_id {
-                cancels().remove(&id);
+                cancels.forget(id);
             }
             match result {
                 Ok(lock) => {
@@ -486,7 +485,7 @@ impl NativeClient {
     pub fn start_release(&self, request: u32, lock_id: f64) {
         let id = lock_id as u64;
         let kind = self.inner.settings.kind;
-        answer(request, async move {
+        answer(&self.answers, request, async move {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => {
@@ -508,19 +507,18 @@ impl NativeClient {
             JsOutcome::done(request, result.err().as_ref())
         });
     }
-}
 
-/// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.
-#[napi(catch_unwind)]
-pub fn cancel_acquisition(cancel_id: u32) {
-    let c = cancels().entry(cancel_id).or_default().clone();
-    c.cancel();
-}
+    /// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.
+    #[napi(catch_unwind)]
+    pub fn cancel_acquisition(&self, cancel_id: u32) {
+        self.cancels.get(cancel_id).cancel();
+    }
 
-/// Forgets a cancellation that will never be used (the acquisition settled first).
-#[napi(catch_unwind)]
-pub fn forget_acquisition(cancel_id: u32) {
-    cancels().remove(&cancel_id);
+    /// Forgets a cancellation that will never be used (the acquisition settled first).
+    #[napi(catch_unwind)]
+    pub fn forget_acquisition(&self, cancel_id: u32) {
+        self.cancels.forget(cancel_id);
+    }
 }
 
 /// Number of locks this process holds (for tests and benchmarks).

@@ -138,8 +138,8 @@ impl HttpStore {
         let provider = config
             .credentials_provider()
             .ok_or_else(|| config_error("No AWS credentials provider is configured".into()))?;
-        let url = match config.endpoint_url() {
-            Some(u) => u.to_string(),
+        let url = match dynamodb_endpoint_url(&config) {
+            Some(u) => u,
             None => {
                 let params = Params::builder()
                     .region(region.clone())
@@ -364,6 +364,26 @@ impl Link {
             }
         }
     }
+}
+
+/// The endpoint URL configured for DynamoDB, as the AWS SDK for DynamoDB reads it: one given
+/// in code wins; otherwise the service's own setting (`AWS_ENDPOINT_URL_DYNAMODB`, or
+/// `endpoint_url` in the profile's `dynamodb` section) before the global one
+/// (`AWS_ENDPOINT_URL`).
+fn dynamodb_endpoint_url(config: &aws_config::SdkConfig) -> Option<String> {
+    let global = config.endpoint_url().map(str::to_string);
+    if config.get_origin("endpoint_url").is_client_config() {
+        return global;
+    }
+    let Ok(key) = aws_types::service_config::ServiceConfigKey::builder()
+        .service_id("DynamoDB")
+        .env("AWS_ENDPOINT_URL")
+        .profile("endpoint_url")
+        .build()
+    else {
+        return global;
+    };
+    config.service_config().and_then(|c| c.load_config(key)).or(global)
 }
 
 /// `now` moved by `skew_ms` (positive: the service's clock is ahead of ours).
