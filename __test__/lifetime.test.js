@@ -5,7 +5,7 @@
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { startEngine } = require("./engines.js");
-const { dynamodbOptions, uniqueId, failClosed } = require("./helpers.js");
+const { dynamodbOptions, uniqueId, failClosed, failOpen } = require("./helpers.js");
 const { startChild } = require("./support/spawn.js");
 
 describe("process lifetime", { timeout: 120000 }, () =>
@@ -83,6 +83,28 @@ describe("process lifetime", { timeout: 120000 }, () =>
             await held.release();
             const mine = await mainPending;
             assert.equal(mine.lost, false);
+            await mine.release();
+        }
+    );
+
+    it("the locks of a worker thread that ends stop heartbeating, and their leases lapse", async () =>
+        {
+            const id = uniqueId("worker-ends");
+            const code = `
+                const { parentPort, workerData } = require("node:worker_threads");
+                const Locks = require(workerData.index);
+                const open = new Locks.FailOpen({ dynamodb: workerData.dynamodb, lockTable: "locks", partitionKey: "id", leaseDurationMs: 1000, heartbeatPeriodMs: 200 });
+                open.acquireLock(workerData.id).then(() => parentPort.postMessage("held"), e => parentPort.postMessage(String(e)));
+            `;
+            const { Worker } = require("node:worker_threads");
+            const worker = new Worker(code, { eval: true, workerData: { index: require.resolve("../index.js"), dynamodb: dynamodbOptions(engine), id } });
+            assert.equal(await new Promise((resolve, reject) => { worker.once("message", resolve); worker.once("error", reject); }), "held");
+            await worker.terminate();
+            const started = Date.now();
+            const mine = await failOpen(engine, { leaseDurationMs: 1000, heartbeatPeriodMs: 200, retryCount: 20 }).acquireLock(id);
+            const waited = Date.now() - started;
+            assert.ok(waited >= 900 && waited < 5000, `took the lapsed lock after ${waited} ms`);
+            assert.equal(mine.fencingToken, 2);
             await mine.release();
         }
     );

@@ -344,6 +344,25 @@ fn ms(v: Option<f64>) -> Option<Duration> {
         .map(|v| Duration::from_millis(v as u64))
 }
 
+/// Stops the heartbeats of `client`'s locks and forgets them: the JavaScript environment that
+/// held them is gone (a worker thread ended), so nothing will release them or hear their
+/// events. Their leases then lapse, as when a process ends.
+fn abandon_locks(client: &std::sync::Weak<Client>) {
+    let Some(client) = client.upgrade() else { return };
+    let abandoned: Vec<Arc<HeldLock>> = {
+        let mut map = locks();
+        let ids: Vec<u64> = map
+            .iter()
+            .filter(|(_, l)| Arc::ptr_eq(&l.client, &client))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.iter().filter_map(|id| map.remove(id)).collect()
+    };
+    for lock in abandoned {
+        lock.abandon();
+    }
+}
+
 /// A configured FailClosed or FailOpen client.
 #[napi]
 pub struct NativeClient {
@@ -362,6 +381,7 @@ impl NativeClient {
     /// this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
     #[napi(constructor, catch_unwind)]
     pub fn new(
+        env: Env,
         o: NativeOptions,
         credentials: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
         on_event: Function<JsLockEvent, ()>,
@@ -419,18 +439,21 @@ impl NativeClient {
                 connect_timeout: None,
             },
         );
+        let inner = Arc::new(Client {
+            store: Arc::new(store),
+            settings: s,
+            events: Arc::new(JsEvents(weak_handler(on_event)?)),
+            heartbeats: LazyHeartbeats::new(
+                o.max_heartbeats_per_second
+                    .filter(|r| r.is_finite() && *r >= 1.0)
+                    .map(|r| r.min(u32::MAX as f64) as u32),
+            ),
+            handoff: Default::default(),
+        });
+        // The hook runs when this environment ends (a worker thread, or the process).
+        env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
         Ok(NativeClient {
-            inner: Arc::new(Client {
-                store: Arc::new(store),
-                settings: s,
-                events: Arc::new(JsEvents(weak_handler(on_event)?)),
-                heartbeats: LazyHeartbeats::new(
-                    o.max_heartbeats_per_second
-                        .filter(|r| r.is_finite() && *r >= 1.0)
-                        .map(|r| r.min(u32::MAX as f64) as u32),
-                ),
-                handoff: Default::default(),
-            }),
+            inner,
             answers: Arc::new(weak_handler(on_answer)?),
             cancels: Default::default(),
         })

@@ -102,6 +102,12 @@ impl HeldLock {
         }
     }
 
+    /// Stops this lock's heartbeats without releasing it: its lease lapses.
+    pub fn abandon(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake.notify_waiters();
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
