@@ -167,21 +167,22 @@ function settle(promise, callback)
     return undefined;
 }
 
-// Heartbeating locks keep the process alive, as the original's timers do.
-let heartbeating = 0;
-let keepAlive;
+// Heartbeating locks and awaited answers keep the process alive, as the original's timers
+// and requests do: one timer handle, referenced while anything holds it.
+let holds = 0;
+const keepAlive = setInterval(() => {}, 1 << 30);
+keepAlive.unref();
 function holdProcess(delta)
 {
-    heartbeating += delta;
-    if (heartbeating > 0 && !keepAlive)
+    holds += delta;
+    if (holds > 0)
     {
-        keepAlive = setInterval(() => {}, 1 << 30);
+        keepAlive.ref();
     }
-    else if (heartbeating <= 0 && keepAlive)
+    else
     {
-        clearInterval(keepAlive);
-        keepAlive = undefined;
-        heartbeating = 0;
+        holds = 0;
+        keepAlive.unref();
     }
 }
 
@@ -205,22 +206,16 @@ function onNativeEvent(ev)
 }
 
 // Answers to acquisitions and releases arrive from the native core by request number, all
-// through one channel per client. While any is awaited, a timer handle keeps the process
-// alive.
+// through one channel per client.
 const awaiting = new Map();
 let nextRequest = 1;
-const awaitHold = setInterval(() => {}, 1 << 30);
-awaitHold.unref();
 function onNativeAnswer(outcome)
 {
     const resolve = awaiting.get(outcome.request);
     if (resolve)
     {
         awaiting.delete(outcome.request);
-        if (awaiting.size === 0)
-        {
-            awaitHold.unref();
-        }
+        holdProcess(-1);
         resolve(outcome);
     }
 }
@@ -233,10 +228,7 @@ function ask(start)
         const request = nextRequest;
         nextRequest = nextRequest >= 0xffffffff ? 1 : nextRequest + 1;
         start(request);
-        if (awaiting.size === 0)
-        {
-            awaitHold.ref();
-        }
+        holdProcess(+1);
         awaiting.set(request, resolve);
     });
 }

@@ -630,15 +630,7 @@ mod tests {
     async fn heartbeats_under_the_cap_start_a_few_at_a_time() {
         let (store, rec, _held) = hundred_locks_capped_at_200_per_second().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let start = store.count("renew");
-        let (mut last, mut wakes) = (start, 0);
-        for _ in 0..2000 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            let n = store.count("renew");
-            wakes += usize::from(n > last);
-            last = n;
-        }
-        let renews = last - start;
+        let (renews, wakes) = renews_and_wake_ups(&store, 2000).await;
         assert!(
             (380..=420).contains(&renews),
             "{renews} heartbeats in 2 s at a cap of 200/s"
@@ -725,19 +717,7 @@ mod tests {
         let (c, rec) = client_capped(&store, open_settings("me", 10_000, Some(1000)), 0);
         let _held = hold(&c, 200).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let start = store.count("renew");
-        let (mut last, mut wakes, mut previous_step_wrote) = (start, 0, false);
-        for _ in 0..3000 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            let n = store.count("renew");
-            // Writes seen in consecutive milliseconds are one wake-up seen late.
-            if n > last && !previous_step_wrote {
-                wakes += 1;
-            }
-            previous_step_wrote = n > last;
-            last = n;
-        }
-        let renewed = last - start;
+        let (renewed, wakes) = renews_and_wake_ups(&store, 3000).await;
         assert!(
             (550..=650).contains(&renewed),
             "{renewed} heartbeats of 200 locks in 3 s"

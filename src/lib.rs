@@ -349,15 +349,10 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 /// events. Their leases then lapse, as when a process ends.
 fn abandon_locks(client: &std::sync::Weak<Client>) {
     let Some(client) = client.upgrade() else { return };
-    let abandoned: Vec<Arc<HeldLock>> = {
-        let mut map = locks();
-        let ids: Vec<u64> = map
-            .iter()
-            .filter(|(_, l)| Arc::ptr_eq(&l.client, &client))
-            .map(|(id, _)| *id)
-            .collect();
-        ids.iter().filter_map(|id| map.remove(id)).collect()
-    };
+    let abandoned: Vec<Arc<HeldLock>> = locks()
+        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client))
+        .map(|(_, l)| l)
+        .collect();
     for lock in abandoned {
         lock.abandon();
     }

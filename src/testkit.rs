@@ -100,3 +100,21 @@ pub fn lost_response() -> StoreError {
         maybe_applied: true,
     }
 }
+
+/// Steps paused time 1 ms at a time for `ms` milliseconds; returns the heartbeats written and
+/// the wake-ups that wrote them (writes seen in consecutive milliseconds are one wake-up seen
+/// late).
+pub async fn renews_and_wake_ups(store: &MemoryStore, ms: u32) -> (usize, usize) {
+    let start = store.count("renew");
+    let (mut last, mut wakes, mut previous_step_wrote) = (start, 0, false);
+    for _ in 0..ms {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let n = store.count("renew");
+        if n > last && !previous_step_wrote {
+            wakes += 1;
+        }
+        previous_step_wrote = n > last;
+        last = n;
+    }
+    (last - start, wakes)
+}
