@@ -198,8 +198,11 @@ function heldRowsFor(rows, S, label, o, g, targets)
     });
     rows.add(S, `${label}: of which kernel (system CPU) per heartbeat (µs)`, o.systemCpuUsPerHeartbeat, g.systemCpuUsPerHeartbeat);
     rows.add(S, `${label}: client CPU (% of one core)`, o.cpuPercentOfOneCore, g.cpuPercentOfOneCore);
-    rows.add(S, `${label}: RSS per held lock (bytes)`, o.rssPerLockBytes, g.rssPerLockBytes, {
+    rows.add(S, `${label}: RSS per held lock, over a warmed-up process (bytes)`, o.rssPerLockBytes, g.rssPerLockBytes, {
         target: targets ? { text: "ours ≤ 2048", test: v => v <= 2048 } : undefined,
+        digits: 0,
+    });
+    rows.add(S, `${label}: RSS growth from a cold process, per held lock (bytes; includes one-off warm-up)`, o.rssPerLockColdBytes, g.rssPerLockColdBytes, {
         digits: 0,
     });
     rows.add(S, `${label}: JS heap per held lock (bytes)`, o.heapUsedPerLockBytes, g.heapUsedPerLockBytes, { digits: 0 });
@@ -420,7 +423,7 @@ function notesFor(report)
     if (r.held)
     {
         const p = report.params.held;
-        notes.push(`Held locks: acquired ${p.acquireConcurrency} at a time (acquisition bounded to ${p.acquireDeadlineMs / 1000} s), then ${p.settleMs} ms to settle, then a ${p.windowMs / 1000} s window. Heartbeats are the proxy's UpdateItem (ours) / PutItem (original) count in the window; rates divide it by the proxy's own recording time, which IPC delays on a busy machine make longer than the client's CPU window, and CPU per heartbeat divides the client's CPU by the heartbeats that rate puts in its window. RSS per lock = (RSS after the window − RSS of the process with the client made and used once) / locks held, both after gc().`);
+        notes.push(`Held locks: acquired ${p.acquireConcurrency} at a time (acquisition bounded to ${p.acquireDeadlineMs / 1000} s), then ${p.settleMs} ms to settle, then a ${p.windowMs / 1000} s window. Heartbeats are the proxy's UpdateItem (ours) / PutItem (original) count in the window; rates divide it by the proxy's own recording time, which IPC delays on a busy machine make longer than the client's CPU window, and CPU per heartbeat divides the client's CPU by the heartbeats that rate puts in its window. RSS per lock = (RSS after the window − RSS of the same process after a warm-up) / locks held, both after gc(); the warm-up takes up to 1,000 other locks with the same concurrency and releases them, so that one-off costs of the process (V8's optimised code and compiler memory, connections, allocator arenas) are not counted per lock. The cold row divides the growth from the process with the client made and used once instead.`);
         const largest = r.held.sizes[r.held.sizes.length - 1];
         for (const lib of ["ours", "original"])
         {

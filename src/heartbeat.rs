@@ -72,8 +72,13 @@ impl Pacer {
 struct Entry {
     due: Instant,
     seq: u64,
+    /// How early this heartbeat may start to share a wake-up with others.
+    early: Duration,
     lock: Weak<HeldLock>,
 }
+
+/// A heartbeat to schedule: when it is due, how early it may start, and its lock.
+type Due = (Instant, Duration, Weak<HeldLock>);
 
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
@@ -118,7 +123,7 @@ impl LazyHeartbeats {
 }
 
 pub struct Heartbeats {
-    tx: mpsc::UnboundedSender<(Instant, Weak<HeldLock>)>,
+    tx: mpsc::UnboundedSender<Due>,
 }
 
 impl Heartbeats {
@@ -146,31 +151,45 @@ impl Heartbeats {
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
         // The receiver lives as long as any handle: a send only fails during shutdown.
-        let _ = self.tx.send((due, Arc::downgrade(lock)));
+        let _ = self.tx.send((due, batch_window(lock), Arc::downgrade(lock)));
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Weak<Heartbeats>, max_per_second: u32) {
+async fn run(mut rx: mpsc::UnboundedReceiver<Due>, me: Weak<Heartbeats>, max_per_second: u32) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let pacer = Pacer::new(max_per_second).map(Arc::new);
+    // One timer for the whole loop, moved only when the next start moves: registering a timer
+    // earlier than the runtime's planned wake-up costs a write to its eventfd and a spurious
+    // wake-up, and a new timer per loop turn did that for every finished heartbeat.
+    let timer = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(timer);
     loop {
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
+        if let Some(due) = next_due {
+            if timer.deadline() != due {
+                timer.as_mut().reset(due);
+            }
+        }
         tokio::select! {
             msg = rx.recv() => match msg {
-                Some((due, lock)) => {
+                Some((due, early, lock)) => {
                     seq += 1;
-                    heap.push(Reverse(Entry { due, seq, lock }));
+                    heap.push(Reverse(Entry { due, seq, early, lock }));
+                    // Take whatever else has arrived: one turn of the loop for all of it.
+                    while let Ok((due, early, lock)) = rx.try_recv() {
+                        seq += 1;
+                        heap.push(Reverse(Entry { due, seq, early, lock }));
+                    }
                 }
                 None => return,
             },
-            _ = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now)),
-                if next_due.is_some() && in_flight.available_permits() > 0 => {
+            _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {
                 let now = Instant::now();
                 while let Some(Reverse(e)) = heap.peek() {
-                    if e.due > now + batch_window(&e.lock) || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
+                    if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
                         break;
                     }
                     // Only heartbeats that can be sent become tasks; the others wait here as
@@ -211,9 +230,10 @@ async fn run(mut rx: mpsc::UnboundedReceiver<(Instant, Weak<HeldLock>)>, me: Wea
 }
 
 /// How early a lock's heartbeat may start to share a wake-up with others.
-fn batch_window(lock: &Weak<HeldLock>) -> Duration {
-    lock.upgrade()
-        .and_then(|l| l.client.settings.heartbeat_period)
+fn batch_window(lock: &HeldLock) -> Duration {
+    lock.client
+        .settings
+        .heartbeat_period
         .map_or(Duration::ZERO, |p| (p / BATCH_SHARE).min(BATCH_MAX))
 }
 
@@ -272,12 +292,16 @@ pub(crate) async fn beat(
                 Some(p) => p,
                 None => in_flight.clone().acquire_owned().await.ok()?,
             };
-            let request = tokio::time::timeout(timeout, c.store.renew(&lock.key, &guids, &new, &f));
+            let gives_up_at = now + timeout;
+            let request = tokio::time::timeout_at(gives_up_at, c.store.renew(&lock.key, &guids, &new, &f));
             tokio::pin!(request);
+            // The danger timer is armed only if it can fire before the attempt gives up.
+            let mut watch_danger = !danger_told && danger_at < gives_up_at;
             loop {
                 tokio::select! {
                     r = &mut request => break r.unwrap_or_else(|_| Err(timed_out())),
-                    _ = tokio::time::sleep_until(danger_at), if !danger_told => {
+                    _ = tokio::time::sleep_until(danger_at), if watch_danger => {
+                        watch_danger = false;
                         danger_told = true;
                         let left = lease_until.saturating_duration_since(Instant::now());
                         lock.emit(LockEvent::Danger { remaining_ms: left.as_millis() as u64 });

@@ -1,8 +1,8 @@
 //! The `Store` over DynamoDB's HTTP API. Each operation is one signed JSON `POST` on a pooled
-//! connection: the body is written directly, signed with a cached daily key, and only the
-//! lock's attributes are read from the reply. The AWS SDK supplies what is done once per
-//! client: configuration and credentials (aws-config), the endpoint (the DynamoDB endpoint
-//! rules) and the HTTP/TLS connector with its connection pool.
+//! connection (`wire.rs`): the request is written directly, signed with a cached daily key,
+//! and only the lock's attributes are read from the reply. The AWS SDK supplies what is done
+//! once per client: configuration and credentials (aws-config) and the endpoint (the DynamoDB
+//! endpoint rules).
 //!
 //! Every write is conditional; a failed condition asks for the current item
 //! (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), which DynamoDB returns and some local
@@ -18,15 +18,12 @@ use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
-use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings, SharedHttpConnector};
-use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::byte_stream::ByteStream;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use tokio::sync::OnceCell;
 
 use super::json::{read_reply, Attr, Body, Reply};
 use super::sigv4::{Signer, CONTENT_TYPE};
+use super::wire::{Wire, WireError};
 use super::{OpenFields, Store};
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
@@ -69,11 +66,10 @@ const THROTTLES: &[&str] = &[
 
 /// Everything resolved once per client.
 struct Link {
-    uri: http::Uri,
     host: String,
     path: String,
     signer: Signer,
-    connector: SharedHttpConnector,
+    wire: Wire,
     provider: SharedCredentialsProvider,
     credentials: Mutex<Option<Credentials>>,
     refresh: tokio::sync::Mutex<()>,
@@ -109,13 +105,15 @@ impl HttpStore {
         }
     }
 
-    /// Loads configuration, resolves the endpoint and builds the connector, once.
+    /// Loads configuration, resolves the endpoint and sets up the connections, once.
     async fn link(&self) -> Result<&Arc<Link>, StoreError> {
-        self.link
-            .get_or_init(|| async { self.connect().await.map(Arc::new) })
-            .await
-            .as_ref()
-            .map_err(Clone::clone)
+        let link = match self.link.get() {
+            Some(l) => l,
+            // Boxed: the first call's future is kilobytes, and every request's future would
+            // otherwise carry (and copy) that much.
+            None => Box::pin(self.link.get_or_init(|| async { self.connect().await.map(Arc::new) })).await,
+        };
+        link.as_ref().map_err(Clone::clone)
     }
 
     async fn connect(&self) -> Result<Link, StoreError> {
@@ -158,7 +156,7 @@ impl HttpStore {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| config_error(format!("Invalid DynamoDB endpoint {url:?}: {e}")))?;
-        let (host, path) = match (uri.scheme_str(), uri.authority()) {
+        let (scheme, host, path) = match (uri.scheme_str(), uri.authority()) {
             (Some(scheme @ ("http" | "https")), Some(authority)) => {
                 let default_port = if scheme == "https" { 443 } else { 80 };
                 let host = match authority.port_u16() {
@@ -169,7 +167,7 @@ impl HttpStore {
                     "" => "/".to_string(),
                     p => p.to_string(),
                 };
-                (host, path)
+                (scheme, host, path)
             }
             _ => {
                 return Err(config_error(format!(
@@ -177,18 +175,20 @@ impl HttpStore {
                 )))
             }
         };
-        let settings = HttpConnectorSettings::builder()
-            .connect_timeout(o.connect_timeout.unwrap_or(Duration::from_secs(3)))
-            .build();
-        let connector =
-            aws_smithy_http_client::default_connector(&settings, aws_smithy_async::rt::sleep::default_async_sleep())
-                .ok_or_else(|| config_error("No HTTP connector is available".into()))?;
+        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+        let wire = Wire::new(
+            scheme,
+            uri.host().unwrap_or_default(),
+            port,
+            o.connect_timeout.unwrap_or(Duration::from_secs(3)),
+            None,
+        )
+        .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
         Ok(Link {
-            uri,
             host,
             path,
             signer: Signer::new(region),
-            connector,
+            wire,
             provider,
             credentials: Mutex::new(None),
             refresh: tokio::sync::Mutex::new(()),
@@ -209,52 +209,52 @@ impl HttpStore {
             &target,
             body.as_bytes(),
         );
-        let mut request = http::Request::builder()
-            .method(http::Method::POST)
-            .uri(link.uri.clone())
-            .header(http::header::HOST, &link.host)
-            .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
-            .header(http::header::CONTENT_LENGTH, body.len())
-            .header(http::header::USER_AGENT, USER_AGENT)
-            .header("x-amz-target", target)
-            .header("x-amz-date", signed.amz_date)
-            .header(http::header::AUTHORIZATION, signed.authorization);
-        if let Some(token) = credentials.session_token() {
-            request = request.header("x-amz-security-token", token);
+        let mut request = Vec::with_capacity(body.len() + 512);
+        for part in [
+            "POST ",
+            &link.path,
+            " HTTP/1.1\r\nHost: ",
+            &link.host,
+            "\r\nContent-Type: ",
+            CONTENT_TYPE,
+            "\r\nContent-Length: ",
+            &body.len().to_string(),
+            "\r\nUser-Agent: ",
+            USER_AGENT,
+            "\r\nX-Amz-Target: ",
+            &target,
+            "\r\nX-Amz-Date: ",
+            &signed.amz_date,
+            "\r\nAuthorization: ",
+            &signed.authorization,
+        ] {
+            request.extend_from_slice(part.as_bytes());
         }
-        let request = request
-            .body(SdkBody::from(body))
-            .map_err(|e| config_error(format!("Could not build the request: {e}")))
-            .and_then(|r| {
-                HttpRequest::try_from(r).map_err(|e| config_error(format!("Could not build the request: {e}")))
-            })?;
-        let response = link.connector.call(request).await.map_err(|e| StoreError::Io {
-            code: if e.is_timeout() {
-                "TimeoutError"
-            } else {
-                "NetworkingError"
+        if let Some(token) = credentials.session_token() {
+            request.extend_from_slice(b"\r\nX-Amz-Security-Token: ");
+            request.extend_from_slice(token.as_bytes());
+        }
+        request.extend_from_slice(b"\r\n\r\n");
+        request.extend_from_slice(body.as_bytes());
+        let response = link.wire.send(&request).await.map_err(|e| StoreError::Io {
+            code: match e {
+                WireError::ConnectTimeout => "TimeoutError",
+                _ => "NetworkingError",
             }
             .into(),
-            message: DisplayErrorContext(&e).to_string(),
-            maybe_applied: true,
+            message: e.to_string(),
+            // Only a request that was never sent is known not to have landed.
+            maybe_applied: matches!(e, WireError::Exchange(_)),
         })?;
-        let status = response.status().as_u16();
+        let status = response.status;
         let server_skew = match (200..300).contains(&status) {
             true => None,
             false => response
-                .headers()
-                .get("date")
+                .date
+                .as_deref()
                 .and_then(|d| skew_from_date(d, SystemTime::now())),
         };
-        let bytes = ByteStream::new(response.into_body())
-            .collect()
-            .await
-            .map_err(|e| StoreError::Io {
-                code: "NetworkingError".into(),
-                message: format!("The response was cut short: {}", DisplayErrorContext(&e)),
-                maybe_applied: true,
-            })?
-            .into_bytes();
+        let bytes = response.body;
         let reply = read_reply(&bytes);
         if (200..300).contains(&status) {
             return reply.map_err(|e| StoreError::Service {
@@ -340,6 +340,14 @@ impl Link {
         if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
             return Ok(c);
         }
+        // Boxed, as rare and large.
+        Box::pin(self.fetch_credentials(usable)).await
+    }
+
+    async fn fetch_credentials(
+        &self,
+        usable: impl Fn(&Option<Credentials>) -> Option<Credentials>,
+    ) -> Result<Credentials, StoreError> {
         let _one_fetch = self.refresh.lock().await;
         if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
             return Ok(c);

@@ -1,6 +1,6 @@
 //! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
 //! them. `http.rs` speaks DynamoDB's HTTP API (bodies in `json.rs`, signatures in
-//! `sigv4.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
+//! `sigv4.rs`, connections in `wire.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
 //! and bounded, jittered retries of transient failures, and remembers whether a failed attempt
 //! may have been applied, so callers can resolve ambiguous outcomes by reading.
 
@@ -19,6 +19,7 @@ mod json;
 #[cfg(test)]
 pub mod memory;
 mod sigv4;
+mod wire;
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]
