@@ -247,42 +247,26 @@ async function held()
     const cold = process.memoryUsage();
 
     // Warm baseline: the same process after the kind of work that follows, on other ids:
-    // up to 1,000 locks taken with the same concurrency, then released with it. What this
-    // leaves (V8's optimised code and compiler memory, HTTP connections, allocator arenas)
-    // is a one-off cost of the process, not a cost per held lock.
-    const warmIds = Math.min(p.locks, 1000);
+    // up to 1,000 acquire/release cycles with the same concurrency (no lock held at the
+    // end). What this leaves (V8's optimised code and compiler memory, HTTP connections,
+    // allocator arenas) is a one-off cost of the process, not a cost per held lock.
+    const warmCycles = Math.min(p.locks, 1000);
     let warmNext = 0;
-    const warmLocks = [];
     const warmDeadline = performance.now() + p.acquireDeadlineMs / 2;
-    await Promise.all(Array.from({ length: p.acquireConcurrency }, async () =>
+    await Promise.all(Array.from({ length: p.acquireConcurrency }, async (_, w) =>
         {
-            while (warmNext < warmIds && performance.now() < warmDeadline)
+            while (warmNext < warmCycles && performance.now() < warmDeadline)
             {
-                const i = warmNext++;
+                warmNext++;
                 try
                 {
-                    const lock = await client.acquire(`warm-${i}`);
+                    const lock = await client.acquire(`warm-${w}`);
                     lock.on("error", () => {});
-                    warmLocks.push(lock);
+                    await client.release(lock);
                 }
                 catch (_)
                 {
                     // counted by the measured phase, not here
-                }
-            }
-        }
-    ));
-    await Promise.all(Array.from({ length: p.acquireConcurrency }, async () =>
-        {
-            while (warmLocks.length)
-            {
-                try
-                {
-                    await client.release(warmLocks.pop());
-                }
-                catch (_)
-                {
-                    // a lock released late lapses on its own
                 }
             }
         }

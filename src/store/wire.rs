@@ -30,6 +30,11 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// At most this many idle connections are kept per client; more are closed after use.
 const MAX_IDLE: usize = 64;
 
+/// At most this many requests of one client are on the wire at once; more wait for one to
+/// finish. A burst (thousands of locks released together) then reuses connections instead
+/// of opening one per request and running out of file descriptors or ports.
+const MAX_CONNECTIONS: usize = 128;
+
 /// Replies larger than this are refused (a lock item's reply is well under 1 KiB).
 const MAX_REPLY: usize = 1 << 20;
 
@@ -131,6 +136,7 @@ pub struct Wire {
     tls: Option<Tls>,
     connect_timeout: Duration,
     idle: Mutex<VecDeque<Conn>>,
+    slots: tokio::sync::Semaphore,
 }
 
 impl Wire {
@@ -166,11 +172,20 @@ impl Wire {
             tls,
             connect_timeout,
             idle: Mutex::new(VecDeque::new()),
+            slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
         })
+    }
+
+    #[cfg(test)]
+    fn with_max_connections(mut self, n: usize) -> Self {
+        self.slots = tokio::sync::Semaphore::new(n);
+        self
     }
 
     /// Sends `request` (a whole HTTP/1.1 request, head and body) and reads the reply.
     pub async fn send(&self, request: &[u8]) -> Result<Reply, WireError> {
+        // The semaphore is never closed.
+        let _slot = self.slots.acquire().await.ok();
         let mut conn = match self.checkout() {
             Some(c) => c,
             // Boxed: connecting (name lookup, TLS) takes a large future that reused
@@ -656,6 +671,17 @@ mod tests {
             Err(WireError::Connect(m)) => assert!(m.contains("TLS"), "{m}"),
             other => panic!("expected a TLS connect error, got {:?}", other.map(|r| r.status)),
         }
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_requests_shares_the_allowed_connections() {
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec();
+        let (port, accepted) = server(vec![ok; 20]).await;
+        let w = wire(port).with_max_connections(3);
+        let all = futures_util::future::join_all((0..20).map(|_| w.send(REQUEST))).await;
+        assert!(all.iter().all(|r| r.as_ref().is_ok_and(|r| r.status == 200)));
+        let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..=3).contains(&opened), "{opened} connections for at most 3 at once");
     }
 
     #[tokio::test]
