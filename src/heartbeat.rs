@@ -10,7 +10,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use rand::Rng;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -131,9 +132,8 @@ impl Heartbeats {
     /// is dropped. `max_per_second` caps heartbeat starts (0: no cap).
     pub fn start(max_per_second: u32) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let me = Arc::new(Heartbeats { tx });
-        tokio::spawn(run(rx, Arc::downgrade(&me), max_per_second));
-        me
+        tokio::spawn(run(rx, max_per_second));
+        Arc::new(Heartbeats { tx })
     }
 
     /// Schedules the call that reports the end of the lease of a lock without heartbeats.
@@ -155,11 +155,14 @@ impl Heartbeats {
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Due>, me: Weak<Heartbeats>, max_per_second: u32) {
+async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let pacer = Pacer::new(max_per_second).map(Arc::new);
+    // Heartbeats under way run inside this task: no task to spawn for each, and the next one
+    // goes back into the heap without a message.
+    let mut running = FuturesUnordered::new();
     // One timer for the whole loop, moved only when the next start moves: registering a timer
     // earlier than the runtime's planned wake-up costs a write to its eventfd and a spurious
     // wake-up, and a new timer per loop turn did that for every finished heartbeat.
@@ -186,14 +189,29 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, me: Weak<Heartbeats>, max_per
                 }
                 None => return,
             },
+            Some((lock, outcome)) = running.next(), if !running.is_empty() => {
+                let lock: Arc<HeldLock> = lock;
+                let next = match outcome {
+                    Ok(Some(next)) => next,
+                    Ok(None) => continue,
+                    // A panic must not silently stop heartbeats: report it, try again.
+                    Err(_) => {
+                        lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
+                        Instant::now() + Duration::from_millis(100)
+                    }
+                };
+                seq += 1;
+                let early = batch_window(&lock);
+                heap.push(Reverse(Entry { due: next, seq, early, lock: Arc::downgrade(&lock) }));
+            }
             _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {
                 let now = Instant::now();
                 while let Some(Reverse(e)) = heap.peek() {
                     if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
                         break;
                     }
-                    // Only heartbeats that can be sent become tasks; the others wait here as
-                    // heap entries, a few dozen bytes each, when the backend falls behind.
+                    // Only heartbeats that can be sent start; the others wait here as heap
+                    // entries, a few dozen bytes each, when the backend falls behind.
                     let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
                     let Some(Reverse(e)) = heap.pop() else { break };
                     let Some(lock) = e.lock.upgrade() else { continue };
@@ -203,21 +221,12 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, me: Weak<Heartbeats>, max_per
                     if let Some(p) = &pacer {
                         p.reserve(now);
                     }
-                    let Some(handle) = me.upgrade() else { return };
                     let in_flight = in_flight.clone();
                     let pacer = pacer.clone();
-                    tokio::spawn(async move {
+                    running.push(async move {
                         let beat = beat(&lock, e.due, Some(permit), &in_flight, pacer.as_deref());
-                        let beat = AssertUnwindSafe(beat).catch_unwind().await;
-                        match beat {
-                            Ok(Some(next)) => handle.schedule(&lock, next),
-                            Ok(None) => {}
-                            // A panic must not silently stop heartbeats: report it, try again.
-                            Err(_) => {
-                                lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
-                                handle.schedule(&lock, Instant::now() + Duration::from_millis(100));
-                            }
-                        }
+                        let outcome = AssertUnwindSafe(beat).catch_unwind().await;
+                        (lock, outcome)
                     });
                 }
             }

@@ -200,7 +200,7 @@ impl HttpStore {
     async fn call(&self, operation: &str, body: String) -> Result<Reply, StoreError> {
         let link = self.link().await?;
         let credentials = link.credentials().await?;
-        let target = format!("DynamoDB_20120810.{operation}");
+        let target = ["DynamoDB_20120810.", operation].concat();
         let signed = link.signer.sign(
             &credentials,
             skewed(SystemTime::now(), link.skew_ms.load(Ordering::Relaxed)),
@@ -218,13 +218,13 @@ impl HttpStore {
             "\r\nContent-Type: ",
             CONTENT_TYPE,
             "\r\nContent-Length: ",
-            &body.len().to_string(),
+            itoa(body.len(), &mut [0u8; 20]),
             "\r\nUser-Agent: ",
             USER_AGENT,
             "\r\nX-Amz-Target: ",
             &target,
             "\r\nX-Amz-Date: ",
-            &signed.amz_date,
+            signed.amz_date.as_str(),
             "\r\nAuthorization: ",
             &signed.authorization,
         ] {
@@ -392,6 +392,20 @@ fn dynamodb_endpoint_url(config: &aws_config::SdkConfig) -> Option<String> {
         return global;
     };
     config.service_config().and_then(|c| c.load_config(key)).or(global)
+}
+
+/// `n` in decimal, written into `buf`.
+fn itoa(mut n: usize, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 /// `now` moved by `skew_ms` (positive: the service's clock is ahead of ours).
@@ -596,6 +610,13 @@ impl Store for HttpStore {
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn lengths_are_written_in_decimal() {
+        for n in [0usize, 7, 10, 512, 1_000_003, usize::MAX] {
+            assert_eq!(itoa(n, &mut [0u8; 20]), n.to_string());
+        }
+    }
 
     #[test]
     fn one_guid_is_an_equality_two_are_a_list() {
