@@ -171,6 +171,38 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
     loop {
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
+        let now = Instant::now();
+        // Start what is due at once, in this turn: when the backend falls behind, a finished
+        // heartbeat frees the slot of one that is overdue, and a timer already past would
+        // only cost another turn of the runtime.
+        if next_due.is_some_and(|d| d <= now) && in_flight.available_permits() > 0 {
+            while let Some(Reverse(e)) = heap.peek() {
+                if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
+                    break;
+                }
+                // Only heartbeats that can be sent start; the others wait here as heap
+                // entries, a few dozen bytes each, when the backend falls behind.
+                let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+                    break;
+                };
+                let Some(Reverse(e)) = heap.pop() else { break };
+                let Some(lock) = e.lock.upgrade() else { continue };
+                if lock.is_stopping() {
+                    continue;
+                }
+                if let Some(p) = &pacer {
+                    p.reserve(now);
+                }
+                let in_flight = in_flight.clone();
+                let pacer = pacer.clone();
+                running.push(async move {
+                    let beat = beat(&lock, e.due, Some(permit), &in_flight, pacer.as_deref());
+                    let outcome = AssertUnwindSafe(beat).catch_unwind().await;
+                    (lock, outcome)
+                });
+            }
+            continue;
+        }
         if let Some(due) = next_due {
             if timer.deadline() != due {
                 timer.as_mut().reset(due);
@@ -204,32 +236,8 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
                 let early = batch_window(&lock);
                 heap.push(Reverse(Entry { due: next, seq, early, lock: Arc::downgrade(&lock) }));
             }
-            _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {
-                let now = Instant::now();
-                while let Some(Reverse(e)) = heap.peek() {
-                    if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
-                        break;
-                    }
-                    // Only heartbeats that can be sent start; the others wait here as heap
-                    // entries, a few dozen bytes each, when the backend falls behind.
-                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
-                    let Some(Reverse(e)) = heap.pop() else { break };
-                    let Some(lock) = e.lock.upgrade() else { continue };
-                    if lock.is_stopping() {
-                        continue;
-                    }
-                    if let Some(p) = &pacer {
-                        p.reserve(now);
-                    }
-                    let in_flight = in_flight.clone();
-                    let pacer = pacer.clone();
-                    running.push(async move {
-                        let beat = beat(&lock, e.due, Some(permit), &in_flight, pacer.as_deref());
-                        let outcome = AssertUnwindSafe(beat).catch_unwind().await;
-                        (lock, outcome)
-                    });
-                }
-            }
+            // Something is due: the next turn starts it.
+            _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {}
             // All permits are out: wake when one comes back.
             permit = in_flight.clone().acquire_owned(), if next_due.is_some() && in_flight.available_permits() == 0 => {
                 drop(permit);
