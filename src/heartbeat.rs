@@ -210,13 +210,11 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
         }
         tokio::select! {
             msg = rx.recv() => match msg {
-                Some((due, early, lock)) => {
-                    seq += 1;
-                    heap.push(Reverse(Entry { due, seq, early, lock }));
+                Some(due) => {
+                    push(&mut heap, &mut seq, due);
                     // Take whatever else has arrived: one turn of the loop for all of it.
-                    while let Ok((due, early, lock)) = rx.try_recv() {
-                        seq += 1;
-                        heap.push(Reverse(Entry { due, seq, early, lock }));
+                    while let Ok(due) = rx.try_recv() {
+                        push(&mut heap, &mut seq, due);
                     }
                 }
                 None => return,
@@ -232,9 +230,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
                         Instant::now() + Duration::from_millis(100)
                     }
                 };
-                seq += 1;
-                let early = batch_window(&lock);
-                heap.push(Reverse(Entry { due: next, seq, early, lock: Arc::downgrade(&lock) }));
+                push(&mut heap, &mut seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
             }
             // Something is due: the next turn starts it.
             _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {}
@@ -244,6 +240,17 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
             }
         }
     }
+}
+
+/// Adds a heartbeat to the heap; `seq` keeps entries due at the same instant in order.
+fn push(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (due, early, lock): Due) {
+    *seq += 1;
+    heap.push(Reverse(Entry {
+        due,
+        seq: *seq,
+        early,
+        lock,
+    }));
 }
 
 /// How early a lock's heartbeat may start to share a wake-up with others.

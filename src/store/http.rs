@@ -9,6 +9,7 @@
 //! engines ignore. There are no retries here: the protocol retries, so that it knows when an
 //! attempt may have landed.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -210,29 +211,19 @@ impl HttpStore {
             body.as_bytes(),
         );
         let mut request = Vec::with_capacity(body.len() + 512);
-        for part in [
-            "POST ",
-            &link.path,
-            " HTTP/1.1\r\nHost: ",
-            &link.host,
-            "\r\nContent-Type: ",
-            CONTENT_TYPE,
-            "\r\nContent-Length: ",
-            itoa(body.len(), &mut [0u8; 20]),
-            "\r\nUser-Agent: ",
-            USER_AGENT,
-            "\r\nX-Amz-Target: ",
-            &target,
-            "\r\nX-Amz-Date: ",
-            signed.amz_date.as_str(),
-            "\r\nAuthorization: ",
-            &signed.authorization,
-        ] {
-            request.extend_from_slice(part.as_bytes());
-        }
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            request,
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len}\r\n\
+             User-Agent: {USER_AGENT}\r\nX-Amz-Target: {target}\r\nX-Amz-Date: {date}\r\nAuthorization: {auth}",
+            path = link.path,
+            host = link.host,
+            len = body.len(),
+            date = signed.amz_date.as_str(),
+            auth = signed.authorization,
+        );
         if let Some(token) = credentials.session_token() {
-            request.extend_from_slice(b"\r\nX-Amz-Security-Token: ");
-            request.extend_from_slice(token.as_bytes());
+            let _ = write!(request, "\r\nX-Amz-Security-Token: {token}");
         }
         request.extend_from_slice(b"\r\n\r\n");
         request.extend_from_slice(body.as_bytes());
@@ -392,20 +383,6 @@ fn dynamodb_endpoint_url(config: &aws_config::SdkConfig) -> Option<String> {
         return global;
     };
     config.service_config().and_then(|c| c.load_config(key)).or(global)
-}
-
-/// `n` in decimal, written into `buf`.
-fn itoa(mut n: usize, buf: &mut [u8; 20]) -> &str {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 /// `now` moved by `skew_ms` (positive: the service's clock is ahead of ours).
@@ -610,13 +587,6 @@ impl Store for HttpStore {
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
-
-    #[test]
-    fn lengths_are_written_in_decimal() {
-        for n in [0usize, 7, 10, 512, 1_000_003, usize::MAX] {
-            assert_eq!(itoa(n, &mut [0u8; 20]), n.to_string());
-        }
-    }
 
     #[test]
     fn one_guid_is_an_equality_two_are_a_list() {

@@ -393,7 +393,6 @@ fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
             }
             // Chunked framing wins over a length.
             framing = Some(Framing::Chunked);
-            close |= false;
         } else if h.name.eq_ignore_ascii_case("connection") {
             let v = String::from_utf8_lossy(h.value);
             if v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
