@@ -3,11 +3,18 @@
 //! taken together do not renew together; later ones keep their phase and are
 //! delayed, never bunched, after a stall. Heartbeats run with a bound on how many are in
 //! flight and an optional cap on how many start per second.
+//!
+//! The scheduler runs on a thread of its own with its own single-threaded runtime and its own
+//! connections. While requests are out it does not wake for each reply: it sleeps a few
+//! milliseconds and then takes every reply that has arrived in one turn of its runtime.
 
+use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::future::poll_fn;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
@@ -24,7 +31,7 @@ use crate::store::timed_out;
 
 /// Heartbeats in flight at once, per scheduler. Each in-flight request holds a connection;
 /// 32 at a few milliseconds each sustain thousands of heartbeats per second.
-const MAX_IN_FLIGHT: usize = 32;
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 
 /// How far behind schedule the rate cap may catch up at once, so that timer granularity does
 /// not lower the rate below the cap.
@@ -39,6 +46,35 @@ const CAP_BATCH: Duration = Duration::from_millis(5);
 /// period in twenty or more groups.
 const BATCH_SHARE: u32 = 20;
 const BATCH_MAX: Duration = Duration::from_millis(50);
+
+/// While heartbeat requests are out, the scheduler looks for replies this often instead of
+/// waking for each: one wake-up of its thread then serves every reply that came meanwhile
+/// (dozens when the backend is slow or busy). Replies are taken at most this much later,
+/// which no lease notices.
+const REPLY_PAUSE: Duration = Duration::from_millis(5);
+
+/// How the scheduler waits for replies while requests are out.
+#[derive(Clone, Copy)]
+enum Pause {
+    /// Sleeps its own thread, so that replies queue up in the kernel without waking it, then
+    /// lets its runtime take them all at once.
+    Thread,
+    /// Sleeps on a runtime timer: for a scheduler that shares its runtime (and its tests).
+    Timer,
+}
+
+impl Pause {
+    async fn wait(self) {
+        match self {
+            Pause::Thread => {
+                std::thread::sleep(REPLY_PAUSE);
+                // One turn of the runtime: readiness of every socket, and due timers.
+                tokio::task::yield_now().await;
+            }
+            Pause::Timer => tokio::time::sleep(REPLY_PAUSE).await,
+        }
+    }
+}
 
 /// Start slots for heartbeat writes under a per-second cap. First attempts and retries draw
 /// from the same slots, so the cap holds while requests fail and are retried.
@@ -115,6 +151,16 @@ impl LazyHeartbeats {
         }
     }
 
+    /// A scheduler of its own on a thread of its own, as outside tests (for tests of that).
+    #[cfg(test)]
+    pub fn on_own_thread() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        own_thread(rx, 0).expect("a thread for the scheduler");
+        let own = OnceLock::new();
+        let _ = own.set(Arc::new(Heartbeats { tx }));
+        LazyHeartbeats { cap: Some(0), own }
+    }
+
     pub fn get(&self) -> &Arc<Heartbeats> {
         match self.cap {
             None => SHARED.get_or_init(|| Heartbeats::start(0)),
@@ -128,11 +174,23 @@ pub struct Heartbeats {
 }
 
 impl Heartbeats {
-    /// Starts the scheduler task on the current tokio runtime. It ends when the last handle
-    /// is dropped. `max_per_second` caps heartbeat starts (0: no cap).
+    /// Starts the scheduler on a thread of its own (in tests, and should the thread not
+    /// start: as a task on the current runtime). It ends when the last handle is dropped.
+    /// `max_per_second` caps heartbeat starts (0: no cap).
     pub fn start(max_per_second: u32) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, max_per_second));
+        if cfg!(test) {
+            tokio::spawn(run(rx, max_per_second, Pause::Timer));
+            return Arc::new(Heartbeats { tx });
+        }
+        let tx = match own_thread(rx, max_per_second) {
+            Ok(()) => tx,
+            Err(_) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(run(rx, max_per_second, Pause::Timer));
+                tx
+            }
+        };
         Arc::new(Heartbeats { tx })
     }
 
@@ -155,7 +213,23 @@ impl Heartbeats {
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
+/// Runs a scheduler on a new thread with a single-threaded runtime. Its connections are
+/// registered with that runtime, so replies to heartbeats wake no other thread.
+fn own_thread(rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    std::thread::Builder::new()
+        .name("dynamodb-lock-heartbeats".into())
+        .spawn(move || {
+            crate::store::keep_connections_apart();
+            rt.spawn(crate::timer_floor());
+            rt.block_on(run(rx, max_per_second, Pause::Thread));
+        })?;
+    Ok(())
+}
+
+type Outcome = (Arc<HeldLock>, Result<Option<Instant>, Box<dyn Any + Send>>);
+
+async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32, pause: Pause) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -203,6 +277,30 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
             }
             continue;
         }
+        if in_flight.available_permits() < MAX_IN_FLIGHT {
+            // Requests are out: send the new ones and take the replies already here, then
+            // pause rather than wake for each of the others.
+            let mut done = 0;
+            while let Poll::Ready(Some(outcome)) = poll_fn(|cx| Poll::Ready(running.poll_next_unpin(cx))).await {
+                finished(&mut heap, &mut seq, outcome);
+                done += 1;
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(due) => push(&mut heap, &mut seq, due),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => return,
+                }
+            }
+            // Finished heartbeats freed slots that overdue ones may take at once.
+            if done > 0 {
+                continue;
+            }
+            if in_flight.available_permits() < MAX_IN_FLIGHT {
+                pause.wait().await;
+                continue;
+            }
+        }
         if let Some(due) = next_due {
             if timer.deadline() != due {
                 timer.as_mut().reset(due);
@@ -219,19 +317,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
                 }
                 None => return,
             },
-            Some((lock, outcome)) = running.next(), if !running.is_empty() => {
-                let lock: Arc<HeldLock> = lock;
-                let next = match outcome {
-                    Ok(Some(next)) => next,
-                    Ok(None) => continue,
-                    // A panic must not silently stop heartbeats: report it, try again.
-                    Err(_) => {
-                        lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
-                        Instant::now() + Duration::from_millis(100)
-                    }
-                };
-                push(&mut heap, &mut seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
-            }
+            Some(outcome) = running.next(), if !running.is_empty() => finished(&mut heap, &mut seq, outcome),
             // Something is due: the next turn starts it.
             _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {}
             // All permits are out: wake when one comes back.
@@ -240,6 +326,20 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) {
             }
         }
     }
+}
+
+/// Puts the next heartbeat of a lock whose heartbeat has finished into the heap.
+fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome): Outcome) {
+    let next = match outcome {
+        Ok(Some(next)) => next,
+        Ok(None) => return,
+        // A panic must not silently stop heartbeats: report it, try again.
+        Err(_) => {
+            lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
+            Instant::now() + Duration::from_millis(100)
+        }
+    };
+    push(heap, seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
 }
 
 /// Adds a heartbeat to the heap; `seq` keeps entries due at the same instant in order.

@@ -75,7 +75,7 @@ const TIMER_FLOOR: Duration = Duration::from_secs(1);
 /// whenever a new timer is earlier than every timer it holds, even when it is registered by
 /// the running worker itself. Without a near timer in the wheel that is every request's
 /// timeout and every heartbeat's lease timers: about two needless system calls per request.
-async fn timer_floor() {
+pub(crate) async fn timer_floor() {
     loop {
         tokio::time::sleep(TIMER_FLOOR).await;
     }

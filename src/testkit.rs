@@ -60,12 +60,21 @@ pub fn client_capped(
     settings: Settings,
     max_per_second: u32,
 ) -> (Arc<Client>, Arc<Recorder>) {
+    client_with(store, settings, LazyHeartbeats::new(Some(max_per_second)))
+}
+
+/// A client with the given heartbeat scheduler.
+pub fn client_with(
+    store: &Arc<MemoryStore>,
+    settings: Settings,
+    heartbeats: LazyHeartbeats,
+) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
     let c = Client {
         store: store.clone(),
         settings,
         events: rec.clone(),
-        heartbeats: LazyHeartbeats::new(Some(max_per_second)),
+        heartbeats,
         handoff: Default::default(),
     };
     (Arc::new(c), rec)

@@ -20,6 +20,7 @@ mod json;
 pub mod memory;
 mod sigv4;
 mod wire;
+pub use wire::keep_connections_apart;
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]

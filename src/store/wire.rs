@@ -27,7 +27,8 @@ use tokio_rustls::TlsConnector;
 /// dropped gets no answer.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// At most this many idle connections are kept per client; more are closed after use.
+/// At most this many idle connections are kept per client (and as many again for its
+/// heartbeats); more are closed after use.
 const MAX_IDLE: usize = 64;
 
 /// At most this many requests of one client are on the wire at once; more wait for one to
@@ -135,8 +136,20 @@ pub struct Wire {
     port: u16,
     tls: Option<Tls>,
     connect_timeout: Duration,
-    idle: Mutex<VecDeque<Conn>>,
+    /// Idle connections by the runtime they belong to (see `keep_connections_apart`).
+    idle: [Mutex<VecDeque<Conn>>; 2],
     slots: tokio::sync::Semaphore,
+}
+
+thread_local! {
+    static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A connection belongs to the runtime whose thread opened it: that runtime's reactor tells
+/// it when a reply arrives. A thread that drives its own runtime (the heartbeat scheduler's)
+/// calls this once so that its requests use, and keep, connections of their own.
+pub fn keep_connections_apart() {
+    POOL.with(|p| p.set(1));
 }
 
 impl Wire {
@@ -171,7 +184,7 @@ impl Wire {
             port,
             tls,
             connect_timeout,
-            idle: Mutex::new(VecDeque::new()),
+            idle: Default::default(),
             slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
         })
     }
@@ -201,8 +214,12 @@ impl Wire {
         Ok(reply)
     }
 
+    fn idle(&self) -> &Mutex<VecDeque<Conn>> {
+        &self.idle[POOL.with(std::cell::Cell::get)]
+    }
+
     fn checkout(&self) -> Option<Conn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.idle().lock().unwrap_or_else(|p| p.into_inner());
         // The most recently used first: the others age out when fewer are needed.
         while let Some(mut c) = idle.pop_back() {
             if c.idle_since.elapsed() < IDLE_TIMEOUT && !c.is_dead() {
@@ -219,7 +236,7 @@ impl Wire {
         if conn.buf.capacity() > 4 * BUFFER {
             conn.buf.shrink_to(BUFFER);
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.idle().lock().unwrap_or_else(|p| p.into_inner());
         while idle
             .front()
             .is_some_and(|c| now.saturating_duration_since(c.idle_since) >= IDLE_TIMEOUT)
