@@ -13,6 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::poll_fn;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::Poll;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use std::time::Duration;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rand::Rng;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::error::{LockError, LostReason, StoreError};
@@ -56,7 +57,7 @@ const REPLY_PAUSE: Duration = Duration::from_millis(5);
 /// How the scheduler waits for replies while requests are out.
 #[derive(Clone, Copy)]
 enum Pause {
-    /// Sleeps its own thread, so that replies queue up in the kernel without waking it, then
+    /// Parks its own thread, so that replies queue up in the kernel without waking it, then
     /// lets its runtime take them all at once.
     Thread,
     /// Sleeps on a runtime timer: for a scheduler that shares its runtime (and its tests).
@@ -64,14 +65,18 @@ enum Pause {
 }
 
 impl Pause {
-    async fn wait(self) {
+    /// Until `until`, or until a heartbeat due sooner is scheduled.
+    async fn wait(self, until: Instant, inbox: &Inbox) {
         match self {
             Pause::Thread => {
-                std::thread::sleep(REPLY_PAUSE);
+                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
                 // One turn of the runtime: readiness of every socket, and due timers.
                 tokio::task::yield_now().await;
             }
-            Pause::Timer => tokio::time::sleep(REPLY_PAUSE).await,
+            Pause::Timer => tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                _ = inbox.wake.notified() => {}
+            },
         }
     }
 }
@@ -154,10 +159,10 @@ impl LazyHeartbeats {
     /// A scheduler of its own on a thread of its own, as outside tests (for tests of that).
     #[cfg(test)]
     pub fn on_own_thread() -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        own_thread(rx, 0).expect("a thread for the scheduler");
+        let inbox = Inbox::new();
+        own_thread(inbox.clone(), 0).expect("a thread for the scheduler");
         let own = OnceLock::new();
-        let _ = own.set(Arc::new(Heartbeats { tx }));
+        let _ = own.set(Arc::new(Heartbeats { inbox }));
         LazyHeartbeats { cap: Some(0), own }
     }
 
@@ -169,8 +174,79 @@ impl LazyHeartbeats {
     }
 }
 
+/// New heartbeats on their way to the scheduler, and when it will next look for them. A new
+/// lock's first heartbeat is usually due after that (it is at a random point of the period),
+/// so taking a lock seldom wakes the scheduler's thread.
+struct Inbox {
+    new: std::sync::Mutex<Vec<Due>>,
+    /// When the scheduler will next take `new` without being woken, in microseconds since
+    /// `base` (`u64::MAX`: not until woken).
+    looks_at: AtomicU64,
+    base: Instant,
+    wake: Notify,
+    /// The scheduler's thread, when it has one: it sleeps there while requests are out.
+    thread: OnceLock<std::thread::Thread>,
+    closed: AtomicBool,
+}
+
+impl Inbox {
+    fn new() -> Arc<Inbox> {
+        Arc::new(Inbox {
+            new: Default::default(),
+            looks_at: AtomicU64::new(u64::MAX),
+            base: Instant::now(),
+            wake: Notify::new(),
+            thread: OnceLock::new(),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn micros(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.base).as_micros() as u64
+    }
+
+    fn put(&self, due: Due) {
+        let at = due.0;
+        self.new.lock().unwrap_or_else(|p| p.into_inner()).push(due);
+        if self.micros(at) < self.looks_at.load(Ordering::SeqCst) {
+            self.wake_up();
+        }
+    }
+
+    fn wake_up(&self) {
+        self.wake.notify_one();
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Moves new heartbeats into the heap; whether there were any.
+    fn take(&self, heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64) -> bool {
+        let new = std::mem::take(&mut *self.new.lock().unwrap_or_else(|p| p.into_inner()));
+        let any = !new.is_empty();
+        for due in new {
+            push(heap, seq, due);
+        }
+        any
+    }
+
+    /// Tells senders when the scheduler will look next, then takes what came before that was
+    /// seen; whether anything did (the scheduler must then think again before it sleeps).
+    fn plan(&self, at: Option<Instant>, heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64) -> bool {
+        self.looks_at.store(at.map_or(u64::MAX, |t| self.micros(t)), Ordering::SeqCst);
+        self.take(heap, seq)
+    }
+}
+
 pub struct Heartbeats {
-    tx: mpsc::UnboundedSender<Due>,
+    inbox: Arc<Inbox>,
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.inbox.closed.store(true, Ordering::SeqCst);
+        self.inbox.wake_up();
+    }
 }
 
 impl Heartbeats {
@@ -178,20 +254,11 @@ impl Heartbeats {
     /// start: as a task on the current runtime). It ends when the last handle is dropped.
     /// `max_per_second` caps heartbeat starts (0: no cap).
     pub fn start(max_per_second: u32) -> Arc<Self> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        if cfg!(test) {
-            tokio::spawn(run(rx, max_per_second, Pause::Timer));
-            return Arc::new(Heartbeats { tx });
+        let inbox = Inbox::new();
+        if cfg!(test) || own_thread(inbox.clone(), max_per_second).is_err() {
+            tokio::spawn(run(inbox.clone(), max_per_second, Pause::Timer));
         }
-        let tx = match own_thread(rx, max_per_second) {
-            Ok(()) => tx,
-            Err(_) => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(run(rx, max_per_second, Pause::Timer));
-                tx
-            }
-        };
-        Arc::new(Heartbeats { tx })
+        Arc::new(Heartbeats { inbox })
     }
 
     /// Schedules the call that reports the end of the lease of a lock without heartbeats.
@@ -208,28 +275,28 @@ impl Heartbeats {
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
-        // The receiver lives as long as any handle: a send only fails during shutdown.
-        let _ = self.tx.send((due, batch_window(lock), Arc::downgrade(lock)));
+        self.inbox.put((due, batch_window(lock), Arc::downgrade(lock)));
     }
 }
 
 /// Runs a scheduler on a new thread with a single-threaded runtime. Its connections are
 /// registered with that runtime, so replies to heartbeats wake no other thread.
-fn own_thread(rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32) -> std::io::Result<()> {
+fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     std::thread::Builder::new()
         .name("dynamodb-lock-heartbeats".into())
         .spawn(move || {
             crate::store::keep_connections_apart();
+            let _ = inbox.thread.set(std::thread::current());
             rt.spawn(crate::timer_floor());
-            rt.block_on(run(rx, max_per_second, Pause::Thread));
+            rt.block_on(run(inbox, max_per_second, Pause::Thread));
         })?;
     Ok(())
 }
 
 type Outcome = (Arc<HeldLock>, Result<Option<Instant>, Box<dyn Any + Send>>);
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32, pause: Pause) {
+async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -243,13 +310,18 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32, pause: P
     let timer = tokio::time::sleep_until(Instant::now());
     tokio::pin!(timer);
     loop {
+        if inbox.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        inbox.take(&mut heap, &mut seq);
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         let now = Instant::now();
+        let free = in_flight.available_permits();
         // Start what is due at once, in this turn: when the backend falls behind, a finished
         // heartbeat frees the slot of one that is overdue, and a timer already past would
         // only cost another turn of the runtime.
-        if next_due.is_some_and(|d| d <= now) && in_flight.available_permits() > 0 {
+        if next_due.is_some_and(|d| d <= now) && free > 0 {
             while let Some(Reverse(e)) = heap.peek() {
                 if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
                     break;
@@ -277,29 +349,32 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32, pause: P
             }
             continue;
         }
-        if in_flight.available_permits() < MAX_IN_FLIGHT {
+        if free < MAX_IN_FLIGHT {
             // Requests are out: send the new ones and take the replies already here, then
             // pause rather than wake for each of the others.
-            let mut done = 0;
+            let mut done = false;
             while let Poll::Ready(Some(outcome)) = poll_fn(|cx| Poll::Ready(running.poll_next_unpin(cx))).await {
                 finished(&mut heap, &mut seq, outcome);
-                done += 1;
-            }
-            loop {
-                match rx.try_recv() {
-                    Ok(due) => push(&mut heap, &mut seq, due),
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => return,
-                }
+                done = true;
             }
             // Finished heartbeats freed slots that overdue ones may take at once.
-            if done > 0 {
+            if done {
                 continue;
             }
             if in_flight.available_permits() < MAX_IN_FLIGHT {
-                pause.wait().await;
+                // Never past the next start, unless every slot is taken.
+                let until = match next_due {
+                    Some(d) if in_flight.available_permits() > 0 => d.min(now + REPLY_PAUSE),
+                    _ => now + REPLY_PAUSE,
+                };
+                if !inbox.plan(Some(until), &mut heap, &mut seq) {
+                    pause.wait(until, &inbox).await;
+                }
                 continue;
             }
+        }
+        if inbox.plan(next_due, &mut heap, &mut seq) {
+            continue;
         }
         if let Some(due) = next_due {
             if timer.deadline() != due {
@@ -307,23 +382,12 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Due>, max_per_second: u32, pause: P
             }
         }
         tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(due) => {
-                    push(&mut heap, &mut seq, due);
-                    // Take whatever else has arrived: one turn of the loop for all of it.
-                    while let Ok(due) = rx.try_recv() {
-                        push(&mut heap, &mut seq, due);
-                    }
-                }
-                None => return,
-            },
+            // A heartbeat due before the planned wake-up, or the end.
+            _ = inbox.wake.notified() => {}
+            // A heartbeat between retries (no request out) finished.
             Some(outcome) = running.next(), if !running.is_empty() => finished(&mut heap, &mut seq, outcome),
             // Something is due: the next turn starts it.
-            _ = &mut timer, if next_due.is_some() && in_flight.available_permits() > 0 => {}
-            // All permits are out: wake when one comes back.
-            permit = in_flight.clone().acquire_owned(), if next_due.is_some() && in_flight.available_permits() == 0 => {
-                drop(permit);
-            }
+            _ = &mut timer, if next_due.is_some() => {}
         }
     }
 }
@@ -496,5 +560,28 @@ pub(crate) async fn beat(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_heartbeat_wakes_the_scheduler_only_if_due_before_it_looks() {
+        let inbox = Inbox::new();
+        let (mut heap, mut seq) = (BinaryHeap::new(), 0);
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let woken = |inbox: &Inbox| inbox.wake.notified().now_or_never().is_some();
+        assert!(!inbox.plan(Some(now + ms(50)), &mut heap, &mut seq));
+        inbox.put((now + ms(80), Duration::ZERO, Weak::new()));
+        assert!(!woken(&inbox), "due after the scheduler looks: it is not woken");
+        inbox.put((now + ms(20), Duration::ZERO, Weak::new()));
+        assert!(woken(&inbox), "due before: it is woken");
+        assert!(inbox.plan(None, &mut heap, &mut seq), "what came is taken before it sleeps");
+        assert_eq!(heap.len(), 2);
+        inbox.put((now + ms(10_000), Duration::ZERO, Weak::new()));
+        assert!(woken(&inbox), "a scheduler that sleeps until woken is woken by any");
     }
 }
