@@ -529,6 +529,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_release_waiting_for_a_heartbeat_gets_its_reply_without_a_pause() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, open_settings("me", 1000, Some(100)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        // The reply comes 7 ms after the heartbeat starts: between two 5 ms pauses.
+        store.fault("renew", Fault::Delay(Duration::from_millis(7)));
+        for _ in 0..300 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            if store.count("renew") > 0 {
+                break;
+            }
+        }
+        assert_eq!(store.count("renew"), 1);
+        let t0 = Instant::now();
+        lock.release().await.expect("released");
+        let waited = t0.elapsed();
+        assert!(
+            waited <= Duration::from_millis(7),
+            "released {waited:?} after it was asked"
+        );
+        assert!(store.record(&key("a")).unwrap().is_released());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_take_that_landed_unseen_is_ours_with_its_token() {
         for returns_old in [true, false] {
             let store = Arc::new(MemoryStore::new(returns_old));

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::poll_fn;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::Poll;
 use std::time::Duration;
@@ -166,6 +166,14 @@ impl LazyHeartbeats {
         LazyHeartbeats { cap: Some(0), own }
     }
 
+    /// The scheduler, if it has been started.
+    pub fn started(&self) -> Option<&Arc<Heartbeats>> {
+        match self.cap {
+            None => SHARED.get(),
+            Some(_) => self.own.get(),
+        }
+    }
+
     pub fn get(&self) -> &Arc<Heartbeats> {
         match self.cap {
             None => SHARED.get_or_init(|| Heartbeats::start(0)),
@@ -186,6 +194,9 @@ struct Inbox {
     wake: Notify,
     /// The scheduler's thread, when it has one: it sleeps there while requests are out.
     thread: OnceLock<std::thread::Thread>,
+    /// Releases waiting for a heartbeat in flight: while there are any, replies are taken as
+    /// they come.
+    hurry: AtomicUsize,
     closed: AtomicBool,
 }
 
@@ -197,6 +208,7 @@ impl Inbox {
             base: Instant::now(),
             wake: Notify::new(),
             thread: OnceLock::new(),
+            hurry: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
         })
     }
@@ -233,7 +245,8 @@ impl Inbox {
     /// Tells senders when the scheduler will look next, then takes what came before that was
     /// seen; whether anything did (the scheduler must then think again before it sleeps).
     fn plan(&self, at: Option<Instant>, heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64) -> bool {
-        self.looks_at.store(at.map_or(u64::MAX, |t| self.micros(t)), Ordering::SeqCst);
+        self.looks_at
+            .store(at.map_or(u64::MAX, |t| self.micros(t)), Ordering::SeqCst);
         self.take(heap, seq)
     }
 }
@@ -261,6 +274,14 @@ impl Heartbeats {
         Arc::new(Heartbeats { inbox })
     }
 
+    /// For a release that waits for a heartbeat in flight: until the guard is dropped, the
+    /// scheduler takes replies as they come instead of pausing.
+    pub fn hurry(&self) -> Hurry<'_> {
+        self.inbox.hurry.fetch_add(1, Ordering::SeqCst);
+        self.inbox.wake_up();
+        Hurry(&self.inbox)
+    }
+
     /// Schedules the call that reports the end of the lease of a lock without heartbeats.
     pub fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
         self.schedule(lock, at);
@@ -276,6 +297,14 @@ impl Heartbeats {
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
         self.inbox.put((due, batch_window(lock), Arc::downgrade(lock)));
+    }
+}
+
+pub struct Hurry<'a>(&'a Inbox);
+
+impl Drop for Hurry<'_> {
+    fn drop(&mut self) {
+        self.0.hurry.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -361,7 +390,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             if done {
                 continue;
             }
-            if in_flight.available_permits() < MAX_IN_FLIGHT {
+            if in_flight.available_permits() < MAX_IN_FLIGHT && inbox.hurry.load(Ordering::SeqCst) == 0 {
                 // Never past the next start, unless every slot is taken.
                 let until = match next_due {
                     Some(d) if in_flight.available_permits() > 0 => d.min(now + REPLY_PAUSE),
@@ -382,9 +411,9 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             }
         }
         tokio::select! {
-            // A heartbeat due before the planned wake-up, or the end.
+            // A heartbeat due before the planned wake-up, a release in a hurry, or the end.
             _ = inbox.wake.notified() => {}
-            // A heartbeat between retries (no request out) finished.
+            // A heartbeat finished (between retries, or with a release waiting for it).
             Some(outcome) = running.next(), if !running.is_empty() => finished(&mut heap, &mut seq, outcome),
             // Something is due: the next turn starts it.
             _ = &mut timer, if next_due.is_some() => {}
@@ -579,7 +608,10 @@ mod tests {
         assert!(!woken(&inbox), "due after the scheduler looks: it is not woken");
         inbox.put((now + ms(20), Duration::ZERO, Weak::new()));
         assert!(woken(&inbox), "due before: it is woken");
-        assert!(inbox.plan(None, &mut heap, &mut seq), "what came is taken before it sleeps");
+        assert!(
+            inbox.plan(None, &mut heap, &mut seq),
+            "what came is taken before it sleeps"
+        );
         assert_eq!(heap.len(), 2);
         inbox.put((now + ms(10_000), Duration::ZERO, Weak::new()));
         assert!(woken(&inbox), "a scheduler that sleeps until woken is woken by any");

@@ -121,7 +121,14 @@ impl HeldLock {
     pub async fn release(&self) -> Result<(), LockError> {
         self.stopping.store(true, Ordering::SeqCst);
         self.wake.notify_waiters();
-        let mut st = self.state.lock().await;
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            // Most likely a heartbeat in flight: have its reply taken as soon as it comes.
+            Err(_) => {
+                let _hurry = self.client.heartbeats.started().map(|h| h.hurry());
+                self.state.lock().await
+            }
+        };
         let kind = self.client.settings.kind;
         if st.released {
             return match kind {
