@@ -48,10 +48,11 @@ const CAP_BATCH: Duration = Duration::from_millis(5);
 const BATCH_SHARE: u32 = 20;
 const BATCH_MAX: Duration = Duration::from_millis(50);
 
-/// While heartbeat requests are out, the scheduler looks for replies this often instead of
-/// waking for each: one wake-up of its thread then serves every reply that came meanwhile
-/// (dozens when the backend is slow or busy). Replies are taken at most this much later,
-/// which no lease notices.
+/// While heartbeat requests are out, the scheduler does not wake for each reply: it looks for
+/// replies when it starts the next heartbeats, if that is within their batch window, and
+/// every this often when the backend is slow or busy and every slot is taken. One wake-up of
+/// its thread then serves every reply that came meanwhile, and replies are taken no later
+/// than a batch window (a twentieth of the period, 50 ms at most), which no lease notices.
 const REPLY_PAUSE: Duration = Duration::from_millis(5);
 
 /// How the scheduler waits for replies while requests are out.
@@ -338,11 +339,21 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
     // wake-up, and a new timer per loop turn did that for every finished heartbeat.
     let timer = tokio::time::sleep_until(Instant::now());
     tokio::pin!(timer);
+    // The smallest batch window of the heartbeats out.
+    let mut flight_early = Duration::MAX;
     loop {
         if inbox.closed.load(Ordering::SeqCst) {
             return;
         }
         inbox.take(&mut heap, &mut seq);
+        // Send the heartbeats started last turn and take the replies that are here: their
+        // slots and connections go to the next ones.
+        while let Poll::Ready(Some(outcome)) = poll_fn(|cx| Poll::Ready(running.poll_next_unpin(cx))).await {
+            finished(&mut heap, &mut seq, outcome);
+        }
+        if running.is_empty() {
+            flight_early = Duration::MAX;
+        }
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         let now = Instant::now();
@@ -368,6 +379,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
                 if let Some(p) = &pacer {
                     p.reserve(now);
                 }
+                flight_early = flight_early.min(e.early);
                 let in_flight = in_flight.clone();
                 let pacer = pacer.clone();
                 running.push(async move {
@@ -378,29 +390,18 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             }
             continue;
         }
-        if free < MAX_IN_FLIGHT {
-            // Requests are out: send the new ones and take the replies already here, then
-            // pause rather than wake for each of the others.
-            let mut done = false;
-            while let Poll::Ready(Some(outcome)) = poll_fn(|cx| Poll::Ready(running.poll_next_unpin(cx))).await {
-                finished(&mut heap, &mut seq, outcome);
-                done = true;
+        // Requests are out: pause rather than wake for each reply. Until the next start, if it
+        // comes within the batch window of the heartbeats out (their replies are then taken
+        // with it, one wake-up for both); a short pause when every slot is taken.
+        if free < MAX_IN_FLIGHT && inbox.hurry.load(Ordering::SeqCst) == 0 {
+            let until = match next_due {
+                Some(d) if free > 0 => d.min(now + flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
+                _ => now + REPLY_PAUSE,
+            };
+            if !inbox.plan(Some(until), &mut heap, &mut seq) {
+                pause.wait(until, &inbox).await;
             }
-            // Finished heartbeats freed slots that overdue ones may take at once.
-            if done {
-                continue;
-            }
-            if in_flight.available_permits() < MAX_IN_FLIGHT && inbox.hurry.load(Ordering::SeqCst) == 0 {
-                // Never past the next start, unless every slot is taken.
-                let until = match next_due {
-                    Some(d) if in_flight.available_permits() > 0 => d.min(now + REPLY_PAUSE),
-                    _ => now + REPLY_PAUSE,
-                };
-                if !inbox.plan(Some(until), &mut heap, &mut seq) {
-                    pause.wait(until, &inbox).await;
-                }
-                continue;
-            }
+            continue;
         }
         if inbox.plan(next_due, &mut heap, &mut seq) {
             continue;
