@@ -49,10 +49,11 @@ const BATCH_SHARE: u32 = 20;
 const BATCH_MAX: Duration = Duration::from_millis(50);
 
 /// While heartbeat requests are out, the scheduler does not wake for each reply: it looks for
-/// replies when it starts the next heartbeats, if that is within their batch window, and
-/// every this often when the backend is slow or busy and every slot is taken. One wake-up of
-/// its thread then serves every reply that came meanwhile, and replies are taken no later
-/// than a batch window (a twentieth of the period, 50 ms at most), which no lease notices.
+/// replies when it starts the next heartbeats, if that is within two of their batch windows,
+/// and every this often when the backend is slow or busy and every slot is taken. One
+/// wake-up of its thread then serves every reply that came meanwhile, and replies are taken
+/// no later than two batch windows (a tenth of the period, 100 ms at most), which no lease
+/// notices.
 const REPLY_PAUSE: Duration = Duration::from_millis(5);
 
 /// How the scheduler waits for replies while requests are out.
@@ -319,7 +320,9 @@ fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
             crate::store::keep_connections_apart();
             let _ = inbox.thread.set(std::thread::current());
             rt.spawn(crate::timer_floor());
-            rt.block_on(run(inbox, max_per_second, Pause::Thread));
+            // A task, not the future `block_on` drives: waking that one from the runtime's own
+            // thread would still write to the runtime's eventfd.
+            let _ = rt.block_on(rt.spawn(run(inbox, max_per_second, Pause::Thread)));
         })?;
     Ok(())
 }
@@ -391,11 +394,12 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             continue;
         }
         // Requests are out: pause rather than wake for each reply. Until the next start, if it
-        // comes within the batch window of the heartbeats out (their replies are then taken
-        // with it, one wake-up for both); a short pause when every slot is taken.
+        // comes within two batch windows of the heartbeats out (groups start a window or more
+        // apart, and the replies are then taken with the next, one wake-up for both); a short
+        // pause when every slot is taken.
         if free < MAX_IN_FLIGHT && inbox.hurry.load(Ordering::SeqCst) == 0 {
             let until = match next_due {
-                Some(d) if free > 0 => d.min(now + flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
+                Some(d) if free > 0 => d.min(now + 2 * flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
                 _ => now + REPLY_PAUSE,
             };
             if !inbox.plan(Some(until), &mut heap, &mut seq) {
