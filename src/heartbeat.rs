@@ -5,8 +5,9 @@
 //! flight and an optional cap on how many start per second.
 //!
 //! The scheduler runs on a thread of its own with its own single-threaded runtime and its own
-//! connections. While requests are out it does not wake for each reply: it sleeps a few
-//! milliseconds and then takes every reply that has arrived in one turn of its runtime.
+//! connections. While requests are out it does not wake for each reply: it sleeps until the
+//! next group of heartbeats starts (or a few milliseconds, when every slot is taken) and then
+//! takes every reply that has arrived in one turn of its runtime.
 
 use std::any::Any;
 use std::cmp::Reverse;
