@@ -13,6 +13,7 @@ use crate::error::{LockError, StoreError};
 use crate::fail_open::Handoff;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{Guid, LockKey};
+use crate::line::{Lines, Place, Turn, Waiter};
 use crate::lock::{EventSink, HeldLock};
 use crate::store::{attempt, Failed, RetryPolicy, Store};
 use crate::{fail_closed, fail_open};
@@ -28,8 +29,11 @@ pub struct Settings {
     pub lease_duration_ms: u64,
     pub heartbeat_period: Option<Duration>,
     pub trust_local_time: bool,
-    /// FailOpen waiters re-read a held lock at this interval, to act at once on a release.
+    /// The first waiter in line re-reads a held lock at this interval, to act at once on a
+    /// release.
     pub reread_period: Duration,
+    /// Other FailOpen waiters re-read at this interval.
+    pub queue_reread_period: Duration,
     /// Longest wait for one DynamoDB answer.
     pub request_timeout: Duration,
     /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
@@ -48,16 +52,38 @@ impl Settings {
             lease_duration_ms: 0,
             heartbeat_period: None,
             trust_local_time: false,
-            reread_period: Duration::from_millis(1000),
+            reread_period: Duration::from_millis(10),
+            queue_reread_period: Duration::from_millis(250),
             request_timeout: Duration::from_millis(5000),
             danger_margin: Duration::ZERO,
             max_attempts: 4,
         }
     }
 
-    /// The default re-read interval: a quarter of the lease, between 10 ms and 1 s.
+    /// The first waiter's default re-read interval: 10 ms, or a quarter of a shorter lease.
     pub fn default_reread(lease_duration_ms: u64) -> Duration {
-        Duration::from_millis((lease_duration_ms / 4).clamp(10, 1000))
+        if lease_duration_ms == 0 {
+            return Duration::from_millis(10);
+        }
+        Duration::from_millis((lease_duration_ms / 4).clamp(1, 10))
+    }
+
+    /// Other waiters re-read at a quarter of the lease, between the first waiter's interval
+    /// and 250 ms.
+    pub fn default_queue_reread(lease_duration_ms: u64, reread: Duration) -> Duration {
+        Duration::from_millis(lease_duration_ms / 4)
+            .min(Duration::from_millis(250))
+            .max(reread)
+    }
+
+    /// A waiting mark older than this no longer makes its writer first in line; the first
+    /// waiter renews it at half this age.
+    pub fn mark_fresh(&self) -> Duration {
+        let base = match self.kind {
+            Kind::FailOpen => self.queue_reread_period,
+            Kind::FailClosed => self.acquire_period.min(Duration::from_millis(250)),
+        };
+        (base * 4).max(Duration::from_millis(200))
     }
 
     /// The default danger margin: a third of the lease.
@@ -85,30 +111,28 @@ pub struct Client {
     pub events: Arc<dyn EventSink>,
     pub heartbeats: LazyHeartbeats,
     pub handoff: Handoff,
+    pub lines: Lines,
 }
 
 impl Client {
-    /// Acquires the lock `key`. A cancelled acquisition leaves no lock behind: a write that
+    /// Acquires the lock `key`. Acquisitions of one id by this client form a line: only the
+    /// first speaks to DynamoDB, the others wait for their turn and are handed the lock by
+    /// the release before them. A cancelled acquisition leaves no lock behind: a write that
     /// landed after cancellation is released before `Aborted` is returned.
     pub async fn acquire(self: &Arc<Self>, key: LockKey, cancel: &Cancel) -> Result<Arc<HeldLock>, LockError> {
-        let lock = match self.settings.kind {
-            Kind::FailClosed => {
-                let guid = fail_closed::acquire(self, &key, cancel).await?;
-                HeldLock::new(self.clone(), key, guid, None, None)
-            }
-            Kind::FailOpen => {
-                let taken = fail_open::acquire(self, &key, cancel).await?;
-                let lease_until = taken.sent_at + self.settings.lease();
-                let mut lock = HeldLock::new(
-                    self.clone(),
-                    key,
-                    taken.guid,
-                    Some(taken.fencing_token),
-                    Some(lease_until),
-                );
-                lock.contended = taken.contended;
-                lock
-            }
+        let handed = match self.lines.join(&key) {
+            Place::Head => None,
+            Place::Queued(waiter) => self.wait_in_line(&key, waiter, cancel).await?,
+        };
+        let lock = match handed {
+            Some(lock) => lock,
+            None => match self.acquire_for_line(&key, cancel).await {
+                Ok(lock) => lock,
+                Err(e) => {
+                    self.lines.leave(&key);
+                    return Err(e);
+                }
+            },
         };
         let lock = Arc::new(lock);
         if cancel.is_cancelled() {
@@ -128,6 +152,104 @@ impl Client {
         }
         Ok(lock)
     }
+
+    /// How long a waiter in the line waits for one holder before it gives up: what the
+    /// original library would have waited (`retryCount` pauses of `acquirePeriodMs`, or
+    /// `retryCount + 1` leases).
+    fn patience(&self) -> Duration {
+        let s = &self.settings;
+        match s.kind {
+            Kind::FailClosed => s.acquire_period.saturating_mul(s.retry_count),
+            Kind::FailOpen => s.lease().saturating_mul(s.retry_count.saturating_add(1)),
+        }
+    }
+
+    /// Waits in the line until the lock is handed over (`Some`) or it is this waiter's turn
+    /// to ask DynamoDB (`None`).
+    async fn wait_in_line(
+        self: &Arc<Self>,
+        key: &LockKey,
+        mut waiter: Waiter,
+        cancel: &Cancel,
+    ) -> Result<Option<HeldLock>, LockError> {
+        let patience = self.patience();
+        let outcome = loop {
+            let since = self.lines.holder_since(key).unwrap_or_else(Instant::now);
+            tokio::select! {
+                turn = &mut waiter.turn => break Ok(turn.ok()),
+                r = cancel.sleep_until(since + patience) => {
+                    // A holder that changed meanwhile restarts the patience.
+                    if r.is_ok() && self.lines.holder_since(key) != Some(since) {
+                        continue;
+                    }
+                    break Err(r.err().unwrap_or_else(|| LockError::FailedToAcquireLock {
+                        original: StoreError::condition_failed(),
+                    }));
+                }
+            }
+        };
+        let turn = match outcome {
+            Ok(turn) => turn,
+            Err(e) => match self.lines.quit(key, &mut waiter) {
+                None => return Err(e),
+                // The turn came as we gave up: pass it on.
+                Some(turn) => {
+                    if let Some(lock) = self.handed(key, turn) {
+                        let _ = lock.release().await;
+                    } else {
+                        self.lines.leave(key);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        // A dropped sender means the line ended without a turn for us: try for ourselves.
+        Ok(turn.and_then(|t| self.handed(key, t)))
+    }
+
+    /// The lock a `Turn::Handed` carries.
+    fn handed(self: &Arc<Self>, key: &LockKey, turn: Turn) -> Option<HeldLock> {
+        match turn {
+            Turn::Go => None,
+            Turn::Handed {
+                guid,
+                fencing_token,
+                sent_at,
+            } => {
+                let lease_until = (self.settings.kind == Kind::FailOpen).then(|| sent_at + self.settings.lease());
+                Some(HeldLock::new(
+                    self.clone(),
+                    key.clone(),
+                    guid,
+                    fencing_token,
+                    lease_until,
+                ))
+            }
+        }
+    }
+
+    /// Acquires `key` from DynamoDB for the line.
+    async fn acquire_for_line(self: &Arc<Self>, key: &LockKey, cancel: &Cancel) -> Result<HeldLock, LockError> {
+        Ok(match self.settings.kind {
+            Kind::FailClosed => {
+                let guid = fail_closed::acquire(self, key, cancel).await?;
+                HeldLock::new(self.clone(), key.clone(), guid, None, None)
+            }
+            Kind::FailOpen => {
+                let taken = fail_open::acquire(self, key, cancel).await?;
+                let lease_until = taken.sent_at + self.settings.lease();
+                let mut lock = HeldLock::new(
+                    self.clone(),
+                    key.clone(),
+                    taken.guid,
+                    Some(taken.fencing_token),
+                    Some(lease_until),
+                );
+                lock.contended = taken.contended;
+                lock
+            }
+        })
+    }
 }
 
 impl Client {
@@ -143,7 +265,7 @@ impl Client {
             let guids = [guid];
             for _ in 0..12 {
                 let result = match kind {
-                    Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await,
+                    Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await.map(|_| ()),
                     Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ()),
                 };
                 match result {
@@ -194,5 +316,230 @@ impl Cancel {
             _ = tokio::time::sleep_until(deadline) => Ok(()),
             _ = notified => Err(LockError::Aborted),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{Cancel, Client};
+    use crate::error::LockError;
+    use crate::item::unix_now_ms;
+    use crate::lock::HeldLock;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{Store, WaitMark};
+    use crate::testkit::*;
+
+    /// `n` tasks of one client ask for one lock at once, each holds it `hold` and releases;
+    /// returns (task, fencing token, acquired at, released at) in grant order.
+    async fn pool(c: &Arc<Client>, n: usize, hold: Duration) -> Vec<(usize, Option<u64>, Instant, Instant)> {
+        let done = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let (c, done) = (c.clone(), done.clone());
+                tokio::spawn(async move {
+                    // Arrival order: task i asks i ms after the start.
+                    tokio::time::sleep(Duration::from_millis(i as u64)).await;
+                    let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+                    let at = Instant::now();
+                    tokio::time::sleep(hold).await;
+                    let out = Instant::now();
+                    done.lock().unwrap().push((i, lock.fencing_token, at, out));
+                    lock.release().await.unwrap();
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let mut v = done.lock().unwrap().clone();
+        v.sort_by_key(|r| r.2);
+        v
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failopen_line_is_served_in_arrival_order_by_handovers() {
+        let store = Arc::new(MemoryStore::new(false));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(3_000)));
+        let grants = pool(&c, 5, Duration::from_millis(10)).await;
+        let order: Vec<usize> = grants.iter().map(|g| g.0).collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4], "arrival order");
+        let tokens: Vec<Option<u64>> = grants.iter().map(|g| g.1).collect();
+        assert_eq!(tokens, (1..=5).map(Some).collect::<Vec<_>>(), "one token per holder");
+        for w in grants.windows(2) {
+            assert!(w[1].2 >= w[0].3, "no overlap");
+        }
+        let idle = grants.last().unwrap().3 - grants[0].2 - Duration::from_millis(50);
+        assert!(
+            idle <= Duration::from_millis(5),
+            "lock idle {idle:?} between five holders"
+        );
+        assert_eq!(store.count("take"), 1, "only the first asks DynamoDB");
+        assert_eq!(store.count("handover"), 4, "each release hands over with one write");
+        assert_eq!(store.count("release"), 1);
+        assert_eq!(store.count("get"), 0, "nobody polls");
+        let rec = store.record(&key("k")).unwrap();
+        assert!(rec.is_released());
+        assert_eq!(rec.fencing_token, Some(5));
+        assert!(events.events().is_empty());
+        assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failclosed_line_is_served_in_arrival_order_by_handovers() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        let grants = pool(&c, 5, Duration::from_millis(10)).await;
+        let order: Vec<usize> = grants.iter().map(|g| g.0).collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4]);
+        assert_eq!(store.count("put"), 1);
+        assert_eq!(store.count("handover"), 4);
+        assert_eq!(store.count("delete"), 1);
+        assert!(store.record(&key("k")).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_of_another_process_goes_before_the_local_line() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (here, _) = client(&store, open_settings("here", 10_000, None));
+        let (there, _) = client(&store, open_settings("there", 10_000, None));
+        let held = here.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let local = tokio::spawn({
+            let c = here.clone();
+            async move { c.acquire(key("k"), &Cancel::default()).await.unwrap() }
+        });
+        let remote = tokio::spawn({
+            let c = there.clone();
+            async move { c.acquire(key("k"), &Cancel::default()).await.unwrap() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(store.count("mark"), 1, "the remote waiter put itself first in line");
+        held.release().await.unwrap();
+        let theirs = remote.await.unwrap();
+        assert_eq!(store.record(&key("k")).unwrap().owner.as_deref(), Some("there"));
+        assert_eq!(store.count("handover"), 1, "tried, and refused by the fresh mark");
+        assert!(!local.is_finished(), "the local waiter waits for the remote holder");
+        theirs.release().await.unwrap();
+        let ours = local.await.unwrap();
+        assert_eq!(ours.fencing_token, Some(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_local_waiter_gives_up_on_one_holder_after_the_originals_wait() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 1_000, Some(300));
+        s.retry_count = 1;
+        let (c, _) = client(&store, s);
+        let _held = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let start = Instant::now();
+        let err = c.acquire(key("k"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(err.code(), "FailedToAcquireLock");
+        assert_eq!(start.elapsed(), Duration::from_millis(2_000), "retryCount + 1 leases");
+        // The line is intact: the holder's release finds nobody waiting and releases.
+        _held.release().await.unwrap();
+        assert_eq!(store.count("handover"), 0);
+        assert!(store.record(&key("k")).unwrap().is_released());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_quits_the_line_is_skipped() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, open_settings("me", 10_000, None));
+        let held = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let cancel = Arc::new(Cancel::default());
+        let quitter = tokio::spawn({
+            let (c, cancel) = (c.clone(), cancel.clone());
+            async move { c.acquire(key("k"), &cancel).await.map(|_| ()) }
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let next = tokio::spawn({
+            let c = c.clone();
+            async move { c.acquire(key("k"), &Cancel::default()).await.unwrap() }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        cancel.cancel();
+        assert_eq!(quitter.await.unwrap().unwrap_err(), LockError::Aborted);
+        held.release().await.unwrap();
+        let lock = next.await.unwrap();
+        assert_eq!(lock.fencing_token, Some(2));
+        assert_eq!(store.count("handover"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_lost_by_its_holder_lets_the_line_try_for_itself() {
+        let store = Arc::new(MemoryStore::new(true));
+        // No heartbeats: the lease lapses under the holder.
+        let (c, events) = client(&store, open_settings("me", 500, None));
+        let _held = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let start = Instant::now();
+        let next = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        // The lapse is reported at 500 ms; the next in line then finds the item as the lost
+        // holder left it and waits a lease of its own, as any waiter would.
+        assert!(start.elapsed() >= Duration::from_millis(1_000), "{:?}", start.elapsed());
+        assert!(start.elapsed() < Duration::from_millis(1_100), "{:?}", start.elapsed());
+        assert_eq!(next.fencing_token, Some(2));
+        assert_eq!(events.events().len(), 1, "the first lock was reported lost");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_that_keeps_changing_hands_is_waited_for_not_failed() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("patient", 1_000, Some(300));
+        s.retry_count = 0;
+        let (patient, _) = client(&store, s);
+        let (busy, _) = client(&store, open_settings("busy", 1_000, Some(300)));
+        // The busy client holds the lock 300 ms at a time, over and over, for 3 s.
+        let churn = tokio::spawn({
+            let busy = busy.clone();
+            async move {
+                let mut held: Vec<Arc<HeldLock>> = Vec::new();
+                let end = Instant::now() + Duration::from_secs(3);
+                while Instant::now() < end {
+                    let l = busy.acquire(key("k"), &Cancel::default()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    l.release().await.unwrap();
+                    held.push(l);
+                }
+                held.len()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lock = patient.acquire(key("k"), &Cancel::default()).await;
+        assert!(
+            lock.is_ok(),
+            "waiting for a busy lock is not a failed attempt: {lock:?}"
+        );
+        lock.unwrap().release().await.unwrap();
+        assert!(churn.await.unwrap() >= 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_oldest_waiter_takes_the_first_place_and_reads_fastest() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (holder, _) = client(&store, open_settings("holder", 10_000, Some(3_000)));
+        let _held = holder.acquire(key("k"), &Cancel::default()).await.unwrap();
+        // A younger waiter holds the mark; an older one arrives and takes its place.
+        let young = WaitMark {
+            waiter: "young",
+            since_unix_ms: unix_now_ms() + 60_000,
+            now_unix_ms: unix_now_ms(),
+            stale_before_unix_ms: 0,
+        };
+        store.mark_waiting(&key("k"), &young).await.unwrap();
+        let (w, _) = client(&store, open_settings("waiter", 10_000, None));
+        let waiting = tokio::spawn(async move { w.acquire(key("k"), &Cancel::default()).await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let rec = store.record(&key("k")).unwrap();
+        assert_ne!(rec.lock_waiter.as_deref(), Some("young"), "the older waiter is first");
+        let gets = store.count("get");
+        assert!(
+            (90..=101).contains(&gets),
+            "{gets} re-reads in 1 s by the first in line"
+        );
+        waiting.abort();
     }
 }

@@ -80,6 +80,7 @@ const FAIL_CLOSED: &[Field] = &[
     f("acquirePeriodMs", Rule::Int { min: 0 }, true),
     f("retryCount", Rule::Int { min: 0 }, false),
     f("requestTimeoutMs", Rule::Int { min: 1 }, false),
+    f("rereadPeriodMs", Rule::Int { min: 1 }, false),
     f("transport", Rule::OneOf(TRANSPORTS), false),
 ];
 

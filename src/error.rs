@@ -10,7 +10,8 @@ pub enum StoreError {
     /// The request's condition did not hold. `current` is the item as the backend returned it
     /// (`Some(None)`: absent), or `None` when the backend did not say.
     ConditionFailed {
-        current: Option<Option<crate::item::LockRecord>>,
+        /// Boxed: it is rarely there, and every `Result` of the store carries the variant.
+        current: Option<Option<Box<crate::item::LockRecord>>>,
     },
     /// The service answered with an error. `transient` errors may succeed when retried;
     /// `maybe_applied` says the write may have landed all the same (e.g. HTTP 500).

@@ -3,8 +3,10 @@
 
 use crate::client::{Cancel, Client};
 use crate::error::{LockError, StoreError};
+use crate::fail_open::Waiting;
 use crate::item::{new_guid, Guid, LockKey, LockRecord};
 use crate::store::{attempt, Failed};
+use tokio::time::Instant;
 
 /// Reads the item to settle an ambiguous outcome.
 pub(crate) async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
@@ -16,46 +18,42 @@ pub(crate) async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>
 pub(crate) async fn current_after(
     c: &Client,
     key: &LockKey,
-    current: Option<Option<LockRecord>>,
+    current: Option<Option<Box<LockRecord>>>,
 ) -> Result<Option<LockRecord>, LockError> {
     match current {
-        Some(cur) => Ok(cur),
+        Some(cur) => Ok(cur.map(|r| *r)),
         None => read(c, key).await.map_err(|f| LockError::Store(f.error)),
     }
 }
 
 pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid, LockError> {
+    let s = &c.settings;
     let guid = new_guid();
-    let mut retries_left = c.settings.retry_count;
+    c.handoff.wait_turn(key, cancel).await?;
+    // As the original: `retryCount` more attempts, `acquirePeriodMs` apart. Between them the
+    // first waiter in line re-reads the item and tries at once when it is gone.
+    let give_up_at = Instant::now() + s.acquire_period.saturating_mul(s.retry_count);
+    let mut waiting: Option<Waiting> = None;
     loop {
         cancel.check()?;
-        let Failed { error, ambiguous } = match attempt(c.settings.policy(), || {
-            c.store.put_if_absent(key, &c.settings.owner, &guid)
-        })
-        .await
-        {
-            Ok(()) => return Ok(guid),
-            Err(f) => f,
-        };
-        match error {
+        let Failed { error, ambiguous } =
+            match attempt(s.policy(), || c.store.put_if_absent(key, &s.owner, &guid)).await {
+                Ok(()) => return Ok(guid),
+                Err(f) => f,
+            };
+        let held = match error {
             StoreError::ConditionFailed { current } => {
                 // After an attempt that may have landed, the item met by the condition may be
                 // our own: then the lock is ours.
                 if ambiguous || current.is_some() {
                     let cur = current_after(c, key, current).await?;
-                    if cur.is_some_and(|r| r.carries(&guid)) {
+                    if cur.as_ref().is_some_and(|r| r.carries(&guid)) {
                         return Ok(guid);
                     }
+                    cur
+                } else {
+                    None
                 }
-                if retries_left == 0 {
-                    return Err(LockError::FailedToAcquireLock {
-                        original: StoreError::condition_failed(),
-                    });
-                }
-                retries_left -= 1;
-                cancel
-                    .sleep_until(tokio::time::Instant::now() + c.settings.acquire_period)
-                    .await?;
             }
             other => {
                 if ambiguous {
@@ -69,23 +67,47 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid,
                 }
                 return Err(LockError::Store(other));
             }
+        };
+        let now = Instant::now();
+        if now >= give_up_at {
+            return Err(LockError::FailedToAcquireLock {
+                original: StoreError::condition_failed(),
+            });
+        }
+        let w = waiting.get_or_insert_with(Waiting::new);
+        if let Some(held) = &held {
+            w.observe(c, key, held).await;
+        }
+        let next_attempt = (now + s.acquire_period).min(give_up_at);
+        loop {
+            let next_read = Instant::now().checked_add(w.interval(s)).unwrap_or(next_attempt);
+            cancel.sleep_until(next_attempt.min(next_read)).await?;
+            if Instant::now() >= next_attempt {
+                break;
+            }
+            match read(c, key).await {
+                Ok(None) => break,
+                Ok(Some(r)) => w.observe(c, key, &r).await,
+                Err(_) => {}
+            }
         }
     }
 }
 
-pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {
+/// Deletes the item if it is ours. Returns whether a waiter marked it recently.
+pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
     let refused = || LockError::FailedToReleaseLock {
         original: StoreError::condition_failed(),
     };
     match attempt(c.settings.release_policy(), || c.store.delete_if_guid(key, guids)).await {
-        Ok(()) => Ok(()),
+        Ok(mark) => Ok(crate::fail_open::marked_recently(&c.settings, mark)),
         // An earlier attempt may have deleted the item. While our item existed nobody could
         // have written another, so an item that is gone or belongs to someone else after such
         // an attempt means that attempt landed: the release happened.
         Err(Failed {
             error: StoreError::ConditionFailed { .. },
             ambiguous: true,
-        }) => Ok(()),
+        }) => Ok(false),
         Err(Failed {
             error: StoreError::ConditionFailed { .. },
             ambiguous: false,
@@ -94,7 +116,7 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<(), Lo
             if ambiguous {
                 if let Ok(cur) = read(c, key).await {
                     if !cur.is_some_and(|r| guids.iter().any(|g| r.carries(g))) {
-                        return Ok(());
+                        return Ok(false);
                     }
                 }
             }
@@ -147,7 +169,15 @@ mod tests {
                 Some("ConditionalCheckFailedException")
             );
             assert_eq!(store.count("put"), 1 + 4, "one for the holder, four attempts");
-            assert_eq!(store.count("get"), 0, "a plain refusal needs no read");
+            // The first waiter in line re-reads between attempts (every 10 ms); without the
+            // item in the refusal it never learns it is first, and only tries.
+            let gets = store.count("get");
+            if returns_old {
+                assert!((20..=31).contains(&gets), "{gets} re-reads in 300 ms");
+                assert_eq!(store.count("mark"), 1, "one claim of the first place");
+            } else {
+                assert_eq!(gets, 0);
+            }
             assert_eq!(
                 start.elapsed(),
                 Duration::from_millis(300),

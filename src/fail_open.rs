@@ -10,10 +10,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::{Cancel, Client, Settings};
+use crate::config::Kind;
 use crate::error::{LockError, StoreError};
 use crate::fail_closed::{current_after, read};
 use crate::item::{new_guid, unix_now_ms, Guid, LockKey, LockRecord, Version};
-use crate::store::{attempt, Failed, OpenFields};
+use crate::store::{attempt, Failed, OpenFields, WaitMark};
 
 pub struct Taken {
     pub guid: Guid,
@@ -50,7 +51,7 @@ impl Handoff {
         }
     }
 
-    async fn wait_turn(&self, key: &LockKey, cancel: &Cancel) -> Result<(), LockError> {
+    pub async fn wait_turn(&self, key: &LockKey, cancel: &Cancel) -> Result<(), LockError> {
         let until = self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
         match until {
             Some(t) if t > Instant::now() => cancel.sleep_until(t).await,
@@ -85,27 +86,92 @@ fn failed_to_acquire() -> LockError {
     }
 }
 
+/// A waiter's place among the waiters of every process. The first in line (the one whose
+/// mark the item carries) re-reads at `rereadPeriodMs`, the others at the slower queue
+/// interval; a waiter that has waited longer than the marked one takes its place.
+pub(crate) struct Waiting {
+    id: String,
+    since_unix_ms: u64,
+    pub first: bool,
+}
+
+impl Waiting {
+    pub fn new() -> Self {
+        let mut id = [0u8; 8];
+        rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut id);
+        Waiting {
+            id: id.iter().map(|b| format!("{b:02x}")).collect(),
+            since_unix_ms: unix_now_ms(),
+            first: false,
+        }
+    }
+
+    /// How long to wait before reading the item again.
+    pub fn interval(&self, s: &Settings) -> Duration {
+        match (self.first, s.kind) {
+            (true, _) => s.reread_period,
+            (false, Kind::FailOpen) => s.queue_reread_period,
+            // Other FailClosed waiters only try at `acquirePeriodMs`, as the original does.
+            (false, Kind::FailClosed) => Duration::MAX,
+        }
+    }
+
+    /// Reads the mark on `held` and claims or renews the first place when it may. Best
+    /// effort: a failure only costs fairness.
+    pub async fn observe(&mut self, c: &Client, key: &LockKey, held: &LockRecord) {
+        let s = &c.settings;
+        let now = unix_now_ms();
+        let fresh_ms = s.mark_fresh().as_millis() as u64;
+        let age = held.lock_waiting_unix_ms.map(|w| now.saturating_sub(w));
+        let fresh = age.is_some_and(|a| a < fresh_ms);
+        let mine = fresh && held.lock_waiter.as_deref() == Some(self.id.as_str());
+        let write = if mine {
+            age.is_some_and(|a| a >= fresh_ms / 2)
+        } else {
+            !fresh
+                || held
+                    .lock_waiting_since_unix_ms
+                    .is_none_or(|since| since > self.since_unix_ms)
+        };
+        if !write {
+            self.first = mine;
+            return;
+        }
+        let mark = WaitMark {
+            waiter: &self.id,
+            since_unix_ms: self.since_unix_ms,
+            now_unix_ms: now,
+            stale_before_unix_ms: now.saturating_sub(fresh_ms),
+        };
+        self.first = matches!(
+            tokio::time::timeout(s.request_timeout, c.store.mark_waiting(key, &mark)).await,
+            Ok(Ok(()))
+        );
+    }
+}
+
 pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
     let s = &c.settings;
     let guid = new_guid();
     let mut retries_left = s.retry_count;
     let mut waited_out: Option<Version> = None;
-    let mut contended = false;
+    let mut waiting: Option<Waiting> = None;
     c.handoff.wait_turn(key, cancel).await?;
     loop {
         cancel.check()?;
         let f = fields(s);
         let sent_at = Instant::now();
+        let first = waiting.as_ref().is_some_and(|w| w.first);
+        let contended = waiting.is_some();
+        let taken = |fencing_token| Taken {
+            guid,
+            fencing_token,
+            sent_at,
+            contended,
+        };
         let Failed { error, ambiguous } =
-            match attempt(s.policy(), || c.store.take(key, &f, &guid, waited_out.as_ref())).await {
-                Ok(fencing_token) => {
-                    return Ok(Taken {
-                        guid,
-                        fencing_token,
-                        sent_at,
-                        contended,
-                    })
-                }
+            match attempt(s.policy(), || c.store.take(key, &f, &guid, waited_out.as_ref(), first)).await {
+                Ok(fencing_token) => return Ok(taken(fencing_token)),
                 Err(failed) => failed,
             };
         let current = match error {
@@ -113,14 +179,7 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
             other => {
                 if ambiguous {
                     match read(c, key).await {
-                        Ok(Some(r)) if r.carries(&guid) => {
-                            return Ok(Taken {
-                                guid,
-                                fencing_token: r.fencing_token.unwrap_or(1),
-                                sent_at,
-                                contended,
-                            });
-                        }
+                        Ok(Some(r)) if r.carries(&guid) => return Ok(taken(r.fencing_token.unwrap_or(1))),
                         Ok(_) => {}
                         Err(_) => c.undo_later(key, guid),
                     }
@@ -130,44 +189,40 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
         };
         // An earlier attempt of this request may be what the condition met.
         if let Some(r) = current.as_ref().filter(|r| r.carries(&guid)) {
-            return Ok(Taken {
-                guid,
-                fencing_token: r.fencing_token.unwrap_or(1),
-                sent_at,
-                contended,
-            });
+            return Ok(taken(r.fencing_token.unwrap_or(1)));
         }
-        // Held by another owner, or taken by one in a race for a free lock.
-        contended = true;
-        let free = current.as_ref().is_none_or(|r| r.is_released());
-        if let Some(held) = current.as_ref().filter(|_| !free) {
-            announce_waiting(c, key, held).await;
-        }
-        // The first write found the lock held: that is the original's "check for existing
-        // lock" and costs no retry. A write after waiting, or one that lost a race for a free
-        // lock, is a failed acquisition attempt.
-        if waited_out.is_some() || free {
-            if retries_left == 0 {
-                return Err(failed_to_acquire());
+        let Some(held) = current.filter(|r| !r.is_released()) else {
+            // Another waiter took the free lock first and released it already, or the item
+            // went away: try again at once. Losing a race is waiting, not a failed attempt.
+            waited_out = None;
+            continue;
+        };
+        // A takeover after waiting a whole lease that finds the same holder (it renewed)
+        // is a failed attempt; a lock that changed hands meanwhile is not.
+        if let Some(v) = waited_out.take() {
+            if v.fencing_token == held.fencing_token {
+                if retries_left == 0 {
+                    return Err(failed_to_acquire());
+                }
+                retries_left -= 1;
             }
-            retries_left -= 1;
         }
-        match current {
-            Some(held) if !free => waited_out = Some(wait_out(c, key, held, &mut retries_left, cancel).await?),
-            _ => waited_out = None,
-        }
+        let w = waiting.get_or_insert_with(Waiting::new);
+        w.observe(c, key, &held).await;
+        waited_out = Some(wait_out(c, key, held, &mut retries_left, w, cancel).await?);
     }
 }
 
 /// Waits until `seen` may be taken over, or until the lock is released or deleted. Returns
-/// the version the takeover write must still find. A holder that renews meanwhile makes the
-/// attempt due at the old deadline fail (costing a retry, as in the original) and restarts
-/// the wait from when the new version was seen.
+/// the version the takeover write must still find. A holder that renews meanwhile costs a
+/// retry at the old deadline and restarts the wait from when the new version was seen; a new
+/// holder restarts it at no cost.
 async fn wait_out(
     c: &Client,
     key: &LockKey,
     seen: LockRecord,
     retries_left: &mut u32,
+    waiting: &mut Waiting,
     cancel: &Cancel,
 ) -> Result<Version, LockError> {
     let s = &c.settings;
@@ -190,7 +245,8 @@ async fn wait_out(
                 }
             }
         }
-        cancel.sleep_until(deadline.min(now + s.reread_period)).await?;
+        let next_read = now.checked_add(waiting.interval(s)).unwrap_or(deadline);
+        cancel.sleep_until(deadline.min(next_read)).await?;
         if Instant::now() >= deadline {
             continue;
         }
@@ -200,7 +256,14 @@ async fn wait_out(
                 None => return Ok(target),
                 Some(r) if r.is_released() => return Ok(target),
                 Some(r) => {
-                    announce_waiting(c, key, &r).await;
+                    waiting.observe(c, key, &r).await;
+                    if r.fencing_token != target.fencing_token {
+                        // A new holder: its lease starts now.
+                        deadline = Instant::now() + wait_for(s, &r, unix_now_ms());
+                        target = r.version();
+                        newer = None;
+                        continue;
+                    }
                     let v = r.version();
                     let known = newer
                         .as_ref()
@@ -215,22 +278,9 @@ async fn wait_out(
     }
 }
 
-/// A waiter's mark older than this is renewed (one write per waiting client at most, and
-/// none while another waiter keeps it fresh).
-fn waiting_mark_refresh(s: &Settings) -> Duration {
-    (s.reread_period * 4).min(Duration::from_millis(s.lease_duration_ms / 2))
-}
-
-/// Marks the item as waited for, unless a fresh mark is already there. Best effort: a failure
-/// only costs fairness.
-async fn announce_waiting(c: &Client, key: &LockKey, seen: &LockRecord) {
-    let now = unix_now_ms();
-    let fresh = seen
-        .lock_waiting_unix_ms
-        .is_some_and(|at| now.saturating_sub(at) < waiting_mark_refresh(&c.settings).as_millis() as u64);
-    if !fresh {
-        let _ = tokio::time::timeout(c.settings.request_timeout, c.store.mark_waiting(key, now)).await;
-    }
+/// Whether a waiting mark read back by a release is fresh: someone else waits.
+pub(crate) fn marked_recently(s: &Settings, mark: Option<u64>) -> bool {
+    mark.is_some_and(|w| unix_now_ms().saturating_sub(w) < s.mark_fresh().as_millis() as u64)
 }
 
 /// Release: `leaseDurationMs` becomes 1 and the item stays, so fencing tokens keep rising. A
@@ -239,10 +289,7 @@ async fn announce_waiting(c: &Client, key: &LockKey, seen: &LockRecord) {
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
     let at = c.settings.trust_local_time.then(unix_now_ms);
     match attempt(c.settings.release_policy(), || c.store.release(key, guids, at)).await {
-        Ok(waiting) => {
-            let lease = c.settings.lease_duration_ms;
-            Ok(waiting.is_some_and(|w| unix_now_ms().saturating_sub(w) <= lease))
-        }
+        Ok(mark) => Ok(marked_recently(&c.settings, mark)),
         Err(Failed {
             error: StoreError::ConditionFailed { .. },
             ..

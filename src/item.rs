@@ -11,6 +11,11 @@ pub const LOCK_ACQUIRED_TIME_UNIX_MS: &str = "lockAcquiredTimeUnixMs";
 /// When a FailOpen waiter last said it was waiting (Unix ms, its clock). Only this library
 /// writes it; the original ignores it, and its full-item writes drop it.
 pub const LOCK_WAITING_UNIX_MS: &str = "lockWaitingUnixMs";
+/// The first waiter in line among all processes (its random id), and since when it has been
+/// waiting (Unix ms, its clock): a waiter that has waited longer may take its place. Only this
+/// library writes them, and only fairness depends on them.
+pub const LOCK_WAITER: &str = "lockWaiter";
+pub const LOCK_WAITING_SINCE_UNIX_MS: &str = "lockWaitingSinceUnixMs";
 
 /// Names a key attribute may not take, because the lock item uses them.
 pub const RESERVED_NAMES: [&str; 5] = [
@@ -75,6 +80,8 @@ pub struct LockRecord {
     pub lease_duration_ms: Option<u64>,
     pub lock_acquired_time_unix_ms: Option<u64>,
     pub lock_waiting_unix_ms: Option<u64>,
+    pub lock_waiter: Option<String>,
+    pub lock_waiting_since_unix_ms: Option<u64>,
 }
 
 impl LockRecord {

@@ -24,6 +24,7 @@ mod fail_open;
 mod heartbeat;
 mod item;
 mod js_credentials;
+mod line;
 mod lock;
 mod store;
 #[cfg(test)]
@@ -264,7 +265,8 @@ pub struct NativeOptions {
     /// FailOpen: ms between heartbeats; none without it.
     pub heartbeat_period_ms: Option<f64>,
     pub trust_local_time: Option<bool>,
-    /// FailOpen: ms between re-reads of a held lock while waiting (default lease/4, 10..1000).
+    /// ms between re-reads of a held lock by the first waiter in line (default 10, or lease/4
+    /// when shorter).
     pub reread_period_ms: Option<f64>,
     /// Longest wait for one DynamoDB answer, in ms (default 5000).
     pub request_timeout_ms: Option<f64>,
@@ -392,7 +394,10 @@ impl NativeClient {
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
-        s.reread_period = ms(o.reread_period_ms).unwrap_or_else(|| Settings::default_reread(s.lease_duration_ms));
+        s.reread_period = ms(o.reread_period_ms)
+            .filter(|d| !d.is_zero())
+            .unwrap_or_else(|| Settings::default_reread(s.lease_duration_ms));
+        s.queue_reread_period = Settings::default_queue_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
@@ -444,6 +449,7 @@ impl NativeClient {
                     .map(|r| r.min(u32::MAX as f64) as u32),
             ),
             handoff: Default::default(),
+            lines: Default::default(),
         });
         // The hook runs when this environment ends (a worker thread, or the process).
         env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;

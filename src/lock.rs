@@ -11,7 +11,9 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::{Guid, LockKey};
+use crate::item::{new_guid, unix_now_ms, Guid, LockKey};
+use crate::line::Turn;
+use crate::store::{attempt, Failed};
 use crate::{fail_closed, fail_open};
 
 /// What a held lock reports while it is held.
@@ -23,6 +25,15 @@ pub enum LockEvent {
     Danger { remaining_ms: u64 },
     /// The lock is no longer ours.
     Lost(LostReason),
+}
+
+/// The outcome of handing a lock to the next in line.
+enum HandOver {
+    Done,
+    /// Release it instead; `maybe` is a `guid` the write may have left on the item.
+    NotDone {
+        maybe: Option<Guid>,
+    },
 }
 
 pub trait EventSink: Send + Sync {
@@ -60,6 +71,7 @@ pub struct HeldLock {
     pub client: Arc<Client>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
     pub(crate) stopping: AtomicBool,
+    left_line: AtomicBool,
     pub(crate) wake: Notify,
     pub(crate) state: Mutex<LockState>,
 }
@@ -91,6 +103,7 @@ impl HeldLock {
             contended: false,
             client,
             stopping: AtomicBool::new(false),
+            left_line: AtomicBool::new(false),
             wake: Notify::new(),
             state: Mutex::new(LockState {
                 guid,
@@ -106,6 +119,7 @@ impl HeldLock {
     pub fn abandon(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.wake.notify_waiters();
+        self.leave_line();
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -113,7 +127,52 @@ impl HeldLock {
     }
 
     pub(crate) fn emit(&self, event: LockEvent) {
+        if matches!(event, LockEvent::Lost(_)) {
+            self.leave_line();
+        }
         self.client.events.emit(self.id, event);
+    }
+
+    /// This lock is done with: the next acquisition of its id by this client tries for
+    /// itself. Once per lock.
+    fn leave_line(&self) {
+        if !self.left_line.swap(true, Ordering::SeqCst) {
+            self.client.lines.leave(&self.key);
+        }
+    }
+
+    /// Hands the lock to the next acquisition of this client in line, with one write that
+    /// rotates `guid` (and, for FailOpen, raises the fencing token and renews the lease).
+    /// Not done when a waiter of another process marked the item (it goes first), when the
+    /// lock is no longer ours, or when nobody is left to take it.
+    async fn hand_over(&self, guids: &[Guid]) -> HandOver {
+        let c = &self.client;
+        let s = &c.settings;
+        let new = new_guid();
+        let fields = (s.kind == Kind::FailOpen).then(|| fail_open::fields(s));
+        let fresh_since = unix_now_ms().saturating_sub(s.mark_fresh().as_millis() as u64);
+        let sent_at = Instant::now();
+        match attempt(s.policy(), || {
+            c.store.hand_over(&self.key, guids, &new, fields.as_ref(), fresh_since)
+        })
+        .await
+        {
+            Ok(fencing_token) => {
+                let turn = Turn::Handed {
+                    guid: new,
+                    fencing_token,
+                    sent_at,
+                };
+                match c.lines.pass(&self.key, turn) {
+                    None => HandOver::Done,
+                    // Everyone in line gave up meanwhile: the lock is still ours, under `new`.
+                    Some(_) => HandOver::NotDone { maybe: Some(new) },
+                }
+            }
+            Err(Failed { ambiguous, .. }) => HandOver::NotDone {
+                maybe: ambiguous.then_some(new),
+            },
+        }
     }
 
     /// Releases the lock. Heartbeats stop at once; an in-flight heartbeat is awaited so that
@@ -140,17 +199,30 @@ impl HeldLock {
                 }),
             };
         }
+        let mut guids = st.guids();
+        if !st.lost && self.client.lines.has_waiters(&self.key) {
+            match self.hand_over(&guids).await {
+                HandOver::Done => {
+                    st.released = true;
+                    st.pending = None;
+                    return Ok(());
+                }
+                HandOver::NotDone { maybe } => guids.extend(maybe),
+            }
+        }
+        let c = &self.client;
         let result = match kind {
-            Kind::FailClosed => fail_closed::release(&self.client, &self.key, &st.guids()).await,
-            Kind::FailOpen if st.lost => Ok(()),
-            Kind::FailOpen => fail_open::release(&self.client, &self.key, &st.guids())
-                .await
-                .map(|waiters| {
-                    if waiters || self.contended {
-                        self.client.handoff.released(&self.key, &self.client.settings);
-                    }
-                }),
+            Kind::FailClosed => fail_closed::release(c, &self.key, &guids).await,
+            Kind::FailOpen if st.lost => Ok(false),
+            Kind::FailOpen => fail_open::release(c, &self.key, &guids).await,
         };
+        let result = result.map(|marked| {
+            // Someone else waits, or this holder waited itself: stand back once for them.
+            if marked || self.contended {
+                c.handoff.released(&self.key, &c.settings);
+            }
+        });
+        self.leave_line();
         if result.is_ok() {
             st.released = true;
             st.pending = None;

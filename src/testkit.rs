@@ -45,6 +45,7 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
     s.lease_duration_ms = lease_ms;
     s.heartbeat_period = heartbeat_ms.map(Duration::from_millis);
     s.reread_period = Settings::default_reread(lease_ms);
+    s.queue_reread_period = Settings::default_queue_reread(lease_ms, s.reread_period);
     s.danger_margin = Settings::default_danger_margin(lease_ms);
     s.request_timeout = Duration::from_millis(lease_ms / 4);
     s
@@ -76,6 +77,7 @@ pub fn client_with(
         events: rec.clone(),
         heartbeats,
         handoff: Default::default(),
+        lines: Default::default(),
     };
     (Arc::new(c), rec)
 }

@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 use super::json::{read_reply, Attr, Body, Reply};
 use super::sigv4::{Signer, CONTENT_TYPE};
 use super::wire::{Wire, WireError};
-use super::{OpenFields, Store};
+use super::{OpenFields, Store, WaitMark};
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
 
@@ -284,11 +284,11 @@ impl HttpStore {
         })
     }
 
-    fn current(&self, record: Option<LockRecord>) -> Option<Option<LockRecord>> {
+    fn current(&self, record: Option<LockRecord>) -> Option<Option<Box<LockRecord>>> {
         match record {
             Some(r) => {
                 self.returns_old.store(true, Ordering::Relaxed);
-                Some(Some(r))
+                Some(Some(Box::new(r)))
             }
             None if self.returns_old.load(Ordering::Relaxed) => Some(None),
             None => None,
@@ -464,7 +464,7 @@ impl Store for HttpStore {
         Ok(())
     }
 
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<(), StoreError> {
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
         let mut values = Vec::with_capacity(guids.len());
         let cond = guid_condition(guids, &mut values)?;
         let mut b = Body::new(&self.table.name);
@@ -472,9 +472,10 @@ impl Store for HttpStore {
         b.str("ConditionExpression", &cond);
         b.names(&[("#guid", item::GUID)]);
         b.values(&values);
+        b.str("ReturnValues", "ALL_OLD");
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("DeleteItem", b.finish()).await?;
-        Ok(())
+        let reply = self.call("DeleteItem", b.finish()).await?;
+        Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
     }
 
     async fn take(
@@ -483,6 +484,7 @@ impl Store for HttpStore {
         fields: &OpenFields<'_>,
         guid: &Guid,
         waited_out: Option<&Version>,
+        clear_mark: bool,
     ) -> Result<u64, StoreError> {
         let mut values = vec![
             (":owner", Attr::S(fields.owner)),
@@ -495,6 +497,13 @@ impl Store for HttpStore {
         let mut update =
             "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = if_not_exists(#ft, :zero) + :one".to_string();
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        if clear_mark {
+            update.push_str(if fields.lock_acquired_time_unix_ms.is_some() {
+                " REMOVE #w, #wid, #ws"
+            } else {
+                ", #w, #wid, #ws"
+            });
+        }
         let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
         if let Some(v) = waited_out {
             let guid_is = if v.guid.is_empty() {
@@ -519,8 +528,12 @@ impl Store for HttpStore {
             ("#lease", item::LEASE_DURATION_MS),
             ("#ft", item::FENCING_TOKEN),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+            ("#w", item::LOCK_WAITING_UNIX_MS),
+            ("#wid", item::LOCK_WAITER),
+            ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
         ];
-        let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
+        let names = if clear_mark { &names[..] } else { &names[..6] };
+        let reply = self.update(key, &update, &cond, names, &values, "UPDATED_NEW").await?;
         reply
             .record
             .and_then(|r| r.fencing_token)
@@ -571,14 +584,79 @@ impl Store for HttpStore {
         Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
     }
 
-    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError> {
+    async fn hand_over(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        new_guid: &Guid,
+        fields: Option<&OpenFields<'_>>,
+        marks_fresh_since_unix_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut values = vec![
+            (":new", Attr::B(new_guid)),
+            (":fresh", Attr::N(marks_fresh_since_unix_ms)),
+        ];
+        let mut update = "SET #guid = :new".to_string();
+        if let Some(f) = fields {
+            update.push_str(", #owner = :owner, #lease = :lease, #ft = #ft + :one");
+            values.extend([
+                (":owner", Attr::S(f.owner)),
+                (":lease", Attr::N(f.lease_duration_ms)),
+                (":one", Attr::N(1)),
+            ]);
+            acquired_time(&mut update, f.lock_acquired_time_unix_ms, &mut values);
+        }
+        let cond = format!(
+            "({}) AND (attribute_not_exists(#w) OR #w < :fresh)",
+            guid_condition(guids, &mut values)?
+        );
+        let open_names = [
+            ("#guid", item::GUID),
+            ("#w", item::LOCK_WAITING_UNIX_MS),
+            ("#owner", item::OWNER),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#ft", item::FENCING_TOKEN),
+            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+        ];
+        let names = if fields.is_some() {
+            &open_names[..]
+        } else {
+            &open_names[..2]
+        };
+        let returns = if fields.is_some() { "UPDATED_NEW" } else { "NONE" };
+        let reply = self.update(key, &update, &cond, names, &values, returns).await?;
+        match fields {
+            None => Ok(None),
+            Some(_) => reply
+                .record
+                .and_then(|r| r.fencing_token)
+                .map(Some)
+                .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken")),
+        }
+    }
+
+    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
         let names = [
             ("#pk", self.table.partition_key.as_str()),
             ("#w", item::LOCK_WAITING_UNIX_MS),
+            ("#wid", item::LOCK_WAITER),
+            ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
         ];
-        let values = [(":w", Attr::N(at_unix_ms))];
-        self.update(key, "SET #w = :w", "attribute_exists(#pk)", &names, &values, "NONE")
-            .await?;
+        let values = [
+            (":w", Attr::N(mark.now_unix_ms)),
+            (":wid", Attr::S(mark.waiter)),
+            (":ws", Attr::N(mark.since_unix_ms)),
+            (":stale", Attr::N(mark.stale_before_unix_ms)),
+        ];
+        self.update(
+            key,
+            "SET #w = :w, #wid = :wid, #ws = :ws",
+            "attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)",
+            &names,
+            &values,
+            "NONE",
+        )
+        .await?;
         Ok(())
     }
 }

@@ -227,12 +227,13 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             other => return Err(unexpected(other)),
         };
         let wanted = match name.as_ref() {
-            item::OWNER => "S",
+            item::OWNER | item::LOCK_WAITER => "S",
             item::GUID => "B",
             item::FENCING_TOKEN
             | item::LEASE_DURATION_MS
             | item::LOCK_ACQUIRED_TIME_UNIX_MS
-            | item::LOCK_WAITING_UNIX_MS => "N",
+            | item::LOCK_WAITING_UNIX_MS
+            | item::LOCK_WAITING_SINCE_UNIX_MS => "N",
             _ => {
                 skip_value(tokens)?;
                 continue;
@@ -254,10 +255,12 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
         let Some(value) = value else { continue };
         match name.as_ref() {
             item::OWNER => r.owner = Some(value),
+            item::LOCK_WAITER => r.lock_waiter = Some(value),
             item::GUID => r.guid = base64::decode(&value).ok(),
             item::FENCING_TOKEN => r.fencing_token = item::parse_u64(&value),
             item::LEASE_DURATION_MS => r.lease_duration_ms = item::parse_u64(&value),
             item::LOCK_ACQUIRED_TIME_UNIX_MS => r.lock_acquired_time_unix_ms = item::parse_u64(&value),
+            item::LOCK_WAITING_SINCE_UNIX_MS => r.lock_waiting_since_unix_ms = item::parse_u64(&value),
             _ => r.lock_waiting_unix_ms = item::parse_u64(&value),
         }
     }
@@ -316,7 +319,8 @@ mod tests {
     fn replies_yield_the_lock_attributes_and_skip_the_rest() {
         let body = br#"{"Attributes":{"owner":{"S":"h\u00e9"},"guid":{"B":"AQID"},"fencingToken":{"N":"42"},
             "leaseDurationMs":{"N":"1"},"other":{"M":{"x":{"L":[{"N":"1"},{"BOOL":true},{"NULL":true}]}}},
-            "lockAcquiredTimeUnixMs":{"S":"not a number"},"lockWaitingUnixMs":{"N":"17"}},"ConsumedCapacity":null}"#;
+            "lockAcquiredTimeUnixMs":{"S":"not a number"},"lockWaitingUnixMs":{"N":"17"},
+            "lockWaiter":{"S":"w1"},"lockWaitingSinceUnixMs":{"N":"12"}},"ConsumedCapacity":null}"#;
         let r = read_reply(body).unwrap();
         assert_eq!(
             r.record,
@@ -327,6 +331,8 @@ mod tests {
                 lease_duration_ms: Some(1),
                 lock_acquired_time_unix_ms: None,
                 lock_waiting_unix_ms: Some(17),
+                lock_waiter: Some("w1".into()),
+                lock_waiting_since_unix_ms: Some(12),
             })
         );
         assert_eq!(r.error_type, None);

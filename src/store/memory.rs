@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{OpenFields, Store};
+use super::{OpenFields, Store, WaitMark};
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey, LockRecord, Version, RELEASED_LEASE_MS};
 
@@ -94,7 +94,7 @@ impl MemoryStore {
             }
             r.map_err(|e| match e {
                 StoreError::ConditionFailed { .. } => StoreError::ConditionFailed {
-                    current: self.returns_old.then_some(before),
+                    current: self.returns_old.then(|| before.map(Box::new)),
                 },
                 other => other,
             })
@@ -131,13 +131,12 @@ impl Store for MemoryStore {
         .await
     }
 
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<(), StoreError> {
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
         self.run("delete", key, |slot| {
             if !guid_in(slot, guids) {
                 return Err(StoreError::condition_failed());
             }
-            *slot = None;
-            Ok(())
+            Ok(slot.take().and_then(|r| r.lock_waiting_unix_ms))
         })
         .await
     }
@@ -148,6 +147,7 @@ impl Store for MemoryStore {
         fields: &OpenFields<'_>,
         guid: &Guid,
         waited_out: Option<&Version>,
+        clear_mark: bool,
     ) -> Result<u64, StoreError> {
         self.run("take", key, |slot| {
             let free = match slot {
@@ -158,13 +158,16 @@ impl Store for MemoryStore {
                 return Err(StoreError::condition_failed());
             }
             let token = slot.as_ref().and_then(|r| r.fencing_token).unwrap_or(0) + 1;
+            let mark = slot.take().filter(|_| !clear_mark).unwrap_or_default();
             *slot = Some(LockRecord {
                 owner: Some(fields.owner.into()),
                 guid: Some(guid.to_vec()),
                 fencing_token: Some(token),
                 lease_duration_ms: Some(fields.lease_duration_ms),
                 lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
-                lock_waiting_unix_ms: slot.as_ref().and_then(|r| r.lock_waiting_unix_ms),
+                lock_waiting_unix_ms: mark.lock_waiting_unix_ms,
+                lock_waiter: mark.lock_waiter,
+                lock_waiting_since_unix_ms: mark.lock_waiting_since_unix_ms,
             });
             Ok(token)
         })
@@ -211,10 +214,48 @@ impl Store for MemoryStore {
         .await
     }
 
-    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError> {
+    async fn hand_over(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        new_guid: &Guid,
+        fields: Option<&OpenFields<'_>>,
+        marks_fresh_since_unix_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.run("handover", key, |slot| {
+            let marked = slot
+                .as_ref()
+                .and_then(|r| r.lock_waiting_unix_ms)
+                .is_some_and(|w| w >= marks_fresh_since_unix_ms);
+            if !guid_in(slot, guids) || marked {
+                return Err(StoreError::condition_failed());
+            }
+            let r = slot.as_mut().expect("guid_in found the item");
+            r.guid = Some(new_guid.to_vec());
+            Ok(fields.map(|f| {
+                r.owner = Some(f.owner.into());
+                r.lease_duration_ms = Some(f.lease_duration_ms);
+                r.lock_acquired_time_unix_ms = f.lock_acquired_time_unix_ms;
+                let token = r.fencing_token.unwrap_or(0) + 1;
+                r.fencing_token = Some(token);
+                token
+            }))
+        })
+        .await
+    }
+
+    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
         self.run("mark", key, |slot| match slot {
             Some(r) => {
-                r.lock_waiting_unix_ms = Some(at_unix_ms);
+                let free = r.lock_waiting_unix_ms.is_none_or(|w| w < mark.stale_before_unix_ms)
+                    || r.lock_waiter.as_deref() == Some(mark.waiter)
+                    || r.lock_waiting_since_unix_ms.is_some_and(|s| s > mark.since_unix_ms);
+                if !free {
+                    return Err(StoreError::condition_failed());
+                }
+                r.lock_waiting_unix_ms = Some(mark.now_unix_ms);
+                r.lock_waiter = Some(mark.waiter.into());
+                r.lock_waiting_since_unix_ms = Some(mark.since_unix_ms);
                 Ok(())
             }
             None => Err(StoreError::condition_failed()),

@@ -39,18 +39,35 @@ pub trait Store: Send + Sync + 'static {
     /// FailClosed acquisition: write `{key, owner, guid}` if no item exists.
     async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError>;
 
-    /// FailClosed release: delete the item if its `guid` is one of `guids`.
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<(), StoreError>;
+    /// FailClosed release: delete the item if its `guid` is one of `guids`. Returns the
+    /// item's `lockWaitingUnixMs` as it was.
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError>;
 
     /// FailOpen acquisition in one request: set owner, `guid`, lease and `fencingToken + 1`
     /// if the item is absent, released, or still carries `waited_out`. Returns the new token.
+    /// `clear_mark` removes the waiting mark (the taker was the first waiter in line).
     async fn take(
         &self,
         key: &LockKey,
         fields: &OpenFields<'_>,
         guid: &Guid,
         waited_out: Option<&Version>,
+        clear_mark: bool,
     ) -> Result<u64, StoreError>;
+
+    /// Hands a held lock from one acquisition of this client to the next: rotate `guid` to
+    /// `new_guid` if it is one of `guids` and no waiter marked the item at or after
+    /// `marks_fresh_since_unix_ms` (another process waits: it goes first). With `fields`
+    /// (FailOpen) the write also sets the lease and raises `fencingToken` by one, and returns
+    /// the new token; without (FailClosed) it only rotates `guid`.
+    async fn hand_over(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        new_guid: &Guid,
+        fields: Option<&OpenFields<'_>>,
+        marks_fresh_since_unix_ms: u64,
+    ) -> Result<Option<u64>, StoreError>;
 
     /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids`.
     async fn renew(
@@ -70,8 +87,20 @@ pub trait Store: Send + Sync + 'static {
         lock_acquired_time_unix_ms: Option<u64>,
     ) -> Result<Option<u64>, StoreError>;
 
-    /// FailOpen waiter: set `lockWaitingUnixMs` on the item, if there is one.
-    async fn mark_waiting(&self, key: &LockKey, at_unix_ms: u64) -> Result<(), StoreError>;
+    /// A waiter puts itself first in line on the item, if there is one, and the place is
+    /// free, stale, already its own, or held by a waiter that started waiting later. A failed
+    /// condition means another waiter is first.
+    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError>;
+}
+
+/// A waiter's claim to be first in line.
+#[derive(Clone, Debug)]
+pub struct WaitMark<'a> {
+    pub waiter: &'a str,
+    pub since_unix_ms: u64,
+    pub now_unix_ms: u64,
+    /// A mark written before this (by a waiter that stopped renewing it) is free to take.
+    pub stale_before_unix_ms: u64,
 }
 
 /// How hard to try one logical operation.
