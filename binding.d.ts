@@ -106,7 +106,10 @@ export interface NativeOptions {
   /** FailOpen: ms between heartbeats; none without it. */
   heartbeatPeriodMs?: number
   trustLocalTime?: boolean
-  /** FailOpen: ms between re-reads of a held lock while waiting (default lease/4, 10..1000). */
+  /**
+   * ms between re-reads of a held lock by the first waiter in line (default 10, or lease/4
+   * when shorter).
+   */
   rereadPeriodMs?: number
   /** Longest wait for one DynamoDB answer, in ms (default 5000). */
   requestTimeoutMs?: number
