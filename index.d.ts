@@ -57,6 +57,8 @@ interface GenericConfig {
     retryCount?: number;
     /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
     requestTimeoutMs?: number;
+    /** How often the first waiter in line re-reads a held lock, in ms. Default: 10 (FailOpen: lease/4 if shorter). */
+    rereadPeriodMs?: number;
     /** `"sdk"`: the native core does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
     transport?: "auto" | "sdk" | "object";
 }
@@ -73,8 +75,6 @@ export interface FailOpenConfig extends GenericConfig {
     leaseDurationMs: number;
     /** Let the holder's `lockAcquiredTimeUnixMs` shorten a waiter's wait. Default: false. */
     trustLocalTime?: boolean;
-    /** Interval at which a waiter re-reads a held lock, in ms. Default: lease/4, within 10..1000. */
-    rereadPeriodMs?: number;
     /** `"danger"` is emitted when this little of the lease is left without a heartbeat, in ms. Default: lease/3. */
     dangerMarginMs?: number;
     /** Cap on this client's heartbeat requests per second. Default: none. */
