@@ -8,6 +8,10 @@
 //   const client = lib.create("FailOpen" | "FailClosed", { lockTable, partitionKey, ... });
 //   const lock = await client.acquire(id);   await client.release(lock);
 //
+// Ours also has "Fifo" (lib.has("Fifo") tells whether this build does), whose acquireLock(id)
+// returns a Promise of a lock whose release() returns a Promise; create("Fifo", ...) wraps it
+// behind the same acquire/release.
+//
 // Options only our library knows (rereadPeriodMs, maxHeartbeatsPerSecond, requestTimeoutMs)
 // are dropped for the original, whose Joi schema would reject them.
 
@@ -38,9 +42,11 @@ function openLibrary(name, { endpoint, region, credentials })
         return {
             name,
             heldLockCount: () => binding.heldLockCount(),
+            has: kind => typeof Ours[kind] === "function",
             create(kind, config)
             {
-                return wrap(new Ours[kind](Object.assign({ dynamodb: dynamodb() }, config)));
+                const client = new Ours[kind](Object.assign({ dynamodb: dynamodb() }, config));
+                return kind === "Fifo" ? wrapPromised(client) : wrap(client);
             },
         };
     }
@@ -60,6 +66,7 @@ function openLibrary(name, { endpoint, region, credentials })
         return {
             name,
             heldLockCount: () => null,
+            has: kind => kind !== "Fifo" && typeof Original[kind] === "function",
             create(kind, config)
             {
                 const cfg = Object.assign({ dynamodb: documentClient }, config);
@@ -87,6 +94,28 @@ function wrap(client)
         {
             return new Promise((resolve, reject) =>
                 lock.release(error => (error ? reject(error) : resolve())));
+        },
+    };
+}
+
+// Ours' Fifo: acquireLock(id) returns a Promise of a lock; release() returns a Promise (a
+// release that takes a callback instead is driven through it).
+function wrapPromised(client)
+{
+    return {
+        raw: client,
+        acquire(id)
+        {
+            return Promise.resolve().then(() => client.acquireLock(id));
+        },
+        release(lock)
+        {
+            if (lock.release.length >= 1)
+            {
+                return new Promise((resolve, reject) =>
+                    lock.release(error => (error ? reject(error) : resolve())));
+            }
+            return Promise.resolve().then(() => lock.release());
         },
     };
 }

@@ -8,7 +8,7 @@
 //
 //   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
 //
-// Scenarios: requests (1), cycles (2), held (3), contention (4).
+// Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5).
 // Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
 // Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
@@ -31,7 +31,7 @@ const { summary, jain, spread } = require("./stats.js");
 const { renderMarkdown } = require("./report.js");
 const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
 
-const SCENARIOS = ["requests", "cycles", "held", "contention"];
+const SCENARIOS = ["requests", "cycles", "held", "contention", "pool"];
 const LIBS = ["ours", "original"];
 
 // ---------------------------------------------------------------------------------------
@@ -107,6 +107,8 @@ function parseArgs(argv)
             throw usageError(`unknown option ${a}`);
         }
     }
+    // Scenarios run in their listed order (pool after the others), once each.
+    opts.only = SCENARIOS.filter(s => opts.only.includes(s));
     return opts;
 }
 
@@ -125,7 +127,8 @@ function parameters(quick)
                 sizes: [100, 1000], periodMs: 1000, leaseMs: 5000, windowMs: 2000, settleMs: 1200, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 15000,
                 calibration: { locks: 500, periodMs: 100, leaseMs: 60000, windowMs: 1500, settleMs: 500 },
             },
-            contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 3000, retryCount: 100000 },
+            contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 3000, retryCount: 100000 },
+            pool: poolParameters(3000),
         };
     }
     return {
@@ -140,7 +143,25 @@ function parameters(quick)
             sizes: [100, 1000, 10000], periodMs: 1000, leaseMs: 5000, windowMs: 10000, settleMs: 2000, bucketMs: 100, acquireConcurrency: 64, acquireDeadlineMs: 60000,
             calibration: { locks: 2000, periodMs: 250, leaseMs: 60000, windowMs: 4000, settleMs: 1000 },
         },
-        contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, rereadMs: 20, holdMs: 20, durationMs: 15000, retryCount: 100000 },
+        contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 15000, retryCount: 100000 },
+        pool: poolParameters(10000),
+    };
+}
+
+// Scenario 5: one client, `tasks` async tasks on one lock. Library defaults except what is
+// named here; Fifo exists in ours only.
+function poolParameters(durationMs)
+{
+    return {
+        tasks: 5,
+        holdMs: 10,
+        durationMs,
+        maxAcquisitionsPerTask: 20000,
+        kinds: [
+            { kind: "FailOpen", libs: ["ours", "original"], config: { leaseDurationMs: 10000, heartbeatPeriodMs: 3000, retryCount: 1e6 } },
+            { kind: "FailClosed", libs: ["ours", "original"], config: { acquirePeriodMs: 100, retryCount: 1e6 } },
+            { kind: "Fifo", libs: ["ours"], sortKey: "sk", config: { leaseDurationMs: 10000, heartbeatPeriodMs: 3000 } },
+        ],
     };
 }
 
@@ -209,6 +230,9 @@ function snapshotOurs()
     for (const f of fs.readdirSync(ROOT).filter(n => n.endsWith(".node")))
     {
         fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
+        // Keep the build time, by which the end of the run tells whether the addon was rebuilt.
+        const st = fs.statSync(path.join(ROOT, f));
+        fs.utimesSync(path.join(dir, f), st.atime, st.mtime);
     }
     return dir;
 }
@@ -446,13 +470,13 @@ function makeRecorder(proxy, engine)
     };
 }
 
-/** Runs one worker.js job; resolves to its result (or { error }). Bounded by timeoutMs. */
-function runWorker(ctx, job, timeoutMs)
+/** Runs one worker.js (or `script`) job; resolves to its result (or { error }). Bounded by timeoutMs. */
+function runWorker(ctx, job, timeoutMs, script = "worker.js")
 {
     return new Promise(resolve =>
         {
             ctx.proxy.resetCounts();
-            const child = spawnChild("worker.js", Object.assign({}, ctx.connection, job));
+            const child = spawnChild(script, Object.assign({}, ctx.connection, job));
             const recorder = makeRecorder(ctx.proxy, ctx.engine);
             serveRpc(child, ctx.proxy, recorder);
             let result;
@@ -482,10 +506,10 @@ function runWorker(ctx, job, timeoutMs)
 }
 
 let tableSeq = 0;
-async function newTable(ctx, label)
+async function newTable(ctx, label, sortKey)
 {
     const name = `bench_${label}_${process.pid}_${++tableSeq}`.replace(/[^A-Za-z0-9_.-]/g, "_");
-    await ctx.engine.createTable(name, { partitionKey: "id" });
+    await ctx.engine.createTable(name, sortKey ? { partitionKey: "id", sortKey, sortType: "S" } : { partitionKey: "id" });
     return name;
 }
 
@@ -651,7 +675,6 @@ async function runContention(ctx, lib, p)
             index: i,
             leaseMs: p.leaseMs,
             heartbeatMs: p.heartbeatMs,
-            rereadMs: lib === "ours" ? p.rereadMs : undefined,
             holdMs: p.holdMs,
             retryCount: p.retryCount,
         });
@@ -786,7 +809,6 @@ function analyseContention(results, p, counts)
         cpuUsPerAcquisition: all.length ? cpuUs / all.length : null,
         requests: counts,
         requestsPerAcquisition: all.length ? totalRequests / all.length : null,
-        rereadPeriodMs: p.rereadMs,
     };
 }
 
@@ -802,6 +824,117 @@ async function scenarioContention(ctx, p)
         {
             log(`contention: ${lib}: ${r.acquisitions} acquisitions, per process ${r.perProcess.join("/")}, Jain ${r.jain.toFixed(3)}, handoff p99 ${fmtNum(r.handoffMs.p99)} ms`);
         }
+    }
+    return out;
+}
+
+async function runPool(ctx, lib, p, k)
+{
+    const table = await newTable(ctx, `pool_${k.kind}_${lib}`, k.sortKey);
+    const config = Object.assign({ lockTable: table, partitionKey: "id" }, k.sortKey ? { sortKey: k.sortKey } : {}, k.config);
+    const job = {
+        lib,
+        kind: k.kind,
+        config,
+        id: "the-lock",
+        tasks: p.tasks,
+        holdMs: p.holdMs,
+        durationMs: p.durationMs,
+        maxAcquisitionsPerTask: p.maxAcquisitionsPerTask,
+    };
+    const r = await runWorker(ctx, job, p.durationMs + 60000, "pool.js");
+    await dropTable(ctx, table);
+    if (r.error || r.skipped)
+    {
+        return r;
+    }
+    return analysePool(r, p);
+}
+
+function analysePool(r, p)
+{
+    const all = r.records.slice().sort((a, b) => a.acquiredAt - b.acquiredAt);
+    const gaps = [];
+    let overlaps = 0;
+    for (let i = 1; i < all.length; i++)
+    {
+        gaps.push(all[i].acquiredAt - all[i - 1].releasedAt);
+        // Granted before the previous holder started its release: two holders at once.
+        if (all[i].acquiredAt < all[i - 1].releaseAt)
+        {
+            overlaps++;
+        }
+    }
+    let held = 0;
+    let lastReleasedAt = -Infinity;
+    for (const x of all)
+    {
+        held += x.releaseAt - x.acquiredAt;
+        lastReleasedAt = Math.max(lastReleasedAt, x.releasedAt);
+    }
+    const span = all.length ? lastReleasedAt - all[0].acquiredAt : 0;
+    let tokensRising = null;
+    if (r.kind === "FailOpen" || r.kind === "Fifo")
+    {
+        const tokens = all.map(x => x.fencingToken);
+        if (all.length && tokens.every(t => typeof t === "number"))
+        {
+            tokensRising = tokens.every((t, i) => i === 0 || t > tokens[i - 1]);
+        }
+        else if (all.length)
+        {
+            tokensRising = false;
+        }
+    }
+    const totalRequests = Object.values(r.counts || {}).reduce((a, b) => a + b, 0);
+    return {
+        kind: r.kind,
+        tasks: r.tasks,
+        durationMs: p.durationMs,
+        acquisitions: all.length,
+        acquisitionsPerSecond: all.length / (p.durationMs / 1000),
+        perTask: r.perTask,
+        idleShare: span > 0 ? 1 - held / span : null,
+        jain: jain(r.perTask),
+        handoffMs: summary(gaps),
+        waitPerAttemptMs: summary(all.map(x => x.acquiredAt - x.callAt)),
+        overlaps,
+        fencingTokensRising: tokensRising,
+        tokensMissing: all.filter(x => typeof x.fencingToken !== "number").length,
+        errors: r.errors,
+        pendingAtEnd: r.pendingAtEnd.length,
+        pendingAtEndMaxWaitMs: r.pendingAtEnd.length ? Math.max(...r.pendingAtEnd.map(x => x.waitedMs)) : null,
+        cpuUsPerAcquisition: all.length ? r.cpuUs / all.length : null,
+        requests: r.counts,
+        requestsPerAcquisition: all.length ? totalRequests / all.length : null,
+    };
+}
+
+async function scenarioPool(ctx, p)
+{
+    const out = { params: p, kinds: [] };
+    for (const k of p.kinds)
+    {
+        const entry = { kind: k.kind, libs: k.libs };
+        for (const lib of k.libs)
+        {
+            log(`pool: ${k.kind}: ${lib}, ${p.tasks} tasks, ${p.durationMs} ms`);
+            const r = await runPool(ctx, lib, p, k);
+            entry[lib] = r;
+            if (r.skipped)
+            {
+                log(`pool: ${k.kind}: ${lib}: SKIPPED (${r.skipped})`);
+            }
+            else if (r.error)
+            {
+                log(`pool: ${k.kind}: ${lib}: error: ${String(r.error).split("\n")[0]}`);
+            }
+            else
+            {
+                log(`pool: ${k.kind}: ${lib}: ${r.acquisitions} acquisitions, per task ${r.perTask.join("/")}, idle ${fmtNum(100 * r.idleShare)}%, Jain ${r.jain === null ? "n/a" : r.jain.toFixed(3)}, overlaps ${r.overlaps}`);
+            }
+        }
+        out.kinds.push(entry);
     }
     return out;
 }
@@ -861,6 +994,10 @@ async function main()
             else if (s === "contention")
             {
                 results.contention = await scenarioContention(ctx, params.contention);
+            }
+            else if (s === "pool")
+            {
+                results.pool = await scenarioPool(ctx, params.pool);
             }
             log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         }
