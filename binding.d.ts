@@ -122,6 +122,8 @@ export interface NativeOptions {
   accessKeyId?: string
   secretAccessKey?: string
   sessionToken?: string
+  /** PEM certificates trusted instead of the system's roots (`dynamodb.caBundle`). */
+  caBundle?: Buffer
 }
 
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */

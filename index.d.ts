@@ -34,6 +34,8 @@ export interface DynamoDBOptions {
     region?: string;
     endpoint?: string | URL;
     credentials?: StaticCredentials;
+    /** PEM certificates (or the path of a PEM file) trusted instead of the system's roots. Default: `AWS_CA_BUNDLE`, else the system's roots. */
+    caBundle?: string | Buffer;
 }
 
 /**

@@ -426,6 +426,15 @@ function LockClient(self, kind, config)
     }
     catch (err)
     {
+        if (err.code === "InvalidCaBundle")
+        {
+            throw new ValidationError([{
+                message: err.message,
+                path: ["dynamodb", "caBundle"],
+                type: "any.invalid",
+                context: { label: "dynamodb.caBundle", key: "caBundle", value: config.dynamodb.caBundle },
+            }], config);
+        }
         if (err.code !== "InvalidEndpoint")
         {
             throw err;

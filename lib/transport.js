@@ -138,7 +138,41 @@ function sdkOptionsFrom(db)
             out.sessionToken = c.sessionToken;
         }
     }
+    if (db.caBundle !== undefined)
+    {
+        out.caBundle = caBundle(db.caBundle);
+    }
     return out;
+}
+
+// `dynamodb.caBundle`: PEM certificates (a Buffer or a string) or the path of a PEM file,
+// trusted instead of the system's roots.
+function caBundle(v)
+{
+    if (Buffer.isBuffer(v) || v instanceof Uint8Array)
+    {
+        return Buffer.from(v);
+    }
+    if (typeof v === "string" && v.includes("-----BEGIN"))
+    {
+        return Buffer.from(v, "utf8");
+    }
+    if (typeof v === "string" && v.length > 0)
+    {
+        try
+        {
+            return require("fs").readFileSync(v);
+        }
+        catch (e)
+        {
+            const err = new Error(`dynamodb.caBundle ${JSON.stringify(v)} could not be read: ${e.message}`);
+            err.code = "InvalidCaBundle";
+            throw err;
+        }
+    }
+    const err = new Error("dynamodb.caBundle must be PEM certificates (a string or Buffer) or the path of a PEM file");
+    err.code = "InvalidCaBundle";
+    throw err;
 }
 
 async function resolveValue(v)

@@ -279,6 +279,8 @@ pub struct NativeOptions {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
+    /// PEM certificates trusted instead of the system's roots (`dynamodb.caBundle`).
+    pub ca_bundle: Option<Buffer>,
 }
 
 /// A lock id value: exactly one of `s`, `n` (decimal text), `b`.
@@ -437,6 +439,7 @@ impl NativeClient {
                 endpoint: o.endpoint,
                 credentials,
                 connect_timeout: None,
+                ca_bundle: o.ca_bundle.map(|b| b.to_vec()),
             },
         );
         let inner = Arc::new(Client {

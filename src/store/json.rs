@@ -1,11 +1,11 @@
 //! DynamoDB's JSON protocol, as far as the lock item needs it: request bodies are written
-//! straight into one string, and responses are read for the lock's own attributes only
+//! with aws-smithy-json's writer into one string, and responses are read with its tokenizer,
+//! for the lock's own attributes only
 //! (anything else another writer put on the item is skipped, not decoded).
-
-use std::fmt::Write;
 
 use aws_smithy_json::deserialize::token::skip_value;
 use aws_smithy_json::deserialize::{json_token_iter, Token};
+use aws_smithy_json::serialize::JsonValueWriter;
 use aws_smithy_types::base64;
 
 use crate::item::{self, KeyValue, LockKey, LockRecord, TableSpec};
@@ -29,61 +29,63 @@ impl<'a> From<&'a KeyValue> for Attr<'a> {
     }
 }
 
-/// A request body under construction: `{"TableName":...` then fields, then `}`.
+/// A request body under construction: `{"TableName":...` then fields, then `}`. Every name
+/// and value is written by aws-smithy-json's writer; only the top level's punctuation is
+/// written here, so that fields can be added one call at a time.
 pub struct Body(String);
 
 impl Body {
     pub fn new(table: &str) -> Body {
         let mut out = String::with_capacity(512);
-        out.push_str("{\"TableName\":");
-        string(&mut out, table);
+        out.push('{');
+        JsonValueWriter::new(&mut out).string("TableName");
+        out.push(':');
+        JsonValueWriter::new(&mut out).string(table);
         Body(out)
     }
 
-    fn field(&mut self, name: &str) -> &mut String {
-        self.0.push_str(",\"");
-        self.0.push_str(name);
-        self.0.push_str("\":");
-        &mut self.0
+    fn field(&mut self, name: &str) -> JsonValueWriter<'_> {
+        self.0.push(',');
+        JsonValueWriter::new(&mut self.0).string(name);
+        self.0.push(':');
+        JsonValueWriter::new(&mut self.0)
     }
 
     /// `"Key"` (or `"Item"` with `extra` attributes) holding the lock's key attributes.
     pub fn item(&mut self, field: &str, table: &TableSpec, key: &LockKey, extra: &[(&str, Attr<'_>)]) {
-        let out = self.field(field);
-        out.push('{');
-        string(out, &table.partition_key);
-        out.push(':');
-        attr(out, &Attr::from(&key.partition));
+        let mut o = self.field(field).start_object();
+        attr(o.key(&table.partition_key), &Attr::from(&key.partition));
         if let (Some(name), Some(v)) = (&table.sort_key, &key.sort) {
-            out.push(',');
-            string(out, name);
-            out.push(':');
-            attr(out, &Attr::from(v));
+            attr(o.key(name), &Attr::from(v));
         }
         for (name, v) in extra {
-            out.push(',');
-            string(out, name);
-            out.push(':');
-            attr(out, v);
+            attr(o.key(name), v);
         }
-        out.push('}');
+        o.finish();
     }
 
     pub fn str(&mut self, name: &str, value: &str) {
-        let out = self.field(name);
-        string(out, value);
+        self.field(name).string(value);
     }
 
     pub fn bool(&mut self, name: &str, value: bool) {
-        self.field(name).push_str(if value { "true" } else { "false" });
+        self.field(name).boolean(value);
     }
 
     pub fn names(&mut self, pairs: &[(&str, &str)]) {
-        object(self.field("ExpressionAttributeNames"), pairs, |out, v| string(out, v));
+        let mut o = self.field("ExpressionAttributeNames").start_object();
+        for (k, v) in pairs {
+            o.key(k).string(v);
+        }
+        o.finish();
     }
 
     pub fn values(&mut self, values: &[(&str, Attr<'_>)]) {
-        object(self.field("ExpressionAttributeValues"), values, attr);
+        let mut o = self.field("ExpressionAttributeValues").start_object();
+        for (k, v) in values {
+            attr(o.key(k), v);
+        }
+        o.finish();
     }
 
     pub fn finish(mut self) -> String {
@@ -92,66 +94,16 @@ impl Body {
     }
 }
 
-/// `{"k":v,...}` with each value written by `value`.
-fn object<T>(out: &mut String, pairs: &[(&str, T)], value: impl Fn(&mut String, &T)) {
-    out.push('{');
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        string(out, k);
-        out.push(':');
-        value(out, v);
-    }
-    out.push('}');
-}
-
-fn attr(out: &mut String, v: &Attr<'_>) {
+/// `{"S": ...}`, `{"N": "..."}` or `{"B": "<base64>"}`.
+fn attr(w: JsonValueWriter<'_>, v: &Attr<'_>) {
+    let mut o = w.start_object();
     match v {
-        Attr::S(s) => {
-            out.push_str("{\"S\":");
-            string(out, s);
-        }
-        Attr::N(n) => {
-            let _ = write!(out, "{{\"N\":\"{n}\"");
-        }
-        Attr::NText(n) => {
-            out.push_str("{\"N\":");
-            string(out, n);
-        }
-        Attr::B(b) => {
-            out.push_str("{\"B\":\"");
-            out.push_str(&base64::encode(b));
-            out.push('"');
-        }
+        Attr::S(s) => o.key("S").string(s),
+        Attr::N(n) => o.key("N").string(&n.to_string()),
+        Attr::NText(n) => o.key("N").string(n),
+        Attr::B(b) => o.key("B").string_unchecked(&base64::encode(b)),
     }
-    out.push('}');
-}
-
-/// A JSON string literal.
-fn string(out: &mut String, s: &str) {
-    out.push('"');
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
-        }
-        start = i + 1;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
+    o.finish();
 }
 
 /// What a response body says, in the parts the lock protocol reads.

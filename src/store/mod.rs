@@ -1,6 +1,6 @@
 //! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
 //! them. `http.rs` speaks DynamoDB's HTTP API (bodies in `json.rs`, signatures in
-//! `sigv4.rs`, connections in `wire.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
+//! `sigv4.rs`, connections in `transport.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
 //! and bounded, jittered retries of transient failures, and remembers whether a failed attempt
 //! may have been applied, so callers can resolve ambiguous outcomes by reading.
 
@@ -19,8 +19,8 @@ mod json;
 #[cfg(test)]
 pub mod memory;
 mod sigv4;
-mod wire;
-pub use wire::keep_connections_apart;
+mod transport;
+pub use transport::keep_connections_apart;
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]

@@ -1,0 +1,383 @@
+//! How requests reach DynamoDB, all through maintained crates: hyper's HTTP/1.1 client
+//! (hyper-util's pooled, kept-alive client), rustls through hyper-rustls (the system's trusted
+//! roots, or a private CA bundle), and the proxies of the environment (`HTTPS_PROXY`,
+//! `HTTP_PROXY`, `NO_PROXY`, also lowercase, as the AWS SDKs read them) through hyper-util's
+//! proxy matcher: a CONNECT tunnel for TLS, absolute-form requests for plain HTTP.
+//!
+//! A request whose future is dropped (a timeout) takes its connection with it: hyper never
+//! hands a connection back to the pool with a reply unread, so a late reply can never be read
+//! as the answer to another request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use tokio::net::TcpStream;
+
+/// Idle connections older than this are closed rather than reused: servers and load
+/// balancers drop quiet connections after a while.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// At most this many idle connections are kept per client (and as many again for its
+/// heartbeats).
+const MAX_IDLE: usize = 64;
+
+/// At most this many requests of one client are on the wire at once; more wait for one to
+/// finish. A burst (thousands of locks released together) then reuses connections instead
+/// of opening one per request and running out of file descriptors or ports.
+const MAX_CONNECTIONS: usize = 128;
+
+/// Replies larger than this are refused (a lock item's reply is well under 1 KiB).
+const MAX_REPLY: usize = 1 << 20;
+
+/// Why a request got no usable reply.
+#[derive(Debug)]
+pub enum TransportError {
+    /// No connection could be made: the request was never sent.
+    Connect(String),
+    /// The connection could not be made in time: the request was never sent.
+    ConnectTimeout,
+    /// The request was (perhaps partly) sent, but no complete reply came back.
+    Exchange(String),
+    /// The reply's `x-amz-crc32` does not match its body: it was damaged on the way.
+    Checksum { expected: u32, actual: u32 },
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Connect(m) => write!(f, "Could not connect to DynamoDB: {m}"),
+            TransportError::ConnectTimeout => f.write_str("Could not connect to DynamoDB in time"),
+            TransportError::Exchange(m) => write!(f, "No complete reply from DynamoDB: {m}"),
+            TransportError::Checksum { expected, actual } => write!(
+                f,
+                "DynamoDB's reply was damaged on the way: its x-amz-crc32 header says {expected}, its body has {actual}"
+            ),
+        }
+    }
+}
+
+/// A reply: its status, its `Date` header (for clock-skew errors) and its body.
+pub struct Reply {
+    pub status: u16,
+    pub date: Option<String>,
+    pub body: Bytes,
+}
+
+/// Where the connections go, decided once per endpoint.
+#[derive(Clone)]
+enum Route {
+    Direct(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+    /// TLS (or plain HTTP) inside a CONNECT tunnel through the proxy.
+    Tunnel(Client<HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>),
+    /// Plain HTTP to the proxy, which forwards absolute-form requests.
+    Forward(Client<Forward, Full<Bytes>>, Option<http::HeaderValue>),
+}
+
+/// Connections to one endpoint. Each runtime that sends requests has its own pool (the
+/// heartbeat scheduler's thread drives a runtime of its own): a connection belongs to the
+/// runtime whose reactor tells it when a reply arrives.
+pub struct Transport {
+    routes: [Route; 2],
+    slots: tokio::sync::Semaphore,
+    /// How the endpoint is reached, for error messages.
+    pub via: Option<String>,
+}
+
+thread_local! {
+    static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A thread that drives its own runtime (the heartbeat scheduler's) calls this once so that
+/// its requests use, and keep, connections of their own.
+pub fn keep_connections_apart() {
+    POOL.with(|p| p.set(1));
+}
+
+/// Options for the connections.
+#[derive(Clone, Default)]
+pub struct TransportOptions {
+    pub connect_timeout: Option<Duration>,
+    /// PEM certificates that replace the system's trusted roots (`AWS_CA_BUNDLE`).
+    pub ca_bundle: Option<Vec<u8>>,
+    /// The proxy rules; `None` reads them from the environment.
+    pub proxy: Option<ProxyRules>,
+}
+
+/// `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` values.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyRules {
+    pub http: Option<String>,
+    pub https: Option<String>,
+    pub no: Option<String>,
+}
+
+impl ProxyRules {
+    /// As the AWS SDKs read them: upper case first, then lower case.
+    pub fn from_env() -> Self {
+        let var = |upper: &str| {
+            std::env::var(upper)
+                .or_else(|_| std::env::var(upper.to_lowercase()))
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        ProxyRules {
+            http: var("HTTP_PROXY"),
+            https: var("HTTPS_PROXY"),
+            no: var("NO_PROXY"),
+        }
+    }
+
+    fn matcher(&self) -> Matcher {
+        let mut b = Matcher::builder();
+        if let Some(v) = &self.http {
+            b = b.http(v.clone());
+        }
+        if let Some(v) = &self.https {
+            b = b.https(v.clone());
+        }
+        if let Some(v) = &self.no {
+            b = b.no(v.clone());
+        }
+        b.build()
+    }
+}
+
+fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_bundle {
+        Some(pem) => {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("the CA bundle could not be read: {e}"))?;
+            if certs.is_empty() {
+                return Err("the CA bundle holds no PEM certificate".into());
+            }
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("the CA bundle holds a certificate that cannot be used: {e}"))?;
+            }
+        }
+        None => {
+            // Certificates the platform store holds but rustls cannot parse are skipped.
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+}
+
+impl Transport {
+    /// Connections to `endpoint` (an `http` or `https` URL).
+    pub fn new(endpoint: &http::Uri, o: &TransportOptions) -> Result<Transport, String> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        // Requests are written whole: nothing is gained by waiting for more.
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(o.connect_timeout.unwrap_or(Duration::from_secs(3))));
+        let tls = tls_config(o.ca_bundle.as_deref())?;
+        let https = |tls: rustls::ClientConfig| {
+            HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+        };
+        let rules = o.proxy.clone().unwrap_or_else(ProxyRules::from_env);
+        let intercept = rules.matcher().intercept(endpoint);
+        let via = intercept.as_ref().map(|i| {
+            let u = i.uri();
+            format!(
+                "{}://{}",
+                u.scheme_str().unwrap_or("http"),
+                u.authority().map(|a| a.host()).unwrap_or("")
+            )
+        });
+        let make = || -> Route {
+            let builder = {
+                let mut b = Client::builder(TokioExecutor::new());
+                b.pool_idle_timeout(IDLE_TIMEOUT).pool_max_idle_per_host(MAX_IDLE);
+                b
+            };
+            match &intercept {
+                None => Route::Direct(builder.build(https(tls.clone()).wrap_connector(http.clone()))),
+                Some(i) if endpoint.scheme_str() == Some("https") => {
+                    let mut tunnel = Tunnel::new(i.uri().clone(), http.clone());
+                    if let Some(auth) = i.basic_auth() {
+                        tunnel = tunnel.with_auth(auth.clone());
+                    }
+                    Route::Tunnel(builder.build(https(tls.clone()).wrap_connector(tunnel)))
+                }
+                Some(i) => Route::Forward(
+                    builder.build(Forward {
+                        proxy: i.uri().clone(),
+                        http: http.clone(),
+                    }),
+                    i.basic_auth().cloned(),
+                ),
+            }
+        };
+        Ok(Transport {
+            routes: [make(), make()],
+            slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            via,
+        })
+    }
+
+    /// Sends `request` and reads the whole reply, checking its `x-amz-crc32`.
+    pub async fn send(&self, mut request: http::Request<Full<Bytes>>) -> Result<Reply, TransportError> {
+        // The semaphore is never closed.
+        let _slot = self.slots.acquire().await.ok();
+        let route = &self.routes[POOL.with(std::cell::Cell::get)];
+        let response = match route {
+            Route::Direct(c) => c.request(request).await,
+            Route::Tunnel(c) => c.request(request).await,
+            Route::Forward(c, auth) => {
+                if let Some(auth) = auth {
+                    request
+                        .headers_mut()
+                        .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+                }
+                c.request(request).await
+            }
+        }
+        .map_err(|e| {
+            if e.is_connect() {
+                if chain_has_timeout(&e) {
+                    TransportError::ConnectTimeout
+                } else {
+                    TransportError::Connect(chain(&e))
+                }
+            } else {
+                TransportError::Exchange(chain(&e))
+            }
+        })?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, MAX_REPLY)
+            .collect()
+            .await
+            .map_err(|e| TransportError::Exchange(e.to_string()))?
+            .to_bytes();
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        if let Some(expected) = header("x-amz-crc32").and_then(|v| v.trim().parse::<u32>().ok()) {
+            let actual = crc32fast::hash(&body);
+            if actual != expected {
+                return Err(TransportError::Checksum { expected, actual });
+            }
+        }
+        Ok(Reply {
+            status: parts.status.as_u16(),
+            date: header("date").map(str::to_string),
+            body,
+        })
+    }
+}
+
+/// The error and its causes, in one line (hyper's outer error says little by itself).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
+}
+
+fn chain_has_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
+/// Connects every request to the proxy and tells hyper so, which then writes the request
+/// line in absolute form for the proxy to forward.
+#[derive(Clone)]
+struct Forward {
+    proxy: http::Uri,
+    http: HttpConnector,
+}
+
+impl tower_service::Service<http::Uri> for Forward {
+    type Response = Proxied;
+    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Proxied, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.http.poll_ready(cx)
+    }
+
+    fn call(&mut self, _dst: http::Uri) -> Self::Future {
+        let connecting = self.http.call(self.proxy.clone());
+        Box::pin(async move { connecting.await.map(Proxied) })
+    }
+}
+
+/// A connection to a forwarding proxy.
+struct Proxied(TokioIo<TcpStream>);
+
+impl Connection for Proxied {
+    fn connected(&self) -> Connected {
+        self.0.connected().proxy(true)
+    }
+}
+
+impl Read for Proxied {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl Write for Proxied {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
