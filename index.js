@@ -7,7 +7,7 @@
 const { EventEmitter } = require("events");
 const os = require("os");
 const pkg = require("./package.json");
-const native = require("./binding.js");
+const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
 

@@ -1,8 +1,10 @@
 "use strict";
 
-// The napi-rs name of this platform's binary: dynamodb-lock-native.<platform>.node
+// The napi-rs name of this platform's binary (dynamodb-lock-native.<platform>.node), and what
+// a build from source needs.
 
 const fs = require("fs");
+const path = require("path");
 
 function isMusl()
 {
@@ -46,4 +48,23 @@ function hostTriple()
     return line.slice("host: ".length).trim();
 }
 
-module.exports = { binaryName, platformSuffix, hostTriple };
+// "Rust 1.94 or newer": the crate's rust-version, read from the manifest the build uses.
+function rustNeeded()
+{
+    try
+    {
+        const manifest = fs.readFileSync(path.join(__dirname, "..", "Cargo.toml"), "utf8");
+        const m = /^rust-version\s*=\s*"([^"]+)"/m.exec(manifest);
+        if (m)
+        {
+            return `Rust ${m[1]} or newer`;
+        }
+    }
+    catch (_)
+    {
+        // Reported below as a recent Rust.
+    }
+    return "a recent Rust";
+}
+
+module.exports = { binaryName, platformSuffix, hostTriple, rustNeeded };
