@@ -227,6 +227,8 @@ function snapshotOurs()
         fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
     }
     fs.cpSync(path.join(ROOT, "lib"), path.join(dir, "lib"), { recursive: true });
+    fs.mkdirSync(path.join(dir, "scripts"));
+    fs.copyFileSync(path.join(ROOT, "scripts", "platform.js"), path.join(dir, "scripts", "platform.js"));
     for (const f of fs.readdirSync(ROOT).filter(n => n.endsWith(".node")))
     {
         fs.copyFileSync(path.join(ROOT, f), path.join(dir, f));
