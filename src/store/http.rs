@@ -23,7 +23,7 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use tokio::sync::OnceCell;
 
 use super::json::{read_reply, Attr, Body, Reply};
-use super::sigv4::{signature_headers, ToSign, CONTENT_TYPE, SERVICE};
+use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{OpenFields, Store, WaitMark};
 use crate::error::StoreError;
@@ -43,6 +43,8 @@ pub struct HttpOptions {
 
 /// Credentials are fetched again when less than this is left before they expire.
 const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
+
+const X_AMZ_TARGET: http::HeaderName = http::HeaderName::from_static("x-amz-target");
 
 const USER_AGENT: &str = concat!("dynamodb-lock-native/", env!("CARGO_PKG_VERSION"));
 
@@ -73,7 +75,7 @@ struct Link {
     host: String,
     path: String,
     uri: http::Uri,
-    region: String,
+    signer: PostSigner,
     transport: Transport,
     provider: SharedCredentialsProvider,
     credentials: Mutex<Option<Credentials>>,
@@ -204,7 +206,7 @@ impl HttpStore {
             host,
             path,
             uri,
-            region,
+            signer: PostSigner::new(region),
             transport,
             provider,
             credentials: Mutex::new(None),
@@ -218,24 +220,15 @@ impl HttpStore {
         let link = self.link().await?;
         let credentials = link.credentials().await?;
         let target = ["DynamoDB_20120810.", operation].concat();
-        let signed_headers = [
-            ("content-type", CONTENT_TYPE),
-            ("host", link.host.as_str()),
-            ("x-amz-target", target.as_str()),
-        ];
-        let to_sign = ToSign {
-            method: "POST",
-            uri: link.path.as_str(),
-            headers: &signed_headers,
-            body: body.as_bytes(),
-        };
         let time = skewed(SystemTime::now(), link.skew_ms.load(Ordering::Relaxed));
-        let signature = signature_headers(&credentials, &link.region, SERVICE, time, &to_sign)
-            .map_err(|e| config_error(format!("The request could not be signed: {e}")))?;
-        let mut request = http::Request::post(link.uri.clone()).header(http::header::USER_AGENT, USER_AGENT);
-        for (name, value) in signed_headers {
-            request = request.header(name, value);
-        }
+        let signature = link
+            .signer
+            .sign(&credentials, time, &link.host, &link.path, &target, body.as_bytes());
+        let mut request = http::Request::post(link.uri.clone())
+            .header(http::header::CONTENT_TYPE, http::HeaderValue::from_static(CONTENT_TYPE))
+            .header(http::header::HOST, link.host.as_str())
+            .header(X_AMZ_TARGET, target)
+            .header(http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT));
         for (name, value) in signature {
             request = request.header(name, value);
         }
