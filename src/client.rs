@@ -85,6 +85,7 @@ pub struct Client {
     pub events: Arc<dyn EventSink>,
     pub heartbeats: LazyHeartbeats,
     pub handoff: Handoff,
+    pub fifo: crate::fifo::Queues,
 }
 
 impl Client {
@@ -95,6 +96,13 @@ impl Client {
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, &key, cancel).await?;
                 HeldLock::new(self.clone(), key, guid, None, None)
+            }
+            Kind::Fifo => {
+                let locks = crate::fifo::acquire(self, vec![key.partition], Some(crate::fifo::DEFAULT_WAIT), cancel);
+                return locks
+                    .await?
+                    .pop()
+                    .ok_or_else(|| LockError::Internal("no lock granted".into()));
             }
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, &key, cancel).await?;
@@ -124,7 +132,7 @@ impl Client {
                     self.heartbeats.get().schedule_lapse(&lock, at);
                 }
             }
-            (Kind::FailClosed, _) => {}
+            (Kind::FailClosed | Kind::Fifo, _) => {}
         }
         Ok(lock)
     }
@@ -144,7 +152,9 @@ impl Client {
             for _ in 0..12 {
                 let result = match kind {
                     Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await,
-                    Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ()),
+                    Kind::FailOpen | Kind::Fifo => {
+                        attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ())
+                    }
                 };
                 match result {
                     Ok(())

@@ -133,7 +133,7 @@ impl HeldLock {
         if st.released {
             return match kind {
                 // As in the original: releasing a released FailOpen lock is quiet...
-                Kind::FailOpen => Ok(()),
+                Kind::FailOpen | Kind::Fifo => Ok(()),
                 // ...and a FailClosed lock that is gone is not ours to release.
                 Kind::FailClosed => Err(LockError::FailedToReleaseLock {
                     original: StoreError::condition_failed(),
@@ -143,6 +143,7 @@ impl HeldLock {
         let result = match kind {
             Kind::FailClosed => fail_closed::release(&self.client, &self.key, &st.guids()).await,
             Kind::FailOpen if st.lost => Ok(()),
+            Kind::Fifo => crate::fifo::release(&self.client, &self.key, &st.guids(), self.fencing_token, st.lost).await,
             Kind::FailOpen => fail_open::release(&self.client, &self.key, &st.guids())
                 .await
                 .map(|waiters| {

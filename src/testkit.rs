@@ -76,6 +76,7 @@ pub fn client_with(
         events: rec.clone(),
         heartbeats,
         handoff: Default::default(),
+        fifo: Default::default(),
     };
     (Arc::new(c), rec)
 }
