@@ -116,7 +116,7 @@ const FIFO: &[Field] = &[
     f("ttlAttribute", Rule::Str { reserved: true }, false),
 ];
 
-/// Attribute names of the Fifo head item and queue entries, which key names may not take.
+/// Attribute names of the Fifo head item, which its key and TTL attribute names may not take.
 const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
 
 /// The methods a user-supplied `dynamodb` object must have (the original's requirement).
@@ -172,18 +172,13 @@ fn check_dynamodb(v: &RawValue, out: &mut Vec<Problem>) {
     }
 }
 
-/// Fifo's own rules: its attribute names are not key names, the TTL attribute is neither key,
-/// and the I/O is the native core's (a user object's get/put/delete cannot queue).
+/// Fifo's own rules: the TTL attribute is neither key, and the I/O is the native core's (a
+/// user object's get/put/delete cannot queue).
 fn check_fifo(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
     let string = |k| match RawValue::get(entries, k) {
         Some(RawValue::String(s)) => Some(s.as_str()),
         _ => None,
     };
-    for key in ["partitionKey", "sortKey", "ttlAttribute"] {
-        if string(key).is_some_and(|v| FIFO_RESERVED.contains(&v)) {
-            out.push(problem(&[key], "any.invalid", "contains an invalid value"));
-        }
-    }
     let ttl = string("ttlAttribute").unwrap_or("ttl");
     if [string("partitionKey"), string("sortKey")].contains(&Some(ttl)) {
         out.push(problem(
@@ -216,6 +211,8 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
         Kind::Fifo => FIFO,
     };
     let mut out = Vec::new();
+    let reserved_here =
+        |name: &str| RESERVED_NAMES.contains(&name) || (kind == Kind::Fifo && FIFO_RESERVED.contains(&name));
     for field in schema {
         let v = match RawValue::get(entries, field.key) {
             None | Some(RawValue::Undefined) => {
@@ -231,7 +228,7 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
                 RawValue::String(s) if s.is_empty() => {
                     out.push(problem(&[field.key], "string.empty", "is not allowed to be empty"))
                 }
-                RawValue::String(s) if reserved && RESERVED_NAMES.contains(&s.as_str()) => {
+                RawValue::String(s) if reserved && reserved_here(s) => {
                     out.push(problem(&[field.key], "any.invalid", "contains an invalid value"))
                 }
                 RawValue::String(_) => {}

@@ -309,7 +309,7 @@ pub struct JsOutcome {
     pub error: Option<NativeError>,
     pub lock_id: Option<f64>,
     pub fencing_token: Option<f64>,
-    /// Fifo: the ids of the locks on every resource, which share `fencing_token`.
+    /// Fifo: the ids of the locks on every resource, which share `fencingToken`.
     pub lock_ids: Option<Vec<f64>>,
 }
 
@@ -521,7 +521,7 @@ impl NativeClient {
         Ok(())
     }
 
-    /// Fifo: starts acquiring every resource in `resources` with one ticket. `wait_ms`: how
+    /// Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
     /// long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
     /// end). The answer carries the locks' ids in `lockIds`.
     #[napi(catch_unwind)]
