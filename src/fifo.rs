@@ -962,14 +962,15 @@ impl Queued {
         if Instant::now() >= self.touch_at {
             let ttl = (self.c.fifo.ttl_attribute.as_str(), entry_ttl(&self.c));
             let c = &self.c;
-            if attempt(c.settings.policy(), || c.store.fifo_touch_entry(&entry.key, ttl))
-                .await
-                .is_ok()
-            {
-                self.touch_at = Instant::now() + ENTRY_TTL_MARGIN / 2;
-            } else {
-                self.touch_at = Instant::now() + c.settings.reread_period;
-            }
+            self.touch_at = match attempt(c.settings.policy(), || c.store.fifo_touch_entry(&entry.key, ttl)).await {
+                // Refused: the entry was finished by others, which its heartbeat reports.
+                Ok(())
+                | Err(Failed {
+                    error: StoreError::ConditionFailed { .. },
+                    ..
+                }) => Instant::now() + ENTRY_TTL_MARGIN / 2,
+                Err(_) => Instant::now() + c.settings.reread_period,
+            };
         }
         self.touch_at
     }
