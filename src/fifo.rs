@@ -156,7 +156,10 @@ impl Queues {
         let out = f(local);
         if local.waiting == 0 {
             local.entries.clear();
-            local.held.retain(|_, h| matches!(h, Held::Holding(_)));
+            // Forget released heads, and held ones whose lock is gone (lost and dropped).
+            local
+                .held
+                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.strong_count() > 0));
             if local.held.is_empty() {
                 m.remove(r);
             }
@@ -235,6 +238,12 @@ impl Queues {
                 (!lost).then_some(false)
             }
         }
+    }
+
+    /// Resources this client keeps state for.
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.local.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// A client like `c` whose locks are queue entries: same store, settings and scheduler,
@@ -1562,6 +1571,9 @@ mod tests {
         assert_eq!(store.count("get"), 0, "handed over without a read");
         assert_eq!(store.count("grant"), 2, "one grant request each");
         assert!(entries(&store, "a").is_empty());
+        assert_eq!(c.fifo.tracked(), 1, "the held lock");
+        third[0].release().await.unwrap();
+        assert_eq!(c.fifo.tracked(), 0, "nothing held or waiting: nothing kept");
     }
 
     #[tokio::test(start_paused = true)]
