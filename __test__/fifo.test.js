@@ -87,6 +87,50 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("a take or a grant whose response is lost is a lock held, with its token", async () =>
+            {
+                const proxy = await startProxy({ target: engine.endpoint });
+                try
+                {
+                    const via = { dynamodb: dynamodbOptions(engine, proxy.endpoint), requestTimeoutMs: 300 };
+                    const id = uniqueId("lost-response");
+                    let dropped = 0;
+                    const dropFirst = marker => (op, body) =>
+                    {
+                        if (op === "UpdateItem" && dropped === 0 && body.UpdateExpression.includes(marker))
+                        {
+                            dropped++;
+                            return "dropAfter";
+                        }
+                        return undefined;
+                    };
+                    proxy.onRequest = dropFirst("#tn = ");
+                    const taken = await fifo(via).acquireLock(id);
+                    assert.equal(dropped, 1, "the take's response was dropped");
+                    assert.equal(taken.fencingToken, 1);
+                    assert.equal((await head(id)).ticketNext.N, "1", "applied once");
+                    dropped = 0;
+                    proxy.onRequest = dropFirst("#ft = :tk");
+                    const waiting = fifo(via).acquireLock(id);
+                    await until(async () => (await entries(id)).length === 1, 15000, "the waiter's entry");
+                    await taken.release();
+                    const granted = await waiting;
+                    assert.equal(dropped, 1, "the grant's response was dropped");
+                    assert.equal(granted.fencingToken, 2);
+                    const item = await head(id);
+                    assert.equal(item.fencingToken.N, "2");
+                    assert.notEqual(item.leaseDurationMs.N, "1", "held");
+                    await granted.release();
+                    assert.equal((await head(id)).leaseDurationMs.N, "1", "and released by its holder");
+                    assert.deepEqual(await entries(id), []);
+                }
+                finally
+                {
+                    await proxy.close();
+                }
+            }
+        );
+
         it("grants waiters in several processes in ticket order", async () =>
             {
                 const id = uniqueId("order");
@@ -104,7 +148,9 @@ for (const engineName of selectedEngines())
                         const releasing = await w.next(l => l.releasing || l.error, 30000);
                         return { owner: `w${i}`, token: acquired.fencingToken, from: acquired.at, to: releasing.at };
                     }));
-                await Promise.all(workers.map(w => w.exited));
+                const exits = await Promise.all(workers.map(w => w.exited));
+                assert.deepEqual(exits.map(e => [e.code, e.signal]), exits.map(() => [0, null]),
+                    "each process exits on its own once its lock is released");
                 grants.sort((a, b) => a.from - b.from);
                 assert.deepEqual(grants.map(g => g.token), [2, 3, 4, 5], "granted in ticket order");
                 for (const g of grants)

@@ -42,7 +42,12 @@ if (job.go)
 {
     say({ ready: true });
     process.stdin.setEncoding("utf8");
-    process.stdin.once("data", start);
+    process.stdin.once("data", () =>
+        {
+            // Reading stdin would keep the process alive: the lock alone decides.
+            process.stdin.destroy();
+            start();
+        });
 }
 else
 {
