@@ -139,7 +139,14 @@ for (const engineName of selectedEngines())
                 await Promise.all(workers.map(w => w.next(l => l.ready)));
                 workers.forEach(w => w.send("go\n"));
                 await until(async () => (await entries(id)).length === 4, 15000, "four entries");
-                const ticketOf = new Map((await entries(id)).map(e => [e.owner.S, Number(e.fencingToken.N)]));
+                const queued = await entries(id);
+                const ticketOf = new Map(queued.map(e => [e.owner.S, Number(e.fencingToken.N)]));
+                const expected = Math.floor(Date.now() / 1000) + LEASE / 1000 + 3600;
+                for (const e of queued)
+                {
+                    assert.ok(Math.abs(Number(e.ttl.N) - expected) <= 30, `TTL in epoch seconds: ${e.ttl.N} vs ${expected}`);
+                }
+                assert.equal((await head(id)).ttl, undefined, "the head item has no TTL");
                 assert.deepEqual([...ticketOf.values()].sort(), [2, 3, 4, 5]);
                 await holder.release();
                 const grants = await Promise.all(workers.map(async (w, i) =>
