@@ -1716,6 +1716,47 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_place_abandoned_for_a_higher_ticket_is_passed_at_once() {
+        let store = Arc::new(MemoryStore::new(true));
+        let warm = fifo_client(&store, "warm", 1000);
+        for _ in 0..9 {
+            take(&warm, &["b"], None).await.unwrap()[0].release().await.unwrap();
+        }
+        let holder = fifo_client(&store, "holder", 1000);
+        let held = take(&holder, &["a"], None).await.unwrap();
+        // Both resources: ticket 2 at place 1 of "a", refused by "b" (ticketNext 9) a moment
+        // later, by when a waiter has queued behind it.
+        store.fault("reserve", Fault::Delay(Duration::from_millis(50)));
+        let both = spawn_take(&fifo_client(&store, "both", 1000), &["a", "b"], None);
+        settle_for(10).await;
+        let behind = spawn_take(&fifo_client(&store, "behind", 1000), &["a"], None);
+        settle_for(1000).await;
+        let left = entries(&store, "a");
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert!(
+            left[0].1.is_released(),
+            "the abandoned place is a finished entry: {left:?}"
+        );
+        assert_eq!(left[2].1.fencing_token, Some(10), "the new ticket is above b's");
+        let released_at = Instant::now();
+        held[0].release().await.unwrap();
+        let lock = behind.await.unwrap().unwrap();
+        assert!(
+            released_at.elapsed() <= NEXT_IN_LINE_PERIOD,
+            "{:?}",
+            released_at.elapsed()
+        );
+        assert_eq!(lock[0].fencing_token, Some(3));
+        lock[0].release().await.unwrap();
+        let locks = both.await.unwrap().unwrap();
+        assert_eq!(
+            locks.iter().map(|l| l.fencing_token).collect::<Vec<_>>(),
+            vec![Some(10); 2]
+        );
+        assert!(entries(&store, "a").is_empty() && entries(&store, "b").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn one_resource_of_several_held_elsewhere_keeps_the_others_until_its_turn() {
         let store = Arc::new(MemoryStore::new(true));
         let other = fifo_client(&store, "other", 1000);
