@@ -49,9 +49,8 @@ pub const ENTRY_PREFIX: &str = "q#";
 pub const DEFAULT_TTL_ATTRIBUTE: &str = "ttl";
 /// How long an acquisition waits by default (`waitMs`).
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
-/// A queue entry's TTL attribute lies this far beyond its lease, and a waiter moves it on
-/// every half of this: DynamoDB's TTL removes only entries nobody has been renewing for an
-/// hour.
+/// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
+/// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
 pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
 /// How often the waiter next in line reads the head item of a holder in another process (at
 /// most a quarter of the lease).
@@ -103,8 +102,9 @@ pub struct Queues {
     /// Notified on every change of `local`. One for the client: a waiter woken for another
     /// resource only looks at its own state again, without a request.
     changed: Notify,
-    /// Heartbeats of queue entries report to nobody: a waiter learns from its entry's state.
-    entries: OnceLock<Arc<Client>>,
+    /// The client of queue entries' heartbeats, which report to nobody: a waiter learns from
+    /// its entry's state.
+    entry_client: OnceLock<Arc<Client>>,
 }
 
 impl Default for Queues {
@@ -146,7 +146,7 @@ impl Queues {
             names,
             local: Default::default(),
             changed: Notify::new(),
-            entries: OnceLock::new(),
+            entry_client: OnceLock::new(),
         }
     }
 
@@ -249,7 +249,7 @@ impl Queues {
     /// A client like `c` whose locks are queue entries: same store, settings and scheduler,
     /// no events.
     fn entries_client(&self, c: &Client) -> Arc<Client> {
-        self.entries
+        self.entry_client
             .get_or_init(|| {
                 Arc::new(Client {
                     store: c.store.clone(),
@@ -955,8 +955,13 @@ impl Queued {
             self.displaced = true;
             return Err(Stop::Dead);
         }
-        let entries = c.fifo.entries_client(&c);
-        let lock = Arc::new(HeldLock::new(entries, key, guid, None, Some(sent_at + s.lease())));
+        let lock = Arc::new(HeldLock::new(
+            c.fifo.entries_client(&c),
+            key,
+            guid,
+            None,
+            Some(sent_at + s.lease()),
+        ));
         schedule(&c, &lock);
         self.entry = Some(lock);
         self.touch_at = Instant::now() + ENTRY_TTL_MARGIN / 2;
