@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A configured FailClosed or FailOpen client. */
+/** A configured FailClosed, FailOpen or Fifo client. */
 export declare class NativeClient {
   /**
    * `credentials`, when given, is called for credentials whenever the cached ones near
@@ -23,6 +23,12 @@ export declare class NativeClient {
    * `cancelAcquisition`. Throws at once only for an invalid key.
    */
   startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null): void
+  /**
+   * Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
+   * long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
+   * end). The answer carries the locks' ids in `lockIds`.
+   */
+  startAcquireFifo(request: number, resources: Array<KeyInput>, waitMs: number, cancelId?: number | undefined | null): void
   /**
    * Starts releasing a held lock; the answer carries `request` and an error to rethrow,
    * if any.
@@ -70,6 +76,8 @@ export interface JsOutcome {
   error?: NativeError
   lockId?: number
   fencingToken?: number
+  /** Fifo: the ids of the locks on every resource, which share `fencingToken`. */
+  lockIds?: Array<number>
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */
@@ -91,7 +99,7 @@ export interface NativeError {
 
 /** A validated configuration, with defaults applied by `index.js`. */
 export interface NativeOptions {
-  /** `FailClosed` or `FailOpen`. */
+  /** `FailClosed`, `FailOpen` or `Fifo`. */
   kind: string
   lockTable: string
   partitionKey: string
@@ -103,7 +111,7 @@ export interface NativeOptions {
   acquirePeriodMs?: number
   /** FailOpen: the lease in ms. */
   leaseDurationMs?: number
-  /** FailOpen: ms between heartbeats; none without it. */
+  /** FailOpen: ms between heartbeats; none without it. Fifo: default lease/3. */
   heartbeatPeriodMs?: number
   trustLocalTime?: boolean
   /**
@@ -117,6 +125,8 @@ export interface NativeOptions {
   dangerMarginMs?: number
   /** FailOpen: cap on heartbeat requests per second for this client (default: none). */
   maxHeartbeatsPerSecond?: number
+  /** Fifo: the attribute DynamoDB's TTL reads on queue entries (default `ttl`). */
+  ttlAttribute?: string
   region?: string
   endpoint?: string
   accessKeyId?: string
@@ -129,5 +139,5 @@ export interface NativeOptions {
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */
 export declare function panicForTest(message: string): void
 
-/** Validates a FailClosed or FailOpen configuration; an empty list means valid. */
+/** Validates a FailClosed, FailOpen or Fifo configuration; an empty list means valid. */
 export declare function validateConfig(kind: string, config: unknown): Array<ConfigProblem>

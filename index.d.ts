@@ -83,6 +83,45 @@ export interface FailOpenConfig extends GenericConfig {
     maxHeartbeatsPerSecond?: number;
 }
 
+/**
+ * A fair lock on a table with a partition key and a string sort key. Waiters are granted each
+ * resource in the order they asked; the ticket is the fencing token.
+ */
+export interface FifoConfig {
+    /** An AWS SDK client or options for the native core. Default: the standard AWS environment. */
+    dynamodb?: DynamoDBSdkV3Client | DynamoDBOptions | object;
+    /** Name of the lock table. */
+    lockTable: string;
+    /** Name of the table's partition key: a lock id is its value (the resource). */
+    partitionKey: string;
+    /** Name of the table's sort key, of type string (S). */
+    sortKey: string;
+    /** Written into the lock and queue items. Default: `dynamodb-lock-native@<version>_<user>@<host>`. */
+    owner?: string;
+    /** The lease of the lock and of queue entries, in ms (>= 2). */
+    leaseDurationMs: number;
+    /** Period of the heartbeats of the lock and of queue entries, in ms. Default: a third of the lease. */
+    heartbeatPeriodMs?: number;
+    /** How often the waiter next in line reads the head of a holder in another process, in ms (others: every quarter lease, at most 250 ms). Default: 10. */
+    rereadPeriodMs?: number;
+    /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
+    requestTimeoutMs?: number;
+    /** `"danger"` is emitted when this little of the lease is left without a heartbeat, in ms. Default: lease/3. */
+    dangerMarginMs?: number;
+    /** The attribute DynamoDB's TTL reads (Unix seconds) on queue entries. Default: `"ttl"`. */
+    ttlAttribute?: string;
+}
+
+export interface FifoAcquireOptions {
+    /** How long to wait for the turn, in ms: 0 fails at once if anyone is ahead, `Infinity` waits without end. Default: 60000. */
+    waitMs?: number;
+    /** Aborting it cancels the acquisition; an aborted acquisition leaves neither a lock nor a queue entry. */
+    signal?: AbortSignal;
+}
+
+/** A Fifo lock id: the resource's partition value. */
+export type FifoLockId = string | number | Buffer | Uint8Array;
+
 export interface AcquireOptions {
     /** Aborting it cancels the acquisition; an aborted acquisition leaves no lock behind. */
     signal?: AbortSignal;
@@ -142,4 +181,20 @@ export declare const FailOpen: {
     new <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
     <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
     readonly prototype: FailOpen<any>;
+};
+
+/**
+ * A fair lock: each resource is granted in the order of the waiters' tickets, and the ticket
+ * is `lock.fencingToken`. An array of ids acquires every resource with one ticket, without
+ * deadlock whatever the order. Callable with or without `new`.
+ */
+export interface Fifo {
+    acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
+    acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
+    acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;
+}
+export declare const Fifo: {
+    new (config: FifoConfig): Fifo;
+    (config: FifoConfig): Fifo;
+    readonly prototype: Fifo;
 };

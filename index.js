@@ -409,6 +409,7 @@ function LockClient(self, kind, config)
         requestTimeoutMs: config.requestTimeoutMs,
         dangerMarginMs: config.dangerMarginMs,
         maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
+        ttlAttribute: config.ttlAttribute,
     };
     if (isSdkClient(config.dynamodb))
     {
@@ -606,6 +607,162 @@ function wrapObjectLock(self, held)
     return lock;
 }
 
+// A Fifo lock: one native lock per resource (each a head item, heartbeated), all with the
+// same fencing token. Released together; lost when any of them is.
+class FifoLock extends Lock
+{
+    constructor(client, lockIds, fencingToken)
+    {
+        super(undefined, fencingToken, true);
+        this._client = client;
+        this._ids = lockIds;
+    }
+
+    async _release()
+    {
+        let outcomes;
+        try
+        {
+            outcomes = await Promise.all(this._ids.map(id => ask(request => this._client.startRelease(request, id))));
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        // A failed release may be retried: only the released ones are forgotten.
+        this._ids.forEach((id, i) => !outcomes[i].error && liveLocks.delete(id));
+        const failed = outcomes.find(o => o.error);
+        if (failed)
+        {
+            throw toError(failed.error);
+        }
+    }
+
+    _onNativeEvent(ev)
+    {
+        if (ev.event === "lost")
+        {
+            liveLocks.delete(ev.lockId);
+            if (this._lost !== undefined)
+            {
+                return;
+            }
+        }
+        super._onNativeEvent(ev);
+    }
+
+    _forget()
+    {
+        // The other resources' locks stay known until release, which releases them too.
+    }
+}
+
+// How long a Fifo acquisition waits for its turn unless told (`waitMs`).
+const FIFO_DEFAULT_WAIT_MS = 60000;
+
+// A Fifo lock id: the partition value of one resource.
+function fifoResource(id, what)
+{
+    if (id === null || id === undefined)
+    {
+        throw invalidId(`Lock ID${what} is required`);
+    }
+    if (typeof id === "object" && !Buffer.isBuffer(id) && !(id instanceof Uint8Array))
+    {
+        throw invalidId(`Lock ID${what} must be a string, number or Buffer: a Fifo lock ID is the resource's partition value`);
+    }
+    return keyInput(id, `${what ? what + " " : ""}value`.trim());
+}
+
+function checkWaitMs(options)
+{
+    const waitMs = options === undefined || options === null ? undefined : options.waitMs;
+    if (waitMs === undefined || (typeof waitMs === "number" && waitMs >= 0))
+    {
+        return undefined;
+    }
+    return invalidArgument("options.waitMs must be a number of milliseconds >= 0, or Infinity");
+}
+
+function fifoAcquire(self, ids, options, callback)
+{
+    if (typeof options === "function")
+    {
+        callback = options;
+        options = undefined;
+    }
+    const problem = checkAcquireOptions(options) || checkWaitMs(options);
+    if (problem)
+    {
+        return settle(Promise.reject(problem), callback);
+    }
+    return settle(nativeFifoAcquire(self, ids, options || {}), callback);
+}
+
+async function nativeFifoAcquire(self, ids, options)
+{
+    const list = Array.isArray(ids) ? ids : [ids];
+    if (list.length === 0)
+    {
+        throw invalidId("Lock ID is required: the list of resources is empty");
+    }
+    const resources = list.map((id, i) => fifoResource(id, Array.isArray(ids) ? ` [${i}]` : ""));
+    const waitMs = options.waitMs === undefined ? FIFO_DEFAULT_WAIT_MS : options.waitMs;
+    const signal = options.signal;
+    if (signal && signal.aborted)
+    {
+        throw abortError(signal);
+    }
+    const client = self._native || await self._nativeReady;
+    let cancelId, onAbort;
+    if (signal)
+    {
+        cancelId = nextCancelId++ % 0xffffffff;
+        onAbort = () => client.cancelAcquisition(cancelId);
+        signal.addEventListener("abort", onAbort, { once: true });
+    }
+    let outcome;
+    try
+    {
+        outcome = await ask(request => client.startAcquireFifo(request, resources, waitMs, cancelId));
+    }
+    catch (err)
+    {
+        throw internalError(err);
+    }
+    finally
+    {
+        if (signal)
+        {
+            client.forgetAcquisition(cancelId);
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // A signal-like object that throws here must not orphan an acquired lock.
+            }
+        }
+    }
+    if (outcome.error)
+    {
+        throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
+    }
+    const lock = new FifoLock(client, outcome.lockIds, outcome.fencingToken);
+    for (const lockId of outcome.lockIds)
+    {
+        liveLocks.set(lockId, lock);
+        const early = earlyEvents.get(lockId);
+        if (early)
+        {
+            earlyEvents.delete(lockId);
+            process.nextTick(() => early.forEach(ev => lock._onNativeEvent(ev)));
+        }
+    }
+    return lock;
+}
+
 function FailClosed(config)
 {
     if (!(this instanceof FailClosed))
@@ -634,10 +791,27 @@ FailOpen.prototype.acquireLock = function(id, options, callback)
     return acquire(this, id, options, callback);
 };
 
+// A fair lock: waiters are granted each resource in the order they asked, and the ticket is
+// the fencing token. Several resources may be acquired together with one ticket.
+function Fifo(config)
+{
+    if (!(this instanceof Fifo))
+    {
+        return new Fifo(config);
+    }
+    LockClient(this, "Fifo", config);
+}
+
+Fifo.prototype.acquireLock = function(ids, options, callback)
+{
+    return fifoAcquire(this, ids, options, callback);
+};
+
 module.exports =
 {
     FailClosed,
     FailOpen,
+    Fifo,
     Lock,
     ValidationError,
 };

@@ -19,6 +19,28 @@ it("compiles the example files with tsc --noEmit --strict", { timeout: 120000 },
     }
 );
 
+it("rejects a Fifo configuration without its sort key, and Fifo options that are not numbers", { timeout: 120000 }, () =>
+    {
+        const dir = fs.mkdtempSync(path.join(__dirname, "types", "tmp-"));
+        try
+        {
+            fs.writeFileSync(path.join(dir, "bad.ts"),
+                "import { Fifo } from \"dynamodb-lock-native\";\n" +
+                "new Fifo({ lockTable: \"t\", partitionKey: \"p\", leaseDurationMs: 1000 });\n" +
+                "new Fifo({ lockTable: \"t\", partitionKey: \"p\", sortKey: \"s\", leaseDurationMs: 1000 }).acquireLock(\"x\", { waitMs: \"5\" });\n");
+            fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({ extends: "../tsconfig.json", files: ["bad.ts"] }));
+            const r = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json")], { encoding: "utf8" });
+            assert.notEqual(r.status, 0);
+            assert.match(r.stdout, /sortKey/);
+            assert.match(r.stdout, /waitMs/);
+        }
+        finally
+        {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+);
+
 it("rejects code that misuses the types (the check is not vacuous)", { timeout: 120000 }, () =>
     {
         const dir = fs.mkdtempSync(path.join(__dirname, "types", "tmp-"));

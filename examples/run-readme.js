@@ -1,8 +1,8 @@
 "use strict";
 
 // `npm run readme`: start an in-memory DynamoDB (dynalite) on 127.0.0.1, create the
-// example's table, run examples/readme.js against it, and stop the engine. No AWS account
-// or network is needed.
+// examples' tables, run examples/readme.js, promises.js and fifo.js against it, and stop
+// the engine. No AWS account or network is needed.
 
 const path = require("path");
 const { spawn } = require("child_process");
@@ -27,9 +27,17 @@ async function main()
                 BillingMode: "PAY_PER_REQUEST",
             }
         ));
+        await ddb.send(new CreateTableCommand(
+            {
+                TableName: "my-fifo-table",
+                KeySchema: [{ AttributeName: "resource", KeyType: "HASH" }, { AttributeName: "entry", KeyType: "RANGE" }],
+                AttributeDefinitions: [{ AttributeName: "resource", AttributeType: "S" }, { AttributeName: "entry", AttributeType: "S" }],
+                BillingMode: "PAY_PER_REQUEST",
+            }
+        ));
         ddb.destroy();
         let code = 0;
-        for (const example of ["readme.js", "promises.js"])
+        for (const example of ["readme.js", "promises.js", "fifo.js"])
         {
             code = code || await runExample(example, endpoint);
         }

@@ -80,7 +80,7 @@ impl Settings {
     /// waiter renews it at half this age.
     pub fn mark_fresh(&self) -> Duration {
         let base = match self.kind {
-            Kind::FailOpen => self.queue_reread_period,
+            Kind::FailOpen | Kind::Fifo => self.queue_reread_period,
             Kind::FailClosed => self.acquire_period.min(Duration::from_millis(250)),
         };
         (base * 4).max(Duration::from_millis(200))
@@ -112,6 +112,7 @@ pub struct Client {
     pub heartbeats: LazyHeartbeats,
     pub handoff: Handoff,
     pub lines: Lines,
+    pub fifo: crate::fifo::Queues,
 }
 
 impl Client {
@@ -120,6 +121,13 @@ impl Client {
     /// the release before them. A cancelled acquisition leaves no lock behind: a write that
     /// landed after cancellation is released before `Aborted` is returned.
     pub async fn acquire(self: &Arc<Self>, key: LockKey, cancel: &Cancel) -> Result<Arc<HeldLock>, LockError> {
+        if self.settings.kind == Kind::Fifo {
+            let locks = crate::fifo::acquire(self, vec![key.partition], Some(crate::fifo::DEFAULT_WAIT), cancel);
+            return locks
+                .await?
+                .pop()
+                .ok_or_else(|| LockError::Internal("no lock granted".into()));
+        }
         let handed = match self.lines.join(&key) {
             Place::Head => None,
             Place::Queued(waiter) => self.wait_in_line(&key, waiter, cancel).await?,
@@ -148,7 +156,7 @@ impl Client {
                     self.heartbeats.get().schedule_lapse(&lock, at);
                 }
             }
-            (Kind::FailClosed, _) => {}
+            (Kind::FailClosed | Kind::Fifo, _) => {}
         }
         Ok(lock)
     }
@@ -160,7 +168,7 @@ impl Client {
         let s = &self.settings;
         match s.kind {
             Kind::FailClosed => s.acquire_period.saturating_mul(s.retry_count),
-            Kind::FailOpen => s.lease().saturating_mul(s.retry_count.saturating_add(1)),
+            Kind::FailOpen | Kind::Fifo => s.lease().saturating_mul(s.retry_count.saturating_add(1)),
         }
     }
 
@@ -231,6 +239,7 @@ impl Client {
     /// Acquires `key` from DynamoDB for the line.
     async fn acquire_for_line(self: &Arc<Self>, key: &LockKey, cancel: &Cancel) -> Result<HeldLock, LockError> {
         Ok(match self.settings.kind {
+            Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, key, cancel).await?;
                 HeldLock::new(self.clone(), key.clone(), guid, None, None)
@@ -266,7 +275,9 @@ impl Client {
             for _ in 0..12 {
                 let result = match kind {
                     Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await.map(|_| ()),
-                    Kind::FailOpen => attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ()),
+                    Kind::FailOpen | Kind::Fifo => {
+                        attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ())
+                    }
                 };
                 match result {
                     Ok(())

@@ -3,7 +3,7 @@
 //! and strings are not numbers. The JavaScript layer turns the problems into a
 //! `ValidationError` whose `details` mirror Joi's.
 
-use crate::item::RESERVED_NAMES;
+use crate::item::{self, RESERVED_NAMES};
 
 /// A JavaScript value as validation sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +30,7 @@ impl RawValue {
 pub enum Kind {
     FailClosed,
     FailOpen,
+    Fifo,
 }
 
 /// One problem, shaped like a Joi error detail.
@@ -101,6 +102,24 @@ const FAIL_OPEN: &[Field] = &[
     f("transport", Rule::OneOf(TRANSPORTS), false),
 ];
 
+/// Fifo: a table with a string sort key; this library's own options only.
+const FIFO: &[Field] = &[
+    f("owner", Rule::Str { reserved: false }, false),
+    f("dynamodb", Rule::Dynamodb, false),
+    f("lockTable", Rule::Str { reserved: false }, true),
+    f("partitionKey", Rule::Str { reserved: true }, true),
+    f("sortKey", Rule::Str { reserved: true }, true),
+    f("leaseDurationMs", Rule::Int { min: 2 }, true),
+    f("heartbeatPeriodMs", Rule::Int { min: 1 }, false),
+    f("requestTimeoutMs", Rule::Int { min: 1 }, false),
+    f("rereadPeriodMs", Rule::Int { min: 1 }, false),
+    f("dangerMarginMs", Rule::Int { min: 0 }, false),
+    f("ttlAttribute", Rule::Str { reserved: true }, false),
+];
+
+/// Attribute names of the Fifo head item, which its key and TTL attribute names may not take.
+const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
+
 /// The methods a user-supplied `dynamodb` object must have (the original's requirement).
 pub const OBJECT_METHODS: [&str; 3] = ["delete", "get", "put"];
 
@@ -154,7 +173,33 @@ fn check_dynamodb(v: &RawValue, out: &mut Vec<Problem>) {
     }
 }
 
-/// Validates a FailClosed or FailOpen configuration. An empty result means valid.
+/// Fifo's own rules: the TTL attribute is neither key, and the I/O is the native core's (a
+/// user object's get/put/delete cannot queue).
+fn check_fifo(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
+    let string = |k| match RawValue::get(entries, k) {
+        Some(RawValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let ttl = string("ttlAttribute").unwrap_or("ttl");
+    if [string("partitionKey"), string("sortKey")].contains(&Some(ttl)) {
+        out.push(problem(
+            &["ttlAttribute"],
+            "any.invalid",
+            "must differ from partitionKey and sortKey (default \"ttl\")",
+        ));
+    }
+    if let Some(RawValue::Object(db)) = RawValue::get(entries, "dynamodb") {
+        if OBJECT_METHODS.iter().any(|m| RawValue::get(db, m).is_some()) {
+            out.push(problem(
+                &["dynamodb"],
+                "any.invalid",
+                "must be an AWS SDK client or options for the native core: Fifo does not call get/put/delete objects",
+            ));
+        }
+    }
+}
+
+/// Validates a FailClosed, FailOpen or Fifo configuration. An empty result means valid.
 pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
     let entries = match config {
         RawValue::Undefined => return vec![problem(&["value"], "any.required", "is required").at_root()],
@@ -164,8 +209,11 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
     let schema = match kind {
         Kind::FailClosed => FAIL_CLOSED,
         Kind::FailOpen => FAIL_OPEN,
+        Kind::Fifo => FIFO,
     };
     let mut out = Vec::new();
+    let reserved_here =
+        |name: &str| RESERVED_NAMES.contains(&name) || (kind == Kind::Fifo && FIFO_RESERVED.contains(&name));
     for field in schema {
         let v = match RawValue::get(entries, field.key) {
             None | Some(RawValue::Undefined) => {
@@ -181,7 +229,7 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
                 RawValue::String(s) if s.is_empty() => {
                     out.push(problem(&[field.key], "string.empty", "is not allowed to be empty"))
                 }
-                RawValue::String(s) if reserved && RESERVED_NAMES.contains(&s.as_str()) => {
+                RawValue::String(s) if reserved && reserved_here(s) => {
                     out.push(problem(&[field.key], "any.invalid", "contains an invalid value"))
                 }
                 RawValue::String(_) => {}
@@ -213,7 +261,10 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
             "is required when transport is \"object\"",
         ));
     }
-    if kind == Kind::FailOpen && out.is_empty() {
+    if kind == Kind::Fifo {
+        check_fifo(entries, &mut out);
+    }
+    if matches!(kind, Kind::FailOpen | Kind::Fifo) && out.is_empty() {
         let num = |k| match RawValue::get(entries, k) {
             Some(RawValue::Number(n)) => Some(*n),
             _ => None,
@@ -420,6 +471,73 @@ mod tests {
         assert_eq!(
             summary(&p),
             "\"lockTable\" is not allowed to be empty. \"partitionKey\" is not allowed to be empty. \"sortKey\" must be a string. \"leaseDurationMs\" must be larger than or equal to 0"
+        );
+    }
+
+    fn fifo(extra: &[(&str, RawValue)]) -> RawValue {
+        let mut e = vec![
+            ("lockTable", s("t")),
+            ("partitionKey", s("p")),
+            ("sortKey", s("s")),
+            ("leaseDurationMs", n(3000.0)),
+        ];
+        for (k, v) in extra {
+            e.retain(|(key, _)| key != k);
+            e.push((k, v.clone()));
+        }
+        obj(&e)
+    }
+
+    #[test]
+    fn fifo_needs_a_sort_key_and_a_lease_and_names_what_is_missing() {
+        assert!(validate(Kind::Fifo, &fifo(&[])).is_empty());
+        let p = validate(Kind::Fifo, &obj(&[("lockTable", s("t")), ("partitionKey", s("p"))]));
+        assert_eq!(summary(&p), "\"sortKey\" is required. \"leaseDurationMs\" is required");
+        assert_eq!(p[0].path, vec!["sortKey"]);
+        let p = validate(
+            Kind::Fifo,
+            &fifo(&[
+                ("heartbeatPeriodMs", n(3000.0)),
+                ("retryCount", n(1.0)),
+                ("waitMs", n(5.0)),
+            ]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"heartbeatPeriodMs\" must be less than leaseDurationMs, or the lease lapses between heartbeats. \"retryCount\" is not allowed. \"waitMs\" is not allowed"
+        );
+        assert_eq!(
+            summary(&validate(Kind::Fifo, &fifo(&[("leaseDurationMs", n(1.0))]))),
+            "\"leaseDurationMs\" must be larger than or equal to 2"
+        );
+    }
+
+    #[test]
+    fn fifo_keeps_its_attribute_names_apart_from_keys() {
+        let p = validate(
+            Kind::Fifo,
+            &fifo(&[("sortKey", s("ticketNext")), ("ttlAttribute", s("p"))]),
+        );
+        assert_eq!(
+            summary(&p),
+            "\"sortKey\" contains an invalid value. \"ttlAttribute\" must differ from partitionKey and sortKey (default \"ttl\")"
+        );
+        assert_eq!(
+            summary(&validate(Kind::Fifo, &fifo(&[("sortKey", s("ttl"))]))),
+            "\"ttlAttribute\" must differ from partitionKey and sortKey (default \"ttl\")"
+        );
+        assert_eq!(
+            summary(&validate(Kind::Fifo, &fifo(&[("ttlAttribute", s("guid"))]))),
+            "\"ttlAttribute\" contains an invalid value"
+        );
+        let user_object = obj(&[
+            ("get", RawValue::Function),
+            ("put", RawValue::Function),
+            ("delete", RawValue::Function),
+        ]);
+        assert_eq!(
+            validate(Kind::Fifo, &fifo(&[("dynamodb", user_object)]))[0].path,
+            vec!["dynamodb"]
         );
     }
 

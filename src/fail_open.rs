@@ -110,7 +110,7 @@ impl Waiting {
     pub fn interval(&self, s: &Settings) -> Duration {
         match (self.first, s.kind) {
             (true, _) => s.reread_period,
-            (false, Kind::FailOpen) => s.queue_reread_period,
+            (false, Kind::FailOpen | Kind::Fifo) => s.queue_reread_period,
             // Other FailClosed waiters only try at `acquirePeriodMs`, as the original does.
             (false, Kind::FailClosed) => Duration::MAX,
         }

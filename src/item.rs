@@ -16,6 +16,12 @@ pub const LOCK_WAITING_UNIX_MS: &str = "lockWaitingUnixMs";
 /// library writes them, and only fairness depends on them.
 pub const LOCK_WAITER: &str = "lockWaiter";
 pub const LOCK_WAITING_SINCE_UNIX_MS: &str = "lockWaitingSinceUnixMs";
+/// Fifo head item: the last ticket issued for the resource.
+pub const TICKET_NEXT: &str = "ticketNext";
+/// Fifo head item: the last queue position issued for the resource.
+pub const QUEUE_NEXT: &str = "queueNext";
+/// Fifo head item: the queue position of the last entry granted the lock.
+pub const QUEUE_GRANTED: &str = "queueGranted";
 
 /// Names a key attribute may not take, because the lock item uses them.
 pub const RESERVED_NAMES: [&str; 5] = [
@@ -82,6 +88,19 @@ pub struct LockRecord {
     pub lock_waiting_unix_ms: Option<u64>,
     pub lock_waiter: Option<String>,
     pub lock_waiting_since_unix_ms: Option<u64>,
+    /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
+    pub queue: Option<Box<QueueCounters>>,
+}
+
+/// A Fifo head item's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// `ticketNext`: the last ticket issued.
+    pub ticket_next: Option<u64>,
+    /// `queueNext`: the last queue position issued.
+    pub queue_next: Option<u64>,
+    /// `queueGranted`: the queue position of the last entry granted the lock.
+    pub queue_granted: Option<u64>,
 }
 
 impl LockRecord {
@@ -91,6 +110,23 @@ impl LockRecord {
 
     pub fn carries(&self, guid: &[u8]) -> bool {
         self.guid.as_deref() == Some(guid)
+    }
+
+    pub fn ticket_next(&self) -> Option<u64> {
+        self.queue.as_ref().and_then(|q| q.ticket_next)
+    }
+
+    pub fn queue_next(&self) -> Option<u64> {
+        self.queue.as_ref().and_then(|q| q.queue_next)
+    }
+
+    pub fn queue_granted(&self) -> Option<u64> {
+        self.queue.as_ref().and_then(|q| q.queue_granted)
+    }
+
+    /// The Fifo counters, created empty if absent.
+    pub fn queue_mut(&mut self) -> &mut QueueCounters {
+        self.queue.get_or_insert_with(Default::default)
     }
 
     pub fn version(&self) -> Version {

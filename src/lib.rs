@@ -6,6 +6,7 @@
 //! - `store`: the `Store` trait (the protocol's few conditional operations), its
 //!   implementation over DynamoDB's HTTP API, and bounded retries that track ambiguous outcomes.
 //! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`.
+//! - `fifo`: the fair lock: a queue per resource, granted in ticket order.
 //! - `lock`: a held lock, its serialized state and its events.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock.
 //! - `client`: settings, acquisition of either kind, cancellation.
@@ -21,6 +22,7 @@ mod config;
 mod error;
 mod fail_closed;
 mod fail_open;
+mod fifo;
 mod heartbeat;
 mod item;
 mod js_credentials;
@@ -228,11 +230,12 @@ fn parse_kind(kind: &str) -> Result<Kind> {
     match kind {
         "FailClosed" => Ok(Kind::FailClosed),
         "FailOpen" => Ok(Kind::FailOpen),
+        "Fifo" => Ok(Kind::Fifo),
         _ => Err(Error::from_reason(format!("unknown lock kind {kind}"))),
     }
 }
 
-/// Validates a FailClosed or FailOpen configuration; an empty list means valid.
+/// Validates a FailClosed, FailOpen or Fifo configuration; an empty list means valid.
 #[napi(catch_unwind)]
 pub fn validate_config(kind: String, config: Unknown) -> Result<Vec<ConfigProblem>> {
     let raw = raw_value(&config, 2)?;
@@ -250,7 +253,7 @@ pub fn validate_config(kind: String, config: Unknown) -> Result<Vec<ConfigProble
 /// A validated configuration, with defaults applied by `index.js`.
 #[napi(object)]
 pub struct NativeOptions {
-    /// `FailClosed` or `FailOpen`.
+    /// `FailClosed`, `FailOpen` or `Fifo`.
     pub kind: String,
     pub lock_table: String,
     pub partition_key: String,
@@ -262,7 +265,7 @@ pub struct NativeOptions {
     pub acquire_period_ms: Option<f64>,
     /// FailOpen: the lease in ms.
     pub lease_duration_ms: Option<f64>,
-    /// FailOpen: ms between heartbeats; none without it.
+    /// FailOpen: ms between heartbeats; none without it. Fifo: default lease/3.
     pub heartbeat_period_ms: Option<f64>,
     pub trust_local_time: Option<bool>,
     /// ms between re-reads of a held lock by the first waiter in line (default 10, or lease/4
@@ -274,6 +277,8 @@ pub struct NativeOptions {
     pub danger_margin_ms: Option<f64>,
     /// FailOpen: cap on heartbeat requests per second for this client (default: none).
     pub max_heartbeats_per_second: Option<f64>,
+    /// Fifo: the attribute DynamoDB's TTL reads on queue entries (default `ttl`).
+    pub ttl_attribute: Option<String>,
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub access_key_id: Option<String>,
@@ -308,6 +313,8 @@ pub struct JsOutcome {
     pub error: Option<NativeError>,
     pub lock_id: Option<f64>,
     pub fencing_token: Option<f64>,
+    /// Fifo: the ids of the locks on every resource, which share `fencingToken`.
+    pub lock_ids: Option<Vec<f64>>,
 }
 
 impl JsOutcome {
@@ -317,6 +324,7 @@ impl JsOutcome {
             error: error.map(Into::into),
             lock_id: None,
             fencing_token: None,
+            lock_ids: None,
         }
     }
 }
@@ -362,7 +370,7 @@ fn abandon_locks(client: &std::sync::Weak<Client>) {
     }
 }
 
-/// A configured FailClosed or FailOpen client.
+/// A configured FailClosed, FailOpen or Fifo client.
 #[napi]
 pub struct NativeClient {
     inner: Arc<Client>,
@@ -395,6 +403,9 @@ impl NativeClient {
         s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
+        if kind == Kind::Fifo && s.heartbeat_period.is_none() {
+            s.heartbeat_period = Some(fifo::default_heartbeat(s.lease_duration_ms));
+        }
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
@@ -427,6 +438,17 @@ impl NativeClient {
             ))),
             _ => None,
         };
+        let queues = match kind {
+            Kind::Fifo => fifo::Queues::new(
+                o.ttl_attribute.unwrap_or_else(|| fifo::DEFAULT_TTL_ATTRIBUTE.into()),
+                fifo::TableNames {
+                    table: o.lock_table.clone(),
+                    partition_key: o.partition_key.clone(),
+                    sort_key: o.sort_key.clone().unwrap_or_default(),
+                },
+            ),
+            _ => Default::default(),
+        };
         let table = TableSpec {
             name: o.lock_table,
             partition_key: o.partition_key,
@@ -453,6 +475,7 @@ impl NativeClient {
             ),
             handoff: Default::default(),
             lines: Default::default(),
+            fifo: queues,
         });
         // The hook runs when this environment ends (a worker thread, or the process).
         env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
@@ -496,8 +519,57 @@ impl NativeClient {
                         error: None,
                         lock_id: Some(lock.id as f64),
                         fencing_token: lock.fencing_token.map(|t| t as f64),
+                        lock_ids: None,
                     };
                     locks().insert(lock.id, lock);
+                    out
+                }
+                Err(e) => JsOutcome::done(request, Some(&e)),
+            }
+        });
+        Ok(())
+    }
+
+    /// Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
+    /// long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
+    /// end). The answer carries the locks' ids in `lockIds`.
+    #[napi(catch_unwind)]
+    pub fn start_acquire_fifo(
+        &self,
+        request: u32,
+        resources: Vec<KeyInput>,
+        wait_ms: f64,
+        cancel_id: Option<u32>,
+    ) -> Result<()> {
+        if self.inner.settings.kind != Kind::Fifo {
+            return Err(Error::from_reason("startAcquireFifo needs a Fifo client"));
+        }
+        let resources = resources.into_iter().map(key_value).collect::<Result<Vec<_>>>()?;
+        let wait = (wait_ms.is_finite() && wait_ms >= 0.0).then(|| Duration::from_millis(wait_ms as u64));
+        let client = self.inner.clone();
+        let cancels = self.cancels.clone();
+        answer(&self.answers, request, async move {
+            let cancel = match cancel_id {
+                Some(id) => cancels.get(id),
+                None => Arc::new(Cancel::default()),
+            };
+            let result = fifo::acquire(&client, resources, wait, &cancel).await;
+            if let Some(id) = cancel_id {
+                cancels.forget(id);
+            }
+            match result {
+                Ok(held) => {
+                    let out = JsOutcome {
+                        request,
+                        error: None,
+                        lock_id: held.first().map(|l| l.id as f64),
+                        fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
+                        lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
+                    };
+                    let mut registry = locks();
+                    for lock in held {
+                        registry.insert(lock.id, lock);
+                    }
                     out
                 }
                 Err(e) => JsOutcome::done(request, Some(&e)),
@@ -525,7 +597,7 @@ impl NativeClient {
                 }
                 // Released before, or lost: as the original, quiet for FailOpen.
                 None => match kind {
-                    Kind::FailOpen => Ok(()),
+                    Kind::FailOpen | Kind::Fifo => Ok(()),
                     Kind::FailClosed => Err(LockError::FailedToReleaseLock {
                         original: error::StoreError::condition_failed(),
                     }),

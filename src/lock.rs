@@ -192,7 +192,7 @@ impl HeldLock {
         if st.released {
             return match kind {
                 // As in the original: releasing a released FailOpen lock is quiet...
-                Kind::FailOpen => Ok(()),
+                Kind::FailOpen | Kind::Fifo => Ok(()),
                 // ...and a FailClosed lock that is gone is not ours to release.
                 Kind::FailClosed => Err(LockError::FailedToReleaseLock {
                     original: StoreError::condition_failed(),
@@ -214,6 +214,9 @@ impl HeldLock {
         let result = match kind {
             Kind::FailClosed => fail_closed::release(c, &self.key, &guids).await,
             Kind::FailOpen if st.lost => Ok(false),
+            Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost)
+                .await
+                .map(|()| false),
             Kind::FailOpen => fail_open::release(c, &self.key, &guids).await,
         };
         let result = result.map(|marked| {

@@ -78,6 +78,7 @@ pub fn client_with(
         heartbeats,
         handoff: Default::default(),
         lines: Default::default(),
+        fifo: Default::default(),
     };
     (Arc::new(c), rec)
 }

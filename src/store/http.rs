@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 use super::json::{read_reply, Attr, Body, Reply};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
-use super::{OpenFields, Store, WaitMark};
+use super::{Entry, OpenFields, Store, WaitMark};
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
 
@@ -327,7 +327,75 @@ impl HttpStore {
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
         self.call("UpdateItem", b.finish()).await
     }
+
+    /// One `UpdateItem`, conditional or not.
+    async fn update_maybe(
+        &self,
+        key: &LockKey,
+        update: &str,
+        condition: Option<&str>,
+        names: &[(&str, &str)],
+        values: &[(&str, Attr<'_>)],
+        returns: &str,
+    ) -> Result<Reply, StoreError> {
+        match condition {
+            Some(c) => self.update(key, update, c, names, values, returns).await,
+            None => {
+                let mut b = Body::new(&self.table.name);
+                b.item("Key", &self.table, key, &[]);
+                b.str("UpdateExpression", update);
+                b.names(names);
+                b.values(values);
+                b.str("ReturnValues", returns);
+                self.call("UpdateItem", b.finish()).await
+            }
+        }
+    }
 }
+
+/// The condition that a version a waiter waited out is still there, with its values.
+fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr<'a>)>) -> String {
+    let guid_is = if v.guid.is_empty() {
+        "attribute_not_exists(#guid)"
+    } else {
+        values.push((":eguid", Attr::B(&v.guid)));
+        "#guid = :eguid"
+    };
+    let token_is = match v.fencing_token {
+        Some(t) => {
+            values.push((":eft", Attr::N(t)));
+            "#ft = :eft"
+        }
+        None => "attribute_not_exists(#ft)",
+    };
+    format!("({guid_is} AND {token_is})")
+}
+
+/// Names of the Fifo head item's attributes in expressions.
+const FIFO_NAMES: [(&str, &str); 8] = [
+    ("#owner", item::OWNER),
+    ("#guid", item::GUID),
+    ("#lease", item::LEASE_DURATION_MS),
+    ("#ft", item::FENCING_TOKEN),
+    ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+    ("#tn", item::TICKET_NEXT),
+    ("#qn", item::QUEUE_NEXT),
+    ("#qg", item::QUEUE_GRANTED),
+];
+
+/// The names a grant uses (DynamoDB refuses names an expression does not use).
+const GRANT_NAMES: [(&str, &str); 6] = [
+    ("#owner", item::OWNER),
+    ("#guid", item::GUID),
+    ("#lease", item::LEASE_DURATION_MS),
+    ("#ft", item::FENCING_TOKEN),
+    ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+    ("#qg", item::QUEUE_GRANTED),
+];
+
+/// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
+/// on an item without `ticketNext`.
+const NEXT_TICKET: &str = "if_not_exists(#tn, if_not_exists(#ft, :zero)) + :one";
 
 impl Link {
     /// Current credentials, fetched again from the provider when they near expiry.
@@ -518,20 +586,8 @@ impl Store for HttpStore {
         }
         let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
         if let Some(v) = waited_out {
-            let guid_is = if v.guid.is_empty() {
-                "attribute_not_exists(#guid)"
-            } else {
-                values.push((":eguid", Attr::B(&v.guid)));
-                "#guid = :eguid"
-            };
-            let token_is = match v.fencing_token {
-                Some(t) => {
-                    values.push((":eft", Attr::N(t)));
-                    "#ft = :eft"
-                }
-                None => "attribute_not_exists(#ft)",
-            };
-            cond.push_str(&format!(" OR ({guid_is} AND {token_is})"));
+            cond.push_str(" OR ");
+            cond.push_str(&waited_out_condition(v, &mut values));
         }
         let names = [
             ("#pk", self.table.partition_key.as_str()),
@@ -645,6 +701,172 @@ impl Store for HttpStore {
                 .map(Some)
                 .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken")),
         }
+    }
+
+    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
+        let mut values = vec![
+            (":owner", Attr::S(fields.owner)),
+            (":guid", Attr::B(guid)),
+            (":lease", Attr::N(fields.lease_duration_ms)),
+            (":zero", Attr::N(0)),
+            (":one", Attr::N(RELEASED_LEASE_MS)),
+        ];
+        let mut update = format!(
+            "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = {NEXT_TICKET}, #tn = {NEXT_TICKET}, \
+             #qg = if_not_exists(#qn, :zero)"
+        );
+        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        let cond = "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft)";
+        let reply = self
+            .update(head, &update, cond, &FIFO_NAMES, &values, "UPDATED_NEW")
+            .await?;
+        reply
+            .record
+            .and_then(|r| r.fencing_token)
+            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+    }
+
+    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        let values = [(":zero", Attr::N(0)), (":one", Attr::N(1))];
+        let update = format!("SET #tn = {NEXT_TICKET}, #qn = if_not_exists(#qn, :zero) + :one");
+        let names = [
+            ("#ft", item::FENCING_TOKEN),
+            ("#tn", item::TICKET_NEXT),
+            ("#qn", item::QUEUE_NEXT),
+        ];
+        let reply = self
+            .update_maybe(head, &update, None, &names, &values, "ALL_OLD")
+            .await?;
+        Ok(reply.record)
+    }
+
+    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
+        let values = [(":zero", Attr::N(0)), (":one", Attr::N(1)), (":t", Attr::N(ticket))];
+        let update = "SET #tn = :t, #qn = if_not_exists(#qn, :zero) + :one";
+        let cond = "(attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t";
+        let names = [
+            ("#ft", item::FENCING_TOKEN),
+            ("#tn", item::TICKET_NEXT),
+            ("#qn", item::QUEUE_NEXT),
+        ];
+        let reply = self
+            .update_maybe(head, update, Some(cond), &names, &values, "ALL_OLD")
+            .await?;
+        Ok(reply.record)
+    }
+
+    async fn fifo_untake(
+        &self,
+        head: &LockKey,
+        ticket: u64,
+        position: u64,
+        previous_ticket: u64,
+    ) -> Result<(), StoreError> {
+        let values = [
+            (":t", Attr::N(ticket)),
+            (":p", Attr::N(position)),
+            (":prev", Attr::N(previous_ticket)),
+            (":pprev", Attr::N(position.saturating_sub(1))),
+        ];
+        let names = [("#tn", item::TICKET_NEXT), ("#qn", item::QUEUE_NEXT)];
+        self.update(
+            head,
+            "SET #tn = :prev, #qn = :pprev",
+            "#qn = :p AND #tn = :t",
+            &names,
+            &values,
+            "NONE",
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item(
+            "Item",
+            &self.table,
+            key,
+            &[
+                (item::OWNER, Attr::S(entry.owner)),
+                (item::GUID, Attr::B(entry.guid)),
+                (item::FENCING_TOKEN, Attr::N(entry.ticket)),
+                (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
+                (entry.ttl.0, Attr::N(entry.ttl.1)),
+            ],
+        );
+        b.str("ConditionExpression", "attribute_not_exists(#pk)");
+        b.names(&[("#pk", &self.table.partition_key)]);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        self.call("PutItem", b.finish()).await?;
+        Ok(())
+    }
+
+    async fn fifo_grant(
+        &self,
+        head: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        ticket: u64,
+        position: u64,
+        waited_out: Option<&Version>,
+    ) -> Result<(), StoreError> {
+        let mut values = vec![
+            (":owner", Attr::S(fields.owner)),
+            (":guid", Attr::B(guid)),
+            (":lease", Attr::N(fields.lease_duration_ms)),
+            (":one", Attr::N(RELEASED_LEASE_MS)),
+            (":tk", Attr::N(ticket)),
+            (":p", Attr::N(position)),
+        ];
+        let mut update = "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = :tk, #qg = :p".to_string();
+        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        let mut free = "attribute_not_exists(#lease) OR #lease = :one".to_string();
+        if let Some(v) = waited_out {
+            free.push_str(" OR ");
+            free.push_str(&waited_out_condition(v, &mut values));
+        }
+        let cond = format!("({free}) AND (attribute_not_exists(#ft) OR #ft < :tk)");
+        self.update(head, &update, &cond, &GRANT_NAMES, &values, "NONE").await?;
+        Ok(())
+    }
+
+    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
+        let mut values = vec![(":one", Attr::N(RELEASED_LEASE_MS)), (":new", Attr::B(new_guid))];
+        let cond = guid_condition(guids, &mut values)?;
+        let names = [("#guid", item::GUID), ("#lease", item::LEASE_DURATION_MS)];
+        self.update(key, "SET #lease = :one, #guid = :new", &cond, &names, &values, "NONE")
+            .await?;
+        Ok(())
+    }
+
+    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        b.str("ConditionExpression", "#lease = :one");
+        b.names(&[("#lease", item::LEASE_DURATION_MS)]);
+        b.values(&[(":one", Attr::N(RELEASED_LEASE_MS))]);
+        self.call("DeleteItem", b.finish()).await?;
+        Ok(())
+    }
+
+    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
+        let names = [
+            ("#pk", self.table.partition_key.as_str()),
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#ttl", ttl.0),
+        ];
+        let values = [(":one", Attr::N(RELEASED_LEASE_MS)), (":ttl", Attr::N(ttl.1))];
+        self.update(
+            key,
+            "SET #ttl = :ttl",
+            "attribute_exists(#pk) AND #lease <> :one",
+            &names,
+            &values,
+            "NONE",
+        )
+        .await?;
+        Ok(())
     }
 
     async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {

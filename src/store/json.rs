@@ -185,7 +185,10 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             | item::LEASE_DURATION_MS
             | item::LOCK_ACQUIRED_TIME_UNIX_MS
             | item::LOCK_WAITING_UNIX_MS
-            | item::LOCK_WAITING_SINCE_UNIX_MS => "N",
+            | item::LOCK_WAITING_SINCE_UNIX_MS
+            | item::TICKET_NEXT
+            | item::QUEUE_NEXT
+            | item::QUEUE_GRANTED => "N",
             _ => {
                 skip_value(tokens)?;
                 continue;
@@ -213,6 +216,9 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             item::LEASE_DURATION_MS => r.lease_duration_ms = item::parse_u64(&value),
             item::LOCK_ACQUIRED_TIME_UNIX_MS => r.lock_acquired_time_unix_ms = item::parse_u64(&value),
             item::LOCK_WAITING_SINCE_UNIX_MS => r.lock_waiting_since_unix_ms = item::parse_u64(&value),
+            item::TICKET_NEXT => r.queue_mut().ticket_next = item::parse_u64(&value),
+            item::QUEUE_NEXT => r.queue_mut().queue_next = item::parse_u64(&value),
+            item::QUEUE_GRANTED => r.queue_mut().queue_granted = item::parse_u64(&value),
             _ => r.lock_waiting_unix_ms = item::parse_u64(&value),
         }
     }
@@ -285,9 +291,20 @@ mod tests {
                 lock_waiting_unix_ms: Some(17),
                 lock_waiter: Some("w1".into()),
                 lock_waiting_since_unix_ms: Some(12),
+                ..Default::default()
             })
         );
         assert_eq!(r.error_type, None);
+    }
+
+    #[test]
+    fn replies_yield_the_fifo_counters_of_a_head_item() {
+        let body = br#"{"Attributes":{"fencingToken":{"N":"7"},"ticketNext":{"N":"9"},"queueNext":{"N":"4"},"queueGranted":{"N":"2"},"ttl":{"N":"5"}}}"#;
+        let r = read_reply(body).unwrap().record.unwrap();
+        assert_eq!(
+            (r.fencing_token, r.ticket_next(), r.queue_next(), r.queue_granted()),
+            (Some(7), Some(9), Some(4), Some(2))
+        );
     }
 
     #[test]

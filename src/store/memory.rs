@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{OpenFields, Store, WaitMark};
+use super::{Entry, OpenFields, Store, WaitMark};
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey, LockRecord, Version, RELEASED_LEASE_MS};
 
@@ -28,6 +28,8 @@ pub struct MemoryStore {
     pub items: Mutex<HashMap<LockKey, LockRecord>>,
     faults: Mutex<VecDeque<(&'static str, Fault)>>,
     pub log: Mutex<Vec<&'static str>>,
+    /// TTL attribute values written with Fifo queue entries (Unix seconds), by key.
+    pub ttls: Mutex<HashMap<LockKey, u64>>,
     /// Whether a failed condition returns the current item, as DynamoDB does on request.
     pub returns_old: bool,
 }
@@ -41,7 +43,8 @@ impl MemoryStore {
     }
 
     /// Queues a fault for the next request of kind `op` ("get", "put", "delete", "take",
-    /// "renew", "release").
+    /// "renew", "release", and for Fifo "fifo_take", "ticket", "reserve", "untake", "enqueue",
+    /// "grant", "finish", "delete_finished", "touch").
     pub fn fault(&self, op: &'static str, f: Fault) {
         self.faults.lock().unwrap().push_back((op, f));
     }
@@ -56,6 +59,11 @@ impl MemoryStore {
 
     pub fn count(&self, op: &str) -> usize {
         self.log.lock().unwrap().iter().filter(|o| **o == op).count()
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> usize {
+        self.log.lock().unwrap().len()
     }
 
     fn take_fault(&self, op: &'static str) -> Option<Fault> {
@@ -168,6 +176,7 @@ impl Store for MemoryStore {
                 lock_waiting_unix_ms: mark.lock_waiting_unix_ms,
                 lock_waiter: mark.lock_waiter,
                 lock_waiting_since_unix_ms: mark.lock_waiting_since_unix_ms,
+                ..Default::default()
             });
             Ok(token)
         })
@@ -240,6 +249,168 @@ impl Store for MemoryStore {
                 r.fencing_token = Some(token);
                 token
             }))
+        })
+        .await
+    }
+
+    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
+        self.run("fifo_take", head, |slot| {
+            let r = slot.clone().unwrap_or_default();
+            let free = r.lease_duration_ms.is_none_or(|l| l == RELEASED_LEASE_MS);
+            let no_ticket_out =
+                r.ticket_next().is_none() || (r.fencing_token.is_some() && r.ticket_next() == r.fencing_token);
+            if !(free && no_ticket_out) {
+                return Err(StoreError::condition_failed());
+            }
+            let token = r.ticket_next().or(r.fencing_token).unwrap_or(0) + 1;
+            let mut new = LockRecord {
+                owner: Some(fields.owner.into()),
+                guid: Some(guid.to_vec()),
+                fencing_token: Some(token),
+                lease_duration_ms: Some(fields.lease_duration_ms),
+                lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
+                ..r
+            };
+            let q = new.queue_mut();
+            q.ticket_next = Some(token);
+            q.queue_granted = Some(q.queue_next.unwrap_or(0));
+            *slot = Some(new);
+            Ok(token)
+        })
+        .await
+    }
+
+    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        self.run("ticket", head, |slot| {
+            let before = slot.clone();
+            let r = slot.get_or_insert_with(Default::default);
+            let last = r.ticket_next().or(r.fencing_token).unwrap_or(0);
+            let q = r.queue_mut();
+            q.ticket_next = Some(last + 1);
+            q.queue_next = Some(q.queue_next.unwrap_or(0) + 1);
+            Ok(before)
+        })
+        .await
+    }
+
+    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
+        self.run("reserve", head, |slot| {
+            let before = slot.clone();
+            let r = slot.get_or_insert_with(Default::default);
+            let lower = match r.ticket_next() {
+                Some(tn) => tn < ticket,
+                None => r.fencing_token.is_none_or(|ft| ft < ticket),
+            };
+            if !lower {
+                return Err(StoreError::condition_failed());
+            }
+            let q = r.queue_mut();
+            q.ticket_next = Some(ticket);
+            q.queue_next = Some(q.queue_next.unwrap_or(0) + 1);
+            Ok(before)
+        })
+        .await
+    }
+
+    async fn fifo_untake(
+        &self,
+        head: &LockKey,
+        ticket: u64,
+        position: u64,
+        previous_ticket: u64,
+    ) -> Result<(), StoreError> {
+        self.run("untake", head, |slot| match slot {
+            Some(r) if r.queue_next() == Some(position) && r.ticket_next() == Some(ticket) => {
+                let q = r.queue_mut();
+                q.ticket_next = Some(previous_ticket);
+                q.queue_next = Some(position.saturating_sub(1));
+                Ok(())
+            }
+            _ => Err(StoreError::condition_failed()),
+        })
+        .await
+    }
+
+    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
+        self.run("enqueue", key, |slot| {
+            if slot.is_some() {
+                return Err(StoreError::condition_failed());
+            }
+            *slot = Some(LockRecord {
+                owner: Some(entry.owner.into()),
+                guid: Some(entry.guid.to_vec()),
+                fencing_token: Some(entry.ticket),
+                lease_duration_ms: Some(entry.lease_duration_ms),
+                ..Default::default()
+            });
+            self.ttls.lock().unwrap().insert(key.clone(), entry.ttl.1);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fifo_grant(
+        &self,
+        head: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        ticket: u64,
+        position: u64,
+        waited_out: Option<&Version>,
+    ) -> Result<(), StoreError> {
+        self.run("grant", head, |slot| {
+            let r = slot.clone().unwrap_or_default();
+            let free = r.lease_duration_ms.is_none_or(|l| l == RELEASED_LEASE_MS)
+                || (slot.is_some() && waited_out.is_some_and(|v| r.version() == *v));
+            if !free || r.fencing_token.is_some_and(|ft| ft >= ticket) {
+                return Err(StoreError::condition_failed());
+            }
+            let mut new = LockRecord {
+                owner: Some(fields.owner.into()),
+                guid: Some(guid.to_vec()),
+                fencing_token: Some(ticket),
+                lease_duration_ms: Some(fields.lease_duration_ms),
+                lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
+                ..r
+            };
+            new.queue_mut().queue_granted = Some(position);
+            *slot = Some(new);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
+        self.run("finish", key, |slot| {
+            if !guid_in(slot, guids) {
+                return Err(StoreError::condition_failed());
+            }
+            let r = slot.as_mut().expect("guid_in found the item");
+            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
+            r.guid = Some(new_guid.to_vec());
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
+        self.run("delete_finished", key, |slot| {
+            if !slot.as_ref().is_some_and(|r| r.is_released()) {
+                return Err(StoreError::condition_failed());
+            }
+            *slot = None;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
+        self.run("touch", key, |slot| match slot {
+            Some(r) if !r.is_released() => {
+                self.ttls.lock().unwrap().insert(key.clone(), ttl.1);
+                Ok(())
+            }
+            _ => Err(StoreError::condition_failed()),
         })
         .await
     }

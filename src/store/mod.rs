@@ -31,6 +31,19 @@ pub struct OpenFields<'a> {
     pub lock_acquired_time_unix_ms: Option<u64>,
 }
 
+/// A Fifo queue entry as it is written: a waiter's row, or a finished one
+/// (`lease_duration_ms` 1) that waiters behind it pass at once.
+#[derive(Clone, Debug)]
+pub struct Entry<'a> {
+    pub owner: &'a str,
+    pub guid: &'a Guid,
+    /// The ticket: the fencing token the waiter is granted with.
+    pub ticket: u64,
+    pub lease_duration_ms: u64,
+    /// The TTL attribute's name and value (Unix seconds), for DynamoDB to remove leftovers.
+    pub ttl: (&'a str, u64),
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent read of the lock item.
@@ -91,6 +104,56 @@ pub trait Store: Send + Sync + 'static {
     /// free, stale, already its own, or held by a waiter that started waiting later. A failed
     /// condition means another waiter is first.
     async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError>;
+
+    /// Fifo, uncontended: take the head item if it is free (absent, or released) and no
+    /// ticket is outstanding (`ticketNext` absent or equal to `fencingToken`). The ticket and
+    /// the token become `ticketNext + 1` (from `fencingToken`, or 0, when absent), and
+    /// `queueGranted` becomes `queueNext`. Returns the token.
+    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError>;
+
+    /// Fifo: take the next ticket and queue position (`ticketNext + 1`, `queueNext + 1`),
+    /// unconditionally. Returns the head item as it was before.
+    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError>;
+
+    /// Fifo, several resources: set `ticketNext` to `ticket` and take the next queue position,
+    /// if every ticket issued for this resource is lower. Returns the head item as it was.
+    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError>;
+
+    /// Fifo: give back ticket `ticket` at queue position `position`, if both are still the
+    /// last issued: `ticketNext` becomes `previous_ticket`, `queueNext` `position - 1`.
+    async fn fifo_untake(
+        &self,
+        head: &LockKey,
+        ticket: u64,
+        position: u64,
+        previous_ticket: u64,
+    ) -> Result<(), StoreError>;
+
+    /// Fifo: write a queue entry if there is none at `key`.
+    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError>;
+
+    /// Fifo: grant the head item to `ticket` (queue position `position`): set owner, `guid`,
+    /// lease, `fencingToken = ticket`, `queueGranted = position`, if the item is free (or
+    /// still carries `waited_out`) and its `fencingToken` is lower than `ticket`.
+    async fn fifo_grant(
+        &self,
+        head: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        ticket: u64,
+        position: u64,
+        waited_out: Option<&Version>,
+    ) -> Result<(), StoreError>;
+
+    /// Fifo: mark a queue entry finished (`leaseDurationMs` 1, `guid` rotated to `new_guid`
+    /// so that its owner's heartbeats fail) if its `guid` is one of `guids`.
+    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError>;
+
+    /// Fifo: delete a queue entry if it is finished.
+    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError>;
+
+    /// Fifo: move a live queue entry's TTL attribute to `ttl` (Unix seconds).
+    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError>;
 }
 
 /// A waiter's claim to be first in line.
