@@ -432,6 +432,102 @@ function poolRows(rows, pool)
     }
 }
 
+function fifoRows(rows, fifo)
+{
+    const none = "— (the original has no fair lock)";
+    const pct = v => (num(v) ? `${fmt(100 * v, 1)}%` : "n/a");
+    const errs = r => (r.errors && Object.keys(r.errors).length ? breakdown(r.errors) : "none");
+    // Ours only: every row's original column says so.
+    const add = (S, metric, value, extra = {}) => rows.add(S, metric, value, null, Object.assign({ originalText: none, noRatio: true }, extra));
+    const failedOr = (S, r) =>
+    {
+        if (r.skipped)
+        {
+            add(S, "not measured", null, { oursText: `skipped: ${r.skipped}`, target: { text: "measured", test: () => false }, skipped: true });
+            return true;
+        }
+        if (r.error)
+        {
+            add(S, "failed", null, { oursText: errText(r) });
+            return true;
+        }
+        return false;
+    };
+    const zero = { text: "0", test: v => v === 0 };
+
+    const po = fifo.params.order;
+    const o = fifo.order || {};
+    const S1 = `6a. Fifo order: ${po.processes} processes, one Fifo lock of ours (lease ${po.leaseMs} ms, heartbeat ${po.heartbeatMs} ms, hold ${po.holdMs} ms, ${po.durationMs / 1000} s; library defaults otherwise)`;
+    if (!failedOr(S1, o))
+    {
+        add(S1, "acquisitions (total)", o.acquisitions);
+        add(S1, "acquisitions/s", o.acquisitionsPerSecond);
+        add(S1, "acquisitions per process", null, { oursText: o.perProcess.join(" / ") });
+        add(S1, "Jain's fairness index over acquisitions per process", o.jain, { digits: 3, target: { text: "≥ 0.99", test: v => v >= 0.99 } });
+        add(S1, "overlapping holds (safety; must be 0)", o.overlaps, { target: zero });
+        add(S1, "grant order equals ticket order: grants whose token is not above the previous grant's", o.orderExceptions, {
+            oursText: `${o.orderExceptions}${o.tokensMissing ? ` (${o.tokensMissing} grants without a token)` : ""}`,
+            target: zero,
+        });
+        add(S1, "tickets never granted between the first and last grant", o.ticketsNotGranted);
+        add(S1, "handoff gap (next acquiredAt − previous releasedAt) p50 (ms)", o.handoffMs.p50);
+        add(S1, "handoff gap p99 (ms)", o.handoffMs.p99);
+        add(S1, "handoff gap max (ms)", o.handoffMs.max);
+        add(S1, "wait per attempt (acquire call→acquired) p50 / p99 (ms)", o.waitPerAttemptMs.p50, { oursText: `${fmt(o.waitPerAttemptMs.p50)} / ${fmt(o.waitPerAttemptMs.p99)}` });
+        add(S1, "idle share of the lock", o.idleShare, { oursText: pct(o.idleShare) });
+        add(S1, "errors by code", null, { oursText: errs(o) });
+        add(S1, "acquisitions still pending at the end (longest wait, ms)", o.pendingAtEnd, { oursText: `${o.pendingAtEnd} (${fmt(o.pendingAtEndMaxWaitMs)})` });
+        add(S1, "client CPU per acquisition, all processes (µs)", o.cpuUsPerAcquisition);
+        add(S1, "requests per acquisition", o.requestsPerAcquisition, {
+            oursText: num(o.requestsPerAcquisition) ? `${fmt(o.requestsPerAcquisition)} (${breakdown(o.requests)})` : "n/a",
+        });
+    }
+
+    const pk = fifo.params.kill;
+    const k = fifo.kill || {};
+    const bound = pk.leaseMs + 2 * 250;
+    const S2 = `6b. Fifo with a SIGKILLed waiter: ${pk.processes} processes (lease ${pk.leaseMs} ms, heartbeat ${pk.heartbeatMs} ms, hold ${pk.holdMs} ms, ${pk.durationMs / 1000} s); one waiter killed from ${pk.killAfterMs / 1000} s in`;
+    if (!failedOr(S2, k))
+    {
+        const x = k.kill || {};
+        const killed = num(x.index);
+        add(S2, "the waiter killed", x.index, {
+            oursText: killed
+                ? `process ${x.index}, ${fmt(x.afterStartMs, 0)} ms in, after waiting ${fmt(x.waitedMs, 0)} ms: ${x.rule}`
+                    + (x.grantedBeforeKill ? `; BUT it reported a grant just before the kill (it died holding)` : "")
+                : x.rule || "n/a",
+            target: { text: "a waiter, not first in line", test: () => killed && !x.grantedBeforeKill && x.waiting >= 3 },
+        });
+        add(S2, "largest release→next grant gap after the kill (ms)", x.maxGapAfterKillMs, {
+            oursText: num(x.maxGapAfterKillMs) ? `${fmt(x.maxGapAfterKillMs, 0)} (ended ${fmt(x.maxGapAfterKillAtMs, 0)} ms after the kill)` : "n/a",
+            target: { text: `≤ ${bound} (lease + 2 × 250)`, test: v => v <= bound },
+        });
+        add(S2, "largest handoff gap over the whole run (ms)", k.handoffMs.max, {
+            oursText: num(k.handoffMs.max) ? `${fmt(k.handoffMs.max, 0)}${num(x.maxGapEndedAfterKillMs) ? ` (ended ${fmt(x.maxGapEndedAfterKillMs, 0)} ms after the kill)` : ""}` : "n/a",
+            target: { text: `≤ ${bound}`, test: v => v <= bound },
+        });
+        add(S2, "first grants after the kill: ms after the kill (gap ms, process)", null, {
+            oursText: (x.firstGapsAfterKill || []).map(([at, gap, proc]) => `${at} (${fmt(gap)}, p${proc})`).join(", ") || "n/a",
+        });
+        add(S2, "acquisitions after the kill (the queue kept going)", x.acquisitionsAfterKill, { target: { text: "> 0", test: v => v > 0 } });
+        add(S2, "acquisitions (total; the victim's up to its death)", k.acquisitions, {
+            oursText: `${fmt(k.acquisitions)} (per process ${k.perProcess.map((n, i) => (i === x.index ? `${n} killed` : n)).join(" / ")})`,
+        });
+        add(S2, "overlapping holds (survivors and the victim's holds; must be 0)", k.overlaps, { target: zero });
+        add(S2, "grants whose token is not above the previous grant's", k.orderExceptions, {
+            oursText: `${k.orderExceptions}${k.tokensMissing ? ` (${k.tokensMissing} grants without a token)` : ""}`,
+            target: zero,
+        });
+        add(S2, "tickets never granted between the first and last grant (the victim's place)", k.ticketsNotGranted);
+        add(S2, "handoff gap p50 / p99 (ms)", k.handoffMs.p50, { oursText: `${fmt(k.handoffMs.p50)} / ${fmt(k.handoffMs.p99)}` });
+        add(S2, "idle share of the lock", k.idleShare, { oursText: pct(k.idleShare) });
+        add(S2, "errors by code (survivors)", null, { oursText: errs(k) });
+        add(S2, "requests per acquisition", k.requestsPerAcquisition, {
+            oursText: num(k.requestsPerAcquisition) ? `${fmt(k.requestsPerAcquisition)} (${breakdown(k.requests)})` : "n/a",
+        });
+    }
+}
+
 function esc(s)
 {
     return String(s).replace(/\|/g, "\\|");
@@ -460,6 +556,10 @@ function renderMarkdown(report)
     if (r.pool)
     {
         poolRows(rows, r.pool);
+    }
+    if (r.fifo)
+    {
+        fifoRows(rows, r.fifo);
     }
 
     const m = report.machine;
@@ -571,6 +671,21 @@ function notesFor(report)
             if (e.ours && e.ours.skipped)
             {
                 notes.push(`Pool, ${e.kind}: NOT MEASURED: ${e.ours.skipped} (the row is reported as skipped, not as a pass).`);
+            }
+        }
+    }
+    if (r.fifo)
+    {
+        const p = report.params.fifo;
+        notes.push(`Fifo (ours only; the original has no fair lock): ${p.order.processes} child processes, each with one Fifo client on a table with partition key "id" and string sort key "${p.sortKey}", loop acquire, hold (setTimeout), release on one id; times are wall clocks of one machine (performance.timeOrigin + now()). Grants are sorted by acquiredAt; grant order equals ticket order when each grant's fencing token (its ticket) is above the previous grant's. An overlap is a grant before the previous holder started its release. Handoff gap = acquiredAt − the previous grant's releasedAt. Idle share = 1 − (Σ hold times) / (last releasedAt − first acquiredAt). Requests are the proxy's counts from the start signal (after each process's warm-up on a private id) until every process exited. An acquisition still waiting at the end is aborted through its signal.`);
+        const k = p.kill;
+        notes.push(`Fifo with a SIGKILLed waiter: the children report over IPC when they call acquireLock and when they are granted; from ${k.killAfterMs} ms after the start the parent polls these every ${k.pollMs} ms and SIGKILLs the second latest of at least 3 waiters, each having waited ${k.minWaitedMs} ms or more (so at least one place ahead of it and one behind; the releasing process queues again at once), falling back by ${k.killByMs} ms to the latest of 2 waiters. The victim's finished holds come from its IPC reports and join the order and overlap checks. Its queue entry stops being heartbeated; the waiter behind it passes it once its lease has gone by unchanged, so the gap after the kill is bounded by the lease plus read and heartbeat periods (target lease + 2 × 250 ms).`);
+        for (const part of ["order", "kill"])
+        {
+            const x = r.fifo[part];
+            if (x && x.skipped)
+            {
+                notes.push(`Fifo, ${part}: NOT MEASURED: ${x.skipped} (reported as skipped, not as a pass).`);
             }
         }
     }

@@ -8,7 +8,8 @@
 //
 //   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
 //
-// Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5).
+// Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5), fifo (6; ours only,
+// the original has no fair lock).
 // Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
 // Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
@@ -31,7 +32,7 @@ const { summary, jain, spread } = require("./stats.js");
 const { renderMarkdown } = require("./report.js");
 const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
 
-const SCENARIOS = ["requests", "cycles", "held", "contention", "pool"];
+const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo"];
 const LIBS = ["ours", "original"];
 
 // ---------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ function parseArgs(argv)
             throw usageError(`unknown option ${a}`);
         }
     }
-    // Scenarios run in their listed order (pool after the others), once each.
+    // Scenarios run in their listed order (pool and fifo after the others), once each.
     opts.only = SCENARIOS.filter(s => opts.only.includes(s));
     return opts;
 }
@@ -129,6 +130,7 @@ function parameters(quick)
             },
             contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 3000, retryCount: 100000 },
             pool: poolParameters(3000),
+            fifo: fifoParameters(3000, 5000),
         };
     }
     return {
@@ -145,6 +147,31 @@ function parameters(quick)
         },
         contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 15000, retryCount: 100000 },
         pool: poolParameters(10000),
+        fifo: fifoParameters(10000, 10000),
+    };
+}
+
+// Scenario 6: ours' Fifo across processes, one lock, each process with one client. "order":
+// short holds, fairness and grant order; "kill": holds long enough that a queue forms, and one
+// waiter in it SIGKILLed by the parent. Options not named here are the library's defaults.
+function fifoParameters(orderDurationMs, killDurationMs)
+{
+    return {
+        sortKey: "sk",
+        order: { processes: 4, leaseMs: 2000, heartbeatMs: 500, holdMs: 10, durationMs: orderDurationMs },
+        kill: {
+            processes: 4,
+            leaseMs: 1000,
+            heartbeatMs: 250,
+            holdMs: 200,
+            durationMs: killDurationMs,
+            // The parent looks for a victim from this long after the start, until killByMs.
+            killAfterMs: 1500,
+            killByMs: Math.min(killDurationMs - 1000, 4000),
+            // A waiter counts once it has waited this long (its ticket and entry written).
+            minWaitedMs: 50,
+            pollMs: 5,
+        },
     };
 }
 
@@ -716,7 +743,8 @@ async function runContention(ctx, lib, p)
         clearTimeout(bound);
     }
     const counts = Object.assign({}, ctx.proxy.counts);
-    const missing = results.map((r, i) => (r ? null : i)).filter(i => i !== null);
+    // Array.from: map() would skip the holes a missing result leaves.
+    const missing = Array.from(results, (r, i) => (r ? null : i)).filter(i => i !== null);
     if (missing.length)
     {
         return { error: `contender(s) ${missing.join(", ")} returned no result` };
@@ -941,6 +969,301 @@ async function scenarioPool(ctx, p)
     return out;
 }
 
+// Scenario 6: `p.processes` children (fifo-contender.js), each with one Fifo client of ours,
+// looping on ONE id. With `p.killAfterMs` the parent SIGKILLs one of them while it waits in the
+// queue: from killAfterMs after the start, it polls the children's reported states every
+// pollMs and kills the second latest of at least 3 waiters (one ahead of it at least, one
+// behind), each having waited minWaitedMs; failing that by killByMs, the latest of 2 waiters,
+// then any waiter.
+async function runFifo(ctx, p, sortKey, label)
+{
+    const table = await newTable(ctx, `fifo_${label}`, sortKey);
+    const kids = [];
+    const results = new Array(p.processes);
+    const states = Array.from({ length: p.processes }, () => ({ state: "idle", since: null }));
+    // Every finished hold as reported over IPC: the victim's result never comes.
+    const reported = Array.from({ length: p.processes }, () => []);
+    // Grants the victim reported after the parent chose it (sent before it died).
+    const victimGrants = [];
+    const chosen = { index: null };
+    let kill = null;
+    const readies = [];
+    const exits = [];
+    for (let i = 0; i < p.processes; i++)
+    {
+        const job = Object.assign({}, ctx.connection, {
+            lib: "ours",
+            table,
+            sortKey,
+            id: "the-lock",
+            index: i,
+            leaseMs: p.leaseMs,
+            heartbeatMs: p.heartbeatMs,
+            holdMs: p.holdMs,
+            reportState: !!p.killAfterMs,
+        });
+        const child = spawnChild("fifo-contender.js", job);
+        kids.push(child);
+        readies.push(new Promise(resolve => child.on("message", m => m && m.type === "ready" && resolve())));
+        child.on("message", m =>
+            {
+                if (!m)
+                {
+                    return;
+                }
+                if (m.type === "result")
+                {
+                    results[i] = m.result;
+                }
+                else if (m.type === "state")
+                {
+                    states[i] = { state: m.state, since: m.at };
+                    if (chosen.index === i && m.state === "acquired")
+                    {
+                        victimGrants.push(m.at);
+                    }
+                }
+                else if (m.type === "record")
+                {
+                    reported[i].push(m.record);
+                }
+            }
+        );
+        exits.push(new Promise(resolve => child.once("exit", () => resolve())));
+    }
+    const bound = setTimeout(() => kids.forEach(k => k.kill("SIGKILL")), 60000 + p.durationMs);
+    try
+    {
+        await Promise.race([Promise.all(readies), Promise.all(exits)]);
+        ctx.proxy.resetCounts();
+        const startAt = performance.timeOrigin + performance.now() + 300;
+        for (const k of kids)
+        {
+            if (k.connected)
+            {
+                k.send({ type: "go", startAt, durationMs: p.durationMs });
+            }
+        }
+        if (p.killAfterMs)
+        {
+            kill = await killAWaiter(kids, states, startAt, p, chosen);
+        }
+        await Promise.all(exits);
+    }
+    finally
+    {
+        clearTimeout(bound);
+    }
+    const counts = Object.assign({}, ctx.proxy.counts);
+    await dropTable(ctx, table);
+    // `results` has holes where no result came (the victim's): index ranges, not map().
+    const indices = Array.from({ length: p.processes }, (_, i) => i);
+    const survivors = indices.filter(i => !(kill && kill.index === i));
+    const missing = survivors.filter(i => !results[i]);
+    if (missing.length)
+    {
+        return { error: `fifo contender(s) ${missing.join(", ")} returned no result`, kill };
+    }
+    const skipped = survivors.map(i => results[i]).find(r => r.skipped);
+    if (skipped)
+    {
+        return { skipped: skipped.skipped };
+    }
+    const failed = survivors.map(i => results[i]).filter(r => r.error);
+    if (failed.length)
+    {
+        return { error: failed.map(r => r.error).join("\n"), kill };
+    }
+    const perProcessRecords = indices.map(i => (kill && kill.index === i ? reported[i] : results[i].records));
+    if (kill && kill.index !== null)
+    {
+        // A grant the victim reported after it was chosen means it held the lock, not waited,
+        // when it died (its message was still on its way).
+        kill.grantsReportedAfterChoice = victimGrants.length;
+        kill.grantedBeforeKill = victimGrants.filter(at => at <= kill.at).length;
+    }
+    return analyseFifo(perProcessRecords, results, p, counts, kill);
+}
+
+/** Polls the children's states (bounded by killByMs) and SIGKILLs one waiter; returns what it did. */
+async function killAWaiter(kids, states, startAt, p, chosen)
+{
+    const now = () => performance.timeOrigin + performance.now();
+    await new Promise(resolve => setTimeout(resolve, Math.max(0, startAt + p.killAfterMs - now())));
+    const maxPolls = Math.ceil((p.killByMs - p.killAfterMs) / p.pollMs) + 1;
+    let choice = null;
+    for (let poll = 0; poll < maxPolls && !choice; poll++)
+    {
+        const t = now();
+        const waiting = states
+            .map((s, index) => ({ index, since: s.since, state: s.state }))
+            .filter(s => s.state === "waiting" && kids[s.index].connected)
+            .sort((a, b) => a.since - b.since);
+        const settled = w => t - w.since >= p.minWaitedMs;
+        const late = t >= startAt + p.killByMs;
+        if (waiting.length >= 3 && settled(waiting[waiting.length - 2]))
+        {
+            choice = { w: waiting[waiting.length - 2], rule: `the second latest of ${waiting.length} waiters (${waiting.length - 2} ahead of it, 1 behind)`, waiting: waiting.length };
+        }
+        else if (late && waiting.length >= 2 && settled(waiting[waiting.length - 1]))
+        {
+            choice = { w: waiting[waiting.length - 1], rule: `the latest of ${waiting.length} waiters (fallback)`, waiting: waiting.length };
+        }
+        else if (late && waiting.length >= 1 && poll === maxPolls - 1)
+        {
+            choice = { w: waiting[waiting.length - 1], rule: "the only waiter (fallback)", waiting: waiting.length };
+        }
+        if (!choice)
+        {
+            await new Promise(resolve => setTimeout(resolve, p.pollMs));
+        }
+    }
+    if (!choice)
+    {
+        return { index: null, rule: "no waiter found to kill" };
+    }
+    chosen.index = choice.w.index;
+    const at = now();
+    kids[choice.w.index].kill("SIGKILL");
+    return {
+        index: choice.w.index,
+        at,
+        afterStartMs: at - startAt,
+        waitedMs: at - choice.w.since,
+        rule: choice.rule,
+        waiting: choice.waiting,
+    };
+}
+
+function analyseFifo(perProcessRecords, results, p, counts, kill)
+{
+    const all = [];
+    perProcessRecords.forEach((records, proc) => records.forEach(rec => all.push(Object.assign({ proc }, rec))));
+    all.sort((a, b) => a.acquiredAt - b.acquiredAt);
+    const gaps = [];
+    const gapsAfterKill = [];
+    let overlaps = 0;
+    let orderExceptions = 0;
+    for (let i = 1; i < all.length; i++)
+    {
+        const prev = all[i - 1];
+        const cur = all[i];
+        const gap = cur.acquiredAt - prev.releasedAt;
+        gaps.push(gap);
+        if (kill && kill.at !== undefined && cur.acquiredAt > kill.at)
+        {
+            gapsAfterKill.push({ gap, at: cur.acquiredAt, proc: cur.proc });
+        }
+        // Granted before the previous holder started its release: two holders at once.
+        if (cur.acquiredAt < prev.releaseAt)
+        {
+            overlaps++;
+        }
+        // Grant order is ticket order when every grant carries a higher token than the one before.
+        if (!(typeof cur.fencingToken === "number" && typeof prev.fencingToken === "number" && cur.fencingToken > prev.fencingToken))
+        {
+            orderExceptions++;
+        }
+    }
+    let held = 0;
+    let lastReleasedAt = -Infinity;
+    for (const x of all)
+    {
+        held += x.releaseAt - x.acquiredAt;
+        lastReleasedAt = Math.max(lastReleasedAt, x.releasedAt);
+    }
+    const span = all.length ? lastReleasedAt - all[0].acquiredAt : 0;
+    // Tickets drawn but never granted between the first and the last grant (an abandoned place).
+    const tokens = all.map(x => x.fencingToken).filter(t => typeof t === "number");
+    const distinct = new Set(tokens).size;
+    const ticketsNotGranted = tokens.length ? Math.max(...tokens) - Math.min(...tokens) + 1 - distinct : null;
+    const perProcess = perProcessRecords.map(r => r.length);
+    const survivors = perProcess.filter((_, i) => !(kill && kill.index === i));
+    // The largest gap over the whole run, and when it ended.
+    let maxGap = null;
+    for (let i = 1; i < all.length; i++)
+    {
+        const gap = all[i].acquiredAt - all[i - 1].releasedAt;
+        if (!maxGap || gap > maxGap.gap)
+        {
+            maxGap = { gap, at: all[i].acquiredAt };
+        }
+    }
+    const errors = {};
+    results.forEach(r =>
+        {
+            for (const [k, v] of Object.entries((r && r.errors) || {}))
+            {
+                errors[k] = (errors[k] || 0) + v;
+            }
+        }
+    );
+    const pending = results.filter(r => r && r.pendingAtEnd).map(r => r.pendingAtEnd.waitedMs);
+    const cpuUs = results.reduce((a, r) => a + ((r && r.cpuUs) || 0), 0);
+    const totalRequests = Object.values(counts).reduce((a, b) => a + b, 0);
+    const out = {
+        processes: perProcess.length,
+        durationMs: p.durationMs,
+        acquisitions: all.length,
+        acquisitionsPerSecond: all.length / (p.durationMs / 1000),
+        perProcess,
+        jain: jain(kill ? survivors : perProcess),
+        handoffMs: summary(gaps),
+        waitPerAttemptMs: summary(all.map(x => x.acquiredAt - x.callAt)),
+        idleShare: span > 0 ? 1 - held / span : null,
+        overlaps,
+        orderExceptions,
+        tokensMissing: all.length - tokens.length,
+        ticketsNotGranted,
+        errors,
+        pendingAtEnd: pending.length,
+        pendingAtEndMaxWaitMs: pending.length ? Math.max(...pending) : null,
+        cpuUsPerAcquisition: all.length ? cpuUs / all.length : null,
+        requests: counts,
+        requestsPerAcquisition: all.length ? totalRequests / all.length : null,
+    };
+    if (kill)
+    {
+        const worst = gapsAfterKill.reduce((a, g) => (!a || g.gap > a.gap ? g : a), null);
+        out.kill = Object.assign({}, kill, {
+            acquisitionsAfterKill: kill.at === undefined ? 0 : all.filter(x => x.acquiredAt > kill.at).length,
+            maxGapAfterKillMs: worst ? worst.gap : null,
+            maxGapAfterKillAtMs: worst ? worst.at - kill.at : null,
+            maxGapEndedAfterKillMs: maxGap && kill.at !== undefined ? maxGap.at - kill.at : null,
+            // The first handoffs after the kill: [ms after the kill the grant came, gap, process].
+            firstGapsAfterKill: gapsAfterKill.slice(0, 8).map(g => [Math.round(g.at - kill.at), Math.round(g.gap * 10) / 10, g.proc]),
+            victimAcquisitions: kill.index === null ? null : perProcess[kill.index],
+        });
+    }
+    return out;
+}
+
+async function scenarioFifo(ctx, p)
+{
+    const out = { params: p };
+    for (const [part, label] of [["order", "order"], ["kill", "a SIGKILLed waiter"]])
+    {
+        const q = p[part];
+        log(`fifo: ${label}: ${q.processes} processes, lease ${q.leaseMs} ms, hold ${q.holdMs} ms, ${q.durationMs} ms: ours`);
+        const r = await runFifo(ctx, q, p.sortKey, part);
+        out[part] = r;
+        if (r.skipped)
+        {
+            log(`fifo: ${label}: SKIPPED (${r.skipped})`);
+        }
+        else if (r.error)
+        {
+            log(`fifo: ${label}: error: ${String(r.error).split("\n")[0]}`);
+        }
+        else
+        {
+            log(`fifo: ${label}: ${r.acquisitions} acquisitions, per process ${r.perProcess.join("/")}, overlaps ${r.overlaps}, order exceptions ${r.orderExceptions}, handoff max ${fmtNum(r.handoffMs.max)} ms`
+                + (r.kill ? `; killed process ${r.kill.index} ${fmtNum(r.kill.afterStartMs)} ms in (${r.kill.rule}), max gap after ${fmtNum(r.kill.maxGapAfterKillMs)} ms, ${r.kill.acquisitionsAfterKill} acquisitions after` : ""));
+        }
+    }
+    return out;
+}
+
 function fmtNum(v)
 {
     return v === null || v === undefined ? "n/a" : Number(v).toFixed(v >= 100 ? 0 : 1);
@@ -1000,6 +1323,10 @@ async function main()
             else if (s === "pool")
             {
                 results.pool = await scenarioPool(ctx, params.pool);
+            }
+            else if (s === "fifo")
+            {
+                results.fifo = await scenarioFifo(ctx, params.fifo);
             }
             log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         }
