@@ -541,17 +541,10 @@ function abortError(signal)
     return err;
 }
 
-async function nativeAcquire(self, id, signal)
+// Starts a native acquisition that `signal` may cancel; resolves with its successful
+// outcome, or throws its error (an AbortError when cancelled).
+async function askCancellable(client, signal, start)
 {
-    const { partitionID, sortID } = splitId(self._config, id);
-    const partition = keyInput(partitionID, "partition value");
-    const sort = self._config.sortKey ? keyInput(sortID, "sort value") : undefined;
-    if (signal && signal.aborted)
-    {
-        throw abortError(signal);
-    }
-    // Rejects with the SDK client's own error if its configuration cannot be read.
-    const client = self._native || await self._nativeReady;
     let cancelId, onAbort;
     if (signal)
     {
@@ -562,7 +555,7 @@ async function nativeAcquire(self, id, signal)
     let outcome;
     try
     {
-        outcome = await ask(request => client.startAcquire(request, partition, sort, cancelId));
+        outcome = await ask(request => start(request, cancelId));
     }
     catch (err)
     {
@@ -587,6 +580,21 @@ async function nativeAcquire(self, id, signal)
     {
         throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
     }
+    return outcome;
+}
+
+async function nativeAcquire(self, id, signal)
+{
+    const { partitionID, sortID } = splitId(self._config, id);
+    const partition = keyInput(partitionID, "partition value");
+    const sort = self._config.sortKey ? keyInput(sortID, "sort value") : undefined;
+    if (signal && signal.aborted)
+    {
+        throw abortError(signal);
+    }
+    // Rejects with the SDK client's own error if its configuration cannot be read.
+    const client = self._native || await self._nativeReady;
+    const outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId));
     const lockId = outcome.lockId;
     const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
         self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0);
@@ -714,41 +722,7 @@ async function nativeFifoAcquire(self, ids, options)
         throw abortError(signal);
     }
     const client = self._native || await self._nativeReady;
-    let cancelId, onAbort;
-    if (signal)
-    {
-        cancelId = nextCancelId++ % 0xffffffff;
-        onAbort = () => client.cancelAcquisition(cancelId);
-        signal.addEventListener("abort", onAbort, { once: true });
-    }
-    let outcome;
-    try
-    {
-        outcome = await ask(request => client.startAcquireFifo(request, resources, waitMs, cancelId));
-    }
-    catch (err)
-    {
-        throw internalError(err);
-    }
-    finally
-    {
-        if (signal)
-        {
-            client.forgetAcquisition(cancelId);
-            try
-            {
-                signal.removeEventListener("abort", onAbort);
-            }
-            catch (_)
-            {
-                // A signal-like object that throws here must not orphan an acquired lock.
-            }
-        }
-    }
-    if (outcome.error)
-    {
-        throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
-    }
+    const outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId));
     const lock = new FifoLock(client, outcome.lockIds, outcome.fencingToken);
     for (const lockId of outcome.lockIds)
     {
