@@ -1150,18 +1150,22 @@ impl Acquisition {
             passed.extend(q.passed.drain(..).map(|p| entry_key(&q.resource, p)));
         }
         let policy = c.settings.policy();
-        let c = &c;
-        // Best effort: DynamoDB's TTL removes what is left.
-        let own = join_all(
-            own.iter()
-                .map(|(key, guids)| attempt(policy, move || c.store.delete_if_guid(key, guids))),
-        );
-        let passed = join_all(
-            passed
-                .iter()
-                .map(|key| attempt(policy, move || c.store.fifo_delete_finished(key))),
-        );
-        futures_util::future::join(own, passed).await;
+        // In the background, after the lock is handed to the caller: nobody waits for these
+        // entries any more (the head says who holds the lock), so the caller need not wait
+        // for them either. Best effort: DynamoDB's TTL removes what is left.
+        tokio::spawn(async move {
+            let c = &c;
+            let own = join_all(
+                own.iter()
+                    .map(|(key, guids)| attempt(policy, move || c.store.delete_if_guid(key, guids))),
+            );
+            let passed = join_all(
+                passed
+                    .iter()
+                    .map(|key| attempt(policy, move || c.store.fifo_delete_finished(key))),
+            );
+            futures_util::future::join(own, passed).await;
+        });
         self.queued.iter_mut().filter_map(|q| q.granted.take()).collect()
     }
 
