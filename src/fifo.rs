@@ -231,6 +231,18 @@ impl Queues {
         }
     }
 
+    /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
+    /// holds its head.
+    fn busy_here(&self, r: &KeyValue) -> bool {
+        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(r).is_some_and(|l| {
+            l.waiting > 0
+                || l.held
+                    .values()
+                    .any(|h| matches!(h, Held::Holding(lock) if lock.upgrade().is_some_and(|l| !l.is_stopping())))
+        })
+    }
+
     /// Resources this client keeps state for.
     #[cfg(test)]
     fn tracked(&self) -> usize {
@@ -387,8 +399,12 @@ async fn acquire_sorted(
 ) -> Result<Vec<Arc<HeldLock>>, LockError> {
     cancel.check()?;
     if let [r] = resources {
-        if let Some(lock) = take_free(c, r, no_wait).await? {
-            return Ok(vec![lock]);
+        // While this client itself waits for or holds the resource, the one-request path is
+        // refused for sure: go to the queue at once.
+        if no_wait || !c.fifo.busy_here(r) {
+            if let Some(lock) = take_free(c, r, no_wait).await? {
+                return Ok(vec![lock]);
+            }
         }
     }
     for _ in 0..MAX_ROUNDS {
