@@ -4,12 +4,15 @@
 //! - `config`: validation of user configuration, with the original's messages.
 //! - `item`: attribute names, key values, the decoded lock item.
 //! - `store`: the `Store` trait (the protocol's few conditional operations), its
-//!   implementation over DynamoDB's HTTP API, and bounded retries that track ambiguous outcomes.
-//! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`.
+//!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
+//!   that track ambiguous outcomes.
+//! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`, and
+//!   the waiting mark that puts the longest waiter of all processes first.
+//! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over.
 //! - `fifo`: the fair lock: a queue per resource, granted in ticket order.
 //! - `lock`: a held lock, its serialized state and its events.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock.
-//! - `client`: settings, acquisition of either kind, cancellation.
+//! - `client`: settings, acquisition of every kind, the local line, cancellation.
 //! - `error`: `LockError` and the `code` JavaScript sees.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
