@@ -71,6 +71,16 @@ pub fn entry_key(resource: &KeyValue, position: u64) -> LockKey {
     }
 }
 
+/// Every `guid` a queue entry may carry, once its heartbeat in flight (if any) has answered:
+/// the scheduler is asked to take that reply at once rather than with its next group.
+async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
+    if let Ok(st) = entry.state.try_lock() {
+        return st.guids();
+    }
+    let _hurry = entry.client.heartbeats.started().map(|h| h.hurry());
+    entry.state.lock().await.guids()
+}
+
 /// The default heartbeat period: a third of the lease.
 pub fn default_heartbeat(lease_duration_ms: u64) -> Duration {
     Duration::from_millis((lease_duration_ms / 3).max(1))
@@ -1011,8 +1021,7 @@ impl Queued {
     async fn stop_entry(&mut self) -> Option<(LockKey, Vec<Guid>)> {
         let entry = self.entry.take()?;
         entry.abandon();
-        let st = entry.state.lock().await;
-        Some((entry.key.clone(), st.guids()))
+        Some((entry.key.clone(), entry_guids(&entry).await))
     }
 
     /// Leaves the queue without the lock: the entry goes, the ticket is given back if it is
@@ -1159,18 +1168,27 @@ impl Acquisition {
     /// Every resource is granted: the queue entries go, and the finished ones passed.
     async fn finish(mut self) -> Vec<Arc<HeldLock>> {
         let c = self.c.clone();
-        let mut own = Vec::new();
+        let mut entries = Vec::new();
         let mut passed = Vec::new();
         for q in self.queued.iter_mut() {
-            own.extend(q.stop_entry().await);
+            if let Some(entry) = q.entry.take() {
+                // No heartbeat of the entry starts from here on.
+                entry.abandon();
+                entries.push(entry);
+            }
             passed.extend(q.passed.drain(..).map(|p| entry_key(&q.resource, p)));
         }
         let policy = c.settings.policy();
         // In the background, after the lock is handed to the caller: nobody waits for these
         // entries any more (the head says who holds the lock), so the caller need not wait
-        // for them either. Best effort: DynamoDB's TTL removes what is left.
+        // for them either, nor for an entry's heartbeat in flight, whose `guid` the removal
+        // needs. Best effort: DynamoDB's TTL removes what is left.
         tokio::spawn(async move {
             let c = &c;
+            let mut own = Vec::with_capacity(entries.len());
+            for entry in &entries {
+                own.push((entry.key.clone(), entry_guids(entry).await));
+            }
             let own = join_all(
                 own.iter()
                     .map(|(key, guids)| attempt(policy, move || c.store.delete_if_guid(key, guids))),
