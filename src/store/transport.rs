@@ -211,7 +211,13 @@ impl Transport {
         let make = || -> Route {
             let builder = {
                 let mut b = Client::builder(TokioExecutor::new());
-                b.pool_idle_timeout(IDLE_TIMEOUT).pool_max_idle_per_host(MAX_IDLE);
+                b.pool_idle_timeout(IDLE_TIMEOUT)
+                    .pool_max_idle_per_host(MAX_IDLE)
+                    // A small request goes out with one write of one buffer rather than a
+                    // vectored write of head and body.
+                    .http1_writev(false)
+                    // The signed `Host` header is set with the request.
+                    .set_host(false);
                 b
             };
             match &intercept {
