@@ -881,6 +881,21 @@ async function runPool(ctx, lib, p, k)
     return analysePool(r, p);
 }
 
+
+// The share of time between the first grant and the last release in which nobody held the
+// lock (`all` in grant order; a hold lasts from acquiredAt to releaseAt).
+function idleShare(all)
+{
+    let held = 0;
+    let lastReleasedAt = -Infinity;
+    for (const x of all)
+    {
+        held += x.releaseAt - x.acquiredAt;
+        lastReleasedAt = Math.max(lastReleasedAt, x.releasedAt);
+    }
+    const span = all.length ? lastReleasedAt - all[0].acquiredAt : 0;
+    return span > 0 ? 1 - held / span : null;
+}
 function analysePool(r, p)
 {
     const all = r.records.slice().sort((a, b) => a.acquiredAt - b.acquiredAt);
@@ -895,14 +910,6 @@ function analysePool(r, p)
             overlaps++;
         }
     }
-    let held = 0;
-    let lastReleasedAt = -Infinity;
-    for (const x of all)
-    {
-        held += x.releaseAt - x.acquiredAt;
-        lastReleasedAt = Math.max(lastReleasedAt, x.releasedAt);
-    }
-    const span = all.length ? lastReleasedAt - all[0].acquiredAt : 0;
     let tokensRising = null;
     if (r.kind === "FailOpen" || r.kind === "Fifo")
     {
@@ -924,7 +931,7 @@ function analysePool(r, p)
         acquisitions: all.length,
         acquisitionsPerSecond: all.length / (p.durationMs / 1000),
         perTask: r.perTask,
-        idleShare: span > 0 ? 1 - held / span : null,
+        idleShare: idleShare(all),
         jain: jain(r.perTask),
         handoffMs: summary(gaps),
         waitPerAttemptMs: summary(all.map(x => x.acquiredAt - x.callAt)),
@@ -1165,14 +1172,6 @@ function analyseFifo(perProcessRecords, results, p, counts, kill)
             orderExceptions++;
         }
     }
-    let held = 0;
-    let lastReleasedAt = -Infinity;
-    for (const x of all)
-    {
-        held += x.releaseAt - x.acquiredAt;
-        lastReleasedAt = Math.max(lastReleasedAt, x.releasedAt);
-    }
-    const span = all.length ? lastReleasedAt - all[0].acquiredAt : 0;
     // Tickets drawn but never granted between the first and the last grant (an abandoned place).
     const tokens = all.map(x => x.fencingToken).filter(t => typeof t === "number");
     const distinct = new Set(tokens).size;
@@ -1210,7 +1209,7 @@ function analyseFifo(perProcessRecords, results, p, counts, kill)
         jain: jain(kill ? survivors : perProcess),
         handoffMs: summary(gaps),
         waitPerAttemptMs: summary(all.map(x => x.acquiredAt - x.callAt)),
-        idleShare: span > 0 ? 1 - held / span : null,
+        idleShare: idleShare(all),
         overlaps,
         orderExceptions,
         tokensMissing: all.length - tokens.length,
