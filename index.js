@@ -10,6 +10,7 @@ const pkg = require("./package.json");
 const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
+const table = require("./lib/table.js");
 
 const OWN_CODES = new Set([
     "FailedToAcquireLock",
@@ -331,6 +332,20 @@ class Lock extends EventEmitter
         return settle(this._release(), callback);
     }
 
+    /**
+     * Writes new data for the lock at once, on the condition that the lock is still ours
+     * (its `guid`, as a heartbeat). `{ data: undefined }` removes it.
+     */
+    update(options, callback)
+    {
+        return settle(this._update(options), callback);
+    }
+
+    _update()
+    {
+        return Promise.reject(invalidArgument("lock.update needs a FailClosed or FailOpen lock held through the native core"));
+    }
+
     [Symbol.asyncDispose]()
     {
         return this.release();
@@ -341,11 +356,40 @@ class Lock extends EventEmitter
 // prototype, so that thousands of held locks cost little memory.
 class NativeLock extends Lock
 {
-    constructor(client, lockId, fencingToken, heartbeats)
+    constructor(client, lockId, fencingToken, heartbeats, data)
     {
         super(undefined, fencingToken, heartbeats);
         this._client = client;
         this._id = lockId;
+        /** The data stored with the lock (a string or a Buffer), or undefined. */
+        this.data = data;
+    }
+
+    async _update(options)
+    {
+        if (options === null || typeof options !== "object" || !("data" in options))
+        {
+            throw invalidArgument("lock.update needs an options object with `data`");
+        }
+        const problem = checkData(options.data);
+        if (problem)
+        {
+            throw problem;
+        }
+        let err;
+        try
+        {
+            err = (await ask(request => this._client.startUpdate(request, this._id, dataInput(options.data)))).error;
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (err)
+        {
+            throw toError(err);
+        }
+        this.data = copyData(options.data);
     }
 
     async _release()
@@ -410,6 +454,7 @@ function LockClient(self, kind, config)
         dangerMarginMs: config.dangerMarginMs,
         maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
         ttlAttribute: config.ttlAttribute,
+        ttlSeconds: config.ttlSeconds,
     };
     if (isSdkClient(config.dynamodb))
     {
@@ -494,9 +539,14 @@ function acquire(self, id, options, callback)
     {
         return settle(Promise.reject(problem), callback);
     }
+    const data = options === undefined || options === null ? undefined : options.data;
+    if (data !== undefined && self._transport === "object")
+    {
+        return settle(Promise.reject(invalidArgument("lock data needs the native core's I/O: a dynamodb object's get/put/delete do not write it")), callback);
+    }
     const promise = self._transport === "object"
         ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
-        : nativeAcquire(self, id, signal);
+        : nativeAcquire(self, id, signal, data);
     return settle(promise, callback);
 }
 
@@ -507,7 +557,39 @@ function invalidArgument(message)
     return err;
 }
 
-// The acquisition options: an object whose `signal`, if any, is an AbortSignal.
+// Lock data: a string, a Buffer or a Uint8Array (or undefined: none).
+function checkData(data)
+{
+    if (data === undefined || typeof data === "string" || Buffer.isBuffer(data) || data instanceof Uint8Array)
+    {
+        return undefined;
+    }
+    return invalidArgument("lock data must be a string or a Buffer");
+}
+
+// Lock data as the native core takes it.
+function dataInput(data)
+{
+    if (data === undefined)
+    {
+        return undefined;
+    }
+    if (typeof data === "string")
+    {
+        return { s: data };
+    }
+    return { b: Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength) };
+}
+
+// The value `lock.data` shows: the string, or a copy of the bytes (later changes by the caller
+// do not change what the lock says it stored).
+function copyData(data)
+{
+    return data === undefined || typeof data === "string" ? data : Buffer.from(data);
+}
+
+// The acquisition options: an object whose `signal`, if any, is an AbortSignal, and whose
+// `data`, if any, is a string or a Buffer.
 function checkAcquireOptions(options)
 {
     if (options === undefined || options === null)
@@ -517,6 +599,11 @@ function checkAcquireOptions(options)
     if (typeof options !== "object")
     {
         return invalidArgument("acquireLock options must be an object");
+    }
+    const dataProblem = checkData(options.data);
+    if (dataProblem)
+    {
+        return dataProblem;
     }
     const signal = options.signal;
     if (signal === undefined)
@@ -583,7 +670,7 @@ async function askCancellable(client, signal, start)
     return outcome;
 }
 
-async function nativeAcquire(self, id, signal)
+async function nativeAcquire(self, id, signal, data)
 {
     const { partitionID, sortID } = splitId(self._config, id);
     const partition = keyInput(partitionID, "partition value");
@@ -594,10 +681,11 @@ async function nativeAcquire(self, id, signal)
     }
     // Rejects with the SDK client's own error if its configuration cannot be read.
     const client = self._native || await self._nativeReady;
-    const outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId));
+    const outcome = await askCancellable(client, signal,
+        (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data)));
     const lockId = outcome.lockId;
     const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
-        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0);
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data));
     liveLocks.set(lockId, lock);
     const early = earlyEvents.get(lockId);
     if (early)
@@ -606,6 +694,59 @@ async function nativeAcquire(self, id, signal)
         process.nextTick(() => early.forEach(ev => lock._onNativeEvent(ev)));
     }
     return lock;
+}
+
+// getLock(id[, callback]): the lock item as one consistent read finds it, or null.
+function getLock(self, id, callback)
+{
+    return settle(nativeGetLock(self, id), callback);
+}
+
+async function nativeGetLock(self, id)
+{
+    if (self._transport === "object")
+    {
+        throw invalidArgument("getLock needs the native core's I/O: it is not available with a dynamodb object of get/put/delete");
+    }
+    let partition, sort;
+    if (self._kind === "Fifo")
+    {
+        partition = fifoResource(id, "");
+    }
+    else
+    {
+        const { partitionID, sortID } = splitId(self._config, id);
+        partition = keyInput(partitionID, "partition value");
+        sort = self._config.sortKey ? keyInput(sortID, "sort value") : undefined;
+    }
+    const client = self._native || await self._nativeReady;
+    let outcome;
+    try
+    {
+        outcome = await ask(request => client.startGetLock(request, partition, sort));
+    }
+    catch (e)
+    {
+        throw internalError(e);
+    }
+    if (outcome.error)
+    {
+        throw toError(outcome.error);
+    }
+    const info = outcome.info;
+    if (!info)
+    {
+        return null;
+    }
+    const value = v => (v === null ? undefined : v);
+    return {
+        owner: value(info.owner),
+        fencingToken: value(info.fencingToken),
+        leaseDurationMs: value(info.leaseDurationMs),
+        released: info.released,
+        data: info.dataS !== undefined && info.dataS !== null ? info.dataS : value(info.dataB),
+        heldByThisClient: info.heldByThisClient,
+    };
 }
 
 function wrapObjectLock(self, held)
@@ -751,6 +892,11 @@ FailClosed.prototype.acquireLock = function(id, options, callback)
     return acquire(this, id, options, callback);
 };
 
+FailClosed.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
+};
+
 function FailOpen(config)
 {
     if (!(this instanceof FailOpen))
@@ -763,6 +909,11 @@ function FailOpen(config)
 FailOpen.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
+};
+
+FailOpen.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
 };
 
 // A fair lock: waiters are granted each resource in the order they asked, and the ticket is
@@ -781,6 +932,59 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
     return fifoAcquire(this, ids, options, callback);
 };
 
+Fifo.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
+};
+
+// One DynamoDB request at a time for table administration, through a native client made for
+// it: `dynamodb` means what it means for the lock clients (options, or an AWS SDK client).
+async function adminCaller(dynamodb)
+{
+    if (chooseTransport(dynamodb) === "object")
+    {
+        throw invalidArgument("createTable needs options for the native core or an AWS SDK client as `dynamodb`, not an object of get/put/delete");
+    }
+    const options = { kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER };
+    let client;
+    if (isSdkClient(dynamodb))
+    {
+        const { options: fromClient, credentials } = await sdkClientOptions(dynamodb);
+        client = new native.NativeClient(Object.assign(options, fromClient), credentials, onNativeEvent, onNativeAnswer);
+    }
+    else
+    {
+        client = new native.NativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined, onNativeEvent, onNativeAnswer);
+    }
+    return async (operation, body) =>
+    {
+        let outcome;
+        try
+        {
+            outcome = await ask(request => client.startAdmin(request, operation, JSON.stringify(body)));
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (outcome.error)
+        {
+            throw toError(outcome.error);
+        }
+        return outcome.body ? JSON.parse(outcome.body) : {};
+    };
+}
+
+/**
+ * Creates a lock table (on-demand unless told), waits until it is ACTIVE and enables TTL on
+ * `ttlAttribute` when given. A table that exists with the same key schema is success.
+ */
+async function createTable(options)
+{
+    const call = await adminCaller(options && typeof options === "object" ? options.dynamodb : undefined);
+    return table.createTable(options, call);
+}
+
 module.exports =
 {
     FailClosed,
@@ -788,4 +992,5 @@ module.exports =
     Fifo,
     Lock,
     ValidationError,
+    createTable,
 };
