@@ -68,6 +68,10 @@ interface GenericConfig {
 export interface FailClosedConfig extends GenericConfig {
     /** Pause between attempts on a held lock, in ms. */
     acquirePeriodMs: number;
+    /** The Number attribute the table's TTL reads (Unix seconds), written with every write of a lock item. Needs `ttlSeconds`. Default: none. */
+    ttlAttribute?: string;
+    /** With `ttlAttribute`: seconds after an item's last write that DynamoDB may delete it, held or not (the one way a crashed holder's lock ever goes away). */
+    ttlSeconds?: number;
 }
 
 export interface FailOpenConfig extends GenericConfig {
@@ -81,6 +85,10 @@ export interface FailOpenConfig extends GenericConfig {
     dangerMarginMs?: number;
     /** Cap on this client's heartbeat requests per second. Default: none. */
     maxHeartbeatsPerSecond?: number;
+    /** The Number attribute the table's TTL reads (Unix seconds), written with every write of a lock item. Default: none. */
+    ttlAttribute?: string;
+    /** With `ttlAttribute`: seconds past the lease (held) or the release (released) that DynamoDB may delete the item. Default: 3600. */
+    ttlSeconds?: number;
 }
 
 /**
@@ -122,10 +130,75 @@ export interface FifoAcquireOptions {
 /** A Fifo lock id: the resource's partition value. */
 export type FifoLockId = string | number | Buffer | Uint8Array;
 
+/** Data kept with a lock: a string, or bytes. */
+export type LockData = string | Buffer | Uint8Array;
+
 export interface AcquireOptions {
     /** Aborting it cancels the acquisition; an aborted acquisition leaves no lock behind. */
     signal?: AbortSignal;
+    /** Stored with the lock (attribute `lockData`), readable by `getLock` from any client. */
+    data?: LockData;
 }
+
+export interface UpdateOptions {
+    /** The lock's new data; `undefined` removes it. */
+    data: LockData | undefined;
+}
+
+/** A lock item as `getLock` reads it. */
+export interface LockInfo {
+    /** Who holds (or last held) it. */
+    owner?: string;
+    /** FailOpen and Fifo: the fencing token of the current (or last) holder. */
+    fencingToken?: number;
+    /** FailOpen and Fifo: the holder's lease in ms (1 once released). */
+    leaseDurationMs?: number;
+    /** The lock was released (FailOpen and Fifo keep released items). */
+    released: boolean;
+    /** The holder's data: a string, or a Buffer. */
+    data?: string | Buffer;
+    /** A lock this client holds now. */
+    heldByThisClient: boolean;
+}
+
+export interface CreateTableOptions {
+    /** Where to create it: options for the native core or an AWS SDK client. Default: the standard AWS environment. */
+    dynamodb?: DynamoDBSdkV3Client | DynamoDBOptions | object;
+    /** Name of the lock table. */
+    lockTable: string;
+    /** Name of the partition key. */
+    partitionKey: string;
+    /** Type of the partition key. Default: `"S"`. */
+    partitionKeyType?: "S" | "N" | "B";
+    /** Name of a sort key (Fifo needs one, of type S). */
+    sortKey?: string;
+    /** Type of the sort key. Default: `"S"`. */
+    sortKeyType?: "S" | "N" | "B";
+    /** Enable TTL on this Number attribute. Default: TTL is left as it is. */
+    ttlAttribute?: string;
+    /** Default: `"PAY_PER_REQUEST"` (on-demand). */
+    billingMode?: "PAY_PER_REQUEST" | "PROVISIONED";
+    /** PROVISIONED: read capacity units. Default: 1. */
+    readCapacityUnits?: number;
+    /** PROVISIONED: write capacity units. Default: 1. */
+    writeCapacityUnits?: number;
+    /** Longest wait for the table to become ACTIVE, in ms. Default: 300000. */
+    waitMs?: number;
+}
+
+export interface CreateTableResult {
+    tableName: string;
+    /** False when the table existed already with the same key schema. */
+    created: boolean;
+    ttlAttribute?: string;
+}
+
+/**
+ * Creates a lock table (on-demand unless told), waits until it is ACTIVE and enables TTL on
+ * `ttlAttribute` when given. A table that exists with the same key schema is success; another
+ * key schema rejects with `code` `TableMismatch`, naming the difference.
+ */
+export declare function createTable(options: CreateTableOptions): Promise<CreateTableResult>;
 
 /** Errors carry a `code`: `FailedToAcquireLock`, `FailedToReleaseLock`, an AWS error name, ... */
 export interface LockError extends Error {
@@ -146,8 +219,13 @@ export declare class Lock extends EventEmitter {
     readonly signal: AbortSignal;
     /** True once the lock is known to be lost. */
     readonly lost: boolean;
+    /** FailClosed, FailOpen: the data stored with the lock, if any. */
+    readonly data?: string | Buffer;
     release(callback: (error: Error) => void): void;
     release(): Promise<void>;
+    /** FailClosed, FailOpen: writes new data at once, if the lock is still ours (`code` `LockLost` if not). */
+    update(options: UpdateOptions, callback: (error: Error) => void): void;
+    update(options: UpdateOptions): Promise<void>;
     [Symbol.asyncDispose](): Promise<void>;
 
     /** A heartbeat failed. */
@@ -165,6 +243,9 @@ export declare class LockClient<PartitionTableKeyType extends string | number = 
     acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
+    /** The lock item as one consistent read finds it (no write), or `null` if there is none. */
+    getLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: LockId<PartitionTableKeyType>): Promise<LockInfo | null>;
 }
 
 /** A lock without a lease: a crashed holder's lock stays held. Callable with or without `new`. */
@@ -192,6 +273,9 @@ export interface Fifo {
     acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;
+    /** The resource's lock (its head item) as one consistent read finds it, or `null`. */
+    getLock(id: FifoLockId, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: FifoLockId): Promise<LockInfo | null>;
 }
 export declare const Fifo: {
     new (config: FifoConfig): Fifo;
