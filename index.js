@@ -840,7 +840,8 @@ function fifoAcquire(self, ids, options, callback)
         callback = options;
         options = undefined;
     }
-    const problem = checkAcquireOptions(options) || checkWaitMs(options);
+    const problem = checkAcquireOptions(options) || checkWaitMs(options)
+        || (options && options.data !== undefined ? invalidArgument("a Fifo lock carries no data") : undefined);
     if (problem)
     {
         return settle(Promise.reject(problem), callback);
