@@ -505,12 +505,20 @@ mod tests {
         first.release().await.unwrap();
         let second = second.await.unwrap();
         assert_eq!(store.count("handover"), 1);
-        assert_eq!(data(&store), Some(LockData::B(vec![1, 2])), "the next holder wrote its own");
+        assert_eq!(
+            data(&store),
+            Some(LockData::B(vec![1, 2])),
+            "the next holder wrote its own"
+        );
         second.update_data(Some(LockData::S("c".into()))).await.unwrap();
         assert_eq!(data(&store), Some(LockData::S("c".into())));
         second.release().await.unwrap();
         let third = third.await.unwrap();
-        assert_eq!(data(&store), None, "a holder without data leaves none of the previous holder's");
+        assert_eq!(
+            data(&store),
+            None,
+            "a holder without data leaves none of the previous holder's"
+        );
         assert_eq!(third.fencing_token, Some(3));
         third.release().await.unwrap();
     }
@@ -557,9 +565,15 @@ mod tests {
         let first = lock.fencing_token.unwrap();
         assert!(first > crate::item::token_floor(unix_now_ms() - 1_000), "{first}");
         let ttl = |store: &MemoryStore| *store.ttls.lock().unwrap().get(&key("k")).unwrap();
-        assert!((now_s + 10 + 3600..=now_s + 10 + 3601).contains(&ttl(&store)), "lease + ttlSeconds");
+        assert!(
+            (now_s + 10 + 3600..=now_s + 10 + 3601).contains(&ttl(&store)),
+            "lease + ttlSeconds"
+        );
         lock.release().await.unwrap();
-        assert!((now_s + 3600..=now_s + 3601).contains(&ttl(&store)), "ttlSeconds after release");
+        assert!(
+            (now_s + 3600..=now_s + 3601).contains(&ttl(&store)),
+            "ttlSeconds after release"
+        );
         let again = c.acquire(key("k"), &Cancel::default()).await.unwrap();
         assert_eq!(again.fencing_token, Some(first + 1), "an item that is there counts on");
         again.release().await.unwrap();
