@@ -551,6 +551,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_update_that_hangs_leaves_the_heartbeats_half_the_lease() {
+        use crate::item::LockData;
+        use crate::lock::LockEvent;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(3_000)));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        for _ in 0..8 {
+            store.fault("set_data", Fault::Hang);
+        }
+        let start = Instant::now();
+        let err = lock.update_data(Some(LockData::S("x".into()))).await.unwrap_err();
+        assert_eq!(err.code(), "TimeoutError");
+        assert!(start.elapsed() <= Duration::from_millis(5_000), "{:?}", start.elapsed());
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(
+            !events.events().iter().any(|e| matches!(e, LockEvent::Lost(_))),
+            "{:?}",
+            events.events()
+        );
+        assert!(store.count("renew") >= 6, "{} heartbeats", store.count("renew"));
+        lock.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn with_ttl_items_carry_it_and_a_recreated_item_keeps_tokens_rising() {
         use crate::client::TtlSettings;
         let store = Arc::new(MemoryStore::new(true));

@@ -187,7 +187,14 @@ impl HeldLock {
         let c = &self.client;
         let s = &c.settings;
         let guids = st.guids();
-        match attempt(s.policy(), || {
+        // Heartbeats wait for the update: it may use at most half of the lease left, so that
+        // an outage cannot keep them from renewing the lease.
+        let mut policy = s.policy();
+        if let Some(until) = st.lease_until {
+            let now = Instant::now();
+            policy.deadline = Some(now + until.saturating_duration_since(now) / 2);
+        }
+        match attempt(policy, || {
             c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())
         })
         .await
