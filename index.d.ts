@@ -116,7 +116,7 @@ export interface FifoConfig {
     requestTimeoutMs?: number;
     /** `"danger"` is emitted when this little of the lease is left without a heartbeat, in ms. Default: lease/3. */
     dangerMarginMs?: number;
-    /** The attribute DynamoDB's TTL reads (Unix seconds) on queue entries. Default: `"ttl"`. */
+    /** The attribute DynamoDB's TTL reads (Unix seconds), as for FailClosed and FailOpen; Fifo writes it on queue entries (never on head items). Default: `"ttl"`. */
     ttlAttribute?: string;
 }
 
