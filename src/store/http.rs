@@ -4,6 +4,9 @@
 //! once per client: configuration and credentials (aws-config) and the endpoint (the DynamoDB
 //! endpoint rules of aws-sdk-dynamodb). aws-sdk-dynamodb's own request path is not used: at
 //! 80-120 µs of CPU per request it would cost a heartbeat several times what this path does.
+//! Table administration (`createTable`: `CreateTable`, `DescribeTable`, `UpdateTimeToLive`, ...)
+//! takes the same path (`call_raw`), with its JSON written and read by `lib/table.js`, so that
+//! it needs no SDK operations compiled in and reaches DynamoDB exactly as the locks do.
 //!
 //! Every write is conditional; a failed condition asks for the current item
 //! (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), which DynamoDB returns and some local
