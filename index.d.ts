@@ -159,9 +159,95 @@ export declare class Lock extends EventEmitter {
     on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
+export interface CloseOptions {
+    /** Release every held lock (each on its own); otherwise their heartbeats stop and leases lapse. Default: false. */
+    releaseLocks?: boolean;
+}
+
+/** What `close()` did with one held lock. */
+export interface CloseOutcome {
+    /** The id the lock was acquired with. */
+    id: unknown;
+    fencingToken: number | undefined;
+    /** True if released; false if abandoned (no `releaseLocks`) or if its release failed. */
+    released: boolean;
+    /** Why the release failed. */
+    error?: LockError;
+}
+
+/** Requests of one DynamoDB operation by outcome. */
+export interface RequestCounts {
+    ok: number;
+    /** The write's condition did not hold. */
+    conditionFailed: number;
+    /** Throughput exceeded, throttled, HTTP 429. */
+    throttled: number;
+    /** Any other failure, timeouts included. */
+    error: number;
+}
+
+/** Counters (since the client was made) and gauges (now) of one client. */
+export interface Metrics {
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    acquisitions: {
+        succeeded: number;
+        failed: number;
+        /** Failed acquisitions by error `code`. */
+        byCode: { [code: string]: number };
+    };
+    /** Time from `acquireLock` to the lock, of successful acquisitions; percentiles of the latest 1024. */
+    waits: { count: number; p50Ms: number; p99Ms: number };
+    releases: { succeeded: number; failed: number };
+    /** Heartbeat writes started, retries of failed ones, and failures (each an `"error"` event). */
+    heartbeats: { sent: number; retried: number; failed: number };
+    /** Locks held now; locks lost since the client was made. */
+    locks: { held: number; lost: number };
+    /** Requests sent by the native transport, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`). Empty with a user `dynamodb` object. */
+    requests: { [operation: string]: RequestCounts };
+    /** Requests answered with a throttle, all operations. */
+    throttles: number;
+}
+
+/** Message of the `dynamodb-lock-native:acquired` diagnostics channel. */
+export interface AcquiredMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** From `acquireLock` to the lock, in ms. */
+    waitMs: number;
+}
+
+/** Message of the `released`, `heartbeat-failed` and `lost` diagnostics channels. */
+export interface LockMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** Since the lock was acquired, in ms. */
+    heldMs: number;
+    /** `heartbeat-failed` and `lost`: the error. */
+    error?: LockError;
+}
+
+/** What every client has besides `acquireLock`. */
+export interface ClientControl {
+    /**
+     * Closes the client: pending acquisitions fail with `ClientClosed`, heartbeats stop, and with
+     * `releaseLocks` every held lock is released. Later acquisitions fail with `ClientClosed`.
+     */
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    /** A snapshot of the client's counters and gauges. */
+    metrics(): Metrics;
+}
+
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number> {
+export declare class LockClient<PartitionTableKeyType extends string | number = string | number> implements ClientControl {
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    metrics(): Metrics;
     acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
@@ -188,7 +274,7 @@ export declare const FailOpen: {
  * is `lock.fencingToken`. An array of ids acquires every resource with one ticket, without
  * deadlock whatever the order. Callable with or without `new`.
  */
-export interface Fifo {
+export interface Fifo extends ClientControl {
     acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;

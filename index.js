@@ -10,6 +10,8 @@ const pkg = require("./package.json");
 const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
+const { Metrics } = require("./lib/metrics.js");
+const { performance } = require("perf_hooks");
 
 const OWN_CODES = new Set([
     "FailedToAcquireLock",
@@ -19,6 +21,8 @@ const OWN_CODES = new Set([
     "LockLost",
     "LeaseExpired",
     "InternalError",
+    "ClientClosed",
+    "NotSupported",
 ]);
 
 function defaultOwner()
@@ -291,6 +295,10 @@ class Lock extends EventEmitter
     {
         if (ev.event === "error")
         {
+            if (this._track)
+            {
+                this._track.heartbeatFailed(this, () => toError(ev.error));
+            }
             // The original emits "error" for each failed heartbeat. An EventEmitter with no
             // "error" listener would throw it and end the process; a lock library must not.
             if (this.listenerCount("error") > 0)
@@ -310,6 +318,10 @@ class Lock extends EventEmitter
 
     _markLost(err)
     {
+        if (this._track)
+        {
+            this._track.lost(this, err);
+        }
         this._lost = err;
         this._stopHeartbeats();
         this._forget();
@@ -328,7 +340,20 @@ class Lock extends EventEmitter
     release(callback)
     {
         this._stopHeartbeats();
-        return settle(this._release(), callback);
+        const released = this._release();
+        return settle(this._track ? this._track.released(this, released) : released, callback);
+    }
+
+    // Stops heartbeats and forgets the lock without releasing it (`close()` without
+    // `releaseLocks`): its lease lapses.
+    _abandon()
+    {
+        this._stopHeartbeats();
+        this._forget();
+        if (this._track)
+        {
+            this._track.done(this);
+        }
     }
 
     [Symbol.asyncDispose]()
@@ -387,10 +412,13 @@ function LockClient(self, kind, config)
     self._kind = kind;
     self._retryCount = config.retryCount === undefined ? 1 : config.retryCount;
     self._owner = config.owner || DEFAULT_OWNER;
+    self._metrics = new Metrics(kind);
+    self._closing = undefined;
     self._transport = chooseTransport(config.dynamodb, config.transport);
     if (self._transport === "object")
     {
         self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
+        self._closeAbort = new AbortController();
         return;
     }
     const options =
@@ -494,10 +522,13 @@ function acquire(self, id, options, callback)
     {
         return settle(Promise.reject(problem), callback);
     }
-    const promise = self._transport === "object"
-        ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
-        : nativeAcquire(self, id, signal);
-    return settle(promise, callback);
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(id, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const promise = self._transport === "object" ? objectAcquire(self, id, signal) : nativeAcquire(self, id, signal);
+    return settle(self._metrics.acquisition(id, startedAt, closable(self, signal, promise)), callback);
 }
 
 function invalidArgument(message)
@@ -608,9 +639,123 @@ async function nativeAcquire(self, id, signal)
     return lock;
 }
 
+// An acquisition through the user's object, which the caller's signal and `close()` cancel.
+async function objectAcquire(self, id, signal)
+{
+    const either = new AbortController();
+    const onAbort = () => either.abort(signal.reason);
+    const onClose = () => either.abort(clientClosed());
+    if (signal)
+    {
+        if (signal.aborted)
+        {
+            onAbort();
+        }
+        else
+        {
+            signal.addEventListener("abort", onAbort, { once: true });
+        }
+    }
+    self._closeAbort.signal.addEventListener("abort", onClose, { once: true });
+    try
+    {
+        return wrapObjectLock(self, await self._object.acquire(id, either.signal));
+    }
+    finally
+    {
+        self._closeAbort.signal.removeEventListener("abort", onClose);
+        if (signal)
+        {
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // As in askCancellable: a signal-like object that throws must not orphan a lock.
+            }
+        }
+    }
+}
+
+function clientClosed()
+{
+    const err = new Error("The lock client is closed.");
+    err.code = "ClientClosed";
+    return err;
+}
+
+// An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted
+// while the client closes, its lock is released and it fails the same way.
+function closable(self, signal, promise)
+{
+    return promise.then(
+        lock =>
+        {
+            if (!self._closing)
+            {
+                return lock;
+            }
+            return lock.release().catch(() => {}).then(() =>
+            {
+                throw clientClosed();
+            });
+        },
+        error =>
+        {
+            if (self._closing && error && error.code === "AbortError" && !(signal && signal.aborted))
+            {
+                throw clientClosed();
+            }
+            throw error;
+        });
+}
+
+// Closes a client: cancels pending acquisitions and waits for them to settle, then releases
+// (or, without `releaseLocks`, abandons) every lock it holds, each on its own. Resolves with
+// one outcome per lock.
+async function closeClient(self, releaseLocks)
+{
+    if (self._closeAbort)
+    {
+        self._closeAbort.abort();
+    }
+    let client = self._native;
+    if (!client && self._nativeReady)
+    {
+        client = await self._nativeReady.catch(() => undefined);
+    }
+    if (client)
+    {
+        client.close(false);
+    }
+    await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
+    const locks = [...self._metrics.live];
+    if (!releaseLocks)
+    {
+        if (client)
+        {
+            client.close(true);
+        }
+        return locks.map(lock =>
+        {
+            lock._abandon();
+            return { id: lock._track.id, fencingToken: lock.fencingToken, released: false };
+        });
+    }
+    return Promise.all(locks.map(lock => lock.release().then(
+        () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
+        error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
+}
+
 function wrapObjectLock(self, held)
 {
     const lock = new Lock(() => held.release(), held.fencingToken, false);
+    lock._abandon = function()
+    {
+        held.abandon();
+        Lock.prototype._abandon.call(this);
+    };
     held.attach(lock);
     return lock;
 }
@@ -663,6 +808,12 @@ class FifoLock extends Lock
     {
         // The other resources' locks stay known until release, which releases them too.
     }
+
+    _abandon()
+    {
+        this._ids.forEach(id => liveLocks.delete(id));
+        super._abandon();
+    }
 }
 
 // How long a Fifo acquisition waits for its turn unless told (`waitMs`).
@@ -704,7 +855,14 @@ function fifoAcquire(self, ids, options, callback)
     {
         return settle(Promise.reject(problem), callback);
     }
-    return settle(nativeFifoAcquire(self, ids, options || {}), callback);
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(ids, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const signal = options && options.signal;
+    const promise = closable(self, signal, nativeFifoAcquire(self, ids, options || {}));
+    return settle(self._metrics.acquisition(ids, startedAt, promise), callback);
 }
 
 async function nativeFifoAcquire(self, ids, options)
@@ -737,6 +895,33 @@ async function nativeFifoAcquire(self, ids, options)
     return lock;
 }
 
+// close([options][, callback]) and metrics(), on every kind of client.
+const clientMethods =
+{
+    close(options, callback)
+    {
+        if (typeof options === "function")
+        {
+            callback = options;
+            options = undefined;
+        }
+        if (options !== undefined && options !== null && typeof options !== "object")
+        {
+            return settle(Promise.reject(invalidArgument("close options must be an object")), callback);
+        }
+        if (!this._closing)
+        {
+            this._closing = closeClient(this, Boolean(options && options.releaseLocks));
+        }
+        return settle(this._closing, callback);
+    },
+
+    metrics()
+    {
+        return this._metrics.snapshot(this._native ? this._native.stats() : undefined);
+    },
+};
+
 function FailClosed(config)
 {
     if (!(this instanceof FailClosed))
@@ -750,6 +935,7 @@ FailClosed.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
 };
+Object.assign(FailClosed.prototype, clientMethods);
 
 function FailOpen(config)
 {
@@ -764,6 +950,7 @@ FailOpen.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
 };
+Object.assign(FailOpen.prototype, clientMethods);
 
 // A fair lock: waiters are granted each resource in the order they asked, and the ticket is
 // the fencing token. Several resources may be acquired together with one ticket.
@@ -780,6 +967,7 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
 {
     return fifoAcquire(this, ids, options, callback);
 };
+Object.assign(Fifo.prototype, clientMethods);
 
 module.exports =
 {

@@ -335,6 +335,7 @@ class HeldObjectLock
         this.lock = undefined;
         this.released = false;
         this.lost = false;
+        this.abandoned = false;
         this.timer = undefined;
         this.busy = Promise.resolve();
         this.leaseUntil = Date.now() + (transport.config.leaseDurationMs || 0);
@@ -349,8 +350,23 @@ class HeldObjectLock
         this.lock = lock;
     }
 
+    // Stops heartbeats without releasing: the lease lapses (a closed client's lock).
+    abandon()
+    {
+        this.abandoned = true;
+        if (this.timer)
+        {
+            clearTimeout(this.timer);
+            this.timer = undefined;
+        }
+    }
+
     emit(event, value)
     {
+        if (event === "error" && this.lock && this.lock._track)
+        {
+            this.lock._track.heartbeatFailed(this.lock, () => value);
+        }
         if (!this.lock || (event === "error" && this.lock.listenerCount("error") === 0))
         {
             return;
@@ -407,7 +423,7 @@ class HeldObjectLock
 
     async heartbeat()
     {
-        if (this.released || this.lost)
+        if (this.released || this.lost || this.abandoned)
         {
             return;
         }
@@ -419,7 +435,7 @@ class HeldObjectLock
             await call(this.t.db, "put", this.guarded(this.itemFor(newGuid, c.leaseDurationMs)));
             this.guid = newGuid;
             this.leaseUntil = sentAt + c.leaseDurationMs;
-            if (!this.released)
+            if (!this.released && !this.abandoned)
             {
                 this.schedule(c.heartbeatPeriodMs);
             }
@@ -438,7 +454,7 @@ class HeldObjectLock
                 this.lost = true;
                 return this.emit("lost", codedError("LeaseExpired", "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner."));
             }
-            if (!this.released)
+            if (!this.released && !this.abandoned)
             {
                 this.schedule(Math.min(left, Math.max(10, c.heartbeatPeriodMs / 4)));
             }

@@ -40,6 +40,8 @@ pub struct Settings {
     pub danger_margin: Duration,
     /// Attempts of one request through transient faults (throttling, 5xx, timeouts).
     pub max_attempts: u32,
+    /// The client's counters (`metrics()`), shared by everything made from these settings.
+    pub stats: Arc<crate::stats::Stats>,
 }
 
 impl Settings {
@@ -57,6 +59,7 @@ impl Settings {
             request_timeout: Duration::from_millis(5000),
             danger_margin: Duration::ZERO,
             max_attempts: 4,
+            stats: Default::default(),
         }
     }
 
