@@ -228,6 +228,54 @@ export interface LockMessage {
     error?: LockError;
 }
 
+export interface CampaignOptions {
+    /** Aborting it ends the campaign: a leader is deposed and releases the lock. */
+    signal?: AbortSignal;
+}
+
+/** This process leads: `term` is the lock's fencing token, higher than every earlier leader's. */
+export interface Election {
+    term: number;
+    /** Aborted when this leadership ends; its `reason` is an error with `code: "Deposed"` and `reason`. */
+    signal: AbortSignal;
+}
+
+/** Why a leadership ended. */
+export interface Deposition {
+    term: number;
+    /** `"danger"`: the lease nears its end without a heartbeat; `"lost"`: the lock is no longer ours; `"resigned"`: `resign()`, the signal or `close()`. */
+    reason: "danger" | "lost" | "resigned";
+    /** `"danger"`: lease left, in ms. */
+    remainingMs?: number;
+    /** `"lost"`: why. */
+    error?: LockError;
+}
+
+/**
+ * A campaign for leadership: it acquires the lock, leads while it holds it, and campaigns again
+ * when it loses it, until `resign()`, its signal or `close()`. Iterating it yields every
+ * election; leaving the loop early resigns.
+ */
+export declare class Campaign extends EventEmitter implements AsyncIterable<Election> {
+    /** The current leadership, or undefined while not leading. */
+    readonly leader: Election | undefined;
+    /** True until the campaign has ended. */
+    readonly active: boolean;
+    /** Settles when the campaign has ended (and its lock is released). */
+    readonly done: Promise<void>;
+    /** Gives up leadership, releasing the lock, and stops campaigning. */
+    resign(): Promise<void>;
+    resign(callback: () => void): void;
+    [Symbol.asyncIterator](): AsyncIterator<Election>;
+
+    on(event: "elected", listener: (election: Election) => void): this;
+    on(event: "deposed", listener: (deposition: Deposition) => void): this;
+    /** An acquisition failed for another reason than a rival (an outage); the campaign goes on. */
+    on(event: "error", listener: (error: LockError) => void): this;
+    on(event: "end", listener: () => void): this;
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
 /** What every client has besides `acquireLock`. */
 export interface ClientControl {
     /**
@@ -262,7 +310,10 @@ export declare const FailClosed: {
 };
 
 /** A lock with a lease, renewed by heartbeats. Callable with or without `new`. */
-export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+    /** Leader election over the lock `id`; needs `heartbeatPeriodMs`. */
+    campaign(id: LockId<PartitionTableKeyType>, options?: CampaignOptions): Campaign;
+}
 export declare const FailOpen: {
     new <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
     <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
@@ -275,6 +326,8 @@ export declare const FailOpen: {
  * deadlock whatever the order. Callable with or without `new`.
  */
 export interface Fifo extends ClientControl {
+    /** Leader election over the resource `id`: candidates are elected in the order they campaigned. */
+    campaign(id: FifoLockId, options?: CampaignOptions): Campaign;
     acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;

@@ -11,6 +11,7 @@ const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
 const { Metrics } = require("./lib/metrics.js");
+const { Campaign } = require("./lib/campaign.js");
 const { performance } = require("perf_hooks");
 
 const OWN_CODES = new Set([
@@ -414,6 +415,7 @@ function LockClient(self, kind, config)
     self._owner = config.owner || DEFAULT_OWNER;
     self._metrics = new Metrics(kind);
     self._closing = undefined;
+    self._campaigns = new Set();
     self._transport = chooseTransport(config.dynamodb, config.transport);
     if (self._transport === "object")
     {
@@ -716,6 +718,11 @@ function closable(self, signal, promise)
 // one outcome per lock.
 async function closeClient(self, releaseLocks)
 {
+    // A campaign's lock is released by the campaign itself when it stops, or with the others.
+    for (const campaign of self._campaigns)
+    {
+        campaign._stop.abort();
+    }
     if (self._closeAbort)
     {
         self._closeAbort.abort();
@@ -920,7 +927,47 @@ const clientMethods =
     {
         return this._metrics.snapshot(this._native ? this._native.stats() : undefined);
     },
+
+    campaign(id, options)
+    {
+        return campaign(this, id, options);
+    },
 };
+
+function notSupported(message)
+{
+    const err = new Error(message);
+    err.code = "NotSupported";
+    return err;
+}
+
+// campaign(id[, { signal }]): leader election on FailOpen and Fifo clients (lib/campaign.js).
+function campaign(self, id, options)
+{
+    if (self._kind === "FailClosed")
+    {
+        throw notSupported("FailClosed has no campaign: a crashed leader would keep its lock, and leadership, forever. Use FailOpen or Fifo.");
+    }
+    if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
+    {
+        throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
+    }
+    const problem = checkAcquireOptions(options);
+    if (problem)
+    {
+        throw problem;
+    }
+    const signal = options === undefined || options === null ? undefined : options.signal;
+    // Fifo candidates wait in line for as long as the campaign lasts.
+    const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });
+    const c = new Campaign(stop => self.acquireLock(id, acquireOptions(stop)), signal, ended => self._campaigns.delete(ended));
+    if (self._closing)
+    {
+        c._stop.abort();
+    }
+    self._campaigns.add(c);
+    return c;
+}
 
 function FailClosed(config)
 {
@@ -976,4 +1023,5 @@ module.exports =
     Fifo,
     Lock,
     ValidationError,
+    Campaign,
 };

@@ -1,6 +1,6 @@
 // close(), metrics() and the diagnostics channel messages.
 import diagnostics from "node:diagnostics_channel";
-import { AcquiredMessage, CloseOutcome, FailClosed, FailOpen, Fifo, LockMessage, Metrics } from "dynamodb-lock-native";
+import { AcquiredMessage, Campaign, CloseOutcome, FailClosed, FailOpen, Fifo, LockMessage, Metrics } from "dynamodb-lock-native";
 
 async function main(): Promise<void> {
     const dynamodb = { region: "us-east-1", endpoint: "http://127.0.0.1:8000", credentials: { accessKeyId: "a", secretAccessKey: "b" } };
@@ -26,3 +26,21 @@ async function main(): Promise<void> {
 }
 
 main();
+
+async function elect(): Promise<void> {
+    const dynamodb = { region: "us-east-1", endpoint: "http://127.0.0.1:8000", credentials: { accessKeyId: "a", secretAccessKey: "b" } };
+    const open = new FailOpen({ dynamodb, lockTable: "locks", partitionKey: "id", leaseDurationMs: 10_000, heartbeatPeriodMs: 3_000 });
+    const campaign: Campaign = open.campaign("scheduler", { signal: AbortSignal.timeout(60_000) });
+    campaign.on("elected", ({ term, signal }) => console.log(term, signal.aborted));
+    campaign.on("deposed", ({ term, reason, error }) => console.log(term, reason === "danger", error?.code));
+    for await (const { term, signal } of campaign) {
+        console.log(term, signal.aborted, campaign.leader?.term, campaign.active);
+        break;
+    }
+    await campaign.resign();
+    const fifo = new Fifo({ dynamodb, lockTable: "queue", partitionKey: "pk", sortKey: "sk", leaseDurationMs: 10_000 });
+    fifo.campaign("scheduler").resign(() => console.log("resigned"));
+    await campaign.done;
+}
+
+elect();
