@@ -699,3 +699,26 @@ pub fn held_lock_count() -> u32 {
 pub fn panic_for_test(message: String) {
     panic!("{message}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cancels;
+
+    #[test]
+    fn closing_cancels_pending_acquisitions_and_every_later_one() {
+        let cancels = Cancels::default();
+        let (mine, pending) = cancels.register(None);
+        let (theirs, signalled) = cancels.register(Some(7));
+        assert_ne!(mine, theirs, "our numbers never meet JavaScript's");
+        assert!(!pending.is_cancelled() && !signalled.is_cancelled());
+        cancels.close();
+        assert!(pending.is_cancelled() && signalled.is_cancelled());
+        let (_, later) = cancels.register(None);
+        assert!(
+            later.is_cancelled(),
+            "an acquisition that starts after close is cancelled"
+        );
+        cancels.forget(mine);
+        cancels.forget(theirs);
+    }
+}

@@ -82,4 +82,27 @@ mod tests {
             .sum();
         assert_eq!(total, 3, "an operation the protocol does not send is not counted");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeat_attempts_retries_and_failures_are_counted() {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use crate::client::Cancel;
+        use crate::store::memory::{Fault, MemoryStore};
+        use crate::testkit::*;
+
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, open_settings("me", 1000, Some(200)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.fault("renew", Fault::Fail(throttled()));
+        store.fault("renew", Fault::Fail(throttled()));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        lock.release().await.unwrap();
+        let s = &c.settings.stats;
+        let sent = Stats::get(&s.heartbeats_sent);
+        assert_eq!(sent as usize, store.count("renew"), "every heartbeat write is counted");
+        assert_eq!(Stats::get(&s.heartbeats_failed), 2);
+        assert_eq!(Stats::get(&s.heartbeats_retried), 2, "each failure was retried");
+    }
 }
