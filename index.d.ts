@@ -202,7 +202,7 @@ export interface Metrics {
     heartbeats: { sent: number; retried: number; failed: number };
     /** Locks held now; locks lost since the client was made. */
     locks: { held: number; lost: number };
-    /** Requests sent by the native transport, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`). Empty with a user `dynamodb` object. */
+    /** Requests sent, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`); with a user `dynamodb` object, its `get`, `put` and `delete` calls. */
     requests: { [operation: string]: RequestCounts };
     /** Requests answered with a throttle, all operations. */
     throttles: number;

@@ -925,7 +925,8 @@ const clientMethods =
 
     metrics()
     {
-        return this._metrics.snapshot(this._native ? this._native.stats() : undefined);
+        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        return this._metrics.snapshot(transport);
     },
 
     campaign(id, options)

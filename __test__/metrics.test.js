@@ -220,6 +220,62 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("a user dynamodb object: its requests and heartbeats are counted the same way", async () =>
+            {
+                const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
+                const { DynamoDBDocument } = require("@aws-sdk/lib-dynamodb");
+                const doc = DynamoDBDocument.from(new DynamoDBClient(dynamodbOptions(engine)));
+                const calls = { get: 0, put: 0, delete: 0 };
+                let throttleHeartbeat = false;
+                const db =
+                {
+                    get: p => (calls.get++, doc.get(p)),
+                    put: p =>
+                    {
+                        calls.put++;
+                        if (throttleHeartbeat && p.Item.leaseDurationMs !== 1)
+                        {
+                            throttleHeartbeat = false;
+                            return Promise.reject(Object.assign(new Error("slow down"), { code: "ProvisionedThroughputExceededException" }));
+                        }
+                        return doc.put(p);
+                    },
+                    delete: p => (calls.delete++, doc.delete(p)),
+                };
+                try
+                {
+                    const client = failOpen(engine, { dynamodb: db, leaseDurationMs: 1000, heartbeatPeriodMs: 100 });
+                    const ids = [uniqueId("m-obj"), uniqueId("m-obj")];
+                    const locks = [];
+                    for (const id of ids)
+                    {
+                        locks.push(await client.acquireLock(id));
+                    }
+                    locks[0].on("error", () => {});
+                    throttleHeartbeat = true;
+                    await until(() => !throttleHeartbeat && client.metrics().heartbeats.sent >= 6, 5000, "heartbeats");
+                    for (const lock of locks)
+                    {
+                        await lock.release();
+                    }
+                    const m = client.metrics();
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {} });
+                    assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
+                    assert.equal(m.heartbeats.failed, 1);
+                    assert.equal(m.heartbeats.retried, 1);
+                    assert.equal(m.throttles, 1);
+                    assert.equal(m.requests.PutItem.throttled, 1);
+                    assert.deepEqual(totals(m), { GetItem: calls.get, PutItem: calls.put, UpdateItem: 0, DeleteItem: calls.delete });
+                    // Each acquisition reads and writes once, each release writes once: the rest are heartbeats.
+                    assert.equal(m.heartbeats.sent, calls.put - 4);
+                }
+                finally
+                {
+                    doc.destroy();
+                }
+            }
+        );
+
         it("Fifo: acquisitions, releases and requests per operation", async () =>
             {
                 try

@@ -17,6 +17,8 @@ const channels =
     lost: diagnostics.channel("dynamodb-lock-native:lost"),
 };
 
+const OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
+
 // Percentiles of waits are taken over this many of the latest acquisitions.
 const WAIT_SAMPLES = 1024;
 
@@ -83,7 +85,6 @@ class Track
     // `error` is a function that makes the error: it is made only for a subscriber.
     heartbeatFailed(lock, error)
     {
-        this.metrics.heartbeatsFailed++;
         if (channels.heartbeatFailed.hasSubscribers)
         {
             channels.heartbeatFailed.publish(this.message(lock, { error: error() }));
@@ -127,8 +128,6 @@ class Metrics
         this.waitCount = 0;
         this.releases = { succeeded: 0, failed: 0 };
         this.lost = 0;
-        // JavaScript's own count: the native core counts its own transport's failures.
-        this.heartbeatsFailed = 0;
         // The locks handed out and still held, for `locks.held` and `close()`.
         this.live = new Set();
         // Acquisitions not yet settled, for `close()`.
@@ -166,13 +165,17 @@ class Metrics
         return tracked;
     }
 
-    // A plain object of counters and gauges; `native` is the native core's snapshot, if the
-    // client has one.
+    // A plain object of counters and gauges; `native` is the transport's snapshot (the native
+    // core's, or the user-object transport's), if it has been made yet.
     snapshot(native)
     {
         const n = Math.min(this.waitCount, WAIT_SAMPLES);
         const sorted = Array.from(this.waits.subarray(0, n)).sort((a, b) => a - b);
         const requests = {};
+        for (const op of OPERATIONS)
+        {
+            requests[op] = { ok: 0, conditionFailed: 0, throttled: 0, error: 0 };
+        }
         if (native)
         {
             native.requestOperations.forEach((op, i) =>
@@ -189,7 +192,7 @@ class Metrics
             releases: { succeeded: this.releases.succeeded, failed: this.releases.failed },
             heartbeats: native
                 ? { sent: native.heartbeatsSent, retried: native.heartbeatsRetried, failed: native.heartbeatsFailed }
-                : { sent: 0, retried: 0, failed: this.heartbeatsFailed },
+                : { sent: 0, retried: 0, failed: 0 },
             locks: { held: this.live.size, lost: this.lost },
             requests,
             throttles: native ? native.throttles : 0,
