@@ -949,6 +949,10 @@ function campaign(self, id, options)
     {
         throw notSupported("FailClosed has no campaign: a crashed leader would keep its lock, and leadership, forever. Use FailOpen or Fifo.");
     }
+    if (self._transport === "object")
+    {
+        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+    }
     if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
     {
         throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");

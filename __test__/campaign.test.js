@@ -227,10 +227,12 @@ for (const engineName of selectedEngines())
             }
         );
 
-        it("FailClosed has no campaign; FailOpen needs heartbeats", () =>
+        it("FailClosed and user dynamodb objects have no campaign; FailOpen needs heartbeats", () =>
             {
                 assert.throws(() => failClosed(engine).campaign("x"), { code: "NotSupported" });
                 assert.throws(() => failOpen(engine).campaign("x"), { code: "InvalidArgument" });
+                const userObject = { get: () => Promise.resolve({}), put: () => Promise.resolve({}), delete: () => Promise.resolve({}) };
+                assert.throws(() => failOpen(engine, { dynamodb: userObject, heartbeatPeriodMs: 100 }).campaign("x"), { code: "NotSupported" });
                 assert.throws(() => candidate().campaign("x", { signal: "no" }), { code: "InvalidArgument" });
             }
         );
