@@ -253,6 +253,8 @@ class Lock extends EventEmitter
         this._heartbeats = heartbeats;
         this._lost = undefined;
         this._abort = undefined;
+        // Set by the client that hands the lock out (lib/metrics.js).
+        this._track = undefined;
         if (heartbeats)
         {
             holdProcess(+1);

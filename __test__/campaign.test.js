@@ -125,6 +125,17 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("a process whose campaign resigns exits by itself", async () =>
+            {
+                const config = { dynamodb: dynamodbOptions(engine), lockTable: "locks", partitionKey: "id", leaseDurationMs: LEASE_MS, heartbeatPeriodMs: HEARTBEAT_MS };
+                const child = runScript("campaign-child.js", { kind: "FailOpen", config, id: uniqueId("elect-exit"), resignAfterMs: 200 }, { timeoutMs: 20000 });
+                const exit = await child.exited;
+                assert.equal(exit.signal, null, `exited by itself, not killed after 20 s: ${JSON.stringify(child.lines)}`);
+                assert.equal(exit.code, 0);
+                assert.deepEqual(child.lines.map(l => Object.keys(l)[0]), ["campaigning", "elected", "deposed", "resigned"]);
+            }
+        );
+
         it("a leader whose heartbeats fail is deposed before a rival is elected", async t =>
             {
                 const proxy = await startProxy({ target: engine.endpoint });
