@@ -964,6 +964,20 @@ function campaign(self, id, options)
     {
         throw problem;
     }
+    // A bad id is refused now, not by every acquisition of the campaign.
+    if (self._kind === "Fifo")
+    {
+        fifoResource(id, "");
+    }
+    else
+    {
+        const { partitionID, sortID } = splitId(self._config, id);
+        keyInput(partitionID, "partition value");
+        if (self._config.sortKey)
+        {
+            keyInput(sortID, "sort value");
+        }
+    }
     const signal = options === undefined || options === null ? undefined : options.signal;
     // Fifo candidates wait in line for as long as the campaign lasts.
     const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });

@@ -169,6 +169,27 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("an outage is reported as \"error\" and the campaign goes on", async () =>
+            {
+                const proxy = await startProxy({ target: engine.endpoint });
+                try
+                {
+                    proxy.onRequest = () => ({ respond: { status: 400, type: "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException", message: "no table" } });
+                    const c = candidate({ dynamodb: dynamodbOptions(engine, proxy.endpoint) }).campaign(uniqueId("elect-outage"));
+                    const error = await next(c, "error", 5000);
+                    assert.equal(error.code, "ResourceNotFoundException");
+                    proxy.onRequest = null;
+                    const { term } = await next(c, "elected", 5000);
+                    assert.equal(term, 1);
+                    await c.resign();
+                }
+                finally
+                {
+                    await proxy.close();
+                }
+            }
+        );
+
         it("a leader whose lock is taken is deposed, and campaigns on to a higher term", async () =>
             {
                 const id = uniqueId("elect-lost");
@@ -245,6 +266,10 @@ for (const engineName of selectedEngines())
                 const userObject = { get: () => Promise.resolve({}), put: () => Promise.resolve({}), delete: () => Promise.resolve({}) };
                 assert.throws(() => failOpen(engine, { dynamodb: userObject, heartbeatPeriodMs: 100 }).campaign("x"), { code: "NotSupported" });
                 assert.throws(() => candidate().campaign("x", { signal: "no" }), { code: "InvalidArgument" });
+                assert.throws(() => candidate().campaign(null), { code: "InvalidLockId" });
+                assert.throws(() => candidate().campaign({ other: 1 }), { code: "InvalidLockId" });
+                const fifo = new DynamoDBLockClient.Fifo({ dynamodb: dynamodbOptions(engine), lockTable: "fifo", partitionKey: "pk", sortKey: "sk", leaseDurationMs: LEASE_MS });
+                assert.throws(() => fifo.campaign(["a", "b"]), { code: "InvalidLockId" });
             }
         );
     });
