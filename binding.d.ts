@@ -56,6 +56,18 @@ export declare class NativeClient {
   cancelAcquisition(cancelId: number): void
   /** Forgets a cancellation that will never be used (the acquisition settled first). */
   forgetAcquisition(cancelId: number): void
+  /**
+   * Closes the client: every pending and later acquisition is cancelled (it answers
+   * `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
+   * locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
+   * held locks still work.
+   */
+  close(abandon: boolean): void
+  /**
+   * The native counters: `requests[operation][outcome]` (in the order of
+   * `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+   */
+  stats(): NativeStats
 }
 
 /** One problem found in a configuration, shaped like a Joi error detail. */
@@ -187,6 +199,18 @@ export interface NativeOptions {
   sessionToken?: string
   /** PEM certificates trusted instead of the system's roots (`dynamodb.caBundle`). */
   caBundle?: Buffer
+}
+
+/** A snapshot of a client's native counters. */
+export interface NativeStats {
+  requestOperations: Array<string>
+  requestOutcomes: Array<string>
+  /** Requests by operation, then by outcome. */
+  requests: Array<Array<number>>
+  throttles: number
+  heartbeatsSent: number
+  heartbeatsRetried: number
+  heartbeatsFailed: number
 }
 
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */

@@ -237,9 +237,143 @@ export declare class Lock extends EventEmitter {
     on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
+export interface CloseOptions {
+    /** Release every held lock (each on its own); otherwise their heartbeats stop and leases lapse. Default: false. */
+    releaseLocks?: boolean;
+}
+
+/** What `close()` did with one held lock. */
+export interface CloseOutcome {
+    /** The id the lock was acquired with. */
+    id: unknown;
+    fencingToken: number | undefined;
+    /** True if released; false if abandoned (no `releaseLocks`) or if its release failed. */
+    released: boolean;
+    /** Why the release failed. */
+    error?: LockError;
+}
+
+/** Requests of one DynamoDB operation by outcome. */
+export interface RequestCounts {
+    ok: number;
+    /** The write's condition did not hold. */
+    conditionFailed: number;
+    /** Throughput exceeded, throttled, HTTP 429. */
+    throttled: number;
+    /** Any other failure, timeouts included. */
+    error: number;
+}
+
+/** Counters (since the client was made) and gauges (now) of one client. */
+export interface Metrics {
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    acquisitions: {
+        succeeded: number;
+        failed: number;
+        /** Failed acquisitions by error `code`. */
+        byCode: { [code: string]: number };
+    };
+    /** Time from `acquireLock` to the lock, of successful acquisitions; percentiles of the latest 1024. */
+    waits: { count: number; p50Ms: number; p99Ms: number };
+    releases: { succeeded: number; failed: number };
+    /** Heartbeat writes started, retries of failed ones, and failures (each an `"error"` event). */
+    heartbeats: { sent: number; retried: number; failed: number };
+    /** Locks held now; locks lost since the client was made. */
+    locks: { held: number; lost: number };
+    /** Requests sent, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`); with a user `dynamodb` object, its `get`, `put` and `delete` calls. */
+    requests: { [operation: string]: RequestCounts };
+    /** Requests answered with a throttle, all operations. */
+    throttles: number;
+}
+
+/** Message of the `dynamodb-lock-native:acquired` diagnostics channel. */
+export interface AcquiredMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** From `acquireLock` to the lock, in ms. */
+    waitMs: number;
+}
+
+/** Message of the `released`, `heartbeat-failed` and `lost` diagnostics channels. */
+export interface LockMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** Since the lock was acquired, in ms. */
+    heldMs: number;
+    /** `heartbeat-failed` and `lost`: the error. */
+    error?: LockError;
+}
+
+export interface CampaignOptions {
+    /** Aborting it ends the campaign: a leader is deposed and releases the lock. */
+    signal?: AbortSignal;
+}
+
+/** This process leads: `term` is the lock's fencing token, higher than every earlier leader's. */
+export interface Election {
+    term: number;
+    /** Aborted when this leadership ends; its `reason` is an error with `code: "Deposed"` and `reason`. */
+    signal: AbortSignal;
+}
+
+/** Why a leadership ended. */
+export interface Deposition {
+    term: number;
+    /** `"danger"`: the lease nears its end without a heartbeat; `"lost"`: the lock is no longer ours; `"resigned"`: `resign()`, the signal or `close()`. */
+    reason: "danger" | "lost" | "resigned";
+    /** `"danger"`: lease left, in ms. */
+    remainingMs?: number;
+    /** `"lost"`: why. */
+    error?: LockError;
+}
+
+/**
+ * A campaign for leadership: it acquires the lock, leads while it holds it, and campaigns again
+ * when it loses it, until `resign()`, its signal or `close()`. Iterating it yields every
+ * election; leaving the loop early resigns.
+ */
+export declare class Campaign extends EventEmitter implements AsyncIterable<Election> {
+    /** The current leadership, or undefined while not leading. */
+    readonly leader: Election | undefined;
+    /** True until the campaign has ended. */
+    readonly active: boolean;
+    /** Settles when the campaign has ended (and its lock is released). */
+    readonly done: Promise<void>;
+    /** Gives up leadership, releasing the lock, and stops campaigning. */
+    resign(): Promise<void>;
+    resign(callback: () => void): void;
+    [Symbol.asyncIterator](): AsyncIterator<Election>;
+
+    on(event: "elected", listener: (election: Election) => void): this;
+    on(event: "deposed", listener: (deposition: Deposition) => void): this;
+    /** An acquisition failed for another reason than a rival (an outage); the campaign goes on. */
+    on(event: "error", listener: (error: LockError) => void): this;
+    on(event: "end", listener: () => void): this;
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** What every client has besides `acquireLock`. */
+export interface ClientControl {
+    /**
+     * Closes the client: pending acquisitions fail with `ClientClosed`, heartbeats stop, and with
+     * `releaseLocks` every held lock is released. Later acquisitions fail with `ClientClosed`.
+     */
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    /** A snapshot of the client's counters and gauges. */
+    metrics(): Metrics;
+}
+
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number> {
+export declare class LockClient<PartitionTableKeyType extends string | number = string | number> implements ClientControl {
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    metrics(): Metrics;
     acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
@@ -257,7 +391,10 @@ export declare const FailClosed: {
 };
 
 /** A lock with a lease, renewed by heartbeats. Callable with or without `new`. */
-export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+    /** Leader election over the lock `id`; needs `heartbeatPeriodMs`. */
+    campaign(id: LockId<PartitionTableKeyType>, options?: CampaignOptions): Campaign;
+}
 export declare const FailOpen: {
     new <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
     <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
@@ -269,7 +406,9 @@ export declare const FailOpen: {
  * is `lock.fencingToken`. An array of ids acquires every resource with one ticket, without
  * deadlock whatever the order. Callable with or without `new`.
  */
-export interface Fifo {
+export interface Fifo extends ClientControl {
+    /** Leader election over the resource `id`: candidates are elected in the order they campaigned. */
+    campaign(id: FifoLockId, options?: CampaignOptions): Campaign;
     acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;

@@ -11,6 +11,9 @@ const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
 const table = require("./lib/table.js");
+const { Metrics } = require("./lib/metrics.js");
+const { Campaign } = require("./lib/campaign.js");
+const { performance } = require("perf_hooks");
 
 const OWN_CODES = new Set([
     "FailedToAcquireLock",
@@ -20,6 +23,8 @@ const OWN_CODES = new Set([
     "LockLost",
     "LeaseExpired",
     "InternalError",
+    "ClientClosed",
+    "NotSupported",
 ]);
 
 function defaultOwner()
@@ -249,6 +254,8 @@ class Lock extends EventEmitter
         this._heartbeats = heartbeats;
         this._lost = undefined;
         this._abort = undefined;
+        // Set by the client that hands the lock out (lib/metrics.js).
+        this._track = undefined;
         if (heartbeats)
         {
             holdProcess(+1);
@@ -292,6 +299,10 @@ class Lock extends EventEmitter
     {
         if (ev.event === "error")
         {
+            if (this._track)
+            {
+                this._track.heartbeatFailed(this, () => toError(ev.error));
+            }
             // The original emits "error" for each failed heartbeat. An EventEmitter with no
             // "error" listener would throw it and end the process; a lock library must not.
             if (this.listenerCount("error") > 0)
@@ -311,6 +322,10 @@ class Lock extends EventEmitter
 
     _markLost(err)
     {
+        if (this._track)
+        {
+            this._track.lost(this, err);
+        }
         this._lost = err;
         this._stopHeartbeats();
         this._forget();
@@ -329,7 +344,20 @@ class Lock extends EventEmitter
     release(callback)
     {
         this._stopHeartbeats();
-        return settle(this._release(), callback);
+        const released = this._release();
+        return settle(this._track ? this._track.released(this, released) : released, callback);
+    }
+
+    // Stops heartbeats and forgets the lock without releasing it (`close()` without
+    // `releaseLocks`): its lease lapses.
+    _abandon()
+    {
+        this._stopHeartbeats();
+        this._forget();
+        if (this._track)
+        {
+            this._track.done(this);
+        }
     }
 
     /**
@@ -431,10 +459,14 @@ function LockClient(self, kind, config)
     self._kind = kind;
     self._retryCount = config.retryCount === undefined ? 1 : config.retryCount;
     self._owner = config.owner || DEFAULT_OWNER;
+    self._metrics = new Metrics(kind);
+    self._closing = undefined;
+    self._campaigns = new Set();
     self._transport = chooseTransport(config.dynamodb, config.transport);
     if (self._transport === "object")
     {
         self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
+        self._closeAbort = new AbortController();
         return;
     }
     const options =
@@ -544,10 +576,13 @@ function acquire(self, id, options, callback)
     {
         return settle(Promise.reject(invalidArgument("lock data needs the native core's I/O: a dynamodb object's get/put/delete do not write it")), callback);
     }
-    const promise = self._transport === "object"
-        ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
-        : nativeAcquire(self, id, signal, data);
-    return settle(promise, callback);
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(id, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const promise = self._transport === "object" ? objectAcquire(self, id, signal) : nativeAcquire(self, id, signal, data);
+    return settle(self._metrics.acquisition(id, startedAt, closable(self, signal, promise)), callback);
 }
 
 function invalidArgument(message)
@@ -749,9 +784,128 @@ async function nativeGetLock(self, id)
     };
 }
 
+// An acquisition through the user's object, which the caller's signal and `close()` cancel.
+async function objectAcquire(self, id, signal)
+{
+    const either = new AbortController();
+    const onAbort = () => either.abort(signal.reason);
+    const onClose = () => either.abort(clientClosed());
+    if (signal)
+    {
+        if (signal.aborted)
+        {
+            onAbort();
+        }
+        else
+        {
+            signal.addEventListener("abort", onAbort, { once: true });
+        }
+    }
+    self._closeAbort.signal.addEventListener("abort", onClose, { once: true });
+    try
+    {
+        return wrapObjectLock(self, await self._object.acquire(id, either.signal));
+    }
+    finally
+    {
+        self._closeAbort.signal.removeEventListener("abort", onClose);
+        if (signal)
+        {
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // As in askCancellable: a signal-like object that throws must not orphan a lock.
+            }
+        }
+    }
+}
+
+function clientClosed()
+{
+    const err = new Error("The lock client is closed.");
+    err.code = "ClientClosed";
+    return err;
+}
+
+// An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted
+// while the client closes, its lock is released and it fails the same way.
+function closable(self, signal, promise)
+{
+    return promise.then(
+        lock =>
+        {
+            if (!self._closing)
+            {
+                return lock;
+            }
+            return lock.release().catch(() => {}).then(() =>
+            {
+                throw clientClosed();
+            });
+        },
+        error =>
+        {
+            if (self._closing && error && error.code === "AbortError" && !(signal && signal.aborted))
+            {
+                throw clientClosed();
+            }
+            throw error;
+        });
+}
+
+// Closes a client: cancels pending acquisitions and waits for them to settle, then releases
+// (or, without `releaseLocks`, abandons) every lock it holds, each on its own. Resolves with
+// one outcome per lock.
+async function closeClient(self, releaseLocks)
+{
+    // A campaign's lock is released by the campaign itself when it stops, or with the others.
+    for (const campaign of self._campaigns)
+    {
+        campaign._stop.abort();
+    }
+    if (self._closeAbort)
+    {
+        self._closeAbort.abort();
+    }
+    let client = self._native;
+    if (!client && self._nativeReady)
+    {
+        client = await self._nativeReady.catch(() => undefined);
+    }
+    if (client)
+    {
+        client.close(false);
+    }
+    await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
+    const locks = [...self._metrics.live];
+    if (!releaseLocks)
+    {
+        if (client)
+        {
+            client.close(true);
+        }
+        return locks.map(lock =>
+        {
+            lock._abandon();
+            return { id: lock._track.id, fencingToken: lock.fencingToken, released: false };
+        });
+    }
+    return Promise.all(locks.map(lock => lock.release().then(
+        () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
+        error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
+}
+
 function wrapObjectLock(self, held)
 {
     const lock = new Lock(() => held.release(), held.fencingToken, false);
+    lock._abandon = function()
+    {
+        held.abandon();
+        Lock.prototype._abandon.call(this);
+    };
     held.attach(lock);
     return lock;
 }
@@ -804,6 +958,12 @@ class FifoLock extends Lock
     {
         // The other resources' locks stay known until release, which releases them too.
     }
+
+    _abandon()
+    {
+        this._ids.forEach(id => liveLocks.delete(id));
+        super._abandon();
+    }
 }
 
 // How long a Fifo acquisition waits for its turn unless told (`waitMs`).
@@ -846,7 +1006,14 @@ function fifoAcquire(self, ids, options, callback)
     {
         return settle(Promise.reject(problem), callback);
     }
-    return settle(nativeFifoAcquire(self, ids, options || {}), callback);
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(ids, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const signal = options && options.signal;
+    const promise = closable(self, signal, nativeFifoAcquire(self, ids, options || {}));
+    return settle(self._metrics.acquisition(ids, startedAt, promise), callback);
 }
 
 async function nativeFifoAcquire(self, ids, options)
@@ -879,6 +1046,92 @@ async function nativeFifoAcquire(self, ids, options)
     return lock;
 }
 
+// close([options][, callback]) and metrics(), on every kind of client.
+const clientMethods =
+{
+    close(options, callback)
+    {
+        if (typeof options === "function")
+        {
+            callback = options;
+            options = undefined;
+        }
+        if (options !== undefined && options !== null && typeof options !== "object")
+        {
+            return settle(Promise.reject(invalidArgument("close options must be an object")), callback);
+        }
+        if (!this._closing)
+        {
+            this._closing = closeClient(this, Boolean(options && options.releaseLocks));
+        }
+        return settle(this._closing, callback);
+    },
+
+    metrics()
+    {
+        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        return this._metrics.snapshot(transport);
+    },
+
+    campaign(id, options)
+    {
+        return campaign(this, id, options);
+    },
+};
+
+function notSupported(message)
+{
+    const err = new Error(message);
+    err.code = "NotSupported";
+    return err;
+}
+
+// campaign(id[, { signal }]): leader election on FailOpen and Fifo clients (lib/campaign.js).
+function campaign(self, id, options)
+{
+    if (self._kind === "FailClosed")
+    {
+        throw notSupported("FailClosed has no campaign: a crashed leader would keep its lock, and leadership, forever. Use FailOpen or Fifo.");
+    }
+    if (self._transport === "object")
+    {
+        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+    }
+    if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
+    {
+        throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
+    }
+    const problem = checkAcquireOptions(options);
+    if (problem)
+    {
+        throw problem;
+    }
+    // A bad id is refused now, not by every acquisition of the campaign.
+    if (self._kind === "Fifo")
+    {
+        fifoResource(id, "");
+    }
+    else
+    {
+        const { partitionID, sortID } = splitId(self._config, id);
+        keyInput(partitionID, "partition value");
+        if (self._config.sortKey)
+        {
+            keyInput(sortID, "sort value");
+        }
+    }
+    const signal = options === undefined || options === null ? undefined : options.signal;
+    // Fifo candidates wait in line for as long as the campaign lasts.
+    const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });
+    const c = new Campaign(stop => self.acquireLock(id, acquireOptions(stop)), signal, ended => self._campaigns.delete(ended));
+    if (self._closing)
+    {
+        c._stop.abort();
+    }
+    self._campaigns.add(c);
+    return c;
+}
+
 function FailClosed(config)
 {
     if (!(this instanceof FailClosed))
@@ -892,6 +1145,7 @@ FailClosed.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
 };
+Object.assign(FailClosed.prototype, clientMethods);
 
 FailClosed.prototype.getLock = function(id, callback)
 {
@@ -911,6 +1165,7 @@ FailOpen.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
 };
+Object.assign(FailOpen.prototype, clientMethods);
 
 FailOpen.prototype.getLock = function(id, callback)
 {
@@ -932,6 +1187,7 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
 {
     return fifoAcquire(this, ids, options, callback);
 };
+Object.assign(Fifo.prototype, clientMethods);
 
 Fifo.prototype.getLock = function(id, callback)
 {
@@ -994,4 +1250,5 @@ module.exports =
     Lock,
     ValidationError,
     createTable,
+    Campaign,
 };

@@ -30,7 +30,7 @@ for (const engineName of selectedEngines())
         it("FailOpen: stored with the acquisition, kept by heartbeats, replaced and removed by update", async () =>
             {
                 const id = uniqueId("data-open");
-                const client = failOpen(engine, { heartbeatPeriodMs: 50, leaseDurationMs: 500 });
+                const client = failOpen(engine, { heartbeatPeriodMs: 50, leaseDurationMs: 3000 });
                 const lock = await client.acquireLock(id, { data: "job 7, step 1" });
                 assert.equal(lock.data, "job 7, step 1");
                 assert.deepEqual((await item(id)).lockData, { S: "job 7, step 1" });

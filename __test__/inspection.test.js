@@ -58,7 +58,7 @@ for (const engineName of selectedEngines())
         it("stays right across heartbeats that rotate the guid, and reads without writing", async () =>
             {
                 const id = uniqueId("inspect-hb");
-                const client = failOpen(engine, { heartbeatPeriodMs: 50, leaseDurationMs: 500 });
+                const client = failOpen(engine, { heartbeatPeriodMs: 50, leaseDurationMs: 3000 });
                 const lock = await client.acquireLock(id);
                 const guidOf = async () => Buffer.from((await engine.getItem("locks", { id: { S: id } })).guid.B).toString("hex");
                 const first = await guidOf();

@@ -1,7 +1,7 @@
 "use strict";
 
 // `npm run readme`: start an in-memory DynamoDB (dynalite) on 127.0.0.1, create the
-// examples' tables, run examples/readme.js, promises.js, fifo.js and inspection.js against
+// examples' tables, run examples/readme.js, promises.js, fifo.js, inspection.js and lifecycle.js against
 // it, and stop the engine. No AWS account or network is needed.
 
 const path = require("path");
@@ -37,7 +37,7 @@ async function main()
         ));
         ddb.destroy();
         let code = 0;
-        for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js"])
+        for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js", "lifecycle.js"])
         {
             code = code || await runExample(example, endpoint);
         }

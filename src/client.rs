@@ -42,6 +42,8 @@ pub struct Settings {
     pub max_attempts: u32,
     /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
     pub ttl: Option<TtlSettings>,
+    /// The client's counters (`metrics()`), shared by everything made from these settings.
+    pub stats: Arc<crate::stats::Stats>,
 }
 
 /// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
@@ -74,6 +76,7 @@ impl Settings {
             danger_margin: Duration::ZERO,
             max_attempts: 4,
             ttl: None,
+            stats: Default::default(),
         }
     }
 

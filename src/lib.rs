@@ -14,6 +14,7 @@
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock.
 //! - `client`: settings, acquisition of every kind, the local line, cancellation.
 //! - `error`: `LockError` and the `code` JavaScript sees.
+//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
 //! locks and pending acquisitions that JavaScript refers to by number.
@@ -31,6 +32,7 @@ mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod stats;
 mod store;
 #[cfg(test)]
 mod testkit;
@@ -94,22 +96,50 @@ fn locks() -> std::sync::MutexGuard<'static, HashMap<u64, Arc<HeldLock>>> {
     LOCKS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Pending acquisitions that JavaScript may cancel, by the number it gave them.
+/// Pending acquisitions of a client, by the number JavaScript gave them (below 2^32) or one of
+/// ours (above), so that JavaScript may cancel one and `close()` may cancel them all.
 #[derive(Default)]
-struct Cancels(Mutex<HashMap<u32, Arc<Cancel>>>);
+struct Cancels {
+    pending: Mutex<HashMap<u64, Arc<Cancel>>>,
+    next_own: std::sync::atomic::AtomicU64,
+    closed: std::sync::atomic::AtomicBool,
+}
 
 impl Cancels {
-    fn get(&self, id: u32) -> Arc<Cancel> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(id)
-            .or_default()
-            .clone()
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Cancel>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn forget(&self, id: u32) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    fn get(&self, id: u64) -> Arc<Cancel> {
+        self.map().entry(id).or_default().clone()
+    }
+
+    /// The cancellation of a starting acquisition, under JavaScript's number or one of ours.
+    /// Cancelled at once when the client is closed: `close()` sets the flag before it cancels
+    /// what it finds, so an acquisition is either found or sees the flag.
+    fn register(&self, cancel_id: Option<u32>) -> (u64, Arc<Cancel>) {
+        let id = match cancel_id {
+            Some(id) => id as u64,
+            None => (1 << 32) + self.next_own.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        let cancel = self.get(id);
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            cancel.cancel();
+        }
+        (id, cancel)
+    }
+
+    fn forget(&self, id: u64) {
+        self.map().remove(&id);
+    }
+
+    /// Cancels every pending acquisition, and every later one.
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let pending: Vec<Arc<Cancel>> = self.map().values().cloned().collect();
+        for cancel in pending {
+            cancel.cancel();
+        }
     }
 }
 
@@ -565,6 +595,7 @@ impl NativeClient {
             partition_key: o.partition_key,
             sort_key: o.sort_key,
         };
+        let stats = s.stats.clone();
         let store = HttpStore::new(
             table,
             HttpOptions {
@@ -574,7 +605,8 @@ impl NativeClient {
                 connect_timeout: None,
                 ca_bundle: o.ca_bundle.map(|b| b.to_vec()),
             },
-        );
+        )
+        .with_stats(stats);
         let store = Arc::new(store);
         let inner = Arc::new(Client {
             store: store.clone(),
@@ -620,14 +652,9 @@ impl NativeClient {
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
-            let cancel = match cancel_id {
-                Some(id) => cancels.get(id),
-                None => Arc::new(Cancel::default()),
-            };
+            let (id, cancel) = cancels.register(cancel_id);
             let result = client.acquire_with_data(key, data.as_ref(), &cancel).await;
-            if let Some(id) = cancel_id {
-                cancels.forget(id);
-            }
+            cancels.forget(id);
             match result {
                 Ok(lock) => {
                     let out = JsOutcome {
@@ -667,14 +694,9 @@ impl NativeClient {
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
-            let cancel = match cancel_id {
-                Some(id) => cancels.get(id),
-                None => Arc::new(Cancel::default()),
-            };
+            let (id, cancel) = cancels.register(cancel_id);
             let result = fifo::acquire(&client, resources, wait, &cancel).await;
-            if let Some(id) = cancel_id {
-                cancels.forget(id);
-            }
+            cancels.forget(id);
             match result {
                 Ok(held) => {
                     let out = JsOutcome {
@@ -793,14 +815,57 @@ impl NativeClient {
     /// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.
     #[napi(catch_unwind)]
     pub fn cancel_acquisition(&self, cancel_id: u32) {
-        self.cancels.get(cancel_id).cancel();
+        self.cancels.get(cancel_id as u64).cancel();
     }
 
     /// Forgets a cancellation that will never be used (the acquisition settled first).
     #[napi(catch_unwind)]
     pub fn forget_acquisition(&self, cancel_id: u32) {
-        self.cancels.forget(cancel_id);
+        self.cancels.forget(cancel_id as u64);
     }
+
+    /// Closes the client: every pending and later acquisition is cancelled (it answers
+    /// `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
+    /// locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
+    /// held locks still work.
+    #[napi(catch_unwind)]
+    pub fn close(&self, abandon: bool) {
+        self.cancels.close();
+        if abandon {
+            abandon_locks(&Arc::downgrade(&self.inner));
+        }
+    }
+
+    /// The native counters: `requests[operation][outcome]` (in the order of
+    /// `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> NativeStats {
+        let s = &self.inner.settings.stats;
+        NativeStats {
+            request_operations: stats::OPERATIONS.iter().map(|o| o.to_string()).collect(),
+            request_outcomes: stats::OUTCOMES.iter().map(|o| o.to_string()).collect(),
+            requests: (0..stats::OPERATIONS.len())
+                .map(|op| (0..stats::OUTCOMES.len()).map(|o| s.requests(op, o) as f64).collect())
+                .collect(),
+            throttles: s.throttles() as f64,
+            heartbeats_sent: stats::Stats::get(&s.heartbeats_sent) as f64,
+            heartbeats_retried: stats::Stats::get(&s.heartbeats_retried) as f64,
+            heartbeats_failed: stats::Stats::get(&s.heartbeats_failed) as f64,
+        }
+    }
+}
+
+/// A snapshot of a client's native counters.
+#[napi(object)]
+pub struct NativeStats {
+    pub request_operations: Vec<String>,
+    pub request_outcomes: Vec<String>,
+    /// Requests by operation, then by outcome.
+    pub requests: Vec<Vec<f64>>,
+    pub throttles: f64,
+    pub heartbeats_sent: f64,
+    pub heartbeats_retried: f64,
+    pub heartbeats_failed: f64,
 }
 
 /// Number of locks this process holds (for tests and benchmarks).
@@ -813,4 +878,27 @@ pub fn held_lock_count() -> u32 {
 #[napi(catch_unwind)]
 pub fn panic_for_test(message: String) {
     panic!("{message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cancels;
+
+    #[test]
+    fn closing_cancels_pending_acquisitions_and_every_later_one() {
+        let cancels = Cancels::default();
+        let (mine, pending) = cancels.register(None);
+        let (theirs, signalled) = cancels.register(Some(7));
+        assert_ne!(mine, theirs, "our numbers never meet JavaScript's");
+        assert!(!pending.is_cancelled() && !signalled.is_cancelled());
+        cancels.close();
+        assert!(pending.is_cancelled() && signalled.is_cancelled());
+        let (_, later) = cancels.register(None);
+        assert!(
+            later.is_cancelled(),
+            "an acquisition that starts after close is cancelled"
+        );
+        cancels.forget(mine);
+        cancels.forget(theirs);
+    }
 }

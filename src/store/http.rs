@@ -31,6 +31,7 @@ use super::transport::{Transport, TransportError, TransportOptions};
 use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::stats::{Outcome, Stats};
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
 #[derive(Clone, Default)]
@@ -94,6 +95,25 @@ pub struct HttpStore {
     /// Set once the backend has returned an item with a failed condition: from then on, a
     /// failure without one means the item is absent.
     returns_old: AtomicBool,
+    stats: Arc<Stats>,
+}
+
+/// Counts one request when it ends, answered or dropped.
+struct Counting<'a> {
+    stats: &'a Stats,
+    operation: &'a str,
+    outcome: Outcome,
+}
+
+impl Drop for Counting<'_> {
+    fn drop(&mut self) {
+        self.stats.count_request(self.operation, self.outcome);
+    }
+}
+
+/// An answer that asks the client to slow down.
+fn is_throttle(code: &str) -> bool {
+    code == "HttpStatus429" || THROTTLES.contains(&code)
 }
 
 fn config_error(message: String) -> StoreError {
@@ -112,7 +132,14 @@ impl HttpStore {
             options,
             link: OnceCell::new(),
             returns_old: AtomicBool::new(false),
+            stats: Default::default(),
         }
+    }
+
+    /// Counts this store's requests in `stats` (the client's).
+    pub fn with_stats(mut self, stats: Arc<Stats>) -> Self {
+        self.stats = stats;
+        self
     }
 
     /// Loads configuration, resolves the endpoint and sets up the connections, once.
@@ -218,9 +245,22 @@ impl HttpStore {
         })
     }
 
-    /// One signed request; the reply, or the error it amounts to.
+    /// One signed request, counted in the client's `Stats` by operation and outcome (a request
+    /// dropped before its answer, on a timeout, counts as an error).
     async fn call(&self, operation: &str, body: String) -> Result<Reply, StoreError> {
-        self.exchange(operation, body).await.map(|(reply, _)| reply)
+        let mut counting = Counting {
+            stats: &self.stats,
+            operation,
+            outcome: Outcome::Error,
+        };
+        let result = self.exchange(operation, body).await.map(|(reply, _)| reply);
+        counting.outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(StoreError::ConditionFailed { .. }) => Outcome::ConditionFailed,
+            Err(StoreError::Service { code, .. }) if is_throttle(code) => Outcome::Throttled,
+            Err(_) => Outcome::Error,
+        };
+        result
     }
 
     /// One signed request of any DynamoDB operation (table administration: `CreateTable`,
