@@ -899,3 +899,7 @@ module.exports =
     Lock,
     ValidationError,
 };
+
+// `import DynamoDBLockClient from "dynamodb-lock-native"` compiled by TypeScript without
+// `esModuleInterop` reads `.default`.
+Object.defineProperty(module.exports, "default", { value: module.exports });
