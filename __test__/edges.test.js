@@ -10,6 +10,7 @@ const assert = require("node:assert/strict");
 const net = require("net");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { DynamoDBLockClient, uniqueId, sleep, until } = require("./helpers.js");
+const { startProxy } = require("./support/proxy.js");
 
 const credentials = { accessKeyId: "local", secretAccessKey: "local" };
 
@@ -260,6 +261,44 @@ for (const engineName of selectedEngines())
                 assert.match(error.cause.message, /the vault is sealed/);
             }
         );
+
+        for (const [kind, operation] of [["FailClosed", "PutItem"], ["FailOpen", "UpdateItem"]])
+        {
+            it(`${kind}: an abort while the write is on the wire rejects at once; the write that lands is undone in the background`, async () =>
+                {
+                    const proxy = await startProxy({ target: engine.endpoint });
+                    try
+                    {
+                        const id = uniqueId("landed");
+                        proxy.nextFault({ delayMs: 700 }, { operation });
+                        const controller = new AbortController();
+                        const slow = kinds[kind](Object.assign(options(), { endpoint: proxy.endpoint }));
+                        const pending = slow.acquireLock(id, { signal: controller.signal });
+                        await until(() => proxy.counts[operation] >= 1, 5000, "the write on the wire");
+                        const abortedAt = Date.now();
+                        controller.abort();
+                        const error = await pending.then(() => undefined, e => e);
+                        assert.equal(error && error.code, "AbortError");
+                        assert.ok(Date.now() - abortedAt < 500, "rejected before the write's answer came");
+                        // The write lands about 700 ms after it was sent; then it is undone.
+                        const undone = async () =>
+                        {
+                            const item = await engine.getItem("locks", { id: { S: id } });
+                            return kind === "FailClosed" ? item === undefined && proxy.counts.DeleteItem >= 1
+                                : item !== undefined && item.leaseDurationMs.N === "1";
+                        };
+                        await until(undone, 5000, "the landed write to be undone");
+                        const next = await kinds[kind](options()).acquireLock(id);
+                        await next.release();
+                    }
+                    finally
+                    {
+                        proxy.clearFaults();
+                        await proxy.close();
+                    }
+                }
+            );
+        }
 
         it("ResourceNotFoundException names the table", async () =>
             {
