@@ -151,6 +151,10 @@ export interface NativeError {
   /** The error behind `FailedToAcquireLock`/`FailedToReleaseLock` (the AWS error name). */
   originalCode?: string
   originalMessage?: string
+  /** The chain of causes behind `message` (JavaScript's `cause`). */
+  detail?: string
+  /** The `owner` of the item that kept the lock, when the failure returned it. */
+  holder?: string
 }
 
 /** A validated configuration, with defaults applied by `index.js`. */

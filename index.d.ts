@@ -1,10 +1,10 @@
 /// <reference types="node" />
 
+import { EventEmitter } from "events";
+
 // Public types of dynamodb-lock-native: a superset of @types/dynamodb-lock-client 0.7, so
 // code written against those types compiles unchanged, plus Promises, AbortSignal,
 // `await using` and lock health events.
-
-import { EventEmitter } from "events";
 
 /** A user object the library calls with the original library's DocumentClient requests. */
 export interface DynamoDBObject {
@@ -33,7 +33,8 @@ export interface StaticCredentials {
 export interface DynamoDBOptions {
     region?: string;
     endpoint?: string | URL;
-    credentials?: StaticCredentials;
+    /** Static credentials, or a provider function (as the AWS SDK v3's providers are), called whenever the cached credentials near expiry. Checked at construction: never replaced by the environment's. */
+    credentials?: StaticCredentials | (() => Promise<StaticCredentials & { expiration?: Date }>);
     /** PEM certificates (or the path of a PEM file) trusted instead of the system's roots. Default: `AWS_CA_BUNDLE`, else the system's roots. */
     caBundle?: string | Buffer;
 }
@@ -205,36 +206,66 @@ export interface LockError extends Error {
     code: string;
     /** The DynamoDB error behind `FailedToAcquireLock` and `FailedToReleaseLock`. */
     originalError?: LockError;
+    /** `FailedToAcquireLock`, `FailedToReleaseLock`: the lock id as given to `acquireLock`. */
+    lockId?: unknown;
+    /** `FailedToAcquireLock`, `FailedToReleaseLock`: the `owner` of the item that holds the lock, when known. */
+    owner?: string;
+    /** The chain of causes behind the message (e.g. `CredentialsError`), or an abort's reason. */
+    cause?: unknown;
 }
+
+/** The events of a `Lock` and their arguments. */
+export interface LockEvents {
+    /** A heartbeat failed (at most once per heartbeat period for one cause). */
+    error: [error: LockError];
+    /** The lease is about to lapse without a successful heartbeat. */
+    danger: [info: { remainingMs: number }];
+    /** The lock is no longer ours (`code`: `LockLost` or `LeaseExpired`). */
+    lost: [error: LockError];
+}
+
+/** A listener of the lock event `E`. */
+export type LockListener<E extends keyof LockEvents> = (...args: LockEvents[E]) => void;
+
+/** An `acquireLock` callback: an error with a `code`, or the lock. */
+export type AcquireCallback<L> = (error: LockError, lock: L) => void;
 
 export declare class ValidationError extends Error {
     name: "ValidationError";
     details: Array<{ message: string; path: string[]; type: string; context: { label: string; key?: string; value?: unknown; limit?: number } }>;
 }
 
-export declare class Lock extends EventEmitter {
-    /** FailOpen: +1 on every acquisition of this lock id, never reset. FailClosed: undefined. */
-    readonly fencingToken: number;
+/**
+ * A held lock (an `EventEmitter` at run time). `T` is the type of `fencingToken`: `number`
+ * for FailOpen and Fifo locks, `undefined` for FailClosed locks, which have none.
+ */
+export declare class Lock<T extends number | undefined = number> {
+    /** FailOpen and Fifo: +1 on every acquisition of this lock id, never reset. FailClosed: undefined. */
+    readonly fencingToken: T;
     /** Aborted, with the reason, when the lock is lost. */
     readonly signal: AbortSignal;
     /** True once the lock is known to be lost. */
     readonly lost: boolean;
     /** FailClosed, FailOpen: the data stored with the lock, if any. */
     readonly data?: string | Buffer;
-    release(callback: (error: Error) => void): void;
+    release(callback: (error: LockError) => void): void;
     release(): Promise<void>;
     /** FailClosed, FailOpen: writes new data at once, if the lock is still ours (`code` `LockLost` if not). */
-    update(options: UpdateOptions, callback: (error: Error) => void): void;
+    update(options: UpdateOptions, callback: (error: LockError) => void): void;
     update(options: UpdateOptions): Promise<void>;
     [Symbol.asyncDispose](): Promise<void>;
 
-    /** A heartbeat failed. */
-    on(event: "error", listener: (error: LockError) => void): this;
-    /** The lease is about to lapse without a successful heartbeat. */
-    on(event: "danger", listener: (info: { remainingMs: number }) => void): this;
-    /** The lock is no longer ours (`code`: `LockLost` or `LeaseExpired`). */
-    on(event: "lost", listener: (error: LockError) => void): this;
-    on(event: string | symbol, listener: (...args: any[]) => void): this;
+    /** `"error"`: a heartbeat failed; `"danger"`: the lease is about to lapse; `"lost"`: the lock is no longer ours. */
+    on<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    once<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    addListener<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    prependListener<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    prependOnceListener<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    off<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    removeListener<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
+    removeAllListeners(event?: keyof LockEvents): this;
+    listeners<E extends keyof LockEvents>(event: E): Array<LockListener<E>>;
+    listenerCount(event: keyof LockEvents): number;
 }
 
 export interface CloseOptions {
@@ -360,30 +391,33 @@ export interface ClientControl {
      * Closes the client: pending acquisitions fail with `ClientClosed`, heartbeats stop, and with
      * `releaseLocks` every held lock is released. Later acquisitions fail with `ClientClosed`.
      */
-    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
-    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options: CloseOptions, callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(options?: CloseOptions): Promise<CloseOutcome[]>;
     /** A snapshot of the client's counters and gauges. */
     metrics(): Metrics;
 }
 
+/** A FailClosed lock: no lease, so no fencing token. */
+export type FailClosedLock = Lock<undefined>;
+
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number> implements ClientControl {
-    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
-    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+export declare class LockClient<PartitionTableKeyType extends string | number = string | number, L = Lock<number | undefined>> implements ClientControl {
+    close(options: CloseOptions, callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(options?: CloseOptions): Promise<CloseOutcome[]>;
     metrics(): Metrics;
-    acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
-    acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
-    acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
+    acquireLock(id: LockId<PartitionTableKeyType>, callback: AcquireCallback<L>): void;
+    acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: AcquireCallback<L>): void;
+    acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<L>;
     /** The lock item as one consistent read finds it (no write), or `null` if there is none. */
-    getLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: LockId<PartitionTableKeyType>, callback: (error: LockError, info: LockInfo | null) => void): void;
     getLock(id: LockId<PartitionTableKeyType>): Promise<LockInfo | null>;
 }
 
 /** A lock without a lease: a crashed holder's lock stays held. Callable with or without `new`. */
-export interface FailClosed<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export interface FailClosed<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType, FailClosedLock> {}
 export declare const FailClosed: {
     new <PartitionTableKeyType extends string | number = string | number>(config: FailClosedConfig): FailClosed<PartitionTableKeyType>;
     <PartitionTableKeyType extends string | number = string | number>(config: FailClosedConfig): FailClosed<PartitionTableKeyType>;
@@ -391,7 +425,7 @@ export declare const FailClosed: {
 };
 
 /** A lock with a lease, renewed by heartbeats. Callable with or without `new`. */
-export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType, Lock> {
     /** Leader election over the lock `id`; needs `heartbeatPeriodMs`. */
     campaign(id: LockId<PartitionTableKeyType>, options?: CampaignOptions): Campaign;
 }
@@ -409,11 +443,11 @@ export declare const FailOpen: {
 export interface Fifo extends ClientControl {
     /** Leader election over the resource `id`: candidates are elected in the order they campaigned. */
     campaign(id: FifoLockId, options?: CampaignOptions): Campaign;
-    acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
-    acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
+    acquireLock(id: FifoLockId | FifoLockId[], callback: AcquireCallback<Lock>): void;
+    acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: AcquireCallback<Lock>): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;
     /** The resource's lock (its head item) as one consistent read finds it, or `null`. */
-    getLock(id: FifoLockId, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: FifoLockId, callback: (error: LockError, info: LockInfo | null) => void): void;
     getLock(id: FifoLockId): Promise<LockInfo | null>;
 }
 export declare const Fifo: {
@@ -421,3 +455,16 @@ export declare const Fifo: {
     (config: FifoConfig): Fifo;
     readonly prototype: Fifo;
 };
+
+/**
+ * The module as one object, for `import DynamoDBLockClient from "dynamodb-lock-native"` (with
+ * or without `esModuleInterop`) and `require("dynamodb-lock-native").default`.
+ */
+declare const dynamodbLockNative: {
+    FailClosed: typeof FailClosed;
+    FailOpen: typeof FailOpen;
+    Fifo: typeof Fifo;
+    Lock: typeof Lock;
+    ValidationError: typeof ValidationError;
+};
+export default dynamodbLockNative;

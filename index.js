@@ -8,12 +8,13 @@ const { EventEmitter } = require("events");
 const os = require("os");
 const pkg = require("./package.json");
 const native = require("./lib/native.js");
-const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
+const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions, optionProblems, credentialsProvider } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
 const table = require("./lib/table.js");
 const { Metrics } = require("./lib/metrics.js");
 const { Campaign } = require("./lib/campaign.js");
 const { performance } = require("perf_hooks");
+const { unknownKeys, isEmptyKeyValue } = require("./lib/lock-id.js");
 
 const OWN_CODES = new Set([
     "FailedToAcquireLock",
@@ -74,6 +75,47 @@ function toError(e)
     {
         err.originalError = toError({ code: e.originalCode, message: e.originalMessage });
     }
+    if (e.detail)
+    {
+        // The chain of causes behind a one-sentence message.
+        err.cause = new Error(e.detail);
+    }
+    if (e.holder)
+    {
+        err.owner = e.holder;
+    }
+    return err;
+}
+
+// A lock id as text for a message: strings quoted, Buffers in hex, objects key by key.
+function describeId(id)
+{
+    const one = v => (Buffer.isBuffer(v) || v instanceof Uint8Array ? `<${Buffer.from(v).toString("hex")}>`
+        : typeof v === "bigint" ? String(v) : JSON.stringify(v));
+    if (id !== null && typeof id === "object" && !Buffer.isBuffer(id) && !(id instanceof Uint8Array))
+    {
+        return Array.isArray(id) ? `[${id.map(one).join(", ")}]`
+            : `{ ${Object.keys(id).map(k => `${k}: ${one(id[k])}`).join(", ")} }`;
+    }
+    return one(id);
+}
+
+// FailedToAcquireLock and FailedToReleaseLock name the lock (`lockId`, as given to
+// acquireLock) and, when known, the `owner` that holds it. `verbose`: in the message too
+// (the "object" transport keeps the original's exact message).
+function withLockId(err, id, verbose)
+{
+    if (!err || (err.code !== "FailedToAcquireLock" && err.code !== "FailedToReleaseLock"))
+    {
+        return err;
+    }
+    err.lockId = id;
+    if (verbose)
+    {
+        const holder = err.owner === undefined ? "" : `: it is held by owner ${JSON.stringify(err.owner)}`;
+        const what = err.code === "FailedToAcquireLock" ? "acquire" : "release";
+        err.message = `Failed to ${what} lock ${describeId(id)}${holder}.`;
+    }
     return err;
 }
 
@@ -95,6 +137,11 @@ function invalidId(message)
 // A key value as the native core takes it: one of string, number (as decimal text), binary.
 function keyInput(value, what)
 {
+    if (isEmptyKeyValue(value))
+    {
+        // DynamoDB refuses empty key values.
+        throw invalidId(`Lock ID ${what} must not be empty`);
+    }
     if (typeof value === "string")
     {
         // DynamoDB stores UTF-8: a lone surrogate would turn into U+FFFD and make distinct
@@ -129,7 +176,8 @@ function keyInput(value, what)
 }
 
 // Splits an id as the original does: an object carries `[partitionKey]` and `[sortKey]`,
-// anything else is the partition value. Falsy sort values such as 0 and "" are values.
+// anything else is the partition value. Falsy sort values such as 0 are values; empty strings
+// and keys the table does not have are refused.
 function splitId(config, id)
 {
     if (id === null || id === undefined)
@@ -153,6 +201,11 @@ function splitId(config, id)
     if (config.sortKey && (sortID === undefined || sortID === null))
     {
         throw invalidId("Lock ID is missing required sortKey value");
+    }
+    const extra = unknownKeys(config, id);
+    if (extra)
+    {
+        throw invalidId(extra);
     }
     return { partitionID, sortID };
 }
@@ -384,13 +437,14 @@ class Lock extends EventEmitter
 // prototype, so that thousands of held locks cost little memory.
 class NativeLock extends Lock
 {
-    constructor(client, lockId, fencingToken, heartbeats, data)
+    constructor(client, lockId, fencingToken, heartbeats, data, userId)
     {
         super(undefined, fencingToken, heartbeats);
         this._client = client;
         this._id = lockId;
         /** The data stored with the lock (a string or a Buffer), or undefined. */
         this.data = data;
+        this._userId = userId;
     }
 
     async _update(options)
@@ -437,7 +491,7 @@ class NativeLock extends Lock
             {
                 liveLocks.delete(this._id);
             }
-            throw toError(err);
+            throw withLockId(toError(err), this._userId, true);
         }
         liveLocks.delete(this._id);
     }
@@ -450,10 +504,16 @@ class NativeLock extends Lock
 
 function LockClient(self, kind, config)
 {
-    const problems = native.validateConfig(kind, describeConfig(config));
+    const problems = native.validateConfig(kind, describeConfig(config)).map(p => detail(p, config));
+    if (config !== null && typeof config === "object")
+    {
+        // The `dynamodb` options' own problems, where Joi would list them: after `owner`.
+        const at = problems.filter(p => p.path[0] === "owner").length;
+        problems.splice(at, 0, ...optionProblems(config.dynamodb, config.transport));
+    }
     if (problems.length > 0)
     {
-        throw new ValidationError(problems.map(p => detail(p, config)), config);
+        throw new ValidationError(problems, config);
     }
     self._config = config;
     self._kind = kind;
@@ -524,7 +584,7 @@ function LockClient(self, kind, config)
             context: { label: "dynamodb.endpoint", key: "endpoint", value: config.dynamodb.endpoint },
         }], config);
     }
-    self._native = new native.NativeClient(Object.assign(options, fromOptions), undefined, onNativeEvent, onNativeAnswer);
+    self._native = new native.NativeClient(Object.assign(options, fromOptions), credentialsProvider(config.dynamodb), onNativeEvent, onNativeAnswer);
 }
 
 // What validation needs to see of the configuration: the `dynamodb` value reduced to its
@@ -664,20 +724,33 @@ function abortError(signal)
 }
 
 // Starts a native acquisition that `signal` may cancel; resolves with its successful
-// outcome, or throws its error (an AbortError when cancelled).
-async function askCancellable(client, signal, start)
+// outcome, or throws its error. An abort rejects at once with an AbortError, even while a
+// request is on the wire; the native acquisition is cancelled, and a lock it still returns
+// is released in the background by `undo`.
+async function askCancellable(client, signal, start, undo)
 {
     let cancelId, onAbort;
+    let answered;
+    const aborted = {};
+    let abort;
     if (signal)
     {
         cancelId = nextCancelId++ % 0xffffffff;
-        onAbort = () => client.cancelAcquisition(cancelId);
+        abort = new Promise(resolve =>
+        {
+            onAbort = () =>
+            {
+                client.cancelAcquisition(cancelId);
+                resolve(aborted);
+            };
+        });
         signal.addEventListener("abort", onAbort, { once: true });
     }
     let outcome;
     try
     {
-        outcome = await ask(request => start(request, cancelId));
+        answered = ask(request => start(request, cancelId));
+        outcome = await (signal ? Promise.race([answered, abort]) : answered);
     }
     catch (err)
     {
@@ -687,7 +760,6 @@ async function askCancellable(client, signal, start)
     {
         if (signal)
         {
-            client.forgetAcquisition(cancelId);
             try
             {
                 signal.removeEventListener("abort", onAbort);
@@ -698,11 +770,31 @@ async function askCancellable(client, signal, start)
             }
         }
     }
+    if (outcome === aborted)
+    {
+        // The native core forgets the cancellation when the acquisition ends.
+        answered.then(late => !late.error && undo(late), () => {});
+        throw abortError(signal);
+    }
+    if (signal)
+    {
+        client.forgetAcquisition(cancelId);
+    }
     if (outcome.error)
     {
         throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
     }
     return outcome;
+}
+
+// Releases, in the background, locks that an aborted acquisition returned all the same.
+function releaseAbandoned(client, lockIds)
+{
+    for (const lockId of lockIds)
+    {
+        earlyEvents.delete(lockId);
+        ask(request => client.startRelease(request, lockId)).catch(() => {});
+    }
 }
 
 async function nativeAcquire(self, id, signal, data)
@@ -716,11 +808,19 @@ async function nativeAcquire(self, id, signal, data)
     }
     // Rejects with the SDK client's own error if its configuration cannot be read.
     const client = self._native || await self._nativeReady;
-    const outcome = await askCancellable(client, signal,
-        (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data)));
+    let outcome;
+    try
+    {
+        outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data)),
+            late => releaseAbandoned(client, [late.lockId]));
+    }
+    catch (err)
+    {
+        throw withLockId(err, id, true);
+    }
     const lockId = outcome.lockId;
     const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
-        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data));
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data), id);
     liveLocks.set(lockId, lock);
     const early = earlyEvents.get(lockId);
     if (early)
@@ -804,7 +904,16 @@ async function objectAcquire(self, id, signal)
     self._closeAbort.signal.addEventListener("abort", onClose, { once: true });
     try
     {
-        return wrapObjectLock(self, await self._object.acquire(id, either.signal));
+        let held;
+        try
+        {
+            held = await self._object.acquire(id, either.signal);
+        }
+        catch (err)
+        {
+            throw withLockId(err, id, false);
+        }
+        return wrapObjectLock(self, held, id);
     }
     finally
     {
@@ -898,9 +1007,9 @@ async function closeClient(self, releaseLocks)
         error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
 }
 
-function wrapObjectLock(self, held)
+function wrapObjectLock(self, held, id)
 {
-    const lock = new Lock(() => held.release(), held.fencingToken, false);
+    const lock = new Lock(() => held.release().catch(err => Promise.reject(withLockId(err, id, false))), held.fencingToken, false);
     lock._abandon = function()
     {
         held.abandon();
@@ -1031,7 +1140,16 @@ async function nativeFifoAcquire(self, ids, options)
         throw abortError(signal);
     }
     const client = self._native || await self._nativeReady;
-    const outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId));
+    let outcome;
+    try
+    {
+        outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId),
+            late => releaseAbandoned(client, late.lockIds));
+    }
+    catch (err)
+    {
+        throw withLockId(err, ids, true);
+    }
     const lock = new FifoLock(client, outcome.lockIds, outcome.fencingToken);
     for (const lockId of outcome.lockIds)
     {
@@ -1252,3 +1370,7 @@ module.exports =
     createTable,
     Campaign,
 };
+
+// `import DynamoDBLockClient from "dynamodb-lock-native"` compiled by TypeScript without
+// `esModuleInterop` reads `.default`.
+Object.defineProperty(module.exports, "default", { value: module.exports });

@@ -58,7 +58,58 @@ it("rejects code that misuses the types (the check is not vacuous)", { timeout: 
             const r = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json")], { encoding: "utf8" });
             assert.notEqual(r.status, 0);
             assert.match(r.stdout, /leaseDurationMs/);
-            assert.match(r.stdout, /Promise<Lock>/);
+            assert.match(r.stdout, /Promise<Lock(<number>)?>/);
+        }
+        finally
+        {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+);
+
+it("rejects unknown event names, a FailClosed lock's fencing token used as a number, and bad listener arguments", { timeout: 120000 }, () =>
+    {
+        const dir = fs.mkdtempSync(path.join(__dirname, "types", "tmp-"));
+        try
+        {
+            fs.writeFileSync(path.join(dir, "bad.ts"),
+                "import { FailClosed, FailOpen } from \"dynamodb-lock-native\";\n" +
+                "const open = new FailOpen({ lockTable: \"t\", partitionKey: \"p\", leaseDurationMs: 1000 });\n" +
+                "open.acquireLock(\"x\", (error, lock) => { lock.on(\"eror\", () => undefined); });\n" +
+                "open.acquireLock(\"x\", (error, lock) => { lock.once(\"danger\", (n: number) => n); });\n" +
+                "new FailClosed({ lockTable: \"t\", partitionKey: \"p\", acquirePeriodMs: 1 }).acquireLock(\"x\", (error, lock) => { const t: number = lock.fencingToken; });\n");
+            fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({ extends: "../tsconfig.json", files: ["bad.ts"] }));
+            const r = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json")], { encoding: "utf8" });
+            assert.notEqual(r.status, 0);
+            assert.match(r.stdout, /bad\.ts\(3,[0-9]+\).*"eror"/);
+            assert.match(r.stdout, /bad\.ts\(4,[0-9]+\)/);
+            assert.match(r.stdout, /bad\.ts\(5,[0-9]+\).*'undefined' is not assignable to type 'number'/);
+        }
+        finally
+        {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+);
+
+it("a default import compiled without esModuleInterop works at run time", { timeout: 120000 }, () =>
+    {
+        const dir = fs.mkdtempSync(path.join(__dirname, "types", "tmp-"));
+        try
+        {
+            fs.writeFileSync(path.join(dir, "main.ts"),
+                "import DynamoDBLockClient from \"dynamodb-lock-native\";\n" +
+                "console.log(typeof DynamoDBLockClient.FailOpen, typeof DynamoDBLockClient.FailClosed, typeof DynamoDBLockClient.Fifo);\n");
+            fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify(
+                {
+                    compilerOptions: { strict: true, module: "Node16", moduleResolution: "Node16", target: "ES2022", types: ["node"], rootDir: ".", outDir: "out", esModuleInterop: false },
+                    files: ["main.ts"],
+                }));
+            const c = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json")], { encoding: "utf8" });
+            assert.equal(c.status, 0, c.stdout + c.stderr);
+            const r = spawnSync(process.execPath, [path.join(dir, "out", "main.js")], { encoding: "utf8" });
+            assert.equal(r.status, 0, r.stderr);
+            assert.equal(r.stdout.trim(), "function function function");
         }
         finally
         {

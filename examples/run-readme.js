@@ -1,9 +1,12 @@
 "use strict";
 
 // `npm run readme`: start an in-memory DynamoDB (dynalite) on 127.0.0.1, create the
-// examples' tables, run examples/readme.js, promises.js, fifo.js, inspection.js and lifecycle.js against
-// it, and stop the engine. No AWS account or network is needed.
+// examples' tables, run every JavaScript block of README.md as it is shown (each in a fresh
+// Node process), then examples/readme.js, promises.js, fifo.js, inspection.js and lifecycle.js, and stop the engine. No
+// AWS account or network is needed. `--engine-endpoint URL` runs against an engine already
+// started instead. The exit code is that of the first block or example that failed.
 
+const fs = require("fs");
 const path = require("path");
 const { spawn } = require("child_process");
 const dynalite = require("dynalite");
@@ -11,11 +14,34 @@ const { DynamoDBClient, CreateTableCommand } = require("@aws-sdk/client-dynamodb
 
 const credentials = { accessKeyId: "local", secretAccessKey: "local" };
 
+const root = path.join(__dirname, "..");
+
+// The README's JavaScript blocks, in order: ES modules (`import`) as .mjs, others as .js.
+function readmeBlocks()
+{
+    const text = fs.readFileSync(path.join(root, "README.md"), "utf8");
+    const blocks = [];
+    const fence = /^```js\n([\s\S]*?)^```$/gm;
+    for (let m; (m = fence.exec(text));)
+    {
+        const line = text.slice(0, m.index).split("\n").length;
+        const esm = /^import /m.test(m[1]);
+        blocks.push({ line, code: m[1], file: `readme-line-${line}.${esm ? "mjs" : "js"}` });
+    }
+    return blocks;
+}
+
 async function main()
 {
-    const server = dynalite({ createTableMs: 0 });
-    await new Promise((resolve, reject) => server.listen(0, "127.0.0.1", e => (e ? reject(e) : resolve())));
-    const endpoint = `http://127.0.0.1:${server.address().port}`;
+    const given = process.argv.indexOf("--engine-endpoint");
+    const server = given > 0 ? undefined : dynalite({ createTableMs: 0 });
+    if (server)
+    {
+        await new Promise((resolve, reject) => server.listen(0, "127.0.0.1", e => (e ? reject(e) : resolve())));
+    }
+    const endpoint = server ? `http://127.0.0.1:${server.address().port}` : process.argv[given + 1];
+    // Inside the package, so that `dynamodb-lock-native` resolves to it (a self-reference).
+    const dir = path.join(root, ".readme-blocks");
     try
     {
         const ddb = new DynamoDBClient({ endpoint, region: "us-east-1", credentials });
@@ -37,24 +63,38 @@ async function main()
         ));
         ddb.destroy();
         let code = 0;
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.mkdirSync(dir);
+        for (const block of readmeBlocks())
+        {
+            fs.writeFileSync(path.join(dir, block.file), block.code);
+            console.log(`\n$ node README.md:${block.line}`);
+            const result = await runExample(path.join(dir, block.file), endpoint);
+            console.log(`README.md:${block.line} exited with ${result}`);
+            code = code || result;
+        }
         for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js", "lifecycle.js"])
         {
-            code = code || await runExample(example, endpoint);
+            console.log(`\n$ node examples/${example}`);
+            code = code || await runExample(path.join(__dirname, example), endpoint);
         }
         process.exitCode = code;
     }
     finally
     {
-        await new Promise(resolve => server.close(resolve));
+        fs.rmSync(dir, { recursive: true, force: true });
+        if (server)
+        {
+            await new Promise(resolve => server.close(resolve));
+        }
     }
 }
 
-function runExample(example, endpoint)
+function runExample(file, endpoint)
 {
-    console.log(`\n$ node examples/${example}`);
     return new Promise((resolve, reject) =>
             {
-                const child = spawn(process.execPath, [path.join(__dirname, example)],
+                const child = spawn(process.execPath, [file],
                     {
                         stdio: "inherit",
                         env: Object.assign({}, process.env,

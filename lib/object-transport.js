@@ -9,6 +9,7 @@
 // an in-flight heartbeat and then uses its guid.
 
 const crypto = require("crypto");
+const { unknownKeys, isEmptyKeyValue } = require("./lock-id.js");
 
 const CONDITION_FAILED = "ConditionalCheckFailedException";
 
@@ -196,6 +197,15 @@ class ObjectTransport
         if (this.config.sortKey && sortID === undefined)
         {
             throw codedError("InvalidLockId", "Lock ID is missing required sortKey value");
+        }
+        const extra = unknownKeys(this.config, id);
+        if (extra)
+        {
+            throw codedError("InvalidLockId", extra);
+        }
+        if (isEmptyKeyValue(partitionID) || isEmptyKeyValue(sortID))
+        {
+            throw codedError("InvalidLockId", `Lock ID ${isEmptyKeyValue(partitionID) ? "partition" : "sort"} value must not be empty`);
         }
         return { partitionID, sortID };
     }

@@ -111,6 +111,132 @@ function endpointString(endpoint)
     throw err;
 }
 
+function isPlainObject(v)
+{
+    if (!isObject(v))
+    {
+        return false;
+    }
+    const proto = Object.getPrototypeOf(v);
+    return proto === Object.prototype || proto === null;
+}
+
+const OPTION_KEYS = ["region", "endpoint", "credentials", "caBundle"];
+const CREDENTIAL_KEYS = ["accessKeyId", "secretAccessKey", "sessionToken", "expiration"];
+
+// The problems of a `dynamodb` options object for the native core, as Joi-like details
+// ({ message, path, type, context }). Named credentials that are malformed are refused here:
+// the environment's are never used in their place. SDK clients and user objects are not
+// options, and are not checked here.
+function optionProblems(db, requested)
+{
+    if (!isObject(db) || isSdkClient(db) || chooseTransport(db, requested) === "object")
+    {
+        return [];
+    }
+    const out = [];
+    const add = (path, type, what, value) =>
+    {
+        const label = ["dynamodb", ...path].join(".");
+        const context = { label, key: path[path.length - 1] };
+        if (value !== undefined)
+        {
+            context.value = value;
+        }
+        out.push({ message: `"${label}" ${what}`, path: ["dynamodb", ...path], type, context });
+    };
+    if (isPlainObject(db))
+    {
+        for (const key of Object.keys(db))
+        {
+            if (!OPTION_KEYS.includes(key) && db[key] !== undefined)
+            {
+                add([key], "object.unknown", "is not allowed", db[key]);
+            }
+        }
+    }
+    if (db.region !== undefined && (typeof db.region !== "string" || db.region === ""))
+    {
+        add(["region"], typeof db.region === "string" ? "string.empty" : "string.base",
+            typeof db.region === "string" ? "is not allowed to be empty" : "must be a string", db.region);
+    }
+    if (db.endpoint !== undefined && db.endpoint !== null)
+    {
+        let text;
+        try
+        {
+            text = endpointString(db.endpoint);
+        }
+        catch (_)
+        {
+            text = undefined;
+        }
+        if (!isEndpointUrl(text))
+        {
+            add(["endpoint"], "string.uri", "must be a valid http or https URL", db.endpoint);
+        }
+    }
+    const c = db.credentials;
+    if (c !== undefined && typeof c !== "function")
+    {
+        if (!isObject(c))
+        {
+            add(["credentials"], "object.base", "must be of type object", c);
+        }
+        else
+        {
+            for (const key of ["accessKeyId", "secretAccessKey"])
+            {
+                if (c[key] === undefined)
+                {
+                    add(["credentials", key], "any.required", "is required");
+                }
+                else if (typeof c[key] !== "string")
+                {
+                    add(["credentials", key], "string.base", "must be a string", c[key]);
+                }
+                else if (c[key] === "")
+                {
+                    add(["credentials", key], "string.empty", "is not allowed to be empty", c[key]);
+                }
+            }
+            if (c.sessionToken !== undefined && c.sessionToken !== null && typeof c.sessionToken !== "string")
+            {
+                add(["credentials", "sessionToken"], "string.base", "must be a string", c.sessionToken);
+            }
+            if (isPlainObject(c))
+            {
+                for (const key of Object.keys(c))
+                {
+                    if (!CREDENTIAL_KEYS.includes(key) && c[key] !== undefined)
+                    {
+                        add(["credentials", key], "object.unknown", "is not allowed", c[key]);
+                    }
+                }
+            }
+        }
+    }
+    return out;
+}
+
+// An absolute http(s) URL with a host.
+function isEndpointUrl(text)
+{
+    if (typeof text !== "string")
+    {
+        return false;
+    }
+    try
+    {
+        const url = new URL(text);
+        return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "";
+    }
+    catch (_)
+    {
+        return false;
+    }
+}
+
 // Options for the native core from a plain options object ({region, endpoint, credentials}).
 function sdkOptionsFrom(db)
 {
@@ -129,7 +255,7 @@ function sdkOptionsFrom(db)
         out.endpoint = endpoint;
     }
     const c = db.credentials;
-    if (isObject(c) && typeof c.accessKeyId === "string" && typeof c.secretAccessKey === "string")
+    if (isObject(c) && typeof c !== "function" && typeof c.accessKeyId === "string" && typeof c.secretAccessKey === "string")
     {
         out.accessKeyId = c.accessKeyId;
         out.secretAccessKey = c.secretAccessKey;
@@ -225,11 +351,23 @@ async function sdkClientOptions(db)
     return { options: out, credentials };
 }
 
+// A credentials provider given as `dynamodb.credentials` (a function, as the AWS SDK v3's
+// providers are): called by the native core whenever its cached credentials near expiry.
+function credentialsProvider(db)
+{
+    if (!isObject(db) || isSdkClient(db) || typeof db.credentials !== "function")
+    {
+        return undefined;
+    }
+    const provider = db.credentials;
+    return async () => exportCredentials(await provider());
+}
+
 function exportCredentials(c)
 {
     if (!isObject(c) || typeof c.accessKeyId !== "string" || typeof c.secretAccessKey !== "string")
     {
-        throw new Error("the AWS SDK client's credential provider returned no credentials");
+        throw new Error("the credentials provider returned no credentials (an object with accessKeyId and secretAccessKey)");
     }
     const expiration = c.expiration || c.expireTime;
     return {
@@ -240,4 +378,4 @@ function exportCredentials(c)
     };
 }
 
-module.exports = { sdkClientOptions, chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };
+module.exports = { optionProblems, credentialsProvider, sdkClientOptions, chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };

@@ -151,6 +151,33 @@ impl Settings {
     pub fn release_policy(&self) -> RetryPolicy {
         RetryPolicy::new(self.max_attempts.max(8), self.request_timeout)
     }
+
+    /// One operation's time against a silent endpoint: its write attempts end one request
+    /// timeout before `attempts` of them would, which leaves that last timeout to the read
+    /// that settles a write that may have landed. So an operation takes at most `attempts`
+    /// request timeouts, whatever happens.
+    pub fn budget_of(&self, policy: RetryPolicy) -> Budget {
+        let start = Instant::now();
+        let n = policy.max_attempts.max(1);
+        let end = start + self.request_timeout.saturating_mul(n);
+        let writes_end = start + self.request_timeout.saturating_mul(n.saturating_sub(1).max(1));
+        Budget {
+            writes: policy.until(writes_end),
+            settle: self.policy().until(end),
+        }
+    }
+
+    /// The budget of an acquisition's write: `max_attempts` request timeouts.
+    pub fn budget(&self) -> Budget {
+        self.budget_of(self.policy())
+    }
+}
+
+/// The retry policies of one write and of the read that settles it, sharing one deadline.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub writes: RetryPolicy,
+    pub settle: RetryPolicy,
 }
 
 pub struct Client {

@@ -58,12 +58,40 @@ impl StoreError {
         }
     }
 
+    /// The message for people: one sentence, without the chain of causes.
     pub fn message(&self) -> &str {
+        self.full_message()
+            .split_once(DETAIL)
+            .map_or(self.full_message(), |(m, _)| m)
+    }
+
+    /// The chain of causes behind the message, when there is one (see `with_detail`).
+    pub fn detail(&self) -> Option<&str> {
+        self.full_message().split_once(DETAIL).map(|(_, d)| d)
+    }
+
+    fn full_message(&self) -> &str {
         match self {
             StoreError::ConditionFailed { .. } => "The conditional request failed",
             StoreError::Service { message, .. } | StoreError::Io { message, .. } => message,
         }
     }
+
+    /// The `owner` of the item a failed condition met, when the backend returned it.
+    pub fn holder(&self) -> Option<&str> {
+        match self {
+            StoreError::ConditionFailed { current: Some(Some(r)) } => r.owner.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Separates a message from the chain of causes carried after it (JavaScript's `cause`).
+const DETAIL: &str = "\n\u{1f}";
+
+/// A message with the chain of causes behind it, kept apart for JavaScript's `cause`.
+pub fn with_detail(message: &str, detail: &str) -> String {
+    format!("{message}{DETAIL}{detail}")
 }
 
 impl fmt::Display for StoreError {
@@ -124,6 +152,19 @@ impl LockError {
             }
             LockError::Internal(m) => format!("Internal error in dynamodb-lock-native: {m}"),
         }
+    }
+
+    /// The chain of causes behind the message, if any.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            LockError::Store(e) => e.detail(),
+            _ => None,
+        }
+    }
+
+    /// The `owner` of the item that kept the lock from being acquired or released, if known.
+    pub fn holder(&self) -> Option<&str> {
+        self.original().and_then(StoreError::holder)
     }
 
     pub fn original(&self) -> Option<&StoreError> {

@@ -5,12 +5,17 @@ use crate::client::{Cancel, Client};
 use crate::error::{LockError, StoreError};
 use crate::fail_open::Waiting;
 use crate::item::{new_guid, Guid, LockData, LockKey, LockRecord};
-use crate::store::{attempt, Failed};
+use crate::store::{attempt, Failed, RetryPolicy};
 use tokio::time::Instant;
 
 /// Reads the item to settle an ambiguous outcome.
 pub(crate) async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
-    attempt(c.settings.policy(), || c.store.get(key)).await
+    read_with(c, key, c.settings.policy()).await
+}
+
+/// Reads the item within `policy` (an operation's budget).
+pub(crate) async fn read_with(c: &Client, key: &LockKey, policy: RetryPolicy) -> Result<Option<LockRecord>, Failed> {
+    attempt(policy, || c.store.get(key)).await
 }
 
 /// The item after a failed condition: as the backend returned it, or read when it did not
@@ -19,10 +24,11 @@ pub(crate) async fn current_after(
     c: &Client,
     key: &LockKey,
     current: Option<Option<Box<LockRecord>>>,
+    policy: RetryPolicy,
 ) -> Result<Option<LockRecord>, LockError> {
     match current {
         Some(cur) => Ok(cur.map(|r| *r)),
-        None => read(c, key).await.map_err(|f| LockError::Store(f.error)),
+        None => read_with(c, key, policy).await.map_err(|f| LockError::Store(f.error)),
     }
 }
 
@@ -36,7 +42,8 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
     let mut waiting: Option<Waiting> = None;
     loop {
         cancel.check()?;
-        let Failed { error, ambiguous } = match attempt(s.policy(), || {
+        let budget = s.budget();
+        let Failed { error, ambiguous } = match attempt(budget.writes, || {
             c.store.put_if_absent(key, &s.owner, &guid, data, s.ttl_held())
         })
         .await
@@ -49,7 +56,7 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
                 // After an attempt that may have landed, the item met by the condition may be
                 // our own: then the lock is ours.
                 if ambiguous || current.is_some() {
-                    let cur = current_after(c, key, current).await?;
+                    let cur = current_after(c, key, current, budget.settle).await?;
                     if cur.as_ref().is_some_and(|r| r.carries(&guid)) {
                         return Ok(guid);
                     }
@@ -60,7 +67,7 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
             }
             other => {
                 if ambiguous {
-                    match read(c, key).await {
+                    match read_with(c, key, budget.settle).await {
                         Ok(Some(r)) if r.carries(&guid) => return Ok(guid),
                         Ok(_) => {}
                         // Unknown whether the write landed: remove it if it did, so that no
@@ -73,8 +80,19 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
         };
         let now = Instant::now();
         if now >= give_up_at {
+            // The error names the holder: read the item if the write's answer did not carry
+            // it (one attempt, best effort).
+            let held = match held {
+                Some(h) => Some(h),
+                None => read_with(c, key, RetryPolicy::new(1, s.request_timeout))
+                    .await
+                    .ok()
+                    .flatten(),
+            };
             return Err(LockError::FailedToAcquireLock {
-                original: StoreError::condition_failed(),
+                original: StoreError::ConditionFailed {
+                    current: held.map(|h| Some(Box::new(h))),
+                },
             });
         }
         let w = waiting.get_or_insert_with(Waiting::new);
@@ -102,7 +120,8 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, 
     let refused = || LockError::FailedToReleaseLock {
         original: StoreError::condition_failed(),
     };
-    match attempt(c.settings.release_policy(), || c.store.delete_if_guid(key, guids)).await {
+    let budget = c.settings.budget_of(c.settings.release_policy());
+    match attempt(budget.writes, || c.store.delete_if_guid(key, guids)).await {
         Ok(mark) => Ok(crate::fail_open::marked_recently(&c.settings, mark)),
         // An earlier attempt may have deleted the item. While our item existed nobody could
         // have written another, so an item that is gone or belongs to someone else after such
@@ -117,7 +136,7 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, 
         }) => Err(refused()),
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
-                if let Ok(cur) = read(c, key).await {
+                if let Ok(cur) = read_with(c, key, budget.settle).await {
                     if !cur.is_some_and(|r| guids.iter().any(|g| r.carries(g))) {
                         return Ok(false);
                     }
@@ -179,7 +198,7 @@ mod tests {
                 assert!((20..=31).contains(&gets), "{gets} re-reads in 300 ms");
                 assert_eq!(store.count("mark"), 1, "one claim of the first place");
             } else {
-                assert_eq!(gets, 0);
+                assert_eq!(gets, 1, "one read, to name the holder in the error");
             }
             assert_eq!(
                 start.elapsed(),
@@ -314,6 +333,32 @@ mod tests {
         let (c, _) = client(&store, closed_settings("me"));
         c.acquire(key("a"), &Cancel::default()).await.unwrap();
         assert_eq!(store.count("put"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_endpoint_fails_an_acquisition_within_max_attempts_request_timeouts() {
+        for kind in ["closed", "open"] {
+            let store = Arc::new(MemoryStore::new(false));
+            for op in ["put", "take", "get", "delete", "mark"] {
+                for _ in 0..20 {
+                    store.fault(op, Fault::Hang);
+                }
+            }
+            let s = match kind {
+                "closed" => closed_settings("me"),
+                _ => open_settings("me", 1000, None),
+            };
+            let budget = s.request_timeout * s.max_attempts;
+            let (c, _) = client(&store, s);
+            let start = Instant::now();
+            let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+            assert_eq!(err.code(), "TimeoutError", "{kind}");
+            assert!(
+                start.elapsed() <= budget,
+                "{kind}: {:?} for a budget of {budget:?}",
+                start.elapsed()
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]

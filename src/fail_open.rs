@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::client::{Cancel, Client, Settings};
 use crate::config::Kind;
 use crate::error::{LockError, StoreError};
-use crate::fail_closed::{current_after, read};
+use crate::fail_closed::{current_after, read, read_with};
 use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::store::{attempt, Failed, OpenFields, WaitMark};
 
@@ -83,9 +83,12 @@ pub fn wait_for(s: &Settings, rec: &LockRecord, seen_unix_ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
-fn failed_to_acquire() -> LockError {
+/// `FailedToAcquireLock`, with the item that stayed held (its `owner` tells who holds it).
+fn held_by(held: &LockRecord) -> LockError {
     LockError::FailedToAcquireLock {
-        original: StoreError::condition_failed(),
+        original: StoreError::ConditionFailed {
+            current: Some(Some(Box::new(held.clone()))),
+        },
     }
 }
 
@@ -172,16 +175,20 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
             sent_at,
             contended,
         };
-        let Failed { error, ambiguous } =
-            match attempt(s.policy(), || c.store.take(key, &f, &guid, waited_out.as_ref(), first)).await {
-                Ok(fencing_token) => return Ok(taken(fencing_token)),
-                Err(failed) => failed,
-            };
+        let budget = s.budget();
+        let Failed { error, ambiguous } = match attempt(budget.writes, || {
+            c.store.take(key, &f, &guid, waited_out.as_ref(), first)
+        })
+        .await
+        {
+            Ok(fencing_token) => return Ok(taken(fencing_token)),
+            Err(failed) => failed,
+        };
         let current = match error {
-            StoreError::ConditionFailed { current } => current_after(c, key, current).await?,
+            StoreError::ConditionFailed { current } => current_after(c, key, current, budget.settle).await?,
             other => {
                 if ambiguous {
-                    match read(c, key).await {
+                    match read_with(c, key, budget.settle).await {
                         Ok(Some(r)) if r.carries(&guid) => return Ok(taken(r.fencing_token.unwrap_or(1))),
                         Ok(_) => {}
                         Err(_) => c.undo_later(key, guid),
@@ -205,7 +212,7 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
         if let Some(v) = waited_out.take() {
             if v.fencing_token == held.fencing_token {
                 if retries_left == 0 {
-                    return Err(failed_to_acquire());
+                    return Err(held_by(&held));
                 }
                 retries_left -= 1;
             }
@@ -239,7 +246,7 @@ async fn wait_out(
                 None => return Ok(target),
                 Some((rec, at, at_unix)) => {
                     if *retries_left == 0 {
-                        return Err(failed_to_acquire());
+                        return Err(held_by(&rec));
                     }
                     *retries_left -= 1;
                     target = rec.version();
@@ -291,7 +298,8 @@ pub(crate) fn marked_recently(s: &Settings, mark: Option<u64>) -> bool {
 /// marked the item within the last lease.
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
     let at = c.settings.trust_local_time.then(unix_now_ms);
-    match attempt(c.settings.release_policy(), || {
+    let budget = c.settings.budget_of(c.settings.release_policy());
+    match attempt(budget.writes, || {
         c.store.release(key, guids, at, c.settings.ttl_released())
     })
     .await
@@ -303,7 +311,7 @@ pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, 
         }) => Ok(false),
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
-                if let Ok(cur) = read(c, key).await {
+                if let Ok(cur) = read_with(c, key, budget.settle).await {
                     let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
                     if !still_held {
                         return Ok(false);
@@ -323,7 +331,7 @@ mod tests {
     use tokio::time::Instant;
 
     use crate::client::{Cancel, Client};
-    use crate::error::{LockError, LostReason};
+    use crate::error::{LockError, LostReason, StoreError};
     use crate::item::{unix_now_ms, LockRecord};
     use crate::lock::LockEvent;
     use crate::store::memory::{Fault, MemoryStore};
@@ -502,6 +510,50 @@ mod tests {
         assert!(
             store.record(&key("a")).unwrap().carries(&st.guid),
             "the unseen write was accepted"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_error_that_cannot_mend_is_reported_once_and_not_retried() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
+        let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let missing = StoreError::Service {
+            code: "ResourceNotFoundException".into(),
+            message: "Requested resource not found".into(),
+            transient: false,
+            maybe_applied: false,
+        };
+        for _ in 0..100 {
+            store.fault("renew", Fault::Fail(missing.clone()));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ev = events.events();
+        let errors: Vec<_> = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).collect();
+        assert_eq!(errors.len(), 1, "{ev:?}");
+        assert_eq!(store.count("renew"), 1, "not retried");
+        assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::LeaseExpired)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_heartbeat_error_is_reported_at_most_once_per_period() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(1000)));
+        let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        for _ in 0..1000 {
+            store.fault("renew", Fault::Fail(throttled()));
+        }
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        let errors = events
+            .events()
+            .iter()
+            .filter(|e| matches!(e, LockEvent::Error(_)))
+            .count();
+        let attempts = store.count("renew");
+        assert!(attempts > 10, "{attempts} attempts: retried with backoff");
+        assert!(
+            (3..=5).contains(&errors),
+            "{errors} \"error\" events in 3.5 s of failures, period 1 s"
         );
     }
 
@@ -856,7 +908,11 @@ mod tests {
             (360..=440).contains(&writes),
             "{writes} heartbeat writes (first attempts and retries) in 2 s at a cap of 200/s"
         );
+        // One report per lock and period for one cause: retries within the period are quiet.
         let errors = rec.events().iter().filter(|e| matches!(e, LockEvent::Error(_))).count();
-        assert!(errors >= 150, "{errors} throttled heartbeats reported");
+        assert!(
+            (100..=writes / 2).contains(&errors),
+            "{errors} throttled heartbeats reported"
+        );
     }
 }

@@ -453,7 +453,8 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
     let guid = new_guid();
     let f = fields(c);
     let sent_at = Instant::now();
-    match attempt(c.settings.policy(), || c.store.fifo_take_free(&head, &f, &guid)).await {
+    let budget = c.settings.budget();
+    match attempt(budget.writes, || c.store.fifo_take_free(&head, &f, &guid)).await {
         Ok(token) => Ok(Some(hold(c, head, guid, token, sent_at))),
         Err(Failed {
             error: StoreError::ConditionFailed { current },
@@ -462,7 +463,7 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
             let current = match current {
                 Some(cur) => Some(cur.map(|r| *r)),
                 // An earlier attempt of this request may be what the condition met.
-                None if ambiguous => read(c, &head).await.ok(),
+                None if ambiguous => attempt(budget.settle, || c.store.get(&head)).await.ok(),
                 None => None,
             };
             if let Some(Some(h)) = &current {
@@ -477,7 +478,7 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
         }
         Err(Failed { error, ambiguous }) => {
             if ambiguous {
-                if let Ok(Some(h)) = read(c, &head).await {
+                if let Ok(Some(h)) = attempt(budget.settle, || c.store.get(&head)).await {
                     if h.carries(&guid) {
                         return Ok(Some(hold(c, head, guid, h.fencing_token.unwrap_or(0), sent_at)));
                     }
@@ -528,7 +529,8 @@ pub async fn release(
     let result = if lost {
         Ok(())
     } else {
-        match attempt(c.settings.release_policy(), || c.store.release(key, guids, None, None)).await {
+        let budget = c.settings.budget_of(c.settings.release_policy());
+        match attempt(budget.writes, || c.store.release(key, guids, None, None)).await {
             Ok(_)
             | Err(Failed {
                 error: StoreError::ConditionFailed { .. },
@@ -537,7 +539,7 @@ pub async fn release(
             Err(Failed { error, ambiguous }) => {
                 let mut outcome = Err(LockError::Store(error));
                 if ambiguous {
-                    if let Ok(cur) = read(c, key).await {
+                    if let Ok(cur) = attempt(budget.settle, || c.store.get(key)).await {
                         let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
                         if !still_held {
                             outcome = Ok(());

@@ -463,7 +463,8 @@ fn batch_window(lock: &HeldLock) -> Duration {
 
 /// One heartbeat: rotate `guid` on the condition that the item carries ours (or the new one,
 /// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
-/// lease lasts, each reported as `"error"`; `"danger"` when little of the lease is left, even
+/// lease lasts, reported as `"error"` at most once per period for one cause; other failures
+/// are reported once and not retried; `"danger"` when little of the lease is left, even
 /// while an attempt hangs; `"lost"` when the item is no longer ours or the lease ran out.
 /// A lock without heartbeats gets one call at the end of its lease, which reports the lapse.
 /// Returns when the next heartbeat is due, or `None` when this lock needs no more.
@@ -496,6 +497,8 @@ pub(crate) async fn beat(
         .unwrap_or(started)
         .max(started + lease_until.saturating_duration_since(started) / 2);
     let mut danger_told = false;
+    // The cause and time of the last "error" emitted: one per period for one cause.
+    let mut told: Option<(String, Instant)> = None;
     let mut n = 0u32;
     loop {
         n += 1;
@@ -559,8 +562,17 @@ pub(crate) async fn beat(
             }
             Err(e) => {
                 Stats::add(&s.stats.heartbeats_failed);
-                lock.emit(LockEvent::Error(LockError::Store(e)));
                 let now = Instant::now();
+                let repeated = told
+                    .as_ref()
+                    .is_some_and(|(code, at)| code == e.code() && now < *at + period);
+                // An error that no retry can mend (a missing table, a refused request) is not
+                // retried: the lease runs out, and "lost" says so.
+                let hopeless = !e.is_transient();
+                if !repeated {
+                    told = Some((e.code().to_string(), now));
+                    lock.emit(LockEvent::Error(LockError::Store(e)));
+                }
                 let remaining = lease_until.saturating_duration_since(now);
                 if !danger_told && now >= danger_at {
                     danger_told = true;
@@ -573,10 +585,10 @@ pub(crate) async fn beat(
                     .policy()
                     .backoff(n + 1)
                     .min((remaining / 4).max(Duration::from_millis(10)));
-                let mut wake_at = now + pause;
+                let mut wake_at = if hopeless { lease_until } else { now + pause };
                 // A retry is a heartbeat write too: after its pause it waits for a slot under
                 // the cap.
-                let mut paced = pacer.is_none();
+                let mut paced = pacer.is_none() || hopeless;
                 let woken = lock.wake.notified();
                 tokio::pin!(woken);
                 woken.as_mut().enable();

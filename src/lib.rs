@@ -152,6 +152,10 @@ pub struct NativeError {
     /// The error behind `FailedToAcquireLock`/`FailedToReleaseLock` (the AWS error name).
     pub original_code: Option<String>,
     pub original_message: Option<String>,
+    /// The chain of causes behind `message` (JavaScript's `cause`).
+    pub detail: Option<String>,
+    /// The `owner` of the item that kept the lock, when the failure returned it.
+    pub holder: Option<String>,
 }
 
 impl From<&LockError> for NativeError {
@@ -161,6 +165,8 @@ impl From<&LockError> for NativeError {
             message: e.message(),
             original_code: e.original().map(|o| o.code().to_string()),
             original_message: e.original().map(|o| o.message().to_string()),
+            detail: e.detail().map(str::to_string),
+            holder: e.holder().map(str::to_string),
         }
     }
 }

@@ -447,6 +447,88 @@ function modelAccepts(kind, cfg)
         {
             return false;
         }
+        if (!asObject && !isSdk && !optionsAccepted(db))
+        {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Options for the native core (documented under "The dynamodb option"): a plain object has
+// only region, endpoint, credentials and caBundle; region is a non-empty string; an endpoint
+// is an http or https URL; credentials are a function or an object with non-empty string
+// accessKeyId and secretAccessKey (a plain one with nothing but those, sessionToken and
+// expiration).
+function optionsAccepted(db)
+{
+    const proto = Object.getPrototypeOf(db);
+    const plain = proto === Object.prototype || proto === null;
+    const known = (obj, keys) => Object.keys(obj).every(k => keys.includes(k) || obj[k] === undefined);
+    if (plain && !known(db, ["region", "endpoint", "credentials", "caBundle"]))
+    {
+        return false;
+    }
+    if (db.region !== undefined && (typeof db.region !== "string" || db.region === ""))
+    {
+        return false;
+    }
+    const ep = db.endpoint;
+    if (ep !== undefined && ep !== null)
+    {
+        let text;
+        if (typeof ep === "string")
+        {
+            text = ep;
+        }
+        else if (ep instanceof URL)
+        {
+            text = ep.href;
+        }
+        else if (typeof ep.hostname === "string" && ep.hostname !== "")
+        {
+            const t = v => (typeof v === "string" || typeof v === "number" ? String(v) : "");
+            text = `${(t(ep.protocol) || "https:").replace(/:?$/, ":")}//${ep.hostname}${t(ep.port) ? ":" + t(ep.port) : ""}${t(ep.path)}`;
+        }
+        else
+        {
+            text = ep.href;
+        }
+        let url;
+        try
+        {
+            url = new URL(text);
+        }
+        catch (_)
+        {
+            return false;
+        }
+        if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "")
+        {
+            return false;
+        }
+    }
+    const c = db.credentials;
+    if (c !== undefined && typeof c !== "function")
+    {
+        if (!isPlainish(c))
+        {
+            return false;
+        }
+        const text = v => typeof v === "string" && v !== "";
+        if (!text(c.accessKeyId) || !text(c.secretAccessKey))
+        {
+            return false;
+        }
+        if (c.sessionToken !== undefined && c.sessionToken !== null && typeof c.sessionToken !== "string")
+        {
+            return false;
+        }
+        const cp = Object.getPrototypeOf(c);
+        if ((cp === Object.prototype || cp === null) && !known(c, ["accessKeyId", "secretAccessKey", "sessionToken", "expiration"]))
+        {
+            return false;
+        }
     }
     return true;
 }

@@ -342,11 +342,15 @@ impl HttpStore {
             link.skew_ms.store(skew, Ordering::Relaxed);
         }
         let skewed_clock = skew.is_some();
+        let mut message = reply
+            .message
+            .unwrap_or_else(|| "DynamoDB returned an error without a message".into());
+        if code == "ResourceNotFoundException" {
+            message = format!("{message} (the lock table \"{}\")", self.table.name);
+        }
         Err(StoreError::Service {
             transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()) || skewed_clock,
-            message: reply
-                .message
-                .unwrap_or_else(|| "DynamoDB returned an error without a message".into()),
+            message,
             code,
             maybe_applied: status >= 500,
         })
@@ -491,7 +495,10 @@ impl Link {
                     Some(c) => Ok(c),
                     None => Err(StoreError::Service {
                         code: "CredentialsError".into(),
-                        message: format!("No AWS credentials: {}", DisplayErrorContext(&e)),
+                        message: crate::error::with_detail(
+                            "No AWS credentials could be loaded for DynamoDB: give `dynamodb.credentials`, or set them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).",
+                            &DisplayErrorContext(&e).to_string(),
+                        ),
                         transient: true,
                         maybe_applied: false,
                     }),

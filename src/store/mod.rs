@@ -221,7 +221,7 @@ impl RetryPolicy {
         }
     }
 
-    #[cfg(test)]
+    /// The same policy, with no attempt running past `deadline`.
     pub fn until(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
