@@ -434,3 +434,148 @@ impl Store for MemoryStore {
         .await
     }
 }
+
+/// The model checker's store operations (model/src/ops.rs), checked against this store.
+#[path = "../../model/src/ops.rs"]
+mod model_ops;
+
+#[cfg(test)]
+mod model_agreement {
+    //! The model checker (model/) explores the protocol over `model_ops`, an abstract store
+    //! with the same conditions. Here every operation of both stores runs on every item of a
+    //! small domain with every argument of a small domain; answers and resulting items must
+    //! agree, so that the model cannot drift from the code unnoticed.
+
+    use super::model_ops::{self as m, Item, G};
+    use super::MemoryStore;
+    use crate::error::StoreError;
+    use crate::item::{Guid, LockRecord, Version, RELEASED_LEASE_MS};
+    use crate::store::{OpenFields, Store};
+    use crate::testkit::key;
+
+    fn guid(g: G) -> Guid {
+        [g; crate::item::GUID_LEN]
+    }
+
+    fn record(i: &Option<Item>) -> Option<LockRecord> {
+        i.map(|i| LockRecord {
+            owner: Some("o".into()),
+            guid: Some(guid(i.guid).to_vec()),
+            fencing_token: (i.token > 0).then_some(i.token as u64),
+            lease_duration_ms: Some(if i.released { RELEASED_LEASE_MS } else { 1000 }),
+            ..Default::default()
+        })
+    }
+
+    /// The abstract item of a record: `guid`, `fencingToken`, released.
+    fn item(r: &Option<LockRecord>) -> Option<(G, u8, bool)> {
+        r.as_ref().map(|r| {
+            let g = r.guid.as_ref().map_or(0, |g| g[0]);
+            (g, r.fencing_token.unwrap_or(0) as u8, r.is_released())
+        })
+    }
+
+    fn abs(i: &Option<Item>) -> Option<(G, u8, bool)> {
+        i.map(|i| (i.guid, i.token, i.released))
+    }
+
+    fn items() -> Vec<Option<Item>> {
+        let mut v = vec![None];
+        for guid in [1, 2] {
+            for token in [0, 1, 2] {
+                for released in [false, true] {
+                    v.push(Some(Item {
+                        guid,
+                        token,
+                        released,
+                        age: 0,
+                    }));
+                }
+            }
+        }
+        v
+    }
+
+    const GUID_SETS: [[G; 2]; 4] = [[1, 0], [2, 0], [3, 1], [3, 4]];
+
+    /// Runs `op` on a memory store holding `start`; the answer (`Ok` or the refusal) and the item after.
+    async fn on_memory<T, F>(start: &Option<Item>, op: F) -> (Result<T, ()>, Option<(G, u8, bool)>)
+    where
+        F: AsyncFnOnce(&MemoryStore) -> Result<T, StoreError>,
+    {
+        let store = MemoryStore::new(true);
+        if let Some(r) = record(start) {
+            store.set(&key("a"), r);
+        }
+        let r = op(&store).await.map_err(|e| {
+            assert!(matches!(e, StoreError::ConditionFailed { .. }), "{e:?}");
+        });
+        (r, item(&store.record(&key("a"))))
+    }
+
+    fn on_model<T>(
+        start: &Option<Item>,
+        op: impl FnOnce(&mut Option<Item>) -> Result<T, Option<Item>>,
+    ) -> (Result<T, ()>, Option<(G, u8, bool)>) {
+        let mut slot = *start;
+        let r = op(&mut slot).map_err(|cur| assert_eq!(cur, *start, "a refusal returns the item as it was"));
+        (r, abs(&slot))
+    }
+
+    #[tokio::test]
+    async fn model_ops_agree_with_the_memory_store() {
+        let k = key("a");
+        let f = OpenFields {
+            owner: "o",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+        };
+        let mut checked = 0;
+        for start in items() {
+            assert_eq!(
+                on_memory(&start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
+                Ok(abs(&m::get(&start)))
+            );
+            for g in [1, 3] {
+                let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g)).await).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::put_if_absent(i, g)),
+                    "put_if_absent {start:?} {g}"
+                );
+                let waits: Vec<Option<(G, u8)>> = vec![None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))];
+                for w in waits {
+                    let v = w.map(|(g, t)| Version {
+                        guid: guid(g).to_vec(),
+                        fencing_token: (t > 0).then_some(t as u64),
+                    });
+                    let mem = on_memory(&start, async |s| {
+                        s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
+                    })
+                    .await;
+                    assert_eq!(mem, on_model(&start, |i| m::take(i, g, w)), "take {start:?} {g} {w:?}");
+                    checked += 1;
+                }
+            }
+            for gs in GUID_SETS {
+                let set = [guid(gs[0]), guid(gs[1])];
+                let mem = on_memory(&start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::delete_if_guid(i, &gs)),
+                    "delete {start:?} {gs:?}"
+                );
+                let mem = on_memory(&start, async |s| s.release(&k, &set, None).await.map(|_| ())).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::release(i, &gs)),
+                    "release {start:?} {gs:?}"
+                );
+                let mem = on_memory(&start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
+                assert_eq!(mem, on_model(&start, |i| m::renew(i, &gs, 5)), "renew {start:?} {gs:?}");
+                checked += 3;
+            }
+        }
+        assert!(checked > 200, "{checked} cases");
+    }
+}
