@@ -128,6 +128,9 @@ pub struct Config {
     pub crashes: u8,
     /// Wall-clock offset of client 1 ahead of the others, in ticks.
     pub skew: u8,
+    /// A request lost before it landed may still land later, at any time (outside the
+    /// model's assumptions: see `Client::ghost`).
+    pub late_landing: bool,
     pub bug: Option<Bug>,
 }
 
@@ -266,6 +269,8 @@ pub struct Client {
     pub released: Option<(u8, bool)>,
     /// The last acquisition reported as not acquired (lock, `guid`).
     pub failed: Option<(u8, G)>,
+    /// With `late_landing`: a timed-out request still on its way, which may land at any time.
+    pub ghost: Option<Op>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -300,6 +305,7 @@ pub enum Action {
     Reread(u8),
     Retry(u8),
     Crash(u8, bool),
+    GhostLands(u8),
 }
 
 impl fmt::Debug for Action {
@@ -318,6 +324,7 @@ impl fmt::Debug for Action {
             Action::Reread(c) => write!(f, "c{c} re-reads"),
             Action::Retry(c) => write!(f, "c{c} tries again after acquirePeriodMs"),
             Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
+            Action::GhostLands(c) => write!(f, "c{c}'s timed-out request lands late"),
         }
     }
 }
@@ -909,6 +916,7 @@ impl Model for LockModel {
             undo: None,
             released: None,
             failed: None,
+            ghost: None,
         };
         let mut clients = [c; MAX_CLIENTS];
         for c in clients.iter_mut().skip(self.cfg.clients) {
@@ -929,6 +937,9 @@ impl Model for LockModel {
         }
         for (i, c) in s.clients.iter().enumerate().take(self.cfg.clients) {
             let ci = i as u8;
+            if c.ghost.is_some() {
+                out.push(Action::GhostLands(ci));
+            }
             for slot in [Slot::Main, Slot::Heartbeat, Slot::Undo] {
                 let Some(net) = Self::slot(c, slot) else { continue };
                 if c.phase == Phase::Crashed {
@@ -1022,6 +1033,16 @@ impl Model for LockModel {
                 let net = Self::slot(&s.clients[c as usize], slot).unwrap();
                 self.deliver(&mut s, c as usize, slot, Ok(net.applied.unwrap()))?;
             }
+            Action::DropRequest(c, slot) if self.cfg.late_landing && s.clients[c as usize].ghost.is_none() => {
+                s.faults -= 1;
+                let net = Self::slot(&s.clients[c as usize], slot).unwrap();
+                s.clients[c as usize].ghost = Some(net.op);
+                self.deliver(&mut s, c as usize, slot, Err(true))?;
+            }
+            Action::GhostLands(c) => {
+                let op = s.clients[c as usize].ghost.take().unwrap();
+                self.apply(&mut s, op);
+            }
             Action::DropRequest(c, slot) | Action::LoseReply(c, slot) => {
                 s.faults -= 1;
                 self.deliver(&mut s, c as usize, slot, Err(true))?;
@@ -1051,6 +1072,7 @@ impl Model for LockModel {
                     undo: None,
                     released: None,
                     failed: None,
+                    ghost: cl.ghost,
                 };
             }
             Action::Release(c) => {

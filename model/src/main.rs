@@ -4,7 +4,7 @@
 //! property fails for the real protocol or a broken variant goes uncaught.
 
 use dynamodb_lock_model::lock::{Bug, Kind};
-use dynamodb_lock_model::run::{check_broken, check_kind, json, Size};
+use dynamodb_lock_model::run::{check_broken, check_config, check_kind, json, late_landing_config, Size};
 
 fn main() {
     let size = if std::env::args().any(|a| a == "--bounded") {
@@ -70,6 +70,18 @@ fn main() {
             }
         }
         broken.push(b);
+    }
+    println!("Outside the assumptions: a timed-out request may land at any later time");
+    for kind in [Kind::FailClosed, Kind::FailOpen] {
+        match check_config(late_landing_config(kind)) {
+            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
+            (_, Some((property, steps))) => {
+                println!("  {kind:?}: {property} violated in {} steps", steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+        }
     }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!("{}", json(&kinds, &broken));

@@ -29,8 +29,29 @@ fn base(kind: Kind) -> Config {
         faults: 1,
         crashes: 1,
         skew: 0,
+        late_landing: false,
         bug: None,
     }
+}
+
+/// Outside the assumptions: requests that timed out may land at any later time. Reported, not
+/// required to hold.
+pub fn late_landing_config(kind: Kind) -> Config {
+    Config {
+        late_landing: true,
+        faults: 2,
+        ..base(kind)
+    }
+}
+
+/// Explores `config` and returns the first violation's property and steps.
+pub fn check_config(config: Config) -> (usize, Option<(&'static str, Vec<String>)>) {
+    let r = explore(&LockModel::new(config), MAX_STATES);
+    (
+        r.states,
+        r.violation
+            .map(|(v, _, p)| (v.property, p.iter().map(|a| format!("{a:?}")).collect())),
+    )
 }
 
 /// The configurations explored for `kind`.
