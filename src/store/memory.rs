@@ -498,8 +498,11 @@ mod model_agreement {
 
     const GUID_SETS: [[G; 2]; 4] = [[1, 0], [2, 0], [3, 1], [3, 4]];
 
-    /// Runs `op` on a memory store holding `start`; the answer (`Ok` or the refusal) and the item after.
-    async fn on_memory<T, F>(start: &Option<Item>, op: F) -> (Result<T, ()>, Option<(G, u8, bool)>)
+    /// An operation's answer (`Ok`, or `Err` for a refused condition) and the item after it.
+    type Seen<T> = (Result<T, ()>, Option<(G, u8, bool)>);
+
+    /// Runs `op` on a memory store holding `start`.
+    async fn on_memory<T, F>(start: &Option<Item>, op: F) -> Seen<T>
     where
         F: AsyncFnOnce(&MemoryStore) -> Result<T, StoreError>,
     {
@@ -513,10 +516,7 @@ mod model_agreement {
         (r, item(&store.record(&key("a"))))
     }
 
-    fn on_model<T>(
-        start: &Option<Item>,
-        op: impl FnOnce(&mut Option<Item>) -> Result<T, Option<Item>>,
-    ) -> (Result<T, ()>, Option<(G, u8, bool)>) {
+    fn on_model<T>(start: &Option<Item>, op: impl FnOnce(&mut Option<Item>) -> Result<T, Option<Item>>) -> Seen<T> {
         let mut slot = *start;
         let r = op(&mut slot).map_err(|cur| assert_eq!(cur, *start, "a refusal returns the item as it was"));
         (r, abs(&slot))
