@@ -26,6 +26,7 @@ use crate::ops::{self, Item, Ver, G};
 pub enum Kind {
     FailClosed,
     FailOpen,
+    Fifo,
 }
 
 /// A deliberate break of the protocol, which the checker must catch.
@@ -52,6 +53,10 @@ pub enum Bug {
     TimeoutIsReleased,
     /// FailOpen waiter that starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
+    /// Fifo grant without the condition that the head's token is below the ticket.
+    FifoGrantIgnoresToken,
+    /// Fifo acquisition that gives up without releasing a grant that may have landed unseen.
+    FifoGiveUpKeepsGrant,
 }
 
 impl Bug {
@@ -66,6 +71,8 @@ impl Bug {
             Bug::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
             Bug::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Bug::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
+            Bug::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",
+            Bug::FifoGiveUpKeepsGrant => "Fifo give-up that keeps a grant that may have landed",
         }
     }
     pub fn kind(self) -> Kind {
@@ -76,6 +83,7 @@ impl Bug {
             | Bug::LeaseFromReply
             | Bug::ReleaseDeletes
             | Bug::RereadRestartsWait => Kind::FailOpen,
+            Bug::FifoGrantIgnoresToken | Bug::FifoGiveUpKeepsGrant => Kind::Fifo,
             _ => Kind::FailClosed,
         }
     }
@@ -86,12 +94,12 @@ impl Bug {
                 "mutual exclusion"
             }
             Bug::ReleaseSkipsHeartbeat | Bug::TimeoutIsReleased => "no lost release",
-            Bug::ReleaseDeletes => "fencing",
-            Bug::AmbiguousNotResolved => "no orphan",
+            Bug::ReleaseDeletes | Bug::FifoGrantIgnoresToken => "fencing",
+            Bug::AmbiguousNotResolved | Bug::FifoGiveUpKeepsGrant => "no orphan",
             Bug::RereadRestartsWait => "liveness",
         }
     }
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 11] = [
         Bug::RenewWithoutGuid,
         Bug::ReleaseSkipsHeartbeat,
         Bug::WaiterTrustsHolderClock,
@@ -101,6 +109,8 @@ impl Bug {
         Bug::AmbiguousNotResolved,
         Bug::TimeoutIsReleased,
         Bug::RereadRestartsWait,
+        Bug::FifoGrantIgnoresToken,
+        Bug::FifoGiveUpKeepsGrant,
     ];
 }
 
@@ -156,6 +166,12 @@ pub enum Op {
     Take(u8, G, Option<Ver>),
     Renew(u8, [G; 2], G),
     Release(u8, [G; 2]),
+    FifoTakeFree(u8, G),
+    FifoTicket(u8),
+    /// Lock, guid, ticket, position, waited-out version.
+    FifoGrant(u8, G, u8, u8, Option<Ver>),
+    /// Lock, ticket, position, previous ticket.
+    FifoUntake(u8, u8, u8, u8),
 }
 
 impl Op {
@@ -166,7 +182,11 @@ impl Op {
             | Op::DeleteIfGuid(k, _)
             | Op::Take(k, _, _)
             | Op::Renew(k, _, _)
-            | Op::Release(k, _) => k,
+            | Op::Release(k, _)
+            | Op::FifoTakeFree(k, _)
+            | Op::FifoTicket(k)
+            | Op::FifoGrant(k, ..)
+            | Op::FifoUntake(k, ..) => k,
         }
     }
 }
@@ -244,6 +264,37 @@ pub enum Phase {
         /// `release()` was called; it waits for the heartbeat in flight.
         stopping: bool,
     },
+    /// Fifo: taking a ticket and a queue position (`fifo_ticket`).
+    FifoTicket {
+        k: u8,
+        g: G,
+    },
+    /// Fifo `Queued::step` once next in line: the ticket `t` at position `pos` (`prev`: the
+    /// ticket before it), the last grant position `gp` and head token `ht` seen, the head
+    /// version watched and for how long, whether a grant may have landed unseen, and the lease
+    /// left counted from the last grant sent.
+    FifoWait {
+        k: u8,
+        g: G,
+        t: u8,
+        pos: u8,
+        prev: u8,
+        gp: u8,
+        ht: u8,
+        watch: Option<(Ver, u8)>,
+        maybe: bool,
+        lease: u8,
+    },
+    /// Fifo `Queued::give_up`: releasing a grant that may have landed (`release`), then giving
+    /// the ticket back.
+    FifoGiveUp {
+        k: u8,
+        g: G,
+        t: u8,
+        pos: u8,
+        prev: u8,
+        release: bool,
+    },
     /// The release write is in flight, with every `guid` the item may carry.
     Releasing {
         k: u8,
@@ -306,6 +357,10 @@ pub enum Action {
     Retry(u8),
     Crash(u8, bool),
     GhostLands(u8),
+    /// Fifo: the queue says this waiter is next in line; it reads the head.
+    Look(u8),
+    /// Fifo: the acquisition's wait ends (`waitMs`, or an abort).
+    GiveUp(u8),
 }
 
 impl fmt::Debug for Action {
@@ -325,12 +380,42 @@ impl fmt::Debug for Action {
             Action::Retry(c) => write!(f, "c{c} tries again after acquirePeriodMs"),
             Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
             Action::GhostLands(c) => write!(f, "c{c}'s timed-out request lands late"),
+            Action::Look(c) => write!(f, "c{c} is next in line and reads the head"),
+            Action::GiveUp(c) => write!(f, "c{c} stops waiting"),
         }
     }
 }
 
 pub struct LockModel {
     pub cfg: Config,
+}
+
+impl LockModel {
+    /// The steps of `path` from the initial state, each with the request it concerns.
+    pub fn narrate(&self, path: &[Action]) -> Vec<String> {
+        let mut s = self.init().remove(0);
+        let mut out = Vec::new();
+        for a in path {
+            let op = match *a {
+                Action::Apply(c, slot)
+                | Action::Reply(c, slot)
+                | Action::DropRequest(c, slot)
+                | Action::Throttle(c, slot)
+                | Action::LoseReply(c, slot) => Self::slot(&s.clients[c as usize], slot).map(|n| n.op),
+                Action::GhostLands(c) => s.clients[c as usize].ghost,
+                _ => None,
+            };
+            out.push(match op {
+                Some(op) => format!("{a:?}: {op:?}"),
+                None => format!("{a:?}"),
+            });
+            match self.next(&s, a) {
+                Ok(n) => s = n,
+                Err(_) => break,
+            }
+        }
+        out
+    }
 }
 
 /// A waiter that never gives up (`retryCount` without bound).
@@ -371,8 +456,13 @@ impl LockModel {
         self.cfg.bug == Some(b)
     }
 
+    /// A lock with a lease (FailOpen, and Fifo's head item).
     fn open(&self) -> bool {
-        self.cfg.kind == Kind::FailOpen
+        self.cfg.kind != Kind::FailClosed
+    }
+
+    fn fifo(&self) -> bool {
+        self.cfg.kind == Kind::Fifo
     }
 
     fn new_guid(c: &mut Client, i: usize) -> G {
@@ -408,6 +498,26 @@ impl LockModel {
                     *slot = None;
                 }
                 r.map_or_else(refused, |()| Answer::Done)
+            }
+            Op::FifoTakeFree(_, g) => ops::fifo_take_free(slot, g).map_or_else(refused, Answer::Token),
+            Op::FifoTicket(_) => Answer::Read(ops::fifo_ticket(slot)),
+            Op::FifoGrant(_, g, t, pos, w) => {
+                if self.bug(Bug::FifoGrantIgnoresToken) {
+                    if let Some(h) = slot.as_mut() {
+                        // The condition no longer sees the token.
+                        let token = h.token;
+                        h.token = 0;
+                        let r = ops::fifo_grant(slot, g, t, pos, w.map(|(wg, _)| (wg, 0)));
+                        if r.is_err() {
+                            slot.as_mut().unwrap().token = token;
+                        }
+                        return r.map_or_else(|_| Answer::Refused(*slot), |()| Answer::Done);
+                    }
+                }
+                ops::fifo_grant(slot, g, t, pos, w).map_or_else(refused, |()| Answer::Done)
+            }
+            Op::FifoUntake(_, t, pos, prev) => {
+                ops::fifo_untake(slot, t, pos, prev).map_or_else(refused, |()| Answer::Done)
             }
         }
     }
@@ -492,10 +602,10 @@ impl LockModel {
             retries,
             lease: if self.open() { self.cfg.lease } else { 0 },
         };
-        c.main = send(if self.open() {
-            Op::Take(k, g, waited)
-        } else {
-            Op::PutIfAbsent(k, g)
+        c.main = send(match self.cfg.kind {
+            Kind::FailOpen => Op::Take(k, g, waited),
+            Kind::FailClosed => Op::PutIfAbsent(k, g),
+            Kind::Fifo => Op::FifoTakeFree(k, g),
         });
     }
 
@@ -526,6 +636,7 @@ impl LockModel {
     /// The main request's outcome, handed to the phase that sent it.
     fn on_main(&self, s: &mut State, i: usize, out: Outcome) -> Result<(), Violation> {
         let phase = s.clients[i].phase;
+        let net_op = s.clients[i].main.map(|n| n.op);
         s.clients[i].main = None;
         match phase {
             Phase::Taking {
@@ -541,7 +652,11 @@ impl LockModel {
                     if let Some(cur) = cur.filter(|c| c.guid == g) {
                         return self.hold(s, i, k, g, cur.token, self.lease_on_reply(lease));
                     }
-                    if self.open() {
+                    if self.fifo() {
+                        // `take_free` refused: to the queue.
+                        s.clients[i].phase = Phase::FifoTicket { k, g };
+                        s.clients[i].main = send(Op::FifoTicket(k));
+                    } else if self.open() {
                         self.open_refused(s, i, k, g, cur, waited, retries);
                     } else {
                         // `ambiguous || current.is_some()` only decides whether to look.
@@ -579,10 +694,82 @@ impl LockModel {
                     Ok(())
                 }
                 Outcome::Failed { .. } => {
-                    self.not_acquired(s, i, k, g, true);
+                    // Fifo's `take_free` leaves an unread outcome to the lease.
+                    self.not_acquired(s, i, k, g, !self.fifo());
                     Ok(())
                 }
             },
+            Phase::FifoTicket { k, g } => {
+                match out {
+                    Outcome::Ok(Answer::Read(before)) => {
+                        let prev = ops::last_ticket(&before);
+                        s.clients[i].phase = Phase::FifoWait {
+                            k,
+                            g,
+                            t: prev + 1,
+                            pos: before.and_then(|h| h.qn).unwrap_or(0) + 1,
+                            prev,
+                            gp: before.and_then(|h| h.qg).unwrap_or(0),
+                            ht: before.map_or(0, |h| h.token),
+                            watch: None,
+                            maybe: false,
+                            lease: 0,
+                        };
+                        // Taking the ticket changed none of the holder's attributes.
+                        return self.fifo_observe(s, i, before);
+                    }
+                    _ => self.not_acquired(s, i, k, g, false),
+                }
+                Ok(())
+            }
+            Phase::FifoWait { maybe, .. } => {
+                let grant = matches!(net_op, Some(Op::FifoGrant(..)));
+                match out {
+                    Outcome::Ok(Answer::Read(cur)) => return self.fifo_observe(s, i, cur),
+                    Outcome::Ok(_) if grant => {
+                        if let Phase::FifoWait { k, g, t, lease, .. } = phase {
+                            return self.hold(s, i, k, g, t, self.lease_on_reply(lease));
+                        }
+                    }
+                    Outcome::Refused(cur, ambiguous) if grant => {
+                        if let Phase::FifoWait { watch, maybe: m, .. } = &mut s.clients[i].phase {
+                            *watch = None;
+                            *m = maybe || ambiguous;
+                        }
+                        return self.fifo_observe(s, i, cur);
+                    }
+                    Outcome::Failed { ambiguous } if grant => {
+                        if let Phase::FifoWait { maybe: m, .. } = &mut s.clients[i].phase {
+                            *m = maybe || ambiguous;
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+            Phase::FifoGiveUp {
+                k,
+                g,
+                t,
+                pos,
+                prev,
+                release,
+            } => {
+                if release {
+                    s.clients[i].phase = Phase::FifoGiveUp {
+                        k,
+                        g,
+                        t,
+                        pos,
+                        prev,
+                        release: false,
+                    };
+                    s.clients[i].main = send(Op::FifoUntake(k, t, pos, prev));
+                } else {
+                    self.not_acquired(s, i, k, g, false);
+                }
+                Ok(())
+            }
             Phase::Waiting {
                 k,
                 g,
@@ -662,6 +849,88 @@ impl LockModel {
             }
             _ => Ok(()),
         }
+    }
+
+    /// `Queued::observe_head` and the next-in-line part of `Queued::step`, on a head item just
+    /// read (or returned by a refused grant, or by the ticket).
+    fn fifo_observe(&self, s: &mut State, i: usize, cur: Option<Item>) -> Result<(), Violation> {
+        let Phase::FifoWait {
+            k,
+            g,
+            t,
+            pos,
+            prev,
+            mut gp,
+            mut ht,
+            watch,
+            maybe,
+            lease,
+        } = s.clients[i].phase
+        else {
+            return Ok(());
+        };
+        if let Some(h) = cur {
+            if h.guid == g && h.token == t && !h.released {
+                return self.hold(s, i, k, g, t, self.lease_on_reply(lease));
+            }
+            gp = gp.max(h.qg.unwrap_or(0));
+            ht = ht.max(h.token);
+        }
+        if ht >= t || gp >= pos {
+            // `Step::Dead`: taken for dead, or granted past; this acquisition gives up.
+            self.fifo_give_up(s, i, k, g, t, pos, prev, maybe);
+            return Ok(());
+        }
+        let mut next = Phase::FifoWait {
+            k,
+            g,
+            t,
+            pos,
+            prev,
+            gp,
+            ht,
+            watch,
+            maybe,
+            lease,
+        };
+        let waited = if ops::fifo_free(&cur) {
+            Some(None)
+        } else {
+            let ver = cur.unwrap().version();
+            match watch {
+                Some((v, age)) if v == ver => (age >= self.cfg.lease).then_some(Some(ver)),
+                _ => {
+                    if let Phase::FifoWait { watch, .. } = &mut next {
+                        *watch = Some((ver, 0));
+                    }
+                    None
+                }
+            }
+        };
+        if let (Some(w), Phase::FifoWait { lease, .. }) = (waited, &mut next) {
+            *lease = self.cfg.lease;
+            s.clients[i].main = send(Op::FifoGrant(k, g, t, pos, w));
+        }
+        s.clients[i].phase = next;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fifo_give_up(&self, s: &mut State, i: usize, k: u8, g: G, t: u8, pos: u8, prev: u8, maybe: bool) {
+        let release = maybe && !self.bug(Bug::FifoGiveUpKeepsGrant);
+        s.clients[i].phase = Phase::FifoGiveUp {
+            k,
+            g,
+            t,
+            pos,
+            prev,
+            release,
+        };
+        s.clients[i].main = send(if release {
+            Op::Release(k, [g, 0])
+        } else {
+            Op::FifoUntake(k, t, pos, prev)
+        });
     }
 
     fn lease_on_reply(&self, lease: u8) -> u8 {
@@ -848,6 +1117,12 @@ impl LockModel {
                     }
                 }
                 Phase::Pausing { wait, .. } => dec(wait),
+                Phase::FifoWait { watch, lease: l, .. } => {
+                    dec(l);
+                    if let Some((_, age)) = watch {
+                        *age = (*age + 1).min(lease);
+                    }
+                }
                 Phase::Holding {
                     lease,
                     hb_due,
@@ -888,6 +1163,7 @@ impl LockModel {
             Phase::Taking { lease, .. } | Phase::TakeRead { lease, .. } => lease > 0 && self.open(),
             Phase::Waiting { deadline, reread, .. } => deadline > 0 || reread > 0,
             Phase::Pausing { wait, .. } => wait > 0,
+            Phase::FifoWait { watch, lease, .. } => lease > 0 || watch.is_some_and(|(_, a)| a < self.cfg.lease),
             Phase::Holding {
                 lease,
                 hb_due,
@@ -1002,6 +1278,12 @@ impl Model for LockModel {
                     }
                 }
                 Phase::Pausing { wait: 0, .. } => out.push(Action::Retry(ci)),
+                Phase::FifoWait { .. } if c.main.is_none() => {
+                    out.push(Action::Look(ci));
+                    if i == 0 {
+                        out.push(Action::GiveUp(ci));
+                    }
+                }
                 _ => {}
             }
         }
@@ -1164,6 +1446,26 @@ impl Model for LockModel {
                     s.clients[i].main = send(Op::Get(k));
                 }
             }
+            Action::Look(c) => {
+                if let Phase::FifoWait { k, .. } = s.clients[c as usize].phase {
+                    s.clients[c as usize].main = send(Op::Get(k));
+                }
+            }
+            Action::GiveUp(c) => {
+                let i = c as usize;
+                if let Phase::FifoWait {
+                    k,
+                    g,
+                    t,
+                    pos,
+                    prev,
+                    maybe,
+                    ..
+                } = s.clients[i].phase
+                {
+                    self.fifo_give_up(&mut s, i, k, g, t, pos, prev, maybe);
+                }
+            }
             Action::Retry(c) => {
                 let i = c as usize;
                 if let Phase::Pausing { k, g, retries, .. } = s.clients[i].phase {
@@ -1222,7 +1524,11 @@ impl Model for LockModel {
     }
 
     fn liveness_goals(&self) -> usize {
-        self.cfg.locks
+        if self.fifo() {
+            0
+        } else {
+            self.cfg.locks
+        }
     }
 
     /// Lock `k` is free (FailClosed: absent; FailOpen: absent, released, or its holder's lease
@@ -1268,6 +1574,9 @@ impl LockModel {
             Phase::Taking { k: ak, retries, .. }
             | Phase::Waiting { k: ak, retries, .. }
             | Phase::Pausing { k: ak, retries, .. } => (ak as usize == k).then_some(retries),
+            Phase::FifoTicket { k: ak, .. } | Phase::FifoWait { k: ak, .. } | Phase::FifoGiveUp { k: ak, .. } => {
+                (ak as usize == k).then_some(0)
+            }
             Phase::TakeRead { k: ak, .. } => (ak as usize == k).then_some(0),
             _ => None,
         }

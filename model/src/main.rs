@@ -15,7 +15,7 @@ fn main() {
     let started = std::time::Instant::now();
     let mut ok = true;
     let mut kinds = Vec::new();
-    for kind in [Kind::FailClosed, Kind::FailOpen] {
+    for kind in [Kind::FailClosed, Kind::FailOpen, Kind::Fifo] {
         let r = check_kind(kind, size);
         println!("{}: properties {}", r.name, r.properties.join(", "));
         for run in &r.runs {

@@ -11,14 +11,21 @@
 /// A `guid`. 0 is never used.
 pub type G = u8;
 
-/// The lock item, as far as the protocol's conditions see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The lock item (or a Fifo head item), as far as the protocol's conditions see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Item {
+    /// 0: no `guid`.
     pub guid: G,
     /// `fencingToken`; 0 when absent (FailClosed items carry none).
     pub token: u8,
     /// `leaseDurationMs` is 1.
     pub released: bool,
+    /// No `leaseDurationMs` at all (a FailClosed item, or a Fifo head nobody was granted).
+    pub holderless: bool,
+    /// Fifo head counters: `ticketNext`, `queueNext`, `queueGranted`.
+    pub tn: Option<u8>,
+    pub qn: Option<u8>,
+    pub qg: Option<u8>,
     /// Model time since the holder sent the write that set `lockAcquiredTimeUnixMs` (only read by
     /// the variant that trusts the holder's clock). Not a condition of any operation.
     pub age: u8,
@@ -52,9 +59,8 @@ pub fn put_if_absent(slot: &mut Option<Item>, guid: G) -> Result<(), Refused> {
     }
     *slot = Some(Item {
         guid,
-        token: 0,
-        released: false,
-        age: 0,
+        holderless: true,
+        ..Item::default()
     });
     Ok(())
 }
@@ -82,8 +88,7 @@ pub fn take(slot: &mut Option<Item>, guid: G, waited_out: Option<Ver>) -> Result
     *slot = Some(Item {
         guid,
         token,
-        released: false,
-        age: 0,
+        ..Item::default()
     });
     Ok(token)
 }
@@ -96,6 +101,7 @@ pub fn renew(slot: &mut Option<Item>, guids: &[G], new: G) -> Result<(), Refused
     if let Some(i) = slot {
         i.guid = new;
         i.released = false;
+        i.holderless = false;
         i.age = 0;
     }
     Ok(())
@@ -109,6 +115,97 @@ pub fn release(slot: &mut Option<Item>, guids: &[G]) -> Result<(), Refused> {
     }
     if let Some(i) = slot {
         i.released = true;
+        i.holderless = false;
     }
     Ok(())
+}
+
+/// The ticket after which a head's next one comes: `ticketNext`, else `fencingToken`
+/// (`fifo::last_ticket`).
+pub fn last_ticket(head: &Option<Item>) -> u8 {
+    head.map_or(0, |h| h.tn.unwrap_or(h.token))
+}
+
+/// Free for a Fifo grant: nobody was granted it, or it is released (`fifo::is_free`).
+pub fn fifo_free(head: &Option<Item>) -> bool {
+    head.is_none_or(|h| h.holderless || h.released)
+}
+
+/// `fifo_take_free`: the head is free and no ticket is out; token and ticket become the next
+/// ticket, `queueGranted` becomes `queueNext`.
+pub fn fifo_take_free(slot: &mut Option<Item>, guid: G) -> Result<u8, Refused> {
+    let r = slot.unwrap_or(Item {
+        holderless: true,
+        ..Item::default()
+    });
+    let no_ticket_out = r.tn.is_none() || (r.token > 0 && r.tn == Some(r.token));
+    if !(fifo_free(slot) && no_ticket_out) {
+        return Err(*slot);
+    }
+    let token = r.tn.unwrap_or(r.token) + 1;
+    *slot = Some(Item {
+        guid,
+        token,
+        released: false,
+        holderless: false,
+        tn: Some(token),
+        qg: Some(r.qn.unwrap_or(0)),
+        ..r
+    });
+    Ok(token)
+}
+
+/// `fifo_ticket`: the next ticket and queue position, unconditionally. Returns the head as it
+/// was.
+pub fn fifo_ticket(slot: &mut Option<Item>) -> Option<Item> {
+    let before = *slot;
+    let mut r = slot.unwrap_or(Item {
+        holderless: true,
+        ..Item::default()
+    });
+    r.tn = Some(last_ticket(&before) + 1);
+    r.qn = Some(r.qn.unwrap_or(0) + 1);
+    *slot = Some(r);
+    before
+}
+
+/// `fifo_grant`: grant the head to `ticket` at `position` if it is free (or still at
+/// `waited_out`) and its token is lower than `ticket`.
+pub fn fifo_grant(
+    slot: &mut Option<Item>,
+    guid: G,
+    ticket: u8,
+    position: u8,
+    waited_out: Option<Ver>,
+) -> Result<(), Refused> {
+    let r = slot.unwrap_or(Item {
+        holderless: true,
+        ..Item::default()
+    });
+    let free = fifo_free(slot) || (slot.is_some() && waited_out == Some(r.version()));
+    if !free || (r.token > 0 && r.token >= ticket) {
+        return Err(*slot);
+    }
+    *slot = Some(Item {
+        guid,
+        token: ticket,
+        released: false,
+        holderless: false,
+        qg: Some(position),
+        age: 0,
+        ..r
+    });
+    Ok(())
+}
+
+/// `fifo_untake`: give back `ticket` at `position` if both are still the last issued.
+pub fn fifo_untake(slot: &mut Option<Item>, ticket: u8, position: u8, previous: u8) -> Result<(), Refused> {
+    match slot {
+        Some(r) if r.qn == Some(position) && r.tn == Some(ticket) => {
+            r.tn = Some(previous);
+            r.qn = Some(position.saturating_sub(1));
+            Ok(())
+        }
+        _ => Err(*slot),
+    }
 }

@@ -46,12 +46,9 @@ pub fn late_landing_config(kind: Kind) -> Config {
 
 /// Explores `config` and returns the first violation's property and steps.
 pub fn check_config(config: Config) -> (usize, Option<(&'static str, Vec<String>)>) {
-    let r = explore(&LockModel::new(config), MAX_STATES);
-    (
-        r.states,
-        r.violation
-            .map(|(v, _, p)| (v.property, p.iter().map(|a| format!("{a:?}")).collect())),
-    )
+    let m = LockModel::new(config);
+    let r = explore(&m, MAX_STATES);
+    (r.states, r.violation.map(|(v, _, p)| (v.property, m.narrate(&p))))
 }
 
 /// The configurations explored for `kind`.
@@ -68,6 +65,20 @@ pub fn configs(kind: Kind, size: Size) -> Vec<Config> {
             ..b
         }),
         (Kind::FailOpen, Size::Bounded) => out.push(Config { beats: 2, ..b }),
+        (Kind::Fifo, Size::Bounded) => out.push(b),
+        (Kind::Fifo, Size::Full) => {
+            out.push(Config {
+                clients: 3,
+                lease: 2,
+                faults: 0,
+                ..b
+            });
+            out.push(Config {
+                acquisitions: 2,
+                lease: 2,
+                ..b
+            });
+        }
         (Kind::FailOpen, Size::Full) => {
             out.push(Config {
                 clients: 3,
@@ -119,6 +130,13 @@ pub fn broken_config(bug: Bug) -> Config {
     if bug == Bug::WaiterTrustsHolderClock {
         c.skew = 1;
     }
+    if bug == Bug::FifoGrantIgnoresToken {
+        // Two waiters in the queue behind a holder.
+        c.clients = 3;
+        c.lease = 2;
+        c.faults = 0;
+        c.crashes = 0;
+    }
     c
 }
 
@@ -132,6 +150,20 @@ pub fn properties(kind: Kind) -> &'static [&'static str] {
             "no orphan",
             "liveness",
         ],
+        Kind::Fifo => &[
+            "mutual exclusion",
+            "fencing (grants in ticket order)",
+            "no lost release",
+            "no orphan",
+        ],
+    }
+}
+
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::FailClosed => "FailClosed",
+        Kind::FailOpen => "FailOpen",
+        Kind::Fifo => "Fifo",
     }
 }
 
@@ -176,12 +208,12 @@ pub struct BrokenResult {
 /// a state).
 pub const MAX_STATES: usize = 12_000_000;
 
-fn describe<M: Model>(r: &Report<M::State, M::Action>) -> Option<String> {
+fn describe(m: &LockModel, r: &Report<<LockModel as Model>::State, <LockModel as Model>::Action>) -> Option<String> {
     if r.truncated {
         return Some(format!("stopped at {} states", r.states));
     }
     r.violation.as_ref().map(|(v, s, p)| {
-        let steps: Vec<String> = p.iter().map(|a| format!("  {a:?}")).collect();
+        let steps: Vec<String> = m.narrate(p).iter().map(|a| format!("  {a}")).collect();
         format!(
             "{}: {}\n{}\n  final state: {:?}",
             v.property,
@@ -206,15 +238,12 @@ pub fn check_kind(kind: Kind, size: Size) -> KindResult {
                 transitions: r.transitions,
                 seconds: t.elapsed().as_secs_f64(),
                 holds: r.holds(),
-                detail: describe::<LockModel>(&r),
+                detail: describe(&m, &r),
             }
         })
         .collect();
     KindResult {
-        name: match kind {
-            Kind::FailClosed => "FailClosed",
-            Kind::FailOpen => "FailOpen",
-        },
+        name: kind_name(kind),
         properties: properties(kind),
         runs,
     }
@@ -225,16 +254,10 @@ pub fn check_broken(bug: Bug) -> BrokenResult {
     let r = explore(&m, MAX_STATES);
     BrokenResult {
         name: bug.name(),
-        kind: match bug.kind() {
-            Kind::FailClosed => "FailClosed",
-            Kind::FailOpen => "FailOpen",
-        },
+        kind: kind_name(bug.kind()),
         property: bug.property(),
         found: r.violation.as_ref().map(|(v, _, _)| v.property),
-        counterexample: r
-            .violation
-            .as_ref()
-            .map(|(_, _, p)| p.iter().map(|a| format!("{a:?}")).collect()),
+        counterexample: r.violation.as_ref().map(|(_, _, p)| m.narrate(p)),
         states: r.states,
     }
 }

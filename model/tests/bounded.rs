@@ -24,6 +24,15 @@ fn every_property_holds_for_failopen() {
 }
 
 #[test]
+fn every_property_holds_for_fifo() {
+    let r = check_kind(Kind::Fifo, Size::Bounded);
+    for run in &r.runs {
+        assert!(run.holds, "{}", run.detail.clone().unwrap_or_default());
+        assert!(run.states > 10_000, "{} states", run.states);
+    }
+}
+
+#[test]
 fn every_broken_variant_is_caught() {
     for bug in Bug::ALL {
         let b = check_broken(bug);

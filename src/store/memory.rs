@@ -449,7 +449,7 @@ mod model_agreement {
     use super::model_ops::{self as m, Item, G};
     use super::MemoryStore;
     use crate::error::StoreError;
-    use crate::item::{Guid, LockRecord, Version, RELEASED_LEASE_MS};
+    use crate::item::{Guid, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
     use crate::store::{OpenFields, Store};
     use crate::testkit::key;
 
@@ -460,35 +460,59 @@ mod model_agreement {
     fn record(i: &Option<Item>) -> Option<LockRecord> {
         i.map(|i| LockRecord {
             owner: Some("o".into()),
-            guid: Some(guid(i.guid).to_vec()),
+            guid: (i.guid > 0).then(|| guid(i.guid).to_vec()),
             fencing_token: (i.token > 0).then_some(i.token as u64),
-            lease_duration_ms: Some(if i.released { RELEASED_LEASE_MS } else { 1000 }),
+            lease_duration_ms: match (i.holderless, i.released) {
+                (true, _) => None,
+                (false, true) => Some(RELEASED_LEASE_MS),
+                (false, false) => Some(1000),
+            },
+            queue: (i.tn.is_some() || i.qn.is_some() || i.qg.is_some()).then(|| {
+                Box::new(QueueCounters {
+                    ticket_next: i.tn.map(u64::from),
+                    queue_next: i.qn.map(u64::from),
+                    queue_granted: i.qg.map(u64::from),
+                })
+            }),
             ..Default::default()
         })
     }
 
-    /// The abstract item of a record: `guid`, `fencingToken`, released.
-    fn item(r: &Option<LockRecord>) -> Option<(G, u8, bool)> {
+    /// What the model sees of a record.
+    type Abs = (G, u8, bool, bool, Option<u8>, Option<u8>, Option<u8>);
+
+    fn item(r: &Option<LockRecord>) -> Option<Abs> {
+        let n = |v: Option<u64>| v.map(|v| v as u8);
         r.as_ref().map(|r| {
             let g = r.guid.as_ref().map_or(0, |g| g[0]);
-            (g, r.fencing_token.unwrap_or(0) as u8, r.is_released())
+            (
+                g,
+                r.fencing_token.unwrap_or(0) as u8,
+                r.is_released(),
+                r.lease_duration_ms.is_none(),
+                n(r.ticket_next()),
+                n(r.queue_next()),
+                n(r.queue_granted()),
+            )
         })
     }
 
-    fn abs(i: &Option<Item>) -> Option<(G, u8, bool)> {
-        i.map(|i| (i.guid, i.token, i.released))
+    fn abs(i: &Option<Item>) -> Option<Abs> {
+        i.map(|i| (i.guid, i.token, i.released, i.holderless, i.tn, i.qn, i.qg))
     }
 
+    /// Lock items (FailClosed, FailOpen).
     fn items() -> Vec<Option<Item>> {
         let mut v = vec![None];
         for guid in [1, 2] {
             for token in [0, 1, 2] {
-                for released in [false, true] {
+                for (holderless, released) in [(false, false), (false, true), (true, false)] {
                     v.push(Some(Item {
                         guid,
                         token,
                         released,
-                        age: 0,
+                        holderless,
+                        ..Item::default()
                     }));
                 }
             }
@@ -496,10 +520,31 @@ mod model_agreement {
         v
     }
 
+    /// Fifo head items: lock items with every combination of counters.
+    fn heads() -> Vec<Option<Item>> {
+        let mut v = vec![None];
+        for base in items().into_iter().flatten() {
+            for tn in [None, Some(0), Some(1), Some(2)] {
+                for qn in [None, Some(1), Some(2)] {
+                    for qg in [None, Some(1)] {
+                        v.push(Some(Item { tn, qn, qg, ..base }));
+                    }
+                }
+            }
+        }
+        v.push(Some(Item {
+            holderless: true,
+            tn: Some(1),
+            qn: Some(1),
+            ..Item::default()
+        }));
+        v
+    }
+
     const GUID_SETS: [[G; 2]; 4] = [[1, 0], [2, 0], [3, 1], [3, 4]];
 
     /// An operation's answer (`Ok`, or `Err` for a refused condition) and the item after it.
-    type Seen<T> = (Result<T, ()>, Option<(G, u8, bool)>);
+    type Seen<T> = (Result<T, ()>, Option<Abs>);
 
     /// Runs `op` on a memory store holding `start`.
     async fn on_memory<T, F>(start: &Option<Item>, op: F) -> Seen<T>
@@ -577,5 +622,61 @@ mod model_agreement {
             }
         }
         assert!(checked > 200, "{checked} cases");
+    }
+
+    #[tokio::test]
+    async fn model_fifo_ops_agree_with_the_memory_store() {
+        let k = key("a");
+        let f = OpenFields {
+            owner: "o",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+        };
+        let mut checked = 0;
+        for start in heads() {
+            let mem = on_memory(&start, async |s| {
+                s.fifo_take_free(&k, &f, &guid(3)).await.map(|t| t as u8)
+            })
+            .await;
+            assert_eq!(
+                mem,
+                on_model(&start, |i| m::fifo_take_free(i, 3)),
+                "take_free {start:?}"
+            );
+            let mem = on_memory(&start, async |s| s.fifo_ticket(&k).await.map(|b| item(&b))).await;
+            let model = on_model(&start, |i| Ok::<_, Option<Item>>(abs(&m::fifo_ticket(i))));
+            assert_eq!(mem, model, "ticket {start:?}");
+            for ticket in [1, 2, 3] {
+                for w in [None, Some((1, 1)), Some((2, 2))] {
+                    let v = w.map(|(g, t): (G, u8)| Version {
+                        guid: guid(g).to_vec(),
+                        fencing_token: (t > 0).then_some(t as u64),
+                    });
+                    let mem = on_memory(&start, async |s| {
+                        s.fifo_grant(&k, &f, &guid(3), ticket as u64, 2, v.as_ref()).await
+                    })
+                    .await;
+                    assert_eq!(
+                        mem,
+                        on_model(&start, |i| m::fifo_grant(i, 3, ticket, 2, w)),
+                        "grant {start:?} {ticket} {w:?}"
+                    );
+                    checked += 1;
+                }
+                for position in [1, 2] {
+                    let mem = on_memory(&start, async |s| {
+                        s.fifo_untake(&k, ticket as u64, position as u64, 0).await
+                    })
+                    .await;
+                    assert_eq!(
+                        mem,
+                        on_model(&start, |i| m::fifo_untake(i, ticket, position, 0)),
+                        "untake {start:?} {ticket} {position}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 5000, "{checked} cases");
     }
 }
