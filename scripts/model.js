@@ -1,7 +1,7 @@
 "use strict";
 
 // `npm run model`: builds the protocol's model checker (model/, release) and runs it. It
-// explores every reachable state of the FailClosed and FailOpen models, checks each broken
+// explores every reachable state of the FailClosed, FailOpen and Fifo models, checks each broken
 // variant for a counterexample, prints a summary and ends with one JSON line. Arguments are
 // passed on (`npm run model -- --bounded` runs the test suite's smaller configurations).
 

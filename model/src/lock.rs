@@ -1,4 +1,4 @@
-//! FailClosed and FailOpen: clients that acquire, heartbeat and release locks over the model
+//! FailClosed, FailOpen and Fifo: clients that acquire, heartbeat and release locks over the model
 //! store of `ops.rs`, in an environment that loses requests before or after they apply, loses
 //! or delays replies, throttles, delays any request for any number of ticks (so requests of
 //! different clients land in any order), and crashes clients.
@@ -10,6 +10,13 @@
 //! - `FailOpen` acquisition: `fail_open::acquire` and `wait_out` (src/fail_open.rs), release:
 //!   `fail_open::release`; heartbeat: `heartbeat::beat` (src/heartbeat.rs); the release's wait
 //!   for an in-flight heartbeat and its `guid` set: `HeldLock::release` (src/lock.rs).
+//! - `Fifo` (src/fifo.rs): the uncontended `take_free`, the ticket of `Acquisition::enter`, the
+//!   next-in-line part of `Queued::step` with `Queued::observe_head` and `Queued::grant`,
+//!   `Queued::give_up` (releasing a grant that may have landed, giving the ticket back), and
+//!   `fifo::release`; a granted head is held and heartbeated as a FailOpen lock. The queue of
+//!   entries is over-approximated: any waiter with a ticket may be told at any moment that it
+//!   is next in line (`Action::Look`), so the head's conditions alone must keep grants
+//!   exclusive and in ticket order.
 //! - Every request goes through `store::attempt` (src/store/mod.rs): per-attempt timeouts,
 //!   bounded retries of transient failures, and the "may have applied" flag.
 //!
