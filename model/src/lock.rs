@@ -148,6 +148,9 @@ pub struct Config {
     /// A request lost before it landed may still land later, at any time (outside the
     /// model's assumptions: see `Client::ghost`).
     pub late_landing: bool,
+    /// Ticks by which one client's monotonic clock may run ahead of real time in a run
+    /// (outside the model's assumptions: rate drift is taken to be below one tick a lease).
+    pub drift: u8,
     pub bug: Option<Bug>,
 }
 
@@ -337,6 +340,7 @@ pub struct State {
     pub clients: [Client; MAX_CLIENTS],
     pub faults: u8,
     pub crashes: u8,
+    pub drift: u8,
     /// The token of the last holder granted each lock (a history variable for fencing).
     pub last_token: [u8; MAX_LOCKS],
 }
@@ -364,6 +368,8 @@ pub enum Action {
     Retry(u8),
     Crash(u8, bool),
     GhostLands(u8),
+    /// This client's clock runs one tick ahead of real time.
+    Drift(u8),
     /// Fifo: the queue says this waiter is next in line; it reads the head.
     Look(u8),
     /// Fifo: the acquisition's wait ends (`waitMs`, or an abort).
@@ -387,6 +393,7 @@ impl fmt::Debug for Action {
             Action::Retry(c) => write!(f, "c{c} tries again after acquirePeriodMs"),
             Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
             Action::GhostLands(c) => write!(f, "c{c}'s timed-out request lands late"),
+            Action::Drift(c) => write!(f, "c{c}'s clock runs one tick ahead"),
             Action::Look(c) => write!(f, "c{c} is next in line and reads the head"),
             Action::GiveUp(c) => write!(f, "c{c} stops waiting"),
         }
@@ -1108,6 +1115,14 @@ impl LockModel {
             }
         }
         for c in s.clients.iter_mut() {
+            self.tick_client(c);
+        }
+    }
+
+    /// One tick of this client's monotonic clock.
+    fn tick_client(&self, c: &mut Client) {
+        let lease = self.cfg.lease;
+        {
             let dec = |x: &mut u8| *x = x.saturating_sub(1);
             match &mut c.phase {
                 Phase::Taking { lease, .. } | Phase::TakeRead { lease, .. } => dec(lease),
@@ -1210,6 +1225,7 @@ impl Model for LockModel {
             clients,
             faults: self.cfg.faults,
             crashes: self.cfg.crashes,
+            drift: self.cfg.drift,
             last_token: [0; MAX_LOCKS],
         }]
     }
@@ -1222,6 +1238,9 @@ impl Model for LockModel {
             let ci = i as u8;
             if c.ghost.is_some() {
                 out.push(Action::GhostLands(ci));
+            }
+            if s.drift > 0 && c.phase != Phase::Crashed && !self.due(c) {
+                out.push(Action::Drift(ci));
             }
             for slot in [Slot::Main, Slot::Heartbeat, Slot::Undo] {
                 let Some(net) = Self::slot(c, slot) else { continue };
@@ -1327,6 +1346,12 @@ impl Model for LockModel {
                 let net = Self::slot(&s.clients[c as usize], slot).unwrap();
                 s.clients[c as usize].ghost = Some(net.op);
                 self.deliver(&mut s, c as usize, slot, Err(true))?;
+            }
+            Action::Drift(c) => {
+                s.drift -= 1;
+                let mut cl = s.clients[c as usize];
+                self.tick_client(&mut cl);
+                s.clients[c as usize] = cl;
             }
             Action::GhostLands(c) => {
                 let op = s.clients[c as usize].ghost.take().unwrap();

@@ -4,7 +4,7 @@
 //! property fails for the real protocol or a broken variant goes uncaught.
 
 use dynamodb_lock_model::lock::{Bug, Kind};
-use dynamodb_lock_model::run::{check_broken, check_config, check_kind, json, late_landing_config, Size};
+use dynamodb_lock_model::run::{check_broken, check_config, check_kind, drift_config, json, late_landing_config, Size};
 
 fn main() {
     let size = if std::env::args().any(|a| a == "--bounded") {
@@ -74,6 +74,18 @@ fn main() {
     println!("Outside the assumptions: a timed-out request may land at any later time");
     for kind in [Kind::FailClosed, Kind::FailOpen] {
         match check_config(late_landing_config(kind)) {
+            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
+            (_, Some((property, steps))) => {
+                println!("  {kind:?}: {property} violated in {} steps", steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+        }
+    }
+    println!("Outside the assumptions: one clock runs one tick ahead (rate drift) within a lease");
+    for kind in [Kind::FailOpen, Kind::Fifo] {
+        match check_config(drift_config(kind)) {
             (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
             (_, Some((property, steps))) => {
                 println!("  {kind:?}: {property} violated in {} steps", steps.len());

@@ -30,8 +30,14 @@ fn base(kind: Kind) -> Config {
         crashes: 1,
         skew: 0,
         late_landing: false,
+        drift: 0,
         bug: None,
     }
+}
+
+/// Outside the assumptions: one client's clock runs one tick ahead over a lease.
+pub fn drift_config(kind: Kind) -> Config {
+    Config { drift: 1, ..base(kind) }
 }
 
 /// Outside the assumptions: requests that timed out may land at any later time. Reported, not
