@@ -20,9 +20,10 @@ export declare class NativeClient {
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
-   * `cancelAcquisition`. Throws at once only for an invalid key.
+   * `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
+   * key.
    */
-  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null): void
+  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null, data?: DataInput | undefined | null): void
   /**
    * Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
    * long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
@@ -34,10 +35,39 @@ export declare class NativeClient {
    * if any.
    */
   startRelease(request: number, lockId: number): void
+  /**
+   * Starts writing new data for a held lock (`lock.update({ data })`; `None` removes it);
+   * the answer carries `request` and an error to rethrow, if any (`LockLost` when the lock
+   * is no longer ours).
+   */
+  startUpdate(request: number, lockId: number, data?: DataInput | undefined | null): void
+  /**
+   * Starts reading a lock item (`getLock`): one consistent read, no write. The answer
+   * carries `info`, absent when there is no item. Fifo: `partition` is the resource.
+   */
+  startGetLock(request: number, partition: KeyInput, sort?: KeyInput | undefined | null): void
+  /**
+   * Starts one table administration request (`operation`, e.g. `DescribeTable`, with its
+   * JSON `body`) on this client's connection and credentials; the answer carries the
+   * response body, or the error with its AWS name.
+   */
+  startAdmin(request: number, operation: string, body: string): void
   /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
   cancelAcquisition(cancelId: number): void
   /** Forgets a cancellation that will never be used (the acquisition settled first). */
   forgetAcquisition(cancelId: number): void
+  /**
+   * Closes the client: every pending and later acquisition is cancelled (it answers
+   * `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
+   * locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
+   * held locks still work.
+   */
+  close(abandon: boolean): void
+  /**
+   * The native counters: `requests[operation][outcome]` (in the order of
+   * `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+   */
+  stats(): NativeStats
 }
 
 /** One problem found in a configuration, shaped like a Joi error detail. */
@@ -46,6 +76,12 @@ export interface ConfigProblem {
   path: Array<string>
   type: string
   limit?: number
+}
+
+/** Data kept with a lock: exactly one of `s` (a string), `b` (a Buffer). */
+export interface DataInput {
+  s?: string
+  b?: Buffer
 }
 
 /** Number of locks this process holds (for tests and benchmarks). */
@@ -69,7 +105,23 @@ export interface JsLockEvent {
   remainingMs?: number
 }
 
-/** The answer to `startAcquire` or `startRelease`, by the request number JavaScript chose. */
+/** A lock item as `getLock` reports it. */
+export interface JsLockInfo {
+  owner?: string
+  fencingToken?: number
+  leaseDurationMs?: number
+  released: boolean
+  /** The holder's data: a string (`dataS`) or bytes (`dataB`). */
+  dataS?: string
+  dataB?: Buffer
+  /** The item carries the `guid` of a lock this client holds. */
+  heldByThisClient: boolean
+}
+
+/**
+ * The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
+ * by the request number JavaScript chose.
+ */
 export interface JsOutcome {
   request: number
   /** An error to rethrow; for an acquisition, otherwise the lock's id and fencing token. */
@@ -78,6 +130,10 @@ export interface JsOutcome {
   fencingToken?: number
   /** Fifo: the ids of the locks on every resource, which share `fencingToken`. */
   lockIds?: Array<number>
+  /** `startGetLock`: the item, absent when there is none. */
+  info?: JsLockInfo
+  /** `startAdmin`: the response body (JSON text). */
+  body?: string
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */
@@ -125,8 +181,17 @@ export interface NativeOptions {
   dangerMarginMs?: number
   /** FailOpen: cap on heartbeat requests per second for this client (default: none). */
   maxHeartbeatsPerSecond?: number
-  /** Fifo: the attribute DynamoDB's TTL reads on queue entries (default `ttl`). */
+  /**
+   * The Number attribute DynamoDB's TTL reads (Unix seconds). FailClosed/FailOpen: written
+   * with every write of a lock item when set (default: none). Fifo: written on queue
+   * entries (default `ttl`).
+   */
   ttlAttribute?: string
+  /**
+   * With `ttlAttribute`: FailClosed, seconds after its last write that an item may be
+   * deleted (required); FailOpen, seconds past the lease or the release (default 3600).
+   */
+  ttlSeconds?: number
   region?: string
   endpoint?: string
   accessKeyId?: string
@@ -134,6 +199,18 @@ export interface NativeOptions {
   sessionToken?: string
   /** PEM certificates trusted instead of the system's roots (`dynamodb.caBundle`). */
   caBundle?: Buffer
+}
+
+/** A snapshot of a client's native counters. */
+export interface NativeStats {
+  requestOperations: Array<string>
+  requestOutcomes: Array<string>
+  /** Requests by operation, then by outcome. */
+  requests: Array<Array<number>>
+  throttles: number
+  heartbeatsSent: number
+  heartbeatsRetried: number
+  heartbeatsFailed: number
 }
 
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */

@@ -68,6 +68,10 @@ interface GenericConfig {
 export interface FailClosedConfig extends GenericConfig {
     /** Pause between attempts on a held lock, in ms. */
     acquirePeriodMs: number;
+    /** The Number attribute the table's TTL reads (Unix seconds), written with every write of a lock item. Needs `ttlSeconds`. Default: none. */
+    ttlAttribute?: string;
+    /** With `ttlAttribute`: seconds after an item's last write that DynamoDB may delete it, held or not (the one way a crashed holder's lock ever goes away). */
+    ttlSeconds?: number;
 }
 
 export interface FailOpenConfig extends GenericConfig {
@@ -81,6 +85,10 @@ export interface FailOpenConfig extends GenericConfig {
     dangerMarginMs?: number;
     /** Cap on this client's heartbeat requests per second. Default: none. */
     maxHeartbeatsPerSecond?: number;
+    /** The Number attribute the table's TTL reads (Unix seconds), written with every write of a lock item. Default: none. */
+    ttlAttribute?: string;
+    /** With `ttlAttribute`: seconds past the lease (held) or the release (released) that DynamoDB may delete the item. Default: 3600. */
+    ttlSeconds?: number;
 }
 
 /**
@@ -108,7 +116,7 @@ export interface FifoConfig {
     requestTimeoutMs?: number;
     /** `"danger"` is emitted when this little of the lease is left without a heartbeat, in ms. Default: lease/3. */
     dangerMarginMs?: number;
-    /** The attribute DynamoDB's TTL reads (Unix seconds) on queue entries. Default: `"ttl"`. */
+    /** The attribute DynamoDB's TTL reads (Unix seconds), as for FailClosed and FailOpen; Fifo writes it on queue entries (never on head items). Default: `"ttl"`. */
     ttlAttribute?: string;
 }
 
@@ -122,10 +130,75 @@ export interface FifoAcquireOptions {
 /** A Fifo lock id: the resource's partition value. */
 export type FifoLockId = string | number | Buffer | Uint8Array;
 
+/** Data kept with a lock: a string, or bytes. */
+export type LockData = string | Buffer | Uint8Array;
+
 export interface AcquireOptions {
     /** Aborting it cancels the acquisition; an aborted acquisition leaves no lock behind. */
     signal?: AbortSignal;
+    /** Stored with the lock (attribute `lockData`), readable by `getLock` from any client. */
+    data?: LockData;
 }
+
+export interface UpdateOptions {
+    /** The lock's new data; `undefined` removes it. */
+    data: LockData | undefined;
+}
+
+/** A lock item as `getLock` reads it. */
+export interface LockInfo {
+    /** Who holds (or last held) it. */
+    owner?: string;
+    /** FailOpen and Fifo: the fencing token of the current (or last) holder. */
+    fencingToken?: number;
+    /** FailOpen and Fifo: the holder's lease in ms (1 once released). */
+    leaseDurationMs?: number;
+    /** The lock was released (FailOpen and Fifo keep released items). */
+    released: boolean;
+    /** The holder's data: a string, or a Buffer. */
+    data?: string | Buffer;
+    /** A lock this client holds now. */
+    heldByThisClient: boolean;
+}
+
+export interface CreateTableOptions {
+    /** Where to create it: options for the native core or an AWS SDK client. Default: the standard AWS environment. */
+    dynamodb?: DynamoDBSdkV3Client | DynamoDBOptions | object;
+    /** Name of the lock table. */
+    lockTable: string;
+    /** Name of the partition key. */
+    partitionKey: string;
+    /** Type of the partition key. Default: `"S"`. */
+    partitionKeyType?: "S" | "N" | "B";
+    /** Name of a sort key (Fifo needs one, of type S). */
+    sortKey?: string;
+    /** Type of the sort key. Default: `"S"`. */
+    sortKeyType?: "S" | "N" | "B";
+    /** Enable TTL on this Number attribute. Default: TTL is left as it is. */
+    ttlAttribute?: string;
+    /** Default: `"PAY_PER_REQUEST"` (on-demand). */
+    billingMode?: "PAY_PER_REQUEST" | "PROVISIONED";
+    /** PROVISIONED: read capacity units. Default: 1. */
+    readCapacityUnits?: number;
+    /** PROVISIONED: write capacity units. Default: 1. */
+    writeCapacityUnits?: number;
+    /** Longest wait for the table to become ACTIVE, in ms. Default: 300000. */
+    waitMs?: number;
+}
+
+export interface CreateTableResult {
+    tableName: string;
+    /** False when the table existed already with the same key schema. */
+    created: boolean;
+    ttlAttribute?: string;
+}
+
+/**
+ * Creates a lock table (on-demand unless told), waits until it is ACTIVE and enables TTL on
+ * `ttlAttribute` when given. A table that exists with the same key schema is success; another
+ * key schema rejects with `code` `TableMismatch`, naming the difference.
+ */
+export declare function createTable(options: CreateTableOptions): Promise<CreateTableResult>;
 
 /** Errors carry a `code`: `FailedToAcquireLock`, `FailedToReleaseLock`, an AWS error name, ... */
 export interface LockError extends Error {
@@ -146,8 +219,13 @@ export declare class Lock extends EventEmitter {
     readonly signal: AbortSignal;
     /** True once the lock is known to be lost. */
     readonly lost: boolean;
+    /** FailClosed, FailOpen: the data stored with the lock, if any. */
+    readonly data?: string | Buffer;
     release(callback: (error: Error) => void): void;
     release(): Promise<void>;
+    /** FailClosed, FailOpen: writes new data at once, if the lock is still ours (`code` `LockLost` if not). */
+    update(options: UpdateOptions, callback: (error: Error) => void): void;
+    update(options: UpdateOptions): Promise<void>;
     [Symbol.asyncDispose](): Promise<void>;
 
     /** A heartbeat failed. */
@@ -159,12 +237,149 @@ export declare class Lock extends EventEmitter {
     on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
+export interface CloseOptions {
+    /** Release every held lock (each on its own); otherwise their heartbeats stop and leases lapse. Default: false. */
+    releaseLocks?: boolean;
+}
+
+/** What `close()` did with one held lock. */
+export interface CloseOutcome {
+    /** The id the lock was acquired with. */
+    id: unknown;
+    fencingToken: number | undefined;
+    /** True if released; false if abandoned (no `releaseLocks`) or if its release failed. */
+    released: boolean;
+    /** Why the release failed. */
+    error?: LockError;
+}
+
+/** Requests of one DynamoDB operation by outcome. */
+export interface RequestCounts {
+    ok: number;
+    /** The write's condition did not hold. */
+    conditionFailed: number;
+    /** Throughput exceeded, throttled, HTTP 429. */
+    throttled: number;
+    /** Any other failure, timeouts included. */
+    error: number;
+}
+
+/** Counters (since the client was made) and gauges (now) of one client. */
+export interface Metrics {
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    acquisitions: {
+        succeeded: number;
+        failed: number;
+        /** Failed acquisitions by error `code`. */
+        byCode: { [code: string]: number };
+    };
+    /** Time from `acquireLock` to the lock, of successful acquisitions; percentiles of the latest 1024. */
+    waits: { count: number; p50Ms: number; p99Ms: number };
+    releases: { succeeded: number; failed: number };
+    /** Heartbeat writes started, retries of failed ones, and failures (each an `"error"` event). */
+    heartbeats: { sent: number; retried: number; failed: number };
+    /** Locks held now; locks lost since the client was made. */
+    locks: { held: number; lost: number };
+    /** Requests sent, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`); with a user `dynamodb` object, its `get`, `put` and `delete` calls. */
+    requests: { [operation: string]: RequestCounts };
+    /** Requests answered with a throttle, all operations. */
+    throttles: number;
+}
+
+/** Message of the `dynamodb-lock-native:acquired` diagnostics channel. */
+export interface AcquiredMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** From `acquireLock` to the lock, in ms. */
+    waitMs: number;
+}
+
+/** Message of the `released`, `heartbeat-failed` and `lost` diagnostics channels. */
+export interface LockMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** Since the lock was acquired, in ms. */
+    heldMs: number;
+    /** `heartbeat-failed` and `lost`: the error. */
+    error?: LockError;
+}
+
+export interface CampaignOptions {
+    /** Aborting it ends the campaign: a leader is deposed and releases the lock. */
+    signal?: AbortSignal;
+}
+
+/** This process leads: `term` is the lock's fencing token, higher than every earlier leader's. */
+export interface Election {
+    term: number;
+    /** Aborted when this leadership ends; its `reason` is an error with `code: "Deposed"` and `reason`. */
+    signal: AbortSignal;
+}
+
+/** Why a leadership ended. */
+export interface Deposition {
+    term: number;
+    /** `"danger"`: the lease nears its end without a heartbeat; `"lost"`: the lock is no longer ours; `"resigned"`: `resign()`, the signal or `close()`. */
+    reason: "danger" | "lost" | "resigned";
+    /** `"danger"`: lease left, in ms. */
+    remainingMs?: number;
+    /** `"lost"`: why. */
+    error?: LockError;
+}
+
+/**
+ * A campaign for leadership: it acquires the lock, leads while it holds it, and campaigns again
+ * when it loses it, until `resign()`, its signal or `close()`. Iterating it yields every
+ * election; leaving the loop early resigns.
+ */
+export declare class Campaign extends EventEmitter implements AsyncIterable<Election> {
+    /** The current leadership, or undefined while not leading. */
+    readonly leader: Election | undefined;
+    /** True until the campaign has ended. */
+    readonly active: boolean;
+    /** Settles when the campaign has ended (and its lock is released). */
+    readonly done: Promise<void>;
+    /** Gives up leadership, releasing the lock, and stops campaigning. */
+    resign(): Promise<void>;
+    resign(callback: () => void): void;
+    [Symbol.asyncIterator](): AsyncIterator<Election>;
+
+    on(event: "elected", listener: (election: Election) => void): this;
+    on(event: "deposed", listener: (deposition: Deposition) => void): this;
+    /** An acquisition failed for another reason than a rival (an outage); the campaign goes on. */
+    on(event: "error", listener: (error: LockError) => void): this;
+    on(event: "end", listener: () => void): this;
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** What every client has besides `acquireLock`. */
+export interface ClientControl {
+    /**
+     * Closes the client: pending acquisitions fail with `ClientClosed`, heartbeats stop, and with
+     * `releaseLocks` every held lock is released. Later acquisitions fail with `ClientClosed`.
+     */
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    /** A snapshot of the client's counters and gauges. */
+    metrics(): Metrics;
+}
+
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number> {
+export declare class LockClient<PartitionTableKeyType extends string | number = string | number> implements ClientControl {
+    close(options: CloseOptions, callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(callback: (error: Error | undefined, outcomes: CloseOutcome[]) => void): void;
+    close(options?: CloseOptions): Promise<CloseOutcome[]>;
+    metrics(): Metrics;
     acquireLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options: AcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: LockId<PartitionTableKeyType>, options?: AcquireOptions): Promise<Lock>;
+    /** The lock item as one consistent read finds it (no write), or `null` if there is none. */
+    getLock(id: LockId<PartitionTableKeyType>, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: LockId<PartitionTableKeyType>): Promise<LockInfo | null>;
 }
 
 /** A lock without a lease: a crashed holder's lock stays held. Callable with or without `new`. */
@@ -176,7 +391,10 @@ export declare const FailClosed: {
 };
 
 /** A lock with a lease, renewed by heartbeats. Callable with or without `new`. */
-export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {}
+export interface FailOpen<PartitionTableKeyType extends string | number = string | number> extends LockClient<PartitionTableKeyType> {
+    /** Leader election over the lock `id`; needs `heartbeatPeriodMs`. */
+    campaign(id: LockId<PartitionTableKeyType>, options?: CampaignOptions): Campaign;
+}
 export declare const FailOpen: {
     new <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
     <PartitionTableKeyType extends string | number = string | number>(config: FailOpenConfig): FailOpen<PartitionTableKeyType>;
@@ -188,10 +406,15 @@ export declare const FailOpen: {
  * is `lock.fencingToken`. An array of ids acquires every resource with one ticket, without
  * deadlock whatever the order. Callable with or without `new`.
  */
-export interface Fifo {
+export interface Fifo extends ClientControl {
+    /** Leader election over the resource `id`: candidates are elected in the order they campaigned. */
+    campaign(id: FifoLockId, options?: CampaignOptions): Campaign;
     acquireLock(id: FifoLockId | FifoLockId[], callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options: FifoAcquireOptions, callback: (error: Error, lock: Lock) => void): void;
     acquireLock(id: FifoLockId | FifoLockId[], options?: FifoAcquireOptions): Promise<Lock>;
+    /** The resource's lock (its head item) as one consistent read finds it, or `null`. */
+    getLock(id: FifoLockId, callback: (error: Error, info: LockInfo | null) => void): void;
+    getLock(id: FifoLockId): Promise<LockInfo | null>;
 }
 export declare const Fifo: {
     new (config: FifoConfig): Fifo;

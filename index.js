@@ -10,6 +10,10 @@ const pkg = require("./package.json");
 const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions } = require("./lib/transport.js");
 const objectTransport = require("./lib/object-transport.js");
+const table = require("./lib/table.js");
+const { Metrics } = require("./lib/metrics.js");
+const { Campaign } = require("./lib/campaign.js");
+const { performance } = require("perf_hooks");
 
 const OWN_CODES = new Set([
     "FailedToAcquireLock",
@@ -19,6 +23,8 @@ const OWN_CODES = new Set([
     "LockLost",
     "LeaseExpired",
     "InternalError",
+    "ClientClosed",
+    "NotSupported",
 ]);
 
 function defaultOwner()
@@ -248,6 +254,8 @@ class Lock extends EventEmitter
         this._heartbeats = heartbeats;
         this._lost = undefined;
         this._abort = undefined;
+        // Set by the client that hands the lock out (lib/metrics.js).
+        this._track = undefined;
         if (heartbeats)
         {
             holdProcess(+1);
@@ -291,6 +299,10 @@ class Lock extends EventEmitter
     {
         if (ev.event === "error")
         {
+            if (this._track)
+            {
+                this._track.heartbeatFailed(this, () => toError(ev.error));
+            }
             // The original emits "error" for each failed heartbeat. An EventEmitter with no
             // "error" listener would throw it and end the process; a lock library must not.
             if (this.listenerCount("error") > 0)
@@ -310,6 +322,10 @@ class Lock extends EventEmitter
 
     _markLost(err)
     {
+        if (this._track)
+        {
+            this._track.lost(this, err);
+        }
         this._lost = err;
         this._stopHeartbeats();
         this._forget();
@@ -328,7 +344,34 @@ class Lock extends EventEmitter
     release(callback)
     {
         this._stopHeartbeats();
-        return settle(this._release(), callback);
+        const released = this._release();
+        return settle(this._track ? this._track.released(this, released) : released, callback);
+    }
+
+    // Stops heartbeats and forgets the lock without releasing it (`close()` without
+    // `releaseLocks`): its lease lapses.
+    _abandon()
+    {
+        this._stopHeartbeats();
+        this._forget();
+        if (this._track)
+        {
+            this._track.done(this);
+        }
+    }
+
+    /**
+     * Writes new data for the lock at once, on the condition that the lock is still ours
+     * (its `guid`, as a heartbeat). `{ data: undefined }` removes it.
+     */
+    update(options, callback)
+    {
+        return settle(this._update(options), callback);
+    }
+
+    _update()
+    {
+        return Promise.reject(invalidArgument("lock.update needs a FailClosed or FailOpen lock held through the native core"));
     }
 
     [Symbol.asyncDispose]()
@@ -341,11 +384,40 @@ class Lock extends EventEmitter
 // prototype, so that thousands of held locks cost little memory.
 class NativeLock extends Lock
 {
-    constructor(client, lockId, fencingToken, heartbeats)
+    constructor(client, lockId, fencingToken, heartbeats, data)
     {
         super(undefined, fencingToken, heartbeats);
         this._client = client;
         this._id = lockId;
+        /** The data stored with the lock (a string or a Buffer), or undefined. */
+        this.data = data;
+    }
+
+    async _update(options)
+    {
+        if (options === null || typeof options !== "object" || !("data" in options))
+        {
+            throw invalidArgument("lock.update needs an options object with `data`");
+        }
+        const problem = checkData(options.data);
+        if (problem)
+        {
+            throw problem;
+        }
+        let err;
+        try
+        {
+            err = (await ask(request => this._client.startUpdate(request, this._id, dataInput(options.data)))).error;
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (err)
+        {
+            throw toError(err);
+        }
+        this.data = copyData(options.data);
     }
 
     async _release()
@@ -387,10 +459,14 @@ function LockClient(self, kind, config)
     self._kind = kind;
     self._retryCount = config.retryCount === undefined ? 1 : config.retryCount;
     self._owner = config.owner || DEFAULT_OWNER;
+    self._metrics = new Metrics(kind);
+    self._closing = undefined;
+    self._campaigns = new Set();
     self._transport = chooseTransport(config.dynamodb, config.transport);
     if (self._transport === "object")
     {
         self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
+        self._closeAbort = new AbortController();
         return;
     }
     const options =
@@ -410,6 +486,7 @@ function LockClient(self, kind, config)
         dangerMarginMs: config.dangerMarginMs,
         maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
         ttlAttribute: config.ttlAttribute,
+        ttlSeconds: config.ttlSeconds,
     };
     if (isSdkClient(config.dynamodb))
     {
@@ -494,10 +571,18 @@ function acquire(self, id, options, callback)
     {
         return settle(Promise.reject(problem), callback);
     }
-    const promise = self._transport === "object"
-        ? self._object.acquire(id, signal).then(result => wrapObjectLock(self, result))
-        : nativeAcquire(self, id, signal);
-    return settle(promise, callback);
+    const data = options === undefined || options === null ? undefined : options.data;
+    if (data !== undefined && self._transport === "object")
+    {
+        return settle(Promise.reject(invalidArgument("lock data needs the native core's I/O: a dynamodb object's get/put/delete do not write it")), callback);
+    }
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(id, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const promise = self._transport === "object" ? objectAcquire(self, id, signal) : nativeAcquire(self, id, signal, data);
+    return settle(self._metrics.acquisition(id, startedAt, closable(self, signal, promise)), callback);
 }
 
 function invalidArgument(message)
@@ -507,7 +592,39 @@ function invalidArgument(message)
     return err;
 }
 
-// The acquisition options: an object whose `signal`, if any, is an AbortSignal.
+// Lock data: a string, a Buffer or a Uint8Array (or undefined: none).
+function checkData(data)
+{
+    if (data === undefined || typeof data === "string" || Buffer.isBuffer(data) || data instanceof Uint8Array)
+    {
+        return undefined;
+    }
+    return invalidArgument("lock data must be a string or a Buffer");
+}
+
+// Lock data as the native core takes it.
+function dataInput(data)
+{
+    if (data === undefined)
+    {
+        return undefined;
+    }
+    if (typeof data === "string")
+    {
+        return { s: data };
+    }
+    return { b: Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength) };
+}
+
+// The value `lock.data` shows: the string, or a copy of the bytes (later changes by the caller
+// do not change what the lock says it stored).
+function copyData(data)
+{
+    return data === undefined || typeof data === "string" ? data : Buffer.from(data);
+}
+
+// The acquisition options: an object whose `signal`, if any, is an AbortSignal, and whose
+// `data`, if any, is a string or a Buffer.
 function checkAcquireOptions(options)
 {
     if (options === undefined || options === null)
@@ -517,6 +634,11 @@ function checkAcquireOptions(options)
     if (typeof options !== "object")
     {
         return invalidArgument("acquireLock options must be an object");
+    }
+    const dataProblem = checkData(options.data);
+    if (dataProblem)
+    {
+        return dataProblem;
     }
     const signal = options.signal;
     if (signal === undefined)
@@ -583,7 +705,7 @@ async function askCancellable(client, signal, start)
     return outcome;
 }
 
-async function nativeAcquire(self, id, signal)
+async function nativeAcquire(self, id, signal, data)
 {
     const { partitionID, sortID } = splitId(self._config, id);
     const partition = keyInput(partitionID, "partition value");
@@ -594,10 +716,11 @@ async function nativeAcquire(self, id, signal)
     }
     // Rejects with the SDK client's own error if its configuration cannot be read.
     const client = self._native || await self._nativeReady;
-    const outcome = await askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId));
+    const outcome = await askCancellable(client, signal,
+        (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data)));
     const lockId = outcome.lockId;
     const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
-        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0);
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data));
     liveLocks.set(lockId, lock);
     const early = earlyEvents.get(lockId);
     if (early)
@@ -608,9 +731,181 @@ async function nativeAcquire(self, id, signal)
     return lock;
 }
 
+// getLock(id[, callback]): the lock item as one consistent read finds it, or null.
+function getLock(self, id, callback)
+{
+    return settle(nativeGetLock(self, id), callback);
+}
+
+async function nativeGetLock(self, id)
+{
+    if (self._transport === "object")
+    {
+        throw invalidArgument("getLock needs the native core's I/O: it is not available with a dynamodb object of get/put/delete");
+    }
+    let partition, sort;
+    if (self._kind === "Fifo")
+    {
+        partition = fifoResource(id, "");
+    }
+    else
+    {
+        const { partitionID, sortID } = splitId(self._config, id);
+        partition = keyInput(partitionID, "partition value");
+        sort = self._config.sortKey ? keyInput(sortID, "sort value") : undefined;
+    }
+    const client = self._native || await self._nativeReady;
+    let outcome;
+    try
+    {
+        outcome = await ask(request => client.startGetLock(request, partition, sort));
+    }
+    catch (e)
+    {
+        throw internalError(e);
+    }
+    if (outcome.error)
+    {
+        throw toError(outcome.error);
+    }
+    const info = outcome.info;
+    if (!info)
+    {
+        return null;
+    }
+    const value = v => (v === null ? undefined : v);
+    return {
+        owner: value(info.owner),
+        fencingToken: value(info.fencingToken),
+        leaseDurationMs: value(info.leaseDurationMs),
+        released: info.released,
+        data: info.dataS !== undefined && info.dataS !== null ? info.dataS : value(info.dataB),
+        heldByThisClient: info.heldByThisClient,
+    };
+}
+
+// An acquisition through the user's object, which the caller's signal and `close()` cancel.
+async function objectAcquire(self, id, signal)
+{
+    const either = new AbortController();
+    const onAbort = () => either.abort(signal.reason);
+    const onClose = () => either.abort(clientClosed());
+    if (signal)
+    {
+        if (signal.aborted)
+        {
+            onAbort();
+        }
+        else
+        {
+            signal.addEventListener("abort", onAbort, { once: true });
+        }
+    }
+    self._closeAbort.signal.addEventListener("abort", onClose, { once: true });
+    try
+    {
+        return wrapObjectLock(self, await self._object.acquire(id, either.signal));
+    }
+    finally
+    {
+        self._closeAbort.signal.removeEventListener("abort", onClose);
+        if (signal)
+        {
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // As in askCancellable: a signal-like object that throws must not orphan a lock.
+            }
+        }
+    }
+}
+
+function clientClosed()
+{
+    const err = new Error("The lock client is closed.");
+    err.code = "ClientClosed";
+    return err;
+}
+
+// An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted
+// while the client closes, its lock is released and it fails the same way.
+function closable(self, signal, promise)
+{
+    return promise.then(
+        lock =>
+        {
+            if (!self._closing)
+            {
+                return lock;
+            }
+            return lock.release().catch(() => {}).then(() =>
+            {
+                throw clientClosed();
+            });
+        },
+        error =>
+        {
+            if (self._closing && error && error.code === "AbortError" && !(signal && signal.aborted))
+            {
+                throw clientClosed();
+            }
+            throw error;
+        });
+}
+
+// Closes a client: cancels pending acquisitions and waits for them to settle, then releases
+// (or, without `releaseLocks`, abandons) every lock it holds, each on its own. Resolves with
+// one outcome per lock.
+async function closeClient(self, releaseLocks)
+{
+    // A campaign's lock is released by the campaign itself when it stops, or with the others.
+    for (const campaign of self._campaigns)
+    {
+        campaign._stop.abort();
+    }
+    if (self._closeAbort)
+    {
+        self._closeAbort.abort();
+    }
+    let client = self._native;
+    if (!client && self._nativeReady)
+    {
+        client = await self._nativeReady.catch(() => undefined);
+    }
+    if (client)
+    {
+        client.close(false);
+    }
+    await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
+    const locks = [...self._metrics.live];
+    if (!releaseLocks)
+    {
+        if (client)
+        {
+            client.close(true);
+        }
+        return locks.map(lock =>
+        {
+            lock._abandon();
+            return { id: lock._track.id, fencingToken: lock.fencingToken, released: false };
+        });
+    }
+    return Promise.all(locks.map(lock => lock.release().then(
+        () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
+        error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
+}
+
 function wrapObjectLock(self, held)
 {
     const lock = new Lock(() => held.release(), held.fencingToken, false);
+    lock._abandon = function()
+    {
+        held.abandon();
+        Lock.prototype._abandon.call(this);
+    };
     held.attach(lock);
     return lock;
 }
@@ -663,6 +958,12 @@ class FifoLock extends Lock
     {
         // The other resources' locks stay known until release, which releases them too.
     }
+
+    _abandon()
+    {
+        this._ids.forEach(id => liveLocks.delete(id));
+        super._abandon();
+    }
 }
 
 // How long a Fifo acquisition waits for its turn unless told (`waitMs`).
@@ -699,12 +1000,20 @@ function fifoAcquire(self, ids, options, callback)
         callback = options;
         options = undefined;
     }
-    const problem = checkAcquireOptions(options) || checkWaitMs(options);
+    const problem = checkAcquireOptions(options) || checkWaitMs(options)
+        || (options && options.data !== undefined ? invalidArgument("a Fifo lock carries no data") : undefined);
     if (problem)
     {
         return settle(Promise.reject(problem), callback);
     }
-    return settle(nativeFifoAcquire(self, ids, options || {}), callback);
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(ids, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    const signal = options && options.signal;
+    const promise = closable(self, signal, nativeFifoAcquire(self, ids, options || {}));
+    return settle(self._metrics.acquisition(ids, startedAt, promise), callback);
 }
 
 async function nativeFifoAcquire(self, ids, options)
@@ -737,6 +1046,92 @@ async function nativeFifoAcquire(self, ids, options)
     return lock;
 }
 
+// close([options][, callback]) and metrics(), on every kind of client.
+const clientMethods =
+{
+    close(options, callback)
+    {
+        if (typeof options === "function")
+        {
+            callback = options;
+            options = undefined;
+        }
+        if (options !== undefined && options !== null && typeof options !== "object")
+        {
+            return settle(Promise.reject(invalidArgument("close options must be an object")), callback);
+        }
+        if (!this._closing)
+        {
+            this._closing = closeClient(this, Boolean(options && options.releaseLocks));
+        }
+        return settle(this._closing, callback);
+    },
+
+    metrics()
+    {
+        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        return this._metrics.snapshot(transport);
+    },
+
+    campaign(id, options)
+    {
+        return campaign(this, id, options);
+    },
+};
+
+function notSupported(message)
+{
+    const err = new Error(message);
+    err.code = "NotSupported";
+    return err;
+}
+
+// campaign(id[, { signal }]): leader election on FailOpen and Fifo clients (lib/campaign.js).
+function campaign(self, id, options)
+{
+    if (self._kind === "FailClosed")
+    {
+        throw notSupported("FailClosed has no campaign: a crashed leader would keep its lock, and leadership, forever. Use FailOpen or Fifo.");
+    }
+    if (self._transport === "object")
+    {
+        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+    }
+    if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
+    {
+        throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
+    }
+    const problem = checkAcquireOptions(options);
+    if (problem)
+    {
+        throw problem;
+    }
+    // A bad id is refused now, not by every acquisition of the campaign.
+    if (self._kind === "Fifo")
+    {
+        fifoResource(id, "");
+    }
+    else
+    {
+        const { partitionID, sortID } = splitId(self._config, id);
+        keyInput(partitionID, "partition value");
+        if (self._config.sortKey)
+        {
+            keyInput(sortID, "sort value");
+        }
+    }
+    const signal = options === undefined || options === null ? undefined : options.signal;
+    // Fifo candidates wait in line for as long as the campaign lasts.
+    const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });
+    const c = new Campaign(stop => self.acquireLock(id, acquireOptions(stop)), signal, ended => self._campaigns.delete(ended));
+    if (self._closing)
+    {
+        c._stop.abort();
+    }
+    self._campaigns.add(c);
+    return c;
+}
+
 function FailClosed(config)
 {
     if (!(this instanceof FailClosed))
@@ -749,6 +1144,12 @@ function FailClosed(config)
 FailClosed.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
+};
+Object.assign(FailClosed.prototype, clientMethods);
+
+FailClosed.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
 };
 
 function FailOpen(config)
@@ -763,6 +1164,12 @@ function FailOpen(config)
 FailOpen.prototype.acquireLock = function(id, options, callback)
 {
     return acquire(this, id, options, callback);
+};
+Object.assign(FailOpen.prototype, clientMethods);
+
+FailOpen.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
 };
 
 // A fair lock: waiters are granted each resource in the order they asked, and the ticket is
@@ -780,6 +1187,60 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
 {
     return fifoAcquire(this, ids, options, callback);
 };
+Object.assign(Fifo.prototype, clientMethods);
+
+Fifo.prototype.getLock = function(id, callback)
+{
+    return getLock(this, id, callback);
+};
+
+// One DynamoDB request at a time for table administration, through a native client made for
+// it: `dynamodb` means what it means for the lock clients (options, or an AWS SDK client).
+async function adminCaller(dynamodb)
+{
+    if (chooseTransport(dynamodb) === "object")
+    {
+        throw invalidArgument("createTable needs options for the native core or an AWS SDK client as `dynamodb`, not an object of get/put/delete");
+    }
+    const options = { kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER };
+    let client;
+    if (isSdkClient(dynamodb))
+    {
+        const { options: fromClient, credentials } = await sdkClientOptions(dynamodb);
+        client = new native.NativeClient(Object.assign(options, fromClient), credentials, onNativeEvent, onNativeAnswer);
+    }
+    else
+    {
+        client = new native.NativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined, onNativeEvent, onNativeAnswer);
+    }
+    return async (operation, body) =>
+    {
+        let outcome;
+        try
+        {
+            outcome = await ask(request => client.startAdmin(request, operation, JSON.stringify(body)));
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (outcome.error)
+        {
+            throw toError(outcome.error);
+        }
+        return outcome.body ? JSON.parse(outcome.body) : {};
+    };
+}
+
+/**
+ * Creates a lock table (on-demand unless told), waits until it is ACTIVE and enables TTL on
+ * `ttlAttribute` when given. A table that exists with the same key schema is success.
+ */
+async function createTable(options)
+{
+    const call = await adminCaller(options && typeof options === "object" ? options.dynamodb : undefined);
+    return table.createTable(options, call);
+}
 
 module.exports =
 {
@@ -788,4 +1249,6 @@ module.exports =
     Fifo,
     Lock,
     ValidationError,
+    createTable,
+    Campaign,
 };

@@ -8,7 +8,7 @@
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { failOpen, acquireCb, releaseCb, uniqueId, sleep, dynamodbOptions } = require("./helpers.js");
+const { failOpen, failClosed, acquireCb, releaseCb, uniqueId, sleep, dynamodbOptions } = require("./helpers.js");
 const { runScript, runTogether, startChild } = require("./support/spawn.js");
 const { startProxy } = require("./support/proxy.js");
 const { documentClient } = require("./support/v2.js");
@@ -441,6 +441,66 @@ for (const engineName of selectedEngines())
                 const released = await engine.getItem("locks", key);
                 assert.deepEqual(Object.keys(released).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"]);
                 assert.equal(released.leaseDurationMs.N, "1");
+            }
+        );
+
+        it("FailOpen with TTL and data: the original takes over our items and ours takes its items back, tokens rising", async () =>
+            {
+                const id = uniqueId("mixed-ttl-open");
+                const key = { id: { S: id } };
+                const ours = failOpen(engine, { owner: "native", heartbeatPeriodMs: 250, ttlAttribute: "expires" });
+                const held = await ours.acquireLock(id, { data: Buffer.from([1, 2, 3]) });
+                const ourItem = await engine.getItem("locks", key);
+                assert.deepEqual(Object.keys(ourItem).sort(), ["expires", "fencingToken", "guid", "id", "leaseDurationMs", "lockData", "owner"]);
+                // The original reads our item (TTL attribute, binary data and all) and waits it out.
+                const busy = await acquireOriginal(originalFailOpen(engine, { retryCount: 0, owner: "original" }), id);
+                assert.equal(busy.error && busy.error.code, "FailedToAcquireLock", "our heartbeats keep the lock ours");
+                // Our heartbeats rotate the guid the original waits on: its first put fails, and
+                // its retry reads the released item.
+                const waiting = acquireOriginal(originalFailOpen(engine, { retryCount: 1, owner: "original" }), id);
+                await sleep(300);
+                await held.release();
+                const { error, lock } = await waiting;
+                assert.equal(error, undefined);
+                assert.equal(lock.fencingToken, held.fencingToken + 1, "the original continues our tokens, from the floor TTL uses");
+                const originals = await engine.getItem("locks", key);
+                assert.deepEqual(Object.keys(originals).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"],
+                    "the original's full put leaves its own item, without our attributes");
+                assert.equal((await ours.getLock(id)).owner, "original");
+                assert.equal(await releaseOriginal(lock), undefined);
+                const again = await ours.acquireLock(id, { data: "back" });
+                assert.equal(again.fencingToken, lock.fencingToken + 1);
+                const back = await engine.getItem("locks", key);
+                assert.equal(back.lockData.S, "back");
+                assert.ok(Number(back.expires.N) > Date.now() / 1000 + 3600, "TTL written again by our next write");
+                await again.release();
+            }
+        );
+
+        it("FailClosed with TTL and data: each library keeps the other out and takes the lock after its release", async () =>
+            {
+                const id = uniqueId("mixed-ttl-closed");
+                const key = { id: { S: id } };
+                const original = retryCount => new Original.FailClosed({
+                    dynamodb: documentClient(engine), lockTable: "fclocks", partitionKey: "id", acquirePeriodMs: 100, retryCount, owner: "original",
+                });
+                const ours = retryCount => failClosed(engine, {
+                    lockTable: "fclocks", acquirePeriodMs: 100, retryCount, owner: "native", ttlAttribute: "expires", ttlSeconds: 3600,
+                });
+                const held = await ours(0).acquireLock(id, { data: "ours" });
+                assert.deepEqual(Object.keys(await engine.getItem("fclocks", key)).sort(), ["expires", "guid", "id", "lockData", "owner"]);
+                const refused = await acquireOriginal(original(0), id);
+                assert.equal(refused.error && refused.error.code, "FailedToAcquireLock");
+                await held.release();
+                const theirs = await acquireOriginal(original(0), id);
+                assert.equal(theirs.error, undefined);
+                assert.deepEqual(Object.keys(await engine.getItem("fclocks", key)).sort(), ["guid", "id", "owner"]);
+                await assert.rejects(ours(0).acquireLock(id), { code: "FailedToAcquireLock" });
+                assert.equal(await releaseOriginal(theirs.lock), undefined);
+                const back = await ours(0).acquireLock(id);
+                assert.ok((await engine.getItem("fclocks", key)).expires);
+                await back.release();
+                assert.equal(await engine.getItem("fclocks", key), undefined);
             }
         );
     });

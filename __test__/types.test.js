@@ -66,3 +66,25 @@ it("rejects code that misuses the types (the check is not vacuous)", { timeout: 
         }
     }
 );
+
+it("rejects lock data that is not a string or bytes, and createTable without its keys", { timeout: 120000 }, () =>
+    {
+        const dir = fs.mkdtempSync(path.join(__dirname, "types", "tmp-"));
+        try
+        {
+            fs.writeFileSync(path.join(dir, "bad.ts"),
+                "import { FailOpen, createTable } from \"dynamodb-lock-native\";\n" +
+                "new FailOpen({ lockTable: \"t\", partitionKey: \"p\", leaseDurationMs: 1 }).acquireLock(\"x\", { data: 5 });\n" +
+                "createTable({ lockTable: \"t\" });\n");
+            fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({ extends: "../tsconfig.json", files: ["bad.ts"] }));
+            const r = spawnSync(process.execPath, [tsc, "-p", path.join(dir, "tsconfig.json")], { encoding: "utf8" });
+            assert.notEqual(r.status, 0);
+            assert.match(r.stdout, /data/);
+            assert.match(r.stdout, /partitionKey/);
+        }
+        finally
+        {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+);

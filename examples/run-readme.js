@@ -1,8 +1,8 @@
 "use strict";
 
 // `npm run readme`: start an in-memory DynamoDB (dynalite) on 127.0.0.1, create the
-// examples' tables, run examples/readme.js, promises.js and fifo.js against it, and stop
-// the engine. No AWS account or network is needed.
+// examples' tables, run examples/readme.js, promises.js, fifo.js, inspection.js and lifecycle.js against
+// it, and stop the engine. No AWS account or network is needed.
 
 const path = require("path");
 const { spawn } = require("child_process");
@@ -37,7 +37,7 @@ async function main()
         ));
         ddb.destroy();
         let code = 0;
-        for (const example of ["readme.js", "promises.js", "fifo.js"])
+        for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js", "lifecycle.js"])
         {
             code = code || await runExample(example, endpoint);
         }

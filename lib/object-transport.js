@@ -65,7 +65,36 @@ function names(config)
 
 // Calls `db[method](params, callback)`; settles once, whichever of the callback or a returned
 // promise answers first.
-function call(db, method, params)
+// Requests through the user's object, counted as the native core counts its own (`metrics()`).
+const OPERATION_INDEX = { get: 0, put: 1, delete: 3 };
+const THROTTLES = new Set(["ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "TransactionConflictException", "LimitExceededException"]);
+
+function newStats()
+{
+    return {
+        requestOperations: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
+        requestOutcomes: ["ok", "conditionFailed", "throttled", "error"],
+        requests: [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+        throttles: 0,
+        heartbeatsSent: 0,
+        heartbeatsRetried: 0,
+        heartbeatsFailed: 0,
+    };
+}
+
+function countRequest(stats, method, error)
+{
+    const code = error && (error.code || error.name);
+    const outcome = !error ? 0 : conditionFailed(error) ? 1 : THROTTLES.has(code) ? 2 : 3;
+    stats.requests[OPERATION_INDEX[method]][outcome]++;
+    if (outcome === 2)
+    {
+        stats.throttles++;
+    }
+}
+
+function call(db, method, stats, params)
 {
     return new Promise((resolve, reject) =>
         {
@@ -77,6 +106,10 @@ function call(db, method, params)
                     return;
                 }
                 done = true;
+                if (stats)
+                {
+                    countRequest(stats, method, error);
+                }
                 if (error)
                 {
                     reject(error);
@@ -139,6 +172,7 @@ class ObjectTransport
         this.kind = kind;
         this.config = config;
         this.db = config.dynamodb;
+        this.stats = newStats();
         this.owner = owner;
         this.retryCount = retryCount;
     }
@@ -201,7 +235,7 @@ class ObjectTransport
     {
         try
         {
-            await call(this.db, "put", params);
+            await call(this.db, "put", this.stats, params);
             return true;
         }
         catch (error)
@@ -249,7 +283,7 @@ class ObjectTransport
         let retries = this.retryCount;
         for (;;)
         {
-            const data = await call(this.db, "get",
+            const data = await call(this.db, "get", this.stats,
                 { TableName: c.lockTable, Key: this.key(partitionID, sortID), ConsistentRead: true });
             const existing = data.Item;
             let fencingToken = 1;
@@ -335,6 +369,8 @@ class HeldObjectLock
         this.lock = undefined;
         this.released = false;
         this.lost = false;
+        this.abandoned = false;
+        this.retrying = false;
         this.timer = undefined;
         this.busy = Promise.resolve();
         this.leaseUntil = Date.now() + (transport.config.leaseDurationMs || 0);
@@ -349,8 +385,23 @@ class HeldObjectLock
         this.lock = lock;
     }
 
+    // Stops heartbeats without releasing: the lease lapses (a closed client's lock).
+    abandon()
+    {
+        this.abandoned = true;
+        if (this.timer)
+        {
+            clearTimeout(this.timer);
+            this.timer = undefined;
+        }
+    }
+
     emit(event, value)
     {
+        if (event === "error" && this.lock && this.lock._track)
+        {
+            this.lock._track.heartbeatFailed(this.lock, () => value);
+        }
         if (!this.lock || (event === "error" && this.lock.listenerCount("error") === 0))
         {
             return;
@@ -407,25 +458,34 @@ class HeldObjectLock
 
     async heartbeat()
     {
-        if (this.released || this.lost)
+        if (this.released || this.lost || this.abandoned)
         {
             return;
         }
         const c = this.t.config;
         const newGuid = crypto.randomBytes(64);
         const sentAt = Date.now();
+        const stats = this.t.stats;
+        stats.heartbeatsSent++;
+        if (this.retrying)
+        {
+            stats.heartbeatsRetried++;
+        }
         try
         {
-            await call(this.t.db, "put", this.guarded(this.itemFor(newGuid, c.leaseDurationMs)));
+            await call(this.t.db, "put", stats, this.guarded(this.itemFor(newGuid, c.leaseDurationMs)));
+            this.retrying = false;
             this.guid = newGuid;
             this.leaseUntil = sentAt + c.leaseDurationMs;
-            if (!this.released)
+            if (!this.released && !this.abandoned)
             {
                 this.schedule(c.heartbeatPeriodMs);
             }
         }
         catch (error)
         {
+            stats.heartbeatsFailed++;
+            this.retrying = true;
             this.emit("error", error);
             if (conditionFailed(error))
             {
@@ -438,7 +498,7 @@ class HeldObjectLock
                 this.lost = true;
                 return this.emit("lost", codedError("LeaseExpired", "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner."));
             }
-            if (!this.released)
+            if (!this.released && !this.abandoned)
             {
                 this.schedule(Math.min(left, Math.max(10, c.heartbeatPeriodMs / 4)));
             }
@@ -471,7 +531,7 @@ class HeldObjectLock
         };
         try
         {
-            await call(this.t.db, "delete", params);
+            await call(this.t.db, "delete", this.t.stats, params);
         }
         catch (error)
         {
@@ -487,7 +547,7 @@ class HeldObjectLock
     {
         try
         {
-            await call(this.t.db, "put", this.guarded(this.itemFor(this.guid, 1)));
+            await call(this.t.db, "put", this.t.stats, this.guarded(this.itemFor(this.guid, 1)));
         }
         catch (error)
         {

@@ -12,7 +12,7 @@ use crate::config::Kind;
 use crate::error::{LockError, StoreError};
 use crate::fail_open::Handoff;
 use crate::heartbeat::LazyHeartbeats;
-use crate::item::{Guid, LockKey};
+use crate::item::{Guid, LockData, LockKey};
 use crate::line::{Lines, Place, Turn, Waiter};
 use crate::lock::{EventSink, HeldLock};
 use crate::store::{attempt, Failed, RetryPolicy, Store};
@@ -40,7 +40,25 @@ pub struct Settings {
     pub danger_margin: Duration,
     /// Attempts of one request through transient faults (throttling, 5xx, timeouts).
     pub max_attempts: u32,
+    /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
+    pub ttl: Option<TtlSettings>,
+    /// The client's counters (`metrics()`), shared by everything made from these settings.
+    pub stats: Arc<crate::stats::Stats>,
 }
+
+/// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
+#[derive(Clone, Debug)]
+pub struct TtlSettings {
+    /// The Number attribute the table's TTL reads (Unix seconds).
+    pub attribute: String,
+    /// FailClosed: how long after its last write a held or abandoned item may be deleted.
+    /// FailOpen: how long past the end of the lease (held) or the release (released).
+    pub seconds: u64,
+}
+
+/// FailOpen's default `ttlSeconds`: an hour past the lease, so a held lock's item can never
+/// go while it is held (heartbeats move it on), and a released one goes an hour after.
+pub const DEFAULT_OPEN_TTL_SECONDS: u64 = 3600;
 
 impl Settings {
     pub fn new(kind: Kind, owner: String) -> Self {
@@ -57,6 +75,36 @@ impl Settings {
             request_timeout: Duration::from_millis(5000),
             danger_margin: Duration::ZERO,
             max_attempts: 4,
+            ttl: None,
+            stats: Default::default(),
+        }
+    }
+
+    /// The TTL attribute written with an acquisition, heartbeat or data update: FailOpen, the
+    /// lease plus `ttlSeconds` from now; FailClosed, `ttlSeconds` from now.
+    pub fn ttl_held(&self) -> Option<crate::store::Ttl<'_>> {
+        let t = self.ttl.as_ref()?;
+        let lease_s = match self.kind {
+            Kind::FailOpen => self.lease_duration_ms.div_ceil(1000),
+            Kind::FailClosed => 0,
+            Kind::Fifo => return None,
+        };
+        let now_s = crate::item::unix_now_ms() / 1000;
+        Some((&t.attribute, now_s + lease_s + t.seconds))
+    }
+
+    /// The TTL attribute written with a FailOpen release: `ttlSeconds` from now.
+    pub fn ttl_released(&self) -> Option<crate::store::Ttl<'_>> {
+        let t = self.ttl.as_ref()?;
+        Some((&t.attribute, crate::item::unix_now_ms() / 1000 + t.seconds))
+    }
+
+    /// What an absent item's fencing token counts from: 0, or, where TTL may have deleted an
+    /// earlier item of the same id, a floor above every token that item can have had.
+    pub fn token_floor(&self) -> u64 {
+        match self.ttl {
+            Some(_) => crate::item::token_floor(crate::item::unix_now_ms()),
+            None => 0,
         }
     }
 
@@ -120,7 +168,18 @@ impl Client {
     /// first speaks to DynamoDB, the others wait for their turn and are handed the lock by
     /// the release before them. A cancelled acquisition leaves no lock behind: a write that
     /// landed after cancellation is released before `Aborted` is returned.
+    #[cfg(test)]
     pub async fn acquire(self: &Arc<Self>, key: LockKey, cancel: &Cancel) -> Result<Arc<HeldLock>, LockError> {
+        self.acquire_with_data(key, None, cancel).await
+    }
+
+    /// `acquire`, storing `data` with the lock (FailClosed, FailOpen).
+    pub async fn acquire_with_data(
+        self: &Arc<Self>,
+        key: LockKey,
+        data: Option<&LockData>,
+        cancel: &Cancel,
+    ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.kind == Kind::Fifo {
             let locks = crate::fifo::acquire(self, vec![key.partition], Some(crate::fifo::DEFAULT_WAIT), cancel);
             return locks
@@ -133,8 +192,17 @@ impl Client {
             Place::Queued(waiter) => self.wait_in_line(&key, waiter, cancel).await?,
         };
         let lock = match handed {
+            // A hand-over removes the previous holder's data: this holder writes its own.
+            Some(lock) if data.is_some() => {
+                let lock = Arc::new(lock);
+                if let Err(e) = lock.update_data(data.cloned()).await {
+                    let _ = lock.release().await;
+                    return Err(e);
+                }
+                return self.start_lock(lock, cancel).await;
+            }
             Some(lock) => lock,
-            None => match self.acquire_for_line(&key, cancel).await {
+            None => match self.acquire_for_line(&key, data, cancel).await {
                 Ok(lock) => lock,
                 Err(e) => {
                     self.lines.leave(&key);
@@ -142,7 +210,12 @@ impl Client {
                 }
             },
         };
-        let lock = Arc::new(lock);
+        self.start_lock(Arc::new(lock), cancel).await
+    }
+
+    /// Starts the heartbeats (or the lease timer) of a lock just acquired; releases it instead
+    /// if the acquisition was cancelled meanwhile.
+    async fn start_lock(self: &Arc<Self>, lock: Arc<HeldLock>, cancel: &Cancel) -> Result<Arc<HeldLock>, LockError> {
         if cancel.is_cancelled() {
             // Best effort: the release retries through transient faults on its own.
             let _ = lock.release().await;
@@ -237,15 +310,20 @@ impl Client {
     }
 
     /// Acquires `key` from DynamoDB for the line.
-    async fn acquire_for_line(self: &Arc<Self>, key: &LockKey, cancel: &Cancel) -> Result<HeldLock, LockError> {
+    async fn acquire_for_line(
+        self: &Arc<Self>,
+        key: &LockKey,
+        data: Option<&LockData>,
+        cancel: &Cancel,
+    ) -> Result<HeldLock, LockError> {
         Ok(match self.settings.kind {
             Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
-                let guid = fail_closed::acquire(self, key, cancel).await?;
+                let guid = fail_closed::acquire(self, key, data, cancel).await?;
                 HeldLock::new(self.clone(), key.clone(), guid, None, None)
             }
             Kind::FailOpen => {
-                let taken = fail_open::acquire(self, key, cancel).await?;
+                let taken = fail_open::acquire(self, key, data, cancel).await?;
                 let lease_until = taken.sent_at + self.settings.lease();
                 let mut lock = HeldLock::new(
                     self.clone(),
@@ -275,9 +353,9 @@ impl Client {
             for _ in 0..12 {
                 let result = match kind {
                     Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await.map(|_| ()),
-                    Kind::FailOpen | Kind::Fifo => {
-                        attempt(policy, || store.release(&key, &guids, None)).await.map(|_| ())
-                    }
+                    Kind::FailOpen | Kind::Fifo => attempt(policy, || store.release(&key, &guids, None, None))
+                        .await
+                        .map(|_| ()),
                 };
                 match result {
                     Ok(())
@@ -398,6 +476,148 @@ mod tests {
         assert_eq!(rec.fencing_token, Some(5));
         assert!(events.events().is_empty());
         assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn data_belongs_to_the_holder_across_hand_overs() {
+        use crate::item::LockData;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, open_settings("me", 10_000, Some(3_000)));
+        let first = c
+            .acquire_with_data(key("k"), Some(&LockData::S("a".into())), &Cancel::default())
+            .await
+            .unwrap();
+        let data = |store: &MemoryStore| store.record(&key("k")).unwrap().data.map(|d| *d);
+        assert_eq!(data(&store), Some(LockData::S("a".into())));
+        let second = tokio::spawn({
+            let c = c.clone();
+            async move {
+                c.acquire_with_data(key("k"), Some(&LockData::B(vec![1, 2])), &Cancel::default())
+                    .await
+                    .unwrap()
+            }
+        });
+        let third = tokio::spawn({
+            let c = c.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                c.acquire(key("k"), &Cancel::default()).await.unwrap()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        first.release().await.unwrap();
+        let second = second.await.unwrap();
+        assert_eq!(store.count("handover"), 1);
+        assert_eq!(
+            data(&store),
+            Some(LockData::B(vec![1, 2])),
+            "the next holder wrote its own"
+        );
+        second.update_data(Some(LockData::S("c".into()))).await.unwrap();
+        assert_eq!(data(&store), Some(LockData::S("c".into())));
+        second.release().await.unwrap();
+        let third = third.await.unwrap();
+        assert_eq!(
+            data(&store),
+            None,
+            "a holder without data leaves none of the previous holder's"
+        );
+        assert_eq!(third.fencing_token, Some(3));
+        third.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_of_a_lock_taken_by_another_reports_it_lost() {
+        use crate::error::LostReason;
+        use crate::item::LockData;
+        use crate::lock::LockEvent;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, closed_settings("me"));
+        let lock = c
+            .acquire_with_data(key("k"), Some(&LockData::S("a".into())), &Cancel::default())
+            .await
+            .unwrap();
+        let mut rec = store.record(&key("k")).unwrap();
+        rec.guid = Some(vec![7; 64]);
+        store.set(&key("k"), rec);
+        let err = lock.update_data(Some(LockData::S("b".into()))).await.unwrap_err();
+        assert_eq!(err, LockError::Lost(LostReason::NotOwner));
+        assert_eq!(events.events(), vec![LockEvent::Lost(LostReason::NotOwner)]);
+        let rec = store.record(&key("k")).unwrap();
+        assert_eq!(rec.data.map(|d| *d), Some(LockData::S("a".into())), "not written");
+        assert_eq!(
+            lock.update_data(None).await.unwrap_err(),
+            LockError::Lost(LostReason::NotOwner),
+            "a lost lock writes nothing"
+        );
+        assert_eq!(store.count("set_data"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_that_hangs_leaves_the_heartbeats_half_the_lease() {
+        use crate::item::LockData;
+        use crate::lock::LockEvent;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(3_000)));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        for _ in 0..8 {
+            store.fault("set_data", Fault::Hang);
+        }
+        let start = Instant::now();
+        let err = lock.update_data(Some(LockData::S("x".into()))).await.unwrap_err();
+        assert_eq!(err.code(), "TimeoutError");
+        assert!(start.elapsed() <= Duration::from_millis(5_000), "{:?}", start.elapsed());
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(
+            !events.events().iter().any(|e| matches!(e, LockEvent::Lost(_))),
+            "{:?}",
+            events.events()
+        );
+        assert!(store.count("renew") >= 6, "{} heartbeats", store.count("renew"));
+        lock.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_ttl_items_carry_it_and_a_recreated_item_keeps_tokens_rising() {
+        use crate::client::TtlSettings;
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 10_000, None);
+        s.ttl = Some(TtlSettings {
+            attribute: "expires".into(),
+            seconds: 3600,
+        });
+        let (c, _) = client(&store, s);
+        let now_s = unix_now_ms() / 1000;
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let first = lock.fencing_token.unwrap();
+        assert!(first > crate::item::token_floor(unix_now_ms() - 1_000), "{first}");
+        let ttl = |store: &MemoryStore| *store.ttls.lock().unwrap().get(&key("k")).unwrap();
+        assert!(
+            (now_s + 10 + 3600..=now_s + 10 + 3601).contains(&ttl(&store)),
+            "lease + ttlSeconds"
+        );
+        lock.release().await.unwrap();
+        assert!(
+            (now_s + 3600..=now_s + 3601).contains(&ttl(&store)),
+            "ttlSeconds after release"
+        );
+        let again = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert_eq!(again.fencing_token, Some(first + 1), "an item that is there counts on");
+        again.release().await.unwrap();
+        // DynamoDB's TTL deletes the released item; the id is taken again later.
+        store.items.lock().unwrap().remove(&key("k"));
+        // The floor reads the wall clock, which paused tokio time does not move; in use, TTL
+        // deletes an item an hour or more after its last write.
+        std::thread::sleep(Duration::from_millis(2));
+        let recreated = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert!(recreated.fencing_token.unwrap() > first + 1, "tokens never go back");
+        recreated.release().await.unwrap();
+        // Without TTL, an absent item counts from 0, as the original does.
+        let (plain, _) = client(&store, open_settings("plain", 10_000, None));
+        let lock = plain.acquire(key("other"), &Cancel::default()).await.unwrap();
+        assert_eq!(lock.fencing_token, Some(1));
+        assert!(!store.ttls.lock().unwrap().contains_key(&key("other")));
     }
 
     #[tokio::test(start_paused = true)]

@@ -83,6 +83,8 @@ const FAIL_CLOSED: &[Field] = &[
     f("requestTimeoutMs", Rule::Int { min: 1 }, false),
     f("rereadPeriodMs", Rule::Int { min: 1 }, false),
     f("transport", Rule::OneOf(TRANSPORTS), false),
+    f("ttlAttribute", Rule::Str { reserved: true }, false),
+    f("ttlSeconds", Rule::Int { min: 1 }, false),
 ];
 
 const FAIL_OPEN: &[Field] = &[
@@ -100,6 +102,8 @@ const FAIL_OPEN: &[Field] = &[
     f("dangerMarginMs", Rule::Int { min: 0 }, false),
     f("maxHeartbeatsPerSecond", Rule::Int { min: 1 }, false),
     f("transport", Rule::OneOf(TRANSPORTS), false),
+    f("ttlAttribute", Rule::Str { reserved: true }, false),
+    f("ttlSeconds", Rule::Int { min: 1 }, false),
 ];
 
 /// Fifo: a table with a string sort key; this library's own options only.
@@ -119,6 +123,14 @@ const FIFO: &[Field] = &[
 
 /// Attribute names of the Fifo head item, which its key and TTL attribute names may not take.
 const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
+
+/// Attributes only this library writes, which key and TTL attribute names may not take.
+const OWN_NAMES: [&str; 4] = [
+    item::LOCK_DATA,
+    item::LOCK_WAITING_UNIX_MS,
+    item::LOCK_WAITER,
+    item::LOCK_WAITING_SINCE_UNIX_MS,
+];
 
 /// The methods a user-supplied `dynamodb` object must have (the original's requirement).
 pub const OBJECT_METHODS: [&str; 3] = ["delete", "get", "put"];
@@ -173,6 +185,51 @@ fn check_dynamodb(v: &RawValue, out: &mut Vec<Problem>) {
     }
 }
 
+/// FailClosed and FailOpen: `ttlAttribute` is neither key; `ttlSeconds` goes with it (and
+/// FailClosed needs both: its items would never expire otherwise, and may once a holder has
+/// had the lock that long); a user object's get/put/delete cannot write it.
+fn check_ttl(kind: Kind, entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
+    let string = |k| match RawValue::get(entries, k) {
+        Some(RawValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let present = |k| !matches!(RawValue::get(entries, k), None | Some(RawValue::Undefined));
+    if let Some(ttl) = string("ttlAttribute") {
+        if [string("partitionKey"), string("sortKey")].contains(&Some(ttl)) {
+            out.push(problem(
+                &["ttlAttribute"],
+                "any.invalid",
+                "must differ from partitionKey and sortKey",
+            ));
+        }
+    }
+    if present("ttlSeconds") && !present("ttlAttribute") {
+        out.push(problem(
+            &["ttlSeconds"],
+            "object.with",
+            "missing required peer \"ttlAttribute\"",
+        ));
+    }
+    if kind == Kind::FailClosed && present("ttlAttribute") && !present("ttlSeconds") {
+        out.push(problem(
+            &["ttlAttribute"],
+            "object.with",
+            "missing required peer \"ttlSeconds\"",
+        ));
+    }
+    let user_object = match RawValue::get(entries, "dynamodb") {
+        Some(RawValue::Object(db)) => OBJECT_METHODS.iter().any(|m| RawValue::get(db, m).is_some()),
+        _ => false,
+    };
+    if present("ttlAttribute") && (user_object || string("transport") == Some("object")) {
+        out.push(problem(
+            &["ttlAttribute"],
+            "any.invalid",
+            "needs the native core's I/O: a dynamodb object's get/put/delete do not write it",
+        ));
+    }
+}
+
 /// Fifo's own rules: the TTL attribute is neither key, and the I/O is the native core's (a
 /// user object's get/put/delete cannot queue).
 fn check_fifo(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
@@ -212,8 +269,11 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
         Kind::Fifo => FIFO,
     };
     let mut out = Vec::new();
-    let reserved_here =
-        |name: &str| RESERVED_NAMES.contains(&name) || (kind == Kind::Fifo && FIFO_RESERVED.contains(&name));
+    let reserved_here = |name: &str| {
+        RESERVED_NAMES.contains(&name)
+            || OWN_NAMES.contains(&name)
+            || (kind == Kind::Fifo && FIFO_RESERVED.contains(&name))
+    };
     for field in schema {
         let v = match RawValue::get(entries, field.key) {
             None | Some(RawValue::Undefined) => {
@@ -263,6 +323,8 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
     }
     if kind == Kind::Fifo {
         check_fifo(entries, &mut out);
+    } else {
+        check_ttl(kind, entries, &mut out);
     }
     if matches!(kind, Kind::FailOpen | Kind::Fifo) && out.is_empty() {
         let num = |k| match RawValue::get(entries, k) {
@@ -316,6 +378,66 @@ mod tests {
     }
     fn n(v: f64) -> RawValue {
         RawValue::Number(v)
+    }
+
+    #[test]
+    fn ttl_options_go_together_and_name_a_free_attribute() {
+        let base = |kind: &str, extra: &[(&str, RawValue)]| {
+            let mut e = vec![("lockTable", s("t")), ("partitionKey", s("id"))];
+            e.push(if kind == "closed" {
+                ("acquirePeriodMs", n(10.0))
+            } else {
+                ("leaseDurationMs", n(1000.0))
+            });
+            e.extend(extra.iter().cloned());
+            obj(&e)
+        };
+        assert!(validate(Kind::FailOpen, &base("open", &[("ttlAttribute", s("expires"))])).is_empty());
+        assert!(validate(
+            Kind::FailClosed,
+            &base("closed", &[("ttlAttribute", s("expires")), ("ttlSeconds", n(60.0))])
+        )
+        .is_empty());
+        assert_eq!(
+            summary(&validate(
+                Kind::FailClosed,
+                &base("closed", &[("ttlAttribute", s("expires"))])
+            )),
+            "\"ttlAttribute\" missing required peer \"ttlSeconds\""
+        );
+        assert_eq!(
+            summary(&validate(Kind::FailOpen, &base("open", &[("ttlSeconds", n(60.0))]))),
+            "\"ttlSeconds\" missing required peer \"ttlAttribute\""
+        );
+        assert_eq!(
+            summary(&validate(Kind::FailOpen, &base("open", &[("ttlAttribute", s("id"))]))),
+            "\"ttlAttribute\" must differ from partitionKey and sortKey"
+        );
+        assert_eq!(
+            summary(&validate(
+                Kind::FailOpen,
+                &base("open", &[("ttlAttribute", s("lockData"))])
+            )),
+            "\"ttlAttribute\" contains an invalid value"
+        );
+        assert_eq!(
+            summary(&validate(
+                Kind::FailOpen,
+                &base("open", &[("ttlAttribute", s("x")), ("ttlSeconds", n(0.0))])
+            )),
+            "\"ttlSeconds\" must be larger than or equal to 1"
+        );
+        assert_eq!(
+            summary(&validate(
+                Kind::FailOpen,
+                &obj(&[
+                    ("lockTable", s("t")),
+                    ("partitionKey", s("lockData")),
+                    ("leaseDurationMs", n(1.0))
+                ])
+            )),
+            "\"partitionKey\" contains an invalid value"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::client::{Cancel, Client};
 use crate::error::{LockError, StoreError};
 use crate::fail_open::Waiting;
-use crate::item::{new_guid, Guid, LockKey, LockRecord};
+use crate::item::{new_guid, Guid, LockData, LockKey, LockRecord};
 use crate::store::{attempt, Failed};
 use tokio::time::Instant;
 
@@ -26,7 +26,7 @@ pub(crate) async fn current_after(
     }
 }
 
-pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid, LockError> {
+pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let s = &c.settings;
     let guid = new_guid();
     c.handoff.wait_turn(key, cancel).await?;
@@ -36,11 +36,14 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Guid,
     let mut waiting: Option<Waiting> = None;
     loop {
         cancel.check()?;
-        let Failed { error, ambiguous } =
-            match attempt(s.policy(), || c.store.put_if_absent(key, &s.owner, &guid)).await {
-                Ok(()) => return Ok(guid),
-                Err(f) => f,
-            };
+        let Failed { error, ambiguous } = match attempt(s.policy(), || {
+            c.store.put_if_absent(key, &s.owner, &guid, data, s.ttl_held())
+        })
+        .await
+        {
+            Ok(()) => return Ok(guid),
+            Err(f) => f,
+        };
         let held = match error {
             StoreError::ConditionFailed { current } => {
                 // After an attempt that may have landed, the item met by the condition may be

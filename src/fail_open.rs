@@ -13,7 +13,7 @@ use crate::client::{Cancel, Client, Settings};
 use crate::config::Kind;
 use crate::error::{LockError, StoreError};
 use crate::fail_closed::{current_after, read};
-use crate::item::{new_guid, unix_now_ms, Guid, LockKey, LockRecord, Version};
+use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::store::{attempt, Failed, OpenFields, WaitMark};
 
 pub struct Taken {
@@ -65,6 +65,9 @@ pub fn fields(s: &Settings) -> OpenFields<'_> {
         owner: &s.owner,
         lease_duration_ms: s.lease_duration_ms,
         lock_acquired_time_unix_ms: s.trust_local_time.then(unix_now_ms),
+        data: None,
+        ttl: s.ttl_held(),
+        token_floor: s.token_floor(),
     }
 }
 
@@ -150,7 +153,7 @@ impl Waiting {
     }
 }
 
-pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
+pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
     let s = &c.settings;
     let guid = new_guid();
     let mut retries_left = s.retry_count;
@@ -159,7 +162,7 @@ pub async fn acquire(c: &Client, key: &LockKey, cancel: &Cancel) -> Result<Taken
     c.handoff.wait_turn(key, cancel).await?;
     loop {
         cancel.check()?;
-        let f = fields(s);
+        let f = OpenFields { data, ..fields(s) };
         let sent_at = Instant::now();
         let first = waiting.as_ref().is_some_and(|w| w.first);
         let contended = waiting.is_some();
@@ -288,7 +291,11 @@ pub(crate) fn marked_recently(s: &Settings, mark: Option<u64>) -> bool {
 /// marked the item within the last lease.
 pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
     let at = c.settings.trust_local_time.then(unix_now_ms);
-    match attempt(c.settings.release_policy(), || c.store.release(key, guids, at)).await {
+    match attempt(c.settings.release_policy(), || {
+        c.store.release(key, guids, at, c.settings.ttl_released())
+    })
+    .await
+    {
         Ok(mark) => Ok(marked_recently(&c.settings, mark)),
         Err(Failed {
             error: StoreError::ConditionFailed { .. },

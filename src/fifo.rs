@@ -289,6 +289,9 @@ fn fields(c: &Client) -> OpenFields<'_> {
         owner: &c.settings.owner,
         lease_duration_ms: c.settings.lease_duration_ms,
         lock_acquired_time_unix_ms: None,
+        data: None,
+        ttl: None,
+        token_floor: 0,
     }
 }
 
@@ -525,7 +528,7 @@ pub async fn release(
     let result = if lost {
         Ok(())
     } else {
-        match attempt(c.settings.release_policy(), || c.store.release(key, guids, None)).await {
+        match attempt(c.settings.release_policy(), || c.store.release(key, guids, None, None)).await {
             Ok(_)
             | Err(Failed {
                 error: StoreError::ConditionFailed { .. },
@@ -1036,7 +1039,7 @@ impl Queued {
         if self.maybe_granted {
             // A grant that may have landed unseen is released if it did.
             let guids = [self.guid];
-            let _ = attempt(s.release_policy(), || c.store.release(&self.head, &guids, None)).await;
+            let _ = attempt(s.release_policy(), || c.store.release(&self.head, &guids, None, None)).await;
         }
         let key = entry_key(&self.resource, self.position);
         // Whether the position is settled already: another entry is there (a finished one

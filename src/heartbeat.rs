@@ -29,6 +29,7 @@ use crate::error::{LockError, LostReason, StoreError};
 use crate::fail_open::fields;
 use crate::item::new_guid;
 use crate::lock::{HeldLock, LockEvent};
+use crate::stats::Stats;
 use crate::store::timed_out;
 
 /// Heartbeats in flight at once, per scheduler. Each in-flight request holds a connection;
@@ -510,6 +511,10 @@ pub(crate) async fn beat(
             .request_timeout
             .min((remaining / 2).max(Duration::from_millis(50)).min(remaining));
         let f = fields(s);
+        Stats::add(&s.stats.heartbeats_sent);
+        if n > 1 {
+            Stats::add(&s.stats.heartbeats_retried);
+        }
         let result = {
             let _permit = match permit.take() {
                 Some(p) => p,
@@ -545,6 +550,7 @@ pub(crate) async fn beat(
                 });
             }
             Err(e @ StoreError::ConditionFailed { .. }) => {
+                Stats::add(&s.stats.heartbeats_failed);
                 st.lost = true;
                 st.pending = None;
                 lock.emit(LockEvent::Error(LockError::Store(e)));
@@ -552,6 +558,7 @@ pub(crate) async fn beat(
                 return None;
             }
             Err(e) => {
+                Stats::add(&s.stats.heartbeats_failed);
                 lock.emit(LockEvent::Error(LockError::Store(e)));
                 let now = Instant::now();
                 let remaining = lease_until.saturating_duration_since(now);

@@ -16,6 +16,10 @@ pub const LOCK_WAITING_UNIX_MS: &str = "lockWaitingUnixMs";
 /// library writes them, and only fairness depends on them.
 pub const LOCK_WAITER: &str = "lockWaiter";
 pub const LOCK_WAITING_SINCE_UNIX_MS: &str = "lockWaitingSinceUnixMs";
+/// The holder's data (`acquireLock(id, { data })`): S for a string, B for a Buffer. Only this
+/// library writes it; every acquisition sets or removes it, so it always belongs to the
+/// current holder. The original ignores it, and its full-item writes drop it.
+pub const LOCK_DATA: &str = "lockData";
 /// Fifo head item: the last ticket issued for the resource.
 pub const TICKET_NEXT: &str = "ticketNext";
 /// Fifo head item: the last queue position issued for the resource.
@@ -31,6 +35,13 @@ pub const RESERVED_NAMES: [&str; 5] = [
     OWNER,
     GUID,
 ];
+
+/// The data a holder keeps with its lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockData {
+    S(String),
+    B(Vec<u8>),
+}
 
 /// `leaseDurationMs` of a released FailOpen lock (the original's convention).
 pub const RELEASED_LEASE_MS: u64 = 1;
@@ -88,6 +99,8 @@ pub struct LockRecord {
     pub lock_waiting_unix_ms: Option<u64>,
     pub lock_waiter: Option<String>,
     pub lock_waiting_since_unix_ms: Option<u64>,
+    /// `lockData`. Boxed: most items carry none.
+    pub data: Option<Box<LockData>>,
     /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
     pub queue: Option<Box<QueueCounters>>,
 }
@@ -145,6 +158,16 @@ pub fn parse_u64(n: &str) -> Option<u64> {
     }
     let f = n.parse::<f64>().ok()?;
     (f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64).then_some(f as u64)
+}
+
+/// The first fencing token of an item created where TTL may have deleted an earlier one: the
+/// current time in microseconds since 1970 (the creation time in ms, times 1000). A deleted
+/// item was last written at least a TTL margin (an hour by default) before it could vanish, and
+/// no item takes a thousand acquisitions per millisecond (DynamoDB writes one item at most about
+/// a thousand times per second), so the new token starts above every token the old item had, even
+/// with the creator's clock that far behind. It stays below 2^53 until the year 2255.
+pub fn token_floor(now_unix_ms: u64) -> u64 {
+    now_unix_ms.saturating_mul(1000)
 }
 
 pub fn unix_now_ms() -> u64 {

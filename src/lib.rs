@@ -14,6 +14,7 @@
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock.
 //! - `client`: settings, acquisition of every kind, the local line, cancellation.
 //! - `error`: `LockError` and the `code` JavaScript sees.
+//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
 //! locks and pending acquisitions that JavaScript refers to by number.
@@ -31,6 +32,7 @@ mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod stats;
 mod store;
 #[cfg(test)]
 mod testkit;
@@ -45,11 +47,11 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use crate::client::{Cancel, Client, Settings};
+use crate::client::{Cancel, Client, Settings, TtlSettings};
 use crate::config::{Kind, RawValue};
 use crate::error::LockError;
 use crate::heartbeat::LazyHeartbeats;
-use crate::item::{KeyValue, LockKey, TableSpec};
+use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::store::http::{HttpOptions, HttpStore};
 
@@ -94,22 +96,50 @@ fn locks() -> std::sync::MutexGuard<'static, HashMap<u64, Arc<HeldLock>>> {
     LOCKS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Pending acquisitions that JavaScript may cancel, by the number it gave them.
+/// Pending acquisitions of a client, by the number JavaScript gave them (below 2^32) or one of
+/// ours (above), so that JavaScript may cancel one and `close()` may cancel them all.
 #[derive(Default)]
-struct Cancels(Mutex<HashMap<u32, Arc<Cancel>>>);
+struct Cancels {
+    pending: Mutex<HashMap<u64, Arc<Cancel>>>,
+    next_own: std::sync::atomic::AtomicU64,
+    closed: std::sync::atomic::AtomicBool,
+}
 
 impl Cancels {
-    fn get(&self, id: u32) -> Arc<Cancel> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(id)
-            .or_default()
-            .clone()
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Cancel>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn forget(&self, id: u32) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    fn get(&self, id: u64) -> Arc<Cancel> {
+        self.map().entry(id).or_default().clone()
+    }
+
+    /// The cancellation of a starting acquisition, under JavaScript's number or one of ours.
+    /// Cancelled at once when the client is closed: `close()` sets the flag before it cancels
+    /// what it finds, so an acquisition is either found or sees the flag.
+    fn register(&self, cancel_id: Option<u32>) -> (u64, Arc<Cancel>) {
+        let id = match cancel_id {
+            Some(id) => id as u64,
+            None => (1 << 32) + self.next_own.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        let cancel = self.get(id);
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            cancel.cancel();
+        }
+        (id, cancel)
+    }
+
+    fn forget(&self, id: u64) {
+        self.map().remove(&id);
+    }
+
+    /// Cancels every pending acquisition, and every later one.
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let pending: Vec<Arc<Cancel>> = self.map().values().cloned().collect();
+        for cancel in pending {
+            cancel.cancel();
+        }
     }
 }
 
@@ -280,8 +310,13 @@ pub struct NativeOptions {
     pub danger_margin_ms: Option<f64>,
     /// FailOpen: cap on heartbeat requests per second for this client (default: none).
     pub max_heartbeats_per_second: Option<f64>,
-    /// Fifo: the attribute DynamoDB's TTL reads on queue entries (default `ttl`).
+    /// The Number attribute DynamoDB's TTL reads (Unix seconds). FailClosed/FailOpen: written
+    /// with every write of a lock item when set (default: none). Fifo: written on queue
+    /// entries (default `ttl`).
     pub ttl_attribute: Option<String>,
+    /// With `ttlAttribute`: FailClosed, seconds after its last write that an item may be
+    /// deleted (required); FailOpen, seconds past the lease or the release (default 3600).
+    pub ttl_seconds: Option<f64>,
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub access_key_id: Option<String>,
@@ -308,7 +343,37 @@ fn key_value(k: KeyInput) -> Result<KeyValue> {
     }
 }
 
-/// The answer to `startAcquire` or `startRelease`, by the request number JavaScript chose.
+/// Data kept with a lock: exactly one of `s` (a string), `b` (a Buffer).
+#[napi(object)]
+pub struct DataInput {
+    pub s: Option<String>,
+    pub b: Option<Buffer>,
+}
+
+fn lock_data(d: DataInput) -> Result<LockData> {
+    match (d.s, d.b) {
+        (Some(s), None) => Ok(LockData::S(s)),
+        (None, Some(b)) => Ok(LockData::B(b.to_vec())),
+        _ => Err(Error::from_reason("lock data needs exactly one of s, b")),
+    }
+}
+
+/// A lock item as `getLock` reports it.
+#[napi(object)]
+pub struct JsLockInfo {
+    pub owner: Option<String>,
+    pub fencing_token: Option<f64>,
+    pub lease_duration_ms: Option<f64>,
+    pub released: bool,
+    /// The holder's data: a string (`dataS`) or bytes (`dataB`).
+    pub data_s: Option<String>,
+    pub data_b: Option<Buffer>,
+    /// The item carries the `guid` of a lock this client holds.
+    pub held_by_this_client: bool,
+}
+
+/// The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
+/// by the request number JavaScript chose.
 #[napi(object)]
 pub struct JsOutcome {
     pub request: u32,
@@ -318,6 +383,10 @@ pub struct JsOutcome {
     pub fencing_token: Option<f64>,
     /// Fifo: the ids of the locks on every resource, which share `fencingToken`.
     pub lock_ids: Option<Vec<f64>>,
+    /// `startGetLock`: the item, absent when there is none.
+    pub info: Option<JsLockInfo>,
+    /// `startAdmin`: the response body (JSON text).
+    pub body: Option<String>,
 }
 
 impl JsOutcome {
@@ -328,6 +397,8 @@ impl JsOutcome {
             lock_id: None,
             fencing_token: None,
             lock_ids: None,
+            info: None,
+            body: None,
         }
     }
 }
@@ -373,10 +444,65 @@ fn abandon_locks(client: &std::sync::Weak<Client>) {
     }
 }
 
+/// Every `guid` the lock `key` of `client` may carry on the item now (none if this client
+/// holds no such lock, or it is lost or released).
+async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
+    let held: Vec<Arc<HeldLock>> = locks()
+        .values()
+        .filter(|l| Arc::ptr_eq(&l.client, client) && l.key == *key)
+        .cloned()
+        .collect();
+    let mut guids = Vec::new();
+    for lock in held {
+        let st = lock.state.lock().await;
+        if !st.lost && !st.released {
+            guids.extend(st.guids());
+        }
+    }
+    guids
+}
+
+/// `getLock`: one consistent read of the item, and whether it is held by this client.
+async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<Option<JsLockInfo>, LockError> {
+    // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
+    let mut guids = held_guids(client, key).await;
+    let policy = client.settings.policy();
+    let record = store::attempt(policy, || client.store.get(key))
+        .await
+        .map_err(|f| LockError::Store(f.error))?;
+    let Some(r) = record else { return Ok(None) };
+    guids.extend(held_guids(client, key).await);
+    let released = match client.settings.kind {
+        Kind::FailClosed => false,
+        Kind::FailOpen => r.is_released(),
+        Kind::Fifo => r.lease_duration_ms.is_none_or(|l| l == item::RELEASED_LEASE_MS),
+    };
+    let held_by_this_client = !released && guids.iter().any(|g| r.carries(g));
+    let (data_s, data_b) = match r.data.map(|d| *d) {
+        Some(LockData::S(s)) => (Some(s), None),
+        Some(LockData::B(b)) => (None, Some(b.into())),
+        None => (None, None),
+    };
+    Ok(Some(JsLockInfo {
+        held_by_this_client,
+        owner: r.owner,
+        fencing_token: r.fencing_token.map(|t| t as f64),
+        lease_duration_ms: r.lease_duration_ms.map(|l| l as f64),
+        released,
+        data_s,
+        data_b,
+    }))
+}
+
+/// Longest wait for one answer to a table administration request.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A configured FailClosed, FailOpen or Fifo client.
 #[napi]
 pub struct NativeClient {
     inner: Arc<Client>,
+    /// The same store, for table administration requests.
+    admin: Arc<HttpStore>,
     /// One channel for every answer, to the environment that made the client: no
     /// thread-safe function per request (each would be a libuv handle to open and close, and
     /// a lock both threads contend for).
@@ -419,6 +545,18 @@ impl NativeClient {
         }
         s.danger_margin =
             ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
+        if kind != Kind::Fifo {
+            let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
+            s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
+                (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
+                (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
+                    attribute,
+                    seconds: client::DEFAULT_OPEN_TTL_SECONDS,
+                }),
+                // FailClosed without `ttlSeconds` is refused by validation.
+                _ => None,
+            };
+        }
         let js_provider = match credentials {
             Some(f) => Some(js_credentials::JsCredentialsProvider {
                 resolve: Arc::new(
@@ -457,6 +595,7 @@ impl NativeClient {
             partition_key: o.partition_key,
             sort_key: o.sort_key,
         };
+        let stats = s.stats.clone();
         let store = HttpStore::new(
             table,
             HttpOptions {
@@ -466,9 +605,11 @@ impl NativeClient {
                 connect_timeout: None,
                 ca_bundle: o.ca_bundle.map(|b| b.to_vec()),
             },
-        );
+        )
+        .with_stats(stats);
+        let store = Arc::new(store);
         let inner = Arc::new(Client {
-            store: Arc::new(store),
+            store: store.clone(),
             settings: s,
             events: Arc::new(JsEvents(weak_handler(on_event)?)),
             heartbeats: LazyHeartbeats::new(
@@ -484,6 +625,7 @@ impl NativeClient {
         env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
         Ok(NativeClient {
             inner,
+            admin: store,
             answers: Arc::new(weak_handler(on_answer)?),
             cancels: Default::default(),
         })
@@ -491,7 +633,8 @@ impl NativeClient {
 
     /// Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
     /// token, or an error to rethrow. `cancel_id` names the acquisition for
-    /// `cancelAcquisition`. Throws at once only for an invalid key.
+    /// `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
+    /// key.
     #[napi(catch_unwind)]
     pub fn start_acquire(
         &self,
@@ -499,22 +642,19 @@ impl NativeClient {
         partition: KeyInput,
         sort: Option<KeyInput>,
         cancel_id: Option<u32>,
+        data: Option<DataInput>,
     ) -> Result<()> {
         let key = LockKey {
             partition: key_value(partition)?,
             sort: sort.map(key_value).transpose()?,
         };
+        let data = data.map(lock_data).transpose()?;
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
-            let cancel = match cancel_id {
-                Some(id) => cancels.get(id),
-                None => Arc::new(Cancel::default()),
-            };
-            let result = client.acquire(key, &cancel).await;
-            if let Some(id) = cancel_id {
-                cancels.forget(id);
-            }
+            let (id, cancel) = cancels.register(cancel_id);
+            let result = client.acquire_with_data(key, data.as_ref(), &cancel).await;
+            cancels.forget(id);
             match result {
                 Ok(lock) => {
                     let out = JsOutcome {
@@ -523,6 +663,8 @@ impl NativeClient {
                         lock_id: Some(lock.id as f64),
                         fencing_token: lock.fencing_token.map(|t| t as f64),
                         lock_ids: None,
+                        info: None,
+                        body: None,
                     };
                     locks().insert(lock.id, lock);
                     out
@@ -552,14 +694,9 @@ impl NativeClient {
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
-            let cancel = match cancel_id {
-                Some(id) => cancels.get(id),
-                None => Arc::new(Cancel::default()),
-            };
+            let (id, cancel) = cancels.register(cancel_id);
             let result = fifo::acquire(&client, resources, wait, &cancel).await;
-            if let Some(id) = cancel_id {
-                cancels.forget(id);
-            }
+            cancels.forget(id);
             match result {
                 Ok(held) => {
                     let out = JsOutcome {
@@ -568,6 +705,8 @@ impl NativeClient {
                         lock_id: held.first().map(|l| l.id as f64),
                         fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
                         lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
+                        info: None,
+                        body: None,
                     };
                     let mut registry = locks();
                     for lock in held {
@@ -610,17 +749,123 @@ impl NativeClient {
         });
     }
 
+    /// Starts writing new data for a held lock (`lock.update({ data })`; `None` removes it);
+    /// the answer carries `request` and an error to rethrow, if any (`LockLost` when the lock
+    /// is no longer ours).
+    #[napi(catch_unwind)]
+    pub fn start_update(&self, request: u32, lock_id: f64, data: Option<DataInput>) -> Result<()> {
+        let id = lock_id as u64;
+        let data = data.map(lock_data).transpose()?;
+        answer(&self.answers, request, async move {
+            let lock = locks().get(&id).cloned();
+            let result = match lock {
+                Some(lock) => lock.update_data(data).await,
+                None => Err(LockError::Lost(error::LostReason::NotOwner)),
+            };
+            JsOutcome::done(request, result.err().as_ref())
+        });
+        Ok(())
+    }
+
+    /// Starts reading a lock item (`getLock`): one consistent read, no write. The answer
+    /// carries `info`, absent when there is no item. Fifo: `partition` is the resource.
+    #[napi(catch_unwind)]
+    pub fn start_get_lock(&self, request: u32, partition: KeyInput, sort: Option<KeyInput>) -> Result<()> {
+        let partition = key_value(partition)?;
+        let key = match self.inner.settings.kind {
+            Kind::Fifo => fifo::head_key(&partition),
+            _ => LockKey {
+                partition,
+                sort: sort.map(key_value).transpose()?,
+            },
+        };
+        let client = self.inner.clone();
+        answer(&self.answers, request, async move {
+            match lock_info(&client, &key).await {
+                Ok(info) => JsOutcome {
+                    info,
+                    ..JsOutcome::done(request, None)
+                },
+                Err(e) => JsOutcome::done(request, Some(&e)),
+            }
+        });
+        Ok(())
+    }
+
+    /// Starts one table administration request (`operation`, e.g. `DescribeTable`, with its
+    /// JSON `body`) on this client's connection and credentials; the answer carries the
+    /// response body, or the error with its AWS name.
+    #[napi(catch_unwind)]
+    pub fn start_admin(&self, request: u32, operation: String, body: String) {
+        let store = self.admin.clone();
+        answer(&self.answers, request, async move {
+            let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
+                .await
+                .unwrap_or_else(|_| Err(store::timed_out()));
+            match reply {
+                Ok(body) => JsOutcome {
+                    body: Some(body),
+                    ..JsOutcome::done(request, None)
+                },
+                Err(e) => JsOutcome::done(request, Some(&LockError::Store(e))),
+            }
+        });
+    }
+
     /// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.
     #[napi(catch_unwind)]
     pub fn cancel_acquisition(&self, cancel_id: u32) {
-        self.cancels.get(cancel_id).cancel();
+        self.cancels.get(cancel_id as u64).cancel();
     }
 
     /// Forgets a cancellation that will never be used (the acquisition settled first).
     #[napi(catch_unwind)]
     pub fn forget_acquisition(&self, cancel_id: u32) {
-        self.cancels.forget(cancel_id);
+        self.cancels.forget(cancel_id as u64);
     }
+
+    /// Closes the client: every pending and later acquisition is cancelled (it answers
+    /// `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
+    /// locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
+    /// held locks still work.
+    #[napi(catch_unwind)]
+    pub fn close(&self, abandon: bool) {
+        self.cancels.close();
+        if abandon {
+            abandon_locks(&Arc::downgrade(&self.inner));
+        }
+    }
+
+    /// The native counters: `requests[operation][outcome]` (in the order of
+    /// `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> NativeStats {
+        let s = &self.inner.settings.stats;
+        NativeStats {
+            request_operations: stats::OPERATIONS.iter().map(|o| o.to_string()).collect(),
+            request_outcomes: stats::OUTCOMES.iter().map(|o| o.to_string()).collect(),
+            requests: (0..stats::OPERATIONS.len())
+                .map(|op| (0..stats::OUTCOMES.len()).map(|o| s.requests(op, o) as f64).collect())
+                .collect(),
+            throttles: s.throttles() as f64,
+            heartbeats_sent: stats::Stats::get(&s.heartbeats_sent) as f64,
+            heartbeats_retried: stats::Stats::get(&s.heartbeats_retried) as f64,
+            heartbeats_failed: stats::Stats::get(&s.heartbeats_failed) as f64,
+        }
+    }
+}
+
+/// A snapshot of a client's native counters.
+#[napi(object)]
+pub struct NativeStats {
+    pub request_operations: Vec<String>,
+    pub request_outcomes: Vec<String>,
+    /// Requests by operation, then by outcome.
+    pub requests: Vec<Vec<f64>>,
+    pub throttles: f64,
+    pub heartbeats_sent: f64,
+    pub heartbeats_retried: f64,
+    pub heartbeats_failed: f64,
 }
 
 /// Number of locks this process holds (for tests and benchmarks).
@@ -633,4 +878,27 @@ pub fn held_lock_count() -> u32 {
 #[napi(catch_unwind)]
 pub fn panic_for_test(message: String) {
     panic!("{message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cancels;
+
+    #[test]
+    fn closing_cancels_pending_acquisitions_and_every_later_one() {
+        let cancels = Cancels::default();
+        let (mine, pending) = cancels.register(None);
+        let (theirs, signalled) = cancels.register(Some(7));
+        assert_ne!(mine, theirs, "our numbers never meet JavaScript's");
+        assert!(!pending.is_cancelled() && !signalled.is_cancelled());
+        cancels.close();
+        assert!(pending.is_cancelled() && signalled.is_cancelled());
+        let (_, later) = cancels.register(None);
+        assert!(
+            later.is_cancelled(),
+            "an acquisition that starts after close is cancelled"
+        );
+        cancels.forget(mine);
+        cancels.forget(theirs);
+    }
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::{new_guid, unix_now_ms, Guid, LockKey};
+use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
 use crate::line::Turn;
 use crate::store::{attempt, Failed};
 use crate::{fail_closed, fail_open};
@@ -153,7 +153,8 @@ impl HeldLock {
         let fresh_since = unix_now_ms().saturating_sub(s.mark_fresh().as_millis() as u64);
         let sent_at = Instant::now();
         match attempt(s.policy(), || {
-            c.store.hand_over(&self.key, guids, &new, fields.as_ref(), fresh_since)
+            c.store
+                .hand_over(&self.key, guids, &new, fields.as_ref(), fresh_since, s.ttl_held())
         })
         .await
         {
@@ -172,6 +173,46 @@ impl HeldLock {
             Err(Failed { ambiguous, .. }) => HandOver::NotDone {
                 maybe: ambiguous.then_some(new),
             },
+        }
+    }
+
+    /// `lock.update({ data })`: writes (or, with `None`, removes) the holder's data at once,
+    /// on the condition that the item still carries this lock's `guid`, as a heartbeat does;
+    /// serialized with heartbeats and release. A failed condition means the lock is lost.
+    pub async fn update_data(&self, data: Option<LockData>) -> Result<(), LockError> {
+        let mut st = self.state.lock().await;
+        if st.lost || st.released || self.is_stopping() {
+            return Err(LockError::Lost(LostReason::NotOwner));
+        }
+        let c = &self.client;
+        let s = &c.settings;
+        let guids = st.guids();
+        // Heartbeats wait for the update: it may use at most half of the lease left, so that
+        // an outage cannot keep them from renewing the lease.
+        let mut policy = s.policy();
+        if let Some(until) = st.lease_until {
+            let now = Instant::now();
+            policy.deadline = Some(now + until.saturating_duration_since(now) / 2);
+        }
+        match attempt(policy, || {
+            c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())
+        })
+        .await
+        {
+            Ok(()) => Ok(()),
+            // The write leaves `guid` as it is, so an earlier attempt that landed would not
+            // fail the condition of a later one: the item is no longer ours.
+            Err(Failed {
+                error: StoreError::ConditionFailed { .. },
+                ..
+            }) => {
+                st.lost = true;
+                st.pending = None;
+                drop(st);
+                self.emit(LockEvent::Lost(LostReason::NotOwner));
+                Err(LockError::Lost(LostReason::NotOwner))
+            }
+            Err(Failed { error, .. }) => Err(LockError::Store(error)),
         }
     }
 

@@ -4,6 +4,9 @@
 //! once per client: configuration and credentials (aws-config) and the endpoint (the DynamoDB
 //! endpoint rules of aws-sdk-dynamodb). aws-sdk-dynamodb's own request path is not used: at
 //! 80-120 µs of CPU per request it would cost a heartbeat several times what this path does.
+//! Table administration (`createTable`: `CreateTable`, `DescribeTable`, `UpdateTimeToLive`, ...)
+//! takes the same path (`call_raw`), with its JSON written and read by `lib/table.js`, so that
+//! it needs no SDK operations compiled in and reaches DynamoDB exactly as the locks do.
 //!
 //! Every write is conditional; a failed condition asks for the current item
 //! (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), which DynamoDB returns and some local
@@ -25,9 +28,10 @@ use tokio::sync::OnceCell;
 use super::json::{read_reply, Attr, Body, Reply};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
-use super::{Entry, OpenFields, Store, WaitMark};
+use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::stats::{Outcome, Stats};
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
 #[derive(Clone, Default)]
@@ -91,6 +95,25 @@ pub struct HttpStore {
     /// Set once the backend has returned an item with a failed condition: from then on, a
     /// failure without one means the item is absent.
     returns_old: AtomicBool,
+    stats: Arc<Stats>,
+}
+
+/// Counts one request when it ends, answered or dropped.
+struct Counting<'a> {
+    stats: &'a Stats,
+    operation: &'a str,
+    outcome: Outcome,
+}
+
+impl Drop for Counting<'_> {
+    fn drop(&mut self) {
+        self.stats.count_request(self.operation, self.outcome);
+    }
+}
+
+/// An answer that asks the client to slow down.
+fn is_throttle(code: &str) -> bool {
+    code == "HttpStatus429" || THROTTLES.contains(&code)
 }
 
 fn config_error(message: String) -> StoreError {
@@ -109,7 +132,14 @@ impl HttpStore {
             options,
             link: OnceCell::new(),
             returns_old: AtomicBool::new(false),
+            stats: Default::default(),
         }
+    }
+
+    /// Counts this store's requests in `stats` (the client's).
+    pub fn with_stats(mut self, stats: Arc<Stats>) -> Self {
+        self.stats = stats;
+        self
     }
 
     /// Loads configuration, resolves the endpoint and sets up the connections, once.
@@ -215,8 +245,34 @@ impl HttpStore {
         })
     }
 
-    /// One signed request; the reply, or the error it amounts to.
+    /// One signed request, counted in the client's `Stats` by operation and outcome (a request
+    /// dropped before its answer, on a timeout, counts as an error).
     async fn call(&self, operation: &str, body: String) -> Result<Reply, StoreError> {
+        let mut counting = Counting {
+            stats: &self.stats,
+            operation,
+            outcome: Outcome::Error,
+        };
+        let result = self.exchange(operation, body).await.map(|(reply, _)| reply);
+        counting.outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(StoreError::ConditionFailed { .. }) => Outcome::ConditionFailed,
+            Err(StoreError::Service { code, .. }) if is_throttle(code) => Outcome::Throttled,
+            Err(_) => Outcome::Error,
+        };
+        result
+    }
+
+    /// One signed request of any DynamoDB operation (table administration: `CreateTable`,
+    /// `DescribeTable`, `UpdateTimeToLive`, ...): the response body as JSON text, or the
+    /// error it amounts to.
+    pub async fn call_raw(&self, operation: &str, body: String) -> Result<String, StoreError> {
+        let (_, bytes) = self.exchange(operation, body).await?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| invalid_response("DynamoDB's response is not UTF-8"))
+    }
+
+    /// One signed request; the reply and the body it was read from, or the error they amount to.
+    async fn exchange(&self, operation: &str, body: String) -> Result<(Reply, bytes::Bytes), StoreError> {
         let link = self.link().await?;
         let credentials = link.credentials().await?;
         let target = ["DynamoDB_20120810.", operation].concat();
@@ -260,7 +316,7 @@ impl HttpStore {
         let bytes = response.body;
         let reply = read_reply(&bytes);
         if (200..300).contains(&status) {
-            return reply.map_err(|e| StoreError::Service {
+            return reply.map(|r| (r, bytes)).map_err(|e| StoreError::Service {
                 code: "InvalidResponse".into(),
                 message: format!("DynamoDB's response could not be read: {e}"),
                 transient: false,
@@ -511,6 +567,60 @@ fn acquired_time(set: &mut String, t: Option<u64>, values: &mut Vec<(&'static st
     }
 }
 
+/// An update expression from its `SET` and `REMOVE` parts.
+fn expression(set: &[&str], remove: &[&str]) -> String {
+    let mut e = String::with_capacity(160);
+    if !set.is_empty() {
+        e.push_str("SET ");
+        e.push_str(&set.join(", "));
+    }
+    if !remove.is_empty() {
+        if !e.is_empty() {
+            e.push(' ');
+        }
+        e.push_str("REMOVE ");
+        e.push_str(&remove.join(", "));
+    }
+    e
+}
+
+fn data_attr(d: &LockData) -> Attr<'_> {
+    match d {
+        LockData::S(s) => Attr::S(s),
+        LockData::B(b) => Attr::B(b),
+    }
+}
+
+/// Adds the holder's data (`remove_if_none`: removes a previous holder's when there is none)
+/// and the TTL attribute to an update.
+fn data_and_ttl<'a>(
+    data: Option<&'a LockData>,
+    remove_if_none: bool,
+    ttl: Option<Ttl<'a>>,
+    parts: (&mut Vec<&'static str>, &mut Vec<&'static str>),
+    names: &mut Vec<(&'static str, &'a str)>,
+    values: &mut Vec<(&'static str, Attr<'a>)>,
+) {
+    let (set, remove) = parts;
+    match data {
+        Some(d) => {
+            set.push("#data = :data");
+            values.push((":data", data_attr(d)));
+            names.push(("#data", item::LOCK_DATA));
+        }
+        None if remove_if_none => {
+            remove.push("#data");
+            names.push(("#data", item::LOCK_DATA));
+        }
+        None => {}
+    }
+    if let Some((name, at)) = ttl {
+        set.push("#ttl = :ttl");
+        values.push((":ttl", Attr::N(at)));
+        names.push(("#ttl", name));
+    }
+}
+
 fn invalid_response(message: &str) -> StoreError {
     StoreError::Service {
         code: "InvalidResponse".into(),
@@ -529,14 +639,23 @@ impl Store for HttpStore {
         Ok(self.call("GetItem", b.finish()).await?.record)
     }
 
-    async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError> {
+    async fn put_if_absent(
+        &self,
+        key: &LockKey,
+        owner: &str,
+        guid: &Guid,
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
         let mut b = Body::new(&self.table.name);
-        b.item(
-            "Item",
-            &self.table,
-            key,
-            &[(item::OWNER, Attr::S(owner)), (item::GUID, Attr::B(guid))],
-        );
+        let mut attrs = vec![(item::OWNER, Attr::S(owner)), (item::GUID, Attr::B(guid))];
+        if let Some(d) = data {
+            attrs.push((item::LOCK_DATA, data_attr(d)));
+        }
+        if let Some((name, at)) = ttl {
+            attrs.push((name, Attr::N(at)));
+        }
+        b.item("Item", &self.table, key, &attrs);
         b.str("ConditionExpression", "attribute_not_exists(#pk)");
         b.names(&[("#pk", &self.table.partition_key)]);
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
@@ -570,38 +689,55 @@ impl Store for HttpStore {
             (":owner", Attr::S(fields.owner)),
             (":guid", Attr::B(guid)),
             (":lease", Attr::N(fields.lease_duration_ms)),
-            (":zero", Attr::N(0)),
+            (":zero", Attr::N(fields.token_floor)),
             (":one", Attr::N(1)),
             (":released", Attr::N(RELEASED_LEASE_MS)),
         ];
-        let mut update =
-            "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = if_not_exists(#ft, :zero) + :one".to_string();
-        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        if clear_mark {
-            update.push_str(if fields.lock_acquired_time_unix_ms.is_some() {
-                " REMOVE #w, #wid, #ws"
-            } else {
-                ", #w, #wid, #ws"
-            });
-        }
-        let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
-        if let Some(v) = waited_out {
-            cond.push_str(" OR ");
-            cond.push_str(&waited_out_condition(v, &mut values));
-        }
-        let names = [
+        let mut names = vec![
             ("#pk", self.table.partition_key.as_str()),
             ("#owner", item::OWNER),
             ("#guid", item::GUID),
             ("#lease", item::LEASE_DURATION_MS),
             ("#ft", item::FENCING_TOKEN),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-            ("#w", item::LOCK_WAITING_UNIX_MS),
-            ("#wid", item::LOCK_WAITER),
-            ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
         ];
-        let names = if clear_mark { &names[..] } else { &names[..6] };
-        let reply = self.update(key, &update, &cond, names, &values, "UPDATED_NEW").await?;
+        let mut set = vec![
+            "#owner = :owner",
+            "#guid = :guid",
+            "#lease = :lease",
+            "#ft = if_not_exists(#ft, :zero) + :one",
+        ];
+        let mut remove = vec![];
+        match fields.lock_acquired_time_unix_ms {
+            Some(t) => {
+                set.push("#t = :t");
+                values.push((":t", Attr::N(t)));
+            }
+            None => remove.push("#t"),
+        }
+        if clear_mark {
+            remove.extend(["#w", "#wid", "#ws"]);
+            names.extend([
+                ("#w", item::LOCK_WAITING_UNIX_MS),
+                ("#wid", item::LOCK_WAITER),
+                ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
+            ]);
+        }
+        data_and_ttl(
+            fields.data,
+            true,
+            fields.ttl,
+            (&mut set, &mut remove),
+            &mut names,
+            &mut values,
+        );
+        let update = expression(&set, &remove);
+        let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
+        if let Some(v) = waited_out {
+            cond.push_str(" OR ");
+            cond.push_str(&waited_out_condition(v, &mut values));
+        }
+        let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
         reply
             .record
             .and_then(|r| r.fencing_token)
@@ -621,14 +757,19 @@ impl Store for HttpStore {
             (":lease", Attr::N(fields.lease_duration_ms)),
         ];
         let mut update = "SET #owner = :owner, #guid = :new, #lease = :lease".to_string();
-        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        let cond = guid_condition(guids, &mut values)?;
-        let names = [
+        let mut names = vec![
             ("#owner", item::OWNER),
             ("#guid", item::GUID),
             ("#lease", item::LEASE_DURATION_MS),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
         ];
+        if let Some((name, at)) = fields.ttl {
+            update.push_str(", #ttl = :ttl");
+            values.push((":ttl", Attr::N(at)));
+            names.push(("#ttl", name));
+        }
+        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+        let cond = guid_condition(guids, &mut values)?;
         self.update(key, &update, &cond, &names, &values, "NONE").await?;
         Ok(())
     }
@@ -638,16 +779,22 @@ impl Store for HttpStore {
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
         let mut values = vec![(":released", Attr::N(RELEASED_LEASE_MS))];
         let mut update = "SET #lease = :released".to_string();
-        acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
-        let cond = guid_condition(guids, &mut values)?;
-        let names = [
+        let mut names = vec![
             ("#guid", item::GUID),
             ("#lease", item::LEASE_DURATION_MS),
             ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
         ];
+        if let Some((name, at)) = ttl {
+            update.push_str(", #ttl = :ttl");
+            values.push((":ttl", Attr::N(at)));
+            names.push(("#ttl", name));
+        }
+        acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
+        let cond = guid_condition(guids, &mut values)?;
         let reply = self.update(key, &update, &cond, &names, &values, "ALL_OLD").await?;
         Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
     }
@@ -659,40 +806,45 @@ impl Store for HttpStore {
         new_guid: &Guid,
         fields: Option<&OpenFields<'_>>,
         marks_fresh_since_unix_ms: u64,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
         let mut values = vec![
             (":new", Attr::B(new_guid)),
             (":fresh", Attr::N(marks_fresh_since_unix_ms)),
         ];
-        let mut update = "SET #guid = :new".to_string();
+        let mut names = vec![("#guid", item::GUID), ("#w", item::LOCK_WAITING_UNIX_MS)];
+        let mut set = vec!["#guid = :new"];
+        let mut remove = vec![];
         if let Some(f) = fields {
-            update.push_str(", #owner = :owner, #lease = :lease, #ft = #ft + :one");
+            set.extend(["#owner = :owner", "#lease = :lease", "#ft = #ft + :one"]);
             values.extend([
                 (":owner", Attr::S(f.owner)),
                 (":lease", Attr::N(f.lease_duration_ms)),
                 (":one", Attr::N(1)),
             ]);
-            acquired_time(&mut update, f.lock_acquired_time_unix_ms, &mut values);
+            names.extend([
+                ("#owner", item::OWNER),
+                ("#lease", item::LEASE_DURATION_MS),
+                ("#ft", item::FENCING_TOKEN),
+                ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
+            ]);
+            match f.lock_acquired_time_unix_ms {
+                Some(t) => {
+                    set.push("#t = :t");
+                    values.push((":t", Attr::N(t)));
+                }
+                None => remove.push("#t"),
+            }
         }
+        // The next holder brings its own data, if any, with a write of its own.
+        data_and_ttl(None, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
+        let update = expression(&set, &remove);
         let cond = format!(
             "({}) AND (attribute_not_exists(#w) OR #w < :fresh)",
             guid_condition(guids, &mut values)?
         );
-        let open_names = [
-            ("#guid", item::GUID),
-            ("#w", item::LOCK_WAITING_UNIX_MS),
-            ("#owner", item::OWNER),
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#ft", item::FENCING_TOKEN),
-            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-        ];
-        let names = if fields.is_some() {
-            &open_names[..]
-        } else {
-            &open_names[..2]
-        };
         let returns = if fields.is_some() { "UPDATED_NEW" } else { "NONE" };
-        let reply = self.update(key, &update, &cond, names, &values, returns).await?;
+        let reply = self.update(key, &update, &cond, &names, &values, returns).await?;
         match fields {
             None => Ok(None),
             Some(_) => reply
@@ -701,6 +853,23 @@ impl Store for HttpStore {
                 .map(Some)
                 .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken")),
         }
+    }
+
+    async fn set_data(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
+        let mut values = vec![];
+        let mut names = vec![("#guid", item::GUID)];
+        let (mut set, mut remove) = (vec![], vec![]);
+        data_and_ttl(data, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
+        let update = expression(&set, &remove);
+        let cond = guid_condition(guids, &mut values)?;
+        self.update(key, &update, &cond, &names, &values, "NONE").await?;
+        Ok(())
     }
 
     async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
@@ -933,6 +1102,31 @@ mod tests {
         acquired_time(&mut s, Some(5), &mut v);
         assert_eq!(s, "SET #lease = :lease, #t = :t");
         assert!(matches!(v.as_slice(), [(":t", Attr::N(5))]));
+    }
+
+    #[test]
+    fn update_expressions_join_their_set_and_remove_parts() {
+        assert_eq!(
+            expression(&["#a = :a", "#b = :b"], &["#c"]),
+            "SET #a = :a, #b = :b REMOVE #c"
+        );
+        assert_eq!(expression(&[], &["#data"]), "REMOVE #data");
+        let (mut set, mut remove, mut names, mut values) = (vec![], vec![], vec![], vec![]);
+        let data = LockData::S("x".into());
+        data_and_ttl(
+            Some(&data),
+            true,
+            Some(("expires", 9)),
+            (&mut set, &mut remove),
+            &mut names,
+            &mut values,
+        );
+        assert_eq!(expression(&set, &remove), "SET #data = :data, #ttl = :ttl");
+        assert_eq!(names, vec![("#data", "lockData"), ("#ttl", "expires")]);
+        let (mut set, mut remove, mut names, mut values) = (vec![], vec![], vec![], vec![]);
+        data_and_ttl(None, true, None, (&mut set, &mut remove), &mut names, &mut values);
+        assert_eq!(expression(&set, &remove), "REMOVE #data");
+        assert!(values.is_empty());
     }
 
     fn store(endpoint: &str) -> HttpStore {

@@ -178,6 +178,10 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
             other => return Err(unexpected(other)),
         };
+        if name.as_ref() == item::LOCK_DATA {
+            r.data = read_data(tokens)?.map(Box::new);
+            continue;
+        }
         let wanted = match name.as_ref() {
             item::OWNER | item::LOCK_WAITER => "S",
             item::GUID => "B",
@@ -223,6 +227,28 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
         }
     }
     Ok(Some(r))
+}
+
+/// `lockData`: `{"S": ...}` or `{"B": "<base64>"}`; any other type reads as absent.
+fn read_data(tokens: &mut Tokens<'_>) -> Result<Option<item::LockData>, JsonError> {
+    let mut data = None;
+    expect_start_object(tokens)?;
+    loop {
+        match tokens.next().transpose()? {
+            Some(Token::EndObject { .. }) => break,
+            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "S" => {
+                data = read_string(tokens)?.map(item::LockData::S);
+            }
+            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "B" => {
+                data = read_string(tokens)?
+                    .and_then(|b| base64::decode(&b).ok())
+                    .map(item::LockData::B);
+            }
+            Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
+            other => return Err(unexpected(other)),
+        }
+    }
+    Ok(data)
 }
 
 #[cfg(test)]
@@ -305,6 +331,25 @@ mod tests {
             (r.fencing_token, r.ticket_next(), r.queue_next(), r.queue_granted()),
             (Some(7), Some(9), Some(4), Some(2))
         );
+    }
+
+    #[test]
+    fn replies_yield_lock_data_as_string_or_binary() {
+        let r = read_reply(br#"{"Item":{"lockData":{"S":"h\u00e9"}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!(r.data.as_deref(), Some(&item::LockData::S("hé".into())));
+        let r = read_reply(br#"{"Item":{"lockData":{"B":"AQID"}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!(r.data.as_deref(), Some(&item::LockData::B(vec![1, 2, 3])));
+        let r = read_reply(br#"{"Item":{"lockData":{"N":"1"},"owner":{"S":"o"}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!((r.data, r.owner.as_deref()), (None, Some("o")));
     }
 
     #[test]

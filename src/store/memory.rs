@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Entry, OpenFields, Store, WaitMark};
+use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{Guid, LockKey, LockRecord, Version, RELEASED_LEASE_MS};
+use crate::item::{Guid, LockData, LockKey, LockRecord, Version, RELEASED_LEASE_MS};
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -28,7 +28,8 @@ pub struct MemoryStore {
     pub items: Mutex<HashMap<LockKey, LockRecord>>,
     faults: Mutex<VecDeque<(&'static str, Fault)>>,
     pub log: Mutex<Vec<&'static str>>,
-    /// TTL attribute values written with Fifo queue entries (Unix seconds), by key.
+    /// TTL attribute values written (Unix seconds), by key: Fifo queue entries, and lock items
+    /// of clients with `ttlAttribute`.
     pub ttls: Mutex<HashMap<LockKey, u64>>,
     /// Whether a failed condition returns the current item, as DynamoDB does on request.
     pub returns_old: bool,
@@ -64,6 +65,12 @@ impl MemoryStore {
     /// Every request so far.
     pub fn requests(&self) -> usize {
         self.log.lock().unwrap().len()
+    }
+
+    fn note_ttl(&self, key: &LockKey, ttl: Option<Ttl<'_>>) {
+        if let Some((_, at)) = ttl {
+            self.ttls.lock().unwrap().insert(key.clone(), at);
+        }
     }
 
     fn take_fault(&self, op: &'static str) -> Option<Fault> {
@@ -124,7 +131,14 @@ impl Store for MemoryStore {
         self.run("get", key, |slot| Ok(slot.clone())).await
     }
 
-    async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError> {
+    async fn put_if_absent(
+        &self,
+        key: &LockKey,
+        owner: &str,
+        guid: &Guid,
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
         self.run("put", key, |slot| {
             if slot.is_some() {
                 return Err(StoreError::condition_failed());
@@ -132,11 +146,35 @@ impl Store for MemoryStore {
             *slot = Some(LockRecord {
                 owner: Some(owner.into()),
                 guid: Some(guid.to_vec()),
+                data: data.cloned().map(Box::new),
                 ..Default::default()
             });
             Ok(())
         })
-        .await
+        .await?;
+        self.note_ttl(key, ttl);
+        Ok(())
+    }
+
+    async fn set_data(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
+        self.run("set_data", key, |slot| {
+            if !guid_in(slot, guids) {
+                return Err(StoreError::condition_failed());
+            }
+            if let Some(r) = slot {
+                r.data = data.cloned().map(Box::new);
+            }
+            Ok(())
+        })
+        .await?;
+        self.note_ttl(key, ttl);
+        Ok(())
     }
 
     async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
@@ -165,7 +203,11 @@ impl Store for MemoryStore {
             if !free {
                 return Err(StoreError::condition_failed());
             }
-            let token = slot.as_ref().and_then(|r| r.fencing_token).unwrap_or(0) + 1;
+            let token = slot
+                .as_ref()
+                .and_then(|r| r.fencing_token)
+                .unwrap_or(fields.token_floor)
+                + 1;
             let mark = slot.take().filter(|_| !clear_mark).unwrap_or_default();
             *slot = Some(LockRecord {
                 owner: Some(fields.owner.into()),
@@ -176,11 +218,13 @@ impl Store for MemoryStore {
                 lock_waiting_unix_ms: mark.lock_waiting_unix_ms,
                 lock_waiter: mark.lock_waiter,
                 lock_waiting_since_unix_ms: mark.lock_waiting_since_unix_ms,
+                data: fields.data.cloned().map(Box::new),
                 ..Default::default()
             });
             Ok(token)
         })
         .await
+        .inspect(|_| self.note_ttl(key, fields.ttl))
     }
 
     async fn renew(
@@ -203,6 +247,7 @@ impl Store for MemoryStore {
             Ok(())
         })
         .await
+        .inspect(|_| self.note_ttl(key, fields.ttl))
     }
 
     async fn release(
@@ -210,6 +255,7 @@ impl Store for MemoryStore {
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
         self.run("release", key, |slot| {
             if !guid_in(slot, guids) {
@@ -221,6 +267,7 @@ impl Store for MemoryStore {
             Ok(r.lock_waiting_unix_ms)
         })
         .await
+        .inspect(|_| self.note_ttl(key, ttl))
     }
 
     async fn hand_over(
@@ -230,27 +277,32 @@ impl Store for MemoryStore {
         new_guid: &Guid,
         fields: Option<&OpenFields<'_>>,
         marks_fresh_since_unix_ms: u64,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
-        self.run("handover", key, |slot| {
-            let marked = slot
-                .as_ref()
-                .and_then(|r| r.lock_waiting_unix_ms)
-                .is_some_and(|w| w >= marks_fresh_since_unix_ms);
-            if !guid_in(slot, guids) || marked {
-                return Err(StoreError::condition_failed());
-            }
-            let r = slot.as_mut().expect("guid_in found the item");
-            r.guid = Some(new_guid.to_vec());
-            Ok(fields.map(|f| {
-                r.owner = Some(f.owner.into());
-                r.lease_duration_ms = Some(f.lease_duration_ms);
-                r.lock_acquired_time_unix_ms = f.lock_acquired_time_unix_ms;
-                let token = r.fencing_token.unwrap_or(0) + 1;
-                r.fencing_token = Some(token);
-                token
-            }))
-        })
-        .await
+        let r = self
+            .run("handover", key, |slot| {
+                let marked = slot
+                    .as_ref()
+                    .and_then(|r| r.lock_waiting_unix_ms)
+                    .is_some_and(|w| w >= marks_fresh_since_unix_ms);
+                if !guid_in(slot, guids) || marked {
+                    return Err(StoreError::condition_failed());
+                }
+                let r = slot.as_mut().expect("guid_in found the item");
+                r.guid = Some(new_guid.to_vec());
+                r.data = None;
+                Ok(fields.map(|f| {
+                    r.owner = Some(f.owner.into());
+                    r.lease_duration_ms = Some(f.lease_duration_ms);
+                    r.lock_acquired_time_unix_ms = f.lock_acquired_time_unix_ms;
+                    let token = r.fencing_token.unwrap_or(0) + 1;
+                    r.fencing_token = Some(token);
+                    token
+                }))
+            })
+            .await?;
+        self.note_ttl(key, ttl);
+        Ok(r)
     }
 
     async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {

@@ -12,7 +12,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use crate::error::StoreError;
-use crate::item::{Guid, LockKey, LockRecord, Version};
+use crate::item::{Guid, LockData, LockKey, LockRecord, Version};
 
 pub mod http;
 mod json;
@@ -29,7 +29,18 @@ pub struct OpenFields<'a> {
     pub lease_duration_ms: u64,
     /// `Some(now)` with `trustLocalTime`; `None` removes a stale value.
     pub lock_acquired_time_unix_ms: Option<u64>,
+    /// The holder's data: set by an acquisition (`None` removes a previous holder's), left
+    /// alone by a heartbeat.
+    pub data: Option<&'a LockData>,
+    /// The TTL attribute's name and value (Unix seconds), written with every write when set.
+    pub ttl: Option<Ttl<'a>>,
+    /// The fencing token an absent item counts from (`if_not_exists(fencingToken, floor) + 1`):
+    /// 0, or `item::token_floor` where TTL may have deleted the item.
+    pub token_floor: u64,
 }
+
+/// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
+pub type Ttl<'a> = (&'a str, u64);
 
 /// A Fifo queue entry as it is written: a waiter's row, or a finished one
 /// (`lease_duration_ms` 1) that waiters behind it pass at once.
@@ -49,8 +60,16 @@ pub trait Store: Send + Sync + 'static {
     /// Strongly consistent read of the lock item.
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError>;
 
-    /// FailClosed acquisition: write `{key, owner, guid}` if no item exists.
-    async fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Result<(), StoreError>;
+    /// FailClosed acquisition: write `{key, owner, guid}` (and the holder's data and the TTL
+    /// attribute, when given) if no item exists.
+    async fn put_if_absent(
+        &self,
+        key: &LockKey,
+        owner: &str,
+        guid: &Guid,
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError>;
 
     /// FailClosed release: delete the item if its `guid` is one of `guids`. Returns the
     /// item's `lockWaitingUnixMs` as it was.
@@ -72,7 +91,8 @@ pub trait Store: Send + Sync + 'static {
     /// `new_guid` if it is one of `guids` and no waiter marked the item at or after
     /// `marks_fresh_since_unix_ms` (another process waits: it goes first). With `fields`
     /// (FailOpen) the write also sets the lease and raises `fencingToken` by one, and returns
-    /// the new token; without (FailClosed) it only rotates `guid`.
+    /// the new token; without (FailClosed) it only rotates `guid`. Either way the previous
+    /// holder's data is removed and `ttl`, when given, is written (`fields.ttl` is not read).
     async fn hand_over(
         &self,
         key: &LockKey,
@@ -80,6 +100,7 @@ pub trait Store: Send + Sync + 'static {
         new_guid: &Guid,
         fields: Option<&OpenFields<'_>>,
         marks_fresh_since_unix_ms: u64,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError>;
 
     /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids`.
@@ -92,13 +113,25 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and
-    /// its `fencingToken` stay. Returns the item's `lockWaitingUnixMs` as it was.
+    /// its `fencingToken` stay (with `ttl`, until DynamoDB deletes it). Returns the item's
+    /// `lockWaitingUnixMs` as it was.
     async fn release(
         &self,
         key: &LockKey,
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
+        ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError>;
+
+    /// `lock.update({ data })`: set (or, with `None`, remove) the holder's data if `guid` is
+    /// one of `guids`; `guid` itself is not rotated. Writes `ttl` too, when given.
+    async fn set_data(
+        &self,
+        key: &LockKey,
+        guids: &[Guid],
+        data: Option<&LockData>,
+        ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError>;
 
     /// A waiter puts itself first in line on the item, if there is one, and the place is
     /// free, stale, already its own, or held by a waiter that started waiting later. A failed

@@ -1,0 +1,306 @@
+"use strict";
+
+// client.metrics() counts a scripted run exactly, and the diagnostics channels carry each
+// acquisition, release, failed heartbeat and loss. Every client under test talks to the engine
+// through its own loopback proxy, whose request counts are the independent tally.
+
+const { describe, it, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const diagnostics = require("node:diagnostics_channel");
+const { selectedEngines, startEngine } = require("./engines.js");
+const { DynamoDBLockClient, dynamodbOptions, failClosed, failOpen, uniqueId, sleep, until } = require("./helpers.js");
+const { startProxy } = require("./support/proxy.js");
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+const OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
+
+// Requests by operation, all outcomes together.
+function totals(metrics)
+{
+    const out = {};
+    for (const op of OPERATIONS)
+    {
+        const r = metrics.requests[op];
+        out[op] = r.ok + r.conditionFailed + r.throttled + r.error;
+    }
+    return out;
+}
+
+function proxied(proxy)
+{
+    const out = {};
+    for (const op of OPERATIONS)
+    {
+        out[op] = proxy.counts[op] || 0;
+    }
+    return out;
+}
+
+// Collects the messages of every channel while `fn` runs.
+async function listening(fn)
+{
+    const seen = [];
+    const handlers = {};
+    for (const name of ["acquired", "released", "heartbeat-failed", "lost"])
+    {
+        handlers[name] = message => seen.push(Object.assign({ channel: name }, message));
+        diagnostics.subscribe(`dynamodb-lock-native:${name}`, handlers[name]);
+    }
+    try
+    {
+        await fn();
+    }
+    finally
+    {
+        for (const name of Object.keys(handlers))
+        {
+            diagnostics.unsubscribe(`dynamodb-lock-native:${name}`, handlers[name]);
+        }
+    }
+    return seen;
+}
+
+const zero = { ok: 0, conditionFailed: 0, throttled: 0, error: 0 };
+
+for (const engineName of selectedEngines())
+{
+    describe(`metrics on ${engineName}`, { timeout: 180000 }, () =>
+    {
+        let engine, proxy;
+        before(async () =>
+            {
+                engine = await startEngine(engineName);
+                await engine.createTable("locks", { partitionKey: "id" });
+                await engine.createTable("fifo", { partitionKey: "pk", sortKey: "sk" });
+            }
+        );
+        after(async () => engine && engine.stop());
+
+        const viaProxy = async () =>
+        {
+            proxy = await startProxy({ target: engine.endpoint });
+            return dynamodbOptions(engine, proxy.endpoint);
+        };
+        const closeProxy = () => proxy && proxy.close();
+
+        it("FailOpen: acquisitions, releases, failures by code, waits and requests per operation", async () =>
+            {
+                try
+                {
+                    const client = failOpen(engine, { dynamodb: await viaProxy() });
+                    assert.deepEqual(client.metrics(), {
+                        kind: "FailOpen",
+                        acquisitions: { succeeded: 0, failed: 0, byCode: {} },
+                        waits: { count: 0, p50Ms: 0, p99Ms: 0 },
+                        releases: { succeeded: 0, failed: 0 },
+                        heartbeats: { sent: 0, retried: 0, failed: 0 },
+                        locks: { held: 0, lost: 0 },
+                        requests: { GetItem: zero, PutItem: zero, UpdateItem: zero, DeleteItem: zero },
+                        throttles: 0,
+                    });
+                    const ids = [uniqueId("m-a"), uniqueId("m-b"), uniqueId("m-c")];
+                    let locks;
+                    const seen = await listening(async () =>
+                        {
+                            locks = [];
+                            for (const id of ids)
+                            {
+                                locks.push(await client.acquireLock(id));
+                            }
+                            await locks[0].release();
+                            await new Promise((resolve, reject) => locks[1].release(e => (e ? reject(e) : resolve())));
+                            await assert.rejects(client.acquireLock(null), { code: "InvalidLockId" });
+                            await assert.rejects(client.acquireLock(uniqueId("m-x"), { signal: AbortSignal.abort() }), { code: "AbortError" });
+                        });
+                    const m = client.metrics();
+                    assert.deepEqual(m.acquisitions, { succeeded: 3, failed: 2, byCode: { InvalidLockId: 1, AbortError: 1 } });
+                    assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
+                    assert.deepEqual(m.locks, { held: 1, lost: 0 });
+                    assert.deepEqual(m.heartbeats, { sent: 0, retried: 0, failed: 0 });
+                    assert.equal(m.waits.count, 3);
+                    assert.ok(m.waits.p50Ms > 0 && m.waits.p50Ms <= m.waits.p99Ms, JSON.stringify(m.waits));
+                    // One UpdateItem per acquisition and per release, nothing else.
+                    assert.deepEqual(m.requests, { GetItem: zero, PutItem: zero, UpdateItem: Object.assign({}, zero, { ok: 5 }), DeleteItem: zero });
+                    assert.deepEqual(totals(m), proxied(proxy));
+                    assert.equal(m.throttles, 0);
+                    // The channels saw the same run.
+                    assert.deepEqual(seen.map(s => [s.channel, s.id, s.kind, s.fencingToken]), [
+                        ["acquired", ids[0], "FailOpen", 1],
+                        ["acquired", ids[1], "FailOpen", 1],
+                        ["acquired", ids[2], "FailOpen", 1],
+                        ["released", ids[0], "FailOpen", 1],
+                        ["released", ids[1], "FailOpen", 1],
+                    ]);
+                    assert.ok(seen.filter(s => s.channel === "acquired").every(s => s.waitMs >= 0));
+                    assert.ok(seen.filter(s => s.channel === "released").every(s => s.heldMs >= 0));
+                    await locks[2].release();
+                    assert.equal(client.metrics().locks.held, 0);
+                }
+                finally
+                {
+                    await closeProxy();
+                }
+            }
+        );
+
+        it("FailOpen: a throttled heartbeat is counted as failed and retried, then the lock is lost", async () =>
+            {
+                try
+                {
+                    const client = failOpen(engine, { dynamodb: await viaProxy(), leaseDurationMs: 1000, heartbeatPeriodMs: 100 });
+                    const id = uniqueId("m-hb");
+                    let lock;
+                    const seen = await listening(async () =>
+                        {
+                            lock = await client.acquireLock(id);
+                            lock.on("error", () => {});
+                            const throttled = proxy.nextFault("throttle", { operation: "UpdateItem" });
+                            await throttled;
+                            await until(() => client.metrics().heartbeats.sent >= 3, 5000, "heartbeats after the throttle");
+                            // The item changes under the lock: the next heartbeat finds it is not ours.
+                            await engine.putItem("locks", { id: { S: id }, owner: { S: "thief" }, guid: { B: Buffer.alloc(64, 9) }, fencingToken: { N: "7" }, leaseDurationMs: { N: "1000" } });
+                            await until(() => lock.lost, 5000, "the lock to be lost");
+                        });
+                    await sleep(50);
+                    const m = client.metrics();
+                    assert.equal(m.heartbeats.failed, 2, "the throttled attempt and the one that found the item changed");
+                    assert.equal(m.heartbeats.retried, 1, "the throttled attempt was retried");
+                    assert.equal(m.throttles, 1);
+                    assert.equal(m.requests.UpdateItem.throttled, 1);
+                    assert.equal(m.requests.UpdateItem.conditionFailed, 1);
+                    // Every UpdateItem is the acquisition or a heartbeat.
+                    const updates = m.requests.UpdateItem;
+                    assert.equal(updates.ok + updates.throttled + updates.conditionFailed + updates.error, 1 + m.heartbeats.sent);
+                    assert.deepEqual(m.locks, { held: 0, lost: 1 });
+                    assert.deepEqual(totals(m), proxied(proxy));
+                    const failed = seen.filter(s => s.channel === "heartbeat-failed");
+                    assert.deepEqual(failed.map(s => [s.id, s.kind, s.fencingToken, s.error.code]),
+                        [[id, "FailOpen", 1, "ProvisionedThroughputExceededException"], [id, "FailOpen", 1, "ConditionalCheckFailedException"]]);
+                    const lost = seen.filter(s => s.channel === "lost");
+                    assert.deepEqual(lost.map(s => [s.id, s.kind, s.fencingToken, s.error.code]), [[id, "FailOpen", 1, "LockLost"]]);
+                    assert.ok(lost[0].heldMs > 0);
+                    await lock.release();
+                    assert.deepEqual(client.metrics().releases, { succeeded: 1, failed: 0 }, "releasing a lost FailOpen lock is quiet");
+                }
+                finally
+                {
+                    await closeProxy();
+                }
+            }
+        );
+
+        it("FailClosed: a failed acquisition by FailedToAcquireLock and a failed release", async () =>
+            {
+                try
+                {
+                    const id = uniqueId("m-fc");
+                    const holder = await failClosed(engine).acquireLock(id);
+                    const client = failClosed(engine, { dynamodb: await viaProxy(), acquirePeriodMs: 30, retryCount: 2 });
+                    await assert.rejects(client.acquireLock(id), { code: "FailedToAcquireLock" });
+                    await holder.release();
+                    const lock = await client.acquireLock(id);
+                    await engine.deleteItem("locks", { id: { S: id } });
+                    await assert.rejects(lock.release(), { code: "FailedToReleaseLock" });
+                    const m = client.metrics();
+                    assert.deepEqual(m.acquisitions, { succeeded: 1, failed: 1, byCode: { FailedToAcquireLock: 1 } });
+                    assert.deepEqual(m.releases, { succeeded: 0, failed: 1 });
+                    assert.deepEqual(m.locks, { held: 0, lost: 0 });
+                    assert.equal(m.requests.PutItem.ok, 1);
+                    // Attempts within retryCount pauses: how many depends on timing; the proxy's
+                    // tally below pins the exact number.
+                    assert.ok(m.requests.PutItem.conditionFailed >= 2, JSON.stringify(m.requests.PutItem));
+                    assert.deepEqual(m.requests.DeleteItem, Object.assign({}, zero, { conditionFailed: 1 }));
+                    assert.deepEqual(totals(m), proxied(proxy));
+                }
+                finally
+                {
+                    await closeProxy();
+                }
+            }
+        );
+
+        it("a user dynamodb object: its requests and heartbeats are counted the same way", async () =>
+            {
+                const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
+                const { DynamoDBDocument } = require("@aws-sdk/lib-dynamodb");
+                const doc = DynamoDBDocument.from(new DynamoDBClient(dynamodbOptions(engine)));
+                const calls = { get: 0, put: 0, delete: 0 };
+                let throttleHeartbeat = false;
+                const db =
+                {
+                    get: p => (calls.get++, doc.get(p)),
+                    put: p =>
+                    {
+                        calls.put++;
+                        if (throttleHeartbeat && p.Item.leaseDurationMs !== 1)
+                        {
+                            throttleHeartbeat = false;
+                            return Promise.reject(Object.assign(new Error("slow down"), { code: "ProvisionedThroughputExceededException" }));
+                        }
+                        return doc.put(p);
+                    },
+                    delete: p => (calls.delete++, doc.delete(p)),
+                };
+                try
+                {
+                    const client = failOpen(engine, { dynamodb: db, leaseDurationMs: 1000, heartbeatPeriodMs: 100 });
+                    const ids = [uniqueId("m-obj"), uniqueId("m-obj")];
+                    const locks = [];
+                    for (const id of ids)
+                    {
+                        locks.push(await client.acquireLock(id));
+                    }
+                    locks[0].on("error", () => {});
+                    throttleHeartbeat = true;
+                    await until(() => !throttleHeartbeat && client.metrics().heartbeats.sent >= 6, 5000, "heartbeats");
+                    for (const lock of locks)
+                    {
+                        await lock.release();
+                    }
+                    const m = client.metrics();
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {} });
+                    assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
+                    assert.equal(m.heartbeats.failed, 1);
+                    assert.equal(m.heartbeats.retried, 1);
+                    assert.equal(m.throttles, 1);
+                    assert.equal(m.requests.PutItem.throttled, 1);
+                    assert.deepEqual(totals(m), { GetItem: calls.get, PutItem: calls.put, UpdateItem: 0, DeleteItem: calls.delete });
+                    // Each acquisition reads and writes once, each release writes once: the rest are heartbeats.
+                    assert.equal(m.heartbeats.sent, calls.put - 4);
+                }
+                finally
+                {
+                    doc.destroy();
+                }
+            }
+        );
+
+        it("Fifo: acquisitions, releases and requests per operation", async () =>
+            {
+                try
+                {
+                    const client = new DynamoDBLockClient.Fifo({ dynamodb: await viaProxy(), lockTable: "fifo", partitionKey: "pk", sortKey: "sk", leaseDurationMs: 2000 });
+                    const one = await client.acquireLock(uniqueId("m-fifo"));
+                    const two = await client.acquireLock([uniqueId("m-fifo"), uniqueId("m-fifo")]);
+                    assert.equal(client.metrics().locks.held, 2);
+                    await one.release();
+                    await two.release();
+                    await assert.rejects(client.acquireLock([]), { code: "InvalidLockId" });
+                    await sleep(100);
+                    const m = client.metrics();
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 1, byCode: { InvalidLockId: 1 } });
+                    assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
+                    assert.deepEqual(m.locks, { held: 0, lost: 0 });
+                    assert.equal(m.waits.count, 2);
+                    assert.ok(m.requests.UpdateItem.ok >= 6, "a take and a release per resource");
+                    assert.deepEqual(totals(m), proxied(proxy));
+                }
+                finally
+                {
+                    await closeProxy();
+                }
+            }
+        );
+    });
+}

@@ -1,0 +1,203 @@
+"use strict";
+
+// What a client counts on the JavaScript side (acquisitions and their waits, releases, held
+// and lost locks) and the `node:diagnostics_channel` messages tracing tools subscribe to.
+// `metrics()` merges these counters with the native core's (requests, throttles, heartbeats).
+// A message is built only when its channel has subscribers, so that tracing costs nothing
+// otherwise.
+
+const diagnostics = require("node:diagnostics_channel");
+const { performance } = require("node:perf_hooks");
+
+const channels =
+{
+    acquired: diagnostics.channel("dynamodb-lock-native:acquired"),
+    released: diagnostics.channel("dynamodb-lock-native:released"),
+    heartbeatFailed: diagnostics.channel("dynamodb-lock-native:heartbeat-failed"),
+    lost: diagnostics.channel("dynamodb-lock-native:lost"),
+};
+
+const OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
+
+// Percentiles of waits are taken over this many of the latest acquisitions.
+const WAIT_SAMPLES = 1024;
+
+// The record of one lock a client handed out: what the messages about it carry, and whether
+// it still counts as held.
+class Track
+{
+    constructor(metrics, id, acquiredAt)
+    {
+        this.metrics = metrics;
+        this.id = id;
+        this.acquiredAt = acquiredAt;
+        this.held = true;
+    }
+
+    message(lock, extra)
+    {
+        return Object.assign(
+            {
+                id: this.id,
+                kind: this.metrics.kind,
+                fencingToken: lock.fencingToken,
+                heldMs: performance.now() - this.acquiredAt,
+            }, extra);
+    }
+
+    // The lock no longer counts as held: released, lost, or abandoned by `close()`.
+    done(lock)
+    {
+        if (this.held)
+        {
+            this.held = false;
+            this.metrics.live.delete(lock);
+        }
+    }
+
+    // Wraps the promise of a release.
+    released(lock, promise)
+    {
+        const m = this.metrics;
+        return promise.then(
+            value =>
+            {
+                m.releases.succeeded++;
+                this.done(lock);
+                if (channels.released.hasSubscribers)
+                {
+                    channels.released.publish(this.message(lock));
+                }
+                return value;
+            },
+            error =>
+            {
+                m.releases.failed++;
+                // Not ours to release any more: nothing is left to retry.
+                if (error && error.code === "FailedToReleaseLock")
+                {
+                    this.done(lock);
+                }
+                throw error;
+            });
+    }
+
+    // `error` is a function that makes the error: it is made only for a subscriber.
+    heartbeatFailed(lock, error)
+    {
+        if (channels.heartbeatFailed.hasSubscribers)
+        {
+            channels.heartbeatFailed.publish(this.message(lock, { error: error() }));
+        }
+    }
+
+    lost(lock, error)
+    {
+        if (!this.held)
+        {
+            return;
+        }
+        this.metrics.lost++;
+        this.done(lock);
+        if (channels.lost.hasSubscribers)
+        {
+            channels.lost.publish(this.message(lock, { error }));
+        }
+    }
+}
+
+// Nearest-rank percentile of sorted samples.
+function percentile(sorted, p)
+{
+    if (sorted.length === 0)
+    {
+        return 0;
+    }
+    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))];
+}
+
+class Metrics
+{
+    constructor(kind)
+    {
+        this.kind = kind;
+        this.succeeded = 0;
+        this.failed = 0;
+        this.byCode = Object.create(null);
+        this.waits = new Float64Array(WAIT_SAMPLES);
+        this.waitCount = 0;
+        this.releases = { succeeded: 0, failed: 0 };
+        this.lost = 0;
+        // The locks handed out and still held, for `locks.held` and `close()`.
+        this.live = new Set();
+        // Acquisitions not yet settled, for `close()`.
+        this.pending = new Set();
+    }
+
+    // Wraps the promise of an acquisition started at `startedAt` (performance.now()).
+    acquisition(id, startedAt, promise)
+    {
+        const tracked = promise.then(
+            lock =>
+            {
+                this.pending.delete(tracked);
+                const waitMs = performance.now() - startedAt;
+                this.succeeded++;
+                this.waits[this.waitCount % WAIT_SAMPLES] = waitMs;
+                this.waitCount++;
+                lock._track = new Track(this, id, performance.now());
+                this.live.add(lock);
+                if (channels.acquired.hasSubscribers)
+                {
+                    channels.acquired.publish({ id, kind: this.kind, fencingToken: lock.fencingToken, waitMs });
+                }
+                return lock;
+            },
+            error =>
+            {
+                this.pending.delete(tracked);
+                this.failed++;
+                const code = (error && error.code) || "Error";
+                this.byCode[code] = (this.byCode[code] || 0) + 1;
+                throw error;
+            });
+        this.pending.add(tracked);
+        return tracked;
+    }
+
+    // A plain object of counters and gauges; `native` is the transport's snapshot (the native
+    // core's, or the user-object transport's), if it has been made yet.
+    snapshot(native)
+    {
+        const n = Math.min(this.waitCount, WAIT_SAMPLES);
+        const sorted = Array.from(this.waits.subarray(0, n)).sort((a, b) => a - b);
+        const requests = {};
+        for (const op of OPERATIONS)
+        {
+            requests[op] = { ok: 0, conditionFailed: 0, throttled: 0, error: 0 };
+        }
+        if (native)
+        {
+            native.requestOperations.forEach((op, i) =>
+                {
+                    const byOutcome = {};
+                    native.requestOutcomes.forEach((outcome, j) => (byOutcome[outcome] = native.requests[i][j]));
+                    requests[op] = byOutcome;
+                });
+        }
+        return {
+            kind: this.kind,
+            acquisitions: { succeeded: this.succeeded, failed: this.failed, byCode: Object.assign({}, this.byCode) },
+            waits: { count: this.waitCount, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) },
+            releases: { succeeded: this.releases.succeeded, failed: this.releases.failed },
+            heartbeats: native
+                ? { sent: native.heartbeatsSent, retried: native.heartbeatsRetried, failed: native.heartbeatsFailed }
+                : { sent: 0, retried: 0, failed: 0 },
+            locks: { held: this.live.size, lost: this.lost },
+            requests,
+            throttles: native ? native.throttles : 0,
+        };
+    }
+}
+
+module.exports = { Metrics, channels, WAIT_SAMPLES };
