@@ -498,7 +498,8 @@ impl LockModel {
                 ops::put_if_absent(slot, g).map_or_else(refused, |()| Answer::Done)
             }
             Op::DeleteIfGuid(_, gs) => ops::delete_if_guid(slot, &gs).map_or_else(refused, |()| Answer::Done),
-            Op::Take(_, g, w) => ops::take(slot, g, w).map_or_else(refused, Answer::Token),
+            // No TTL: items are never deleted, and tokens count from 0.
+            Op::Take(_, g, w) => ops::take(slot, g, w, 0).map_or_else(refused, Answer::Token),
             Op::Renew(_, gs, new) => {
                 let gs = match (*slot, self.bug(Bug::RenewWithoutGuid)) {
                     (Some(i), true) => [i.guid, 0],

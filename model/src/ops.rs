@@ -75,8 +75,9 @@ pub fn delete_if_guid(slot: &mut Option<Item>, guids: &[G]) -> Result<(), Refuse
 }
 
 /// `take` (FailOpen acquisition): absent, released, or still at `waited_out`. Returns the
-/// new token, the previous one plus one.
-pub fn take(slot: &mut Option<Item>, guid: G, waited_out: Option<Ver>) -> Result<u8, Refused> {
+/// new token, the previous one plus one (`floor` plus one for an item without a token:
+/// `OpenFields::token_floor`, 0 where no TTL deletes items).
+pub fn take(slot: &mut Option<Item>, guid: G, waited_out: Option<Ver>, floor: u8) -> Result<u8, Refused> {
     let free = match slot {
         None => true,
         Some(i) => i.released || waited_out == Some(i.version()),
@@ -84,7 +85,10 @@ pub fn take(slot: &mut Option<Item>, guid: G, waited_out: Option<Ver>) -> Result
     if !free {
         return Err(*slot);
     }
-    let token = slot.map_or(0, |i| i.token) + 1;
+    let token = match slot {
+        Some(i) if i.token > 0 => i.token,
+        _ => floor,
+    } + 1;
     *slot = Some(Item {
         guid,
         token,

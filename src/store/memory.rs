@@ -626,33 +626,47 @@ mod model_agreement {
             owner: "o",
             lease_duration_ms: 1000,
             lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
         };
         let mut checked = 0;
         for start in items() {
+            for floor in [0, 5] {
+                let f = OpenFields {
+                    token_floor: floor as u64,
+                    ..f.clone()
+                };
+                for g in [1, 3] {
+                    for w in [None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))] {
+                        let v = w.map(|(g, t): (G, u8)| Version {
+                            guid: guid(g).to_vec(),
+                            fencing_token: (t > 0).then_some(t as u64),
+                        });
+                        let mem = on_memory(&start, async |s| {
+                            s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
+                        })
+                        .await;
+                        assert_eq!(
+                            mem,
+                            on_model(&start, |i| m::take(i, g, w, floor)),
+                            "take {start:?} {g} {w:?} {floor}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
             assert_eq!(
                 on_memory(&start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
                 Ok(abs(&m::get(&start)))
             );
             for g in [1, 3] {
-                let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g)).await).await;
+                let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g), None, None).await).await;
                 assert_eq!(
                     mem,
                     on_model(&start, |i| m::put_if_absent(i, g)),
                     "put_if_absent {start:?} {g}"
                 );
-                let waits: Vec<Option<(G, u8)>> = vec![None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))];
-                for w in waits {
-                    let v = w.map(|(g, t)| Version {
-                        guid: guid(g).to_vec(),
-                        fencing_token: (t > 0).then_some(t as u64),
-                    });
-                    let mem = on_memory(&start, async |s| {
-                        s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
-                    })
-                    .await;
-                    assert_eq!(mem, on_model(&start, |i| m::take(i, g, w)), "take {start:?} {g} {w:?}");
-                    checked += 1;
-                }
             }
             for gs in GUID_SETS {
                 let set = [guid(gs[0]), guid(gs[1])];
@@ -662,7 +676,7 @@ mod model_agreement {
                     on_model(&start, |i| m::delete_if_guid(i, &gs)),
                     "delete {start:?} {gs:?}"
                 );
-                let mem = on_memory(&start, async |s| s.release(&k, &set, None).await.map(|_| ())).await;
+                let mem = on_memory(&start, async |s| s.release(&k, &set, None, None).await.map(|_| ())).await;
                 assert_eq!(
                     mem,
                     on_model(&start, |i| m::release(i, &gs)),
@@ -683,6 +697,9 @@ mod model_agreement {
             owner: "o",
             lease_duration_ms: 1000,
             lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
         };
         let mut checked = 0;
         for start in heads() {
