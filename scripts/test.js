@@ -35,6 +35,11 @@ const triple = hostTriple();
 run("cargo", ["fmt", "--check"]);
 run("cargo", ["clippy", "--target", triple, "--all-targets", "--", "-D", "warnings"]);
 run("cargo", ["test", "--target", triple]);
+// The protocol's model checker: its bounded run (`npm run model` runs the full one).
+const model = ["--manifest-path", path.join("model", "Cargo.toml")];
+run("cargo", ["fmt", "--check", ...model]);
+run("cargo", ["clippy", "--release", ...model, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
+run("cargo", ["test", "--release", ...model], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
 
 const suites = fs.readdirSync(path.join(root, "__test__"))
     .filter(f => f.endsWith(".test.js") || f.endsWith(".test.mjs"))

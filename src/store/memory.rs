@@ -486,3 +486,266 @@ impl Store for MemoryStore {
         .await
     }
 }
+
+/// The model checker's store operations (model/src/ops.rs), checked against this store.
+#[path = "../../model/src/ops.rs"]
+mod model_ops;
+
+#[cfg(test)]
+mod model_agreement {
+    //! The model checker (model/) explores the protocol over `model_ops`, an abstract store
+    //! with the same conditions. Here every operation of both stores runs on every item of a
+    //! small domain with every argument of a small domain; answers and resulting items must
+    //! agree, so that the model cannot drift from the code unnoticed.
+
+    use super::model_ops::{self as m, Item, G};
+    use super::MemoryStore;
+    use crate::error::StoreError;
+    use crate::item::{Guid, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
+    use crate::store::{OpenFields, Store};
+    use crate::testkit::key;
+
+    fn guid(g: G) -> Guid {
+        [g; crate::item::GUID_LEN]
+    }
+
+    fn record(i: &Option<Item>) -> Option<LockRecord> {
+        i.map(|i| LockRecord {
+            owner: Some("o".into()),
+            guid: (i.guid > 0).then(|| guid(i.guid).to_vec()),
+            fencing_token: (i.token > 0).then_some(i.token as u64),
+            lease_duration_ms: match (i.holderless, i.released) {
+                (true, _) => None,
+                (false, true) => Some(RELEASED_LEASE_MS),
+                (false, false) => Some(1000),
+            },
+            queue: (i.tn.is_some() || i.qn.is_some() || i.qg.is_some()).then(|| {
+                Box::new(QueueCounters {
+                    ticket_next: i.tn.map(u64::from),
+                    queue_next: i.qn.map(u64::from),
+                    queue_granted: i.qg.map(u64::from),
+                })
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// What the model sees of a record.
+    type Abs = (G, u8, bool, bool, Option<u8>, Option<u8>, Option<u8>);
+
+    fn item(r: &Option<LockRecord>) -> Option<Abs> {
+        let n = |v: Option<u64>| v.map(|v| v as u8);
+        r.as_ref().map(|r| {
+            let g = r.guid.as_ref().map_or(0, |g| g[0]);
+            (
+                g,
+                r.fencing_token.unwrap_or(0) as u8,
+                r.is_released(),
+                r.lease_duration_ms.is_none(),
+                n(r.ticket_next()),
+                n(r.queue_next()),
+                n(r.queue_granted()),
+            )
+        })
+    }
+
+    fn abs(i: &Option<Item>) -> Option<Abs> {
+        i.map(|i| (i.guid, i.token, i.released, i.holderless, i.tn, i.qn, i.qg))
+    }
+
+    /// Lock items (FailClosed, FailOpen).
+    fn items() -> Vec<Option<Item>> {
+        let mut v = vec![None];
+        for guid in [1, 2] {
+            for token in [0, 1, 2] {
+                for (holderless, released) in [(false, false), (false, true), (true, false)] {
+                    v.push(Some(Item {
+                        guid,
+                        token,
+                        released,
+                        holderless,
+                        ..Item::default()
+                    }));
+                }
+            }
+        }
+        v
+    }
+
+    /// Fifo head items: lock items with every combination of counters.
+    fn heads() -> Vec<Option<Item>> {
+        let mut v = vec![None];
+        for base in items().into_iter().flatten() {
+            for tn in [None, Some(0), Some(1), Some(2)] {
+                for qn in [None, Some(1), Some(2)] {
+                    for qg in [None, Some(1)] {
+                        v.push(Some(Item { tn, qn, qg, ..base }));
+                    }
+                }
+            }
+        }
+        v.push(Some(Item {
+            holderless: true,
+            tn: Some(1),
+            qn: Some(1),
+            ..Item::default()
+        }));
+        v
+    }
+
+    const GUID_SETS: [[G; 2]; 4] = [[1, 0], [2, 0], [3, 1], [3, 4]];
+
+    /// An operation's answer (`Ok`, or `Err` for a refused condition) and the item after it.
+    type Seen<T> = (Result<T, ()>, Option<Abs>);
+
+    /// Runs `op` on a memory store holding `start`.
+    async fn on_memory<T, F>(start: &Option<Item>, op: F) -> Seen<T>
+    where
+        F: AsyncFnOnce(&MemoryStore) -> Result<T, StoreError>,
+    {
+        let store = MemoryStore::new(true);
+        if let Some(r) = record(start) {
+            store.set(&key("a"), r);
+        }
+        let r = op(&store).await.map_err(|e| {
+            assert!(matches!(e, StoreError::ConditionFailed { .. }), "{e:?}");
+        });
+        (r, item(&store.record(&key("a"))))
+    }
+
+    fn on_model<T>(start: &Option<Item>, op: impl FnOnce(&mut Option<Item>) -> Result<T, Option<Item>>) -> Seen<T> {
+        let mut slot = *start;
+        let r = op(&mut slot).map_err(|cur| assert_eq!(cur, *start, "a refusal returns the item as it was"));
+        (r, abs(&slot))
+    }
+
+    #[tokio::test]
+    async fn model_ops_agree_with_the_memory_store() {
+        let k = key("a");
+        let f = OpenFields {
+            owner: "o",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        };
+        let mut checked = 0;
+        for start in items() {
+            for floor in [0, 5] {
+                let f = OpenFields {
+                    token_floor: floor as u64,
+                    ..f.clone()
+                };
+                for g in [1, 3] {
+                    for w in [None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))] {
+                        let v = w.map(|(g, t): (G, u8)| Version {
+                            guid: guid(g).to_vec(),
+                            fencing_token: (t > 0).then_some(t as u64),
+                        });
+                        let mem = on_memory(&start, async |s| {
+                            s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
+                        })
+                        .await;
+                        assert_eq!(
+                            mem,
+                            on_model(&start, |i| m::take(i, g, w, floor)),
+                            "take {start:?} {g} {w:?} {floor}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+            assert_eq!(
+                on_memory(&start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
+                Ok(abs(&m::get(&start)))
+            );
+            for g in [1, 3] {
+                let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g), None, None).await).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::put_if_absent(i, g)),
+                    "put_if_absent {start:?} {g}"
+                );
+            }
+            for gs in GUID_SETS {
+                let set = [guid(gs[0]), guid(gs[1])];
+                let mem = on_memory(&start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::delete_if_guid(i, &gs)),
+                    "delete {start:?} {gs:?}"
+                );
+                let mem = on_memory(&start, async |s| s.release(&k, &set, None, None).await.map(|_| ())).await;
+                assert_eq!(
+                    mem,
+                    on_model(&start, |i| m::release(i, &gs)),
+                    "release {start:?} {gs:?}"
+                );
+                let mem = on_memory(&start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
+                assert_eq!(mem, on_model(&start, |i| m::renew(i, &gs, 5)), "renew {start:?} {gs:?}");
+                checked += 3;
+            }
+        }
+        assert!(checked > 200, "{checked} cases");
+    }
+
+    #[tokio::test]
+    async fn model_fifo_ops_agree_with_the_memory_store() {
+        let k = key("a");
+        let f = OpenFields {
+            owner: "o",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        };
+        let mut checked = 0;
+        for start in heads() {
+            let mem = on_memory(&start, async |s| {
+                s.fifo_take_free(&k, &f, &guid(3)).await.map(|t| t as u8)
+            })
+            .await;
+            assert_eq!(
+                mem,
+                on_model(&start, |i| m::fifo_take_free(i, 3)),
+                "take_free {start:?}"
+            );
+            let mem = on_memory(&start, async |s| s.fifo_ticket(&k).await.map(|b| item(&b))).await;
+            let model = on_model(&start, |i| Ok::<_, Option<Item>>(abs(&m::fifo_ticket(i))));
+            assert_eq!(mem, model, "ticket {start:?}");
+            for ticket in [1, 2, 3] {
+                for w in [None, Some((1, 1)), Some((2, 2))] {
+                    let v = w.map(|(g, t): (G, u8)| Version {
+                        guid: guid(g).to_vec(),
+                        fencing_token: (t > 0).then_some(t as u64),
+                    });
+                    let mem = on_memory(&start, async |s| {
+                        s.fifo_grant(&k, &f, &guid(3), ticket as u64, 2, v.as_ref()).await
+                    })
+                    .await;
+                    assert_eq!(
+                        mem,
+                        on_model(&start, |i| m::fifo_grant(i, 3, ticket, 2, w)),
+                        "grant {start:?} {ticket} {w:?}"
+                    );
+                    checked += 1;
+                }
+                for position in [1, 2] {
+                    let mem = on_memory(&start, async |s| {
+                        s.fifo_untake(&k, ticket as u64, position as u64, 0).await
+                    })
+                    .await;
+                    assert_eq!(
+                        mem,
+                        on_model(&start, |i| m::fifo_untake(i, ticket, position, 0)),
+                        "untake {start:?} {ticket} {position}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 5000, "{checked} cases");
+    }
+}

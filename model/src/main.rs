@@ -1,0 +1,103 @@
+//! `npm run model`: explores every reachable state of each lock kind's model, checks each
+//! broken variant for a counterexample, prints a summary and ends with one JSON line.
+//! `--bounded` checks the smaller configurations the test suite uses. Exits with 1 when a
+//! property fails for the real protocol or a broken variant goes uncaught.
+
+use dynamodb_lock_model::lock::{Bug, Kind};
+use dynamodb_lock_model::run::{check_broken, check_config, check_kind, drift_config, json, late_landing_config, Size};
+
+fn main() {
+    let size = if std::env::args().any(|a| a == "--bounded") {
+        Size::Bounded
+    } else {
+        Size::Full
+    };
+    let started = std::time::Instant::now();
+    let mut ok = true;
+    let mut kinds = Vec::new();
+    for kind in [Kind::FailClosed, Kind::FailOpen, Kind::Fifo] {
+        let r = check_kind(kind, size);
+        println!("{}: properties {}", r.name, r.properties.join(", "));
+        for run in &r.runs {
+            let c = &run.config;
+            println!(
+                "  {} clients, {} lock ids, {} acquisitions each, lease {} ticks, heartbeat every {}, {} heartbeats \
+                 per hold, {} faults, {} crash, {} attempts per request, retryCount {} (client 0; the others \
+                 keep trying)",
+                c.clients,
+                c.locks,
+                c.acquisitions,
+                c.lease,
+                c.heartbeat,
+                c.beats,
+                c.faults,
+                c.crashes,
+                c.max_attempts,
+                c.retry_count
+            );
+            println!(
+                "    {} distinct states, depth {}, {} transitions, {:.1} s: {}",
+                run.states,
+                run.depth,
+                run.transitions,
+                run.seconds,
+                if run.holds { "every property holds" } else { "FAILS" }
+            );
+            if let Some(d) = &run.detail {
+                println!("{d}");
+            }
+        }
+        ok &= r.holds();
+        kinds.push(r);
+    }
+    let mut broken = Vec::new();
+    println!("Broken variants (each must yield a counterexample):");
+    for bug in Bug::ALL {
+        let b = check_broken(bug);
+        match (&b.counterexample, b.found) {
+            (Some(p), Some(f)) if f == b.property => {
+                println!("  {}: {} violated in {} steps", b.name, f, p.len());
+                for step in p {
+                    println!("      {step}");
+                }
+            }
+            (_, found) => {
+                ok = false;
+                println!(
+                    "  {}: NOT CAUGHT ({} states; found: {:?}, expected {})",
+                    b.name, b.states, found, b.property
+                );
+            }
+        }
+        broken.push(b);
+    }
+    println!("Outside the assumptions: a timed-out request may land at any later time");
+    for kind in [Kind::FailClosed, Kind::FailOpen] {
+        match check_config(late_landing_config(kind)) {
+            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
+            (_, Some((property, steps))) => {
+                println!("  {kind:?}: {property} violated in {} steps", steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+        }
+    }
+    println!("Outside the assumptions: one clock runs one tick ahead (rate drift) within a lease");
+    for kind in [Kind::FailOpen, Kind::Fifo] {
+        match check_config(drift_config(kind)) {
+            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
+            (_, Some((property, steps))) => {
+                println!("  {kind:?}: {property} violated in {} steps", steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+        }
+    }
+    println!("total {:.1} s", started.elapsed().as_secs_f64());
+    println!("{}", json(&kinds, &broken));
+    if !ok {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,115 @@
+//! The bounded run of the test suite: every property holds for the protocol in the smaller
+//! configurations, and every broken variant yields a counterexample to its property.
+
+use dynamodb_lock_model::explore::{explore, Model, Violation};
+use dynamodb_lock_model::lock::{Bug, Kind};
+use dynamodb_lock_model::run::{check_broken, check_kind, Size};
+
+#[test]
+fn every_property_holds_for_failclosed() {
+    let r = check_kind(Kind::FailClosed, Size::Bounded);
+    for run in &r.runs {
+        assert!(run.holds, "{}", run.detail.clone().unwrap_or_default());
+        assert!(run.states > 1000, "{} states", run.states);
+    }
+}
+
+#[test]
+fn every_property_holds_for_failopen() {
+    let r = check_kind(Kind::FailOpen, Size::Bounded);
+    for run in &r.runs {
+        assert!(run.holds, "{}", run.detail.clone().unwrap_or_default());
+        assert!(run.states > 100_000, "{} states", run.states);
+    }
+}
+
+#[test]
+fn every_property_holds_for_fifo() {
+    let r = check_kind(Kind::Fifo, Size::Bounded);
+    for run in &r.runs {
+        assert!(run.holds, "{}", run.detail.clone().unwrap_or_default());
+        assert!(run.states > 10_000, "{} states", run.states);
+    }
+}
+
+#[test]
+fn every_broken_variant_is_caught() {
+    for bug in Bug::ALL {
+        let b = check_broken(bug);
+        assert_eq!(b.found, Some(bug.property()), "{}: {:?}", bug.name(), b.counterexample);
+        assert!(b.counterexample.is_some_and(|p| !p.is_empty()), "{}", bug.name());
+    }
+}
+
+/// A counter that wraps at 5, with a property that fails at 3 and a goal it can miss.
+struct Counter {
+    bad: Option<u8>,
+    stuck: bool,
+}
+
+impl Model for Counter {
+    type State = u8;
+    type Action = u8;
+    fn init(&self) -> Vec<u8> {
+        vec![0]
+    }
+    fn actions(&self, s: &u8, out: &mut Vec<u8>) {
+        if !(self.stuck && *s == 2) {
+            out.push((s + 1) % 5);
+        }
+        out.push(*s);
+    }
+    fn next(&self, _s: &u8, a: &u8) -> Result<u8, Violation> {
+        Ok(*a)
+    }
+    fn invariant(&self, s: &u8) -> Result<(), Violation> {
+        match self.bad {
+            Some(b) if b == *s => Err(Violation {
+                property: "bad",
+                detail: String::new(),
+            }),
+            _ => Ok(()),
+        }
+    }
+    fn liveness_goals(&self) -> usize {
+        1
+    }
+    fn waiting(&self, s: &u8, _: usize) -> bool {
+        *s == 1
+    }
+    fn served(&self, s: &u8, _: usize) -> bool {
+        *s == 4
+    }
+}
+
+#[test]
+fn the_explorer_counts_states_and_finds_the_shortest_counterexample() {
+    let ok = explore(
+        &Counter {
+            bad: None,
+            stuck: false,
+        },
+        100,
+    );
+    assert_eq!((ok.states, ok.depth), (5, 4));
+    assert!(ok.holds());
+    let bad = explore(
+        &Counter {
+            bad: Some(3),
+            stuck: false,
+        },
+        100,
+    );
+    assert_eq!(bad.counterexample_len(), Some(3));
+    let stuck = explore(&Counter { bad: None, stuck: true }, 100);
+    let (v, s, path) = stuck.violation.expect("4 is unreachable from 1");
+    assert_eq!((v.property, s, path.len()), ("liveness", 1, 1));
+    let truncated = explore(
+        &Counter {
+            bad: None,
+            stuck: false,
+        },
+        3,
+    );
+    assert!(truncated.truncated && !truncated.holds());
+}
