@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::Kind;
-use crate::error::{LockError, StoreError};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::fail_open::Handoff;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{Guid, LockData, LockKey};
@@ -247,6 +247,16 @@ impl Client {
             // Best effort: the release retries through transient faults on its own.
             let _ = lock.release().await;
             return Err(LockError::Aborted);
+        }
+        // A lease counts from when its write was sent. An answer that came after the whole
+        // lease (a request slower than the lease, or a write settled by reading it back much
+        // later) grants nothing: another waiter may already have waited the lease out.
+        if self.settings.kind == Kind::FailOpen {
+            let lease_until = lock.state.lock().await.lease_until;
+            if lease_until.is_some_and(|at| at <= Instant::now()) {
+                let _ = lock.release().await;
+                return Err(LockError::Lost(LostReason::LeaseExpired));
+            }
         }
         match (self.settings.kind, self.settings.heartbeat_period) {
             (Kind::FailOpen, Some(period)) => self.heartbeats.get().schedule_first(&lock, period),
@@ -551,6 +561,26 @@ mod tests {
         );
         assert_eq!(third.fencing_token, Some(3));
         third.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_that_comes_after_the_whole_lease_grants_nothing() {
+        use crate::error::LostReason;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 1000, Some(250));
+        s.request_timeout = Duration::from_millis(3000);
+        let (c, _) = client(&store, s);
+        // The write lands at once; its answer comes 1.5 s later, after the 1 s lease.
+        store.fault("take", Fault::Delay(Duration::from_millis(1500)));
+        let err = c.acquire(key("k"), &Cancel::default()).await.unwrap_err();
+        assert!(matches!(err, LockError::Lost(LostReason::LeaseExpired)), "{err:?}");
+        let rec = store.record(&key("k")).expect("the item");
+        assert!(rec.is_released(), "the write that landed is released: {rec:?}");
+        // Without the delay the same client takes it, one token higher.
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert_eq!(lock.fencing_token, Some(2));
+        lock.release().await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
