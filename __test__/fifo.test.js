@@ -89,6 +89,28 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("a head whose only ticket was given back before any grant is still taken with one request", async () =>
+            {
+                const proxy = await startProxy({ target: engine.endpoint });
+                try
+                {
+                    const id = uniqueId("given-back");
+                    // What giving back the first ticket of a resource leaves: no token, ticketNext 0.
+                    await engine.putItem("fifo", { pk: { S: id }, sk: { S: "lock" }, ticketNext: { N: "0" }, queueNext: { N: "0" } });
+                    const client = fifo({ dynamodb: dynamodbOptions(engine, proxy.endpoint), leaseDurationMs: 3000 });
+                    const lock = await client.acquireLock(id);
+                    assert.equal(lock.fencingToken, 1);
+                    assert.deepEqual({ ...proxy.counts }, { UpdateItem: 1 }, "the uncontended path, one UpdateItem");
+                    await lock.release();
+                    await noEntries(id);
+                }
+                finally
+                {
+                    await proxy.close();
+                }
+            }
+        );
+
         it("a take or a grant whose response is lost is a lock held, with its token", async () =>
             {
                 const proxy = await startProxy({ target: engine.endpoint });

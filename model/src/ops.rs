@@ -142,7 +142,7 @@ pub fn fifo_take_free(slot: &mut Option<Item>, guid: G) -> Result<u8, Refused> {
         holderless: true,
         ..Item::default()
     });
-    let no_ticket_out = r.tn.is_none() || (r.token > 0 && r.tn == Some(r.token));
+    let no_ticket_out = r.tn.is_none() || r.tn == Some(r.token);
     if !(fifo_free(slot) && no_ticket_out) {
         return Err(*slot);
     }

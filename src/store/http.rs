@@ -892,7 +892,10 @@ impl Store for HttpStore {
              #qg = if_not_exists(#qn, :zero)"
         );
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        let cond = "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft)";
+        // No ticket is out: none was ever issued, the last one issued is the holder's, or every
+        // one issued was given back before any was granted (`ticketNext` 0, no token yet).
+        let cond = "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft \
+                    OR (attribute_not_exists(#ft) AND #tn = :zero))";
         let reply = self
             .update(head, &update, cond, &FIFO_NAMES, &values, "UPDATED_NEW")
             .await?;

@@ -309,8 +309,7 @@ impl Store for MemoryStore {
         self.run("fifo_take", head, |slot| {
             let r = slot.clone().unwrap_or_default();
             let free = r.lease_duration_ms.is_none_or(|l| l == RELEASED_LEASE_MS);
-            let no_ticket_out =
-                r.ticket_next().is_none() || (r.fencing_token.is_some() && r.ticket_next() == r.fencing_token);
+            let no_ticket_out = r.ticket_next().is_none() || r.ticket_next() == Some(r.fencing_token.unwrap_or(0));
             if !(free && no_ticket_out) {
                 return Err(StoreError::condition_failed());
             }
