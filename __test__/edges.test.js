@@ -110,6 +110,8 @@ describe("the dynamodb options are checked at construction", () =>
             assert.equal(validationOf({ endpoint: new URL("https://dynamodb.us-east-1.amazonaws.com") }), undefined);
             assert.equal(validationOf({ credentials: Object.assign({ sessionToken: "t" }, credentials) }), undefined);
             assert.equal(validationOf({ credentials: async () => credentials }), undefined);
+            // As the AWS SDK for JavaScript v3 leaves a credentials object it has used.
+            assert.equal(validationOf({ credentials: Object.assign({ $source: { CREDENTIALS_CODE: "e" }, accountId: "1" }, credentials) }), undefined);
         }
     );
 });

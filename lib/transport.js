@@ -206,9 +206,13 @@ function optionProblems(db, requested)
             }
             if (isPlainObject(c))
             {
+                // Credentials the AWS SDKs resolve carry more fields ($source, credentialScope,
+                // accountId, ...): those pass. A key that differs from one of ours only in
+                // case (accessKeyID) is a typo, and refused.
+                const ours = new Map(CREDENTIAL_KEYS.map(k => [k.toLowerCase(), k]));
                 for (const key of Object.keys(c))
                 {
-                    if (!CREDENTIAL_KEYS.includes(key) && c[key] !== undefined)
+                    if (!CREDENTIAL_KEYS.includes(key) && ours.has(key.toLowerCase()) && c[key] !== undefined)
                     {
                         add(["credentials", key], "object.unknown", "is not allowed", c[key]);
                     }
