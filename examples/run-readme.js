@@ -76,7 +76,9 @@ async function main()
         for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js", "lifecycle.js"])
         {
             console.log(`\n$ node examples/${example}`);
-            code = code || await runExample(path.join(__dirname, example), endpoint);
+            const result = await runExample(path.join(__dirname, example), endpoint);
+            console.log(`examples/${example} exited with ${result}`);
+            code = code || result;
         }
         process.exitCode = code;
     }
