@@ -36,7 +36,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::client::{Cancel, Client};
-use crate::error::{LockError, StoreError};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent};
@@ -390,6 +390,19 @@ pub async fn acquire(
             let _ = l.release().await;
         }
         return Err(LockError::Aborted);
+    }
+    // A lease counts from when its write was sent: a grant answered only after its whole lease
+    // is not held (the next in line may already have passed it by).
+    let now = Instant::now();
+    let mut late = false;
+    for l in &locks {
+        late |= l.state.lock().await.lease_until.is_some_and(|at| at <= now);
+    }
+    if late {
+        for l in &locks {
+            let _ = l.release().await;
+        }
+        return Err(LockError::Lost(LostReason::LeaseExpired));
     }
     Ok(locks)
 }
@@ -1669,6 +1682,22 @@ mod tests {
             take(&holder, &["a"], None).await.unwrap();
             assert_eq!(store.requests() - before, 1, "no ticket out any more");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_take_answered_after_its_whole_lease_grants_nothing() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = settings("me", 1000);
+        s.request_timeout = Duration::from_secs(3);
+        let c = client(&store, s).0;
+        // The uncontended take lands at once; its answer comes after the 1 s lease.
+        store.fault("fifo_take", Fault::Delay(Duration::from_millis(1500)));
+        let err = take(&c, &["a"], None).await.unwrap_err();
+        assert!(matches!(err, LockError::Lost(LostReason::LeaseExpired)), "{err:?}");
+        assert!(head(&store, "a").is_released(), "the late grant is released");
+        let lock = take(&c, &["a"], None).await.unwrap();
+        assert_eq!(lock[0].fencing_token, Some(2));
+        lock[0].release().await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
