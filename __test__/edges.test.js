@@ -350,6 +350,39 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("a heartbeat answered ExpiredTokenException is retried with credentials asked for again, and the lock is kept", async () =>
+            {
+                const proxy = await startProxy({ target: engine.endpoint });
+                try
+                {
+                    let asked = 0;
+                    const dynamodb = { endpoint: proxy.endpoint, region: engine.region, credentials: async () =>
+                        {
+                            asked++;
+                            return engine.credentials;
+                        } };
+                    const lock = await kinds.FailOpen(dynamodb, { leaseDurationMs: 3000, heartbeatPeriodMs: 200 }).acquireLock(uniqueId("expired"));
+                    const errors = [];
+                    lock.on("error", e => errors.push(e.code));
+                    let lost;
+                    lock.on("lost", e => (lost = e));
+                    const askedBefore = asked;
+                    proxy.nextFault({ respond: { status: 400, type: "ExpiredTokenException", message: "The security token included in the request is expired" } }, { operation: "UpdateItem" });
+                    await until(async () => proxy.faultCounts.responded === 1, 3000, "the refused heartbeat");
+                    const renewed = proxy.counts.UpdateItem;
+                    await until(async () => proxy.counts.UpdateItem >= renewed + 2, 3000, "heartbeats after it");
+                    assert.deepEqual(errors, ["ExpiredTokenException"]);
+                    assert.ok(asked > askedBefore, "the credentials were asked for again");
+                    assert.equal(lost, undefined, "the lock is still held");
+                    await lock.release();
+                }
+                finally
+                {
+                    await proxy.close();
+                }
+            }
+        );
+
         it("a heartbeat error that cannot mend (the table is gone) is reported once, then \"lost\" at the lease's end", async () =>
             {
                 const table = `doomed-${Date.now()}`;

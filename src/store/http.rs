@@ -66,6 +66,10 @@ const CLOCK_SKEW_ERRORS: &[&str] = &[
 /// allows minutes; the `Date` header has whole seconds).
 const MIN_SKEW_MS: i64 = 60_000;
 
+/// Credentials that expired or were revoked before their announced expiry: the next attempt
+/// asks the provider again, which may mend it, so they are retried like a transient fault.
+const EXPIRED_CREDENTIALS: &[&str] = &["ExpiredTokenException", "ExpiredToken"];
+
 const THROTTLES: &[&str] = &[
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -342,6 +346,10 @@ impl HttpStore {
             link.skew_ms.store(skew, Ordering::Relaxed);
         }
         let skewed_clock = skew.is_some();
+        let expired = EXPIRED_CREDENTIALS.contains(&code.as_str());
+        if expired {
+            *link.credentials.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         let mut message = reply
             .message
             .unwrap_or_else(|| "DynamoDB returned an error without a message".into());
@@ -349,7 +357,7 @@ impl HttpStore {
             message = format!("{message} (the lock table \"{}\")", self.table.name);
         }
         Err(StoreError::Service {
-            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()) || skewed_clock,
+            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()) || skewed_clock || expired,
             message,
             code,
             maybe_applied: status >= 500,
