@@ -265,7 +265,12 @@ export declare class Lock<T extends number | undefined = number> {
     removeListener<E extends keyof LockEvents>(event: E, listener: LockListener<E>): this;
     removeAllListeners(event?: keyof LockEvents): this;
     listeners<E extends keyof LockEvents>(event: E): Array<LockListener<E>>;
+    rawListeners<E extends keyof LockEvents>(event: E): Array<LockListener<E>>;
     listenerCount(event: keyof LockEvents): number;
+    emit<E extends keyof LockEvents>(event: E, ...args: LockEvents[E]): boolean;
+    eventNames(): Array<keyof LockEvents>;
+    setMaxListeners(n: number): this;
+    getMaxListeners(): number;
 }
 
 export interface CloseOptions {

@@ -47,3 +47,17 @@ const mock = {
 };
 const withMock: FailClosed<string> = new FailClosed<string>({ dynamodb: mock, lockTable: "t", partitionKey: "p", acquirePeriodMs: 1 });
 withMock.acquireLock("x", () => undefined);
+
+// A Lock is an EventEmitter, as in @types/dynamodb-lock-client: code that treats it as one compiles.
+import { EventEmitter, once } from "events";
+failOpen.acquireLock("as-an-emitter", async (error: Error, lock: Lock) => {
+    if (error) {
+        return;
+    }
+    const emitter: EventEmitter = lock;
+    lock.setMaxListeners(20);
+    const n: number = lock.getMaxListeners() + emitter.listenerCount("error");
+    const names = lock.eventNames();
+    await once(lock, "lost");
+    console.log(n, names);
+});
