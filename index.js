@@ -1195,6 +1195,11 @@ const clientMethods =
     {
         return campaign(this, id, options);
     },
+
+    getLock(id, callback)
+    {
+        return getLock(this, id, callback);
+    },
 };
 
 function notSupported(message)
@@ -1265,11 +1270,6 @@ FailClosed.prototype.acquireLock = function(id, options, callback)
 };
 Object.assign(FailClosed.prototype, clientMethods);
 
-FailClosed.prototype.getLock = function(id, callback)
-{
-    return getLock(this, id, callback);
-};
-
 function FailOpen(config)
 {
     if (!(this instanceof FailOpen))
@@ -1284,11 +1284,6 @@ FailOpen.prototype.acquireLock = function(id, options, callback)
     return acquire(this, id, options, callback);
 };
 Object.assign(FailOpen.prototype, clientMethods);
-
-FailOpen.prototype.getLock = function(id, callback)
-{
-    return getLock(this, id, callback);
-};
 
 // A fair lock: waiters are granted each resource in the order they asked, and the ticket is
 // the fencing token. Several resources may be acquired together with one ticket.
@@ -1306,11 +1301,6 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
     return fifoAcquire(this, ids, options, callback);
 };
 Object.assign(Fifo.prototype, clientMethods);
-
-Fifo.prototype.getLock = function(id, callback)
-{
-    return getLock(this, id, callback);
-};
 
 // One DynamoDB request at a time for table administration, through a native client made for
 // it: `dynamodb` means what it means for the lock clients (options, or an AWS SDK client).

@@ -16,20 +16,8 @@ const { runScript, runTogether } = require("./support/spawn.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
-
-// A small seeded PRNG, so that the proxy's random faults are reproducible.
-function mulberry32(seed)
-{
-    let a = seed >>> 0;
-    return () =>
-    {
-        a = (a + 0x6d2b79f5) >>> 0;
-        let t = a;
-        t = Math.imul(t ^ (t >>> 15), t | 1);
-        t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-}
+// A seeded PRNG, so that the proxy's random faults are reproducible.
+const { mulberry32 } = require("./support/random.js");
 
 function withTimeout(promise, ms, what)
 {

@@ -66,18 +66,7 @@ process.on("unhandledRejection", reason =>
 // ---------------------------------------------------------------------------------------------
 // Seeded randomness and value generators
 
-function mulberry32(seed)
-{
-    let a = seed >>> 0;
-    return () =>
-    {
-        a = (a + 0x6d2b79f5) >>> 0;
-        let t = a;
-        t = Math.imul(t ^ (t >>> 15), t | 1);
-        t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-}
+const { mulberry32 } = require("./random.js");
 
 const random = mulberry32(job.seed || 1);
 const chance = p => random() < p;
