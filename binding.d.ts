@@ -84,6 +84,12 @@ export interface DataInput {
   b?: Buffer
 }
 
+/**
+ * JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
+ * keeps its heartbeats, as in the original library).
+ */
+export declare function forgetLock(lockId: number): void
+
 /** Number of locks this process holds (for tests and benchmarks). */
 export declare function heldLockCount(): number
 
@@ -142,6 +148,13 @@ export interface KeyInput {
   n?: string
   b?: Buffer
 }
+
+/**
+ * Milliseconds left on a lock's lease at the moment of the call, by this process's monotonic
+ * clock, counted from when its last successful write was sent; 0 once it is lost, lapsed or
+ * released; `Infinity` for a held lock without a lease (FailClosed).
+ */
+export declare function leaseRemainingMs(lockId: number): number
 
 /** An error for JavaScript to rethrow with its `code`. */
 export interface NativeError {

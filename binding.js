@@ -836,6 +836,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
+module.exports.forgetLock = nativeBinding.forgetLock
 module.exports.heldLockCount = nativeBinding.heldLockCount
+module.exports.leaseRemainingMs = nativeBinding.leaseRemainingMs
 module.exports.panicForTest = nativeBinding.panicForTest
 module.exports.validateConfig = nativeBinding.validateConfig

@@ -246,6 +246,13 @@ export declare class Lock<T extends number | undefined = number> {
     readonly signal: AbortSignal;
     /** True once the lock is known to be lost. */
     readonly lost: boolean;
+    /**
+     * Milliseconds left on the lease at the moment of the read, by this process's monotonic
+     * clock, counted from when the last successful write was sent: `0` once the lock is lost,
+     * lapsed or released; `Infinity` for a held FailClosed lock. Check it before each step of
+     * the work done under the lock, and pass `fencingToken` to every write.
+     */
+    readonly leaseRemainingMs: number;
     /** FailClosed, FailOpen: the data stored with the lock, if any. */
     readonly data?: string | Buffer;
     release(callback: (error: LockError) => void): void;

@@ -306,6 +306,7 @@ class Lock extends EventEmitter
         }
         this._heartbeats = heartbeats;
         this._lost = undefined;
+        this._released = false;
         this._abort = undefined;
         // Set by the client that hands the lock out (lib/metrics.js).
         this._track = undefined;
@@ -337,6 +338,23 @@ class Lock extends EventEmitter
     get lost()
     {
         return this._lost !== undefined;
+    }
+
+    /**
+     * Milliseconds left on the lease at the moment of the call, by this process's monotonic
+     * clock, counted from when the last successful write was sent: 0 once the lock is lost,
+     * lapsed or released; Infinity for a held FailClosed lock. Computed from the deadline
+     * itself, so the first read after the process was paused is already right.
+     */
+    get leaseRemainingMs()
+    {
+        return this._lost !== undefined || this._released ? 0 : this._leaseRemainingMs();
+    }
+
+    _leaseRemainingMs()
+    {
+        // Overridden per instance by the client that made the lock.
+        return Infinity;
     }
 
     _stopHeartbeats()
@@ -397,6 +415,7 @@ class Lock extends EventEmitter
     release(callback)
     {
         this._stopHeartbeats();
+        this._released = true;
         const released = this._release();
         return settle(this._track ? this._track.released(this, released) : released, callback);
     }
@@ -433,6 +452,10 @@ class Lock extends EventEmitter
     }
 }
 
+// A lock whose lease lapsed stays known to the native core until it is released, so that its
+// release can still free the item; one that JavaScript lets go of unreleased is forgotten then.
+const unreferenced = new FinalizationRegistry(lockId => native.forgetLock(lockId));
+
 // A lock held by the native core. Per-lock state is two fields; the behaviour is shared on the
 // prototype, so that thousands of held locks cost little memory.
 class NativeLock extends Lock
@@ -442,6 +465,7 @@ class NativeLock extends Lock
         super(undefined, fencingToken, heartbeats);
         this._client = client;
         this._id = lockId;
+        unreferenced.register(this, lockId);
         /** The data stored with the lock (a string or a Buffer), or undefined. */
         this.data = data;
         this._userId = userId;
@@ -499,6 +523,11 @@ class NativeLock extends Lock
     _forget()
     {
         liveLocks.delete(this._id);
+    }
+
+    _leaseRemainingMs()
+    {
+        return native.leaseRemainingMs(this._id);
     }
 }
 
@@ -1015,6 +1044,7 @@ function wrapObjectLock(self, held, id)
         held.abandon();
         Lock.prototype._abandon.call(this);
     };
+    lock._leaseRemainingMs = () => held.leaseRemainingMs();
     held.attach(lock);
     return lock;
 }
@@ -1028,6 +1058,7 @@ class FifoLock extends Lock
         super(undefined, fencingToken, true);
         this._client = client;
         this._ids = lockIds;
+        lockIds.forEach(id => unreferenced.register(this, id));
     }
 
     async _release()
@@ -1066,6 +1097,11 @@ class FifoLock extends Lock
     _forget()
     {
         // The other resources' locks stay known until release, which releases them too.
+    }
+
+    _leaseRemainingMs()
+    {
+        return Math.min(...this._ids.map(id => native.leaseRemainingMs(id)));
     }
 
     _abandon()

@@ -327,9 +327,10 @@ class ObjectTransport
                 item[c.sortKey] = sortID;
             }
             // Field order as the original sends it, for mocks that compare serialised requests.
+            const sentAt = performance.now();
             if (await this.tryPut(reorder(params), retries))
             {
-                return new HeldObjectLock(this, partitionID, sortID, guid, fencingToken);
+                return new HeldObjectLock(this, partitionID, sortID, guid, fencingToken, sentAt);
             }
             retries--;
         }
@@ -369,7 +370,7 @@ function reorder(params)
 // original; operations on the lock run one at a time.
 class HeldObjectLock
 {
-    constructor(transport, partitionID, sortID, guid, fencingToken)
+    constructor(transport, partitionID, sortID, guid, fencingToken, sentAt)
     {
         this.t = transport;
         this.partitionID = partitionID;
@@ -383,7 +384,9 @@ class HeldObjectLock
         this.retrying = false;
         this.timer = undefined;
         this.busy = Promise.resolve();
-        this.leaseUntil = Date.now() + (transport.config.leaseDurationMs || 0);
+        // On the monotonic clock, counted from when the write that took the lock was sent;
+        // undefined for a FailClosed lock, which has no lease.
+        this.leaseUntil = transport.kind === "FailOpen" ? sentAt + transport.config.leaseDurationMs : undefined;
         if (transport.kind === "FailOpen" && transport.config.heartbeatPeriodMs)
         {
             this.schedule(transport.config.heartbeatPeriodMs);
@@ -393,6 +396,17 @@ class HeldObjectLock
     attach(lock)
     {
         this.lock = lock;
+    }
+
+    // Milliseconds left on the lease now: 0 once lost, lapsed or released; Infinity without
+    // a lease (FailClosed).
+    leaseRemainingMs()
+    {
+        if (this.released || this.lost || this.abandoned)
+        {
+            return 0;
+        }
+        return this.leaseUntil === undefined ? Infinity : Math.max(0, this.leaseUntil - performance.now());
     }
 
     // Stops heartbeats without releasing: the lease lapses (a closed client's lock).
@@ -474,7 +488,7 @@ class HeldObjectLock
         }
         const c = this.t.config;
         const newGuid = crypto.randomBytes(64);
-        const sentAt = Date.now();
+        const sentAt = performance.now();
         const stats = this.t.stats;
         stats.heartbeatsSent++;
         if (this.retrying)
@@ -484,6 +498,13 @@ class HeldObjectLock
         try
         {
             await call(this.t.db, "put", stats, this.guarded(this.itemFor(newGuid, c.leaseDurationMs)));
+            if (performance.now() >= this.leaseUntil)
+            {
+                // Answered only once the lease had run out: a waiter may hold the lock by now.
+                this.guid = newGuid;
+                this.lost = true;
+                return this.emit("lost", codedError("LeaseExpired", "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner."));
+            }
             this.retrying = false;
             this.guid = newGuid;
             this.leaseUntil = sentAt + c.leaseDurationMs;
@@ -502,7 +523,7 @@ class HeldObjectLock
                 this.lost = true;
                 return this.emit("lost", codedError("LockLost", "The lock item no longer carries this holder's guid: another owner has it or it was deleted."));
             }
-            const left = this.leaseUntil - Date.now();
+            const left = this.leaseUntil - performance.now();
             if (left <= 0)
             {
                 this.lost = true;

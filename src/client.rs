@@ -251,18 +251,14 @@ impl Client {
         // A lease counts from when its write was sent. An answer that came after the whole
         // lease (a request slower than the lease, or a write settled by reading it back much
         // later) grants nothing: another waiter may already have waited the lease out.
-        if self.settings.kind == Kind::FailOpen {
-            let lease_until = lock.state.lock().await.lease_until;
-            if lease_until.is_some_and(|at| at <= Instant::now()) {
-                let _ = lock.release().await;
-                return Err(LockError::Lost(LostReason::LeaseExpired));
-            }
+        if self.settings.kind == Kind::FailOpen && lock.lease.until().is_some_and(|at| at <= Instant::now()) {
+            let _ = lock.release().await;
+            return Err(LockError::Lost(LostReason::LeaseExpired));
         }
         match (self.settings.kind, self.settings.heartbeat_period) {
             (Kind::FailOpen, Some(period)) => self.heartbeats.get().schedule_first(&lock, period),
             (Kind::FailOpen, None) => {
-                let lease_until = lock.state.lock().await.lease_until;
-                if let Some(at) = lease_until {
+                if let Some(at) = lock.lease.until() {
                     self.heartbeats.get().schedule_lapse(&lock, at);
                 }
             }

@@ -396,7 +396,7 @@ pub async fn acquire(
     let now = Instant::now();
     let mut late = false;
     for l in &locks {
-        late |= l.state.lock().await.lease_until.is_some_and(|at| at <= now);
+        late |= l.lease.until().is_some_and(|at| at <= now);
     }
     if late {
         for l in &locks {
@@ -521,10 +521,8 @@ fn schedule(c: &Client, lock: &Arc<HeldLock>) {
     match c.settings.heartbeat_period {
         Some(period) => c.heartbeats.get().schedule_first(lock, period),
         None => {
-            if let Ok(st) = lock.state.try_lock() {
-                if let Some(at) = st.lease_until {
-                    c.heartbeats.get().schedule_lapse(lock, at);
-                }
+            if let Some(at) = lock.lease.until() {
+                c.heartbeats.get().schedule_lapse(lock, at);
             }
         }
     }

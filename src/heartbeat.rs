@@ -28,13 +28,23 @@ use tokio::time::Instant;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::fail_open::fields;
 use crate::item::new_guid;
-use crate::lock::{HeldLock, LockEvent};
+use crate::lock::{HeldLock, LockEvent, LockState};
 use crate::stats::Stats;
 use crate::store::timed_out;
 
-/// Heartbeats in flight at once, per scheduler. Each in-flight request holds a connection;
-/// 32 at a few milliseconds each sustain thousands of heartbeats per second.
-pub(crate) const MAX_IN_FLIGHT: usize = 64;
+/// Heartbeats in flight at once, per scheduler, to begin with. Each in-flight request holds a
+/// connection; 64 at a few milliseconds each sustain thousands of heartbeats per second.
+pub(crate) const FIRST_IN_FLIGHT: usize = 64;
+
+/// The most heartbeats in flight at once, however slow the round trip (and the connections
+/// the scheduler may keep open).
+pub(crate) const MOST_IN_FLIGHT: usize = 1024;
+
+/// The granularity of the runtime's timers.
+const TIMER_GRAIN: Duration = Duration::from_millis(1);
+
+/// Writes of one heartbeat out at once: the first, and others sent beside it when it is slow.
+const MOST_WRITES_OUT: usize = 3;
 
 /// How far behind schedule the rate cap may catch up at once, so that timer granularity does
 /// not lower the rate below the cap.
@@ -112,6 +122,125 @@ impl Pacer {
         let slot = (*next).max(at.checked_sub(CAP_CATCH_UP).unwrap_or(at));
         *next = slot + self.spacing;
         slot
+    }
+}
+
+/// The bound on heartbeats in flight, which follows the round trip: by Little's law the
+/// requests out at once are the rate at which heartbeats start times how long each takes, so
+/// at 500 heartbeats a second and 200 ms each, 100 are out. When heartbeats are due and every
+/// slot is taken while the backend is answering, the bound doubles, at most once per round
+/// trip, up to `MOST_IN_FLIGHT` (or by the number overdue, if more): a slow backend does not hold heartbeats back until their
+/// leases lapse. Requests that hang (a black-holed connection) answer nothing and do not
+/// raise it.
+pub(crate) struct Flight {
+    slots: Arc<Semaphore>,
+    size: AtomicUsize,
+    /// Smoothed round trip of answered heartbeat writes, in microseconds (0: none yet).
+    round_trip_micros: AtomicU64,
+    /// When a heartbeat write was last answered, and when the bound last grew.
+    answered_at: std::sync::Mutex<Option<Instant>>,
+    grew_at: std::sync::Mutex<Option<Instant>>,
+    /// Instants at which heartbeats out must act, by lock id: the scheduler's pauses for
+    /// replies end no later than the first.
+    watched: std::sync::Mutex<std::collections::BTreeMap<(Instant, u64), ()>>,
+}
+
+/// A heartbeat's watched instant (see `Flight::watch`).
+struct Watch<'a> {
+    flight: &'a Flight,
+    key: Option<(Instant, u64)>,
+}
+
+impl Watch<'_> {
+    fn set(&mut self, id: u64, at: Instant) {
+        let mut watched = self.flight.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = self.key.take() {
+            watched.remove(&old);
+        }
+        watched.insert((at, id), ());
+        self.key = Some((at, id));
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.flight
+                .watched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+        }
+    }
+}
+
+impl Flight {
+    fn new() -> Flight {
+        Flight {
+            slots: Arc::new(Semaphore::new(FIRST_IN_FLIGHT)),
+            size: AtomicUsize::new(FIRST_IN_FLIGHT),
+            round_trip_micros: AtomicU64::new(0),
+            answered_at: Default::default(),
+            grew_at: Default::default(),
+            watched: Default::default(),
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Watches an instant at which the heartbeat `id` must act (report danger or loss) even
+    /// while the scheduler pauses for replies; until the watch is dropped.
+    fn watch(&self, id: u64, at: Instant) -> Watch<'_> {
+        let mut w = Watch {
+            flight: self,
+            key: None,
+        };
+        w.set(id, at);
+        w
+    }
+
+    /// The earliest instant watched.
+    fn next_watch(&self) -> Option<Instant> {
+        self.watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .first_key_value()
+            .map(|(&(at, _), _)| at)
+    }
+
+    /// The smoothed round trip of answered heartbeat writes (zero before the first).
+    fn round_trip(&self) -> Duration {
+        Duration::from_micros(self.round_trip_micros.load(Ordering::Relaxed))
+    }
+
+    fn answered(&self, took: Duration) {
+        let sample = took.as_micros().min(u64::MAX as u128) as u64;
+        let old = self.round_trip_micros.load(Ordering::Relaxed);
+        let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
+        self.round_trip_micros.store(new.max(1), Ordering::Relaxed);
+        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    /// Heartbeats are due and no slot is free: if the backend answered within the last two
+    /// round trips and the bound has not grown within the last one, it grows by the number
+    /// of heartbeats overdue, and at least doubles.
+    fn behind(&self, now: Instant, overdue: impl FnOnce() -> usize) {
+        let size = self.size();
+        let round_trip = self.round_trip();
+        let answered = *self.answered_at.lock().unwrap_or_else(|p| p.into_inner());
+        if size >= MOST_IN_FLIGHT || answered.is_none_or(|at| now > at + 2 * round_trip) {
+            return;
+        }
+        let mut grew_at = self.grew_at.lock().unwrap_or_else(|p| p.into_inner());
+        if grew_at.is_some_and(|at| now < at + round_trip) {
+            return;
+        }
+        *grew_at = Some(now);
+        let new = (2 * size).max(size + overdue()).min(MOST_IN_FLIGHT);
+        self.slots.add_permits(new - size);
+        self.size.store(new, Ordering::Relaxed);
     }
 }
 
@@ -273,7 +402,11 @@ impl Heartbeats {
     pub fn start(max_per_second: u32) -> Arc<Self> {
         let inbox = Inbox::new();
         if cfg!(test) || own_thread(inbox.clone(), max_per_second).is_err() {
-            tokio::spawn(run(inbox.clone(), max_per_second, Pause::Timer));
+            tokio::spawn(tokio::task::unconstrained(run(
+                inbox.clone(),
+                max_per_second,
+                Pause::Timer,
+            )));
         }
         Arc::new(Heartbeats { inbox })
     }
@@ -292,11 +425,19 @@ impl Heartbeats {
     }
 
     /// Schedules the first heartbeat of a new lock at a random point of its period, so that
-    /// locks taken together renew evenly spread over the period.
+    /// locks taken together renew evenly spread over the period. The period counts from when
+    /// the write that took the lock was sent, as its lease does: after an answer slower than
+    /// the period, the first heartbeat starts at once.
     pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
         let micros = period.as_micros().max(1) as u64;
         let offset = Duration::from_micros(rand::thread_rng().gen_range(1..=micros));
-        self.schedule(lock, Instant::now() + offset);
+        let now = Instant::now();
+        let sent = lock
+            .lease
+            .until()
+            .and_then(|until| until.checked_sub(lock.client.settings.lease()))
+            .map_or(now, |sent| sent.min(now));
+        self.schedule(lock, (sent + offset).max(now));
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -324,17 +465,21 @@ fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
             rt.spawn(crate::timer_floor());
             // A task, not the future `block_on` drives: waking that one from the runtime's own
             // thread would still write to the runtime's eventfd.
-            let _ = rt.block_on(rt.spawn(run(inbox, max_per_second, Pause::Thread)));
+            let _ = rt.block_on(rt.spawn(tokio::task::unconstrained(run(inbox, max_per_second, Pause::Thread))));
         })?;
     Ok(())
 }
 
 type Outcome = (Arc<HeldLock>, Result<Option<Instant>, Box<dyn Any + Send>>);
 
+/// The scheduler's loop. It runs unconstrained by tokio's cooperative budget: every heartbeat
+/// out is a future inside this one task, and under the budget a turn that takes more than a
+/// hundred or so replies would see the rest yield and pause until the next turn, so that at a
+/// thousand locks replies were taken late and leases ran short.
 async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let flight = Arc::new(Flight::new());
     let pacer = Pacer::new(max_per_second).map(Arc::new);
     // Heartbeats under way run inside this task: no task to spawn for each, and the next one
     // goes back into the heap without a message.
@@ -362,7 +507,11 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         let now = Instant::now();
-        let free = in_flight.available_permits();
+        let mut free = flight.slots.available_permits();
+        if free == 0 && next_due.is_some_and(|d| d <= now) {
+            flight.behind(now, || heap.iter().filter(|Reverse(e)| e.due <= now).count());
+            free = flight.slots.available_permits();
+        }
         // Start what is due at once, in this turn: when the backend falls behind, a finished
         // heartbeat frees the slot of one that is overdue, and a timer already past would
         // only cost another turn of the runtime.
@@ -373,7 +522,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
                 }
                 // Only heartbeats that can be sent start; the others wait here as heap
                 // entries, a few dozen bytes each, when the backend falls behind.
-                let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+                let Ok(permit) = flight.slots.clone().try_acquire_owned() else {
                     break;
                 };
                 let Some(Reverse(e)) = heap.pop() else { break };
@@ -385,10 +534,10 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
                     p.reserve(now);
                 }
                 flight_early = flight_early.min(e.early);
-                let in_flight = in_flight.clone();
+                let flight = flight.clone();
                 let pacer = pacer.clone();
                 running.push(async move {
-                    let beat = beat(&lock, e.due, Some(permit), &in_flight, pacer.as_deref());
+                    let beat = beat(&lock, e.due, Some(permit), &flight, pacer.as_deref());
                     let outcome = AssertUnwindSafe(beat).catch_unwind().await;
                     (lock, outcome)
                 });
@@ -399,11 +548,13 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         // comes within two batch windows of the heartbeats out (groups start a window or more
         // apart, and the replies are then taken with the next, one wake-up for both); a short
         // pause when every slot is taken.
-        if free < MAX_IN_FLIGHT && inbox.hurry.load(Ordering::SeqCst) == 0 {
+        if free < flight.size() && inbox.hurry.load(Ordering::SeqCst) == 0 {
             let until = match next_due {
                 Some(d) if free > 0 => d.min(now + 2 * flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
                 _ => now + REPLY_PAUSE,
             };
+            // Never past the moment a heartbeat out must report danger or loss.
+            let until = flight.next_watch().map_or(until, |w| until.min(w));
             if !inbox.plan(Some(until), &mut heap, &mut seq) {
                 pause.wait(until, &inbox).await;
             }
@@ -465,14 +616,20 @@ fn batch_window(lock: &HeldLock) -> Duration {
 /// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
 /// lease lasts, reported as `"error"` at most once per period for one cause; other failures
 /// are reported once and not retried; `"danger"` when little of the lease is left, even
-/// while an attempt hangs; `"lost"` when the item is no longer ours or the lease ran out.
+/// while an attempt hangs; `"lost"` when the item is no longer ours, and at the end of the
+/// lease itself: whether an attempt is out, a retry is pausing or a slot is awaited, and
+/// whether its answer came before or after that moment (a process that was paused sees the
+/// deadline and the answer together: the deadline wins). A lease counts from when the write
+/// that renewed it was sent, which is never later than when a waiter in another process can
+/// begin to wait it out: so this holder knows of its loss no later than anyone else can be
+/// granted the lock.
 /// A lock without heartbeats gets one call at the end of its lease, which reports the lapse.
 /// Returns when the next heartbeat is due, or `None` when this lock needs no more.
 pub(crate) async fn beat(
     lock: &HeldLock,
     due: Instant,
     mut permit: Option<OwnedSemaphorePermit>,
-    in_flight: &Arc<Semaphore>,
+    flight: &Flight,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
     let c = &lock.client;
@@ -481,14 +638,16 @@ pub(crate) async fn beat(
     if lock.is_stopping() || st.lost || st.released {
         return None;
     }
-    let lease_until = st.lease_until?;
+    let lease_until = lock.lease.until()?;
+    // Timers fire up to a millisecond after their instant: the loss is declared that much
+    // early, so that it is never later than the lease's end.
+    let lost_at = lease_until.checked_sub(TIMER_GRAIN).unwrap_or(lease_until);
     let Some(period) = s.heartbeat_period else {
-        st.lost = true;
-        lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
-        return None;
+        return lapse(lock, &mut st);
     };
     let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
     let guids = [st.guid, new];
+    // Every attempt writes the same new `guid`, so the new lease counts from the first.
     let started = Instant::now();
     // A heartbeat that starts inside the margin (a period close to the lease) is given half of
     // what is left before it counts as in danger.
@@ -497,60 +656,131 @@ pub(crate) async fn beat(
         .unwrap_or(started)
         .max(started + lease_until.saturating_duration_since(started) / 2);
     let mut danger_told = false;
+    let mut watch = flight.watch(lock.id, danger_at.min(lost_at));
+    let danger = |told: &mut bool, watch: &mut Watch| {
+        *told = true;
+        watch.set(lock.id, lost_at);
+        let left = lease_until.saturating_duration_since(Instant::now());
+        lock.emit(LockEvent::Danger {
+            remaining_ms: left.as_millis() as u64,
+        });
+    };
     // The cause and time of the last "error" emitted: one per period for one cause.
     let mut told: Option<(String, Instant)> = None;
+    let tell = |told: &mut Option<(String, Instant)>, e: StoreError| {
+        let now = Instant::now();
+        let repeated = told
+            .as_ref()
+            .is_some_and(|(code, at)| code == e.code() && now < *at + period);
+        if !repeated {
+            *told = Some((e.code().to_string(), now));
+            lock.emit(LockEvent::Error(LockError::Store(e)));
+        }
+    };
     let mut n = 0u32;
     loop {
         n += 1;
         let now = Instant::now();
-        if now >= lease_until {
-            st.lost = true;
-            lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
-            return None;
+        if now >= lost_at {
+            return lapse(lock, &mut st);
         }
-        // Leave room for another attempt within the lease if this one hangs.
+        // An attempt is not given up for being slow: a backend that answers more slowly than
+        // usual still renews the lease. Another write of the same new `guid` goes out beside
+        // it on a connection of its own (a dropped or black-holed one never answers) when it
+        // has taken a period, twice the usual round trip or half of what is left of the lease,
+        // whichever is longest; the first answer counts. The writes carry the same condition, so the one that lands second
+        // finds the `guid` it writes and changes nothing that matters.
         let remaining = lease_until - now;
-        let timeout = s
-            .request_timeout
-            .min((remaining / 2).max(Duration::from_millis(50)).min(remaining));
+        let gives_up_at = now + s.request_timeout.min(remaining);
+        let hedge = period
+            .max(2 * flight.round_trip())
+            .max(remaining / 2)
+            .max(Duration::from_millis(10));
         let f = fields(s);
         Stats::add(&s.stats.heartbeats_sent);
         if n > 1 {
             Stats::add(&s.stats.heartbeats_retried);
         }
-        let result = {
-            let _permit = match permit.take() {
+        let write = || {
+            let sent = Instant::now();
+            let renew = c.store.renew(&lock.key, &guids, &new, &f);
+            async move { (sent, renew.await) }
+        };
+        let request = async {
+            let _slot = match permit.take() {
                 Some(p) => p,
-                None => in_flight.clone().acquire_owned().await.ok()?,
+                // The scheduler's semaphore is never closed.
+                None => match flight.slots.clone().acquire_owned().await {
+                    Ok(p) => p,
+                    Err(_) => return Err(timed_out()),
+                },
             };
-            let gives_up_at = now + timeout;
-            let request = tokio::time::timeout_at(gives_up_at, c.store.renew(&lock.key, &guids, &new, &f));
-            tokio::pin!(request);
-            // The danger timer is armed only if it can fire before the attempt gives up.
-            let mut watch_danger = !danger_told && danger_at < gives_up_at;
+            type Write<'a> =
+                std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;
+            let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
+            out.push(Box::pin(write()));
+            let mut next_write = Instant::now() + hedge;
             loop {
                 tokio::select! {
-                    r = &mut request => break r.unwrap_or_else(|_| Err(timed_out())),
-                    _ = tokio::time::sleep_until(danger_at), if watch_danger => {
-                        watch_danger = false;
-                        danger_told = true;
-                        let left = lease_until.saturating_duration_since(Instant::now());
-                        lock.emit(LockEvent::Danger { remaining_ms: left.as_millis() as u64 });
+                    Some((sent, r)) = out.next() => {
+                        flight.answered(sent.elapsed());
+                        return r;
                     }
+                    _ = tokio::time::sleep_until(next_write), if out.len() < MOST_WRITES_OUT => {
+                        next_write += hedge;
+                        // Only in a free slot: writes that hang must not take more connections
+                        // than the bound allows.
+                        if let Ok(slot) = flight.slots.clone().try_acquire_owned() {
+                            Stats::add(&s.stats.heartbeats_sent);
+                            Stats::add(&s.stats.heartbeats_retried);
+                            let w = write();
+                            out.push(Box::pin(async move {
+                                let r = w.await;
+                                drop(slot);
+                                r
+                            }));
+                        }
+                    }
+                    _ = tokio::time::sleep_until(gives_up_at) => return Err(timed_out()),
                 }
             }
         };
+        tokio::pin!(request);
+        // A write that has taken half of what is left of the lease (and at least a period) is
+        // reported as a timeout, once, and kept waiting for: an answer may still come in time.
+        let slow_at = now + (remaining / 2).max(period);
+        let mut slow_told = slow_at >= gives_up_at;
+        let result = loop {
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(lost_at) => return lapse(lock, &mut st),
+                r = &mut request => break r,
+                _ = tokio::time::sleep_until(danger_at), if !danger_told => danger(&mut danger_told, &mut watch),
+                _ = tokio::time::sleep_until(slow_at), if !slow_told => {
+                    slow_told = true;
+                    Stats::add(&s.stats.heartbeats_failed);
+                    tell(&mut told, timed_out());
+                }
+            }
+        };
+        if Instant::now() >= lost_at {
+            // Answered only once the lease had run out: a waiter may have been granted the lock
+            // meanwhile, whatever the answer says.
+            if result.is_ok() {
+                st.guid = new;
+                st.pending = None;
+            }
+            return lapse(lock, &mut st);
+        }
         match result {
             Ok(()) => {
                 st.guid = new;
                 st.pending = None;
-                st.lease_until = Some(started + s.lease());
-                let next = due + period;
-                return Some(if next > Instant::now() {
-                    next
-                } else {
-                    Instant::now() + period
-                });
+                lock.lease.set(started + s.lease());
+                // A period after this one was due, or after it started if it started late (it
+                // waited for a slot); at once if the answer took longer than that, so that a
+                // round trip longer than the period shortens no lease by more than itself.
+                return Some((due.max(started) + period).max(Instant::now()));
             }
             Err(e @ StoreError::ConditionFailed { .. }) => {
                 Stats::add(&s.stats.heartbeats_failed);
@@ -563,24 +793,15 @@ pub(crate) async fn beat(
             Err(e) => {
                 Stats::add(&s.stats.heartbeats_failed);
                 let now = Instant::now();
-                let repeated = told
-                    .as_ref()
-                    .is_some_and(|(code, at)| code == e.code() && now < *at + period);
                 // An error that no retry can mend (a missing table, a refused request) is not
                 // retried: the lease runs out, and "lost" says so.
                 let hopeless = !e.is_transient();
-                if !repeated {
-                    told = Some((e.code().to_string(), now));
-                    lock.emit(LockEvent::Error(LockError::Store(e)));
-                }
-                let remaining = lease_until.saturating_duration_since(now);
+                tell(&mut told, e);
                 if !danger_told && now >= danger_at {
-                    danger_told = true;
-                    lock.emit(LockEvent::Danger {
-                        remaining_ms: remaining.as_millis() as u64,
-                    });
+                    danger(&mut danger_told, &mut watch);
                 }
                 // Retry often enough to fit several attempts in what is left of the lease.
+                let remaining = lease_until.saturating_duration_since(now);
                 let pause = s
                     .policy()
                     .backoff(n + 1)
@@ -597,6 +818,9 @@ pub(crate) async fn beat(
                 }
                 loop {
                     tokio::select! {
+                        biased;
+                        _ = tokio::time::sleep_until(lost_at) => return lapse(lock, &mut st),
+                        _ = &mut woken => return None,
                         _ = tokio::time::sleep_until(wake_at) => match pacer {
                             Some(p) if !paced => {
                                 paced = true;
@@ -604,12 +828,7 @@ pub(crate) async fn beat(
                             }
                             _ => break,
                         },
-                        _ = tokio::time::sleep_until(danger_at), if !danger_told => {
-                            danger_told = true;
-                            let left = lease_until.saturating_duration_since(Instant::now());
-                            lock.emit(LockEvent::Danger { remaining_ms: left.as_millis() as u64 });
-                        }
-                        _ = &mut woken => return None,
+                        _ = tokio::time::sleep_until(danger_at), if !danger_told => danger(&mut danger_told, &mut watch),
                     }
                 }
             }
@@ -617,9 +836,139 @@ pub(crate) async fn beat(
     }
 }
 
+/// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
+/// that a release can still free the item if nobody has taken it.
+fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
+    st.lost = true;
+    st.lapsed = true;
+    lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::Cancel;
+    use crate::store::memory::{Fault, MemoryStore};
+    use crate::testkit::*;
+
+    fn lost(events: &Recorder) -> bool {
+        events.events().contains(&LockEvent::Lost(LostReason::LeaseExpired))
+    }
+
+    /// Waits, 1 ms at a time, until a heartbeat write has started.
+    async fn until_renewing(store: &MemoryStore) {
+        for _ in 0..1000 {
+            if store.count("renew") > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("no heartbeat started");
+    }
+
+    /// The process is paused (SIGSTOP) for 3 s while a heartbeat is on the wire: its write
+    /// lands 100 ms after it was sent, and on resume the reply, the attempt's timeout and the
+    /// lease deadline are all due at once. The lease counted from the send ended long ago: a
+    /// waiter elsewhere may hold the lock by now. "lost" comes at once, not a period later.
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_that_comes_after_the_deadline_does_not_extend_the_lease() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(250)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.fault("renew", Fault::Delay(Duration::from_millis(100)));
+        until_renewing(&store).await;
+        tokio::time::advance(Duration::from_secs(3)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(lost(&events), "lost on resume: {:?}", events.events());
+        assert_eq!(lock.lease.remaining(Instant::now()), Some(Duration::ZERO));
+        assert_eq!(store.count("renew"), 1, "no heartbeat after the loss");
+    }
+
+    /// A partition: every heartbeat write hangs. "danger" comes before the deadline and
+    /// "lost" at the deadline itself, whether an attempt is out or a retry is pausing then.
+    #[tokio::test(start_paused = true)]
+    async fn during_a_partition_lost_comes_at_the_deadline() {
+        for request_timeout_ms in [10_000, 150, 37] {
+            let store = Arc::new(MemoryStore::new(true));
+            let mut s = open_settings("me", 1000, Some(250));
+            s.request_timeout = Duration::from_millis(request_timeout_ms);
+            let (c, events) = client(&store, s);
+            let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+            for _ in 0..1000 {
+                store.fault("renew", Fault::Hang);
+            }
+            until_renewing(&store).await;
+            let deadline = lock.lease.until().unwrap();
+            let mut lost_at = None;
+            for _ in 0..3000 {
+                tokio::time::sleep(Duration::from_micros(250)).await;
+                if lost(&events) {
+                    lost_at = Some(Instant::now());
+                    break;
+                }
+            }
+            let lost_at = lost_at.expect("lost");
+            assert!(
+                lost_at + TIMER_GRAIN >= deadline && lost_at <= deadline,
+                "request timeout {request_timeout_ms} ms: lost {:?} after the deadline",
+                lost_at.saturating_duration_since(deadline)
+            );
+            let ev = events.events();
+            let danger = ev.iter().position(|e| matches!(e, LockEvent::Danger { .. }));
+            assert!(danger.is_some_and(|d| d < ev.len() - 1), "danger before lost: {ev:?}");
+        }
+    }
+
+    /// Round trips of 200 ms against a 250 ms period: no heartbeat gives up early, and no
+    /// lease is lost, however the first heartbeat falls after a slow acquisition.
+    #[tokio::test(start_paused = true)]
+    async fn round_trips_below_the_period_never_cost_the_lease() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 1000, Some(250));
+        s.request_timeout = Duration::from_secs(5);
+        let (c, events) = client(&store, s);
+        for _ in 0..2000 {
+            store.fault("renew", Fault::Delay(Duration::from_millis(240)));
+        }
+        store.fault("take", Fault::Delay(Duration::from_millis(240)));
+        let held = hold(&c, 30).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let ev = events.events();
+        assert!(
+            !ev.iter().any(|e| matches!(e, LockEvent::Error(_) | LockEvent::Lost(_))),
+            "{ev:?}"
+        );
+        assert!(held
+            .iter()
+            .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+    }
+
+    /// The bound on requests in flight follows the round trip: 1,000 locks renewed every
+    /// 500 ms (2,000 a second) at 200 ms each keep 400 out, far above the first bound.
+    #[tokio::test(start_paused = true)]
+    async fn the_bound_on_requests_in_flight_follows_the_round_trip() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut s = open_settings("me", 2000, Some(500));
+        s.request_timeout = Duration::from_secs(5);
+        let (c, events) = client(&store, s);
+        let held = hold(&c, 1000).await;
+        for _ in 0..20_000 {
+            store.fault("renew", Fault::Delay(Duration::from_millis(200)));
+        }
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let ev = events.events();
+        let bad = ev
+            .iter()
+            .filter(|e| matches!(e, LockEvent::Error(_) | LockEvent::Lost(_)))
+            .count();
+        assert_eq!(bad, 0, "{:?}", &ev[..3.min(ev.len())]);
+        assert!(held
+            .iter()
+            .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_new_heartbeat_wakes_the_scheduler_only_if_due_before_it_looks() {

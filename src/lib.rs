@@ -200,7 +200,12 @@ impl EventSink for JsEvents {
                 remaining_ms: Some(*remaining_ms as f64),
             },
             LockEvent::Lost(reason) => {
-                locks().remove(&lock_id);
+                // A lock whose lease ran out may still be on the item, unclaimed: it stays
+                // known until released (or until JavaScript lets go of it), so that its
+                // release frees the item for the next waiter at once.
+                if *reason != error::LostReason::LeaseExpired {
+                    locks().remove(&lock_id);
+                }
                 JsLockEvent {
                     lock_id: lock_id as f64,
                     event: "lost".into(),
@@ -872,6 +877,34 @@ pub struct NativeStats {
     pub heartbeats_sent: f64,
     pub heartbeats_retried: f64,
     pub heartbeats_failed: f64,
+}
+
+/// Milliseconds left on a lock's lease at the moment of the call, by this process's monotonic
+/// clock, counted from when its last successful write was sent; 0 once it is lost, lapsed or
+/// released; `Infinity` for a held lock without a lease (FailClosed).
+#[napi(catch_unwind)]
+pub fn lease_remaining_ms(lock_id: f64) -> f64 {
+    let lock = locks().get(&(lock_id as u64)).cloned();
+    match lock.map(|l| l.lease.remaining(tokio::time::Instant::now())) {
+        None => 0.0,
+        Some(None) => f64::INFINITY,
+        Some(Some(left)) => left.as_secs_f64() * 1000.0,
+    }
+}
+
+/// JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
+/// keeps its heartbeats, as in the original library).
+#[napi(catch_unwind)]
+pub fn forget_lock(lock_id: f64) {
+    let id = lock_id as u64;
+    let mut registry = locks();
+    let now = tokio::time::Instant::now();
+    if registry
+        .get(&id)
+        .is_some_and(|l| l.lease.remaining(now) == Some(Duration::ZERO))
+    {
+        registry.remove(&id);
+    }
 }
 
 /// Number of locks this process holds (for tests and benchmarks).

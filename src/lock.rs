@@ -2,8 +2,9 @@
 //! Operations on one lock are serialized by its state mutex: a release waits for an
 //! in-flight heartbeat and then writes with the newest `guid`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
@@ -40,16 +41,70 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, lock_id: u64, event: LockEvent);
 }
 
+/// End of a lock's lease on this process's monotonic clock, counted from when the last
+/// successful write was sent. Readable without the state mutex, which a heartbeat in flight
+/// holds: `lock.leaseRemainingMs` answers at once, from the deadline itself, so a process
+/// that was paused learns on its first read that the lease has gone by, before any timer of
+/// the scheduler has run.
+pub struct Lease {
+    base: Instant,
+    /// Microseconds from `base` to the end of the lease, plus one; `ENDED` once the lock is
+    /// lost or released; `NO_LEASE` for a lock without one (FailClosed).
+    end: AtomicU64,
+}
+
+const ENDED: u64 = 0;
+const NO_LEASE: u64 = u64::MAX;
+
+impl Lease {
+    fn new(until: Option<Instant>) -> Self {
+        let lease = Lease {
+            base: Instant::now(),
+            end: AtomicU64::new(NO_LEASE),
+        };
+        if let Some(until) = until {
+            lease.set(until);
+        }
+        lease
+    }
+
+    /// A successful write renewed the lease until `until`.
+    pub fn set(&self, until: Instant) {
+        let micros = until.saturating_duration_since(self.base).as_micros() as u64;
+        self.end
+            .store(micros.saturating_add(1).min(NO_LEASE - 1), Ordering::SeqCst);
+    }
+
+    /// The lock is lost or released: nothing is left of its lease.
+    pub fn end(&self) {
+        self.end.store(ENDED, Ordering::SeqCst);
+    }
+
+    /// The end of the lease (in the past once it has ended); `None` without a lease.
+    pub fn until(&self) -> Option<Instant> {
+        match self.end.load(Ordering::SeqCst) {
+            NO_LEASE => None,
+            ENDED => Some(self.base),
+            end => Some(self.base + Duration::from_micros(end - 1)),
+        }
+    }
+
+    /// What is left of the lease at `now`; `None` without a lease (a held FailClosed lock).
+    pub fn remaining(&self, now: Instant) -> Option<Duration> {
+        self.until().map(|until| until.saturating_duration_since(now))
+    }
+}
+
 /// Mutable state of a held lock, behind its mutex.
 pub struct LockState {
     pub guid: Guid,
     /// A new `guid` a heartbeat may have written (its outcome is unknown until it answers).
     /// Boxed: it is rarely there, and every held lock carries this state.
     pub pending: Option<Box<Guid>>,
-    /// End of the lease on this process's clock (counted from when the last successful write
-    /// was sent); `None` for FailClosed.
-    pub lease_until: Option<Instant>,
     pub lost: bool,
+    /// Lost because the lease ran out, not because another holder took it: the item may still
+    /// carry this lock's `guid`, so a release writes.
+    pub lapsed: bool,
     pub released: bool,
 }
 
@@ -73,6 +128,7 @@ pub struct HeldLock {
     pub(crate) stopping: AtomicBool,
     left_line: AtomicBool,
     pub(crate) wake: Notify,
+    pub lease: Lease,
     pub(crate) state: Mutex<LockState>,
 }
 
@@ -105,11 +161,12 @@ impl HeldLock {
             stopping: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
+            lease: Lease::new(lease_until),
             state: Mutex::new(LockState {
                 guid,
                 pending: None,
-                lease_until,
                 lost: false,
+                lapsed: false,
                 released: false,
             }),
         }
@@ -118,6 +175,7 @@ impl HeldLock {
     /// Stops this lock's heartbeats without releasing it: its lease lapses.
     pub fn abandon(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        self.lease.end();
         self.wake.notify_waiters();
         self.leave_line();
     }
@@ -128,6 +186,7 @@ impl HeldLock {
 
     pub(crate) fn emit(&self, event: LockEvent) {
         if matches!(event, LockEvent::Lost(_)) {
+            self.lease.end();
             self.leave_line();
         }
         self.client.events.emit(self.id, event);
@@ -190,7 +249,7 @@ impl HeldLock {
         // Heartbeats wait for the update: it may use at most half of the lease left, so that
         // an outage cannot keep them from renewing the lease.
         let mut policy = s.policy();
-        if let Some(until) = st.lease_until {
+        if let Some(until) = self.lease.until() {
             let now = Instant::now();
             policy.deadline = Some(now + until.saturating_duration_since(now) / 2);
         }
@@ -220,6 +279,8 @@ impl HeldLock {
     /// the release carries the newest `guid`. A release that failed may be called again.
     pub async fn release(&self) -> Result<(), LockError> {
         self.stopping.store(true, Ordering::SeqCst);
+        // No step of the critical section may count on a lock on its way out.
+        self.lease.end();
         self.wake.notify_waiters();
         let mut st = match self.state.try_lock() {
             Ok(st) => st,
@@ -254,8 +315,9 @@ impl HeldLock {
         let c = &self.client;
         let result = match kind {
             Kind::FailClosed => fail_closed::release(c, &self.key, &guids).await,
-            Kind::FailOpen if st.lost => Ok(false),
-            Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost)
+            // Taken by another holder: nothing of ours is left to write.
+            Kind::FailOpen if st.lost && !st.lapsed => Ok(false),
+            Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost && !st.lapsed)
                 .await
                 .map(|()| false),
             Kind::FailOpen => fail_open::release(c, &self.key, &guids).await,
