@@ -319,7 +319,12 @@ export interface Metrics {
     /** Time from `acquireLock` to the lock, of successful acquisitions; percentiles of the latest 1024. */
     waits: { count: number; p50Ms: number; p99Ms: number };
     releases: { succeeded: number; failed: number };
-    /** Heartbeat writes started, retries of failed ones, and failures (each an `"error"` event). */
+    /**
+     * Heartbeat writes sent (a heartbeat's retries and the writes sent beside a slow one
+     * included), those of them that were retries, and failed writes (each failure, and each
+     * write still unanswered after half of what was left of the lease). `"error"` events are
+     * fewer: at most one per heartbeat period for one cause.
+     */
     heartbeats: { sent: number; retried: number; failed: number };
     /** Locks held now; locks lost since the client was made. */
     locks: { held: number; lost: number };
