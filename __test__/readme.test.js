@@ -106,6 +106,7 @@ describe("README and docs blocks", () =>
                     assert.match(out, /my-lock-table-name is ready/);
                     assert.match(out, /balance 10, written under fencing token \d+/);
                     assert.match(out, /acct-1 and acct-2 under ticket \d+/);
+                    assert.match(out, /order 42 handled under fencing token \d+/);
                 }
             );
         });
