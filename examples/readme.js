@@ -1,8 +1,8 @@
 "use strict";
 
-// The original library's quick start (FailClosed and FailOpen with callbacks), as the README's
-// quick start shows it. `npm run readme` runs it against a local DynamoDB; elsewhere the SDK
-// reads region, endpoint and credentials from the standard AWS environment.
+// The original library's usage example, FailOpen and FailClosed with callbacks, unchanged but
+// for the require. `npm run readme` runs it against a local DynamoDB; elsewhere the SDK reads
+// region, endpoint and credentials from the standard AWS environment.
 
 const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
 const { DynamoDBDocumentClient } = require("@aws-sdk/lib-dynamodb");
