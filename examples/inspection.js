@@ -1,6 +1,7 @@
 "use strict";
 
-// The table helper, lock data, getLock and TTL, as in the README.
+// The table helper, lock data, getLock and TTL, as in docs/tables.md, docs/data-and-inspection.md
+// and docs/ttl.md.
 
 const DynamoDBLockClient = require("dynamodb-lock-native");
 

@@ -1,7 +1,7 @@
 "use strict";
 
-// Leader election, metrics with diagnostics channels, and closing a client: the README's
-// "Leader election", "Metrics and diagnostics channels" and "Closing a client" examples.
+// Leader election, metrics with diagnostics channels, and closing a client: the examples of
+// docs/leader-election.md, docs/metrics.md and docs/closing.md.
 
 const diagnostics = require("node:diagnostics_channel");
 const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");

@@ -1,7 +1,8 @@
 "use strict";
 
-// The README's quick start. `npm run readme` runs it against a local DynamoDB; elsewhere the
-// SDK reads region, endpoint and credentials from the standard AWS environment.
+// The original library's usage example, FailOpen and FailClosed with callbacks, on the AWS SDK
+// v3's DocumentClient. `npm run readme` runs it against a local DynamoDB; elsewhere the SDK reads
+// region, endpoint and credentials from the standard AWS environment.
 
 const { DynamoDBClient } = require("@aws-sdk/client-dynamodb");
 const { DynamoDBDocumentClient } = require("@aws-sdk/lib-dynamodb");

@@ -1,10 +1,12 @@
 "use strict";
 
 // `npm run readme`: start an in-memory DynamoDB (dynalite) on 127.0.0.1, create the
-// examples' tables, run every JavaScript block of README.md as it is shown (each in a fresh
-// Node process), then examples/readme.js, promises.js, fifo.js, inspection.js and lifecycle.js, and stop the engine. No
-// AWS account or network is needed. `--engine-endpoint URL` runs against an engine already
-// started instead. The exit code is that of the first block or example that failed.
+// examples' tables, run every JavaScript block of README.md and then of docs/*.md as it is shown
+// (each in a fresh Node process), then examples/readme.js, promises.js, fifo.js, inspection.js
+// and lifecycle.js, and stop the engine. No AWS account or network is needed.
+// `--engine-endpoint URL` runs against an engine already started instead. Each block reports
+// `<file>:<line> exited with <code>`; the exit code is that of the first block or example that
+// failed.
 
 const fs = require("fs");
 const path = require("path");
@@ -16,17 +18,28 @@ const credentials = { accessKeyId: "local", secretAccessKey: "local" };
 
 const root = path.join(__dirname, "..");
 
-// The README's JavaScript blocks, in order: ES modules (`import`) as .mjs, others as .js.
-function readmeBlocks()
+// The documents whose blocks run: README.md, then docs/*.md in name order.
+function documents()
 {
-    const text = fs.readFileSync(path.join(root, "README.md"), "utf8");
+    const docs = fs.readdirSync(path.join(root, "docs")).filter(f => f.endsWith(".md")).sort();
+    return ["README.md", ...docs.map(f => `docs/${f}`)];
+}
+
+// The JavaScript blocks of every document, in order: ES modules (`import`) as .mjs, others as .js.
+function documentBlocks()
+{
     const blocks = [];
-    const fence = /^```js\n([\s\S]*?)^```$/gm;
-    for (let m; (m = fence.exec(text));)
+    for (const doc of documents())
     {
-        const line = text.slice(0, m.index).split("\n").length;
-        const esm = /^import /m.test(m[1]);
-        blocks.push({ line, code: m[1], file: `readme-line-${line}.${esm ? "mjs" : "js"}` });
+        const text = fs.readFileSync(path.join(root, doc), "utf8");
+        const fence = /^```js\n([\s\S]*?)^```$/gm;
+        for (let m; (m = fence.exec(text));)
+        {
+            const line = text.slice(0, m.index).split("\n").length;
+            const esm = /^import /m.test(m[1]);
+            const name = doc.replace(/\W+/g, "-");
+            blocks.push({ doc, line, code: m[1], file: `${name}-line-${line}.${esm ? "mjs" : "js"}` });
+        }
     }
     return blocks;
 }
@@ -65,12 +78,12 @@ async function main()
         let code = 0;
         fs.rmSync(dir, { recursive: true, force: true });
         fs.mkdirSync(dir);
-        for (const block of readmeBlocks())
+        for (const block of documentBlocks())
         {
             fs.writeFileSync(path.join(dir, block.file), block.code);
-            console.log(`\n$ node README.md:${block.line}`);
+            console.log(`\n$ node ${block.doc}:${block.line}`);
             const result = await runExample(path.join(dir, block.file), endpoint);
-            console.log(`README.md:${block.line} exited with ${result}`);
+            console.log(`${block.doc}:${block.line} exited with ${result}`);
             code = code || result;
         }
         for (const example of ["readme.js", "promises.js", "fifo.js", "inspection.js", "lifecycle.js"])
