@@ -38,7 +38,7 @@ pub(crate) const FIRST_IN_FLIGHT: usize = 64;
 
 /// The most heartbeats in flight at once, however slow the round trip (and the connections
 /// the scheduler may keep open).
-pub(crate) const MOST_IN_FLIGHT: usize = 1024;
+pub(crate) const MOST_IN_FLIGHT: usize = crate::store::MOST_HEARTBEAT_CONNECTIONS;
 
 /// The granularity of the runtime's timers.
 const TIMER_GRAIN: Duration = Duration::from_millis(1);

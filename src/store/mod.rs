@@ -20,7 +20,7 @@ mod json;
 pub mod memory;
 mod sigv4;
 mod transport;
-pub use transport::keep_connections_apart;
+pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
 /// Fields a FailOpen write sets besides the key and `guid`.
 #[derive(Clone, Debug)]

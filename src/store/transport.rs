@@ -28,9 +28,13 @@ use tokio::net::TcpStream;
 /// balancers drop quiet connections after a while.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// At most this many idle connections are kept per client (and as many again for its
-/// heartbeats).
+/// At most this many idle connections are kept per client.
 const MAX_IDLE: usize = 64;
+
+/// At most this many heartbeat requests of one process are on the wire at once, on
+/// connections of their own (the heartbeat scheduler bounds them itself, following the round
+/// trip), and as many idle connections are kept for them.
+pub const MOST_HEARTBEAT_CONNECTIONS: usize = 1024;
 
 /// At most this many requests of one client are on the wire at once; more wait for one to
 /// finish. A burst (thousands of locks released together) then reuses connections instead
@@ -88,8 +92,9 @@ enum Route {
 /// heartbeat scheduler's thread drives a runtime of its own): a connection belongs to the
 /// runtime whose reactor tells it when a reply arrives.
 pub struct Transport {
+    /// Connections for requests in general, and for heartbeats.
     routes: [Route; 2],
-    slots: tokio::sync::Semaphore,
+    slots: [tokio::sync::Semaphore; 2],
     /// How the endpoint is reached, for error messages.
     pub via: Option<String>,
 }
@@ -208,11 +213,11 @@ impl Transport {
                 u.authority().map(|a| a.host()).unwrap_or("")
             )
         });
-        let make = || -> Route {
+        let make = |max_idle: usize| -> Route {
             let builder = {
                 let mut b = Client::builder(TokioExecutor::new());
                 b.pool_idle_timeout(IDLE_TIMEOUT)
-                    .pool_max_idle_per_host(MAX_IDLE)
+                    .pool_max_idle_per_host(max_idle)
                     // A small request goes out with one write of one buffer rather than a
                     // vectored write of head and body.
                     .http1_writev(false)
@@ -239,8 +244,11 @@ impl Transport {
             }
         };
         Ok(Transport {
-            routes: [make(), make()],
-            slots: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            routes: [make(MAX_IDLE), make(MOST_HEARTBEAT_CONNECTIONS)],
+            slots: [
+                tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+                tokio::sync::Semaphore::new(MOST_HEARTBEAT_CONNECTIONS),
+            ],
             via,
         })
     }
@@ -248,8 +256,9 @@ impl Transport {
     /// Sends `request` and reads the whole reply, checking its `x-amz-crc32`.
     pub async fn send(&self, mut request: http::Request<Full<Bytes>>) -> Result<Reply, TransportError> {
         // The semaphore is never closed.
-        let _slot = self.slots.acquire().await.ok();
-        let route = &self.routes[POOL.with(std::cell::Cell::get)];
+        let pool = POOL.with(std::cell::Cell::get);
+        let _slot = self.slots[pool].acquire().await.ok();
+        let route = &self.routes[pool];
         let response = match route {
             Route::Direct(c) => c.request(request).await,
             Route::Tunnel(c) => c.request(request).await,
