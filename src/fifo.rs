@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use dynamodb_lock_core::op;
 use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -309,18 +310,6 @@ fn entry_ttl(c: &Client) -> u64 {
     unix_now_s() + c.settings.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
 }
 
-/// The ticket after which a head item's next one comes: `ticketNext`, else `fencingToken`.
-fn last_ticket(head: &Option<LockRecord>) -> u64 {
-    head.as_ref()
-        .and_then(|h| h.ticket_next().or(h.fencing_token))
-        .unwrap_or(0)
-}
-
-fn is_free(head: &Option<LockRecord>) -> bool {
-    head.as_ref()
-        .is_none_or(|h| h.lease_duration_ms.is_none() || h.is_released())
-}
-
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
 /// key, or lock ids of the wrong type).
 fn explain(c: &Client, e: LockError) -> LockError {
@@ -483,7 +472,7 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
                 if h.carries(&guid) {
                     return Ok(Some(hold(c, head, guid, h.fencing_token.unwrap_or(0), sent_at)));
                 }
-                if no_wait && !is_free(&Some(h.clone())) {
+                if no_wait && !op::free(Some(h)) {
                     return Err(failed_to_acquire());
                 }
             }
@@ -662,7 +651,7 @@ impl Queued {
             head: head_key(resource),
             ticket,
             position,
-            previous_ticket: last_ticket(&before),
+            previous_ticket: op::last_ticket(before.as_ref()),
             guid: new_guid(),
             entry: None,
             touch_at: now,
@@ -901,7 +890,7 @@ impl Queued {
                 return Ok(step);
             }
             let waited_out = match &head {
-                h if is_free(h) => None,
+                h if op::free(h.as_ref()) => None,
                 Some(h) => {
                     let version = h.version();
                     let lease = Duration::from_millis(h.lease_duration_ms.unwrap_or(s.lease_duration_ms));
@@ -1107,7 +1096,7 @@ impl Acquisition {
                         let before = attempt(policy, || c.store.fifo_ticket(&head))
                             .await
                             .map_err(|f| f.error)?;
-                        ticket = Some(last_ticket(&before) + 1);
+                        ticket = Some(op::last_ticket(before.as_ref()) + 1);
                         before
                     }
                     Some(t) => match attempt(policy, || c.store.fifo_reserve(&head, t)).await {
@@ -1125,7 +1114,7 @@ impl Acquisition {
                             for mut q in self.queued.drain(..) {
                                 q.give_up().await;
                             }
-                            ticket = Some(last_ticket(&current).max(t) + 1);
+                            ticket = Some(op::last_ticket(current.as_ref()).max(t) + 1);
                             continue 'rounds;
                         }
                         Err(f) => return Err(f.error.into()),

@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
+use dynamodb_lock_core::op;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -480,8 +481,8 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     guids.extend(held_guids(client, key).await);
     let released = match client.settings.kind {
         Kind::FailClosed => false,
-        Kind::FailOpen => r.is_released(),
-        Kind::Fifo => r.lease_duration_ms.is_none_or(|l| l == item::RELEASED_LEASE_MS),
+        Kind::FailOpen => op::released(Some(&r)),
+        Kind::Fifo => op::free(Some(&r)),
     };
     let held_by_this_client = !released && guids.iter().any(|g| r.carries(g));
     let (data_s, data_b) = match r.data.map(|d| *d) {
