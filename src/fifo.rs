@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use dynamodb_lock_core::op;
+use dynamodb_lock_core::{op, settings};
 use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -47,9 +47,6 @@ use crate::store::{attempt, Entry, Failed, OpenFields};
 pub const HEAD_SORT_VALUE: &str = "lock";
 /// The sort key prefix of queue entries, followed by the 20-digit position.
 pub const ENTRY_PREFIX: &str = "q#";
-pub const DEFAULT_TTL_ATTRIBUTE: &str = "ttl";
-/// How long an acquisition waits by default (`waitMs`).
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
 /// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
 pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
@@ -82,11 +79,6 @@ async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
     entry.state.lock().await.guids()
 }
 
-/// The default heartbeat period: a third of the lease.
-pub fn default_heartbeat(lease_duration_ms: u64) -> Duration {
-    Duration::from_millis((lease_duration_ms / 3).max(1))
-}
-
 /// The table a Fifo client works on, for error messages.
 #[derive(Clone, Debug, Default)]
 pub struct TableNames {
@@ -111,7 +103,7 @@ pub struct Queues {
 
 impl Default for Queues {
     fn default() -> Self {
-        Queues::new(DEFAULT_TTL_ATTRIBUTE.into(), TableNames::default())
+        Queues::new(settings::FIFO_TTL_ATTRIBUTE.into(), TableNames::default())
     }
 }
 
@@ -1242,10 +1234,10 @@ mod tests {
     fn settings(owner: &str, lease_ms: u64) -> Settings {
         let mut s = Settings::new(Kind::Fifo, owner.into());
         s.lease_duration_ms = lease_ms;
-        s.heartbeat_period = Some(default_heartbeat(lease_ms));
-        s.reread_period = Settings::default_reread(lease_ms);
-        s.queue_reread_period = Settings::default_queue_reread(lease_ms, s.reread_period);
-        s.danger_margin = Settings::default_danger_margin(lease_ms);
+        s.heartbeat_period = Some(settings::fifo_heartbeat(lease_ms));
+        s.reread_period = settings::reread(lease_ms);
+        s.queue_reread_period = settings::queue_reread(lease_ms, s.reread_period);
+        s.danger_margin = settings::danger_margin(lease_ms);
         s.request_timeout = Duration::from_millis(lease_ms / 4);
         s
     }
@@ -1381,7 +1373,7 @@ mod tests {
         first.release().await.unwrap();
         let last = last.await.unwrap().unwrap().pop().unwrap();
         let delay = died_at.elapsed();
-        let bound = Duration::from_millis(lease) + Settings::default_reread(lease) + Duration::from_millis(20);
+        let bound = Duration::from_millis(lease) + settings::reread(lease) + Duration::from_millis(20);
         assert!(delay <= bound, "the dead entry held the queue {delay:?}");
         assert_eq!(last.fencing_token, Some(4), "ticket 3 died");
         assert_eq!(store.count("finish"), 1, "the dead entry was marked finished");
@@ -1467,7 +1459,7 @@ mod tests {
         let left = entries(&store, "a");
         assert_eq!(left.len(), 2);
         assert!(left[0].1.is_released() && !left[1].1.is_released(), "{left:?}");
-        settle_for(Settings::default_queue_reread(1000, Settings::default_reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         held[0].release().await.unwrap();
         let lock = long.await.unwrap().unwrap();
@@ -1508,7 +1500,7 @@ mod tests {
         let holder = fifo_client(&store, "holder", 1000);
         let held = take(&holder, &["a"], None).await.unwrap();
         let waiter = spawn_take(&fifo_client(&store, "patient", 1000), &["a"], None);
-        settle_for(DEFAULT_WAIT.as_millis() as u64 + 30_000).await;
+        settle_for(settings::FIFO_WAIT.as_millis() as u64 + 30_000).await;
         assert!(!waiter.is_finished());
         held[0].release().await.unwrap();
         let lock = waiter.await.unwrap().unwrap();
@@ -1532,7 +1524,7 @@ mod tests {
         cancel.cancel();
         assert_eq!(aborted.await.unwrap().unwrap_err(), LockError::Aborted);
         // The waiter behind, in another process, sees it at its next read of the entry.
-        settle_for(Settings::default_queue_reread(1000, Settings::default_reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         held[0].release().await.unwrap();
         let lock = behind.await.unwrap().unwrap();

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
-use dynamodb_lock_core::op;
+use dynamodb_lock_core::{op, settings};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -540,25 +540,24 @@ impl NativeClient {
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
         if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-            s.heartbeat_period = Some(fifo::default_heartbeat(s.lease_duration_ms));
+            s.heartbeat_period = Some(settings::fifo_heartbeat(s.lease_duration_ms));
         }
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
-            .unwrap_or_else(|| Settings::default_reread(s.lease_duration_ms));
-        s.queue_reread_period = Settings::default_queue_reread(s.lease_duration_ms, s.reread_period);
+            .unwrap_or_else(|| settings::reread(s.lease_duration_ms));
+        s.queue_reread_period = settings::queue_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
-        s.danger_margin =
-            ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
+        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| settings::danger_margin(s.lease_duration_ms));
         if kind != Kind::Fifo {
             let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
             s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
                 (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
                 (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
                     attribute,
-                    seconds: client::DEFAULT_OPEN_TTL_SECONDS,
+                    seconds: settings::OPEN_TTL_SECONDS,
                 }),
                 // FailClosed without `ttlSeconds` is refused by validation.
                 _ => None,
@@ -588,7 +587,7 @@ impl NativeClient {
         };
         let queues = match kind {
             Kind::Fifo => fifo::Queues::new(
-                o.ttl_attribute.unwrap_or_else(|| fifo::DEFAULT_TTL_ATTRIBUTE.into()),
+                o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
                 fifo::TableNames {
                     table: o.lock_table.clone(),
                     partition_key: o.partition_key.clone(),

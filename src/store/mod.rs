@@ -12,6 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dynamodb_lock_core::settings;
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -179,8 +180,8 @@ impl RetryPolicy {
             max_attempts: max_attempts.max(1),
             attempt_timeout,
             deadline: None,
-            base_backoff: Duration::from_millis(25),
-            max_backoff: Duration::from_millis(1000),
+            base_backoff: settings::RETRY_BASE_BACKOFF,
+            max_backoff: settings::RETRY_MAX_BACKOFF,
         }
     }
 

@@ -7,6 +7,9 @@
 //! - `op`: operations on one item as data (`Op`) and their `Reply`, with one `apply` over an
 //!   item in which each condition is a named function: the addon's in-memory store and the
 //!   model checker's store both apply operations through it.
+//! - `settings`: the lock kinds, every default of a client's settings, and the lease
+//!   arithmetic that derives one setting from another.
 
 pub mod item;
 pub mod op;
+pub mod settings;
