@@ -1,9 +1,14 @@
 //! dynamodb-lock-native: distributed locks on DynamoDB, with the table format and API of
 //! `dynamodb-lock-client`, and a Rust core that owns the protocol, timers and I/O.
 //!
+//! The lock item, the store operations as data with the one `apply` that states their
+//! conditions, and every settings default live in the crate `dynamodb_lock_core`
+//! (crates/core), which does no I/O and reads no clock; the modules here run it.
+//!
 //! - `config`: validation of user configuration, with the original's messages.
-//! - `item`: attribute names, key values, the decoded lock item.
-//! - `store`: the `Store` trait (the protocol's few conditional operations), its
+//! - `item`: the core's lock item, plus what the core leaves to its runner: new random
+//!   `guid`s and the wall clock.
+//! - `store`: the `Store` trait (the core's operations, one method each), its
 //!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
 //!   that track ambiguous outcomes.
 //! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`, and
