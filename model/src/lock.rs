@@ -1,7 +1,8 @@
 //! FailClosed, FailOpen and Fifo: clients that acquire, heartbeat and release locks over a store
-//! of `item.rs` items changed only by the core's `op::apply`, in an environment that loses requests before or after they apply, loses
-//! or delays replies, throttles, delays any request for any number of ticks (so requests of
-//! different clients land in any order), and crashes clients.
+//! of `item.rs` items that only the core's `op::apply` changes, in an environment that loses
+//! requests before or after they apply, loses or delays replies, throttles, delays any request
+//! for any number of ticks (so requests of different clients land in any order), and crashes
+//! clients.
 //!
 //! Each client step follows the code it names:
 //! - `FailClosed` acquisition: `fail_closed::acquire` (src/fail_closed.rs); release:
@@ -475,70 +476,50 @@ const FIELDS: OpenFields<'static> = OpenFields {
 
 /// Applies the model's request `op` to `slot` through the core's `op::apply`.
 fn apply(slot: &mut Option<Item>, op: Op) -> Answer {
-    let (after, reply) = match op {
-        Op::Get(_) => core_op::apply(&core_op::Op::Get, *slot),
-        Op::PutIfAbsent(_, g) => core_op::apply(
-            &core_op::Op::PutIfAbsent {
-                owner: "",
-                guid: &g,
-                data: None,
-                ttl: None,
-            },
-            *slot,
-        ),
-        Op::DeleteIfGuid(_, gs) => core_op::apply(&core_op::Op::DeleteIfGuid { guids: &gs }, *slot),
-        Op::Take(_, g, w) => core_op::apply(
-            &core_op::Op::Take {
-                fields: &FIELDS,
-                guid: &g,
-                waited_out: w.as_ref(),
-                clear_mark: false,
-            },
-            *slot,
-        ),
-        Op::Renew(_, gs, new) => core_op::apply(
-            &core_op::Op::Renew {
-                guids: &gs,
-                new_guid: &new,
-                fields: &FIELDS,
-            },
-            *slot,
-        ),
-        Op::Release(_, gs) => core_op::apply(
-            &core_op::Op::Release {
-                guids: &gs,
-                lock_acquired_time_unix_ms: None,
-                ttl: None,
-            },
-            *slot,
-        ),
-        Op::FifoTakeFree(_, g) => core_op::apply(
-            &core_op::Op::FifoTakeFree {
-                fields: &FIELDS,
-                guid: &g,
-            },
-            *slot,
-        ),
-        Op::FifoTicket(_) => core_op::apply(&core_op::Op::FifoTicket, *slot),
-        Op::FifoGrant(_, g, t, pos, w) => core_op::apply(
-            &core_op::Op::FifoGrant {
-                fields: &FIELDS,
-                guid: &g,
-                ticket: t.into(),
-                position: pos.into(),
-                waited_out: w.as_ref(),
-            },
-            *slot,
-        ),
-        Op::FifoUntake(_, t, pos, prev) => core_op::apply(
-            &core_op::Op::FifoUntake {
-                ticket: t.into(),
-                position: pos.into(),
-                previous_ticket: prev.into(),
-            },
-            *slot,
-        ),
+    let core = match &op {
+        Op::Get(_) => core_op::Op::Get,
+        Op::PutIfAbsent(_, g) => core_op::Op::PutIfAbsent {
+            owner: "",
+            guid: g,
+            data: None,
+            ttl: None,
+        },
+        Op::DeleteIfGuid(_, gs) => core_op::Op::DeleteIfGuid { guids: gs },
+        Op::Take(_, g, w) => core_op::Op::Take {
+            fields: &FIELDS,
+            guid: g,
+            waited_out: w.as_ref(),
+            clear_mark: false,
+        },
+        Op::Renew(_, gs, new) => core_op::Op::Renew {
+            guids: gs,
+            new_guid: new,
+            fields: &FIELDS,
+        },
+        Op::Release(_, gs) => core_op::Op::Release {
+            guids: gs,
+            lock_acquired_time_unix_ms: None,
+            ttl: None,
+        },
+        Op::FifoTakeFree(_, g) => core_op::Op::FifoTakeFree {
+            fields: &FIELDS,
+            guid: g,
+        },
+        Op::FifoTicket(_) => core_op::Op::FifoTicket,
+        Op::FifoGrant(_, g, t, pos, w) => core_op::Op::FifoGrant {
+            fields: &FIELDS,
+            guid: g,
+            ticket: (*t).into(),
+            position: (*pos).into(),
+            waited_out: w.as_ref(),
+        },
+        Op::FifoUntake(_, t, pos, prev) => core_op::Op::FifoUntake {
+            ticket: (*t).into(),
+            position: (*pos).into(),
+            previous_ticket: (*prev).into(),
+        },
     };
+    let (after, reply) = core_op::apply(&core, *slot);
     *slot = after;
     match reply {
         Reply::Done | Reply::WaitingMark(_) | Reply::HandedOver(_) => Answer::Done,
