@@ -33,8 +33,9 @@ run(process.execPath, [napiCli, ...buildArgs]);
 // Share napi's target directory layout so the unit tests reuse its dependency builds.
 const triple = hostTriple();
 run("cargo", ["fmt", "--check"]);
-run("cargo", ["clippy", "--target", triple, "--all-targets", "--", "-D", "warnings"]);
-run("cargo", ["test", "--target", triple]);
+// The workspace: the addon and the protocol's core (crates/core).
+run("cargo", ["clippy", "--workspace", "--target", triple, "--all-targets", "--", "-D", "warnings"]);
+run("cargo", ["test", "--workspace", "--target", triple]);
 // The protocol's model checker: its bounded run (`npm run model` runs the full one).
 const model = ["--manifest-path", path.join("model", "Cargo.toml")];
 run("cargo", ["fmt", "--check", ...model]);

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dynamodb_lock_core::settings;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -56,25 +57,21 @@ pub struct TtlSettings {
     pub seconds: u64,
 }
 
-/// FailOpen's default `ttlSeconds`: an hour past the lease, so a held lock's item can never
-/// go while it is held (heartbeats move it on), and a released one goes an hour after.
-pub const DEFAULT_OPEN_TTL_SECONDS: u64 = 3600;
-
 impl Settings {
     pub fn new(kind: Kind, owner: String) -> Self {
         Settings {
             kind,
             owner,
-            retry_count: 1,
-            acquire_period: Duration::ZERO,
-            lease_duration_ms: 0,
+            retry_count: settings::RETRY_COUNT,
+            acquire_period: settings::ACQUIRE_PERIOD,
+            lease_duration_ms: settings::LEASE_DURATION_MS,
             heartbeat_period: None,
-            trust_local_time: false,
-            reread_period: Duration::from_millis(10),
-            queue_reread_period: Duration::from_millis(250),
-            request_timeout: Duration::from_millis(5000),
-            danger_margin: Duration::ZERO,
-            max_attempts: 4,
+            trust_local_time: settings::TRUST_LOCAL_TIME,
+            reread_period: settings::REREAD_PERIOD,
+            queue_reread_period: settings::QUEUE_REREAD_PERIOD,
+            request_timeout: settings::REQUEST_TIMEOUT,
+            danger_margin: settings::DANGER_MARGIN,
+            max_attempts: settings::MAX_ATTEMPTS,
             ttl: None,
             stats: Default::default(),
         }
@@ -108,35 +105,10 @@ impl Settings {
         }
     }
 
-    /// The first waiter's default re-read interval: 10 ms, or a quarter of a shorter lease.
-    pub fn default_reread(lease_duration_ms: u64) -> Duration {
-        if lease_duration_ms == 0 {
-            return Duration::from_millis(10);
-        }
-        Duration::from_millis((lease_duration_ms / 4).clamp(1, 10))
-    }
-
-    /// Other waiters re-read at a quarter of the lease, between the first waiter's interval
-    /// and 250 ms.
-    pub fn default_queue_reread(lease_duration_ms: u64, reread: Duration) -> Duration {
-        Duration::from_millis(lease_duration_ms / 4)
-            .min(Duration::from_millis(250))
-            .max(reread)
-    }
-
     /// A waiting mark older than this no longer makes its writer first in line; the first
     /// waiter renews it at half this age.
     pub fn mark_fresh(&self) -> Duration {
-        let base = match self.kind {
-            Kind::FailOpen | Kind::Fifo => self.queue_reread_period,
-            Kind::FailClosed => self.acquire_period.min(Duration::from_millis(250)),
-        };
-        (base * 4).max(Duration::from_millis(200))
-    }
-
-    /// The default danger margin: a third of the lease.
-    pub fn default_danger_margin(lease_duration_ms: u64) -> Duration {
-        Duration::from_millis(lease_duration_ms / 3)
+        settings::mark_fresh(self.kind, self.queue_reread_period, self.acquire_period)
     }
 
     pub fn lease(&self) -> Duration {
@@ -149,7 +121,10 @@ impl Settings {
 
     /// Releases try harder than other requests: a lost release leaves a lock held.
     pub fn release_policy(&self) -> RetryPolicy {
-        RetryPolicy::new(self.max_attempts.max(8), self.request_timeout)
+        RetryPolicy::new(
+            self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS),
+            self.request_timeout,
+        )
     }
 
     /// One operation's time against a silent endpoint: its write attempts end one request
@@ -208,7 +183,7 @@ impl Client {
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.kind == Kind::Fifo {
-            let locks = crate::fifo::acquire(self, vec![key.partition], Some(crate::fifo::DEFAULT_WAIT), cancel);
+            let locks = crate::fifo::acquire(self, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
             return locks
                 .await?
                 .pop()

@@ -26,12 +26,7 @@ impl RawValue {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    FailClosed,
-    FailOpen,
-    Fifo,
-}
+pub use dynamodb_lock_core::settings::Kind;
 
 /// One problem, shaped like a Joi error detail.
 #[derive(Clone, Debug, PartialEq, Eq)]

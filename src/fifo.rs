@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use dynamodb_lock_core::{op, settings};
 use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -46,9 +47,6 @@ use crate::store::{attempt, Entry, Failed, OpenFields};
 pub const HEAD_SORT_VALUE: &str = "lock";
 /// The sort key prefix of queue entries, followed by the 20-digit position.
 pub const ENTRY_PREFIX: &str = "q#";
-pub const DEFAULT_TTL_ATTRIBUTE: &str = "ttl";
-/// How long an acquisition waits by default (`waitMs`).
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
 /// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
 pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
@@ -81,11 +79,6 @@ async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
     entry.state.lock().await.guids()
 }
 
-/// The default heartbeat period: a third of the lease.
-pub fn default_heartbeat(lease_duration_ms: u64) -> Duration {
-    Duration::from_millis((lease_duration_ms / 3).max(1))
-}
-
 /// The table a Fifo client works on, for error messages.
 #[derive(Clone, Debug, Default)]
 pub struct TableNames {
@@ -110,7 +103,7 @@ pub struct Queues {
 
 impl Default for Queues {
     fn default() -> Self {
-        Queues::new(DEFAULT_TTL_ATTRIBUTE.into(), TableNames::default())
+        Queues::new(settings::FIFO_TTL_ATTRIBUTE.into(), TableNames::default())
     }
 }
 
@@ -309,18 +302,6 @@ fn entry_ttl(c: &Client) -> u64 {
     unix_now_s() + c.settings.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
 }
 
-/// The ticket after which a head item's next one comes: `ticketNext`, else `fencingToken`.
-fn last_ticket(head: &Option<LockRecord>) -> u64 {
-    head.as_ref()
-        .and_then(|h| h.ticket_next().or(h.fencing_token))
-        .unwrap_or(0)
-}
-
-fn is_free(head: &Option<LockRecord>) -> bool {
-    head.as_ref()
-        .is_none_or(|h| h.lease_duration_ms.is_none() || h.is_released())
-}
-
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
 /// key, or lock ids of the wrong type).
 fn explain(c: &Client, e: LockError) -> LockError {
@@ -483,7 +464,7 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
                 if h.carries(&guid) {
                     return Ok(Some(hold(c, head, guid, h.fencing_token.unwrap_or(0), sent_at)));
                 }
-                if no_wait && !is_free(&Some(h.clone())) {
+                if no_wait && !op::free(Some(h)) {
                     return Err(failed_to_acquire());
                 }
             }
@@ -660,7 +641,7 @@ impl Queued {
             head: head_key(resource),
             ticket,
             position,
-            previous_ticket: last_ticket(&before),
+            previous_ticket: op::last_ticket(before.as_ref()),
             guid: new_guid(),
             entry: None,
             touch_at: now,
@@ -899,7 +880,7 @@ impl Queued {
                 return Ok(step);
             }
             let waited_out = match &head {
-                h if is_free(h) => None,
+                h if op::free(h.as_ref()) => None,
                 Some(h) => {
                     let version = h.version();
                     let lease = Duration::from_millis(h.lease_duration_ms.unwrap_or(s.lease_duration_ms));
@@ -1105,7 +1086,7 @@ impl Acquisition {
                         let before = attempt(policy, || c.store.fifo_ticket(&head))
                             .await
                             .map_err(|f| f.error)?;
-                        ticket = Some(last_ticket(&before) + 1);
+                        ticket = Some(op::last_ticket(before.as_ref()) + 1);
                         before
                     }
                     Some(t) => match attempt(policy, || c.store.fifo_reserve(&head, t)).await {
@@ -1123,7 +1104,7 @@ impl Acquisition {
                             for mut q in self.queued.drain(..) {
                                 q.give_up().await;
                             }
-                            ticket = Some(last_ticket(&current).max(t) + 1);
+                            ticket = Some(op::last_ticket(current.as_ref()).max(t) + 1);
                             continue 'rounds;
                         }
                         Err(f) => return Err(f.error.into()),
@@ -1251,10 +1232,10 @@ mod tests {
     fn settings(owner: &str, lease_ms: u64) -> Settings {
         let mut s = Settings::new(Kind::Fifo, owner.into());
         s.lease_duration_ms = lease_ms;
-        s.heartbeat_period = Some(default_heartbeat(lease_ms));
-        s.reread_period = Settings::default_reread(lease_ms);
-        s.queue_reread_period = Settings::default_queue_reread(lease_ms, s.reread_period);
-        s.danger_margin = Settings::default_danger_margin(lease_ms);
+        s.heartbeat_period = Some(settings::fifo_heartbeat(lease_ms));
+        s.reread_period = settings::reread(lease_ms);
+        s.queue_reread_period = settings::queue_reread(lease_ms, s.reread_period);
+        s.danger_margin = settings::danger_margin(lease_ms);
         s.request_timeout = Duration::from_millis(lease_ms / 4);
         s
     }
@@ -1390,7 +1371,7 @@ mod tests {
         first.release().await.unwrap();
         let last = last.await.unwrap().unwrap().pop().unwrap();
         let delay = died_at.elapsed();
-        let bound = Duration::from_millis(lease) + Settings::default_reread(lease) + Duration::from_millis(20);
+        let bound = Duration::from_millis(lease) + settings::reread(lease) + Duration::from_millis(20);
         assert!(delay <= bound, "the dead entry held the queue {delay:?}");
         assert_eq!(last.fencing_token, Some(4), "ticket 3 died");
         assert_eq!(store.count("finish"), 1, "the dead entry was marked finished");
@@ -1476,7 +1457,7 @@ mod tests {
         let left = entries(&store, "a");
         assert_eq!(left.len(), 2);
         assert!(left[0].1.is_released() && !left[1].1.is_released(), "{left:?}");
-        settle_for(Settings::default_queue_reread(1000, Settings::default_reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         held[0].release().await.unwrap();
         let lock = long.await.unwrap().unwrap();
@@ -1517,7 +1498,7 @@ mod tests {
         let holder = fifo_client(&store, "holder", 1000);
         let held = take(&holder, &["a"], None).await.unwrap();
         let waiter = spawn_take(&fifo_client(&store, "patient", 1000), &["a"], None);
-        settle_for(DEFAULT_WAIT.as_millis() as u64 + 30_000).await;
+        settle_for(settings::FIFO_WAIT.as_millis() as u64 + 30_000).await;
         assert!(!waiter.is_finished());
         held[0].release().await.unwrap();
         let lock = waiter.await.unwrap().unwrap();
@@ -1541,7 +1522,7 @@ mod tests {
         cancel.cancel();
         assert_eq!(aborted.await.unwrap().unwrap_err(), LockError::Aborted);
         // The waiter behind, in another process, sees it at its next read of the entry.
-        settle_for(Settings::default_queue_reread(1000, Settings::default_reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         held[0].release().await.unwrap();
         let lock = behind.await.unwrap().unwrap();

@@ -1,9 +1,14 @@
 //! dynamodb-lock-native: distributed locks on DynamoDB, with the table format and API of
 //! `dynamodb-lock-client`, and a Rust core that owns the protocol, timers and I/O.
 //!
+//! The lock item, the store operations as data with the one `apply` that states their
+//! conditions, and every settings default live in the crate `dynamodb_lock_core`
+//! (crates/core), which does no I/O and reads no clock; the modules here run it.
+//!
 //! - `config`: validation of user configuration, with the original's messages.
-//! - `item`: attribute names, key values, the decoded lock item.
-//! - `store`: the `Store` trait (the protocol's few conditional operations), its
+//! - `item`: the core's lock item, plus what the core leaves to its runner: new random
+//!   `guid`s and the wall clock.
+//! - `store`: the `Store` trait (the core's operations, one method each), its
 //!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
 //!   that track ambiguous outcomes.
 //! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`, and
@@ -43,6 +48,7 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
+use dynamodb_lock_core::{op, settings};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -485,8 +491,8 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     guids.extend(held_guids(client, key).await);
     let released = match client.settings.kind {
         Kind::FailClosed => false,
-        Kind::FailOpen => r.is_released(),
-        Kind::Fifo => r.lease_duration_ms.is_none_or(|l| l == item::RELEASED_LEASE_MS),
+        Kind::FailOpen => op::released(Some(&r)),
+        Kind::Fifo => op::free(Some(&r)),
     };
     let held_by_this_client = !released && guids.iter().any(|g| r.carries(g));
     let (data_s, data_b) = match r.data.map(|d| *d) {
@@ -544,25 +550,24 @@ impl NativeClient {
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
         if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-            s.heartbeat_period = Some(fifo::default_heartbeat(s.lease_duration_ms));
+            s.heartbeat_period = Some(settings::fifo_heartbeat(s.lease_duration_ms));
         }
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
-            .unwrap_or_else(|| Settings::default_reread(s.lease_duration_ms));
-        s.queue_reread_period = Settings::default_queue_reread(s.lease_duration_ms, s.reread_period);
+            .unwrap_or_else(|| settings::reread(s.lease_duration_ms));
+        s.queue_reread_period = settings::queue_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
-        s.danger_margin =
-            ms(o.danger_margin_ms).unwrap_or_else(|| Settings::default_danger_margin(s.lease_duration_ms));
+        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| settings::danger_margin(s.lease_duration_ms));
         if kind != Kind::Fifo {
             let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
             s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
                 (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
                 (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
                     attribute,
-                    seconds: client::DEFAULT_OPEN_TTL_SECONDS,
+                    seconds: settings::OPEN_TTL_SECONDS,
                 }),
                 // FailClosed without `ttlSeconds` is refused by validation.
                 _ => None,
@@ -592,7 +597,7 @@ impl NativeClient {
         };
         let queues = match kind {
             Kind::Fifo => fifo::Queues::new(
-                o.ttl_attribute.unwrap_or_else(|| fifo::DEFAULT_TTL_ATTRIBUTE.into()),
+                o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
                 fifo::TableNames {
                     table: o.lock_table.clone(),
                     partition_key: o.partition_key.clone(),

@@ -3,6 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dynamodb_lock_core::settings;
+
 use crate::client::{Client, Settings};
 use crate::config::Kind;
 use crate::error::StoreError;
@@ -44,9 +46,9 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
     let mut s = Settings::new(Kind::FailOpen, owner.into());
     s.lease_duration_ms = lease_ms;
     s.heartbeat_period = heartbeat_ms.map(Duration::from_millis);
-    s.reread_period = Settings::default_reread(lease_ms);
-    s.queue_reread_period = Settings::default_queue_reread(lease_ms, s.reread_period);
-    s.danger_margin = Settings::default_danger_margin(lease_ms);
+    s.reread_period = settings::reread(lease_ms);
+    s.queue_reread_period = settings::queue_reread(lease_ms, s.reread_period);
+    s.danger_margin = settings::danger_margin(lease_ms);
     s.request_timeout = Duration::from_millis(lease_ms / 4);
     s
 }

@@ -1,8 +1,15 @@
-//! Exhaustive model checking of the dynamodb-lock-native lock protocol: `explore` visits every
-//! reachable state of a model; `ops` is the store's conditional operations; `lock` is
-//! FailClosed, FailOpen and Fifo clients over them; `run` holds the configurations and the report.
+//! Exhaustive model checking of the dynamodb-lock-native lock protocol.
+//!
+//! - `explore`: visits every reachable state of a model and finds the shortest path to a
+//!   violated property.
+//! - `item`: the model's lock item, a small view of the real one; the store operations on it
+//!   are the core's (`dynamodb_lock_core::op::apply`), the same the addon's in-memory store
+//!   applies.
+//! - `lock`: FailClosed, FailOpen and Fifo clients over that store, in an environment of lost,
+//!   late and repeated requests, crashes and clock offsets, and the broken variants.
+//! - `run`: the configurations checked and the report.
 
 pub mod explore;
+pub mod item;
 pub mod lock;
-pub mod ops;
 pub mod run;

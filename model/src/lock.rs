@@ -1,7 +1,8 @@
-//! FailClosed, FailOpen and Fifo: clients that acquire, heartbeat and release locks over the model
-//! store of `ops.rs`, in an environment that loses requests before or after they apply, loses
-//! or delays replies, throttles, delays any request for any number of ticks (so requests of
-//! different clients land in any order), and crashes clients.
+//! FailClosed, FailOpen and Fifo: clients that acquire, heartbeat and release locks over a store
+//! of `item.rs` items that only the core's `op::apply` changes, in an environment that loses
+//! requests before or after they apply, loses or delays replies, throttles, delays any request
+//! for any number of ticks (so requests of different clients land in any order), and crashes
+//! clients.
 //!
 //! Each client step follows the code it names:
 //! - `FailClosed` acquisition: `fail_closed::acquire` (src/fail_closed.rs); release:
@@ -27,7 +28,9 @@
 use std::fmt;
 
 use crate::explore::{Model, Violation};
-use crate::ops::{self, Item, Ver, G};
+use dynamodb_lock_core::op::{self as core_op, OpenFields, Reply};
+
+use crate::item::{Item, Ver, G, HELD_LEASE_MS};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -460,6 +463,72 @@ fn guids_of(g: G, pending: G) -> [G; 2] {
     [g, pending]
 }
 
+/// The fields of every FailOpen write in the model: its item keeps none of them but the lease,
+/// and no item is deleted by TTL, so tokens count from 0.
+const FIELDS: OpenFields<'static> = OpenFields {
+    owner: "",
+    lease_duration_ms: HELD_LEASE_MS,
+    lock_acquired_time_unix_ms: None,
+    data: None,
+    ttl: None,
+    token_floor: 0,
+};
+
+/// Applies the model's request `op` to `slot` through the core's `op::apply`.
+fn apply(slot: &mut Option<Item>, op: Op) -> Answer {
+    let core = match &op {
+        Op::Get(_) => core_op::Op::Get,
+        Op::PutIfAbsent(_, g) => core_op::Op::PutIfAbsent {
+            owner: "",
+            guid: g,
+            data: None,
+            ttl: None,
+        },
+        Op::DeleteIfGuid(_, gs) => core_op::Op::DeleteIfGuid { guids: gs },
+        Op::Take(_, g, w) => core_op::Op::Take {
+            fields: &FIELDS,
+            guid: g,
+            waited_out: w.as_ref(),
+            clear_mark: false,
+        },
+        Op::Renew(_, gs, new) => core_op::Op::Renew {
+            guids: gs,
+            new_guid: new,
+            fields: &FIELDS,
+        },
+        Op::Release(_, gs) => core_op::Op::Release {
+            guids: gs,
+            lock_acquired_time_unix_ms: None,
+            ttl: None,
+        },
+        Op::FifoTakeFree(_, g) => core_op::Op::FifoTakeFree {
+            fields: &FIELDS,
+            guid: g,
+        },
+        Op::FifoTicket(_) => core_op::Op::FifoTicket,
+        Op::FifoGrant(_, g, t, pos, w) => core_op::Op::FifoGrant {
+            fields: &FIELDS,
+            guid: g,
+            ticket: (*t).into(),
+            position: (*pos).into(),
+            waited_out: w.as_ref(),
+        },
+        Op::FifoUntake(_, t, pos, prev) => core_op::Op::FifoUntake {
+            ticket: (*t).into(),
+            position: (*pos).into(),
+            previous_ticket: (*prev).into(),
+        },
+    };
+    let (after, reply) = core_op::apply(&core, *slot);
+    *slot = after;
+    match reply {
+        Reply::Done | Reply::WaitingMark(_) | Reply::HandedOver(_) => Answer::Done,
+        Reply::Token(t) => Answer::Token(u8::try_from(t).expect("the model's tokens stay below 256")),
+        Reply::Before(i) => Answer::Read(i),
+        Reply::Refused(i) => Answer::Refused(i),
+    }
+}
+
 impl LockModel {
     pub fn new(cfg: Config) -> Self {
         assert!(cfg.clients <= MAX_CLIENTS && cfg.locks <= MAX_LOCKS);
@@ -485,56 +554,40 @@ impl LockModel {
         (i as u8) * 16 + c.seq
     }
 
-    /// Applies `op` to the store, as `ops.rs` (or a broken variant) does.
+    /// Applies `op` to the store through the core's `op::apply` (with a broken variant's change
+    /// around it).
     fn apply(&self, s: &mut State, op: Op) -> Answer {
         let slot = &mut s.items[op.lock() as usize];
-        let refused = Answer::Refused;
         match op {
-            Op::Get(_) => Answer::Read(ops::get(slot)),
-            Op::PutIfAbsent(_, g) => {
-                if self.bug(Bug::UnconditionalPut) {
+            Op::PutIfAbsent(..) if self.bug(Bug::UnconditionalPut) => *slot = None,
+            Op::Renew(_, _, new) if self.bug(Bug::RenewWithoutGuid) => {
+                if let Some(i) = *slot {
+                    return apply(slot, Op::Renew(op.lock(), [i.guid, 0], new));
+                }
+            }
+            Op::Release(..) if self.bug(Bug::ReleaseDeletes) => {
+                let a = apply(slot, op);
+                if a == Answer::Done {
                     *slot = None;
                 }
-                ops::put_if_absent(slot, g).map_or_else(refused, |()| Answer::Done)
+                return a;
             }
-            Op::DeleteIfGuid(_, gs) => ops::delete_if_guid(slot, &gs).map_or_else(refused, |()| Answer::Done),
-            // No TTL: items are never deleted, and tokens count from 0.
-            Op::Take(_, g, w) => ops::take(slot, g, w, 0).map_or_else(refused, Answer::Token),
-            Op::Renew(_, gs, new) => {
-                let gs = match (*slot, self.bug(Bug::RenewWithoutGuid)) {
-                    (Some(i), true) => [i.guid, 0],
-                    _ => gs,
-                };
-                ops::renew(slot, &gs, new).map_or_else(refused, |()| Answer::Done)
-            }
-            Op::Release(_, gs) => {
-                let r = ops::release(slot, &gs);
-                if r.is_ok() && self.bug(Bug::ReleaseDeletes) {
-                    *slot = None;
-                }
-                r.map_or_else(refused, |()| Answer::Done)
-            }
-            Op::FifoTakeFree(_, g) => ops::fifo_take_free(slot, g).map_or_else(refused, Answer::Token),
-            Op::FifoTicket(_) => Answer::Read(ops::fifo_ticket(slot)),
-            Op::FifoGrant(_, g, t, pos, w) => {
-                if self.bug(Bug::FifoGrantIgnoresToken) {
-                    if let Some(h) = slot.as_mut() {
-                        // The condition no longer sees the token.
-                        let token = h.token;
-                        h.token = 0;
-                        let r = ops::fifo_grant(slot, g, t, pos, w.map(|(wg, _)| (wg, 0)));
-                        if r.is_err() {
-                            slot.as_mut().unwrap().token = token;
-                        }
-                        return r.map_or_else(|_| Answer::Refused(*slot), |()| Answer::Done);
+            Op::FifoGrant(k, g, t, pos, w) if self.bug(Bug::FifoGrantIgnoresToken) => {
+                if let Some(h) = slot.as_mut() {
+                    // The condition no longer sees the token.
+                    let token = h.token;
+                    h.token = 0;
+                    let a = apply(slot, Op::FifoGrant(k, g, t, pos, w.map(|(wg, _)| (wg, 0))));
+                    if let (Answer::Refused(_), Some(h)) = (a, slot.as_mut()) {
+                        h.token = token;
+                        return Answer::Refused(*slot);
                     }
+                    return a;
                 }
-                ops::fifo_grant(slot, g, t, pos, w).map_or_else(refused, |()| Answer::Done)
             }
-            Op::FifoUntake(_, t, pos, prev) => {
-                ops::fifo_untake(slot, t, pos, prev).map_or_else(refused, |()| Answer::Done)
-            }
+            _ => {}
         }
+        apply(slot, op)
     }
 
     /// The `attempt` loop around a request whose attempt ended in `a` (an answer) or in a
@@ -717,7 +770,7 @@ impl LockModel {
             Phase::FifoTicket { k, g } => {
                 match out {
                     Outcome::Ok(Answer::Read(before)) => {
-                        let prev = ops::last_ticket(&before);
+                        let prev = core_op::last_ticket(before.as_ref()) as u8;
                         s.clients[i].phase = Phase::FifoWait {
                             k,
                             g,
@@ -908,7 +961,7 @@ impl LockModel {
             maybe,
             lease,
         };
-        let waited = if ops::fifo_free(&cur) {
+        let waited = if core_op::free(cur.as_ref()) {
             Some(None)
         } else {
             let ver = cur.unwrap().version();

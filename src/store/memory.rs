@@ -1,15 +1,18 @@
-//! An in-memory `Store` for unit tests: the same conditions as DynamoDB, plus scripted faults
-//! (errors before or after the write is applied, hung requests, delays) and a request log.
+//! An in-memory `Store` for unit tests: each method is one of the core's operations
+//! (`dynamodb_lock_core::op::Op`), applied to the item through `op::apply`, the same conditions
+//! as DynamoDB's; plus scripted faults (errors before or after the write is applied, hung
+//! requests, delays) and a request log.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dynamodb_lock_core::op::{self, Op, Reply};
 
 use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{Guid, LockData, LockKey, LockRecord, Version, RELEASED_LEASE_MS};
+use crate::item::{Guid, LockData, LockKey, LockRecord, Version};
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -67,26 +70,21 @@ impl MemoryStore {
         self.log.lock().unwrap().len()
     }
 
-    fn note_ttl(&self, key: &LockKey, ttl: Option<Ttl<'_>>) {
-        if let Some((_, at)) = ttl {
-            self.ttls.lock().unwrap().insert(key.clone(), at);
-        }
-    }
-
     fn take_fault(&self, op: &'static str) -> Option<Fault> {
         let mut q = self.faults.lock().unwrap();
         let i = q.iter().position(|(o, _)| *o == op)?;
         q.remove(i).map(|(_, f)| f)
     }
 
-    async fn run<T>(
+    /// Logs the request as `name`, plays its fault, and applies `op` to the item at `key`.
+    async fn run(
         &self,
-        op: &'static str,
+        name: &'static str,
         key: &LockKey,
-        apply: impl FnOnce(&mut Option<LockRecord>) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        self.log.lock().unwrap().push(op);
-        let fault = self.take_fault(op);
+        op: Op<'_, LockRecord>,
+    ) -> Result<Reply<LockRecord>, StoreError> {
+        self.log.lock().unwrap().push(name);
+        let fault = self.take_fault(name);
         match &fault {
             Some(Fault::Fail(e)) => return Err(e.clone()),
             Some(Fault::Hang) => std::future::pending::<()>().await,
@@ -95,24 +93,21 @@ impl MemoryStore {
         }
         let result = {
             let mut items = self.items.lock().unwrap();
-            let mut slot = items.get(key).cloned();
-            let before = slot.clone();
-            let r = apply(&mut slot);
-            match (&r, slot) {
-                (Ok(_), Some(rec)) => {
-                    items.insert(key.clone(), rec);
-                }
-                (Ok(_), None) => {
-                    items.remove(key);
-                }
-                (Err(_), _) => {}
-            }
-            r.map_err(|e| match e {
-                StoreError::ConditionFailed { .. } => StoreError::ConditionFailed {
+            match op::apply(&op, items.get(key).cloned()) {
+                (_, Reply::Refused(before)) => Err(StoreError::ConditionFailed {
                     current: self.returns_old.then(|| before.map(Box::new)),
-                },
-                other => other,
-            })
+                }),
+                (after, reply) => {
+                    match after {
+                        Some(rec) => items.insert(key.clone(), rec),
+                        None => items.remove(key),
+                    };
+                    if let Some((_, at)) = op.ttl() {
+                        self.ttls.lock().unwrap().insert(key.clone(), at);
+                    }
+                    Ok(reply)
+                }
+            }
         };
         match fault {
             Some(Fault::ApplyThenFail(e)) => Err(e),
@@ -121,14 +116,36 @@ impl MemoryStore {
     }
 }
 
-fn guid_in(rec: &Option<LockRecord>, guids: &[Guid]) -> bool {
-    rec.as_ref().is_some_and(|r| guids.iter().any(|g| r.carries(g)))
+/// The reply of an operation that answers with nothing.
+fn done(r: Reply<LockRecord>) {
+    debug_assert!(matches!(r, Reply::Done), "{r:?}");
+}
+
+fn token(r: Reply<LockRecord>) -> u64 {
+    match r {
+        Reply::Token(t) => t,
+        other => panic!("a token was due: {other:?}"),
+    }
+}
+
+fn before(r: Reply<LockRecord>) -> Option<LockRecord> {
+    match r {
+        Reply::Before(b) => b,
+        other => panic!("the item before was due: {other:?}"),
+    }
+}
+
+fn waiting_mark(r: Reply<LockRecord>) -> Option<u64> {
+    match r {
+        Reply::WaitingMark(m) => m,
+        other => panic!("a waiting mark was due: {other:?}"),
+    }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.run("get", key, |slot| Ok(slot.clone())).await
+        self.run("get", key, Op::Get).await.map(before)
     }
 
     async fn put_if_absent(
@@ -139,21 +156,8 @@ impl Store for MemoryStore {
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<(), StoreError> {
-        self.run("put", key, |slot| {
-            if slot.is_some() {
-                return Err(StoreError::condition_failed());
-            }
-            *slot = Some(LockRecord {
-                owner: Some(owner.into()),
-                guid: Some(guid.to_vec()),
-                data: data.cloned().map(Box::new),
-                ..Default::default()
-            });
-            Ok(())
-        })
-        .await?;
-        self.note_ttl(key, ttl);
-        Ok(())
+        let op = Op::PutIfAbsent { owner, guid, data, ttl };
+        self.run("put", key, op).await.map(done)
     }
 
     async fn set_data(
@@ -163,28 +167,15 @@ impl Store for MemoryStore {
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<(), StoreError> {
-        self.run("set_data", key, |slot| {
-            if !guid_in(slot, guids) {
-                return Err(StoreError::condition_failed());
-            }
-            if let Some(r) = slot {
-                r.data = data.cloned().map(Box::new);
-            }
-            Ok(())
-        })
-        .await?;
-        self.note_ttl(key, ttl);
-        Ok(())
+        self.run("set_data", key, Op::SetData { guids, data, ttl })
+            .await
+            .map(done)
     }
 
     async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
-        self.run("delete", key, |slot| {
-            if !guid_in(slot, guids) {
-                return Err(StoreError::condition_failed());
-            }
-            Ok(slot.take().and_then(|r| r.lock_waiting_unix_ms))
-        })
-        .await
+        self.run("delete", key, Op::DeleteIfGuid { guids })
+            .await
+            .map(waiting_mark)
     }
 
     async fn take(
@@ -195,36 +186,13 @@ impl Store for MemoryStore {
         waited_out: Option<&Version>,
         clear_mark: bool,
     ) -> Result<u64, StoreError> {
-        self.run("take", key, |slot| {
-            let free = match slot {
-                None => true,
-                Some(r) => r.is_released() || waited_out.is_some_and(|v| r.version() == *v),
-            };
-            if !free {
-                return Err(StoreError::condition_failed());
-            }
-            let token = slot
-                .as_ref()
-                .and_then(|r| r.fencing_token)
-                .unwrap_or(fields.token_floor)
-                + 1;
-            let mark = slot.take().filter(|_| !clear_mark).unwrap_or_default();
-            *slot = Some(LockRecord {
-                owner: Some(fields.owner.into()),
-                guid: Some(guid.to_vec()),
-                fencing_token: Some(token),
-                lease_duration_ms: Some(fields.lease_duration_ms),
-                lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
-                lock_waiting_unix_ms: mark.lock_waiting_unix_ms,
-                lock_waiter: mark.lock_waiter,
-                lock_waiting_since_unix_ms: mark.lock_waiting_since_unix_ms,
-                data: fields.data.cloned().map(Box::new),
-                ..Default::default()
-            });
-            Ok(token)
-        })
-        .await
-        .inspect(|_| self.note_ttl(key, fields.ttl))
+        let op = Op::Take {
+            fields,
+            guid,
+            waited_out,
+            clear_mark,
+        };
+        self.run("take", key, op).await.map(token)
     }
 
     async fn renew(
@@ -234,20 +202,12 @@ impl Store for MemoryStore {
         new_guid: &Guid,
         fields: &OpenFields<'_>,
     ) -> Result<(), StoreError> {
-        self.run("renew", key, |slot| {
-            if !guid_in(slot, guids) {
-                return Err(StoreError::condition_failed());
-            }
-            if let Some(r) = slot {
-                r.guid = Some(new_guid.to_vec());
-                r.owner = Some(fields.owner.into());
-                r.lease_duration_ms = Some(fields.lease_duration_ms);
-                r.lock_acquired_time_unix_ms = fields.lock_acquired_time_unix_ms;
-            }
-            Ok(())
-        })
-        .await
-        .inspect(|_| self.note_ttl(key, fields.ttl))
+        let op = Op::Renew {
+            guids,
+            new_guid,
+            fields,
+        };
+        self.run("renew", key, op).await.map(done)
     }
 
     async fn release(
@@ -257,17 +217,12 @@ impl Store for MemoryStore {
         lock_acquired_time_unix_ms: Option<u64>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
-        self.run("release", key, |slot| {
-            if !guid_in(slot, guids) {
-                return Err(StoreError::condition_failed());
-            }
-            let r = slot.as_mut().expect("guid_in found the item");
-            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
-            r.lock_acquired_time_unix_ms = lock_acquired_time_unix_ms;
-            Ok(r.lock_waiting_unix_ms)
-        })
-        .await
-        .inspect(|_| self.note_ttl(key, ttl))
+        let op = Op::Release {
+            guids,
+            lock_acquired_time_unix_ms,
+            ttl,
+        };
+        self.run("release", key, op).await.map(waiting_mark)
     }
 
     async fn hand_over(
@@ -279,88 +234,31 @@ impl Store for MemoryStore {
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
-        let r = self
-            .run("handover", key, |slot| {
-                let marked = slot
-                    .as_ref()
-                    .and_then(|r| r.lock_waiting_unix_ms)
-                    .is_some_and(|w| w >= marks_fresh_since_unix_ms);
-                if !guid_in(slot, guids) || marked {
-                    return Err(StoreError::condition_failed());
-                }
-                let r = slot.as_mut().expect("guid_in found the item");
-                r.guid = Some(new_guid.to_vec());
-                r.data = None;
-                Ok(fields.map(|f| {
-                    r.owner = Some(f.owner.into());
-                    r.lease_duration_ms = Some(f.lease_duration_ms);
-                    r.lock_acquired_time_unix_ms = f.lock_acquired_time_unix_ms;
-                    let token = r.fencing_token.unwrap_or(0) + 1;
-                    r.fencing_token = Some(token);
-                    token
-                }))
-            })
-            .await?;
-        self.note_ttl(key, ttl);
-        Ok(r)
+        let op = Op::HandOver {
+            guids,
+            new_guid,
+            fields,
+            marks_fresh_since_unix_ms,
+            ttl,
+        };
+        self.run("handover", key, op).await.map(|r| match r {
+            Reply::HandedOver(t) => t,
+            other => panic!("a hand-over's token was due: {other:?}"),
+        })
     }
 
     async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
-        self.run("fifo_take", head, |slot| {
-            let r = slot.clone().unwrap_or_default();
-            let free = r.lease_duration_ms.is_none_or(|l| l == RELEASED_LEASE_MS);
-            let no_ticket_out = r.ticket_next().is_none() || r.ticket_next() == Some(r.fencing_token.unwrap_or(0));
-            if !(free && no_ticket_out) {
-                return Err(StoreError::condition_failed());
-            }
-            let token = r.ticket_next().or(r.fencing_token).unwrap_or(0) + 1;
-            let mut new = LockRecord {
-                owner: Some(fields.owner.into()),
-                guid: Some(guid.to_vec()),
-                fencing_token: Some(token),
-                lease_duration_ms: Some(fields.lease_duration_ms),
-                lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
-                ..r
-            };
-            let q = new.queue_mut();
-            q.ticket_next = Some(token);
-            q.queue_granted = Some(q.queue_next.unwrap_or(0));
-            *slot = Some(new);
-            Ok(token)
-        })
-        .await
+        self.run("fifo_take", head, Op::FifoTakeFree { fields, guid })
+            .await
+            .map(token)
     }
 
     async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.run("ticket", head, |slot| {
-            let before = slot.clone();
-            let r = slot.get_or_insert_with(Default::default);
-            let last = r.ticket_next().or(r.fencing_token).unwrap_or(0);
-            let q = r.queue_mut();
-            q.ticket_next = Some(last + 1);
-            q.queue_next = Some(q.queue_next.unwrap_or(0) + 1);
-            Ok(before)
-        })
-        .await
+        self.run("ticket", head, Op::FifoTicket).await.map(before)
     }
 
     async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        self.run("reserve", head, |slot| {
-            let before = slot.clone();
-            let r = slot.get_or_insert_with(Default::default);
-            let lower = match r.ticket_next() {
-                Some(tn) => tn < ticket,
-                None => r.fencing_token.is_none_or(|ft| ft < ticket),
-            };
-            if !lower {
-                return Err(StoreError::condition_failed());
-            }
-            let q = r.queue_mut();
-            q.ticket_next = Some(ticket);
-            q.queue_next = Some(q.queue_next.unwrap_or(0) + 1);
-            Ok(before)
-        })
-        .await
+        self.run("reserve", head, Op::FifoReserve { ticket }).await.map(before)
     }
 
     async fn fifo_untake(
@@ -370,34 +268,16 @@ impl Store for MemoryStore {
         position: u64,
         previous_ticket: u64,
     ) -> Result<(), StoreError> {
-        self.run("untake", head, |slot| match slot {
-            Some(r) if r.queue_next() == Some(position) && r.ticket_next() == Some(ticket) => {
-                let q = r.queue_mut();
-                q.ticket_next = Some(previous_ticket);
-                q.queue_next = Some(position.saturating_sub(1));
-                Ok(())
-            }
-            _ => Err(StoreError::condition_failed()),
-        })
-        .await
+        let op = Op::FifoUntake {
+            ticket,
+            position,
+            previous_ticket,
+        };
+        self.run("untake", head, op).await.map(done)
     }
 
     async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
-        self.run("enqueue", key, |slot| {
-            if slot.is_some() {
-                return Err(StoreError::condition_failed());
-            }
-            *slot = Some(LockRecord {
-                owner: Some(entry.owner.into()),
-                guid: Some(entry.guid.to_vec()),
-                fencing_token: Some(entry.ticket),
-                lease_duration_ms: Some(entry.lease_duration_ms),
-                ..Default::default()
-            });
-            self.ttls.lock().unwrap().insert(key.clone(), entry.ttl.1);
-            Ok(())
-        })
-        .await
+        self.run("enqueue", key, Op::FifoPutEntry(entry)).await.map(done)
     }
 
     async fn fifo_grant(
@@ -409,95 +289,50 @@ impl Store for MemoryStore {
         position: u64,
         waited_out: Option<&Version>,
     ) -> Result<(), StoreError> {
-        self.run("grant", head, |slot| {
-            let r = slot.clone().unwrap_or_default();
-            let free = r.lease_duration_ms.is_none_or(|l| l == RELEASED_LEASE_MS)
-                || (slot.is_some() && waited_out.is_some_and(|v| r.version() == *v));
-            if !free || r.fencing_token.is_some_and(|ft| ft >= ticket) {
-                return Err(StoreError::condition_failed());
-            }
-            let mut new = LockRecord {
-                owner: Some(fields.owner.into()),
-                guid: Some(guid.to_vec()),
-                fencing_token: Some(ticket),
-                lease_duration_ms: Some(fields.lease_duration_ms),
-                lock_acquired_time_unix_ms: fields.lock_acquired_time_unix_ms,
-                ..r
-            };
-            new.queue_mut().queue_granted = Some(position);
-            *slot = Some(new);
-            Ok(())
-        })
-        .await
+        let op = Op::FifoGrant {
+            fields,
+            guid,
+            ticket,
+            position,
+            waited_out,
+        };
+        self.run("grant", head, op).await.map(done)
     }
 
     async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
-        self.run("finish", key, |slot| {
-            if !guid_in(slot, guids) {
-                return Err(StoreError::condition_failed());
-            }
-            let r = slot.as_mut().expect("guid_in found the item");
-            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
-            r.guid = Some(new_guid.to_vec());
-            Ok(())
-        })
-        .await
+        self.run("finish", key, Op::FifoFinishEntry { guids, new_guid })
+            .await
+            .map(done)
     }
 
     async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
-        self.run("delete_finished", key, |slot| {
-            if !slot.as_ref().is_some_and(|r| r.is_released()) {
-                return Err(StoreError::condition_failed());
-            }
-            *slot = None;
-            Ok(())
-        })
-        .await
+        self.run("delete_finished", key, Op::FifoDeleteFinished).await.map(done)
     }
 
     async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
-        self.run("touch", key, |slot| match slot {
-            Some(r) if !r.is_released() => {
-                self.ttls.lock().unwrap().insert(key.clone(), ttl.1);
-                Ok(())
-            }
-            _ => Err(StoreError::condition_failed()),
-        })
-        .await
+        self.run("touch", key, Op::FifoTouchEntry { ttl }).await.map(done)
     }
 
     async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        self.run("mark", key, |slot| match slot {
-            Some(r) => {
-                let free = r.lock_waiting_unix_ms.is_none_or(|w| w < mark.stale_before_unix_ms)
-                    || r.lock_waiter.as_deref() == Some(mark.waiter)
-                    || r.lock_waiting_since_unix_ms.is_some_and(|s| s > mark.since_unix_ms);
-                if !free {
-                    return Err(StoreError::condition_failed());
-                }
-                r.lock_waiting_unix_ms = Some(mark.now_unix_ms);
-                r.lock_waiter = Some(mark.waiter.into());
-                r.lock_waiting_since_unix_ms = Some(mark.since_unix_ms);
-                Ok(())
-            }
-            None => Err(StoreError::condition_failed()),
-        })
-        .await
+        self.run("mark", key, Op::MarkWaiting(mark)).await.map(done)
     }
 }
 
-/// The model checker's store operations (model/src/ops.rs), checked against this store.
-#[path = "../../model/src/ops.rs"]
-mod model_ops;
+/// The model checker's item (model/src/item.rs), checked against this store's.
+#[path = "../../model/src/item.rs"]
+mod model_item;
 
 #[cfg(test)]
 mod model_agreement {
-    //! The model checker (model/) explores the protocol over `model_ops`, an abstract store
-    //! with the same conditions. Here every operation of both stores runs on every item of a
-    //! small domain with every argument of a small domain; answers and resulting items must
-    //! agree, so that the model cannot drift from the code unnoticed.
+    //! The model checker (model/) applies the core's operations to `model_item::Item`, a small
+    //! view of the lock item. Here every operation runs on every item of a small domain with
+    //! every argument of a small domain, once on this store and once on the model's item;
+    //! answers and resulting items must agree, so that what the model's item leaves out
+    //! cannot change an answer unnoticed.
 
-    use super::model_ops::{self as m, Item, G};
+    use dynamodb_lock_core::op::{self as m, Op, Reply};
+
+    use super::model_item::{Item, G};
     use super::MemoryStore;
     use crate::error::StoreError;
     use crate::item::{Guid, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
@@ -612,10 +447,39 @@ mod model_agreement {
         (r, item(&store.record(&key("a"))))
     }
 
-    fn on_model<T>(start: &Option<Item>, op: impl FnOnce(&mut Option<Item>) -> Result<T, Option<Item>>) -> Seen<T> {
-        let mut slot = *start;
-        let r = op(&mut slot).map_err(|cur| assert_eq!(cur, *start, "a refusal returns the item as it was"));
+    /// Applies `op` to the model's item `start`; `answer` reads an applied operation's reply.
+    fn on_model<T>(start: &Option<Item>, op: &Op<'_, Item>, answer: impl FnOnce(Reply<Item>) -> T) -> Seen<T> {
+        let (slot, reply) = m::apply(op, *start);
+        let r = match reply {
+            Reply::Refused(cur) => {
+                assert_eq!(cur, *start, "a refusal returns the item as it was");
+                Err(())
+            }
+            reply => Ok(answer(reply)),
+        };
         (r, abs(&slot))
+    }
+
+    fn token(r: Reply<Item>) -> u8 {
+        match r {
+            Reply::Token(t) => t as u8,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn done(r: Reply<Item>) {
+        assert!(matches!(r, Reply::Done | Reply::WaitingMark(_)), "{r:?}");
+    }
+
+    fn model_fields(floor: u8) -> OpenFields<'static> {
+        OpenFields {
+            owner: "",
+            lease_duration_ms: super::model_item::HELD_LEASE_MS,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: floor.into(),
+        }
     }
 
     #[tokio::test]
@@ -648,7 +512,16 @@ mod model_agreement {
                         .await;
                         assert_eq!(
                             mem,
-                            on_model(&start, |i| m::take(i, g, w, floor)),
+                            on_model(
+                                &start,
+                                &Op::Take {
+                                    fields: &model_fields(floor),
+                                    guid: &g,
+                                    waited_out: w.as_ref(),
+                                    clear_mark: false,
+                                },
+                                token
+                            ),
                             "take {start:?} {g} {w:?} {floor}"
                         );
                         checked += 1;
@@ -657,13 +530,26 @@ mod model_agreement {
             }
             assert_eq!(
                 on_memory(&start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
-                Ok(abs(&m::get(&start)))
+                on_model(&start, &Op::Get, |r| match r {
+                    Reply::Before(i) => abs(&i),
+                    other => panic!("{other:?}"),
+                })
+                .0
             );
             for g in [1, 3] {
                 let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g), None, None).await).await;
                 assert_eq!(
                     mem,
-                    on_model(&start, |i| m::put_if_absent(i, g)),
+                    on_model(
+                        &start,
+                        &Op::PutIfAbsent {
+                            owner: "",
+                            guid: &g,
+                            data: None,
+                            ttl: None
+                        },
+                        done
+                    ),
                     "put_if_absent {start:?} {g}"
                 );
             }
@@ -672,17 +558,37 @@ mod model_agreement {
                 let mem = on_memory(&start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
                 assert_eq!(
                     mem,
-                    on_model(&start, |i| m::delete_if_guid(i, &gs)),
+                    on_model(&start, &Op::DeleteIfGuid { guids: &gs }, done),
                     "delete {start:?} {gs:?}"
                 );
                 let mem = on_memory(&start, async |s| s.release(&k, &set, None, None).await.map(|_| ())).await;
                 assert_eq!(
                     mem,
-                    on_model(&start, |i| m::release(i, &gs)),
+                    on_model(
+                        &start,
+                        &Op::Release {
+                            guids: &gs,
+                            lock_acquired_time_unix_ms: None,
+                            ttl: None
+                        },
+                        done
+                    ),
                     "release {start:?} {gs:?}"
                 );
                 let mem = on_memory(&start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
-                assert_eq!(mem, on_model(&start, |i| m::renew(i, &gs, 5)), "renew {start:?} {gs:?}");
+                assert_eq!(
+                    mem,
+                    on_model(
+                        &start,
+                        &Op::Renew {
+                            guids: &gs,
+                            new_guid: &5,
+                            fields: &model_fields(0)
+                        },
+                        done
+                    ),
+                    "renew {start:?} {gs:?}"
+                );
                 checked += 3;
             }
         }
@@ -708,11 +614,21 @@ mod model_agreement {
             .await;
             assert_eq!(
                 mem,
-                on_model(&start, |i| m::fifo_take_free(i, 3)),
+                on_model(
+                    &start,
+                    &Op::FifoTakeFree {
+                        fields: &model_fields(0),
+                        guid: &3
+                    },
+                    token
+                ),
                 "take_free {start:?}"
             );
             let mem = on_memory(&start, async |s| s.fifo_ticket(&k).await.map(|b| item(&b))).await;
-            let model = on_model(&start, |i| Ok::<_, Option<Item>>(abs(&m::fifo_ticket(i))));
+            let model = on_model(&start, &Op::FifoTicket, |r| match r {
+                Reply::Before(i) => abs(&i),
+                other => panic!("{other:?}"),
+            });
             assert_eq!(mem, model, "ticket {start:?}");
             for ticket in [1, 2, 3] {
                 for w in [None, Some((1, 1)), Some((2, 2))] {
@@ -726,7 +642,17 @@ mod model_agreement {
                     .await;
                     assert_eq!(
                         mem,
-                        on_model(&start, |i| m::fifo_grant(i, 3, ticket, 2, w)),
+                        on_model(
+                            &start,
+                            &Op::FifoGrant {
+                                fields: &model_fields(0),
+                                guid: &3,
+                                ticket: ticket as u64,
+                                position: 2,
+                                waited_out: w.as_ref()
+                            },
+                            done
+                        ),
                         "grant {start:?} {ticket} {w:?}"
                     );
                     checked += 1;
@@ -738,7 +664,15 @@ mod model_agreement {
                     .await;
                     assert_eq!(
                         mem,
-                        on_model(&start, |i| m::fifo_untake(i, ticket, position, 0)),
+                        on_model(
+                            &start,
+                            &Op::FifoUntake {
+                                ticket: ticket as u64,
+                                position: position as u64,
+                                previous_ticket: 0
+                            },
+                            done
+                        ),
                         "untake {start:?} {ticket} {position}"
                     );
                     checked += 1;

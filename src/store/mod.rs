@@ -1,13 +1,18 @@
 //! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
-//! them. `http.rs` speaks DynamoDB's HTTP API (bodies in `json.rs`, signatures in
-//! `sigv4.rs`, connections in `transport.rs`); `memory.rs` (tests only) keeps items in a map and injects faults. `attempt` wraps any operation with per-attempt timeouts
-//! and bounded, jittered retries of transient failures, and remembers whether a failed attempt
-//! may have been applied, so callers can resolve ambiguous outcomes by reading.
+//! them. Each method is one of the core's operations (`dynamodb_lock_core::op::Op`), whose
+//! conditions `op::apply` states. `http.rs` speaks DynamoDB's HTTP API, stating the same
+//! conditions as condition expressions (bodies in `json.rs`, signatures in `sigv4.rs`,
+//! connections in `transport.rs`); `memory.rs` (tests only) keeps items in a map, applies each
+//! operation through `op::apply`, and injects faults. `attempt` wraps any operation with
+//! per-attempt timeouts and bounded, jittered retries of transient failures, and remembers
+//! whether a failed attempt may have been applied, so callers can resolve ambiguous outcomes
+//! by reading.
 
 use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dynamodb_lock_core::settings;
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -22,38 +27,7 @@ mod sigv4;
 mod transport;
 pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
-/// Fields a FailOpen write sets besides the key and `guid`.
-#[derive(Clone, Debug)]
-pub struct OpenFields<'a> {
-    pub owner: &'a str,
-    pub lease_duration_ms: u64,
-    /// `Some(now)` with `trustLocalTime`; `None` removes a stale value.
-    pub lock_acquired_time_unix_ms: Option<u64>,
-    /// The holder's data: set by an acquisition (`None` removes a previous holder's), left
-    /// alone by a heartbeat.
-    pub data: Option<&'a LockData>,
-    /// The TTL attribute's name and value (Unix seconds), written with every write when set.
-    pub ttl: Option<Ttl<'a>>,
-    /// The fencing token an absent item counts from (`if_not_exists(fencingToken, floor) + 1`):
-    /// 0, or `item::token_floor` where TTL may have deleted the item.
-    pub token_floor: u64,
-}
-
-/// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
-pub type Ttl<'a> = (&'a str, u64);
-
-/// A Fifo queue entry as it is written: a waiter's row, or a finished one
-/// (`lease_duration_ms` 1) that waiters behind it pass at once.
-#[derive(Clone, Debug)]
-pub struct Entry<'a> {
-    pub owner: &'a str,
-    pub guid: &'a Guid,
-    /// The ticket: the fencing token the waiter is granted with.
-    pub ticket: u64,
-    pub lease_duration_ms: u64,
-    /// The TTL attribute's name and value (Unix seconds), for DynamoDB to remove leftovers.
-    pub ttl: (&'a str, u64),
-}
+pub use dynamodb_lock_core::op::{Entry, OpenFields, Ttl, WaitMark};
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -189,16 +163,6 @@ pub trait Store: Send + Sync + 'static {
     async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError>;
 }
 
-/// A waiter's claim to be first in line.
-#[derive(Clone, Debug)]
-pub struct WaitMark<'a> {
-    pub waiter: &'a str,
-    pub since_unix_ms: u64,
-    pub now_unix_ms: u64,
-    /// A mark written before this (by a waiter that stopped renewing it) is free to take.
-    pub stale_before_unix_ms: u64,
-}
-
 /// How hard to try one logical operation.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
@@ -216,8 +180,8 @@ impl RetryPolicy {
             max_attempts: max_attempts.max(1),
             attempt_timeout,
             deadline: None,
-            base_backoff: Duration::from_millis(25),
-            max_backoff: Duration::from_millis(1000),
+            base_backoff: settings::RETRY_BASE_BACKOFF,
+            max_backoff: settings::RETRY_MAX_BACKOFF,
         }
     }
 

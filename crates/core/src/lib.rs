@@ -1,0 +1,15 @@
+//! The lock protocol of dynamodb-lock-native, without I/O: no runtime, no clock, no randomness.
+//! Whoever runs it passes the current time and new random values in. The addon (the crate at
+//! the repository root) and the model checker (`model/`) both build on it.
+//!
+//! - `item`: the lock item's attribute names (shared with `dynamodb-lock-client`), key values
+//!   and the decoded record.
+//! - `op`: operations on one item as data (`Op`) and their `Reply`, with one `apply` over an
+//!   item in which each condition is a named function: the addon's in-memory store and the
+//!   model checker's store both apply operations through it.
+//! - `settings`: the lock kinds, every default of a client's settings, and the lease
+//!   arithmetic that derives one setting from another.
+
+pub mod item;
+pub mod op;
+pub mod settings;

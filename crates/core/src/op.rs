@@ -1,0 +1,675 @@
+//! The operations the lock protocol sends to the store, as data (`Op`), their answers
+//! (`Reply`), and `apply`: what one operation does to one item, applied atomically (DynamoDB's
+//! conditional writes are linearizable per item).
+//!
+//! Every condition is a named function below, written once: `apply` checks the operation's
+//! condition, then writes. A failed condition changes nothing and answers with the item as it
+//! was (`ReturnValuesOnConditionCheckFailure: ALL_OLD`). The store has no clock: every time a
+//! condition compares is a value the client put into the operation, from its own clock.
+//!
+//! `apply` works on any `Record`: the decoded `LockRecord` (the addon's in-memory store), or a
+//! smaller abstraction of it that keeps only what conditions read (the model checker's item).
+//! The HTTP store states the same conditions as DynamoDB condition expressions.
+
+use crate::item::{Guid, LockData, LockRecord, Version, RELEASED_LEASE_MS};
+
+/// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
+pub type Ttl<'a> = (&'a str, u64);
+
+/// Fields a FailOpen write sets besides the key and `guid`.
+#[derive(Clone, Debug)]
+pub struct OpenFields<'a> {
+    pub owner: &'a str,
+    pub lease_duration_ms: u64,
+    /// `Some(now)` with `trustLocalTime`; `None` removes a stale value.
+    pub lock_acquired_time_unix_ms: Option<u64>,
+    /// The holder's data: set by an acquisition (`None` removes a previous holder's), left
+    /// alone by a heartbeat.
+    pub data: Option<&'a LockData>,
+    /// The TTL attribute's name and value (Unix seconds), written with every write when set.
+    pub ttl: Option<Ttl<'a>>,
+    /// The fencing token an absent item counts from (`if_not_exists(fencingToken, floor) + 1`):
+    /// 0, or `item::token_floor` where TTL may have deleted the item.
+    pub token_floor: u64,
+}
+
+/// A Fifo queue entry as it is written: a waiter's row, or a finished one
+/// (`lease_duration_ms` 1) that waiters behind it pass at once.
+#[derive(Clone, Debug)]
+pub struct Entry<'a, G = Guid> {
+    pub owner: &'a str,
+    pub guid: &'a G,
+    /// The ticket: the fencing token the waiter is granted with.
+    pub ticket: u64,
+    pub lease_duration_ms: u64,
+    /// The TTL attribute's name and value (Unix seconds), for DynamoDB to remove leftovers.
+    pub ttl: Ttl<'a>,
+}
+
+/// A waiter's claim to be first in line.
+#[derive(Clone, Debug)]
+pub struct WaitMark<'a> {
+    pub waiter: &'a str,
+    pub since_unix_ms: u64,
+    pub now_unix_ms: u64,
+    /// A mark written before this (by a waiter that stopped renewing it) is free to take.
+    pub stale_before_unix_ms: u64,
+}
+
+/// The first-in-line mark as an item carries it: `lockWaitingUnixMs`, `lockWaiter`,
+/// `lockWaitingSinceUnixMs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mark {
+    pub waiting_unix_ms: Option<u64>,
+    pub waiter: Option<String>,
+    pub waiting_since_unix_ms: Option<u64>,
+}
+
+/// What `apply` reads and writes of an item. A record may keep less than the whole item (the
+/// model checker's does): what it does not keep, it reads as absent and ignores when written.
+pub trait Record: Clone {
+    /// A `guid` as operations name it.
+    type Guid;
+    /// What identifies one holder's tenure (`item::Version`).
+    type Version: PartialEq;
+
+    /// An item with no attributes besides its key.
+    fn empty() -> Self;
+    fn carries(&self, guid: &Self::Guid) -> bool;
+    fn version(&self) -> Self::Version;
+    fn fencing_token(&self) -> Option<u64>;
+    fn lease_duration_ms(&self) -> Option<u64>;
+    fn ticket_next(&self) -> Option<u64>;
+    fn queue_next(&self) -> Option<u64>;
+    fn lock_waiting_unix_ms(&self) -> Option<u64>;
+    fn lock_waiter(&self) -> Option<&str>;
+    fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
+    fn mark(&self) -> Mark;
+
+    fn set_owner(&mut self, owner: &str);
+    fn set_guid(&mut self, guid: &Self::Guid);
+    fn set_fencing_token(&mut self, token: u64);
+    fn set_lease_duration_ms(&mut self, ms: u64);
+    fn set_lock_acquired_time_unix_ms(&mut self, ms: Option<u64>);
+    fn set_data(&mut self, data: Option<&LockData>);
+    fn set_mark(&mut self, mark: Mark);
+    fn set_ticket_next(&mut self, ticket: u64);
+    fn set_queue_next(&mut self, position: u64);
+    fn set_queue_granted(&mut self, position: u64);
+}
+
+/// One operation on one item: the `Store` trait's methods (src/store/mod.rs) as data, with the
+/// same arguments, less the key.
+#[derive(Debug)]
+pub enum Op<'a, R: Record> {
+    /// Strongly consistent read.
+    Get,
+    /// FailClosed acquisition: write `{owner, guid}` (and the holder's data) if no item exists.
+    PutIfAbsent {
+        owner: &'a str,
+        guid: &'a R::Guid,
+        data: Option<&'a LockData>,
+        ttl: Option<Ttl<'a>>,
+    },
+    /// FailClosed release: delete the item if it is ours.
+    DeleteIfGuid { guids: &'a [R::Guid] },
+    /// FailOpen acquisition: set the holder's fields and `fencingToken + 1` if the item is
+    /// absent, released, or still at `waited_out`. `clear_mark` removes the first-in-line mark
+    /// (the taker was the first waiter in line).
+    Take {
+        fields: &'a OpenFields<'a>,
+        guid: &'a R::Guid,
+        waited_out: Option<&'a R::Version>,
+        clear_mark: bool,
+    },
+    /// Hand a held lock to the next acquisition of the same client: rotate `guid` if it is
+    /// ours and no waiter marked the item at or after `marks_fresh_since_unix_ms`. With
+    /// `fields` (FailOpen) it also sets the lease and raises `fencingToken` by one. The
+    /// previous holder's data is removed.
+    HandOver {
+        guids: &'a [R::Guid],
+        new_guid: &'a R::Guid,
+        fields: Option<&'a OpenFields<'a>>,
+        marks_fresh_since_unix_ms: u64,
+        ttl: Option<Ttl<'a>>,
+    },
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is ours.
+    Renew {
+        guids: &'a [R::Guid],
+        new_guid: &'a R::Guid,
+        fields: &'a OpenFields<'a>,
+    },
+    /// FailOpen release: `leaseDurationMs` 1 if it is ours; the item and its token stay.
+    Release {
+        guids: &'a [R::Guid],
+        lock_acquired_time_unix_ms: Option<u64>,
+        ttl: Option<Ttl<'a>>,
+    },
+    /// `lock.update({ data })`: set or remove the holder's data if it is ours.
+    SetData {
+        guids: &'a [R::Guid],
+        data: Option<&'a LockData>,
+        ttl: Option<Ttl<'a>>,
+    },
+    /// A waiter puts itself first in line on an existing item, if the place is open to it.
+    MarkWaiting(&'a WaitMark<'a>),
+    /// Fifo, uncontended: take the head if it is free and no ticket is out.
+    FifoTakeFree {
+        fields: &'a OpenFields<'a>,
+        guid: &'a R::Guid,
+    },
+    /// Fifo: take the next ticket and queue position, unconditionally.
+    FifoTicket,
+    /// Fifo, several resources: set `ticketNext` to `ticket` and take the next queue position,
+    /// if every ticket issued is lower.
+    FifoReserve { ticket: u64 },
+    /// Fifo: give back `ticket` at `position` if both are still the last issued.
+    FifoUntake {
+        ticket: u64,
+        position: u64,
+        previous_ticket: u64,
+    },
+    /// Fifo: write a queue entry if there is none.
+    FifoPutEntry(&'a Entry<'a, R::Guid>),
+    /// Fifo: grant the head to `ticket` at `position` if it is free (or still at
+    /// `waited_out`) and its token is lower than `ticket`.
+    FifoGrant {
+        fields: &'a OpenFields<'a>,
+        guid: &'a R::Guid,
+        ticket: u64,
+        position: u64,
+        waited_out: Option<&'a R::Version>,
+    },
+    /// Fifo: mark a queue entry finished (released, `guid` rotated to `new_guid`) if it is ours.
+    FifoFinishEntry {
+        guids: &'a [R::Guid],
+        new_guid: &'a R::Guid,
+    },
+    /// Fifo: delete a queue entry if it is finished.
+    FifoDeleteFinished,
+    /// Fifo: move a live queue entry's TTL attribute.
+    FifoTouchEntry { ttl: Ttl<'a> },
+}
+
+impl<R: Record> Op<'_, R> {
+    /// The TTL attribute this operation writes when it applies. A Fifo head carries none.
+    pub fn ttl(&self) -> Option<Ttl<'_>> {
+        match self {
+            Op::PutIfAbsent { ttl, .. }
+            | Op::HandOver { ttl, .. }
+            | Op::Release { ttl, .. }
+            | Op::SetData { ttl, .. } => *ttl,
+            Op::Take { fields, .. } | Op::Renew { fields, .. } => fields.ttl,
+            Op::FifoPutEntry(e) => Some(e.ttl),
+            Op::FifoTouchEntry { ttl } => Some(*ttl),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to an operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply<R> {
+    /// Applied.
+    Done,
+    /// Applied; the fencing token it wrote (`Take`, `FifoTakeFree`).
+    Token(u64),
+    /// The item as it was before (`Get`, `FifoTicket`, `FifoReserve`).
+    Before(Option<R>),
+    /// Applied; the item's `lockWaitingUnixMs` as it was (`DeleteIfGuid`, `Release`).
+    WaitingMark(Option<u64>),
+    /// Applied; with `fields`, the new fencing token (`HandOver`).
+    HandedOver(Option<u64>),
+    /// The condition failed: nothing changed. The item as it was.
+    Refused(Option<R>),
+}
+
+// The conditions. Each takes the item as it is (`None`: there is none).
+
+/// There is no item.
+pub fn absent<R: Record>(item: Option<&R>) -> bool {
+    item.is_none()
+}
+
+/// The item is a released FailOpen lock or a finished Fifo entry: `leaseDurationMs` is 1.
+pub fn released<R: Record>(item: Option<&R>) -> bool {
+    item.is_some_and(|r| r.lease_duration_ms() == Some(RELEASED_LEASE_MS))
+}
+
+/// Nobody holds the item: there is none, nobody was ever granted it (no `leaseDurationMs`, as
+/// on a Fifo head nobody took yet), or it is released. A Fifo head is granted only when free;
+/// `getLock` reports a free Fifo head as not held.
+pub fn free<R: Record>(item: Option<&R>) -> bool {
+    item.is_none_or(|r| r.lease_duration_ms().is_none_or(|l| l == RELEASED_LEASE_MS))
+}
+
+/// The item still carries the version a waiter waited out: its holder neither renewed nor
+/// changed since.
+pub fn still_version<R: Record>(item: Option<&R>, waited_out: Option<&R::Version>) -> bool {
+    item.is_some_and(|r| waited_out.is_some_and(|v| r.version() == *v))
+}
+
+/// The item carries one of our `guid`s (a write of ours, or a heartbeat of ours that may have
+/// landed).
+pub fn ours<R: Record>(item: Option<&R>, guids: &[R::Guid]) -> bool {
+    item.is_some_and(|r| guids.iter().any(|g| r.carries(g)))
+}
+
+/// A waiter marked the item first in line at or after `since_unix_ms`: another process waits.
+pub fn marked_since<R: Record>(item: Option<&R>, since_unix_ms: u64) -> bool {
+    item.and_then(R::lock_waiting_unix_ms)
+        .is_some_and(|w| w >= since_unix_ms)
+}
+
+/// The first place in line is open to `mark` on an existing item: nobody marked it lately, or
+/// the mark is the waiter's own, or its holder started waiting later.
+pub fn place_open<R: Record>(item: Option<&R>, mark: &WaitMark<'_>) -> bool {
+    item.is_some_and(|r| {
+        r.lock_waiting_unix_ms().is_none_or(|w| w < mark.stale_before_unix_ms)
+            || r.lock_waiter() == Some(mark.waiter)
+            || r.lock_waiting_since_unix_ms().is_some_and(|s| s > mark.since_unix_ms)
+    })
+}
+
+/// The ticket after which a Fifo head's next one comes: `ticketNext`, else `fencingToken`.
+pub fn last_ticket<R: Record>(head: Option<&R>) -> u64 {
+    head.and_then(|h| h.ticket_next().or(h.fencing_token())).unwrap_or(0)
+}
+
+/// No Fifo ticket is outstanding: none was issued, or the last was granted.
+pub fn no_ticket_out<R: Record>(head: Option<&R>) -> bool {
+    head.is_none_or(|h| h.ticket_next().is_none() || h.ticket_next() == Some(h.fencing_token().unwrap_or(0)))
+}
+
+/// Every ticket issued for the head is lower than `ticket`.
+pub fn tickets_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
+    head.is_none_or(|h| match h.ticket_next() {
+        Some(tn) => tn < ticket,
+        None => h.fencing_token().is_none_or(|ft| ft < ticket),
+    })
+}
+
+/// `ticket` at `position` are still the last ticket and position issued.
+pub fn last_issued<R: Record>(head: Option<&R>, ticket: u64, position: u64) -> bool {
+    head.is_some_and(|h| h.queue_next() == Some(position) && h.ticket_next() == Some(ticket))
+}
+
+/// The head's fencing token is lower than `ticket` (or absent): grants go in ticket order.
+pub fn token_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
+    head.is_none_or(|h| h.fencing_token().is_none_or(|ft| ft < ticket))
+}
+
+/// The operation's condition holds on `item`.
+pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
+    match op {
+        Op::Get | Op::FifoTicket => true,
+        Op::PutIfAbsent { .. } | Op::FifoPutEntry(_) => absent(item),
+        Op::DeleteIfGuid { guids }
+        | Op::Renew { guids, .. }
+        | Op::Release { guids, .. }
+        | Op::SetData { guids, .. }
+        | Op::FifoFinishEntry { guids, .. } => ours(item, guids),
+        Op::Take { waited_out, .. } => absent(item) || released(item) || still_version(item, *waited_out),
+        Op::HandOver {
+            guids,
+            marks_fresh_since_unix_ms,
+            ..
+        } => ours(item, guids) && !marked_since(item, *marks_fresh_since_unix_ms),
+        Op::MarkWaiting(mark) => place_open(item, mark),
+        Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item),
+        Op::FifoReserve { ticket } => tickets_below(item, *ticket),
+        Op::FifoUntake { ticket, position, .. } => last_issued(item, *ticket, *position),
+        Op::FifoGrant { ticket, waited_out, .. } => {
+            (free(item) || still_version(item, *waited_out)) && token_below(item, *ticket)
+        }
+        Op::FifoDeleteFinished => released(item),
+        Op::FifoTouchEntry { .. } => item.is_some() && !released(item),
+    }
+}
+
+/// The holder's fields of a FailOpen write (acquisition, heartbeat, hand-over, Fifo grant).
+fn hold<R: Record>(r: &mut R, fields: &OpenFields<'_>, guid: &R::Guid) {
+    r.set_owner(fields.owner);
+    r.set_guid(guid);
+    r.set_lease_duration_ms(fields.lease_duration_ms);
+    r.set_lock_acquired_time_unix_ms(fields.lock_acquired_time_unix_ms);
+}
+
+/// Applies `op` to `item`: the item after it, and the reply.
+pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>) {
+    if !allowed(op, item.as_ref()) {
+        return (item.clone(), Reply::Refused(item));
+    }
+    match *op {
+        Op::Get => (item.clone(), Reply::Before(item)),
+        Op::PutIfAbsent { owner, guid, data, .. } => {
+            let mut r = R::empty();
+            r.set_owner(owner);
+            r.set_guid(guid);
+            r.set_data(data);
+            (Some(r), Reply::Done)
+        }
+        Op::DeleteIfGuid { .. } => (None, Reply::WaitingMark(item.and_then(|r| r.lock_waiting_unix_ms()))),
+        Op::Take {
+            fields,
+            guid,
+            clear_mark,
+            ..
+        } => {
+            let token = item.as_ref().and_then(R::fencing_token).unwrap_or(fields.token_floor) + 1;
+            let mut r = R::empty();
+            if let Some(old) = item.as_ref().filter(|_| !clear_mark) {
+                r.set_mark(old.mark());
+            }
+            hold(&mut r, fields, guid);
+            r.set_fencing_token(token);
+            r.set_data(fields.data);
+            (Some(r), Reply::Token(token))
+        }
+        Op::HandOver { new_guid, fields, .. } => {
+            let mut token = None;
+            let item = item.map(|mut r| {
+                r.set_guid(new_guid);
+                r.set_data(None);
+                if let Some(f) = fields {
+                    hold(&mut r, f, new_guid);
+                    let t = r.fencing_token().unwrap_or(0) + 1;
+                    r.set_fencing_token(t);
+                    token = Some(t);
+                }
+                r
+            });
+            (item, Reply::HandedOver(token))
+        }
+        Op::Renew { new_guid, fields, .. } => (
+            item.map(|mut r| {
+                hold(&mut r, fields, new_guid);
+                r
+            }),
+            Reply::Done,
+        ),
+        Op::Release {
+            lock_acquired_time_unix_ms,
+            ..
+        } => {
+            let mark = item.as_ref().and_then(R::lock_waiting_unix_ms);
+            let item = item.map(|mut r| {
+                r.set_lease_duration_ms(RELEASED_LEASE_MS);
+                r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
+                r
+            });
+            (item, Reply::WaitingMark(mark))
+        }
+        Op::SetData { data, .. } => (
+            item.map(|mut r| {
+                r.set_data(data);
+                r
+            }),
+            Reply::Done,
+        ),
+        Op::MarkWaiting(mark) => (
+            item.map(|mut r| {
+                r.set_mark(Mark {
+                    waiting_unix_ms: Some(mark.now_unix_ms),
+                    waiter: Some(mark.waiter.into()),
+                    waiting_since_unix_ms: Some(mark.since_unix_ms),
+                });
+                r
+            }),
+            Reply::Done,
+        ),
+        Op::FifoTakeFree { fields, guid } => {
+            let token = last_ticket(item.as_ref()) + 1;
+            let mut r = item.unwrap_or_else(R::empty);
+            hold(&mut r, fields, guid);
+            r.set_fencing_token(token);
+            r.set_ticket_next(token);
+            r.set_queue_granted(r.queue_next().unwrap_or(0));
+            (Some(r), Reply::Token(token))
+        }
+        Op::FifoTicket => {
+            let ticket = last_ticket(item.as_ref()) + 1;
+            let mut r = item.clone().unwrap_or_else(R::empty);
+            r.set_ticket_next(ticket);
+            r.set_queue_next(r.queue_next().unwrap_or(0) + 1);
+            (Some(r), Reply::Before(item))
+        }
+        Op::FifoReserve { ticket } => {
+            let mut r = item.clone().unwrap_or_else(R::empty);
+            r.set_ticket_next(ticket);
+            r.set_queue_next(r.queue_next().unwrap_or(0) + 1);
+            (Some(r), Reply::Before(item))
+        }
+        Op::FifoUntake {
+            position,
+            previous_ticket,
+            ..
+        } => (
+            item.map(|mut r| {
+                r.set_ticket_next(previous_ticket);
+                r.set_queue_next(position.saturating_sub(1));
+                r
+            }),
+            Reply::Done,
+        ),
+        Op::FifoPutEntry(e) => {
+            let mut r = R::empty();
+            r.set_owner(e.owner);
+            r.set_guid(e.guid);
+            r.set_fencing_token(e.ticket);
+            r.set_lease_duration_ms(e.lease_duration_ms);
+            (Some(r), Reply::Done)
+        }
+        Op::FifoGrant {
+            fields,
+            guid,
+            ticket,
+            position,
+            ..
+        } => {
+            let mut r = item.unwrap_or_else(R::empty);
+            hold(&mut r, fields, guid);
+            r.set_fencing_token(ticket);
+            r.set_queue_granted(position);
+            (Some(r), Reply::Done)
+        }
+        Op::FifoFinishEntry { new_guid, .. } => (
+            item.map(|mut r| {
+                r.set_lease_duration_ms(RELEASED_LEASE_MS);
+                r.set_guid(new_guid);
+                r
+            }),
+            Reply::Done,
+        ),
+        Op::FifoDeleteFinished => (None, Reply::Done),
+        Op::FifoTouchEntry { .. } => (item, Reply::Done),
+    }
+}
+
+/// The whole decoded item: what the addon's in-memory store keeps.
+impl Record for LockRecord {
+    type Guid = Guid;
+    type Version = Version;
+
+    fn empty() -> Self {
+        LockRecord::default()
+    }
+    fn carries(&self, guid: &Guid) -> bool {
+        LockRecord::carries(self, guid)
+    }
+    fn version(&self) -> Version {
+        LockRecord::version(self)
+    }
+    fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
+    }
+    fn lease_duration_ms(&self) -> Option<u64> {
+        self.lease_duration_ms
+    }
+    fn ticket_next(&self) -> Option<u64> {
+        LockRecord::ticket_next(self)
+    }
+    fn queue_next(&self) -> Option<u64> {
+        LockRecord::queue_next(self)
+    }
+    fn lock_waiting_unix_ms(&self) -> Option<u64> {
+        self.lock_waiting_unix_ms
+    }
+    fn lock_waiter(&self) -> Option<&str> {
+        self.lock_waiter.as_deref()
+    }
+    fn lock_waiting_since_unix_ms(&self) -> Option<u64> {
+        self.lock_waiting_since_unix_ms
+    }
+    fn mark(&self) -> Mark {
+        Mark {
+            waiting_unix_ms: self.lock_waiting_unix_ms,
+            waiter: self.lock_waiter.clone(),
+            waiting_since_unix_ms: self.lock_waiting_since_unix_ms,
+        }
+    }
+
+    fn set_owner(&mut self, owner: &str) {
+        self.owner = Some(owner.into());
+    }
+    fn set_guid(&mut self, guid: &Guid) {
+        self.guid = Some(guid.to_vec());
+    }
+    fn set_fencing_token(&mut self, token: u64) {
+        self.fencing_token = Some(token);
+    }
+    fn set_lease_duration_ms(&mut self, ms: u64) {
+        self.lease_duration_ms = Some(ms);
+    }
+    fn set_lock_acquired_time_unix_ms(&mut self, ms: Option<u64>) {
+        self.lock_acquired_time_unix_ms = ms;
+    }
+    fn set_data(&mut self, data: Option<&LockData>) {
+        self.data = data.cloned().map(Box::new);
+    }
+    fn set_mark(&mut self, mark: Mark) {
+        self.lock_waiting_unix_ms = mark.waiting_unix_ms;
+        self.lock_waiter = mark.waiter;
+        self.lock_waiting_since_unix_ms = mark.waiting_since_unix_ms;
+    }
+    fn set_ticket_next(&mut self, ticket: u64) {
+        self.queue_mut().ticket_next = Some(ticket);
+    }
+    fn set_queue_next(&mut self, position: u64) {
+        self.queue_mut().queue_next = Some(position);
+    }
+    fn set_queue_granted(&mut self, position: u64) {
+        self.queue_mut().queue_granted = Some(position);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::QueueCounters;
+
+    fn held(guid: u8, token: u64) -> LockRecord {
+        LockRecord {
+            owner: Some("o".into()),
+            guid: Some(vec![guid; crate::item::GUID_LEN]),
+            fencing_token: Some(token),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        }
+    }
+
+    fn fields() -> OpenFields<'static> {
+        OpenFields {
+            owner: "me",
+            lease_duration_ms: 500,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        }
+    }
+
+    #[test]
+    fn a_refused_operation_changes_nothing_and_returns_the_item() {
+        let item = held(1, 7);
+        let f = fields();
+        let g = [2; crate::item::GUID_LEN];
+        let (after, reply) = apply(
+            &Op::Take {
+                fields: &f,
+                guid: &g,
+                waited_out: None,
+                clear_mark: false,
+            },
+            Some(item.clone()),
+        );
+        assert_eq!(after, Some(item.clone()));
+        assert_eq!(reply, Reply::Refused(Some(item)));
+    }
+
+    #[test]
+    fn a_take_over_a_waited_out_version_raises_the_token_and_keeps_the_mark() {
+        let mut item = held(1, 7);
+        item.lock_waiter = Some("w".into());
+        item.lock_waiting_unix_ms = Some(5);
+        item.data = Some(Box::new(LockData::S("old".into())));
+        let v = item.version();
+        let f = fields();
+        let g = [2; crate::item::GUID_LEN];
+        let take = |clear_mark| Op::Take {
+            fields: &f,
+            guid: &g,
+            waited_out: Some(&v),
+            clear_mark,
+        };
+        let (after, reply) = apply(&take(false), Some(item.clone()));
+        let after = after.unwrap();
+        assert_eq!(reply, Reply::Token(8));
+        assert!(after.carries(&g) && after.lease_duration_ms == Some(500));
+        assert_eq!((after.lock_waiter.as_deref(), after.data), (Some("w"), None));
+        let (after, _) = apply(&take(true), Some(item));
+        assert_eq!(after.unwrap().lock_waiter, None);
+    }
+
+    #[test]
+    fn free_released_and_absent_differ_on_a_lock_without_a_lease() {
+        let failclosed = LockRecord {
+            guid: Some(vec![1]),
+            ..Default::default()
+        };
+        let mut released_lock = held(1, 3);
+        released_lock.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        assert!(free(Some(&failclosed)) && !released(Some(&failclosed)) && !absent(Some(&failclosed)));
+        assert!(free(Some(&released_lock)) && released(Some(&released_lock)));
+        assert!(!free(Some(&held(1, 3))) && free::<LockRecord>(None) && absent::<LockRecord>(None));
+    }
+
+    #[test]
+    fn fifo_tickets_count_from_the_token_and_give_back_only_the_last() {
+        let head = held(1, 4);
+        let (head, reply) = apply(&Op::FifoTicket, Some(head));
+        assert_eq!(reply, Reply::Before(Some(held(1, 4))));
+        let head = head.unwrap();
+        assert_eq!((head.ticket_next(), head.queue_next()), (Some(5), Some(1)));
+        assert!(matches!(
+            apply(&Op::FifoReserve { ticket: 5 }, Some(head.clone())).1,
+            Reply::Refused(_)
+        ));
+        let untake = |ticket| Op::FifoUntake {
+            ticket,
+            position: 1,
+            previous_ticket: 4,
+        };
+        assert!(matches!(apply(&untake(4), Some(head.clone())).1, Reply::Refused(_)));
+        let (back, reply) = apply(&untake(5), Some(head));
+        assert_eq!(reply, Reply::Done);
+        assert_eq!(
+            back.unwrap().queue.map(|q| *q),
+            Some(QueueCounters {
+                ticket_next: Some(4),
+                queue_next: Some(0),
+                queue_granted: None,
+            })
+        );
+    }
+}

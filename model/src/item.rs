@@ -1,0 +1,124 @@
+//! The model's lock item: what the protocol's conditions see of a lock item (or a Fifo head
+//! item), small enough to keep millions of states. The store operations are the core's
+//! (`dynamodb_lock_core::op::apply`), applied to this item through its `Record` view.
+//!
+//! This file depends on the core crate alone: the addon's unit tests include it
+//! (src/store/memory.rs, `model_ops_agree_with_the_memory_store`) and check that every
+//! operation leaves this item and the whole decoded item alike, so that what the model drops
+//! cannot change an answer unnoticed.
+
+use dynamodb_lock_core::item::{LockData, RELEASED_LEASE_MS};
+use dynamodb_lock_core::op::{Mark, Record};
+
+/// A `guid`. 0 is never used.
+pub type G = u8;
+
+/// The lock item (or a Fifo head item), as far as the protocol's conditions see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Item {
+    /// 0: no `guid`.
+    pub guid: G,
+    /// `fencingToken`; 0 when absent (FailClosed items carry none).
+    pub token: u8,
+    /// `leaseDurationMs` is 1.
+    pub released: bool,
+    /// No `leaseDurationMs` at all (a FailClosed item, or a Fifo head nobody was granted).
+    pub holderless: bool,
+    /// Fifo head counters: `ticketNext`, `queueNext`, `queueGranted`.
+    pub tn: Option<u8>,
+    pub qn: Option<u8>,
+    pub qg: Option<u8>,
+    /// Model time since the holder sent the write that set `lockAcquiredTimeUnixMs` (only read by
+    /// the variant that trusts the holder's clock). Not a condition of any operation.
+    pub age: u8,
+}
+
+/// What identifies one tenure: `guid` and `fencingToken` (`Version` in the core's item).
+pub type Ver = (G, u8);
+
+/// The `leaseDurationMs` a held item reads as: any lease but the released one.
+pub const HELD_LEASE_MS: u64 = 1000;
+
+impl Item {
+    pub fn version(&self) -> Ver {
+        (self.guid, self.token)
+    }
+}
+
+fn small(v: u64) -> u8 {
+    u8::try_from(v).expect("the model's tokens and positions stay below 256")
+}
+
+/// The item as `op::apply` reads and writes it. The model keeps no owner, data or
+/// first-in-line mark: they read as absent and writes of them are dropped.
+impl Record for Item {
+    type Guid = G;
+    type Version = Ver;
+
+    fn empty() -> Self {
+        Item {
+            holderless: true,
+            ..Item::default()
+        }
+    }
+    fn carries(&self, guid: &G) -> bool {
+        self.guid == *guid
+    }
+    fn version(&self) -> Ver {
+        Item::version(self)
+    }
+    fn fencing_token(&self) -> Option<u64> {
+        (self.token > 0).then_some(self.token.into())
+    }
+    fn lease_duration_ms(&self) -> Option<u64> {
+        match (self.holderless, self.released) {
+            (true, _) => None,
+            (false, true) => Some(RELEASED_LEASE_MS),
+            (false, false) => Some(HELD_LEASE_MS),
+        }
+    }
+    fn ticket_next(&self) -> Option<u64> {
+        self.tn.map(u64::from)
+    }
+    fn queue_next(&self) -> Option<u64> {
+        self.qn.map(u64::from)
+    }
+    fn lock_waiting_unix_ms(&self) -> Option<u64> {
+        None
+    }
+    fn lock_waiter(&self) -> Option<&str> {
+        None
+    }
+    fn lock_waiting_since_unix_ms(&self) -> Option<u64> {
+        None
+    }
+    fn mark(&self) -> Mark {
+        Mark::default()
+    }
+
+    fn set_owner(&mut self, _: &str) {}
+    fn set_guid(&mut self, guid: &G) {
+        self.guid = *guid;
+    }
+    fn set_fencing_token(&mut self, token: u64) {
+        self.token = small(token);
+    }
+    fn set_lease_duration_ms(&mut self, ms: u64) {
+        self.released = ms == RELEASED_LEASE_MS;
+        self.holderless = false;
+    }
+    fn set_lock_acquired_time_unix_ms(&mut self, _: Option<u64>) {
+        self.age = 0;
+    }
+    fn set_data(&mut self, _: Option<&LockData>) {}
+    fn set_mark(&mut self, _: Mark) {}
+    fn set_ticket_next(&mut self, ticket: u64) {
+        self.tn = Some(small(ticket));
+    }
+    fn set_queue_next(&mut self, position: u64) {
+        self.qn = Some(small(position));
+    }
+    fn set_queue_granted(&mut self, position: u64) {
+        self.qg = Some(small(position));
+    }
+}
