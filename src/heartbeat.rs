@@ -25,6 +25,8 @@ use rand::Rng;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use dynamodb_lock_core::heartbeat as machine;
+
 use crate::error::{LockError, LostReason, StoreError};
 use crate::fail_open::fields;
 use crate::item::new_guid;
@@ -42,9 +44,6 @@ pub(crate) const MOST_IN_FLIGHT: usize = crate::store::MOST_HEARTBEAT_CONNECTION
 
 /// The granularity of the runtime's timers.
 const TIMER_GRAIN: Duration = Duration::from_millis(1);
-
-/// Writes of one heartbeat out at once: the first, and others sent beside it when it is slow.
-const MOST_WRITES_OUT: usize = 3;
 
 /// How far behind schedule the rate cap may catch up at once, so that timer granularity does
 /// not lower the rate below the cap.
@@ -472,6 +471,30 @@ fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
 
 type Outcome = (Arc<HeldLock>, Result<Option<Instant>, Box<dyn Any + Send>>);
 
+/// Passes over the heartbeats under way in one turn of the scheduler, at most.
+const MOST_PASSES: usize = 64;
+
+/// Whether anything under way asked to be polled again during a pass.
+#[derive(Default)]
+struct Woken(AtomicBool, std::sync::Mutex<Option<std::task::Waker>>);
+
+impl Woken {
+    /// A waker that notes the wake-up, then passes it on to `outer`.
+    fn wrap(self: &Arc<Self>, outer: &std::task::Waker) -> std::task::Waker {
+        *self.1.lock().unwrap_or_else(|p| p.into_inner()) = Some(outer.clone());
+        futures_util::task::waker(self.clone())
+    }
+}
+
+impl futures_util::task::ArcWake for Woken {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        arc_self.0.store(true, Ordering::SeqCst);
+        if let Some(w) = arc_self.1.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
 /// The scheduler's loop. It runs unconstrained by tokio's cooperative budget: every heartbeat
 /// out is a future inside this one task, and under the budget a turn that takes more than a
 /// hundred or so replies would see the rest yield and pause until the next turn, so that at a
@@ -498,8 +521,28 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         inbox.take(&mut heap, &mut seq);
         // Send the heartbeats started last turn and take the replies that are here: their
         // slots and connections go to the next ones.
-        while let Poll::Ready(Some(outcome)) = poll_fn(|cx| Poll::Ready(running.poll_next_unpin(cx))).await {
-            finished(&mut heap, &mut seq, outcome);
+        // A pass over the futures ends early, asking to be polled again, when some of them
+        // wake themselves (a timer already due): passes go on until one finds nothing, so that
+        // no heartbeat waits for the scheduler's next turn because others were busy.
+        for _ in 0..MOST_PASSES {
+            let woken = Arc::new(Woken::default());
+            let (done, again) = poll_fn(|cx| {
+                let waker = woken.wrap(cx.waker());
+                let mut inner = std::task::Context::from_waker(&waker);
+                let mut done = Vec::new();
+                while let Poll::Ready(Some(outcome)) = running.poll_next_unpin(&mut inner) {
+                    done.push(outcome);
+                }
+                Poll::Ready((done, woken.0.load(Ordering::SeqCst)))
+            })
+            .await;
+            let progress = !done.is_empty();
+            for outcome in done {
+                finished(&mut heap, &mut seq, outcome);
+            }
+            if !again && !progress {
+                break;
+            }
         }
         if running.is_empty() {
             flight_early = Duration::MAX;
@@ -612,19 +655,13 @@ fn batch_window(lock: &HeldLock) -> Duration {
         .map_or(Duration::ZERO, |p| (p / BATCH_SHARE).min(BATCH_MAX))
 }
 
-/// One heartbeat: rotate `guid` on the condition that the item carries ours (or the new one,
-/// if an earlier attempt landed unseen). Transient failures are retried with backoff while the
-/// lease lasts, reported as `"error"` at most once per period for one cause; other failures
-/// are reported once and not retried; `"danger"` when little of the lease is left, even
-/// while an attempt hangs; `"lost"` when the item is no longer ours, and at the end of the
-/// lease itself: whether an attempt is out, a retry is pausing or a slot is awaited, and
-/// whether its answer came before or after that moment (a process that was paused sees the
-/// deadline and the answer together: the deadline wins). A lease counts from when the write
-/// that renewed it was sent, which is never later than when a waiter in another process can
-/// begin to wait it out: so this holder knows of its loss no later than anyone else can be
-/// granted the lock.
-/// A lock without heartbeats gets one call at the end of its lease, which reports the lapse.
-/// Returns when the next heartbeat is due, or `None` when this lock needs no more.
+/// One heartbeat of `lock`, due at `due`: steps the core's machine (`dynamodb_lock_core::
+/// heartbeat`, where the protocol and its timing are stated) with this process's monotonic
+/// clock, sends the writes it asks for, and reports what it decides. Writes beside a slow one
+/// are sent only in a free slot; a retry waits for one, and for the cap. While a write is out
+/// a release waits (it then writes with every `guid` the item may carry); between attempts it
+/// stops the heartbeat at once. Returns when the next heartbeat is due, or `None` when this
+/// lock needs no more.
 pub(crate) async fn beat(
     lock: &HeldLock,
     due: Instant,
@@ -639,202 +676,137 @@ pub(crate) async fn beat(
         return None;
     }
     let lease_until = lock.lease.until()?;
-    // Timers fire up to a millisecond after their instant: the loss is declared that much
-    // early, so that it is never later than the lease's end.
-    let lost_at = lease_until.checked_sub(TIMER_GRAIN).unwrap_or(lease_until);
     let Some(period) = s.heartbeat_period else {
         return lapse(lock, &mut st);
     };
     let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
     let guids = [st.guid, new];
-    // Every attempt writes the same new `guid`, so the new lease counts from the first.
-    let started = Instant::now();
-    // A heartbeat that starts inside the margin (a period close to the lease) is given half of
-    // what is left before it counts as in danger.
-    let danger_at = lease_until
-        .checked_sub(s.danger_margin)
-        .unwrap_or(started)
-        .max(started + lease_until.saturating_duration_since(started) / 2);
-    let mut danger_told = false;
-    let mut watch = flight.watch(lock.id, danger_at.min(lost_at));
-    let danger = |told: &mut bool, watch: &mut Watch| {
-        *told = true;
-        watch.set(lock.id, lost_at);
-        let left = lease_until.saturating_duration_since(Instant::now());
-        lock.emit(LockEvent::Danger {
-            remaining_ms: left.as_millis() as u64,
-        });
+    let f = fields(s);
+    let now = Instant::now();
+    // The machine's clock: time since the earliest instant it is told of.
+    let base = due.min(now).min(lease_until);
+    let t = |i: Instant| i.saturating_duration_since(base);
+    let config = machine::Config {
+        lease: s.lease(),
+        period,
+        danger_margin: s.danger_margin,
+        request_timeout: s.request_timeout,
+        timer_grain: TIMER_GRAIN,
     };
-    // The cause and time of the last "error" emitted: one per period for one cause.
-    let mut told: Option<(String, Instant)> = None;
-    let tell = |told: &mut Option<(String, Instant)>, e: StoreError| {
-        let now = Instant::now();
-        let repeated = told
-            .as_ref()
-            .is_some_and(|(code, at)| code == e.code() && now < *at + period);
-        if !repeated {
-            *told = Some((e.code().to_string(), now));
-            lock.emit(LockEvent::Error(LockError::Store(e)));
-        }
-    };
-    let mut n = 0u32;
+    let (mut m, mut actions) = machine::Beat::start(config, t(due), t(lease_until), t(now), flight.round_trip());
+    let mut watch = flight.watch(lock.id, base + m.urgent());
+    let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
+    let mut writes = 0u32;
+    let mut last_error: Option<StoreError> = None;
+    let woken = lock.wake.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
     loop {
-        n += 1;
-        let now = Instant::now();
-        if now >= lost_at {
-            return lapse(lock, &mut st);
-        }
-        // An attempt is not given up for being slow: a backend that answers more slowly than
-        // usual still renews the lease. Another write of the same new `guid` goes out beside
-        // it on a connection of its own (a dropped or black-holed one never answers) when it
-        // has taken a period, twice the usual round trip or half of what is left of the lease,
-        // whichever is longest; the first answer counts. The writes carry the same condition, so the one that lands second
-        // finds the `guid` it writes and changes nothing that matters.
-        let remaining = lease_until - now;
-        let gives_up_at = now + s.request_timeout.min(remaining);
-        let hedge = period
-            .max(2 * flight.round_trip())
-            .max(remaining / 2)
-            .max(Duration::from_millis(10));
-        let f = fields(s);
-        Stats::add(&s.stats.heartbeats_sent);
-        if n > 1 {
-            Stats::add(&s.stats.heartbeats_retried);
-        }
-        let write = || {
-            let sent = Instant::now();
-            let renew = c.store.renew(&lock.key, &guids, &new, &f);
-            async move { (sent, renew.await) }
-        };
-        let request = async {
-            let _slot = match permit.take() {
-                Some(p) => p,
-                // The scheduler's semaphore is never closed.
-                None => match flight.slots.clone().acquire_owned().await {
-                    Ok(p) => p,
-                    Err(_) => return Err(timed_out()),
-                },
-            };
-            type Write<'a> =
-                std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;
-            let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
-            out.push(Box::pin(write()));
-            let mut next_write = Instant::now() + hedge;
-            loop {
-                tokio::select! {
-                    Some((sent, r)) = out.next() => {
-                        flight.answered(sent.elapsed());
-                        return r;
+        for action in actions.drain(..) {
+            match action {
+                machine::Action::Write => {
+                    writes += 1;
+                    // The first write goes out in the scheduler's slot; an attempt's first
+                    // write waits for a slot (and for the cap); one beside a slow write only
+                    // goes out in a free one.
+                    let (slot, wait) = match permit.take() {
+                        Some(p) => (Some(p), false),
+                        None if out.is_empty() => (None, true),
+                        None => (flight.slots.clone().try_acquire_owned().ok(), false),
+                    };
+                    if slot.is_none() && !wait {
+                        m.write_not_sent();
+                        continue;
                     }
-                    _ = tokio::time::sleep_until(next_write), if out.len() < MOST_WRITES_OUT => {
-                        next_write += hedge;
-                        // Only in a free slot: writes that hang must not take more connections
-                        // than the bound allows.
-                        if let Ok(slot) = flight.slots.clone().try_acquire_owned() {
-                            Stats::add(&s.stats.heartbeats_sent);
-                            Stats::add(&s.stats.heartbeats_retried);
-                            let w = write();
-                            out.push(Box::pin(async move {
-                                let r = w.await;
-                                drop(slot);
-                                r
-                            }));
+                    Stats::add(&s.stats.heartbeats_sent);
+                    if writes > 1 {
+                        Stats::add(&s.stats.heartbeats_retried);
+                    }
+                    let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
+                    let slots = flight.slots.clone();
+                    let renew = c.store.renew(&lock.key, &guids, &new, &f);
+                    out.push(Box::pin(async move {
+                        let _slot = match slot {
+                            Some(slot) => slot,
+                            // The scheduler's semaphore is never closed.
+                            None => match slots.acquire_owned().await {
+                                Ok(slot) => slot,
+                                Err(_) => return (Instant::now(), Err(timed_out())),
+                            },
+                        };
+                        if let Some(at) = paced_at {
+                            tokio::time::sleep_until(at).await;
                         }
-                    }
-                    _ = tokio::time::sleep_until(gives_up_at) => return Err(timed_out()),
+                        let sent = Instant::now();
+                        let r = renew.await;
+                        (sent, r)
+                    }));
                 }
-            }
-        };
-        tokio::pin!(request);
-        // A write that has taken half of what is left of the lease (and at least a period) is
-        // reported as a timeout, once, and kept waiting for: an answer may still come in time.
-        let slow_at = now + (remaining / 2).max(period);
-        let mut slow_told = slow_at >= gives_up_at;
-        let result = loop {
-            tokio::select! {
-                biased;
-                _ = tokio::time::sleep_until(lost_at) => return lapse(lock, &mut st),
-                r = &mut request => break r,
-                _ = tokio::time::sleep_until(danger_at), if !danger_told => danger(&mut danger_told, &mut watch),
-                _ = tokio::time::sleep_until(slow_at), if !slow_told => {
-                    slow_told = true;
+                machine::Action::Abandon => out.clear(),
+                machine::Action::Failed { report } => {
                     Stats::add(&s.stats.heartbeats_failed);
-                    tell(&mut told, timed_out());
+                    let error = last_error.take().unwrap_or_else(timed_out);
+                    if report {
+                        lock.emit(LockEvent::Error(LockError::Store(error)));
+                    }
                 }
-            }
-        };
-        if Instant::now() >= lost_at {
-            // Answered only once the lease had run out: a waiter may have been granted the lock
-            // meanwhile, whatever the answer says.
-            if result.is_ok() {
-                st.guid = new;
-                st.pending = None;
-            }
-            return lapse(lock, &mut st);
-        }
-        match result {
-            Ok(()) => {
-                st.guid = new;
-                st.pending = None;
-                lock.lease.set(started + s.lease());
-                // A period after this one was due, or after it started if it started late (it
-                // waited for a slot); at once if the answer took longer than that, so that a
-                // round trip longer than the period shortens no lease by more than itself.
-                return Some((due.max(started) + period).max(Instant::now()));
-            }
-            Err(e @ StoreError::ConditionFailed { .. }) => {
-                Stats::add(&s.stats.heartbeats_failed);
-                st.lost = true;
-                st.pending = None;
-                lock.emit(LockEvent::Error(LockError::Store(e)));
-                lock.emit(LockEvent::Lost(LostReason::NotOwner));
-                return None;
-            }
-            Err(e) => {
-                Stats::add(&s.stats.heartbeats_failed);
-                let now = Instant::now();
-                // An error that no retry can mend (a missing table, a refused request) is not
-                // retried: the lease runs out, and "lost" says so.
-                let hopeless = !e.is_transient();
-                tell(&mut told, e);
-                if !danger_told && now >= danger_at {
-                    danger(&mut danger_told, &mut watch);
+                machine::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
+                    remaining_ms: remaining.as_millis() as u64,
+                }),
+                machine::Action::Landed => {
+                    st.guid = new;
+                    st.pending = None;
                 }
-                // Retry often enough to fit several attempts in what is left of the lease.
-                let remaining = lease_until.saturating_duration_since(now);
-                let pause = s
-                    .policy()
-                    .backoff(n + 1)
-                    .min((remaining / 4).max(Duration::from_millis(10)));
-                let mut wake_at = if hopeless { lease_until } else { now + pause };
-                // A retry is a heartbeat write too: after its pause it waits for a slot under
-                // the cap.
-                let mut paced = pacer.is_none() || hopeless;
-                let woken = lock.wake.notified();
-                tokio::pin!(woken);
-                woken.as_mut().enable();
-                if lock.is_stopping() {
+                machine::Action::Renewed { until, next } => {
+                    lock.lease.set(base + until);
+                    return Some(base + next);
+                }
+                machine::Action::Lost(machine::Loss::Lapsed) => return lapse(lock, &mut st),
+                machine::Action::Lost(machine::Loss::NotOurs) => {
+                    st.lost = true;
+                    st.pending = None;
+                    lock.emit(LockEvent::Lost(LostReason::NotOwner));
                     return None;
                 }
-                loop {
-                    tokio::select! {
-                        biased;
-                        _ = tokio::time::sleep_until(lost_at) => return lapse(lock, &mut st),
-                        _ = &mut woken => return None,
-                        _ = tokio::time::sleep_until(wake_at) => match pacer {
-                            Some(p) if !paced => {
-                                paced = true;
-                                wake_at = p.reserve(Instant::now());
-                            }
-                            _ => break,
-                        },
-                        _ = tokio::time::sleep_until(danger_at), if !danger_told => danger(&mut danger_told, &mut watch),
+            }
+        }
+        watch.set(lock.id, base + m.urgent());
+        let wake_at = base + m.poll_timeout()?;
+        let backoff = s.policy().backoff(m.attempts() + 1);
+        tokio::select! {
+            biased;
+            // Between attempts, a release stops the heartbeat at once; while a write is out it
+            // waits for the answer.
+            _ = &mut woken, if out.is_empty() => return None,
+            _ = tokio::time::sleep_until(wake_at) => {
+                actions = m.timer(t(Instant::now()), backoff, flight.round_trip());
+            }
+            Some((sent, r)) = out.next(), if !out.is_empty() => {
+                let now = Instant::now();
+                flight.answered(now.saturating_duration_since(sent));
+                let answer = match r {
+                    Ok(()) => machine::Answer::Renewed,
+                    Err(e @ StoreError::ConditionFailed { .. }) => {
+                        last_error = Some(e);
+                        machine::Answer::NotOurs
                     }
-                }
+                    Err(e) => {
+                        let answer = machine::Answer::Failed {
+                            code: e.code().to_string(),
+                            transient: e.is_transient(),
+                        };
+                        last_error = Some(e);
+                        answer
+                    }
+                };
+                actions = m.answer(t(now), answer, backoff);
             }
         }
     }
 }
+
+/// A heartbeat write under way: when it was sent, and its answer.
+type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;
 
 /// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
 /// that a release can still free the item if nobody has taken it.
@@ -946,8 +918,9 @@ mod tests {
             .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
     }
 
-    /// The bound on requests in flight follows the round trip: 1,000 locks renewed every
-    /// 500 ms (2,000 a second) at 200 ms each keep 400 out, far above the first bound.
+    /// The bound on requests in flight follows the round trip, and replies are taken as they
+    /// come however many are out: 1,000 locks renewed every 500 ms (2,000 a second) at 200 ms
+    /// each keep 400 out, far above the first bound.
     #[tokio::test(start_paused = true)]
     async fn the_bound_on_requests_in_flight_follows_the_round_trip() {
         let store = Arc::new(MemoryStore::new(true));

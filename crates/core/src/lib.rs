@@ -9,7 +9,13 @@
 //!   model checker's store both apply operations through it.
 //! - `settings`: the lock kinds, every default of a client's settings, and the lease
 //!   arithmetic that derives one setting from another.
+//! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
+//!   loss deadlines, retries, and the renewed lease.
+//! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
+//!   the machines that the model checker and the simulator must catch.
 
+pub mod broken;
+pub mod heartbeat;
 pub mod item;
 pub mod op;
 pub mod settings;

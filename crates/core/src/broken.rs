@@ -1,0 +1,50 @@
+//! Deliberately broken variants of the protocol, for the model checker and the simulator to
+//! show that they can fail: each is a hook in the machine it breaks. They exist only with the
+//! `broken` feature, which the addon never enables; without it every hook is a constant
+//! `false` and compiles away.
+
+/// A deliberate break of the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Broken {
+    /// A heartbeat answer that arrives after the lease's end extends the lease.
+    LateReplyExtends,
+    /// The loss of a lease is decided only when a heartbeat attempt starts, not at the
+    /// deadline itself.
+    LostAfterDeadline,
+}
+
+impl Broken {
+    pub const ALL: [Broken; 2] = [Broken::LateReplyExtends, Broken::LostAfterDeadline];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Broken::LateReplyExtends => "heartbeat answer after the lease's end extends the lease",
+            Broken::LostAfterDeadline => "loss of the lease decided after the deadline",
+        }
+    }
+}
+
+#[cfg(feature = "broken")]
+thread_local! {
+    static ON: std::cell::Cell<Option<Broken>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether `b` is the variant in force on this thread.
+#[inline]
+pub fn on(b: Broken) -> bool {
+    #[cfg(feature = "broken")]
+    {
+        ON.with(|on| on.get() == Some(b))
+    }
+    #[cfg(not(feature = "broken"))]
+    {
+        let _ = b;
+        false
+    }
+}
+
+/// Puts a variant in force on this thread (`None`: the protocol as it ships).
+#[cfg(feature = "broken")]
+pub fn set(b: Option<Broken>) {
+    ON.with(|on| on.set(b));
+}

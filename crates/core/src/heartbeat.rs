@@ -1,0 +1,454 @@
+//! One heartbeat of a held FailOpen lock (or Fifo head), from its first write to a renewed
+//! lease or a loss, as a state machine. Time is an input: every step is told the holder's
+//! monotonic clock, and `poll_timeout` says when the next step is due if nothing answers
+//! before. The addon's scheduler, the model checker and the simulator step this machine.
+//!
+//! The protocol:
+//! - A heartbeat rotates the item's `guid` to a new one on the condition that the item carries
+//!   the holder's (or the new one, if an earlier write of this heartbeat landed unseen). Every
+//!   write of one heartbeat carries the same new `guid`, so the renewed lease counts from when
+//!   the first of them was sent: a waiter elsewhere that saw the item before that write waits
+//!   out a lease from its own read, which came later.
+//! - The lease ends at `until` on the holder's clock. The loss is declared at `until` itself,
+//!   one timer grain early, whatever is under way: a write out, a pause between attempts. An
+//!   answer that comes at or after that moment grants nothing (a process that was paused sees
+//!   the deadline and the answer together): the holder never learns of its loss later than a
+//!   waiter can be granted the lock.
+//! - A write is not given up for being slow: after half of what was left of the lease (and at
+//!   least a period) it is reported once as a timeout and still awaited; another write of the
+//!   same `guid` goes out beside it when it has taken a period, twice the usual round trip or
+//!   half of what was left, whichever is longest (a black-holed connection never answers). The
+//!   first answer counts; the others are dropped.
+//! - `"danger"` once little of the lease is left (`danger_margin`, or half of what was left
+//!   when the heartbeat started, whichever comes later); errors are reported at most once per
+//!   period for one cause; an error no retry can mend waits for the end of the lease.
+//! - A renewed lock's next heartbeat is due a period after this one was due, or after it
+//!   started if it started late, and at once if the answer took longer than that.
+
+use std::time::Duration;
+
+use crate::broken::{self, Broken};
+
+/// A point on the holder's monotonic clock, as the time since an origin the caller chooses.
+pub type Time = Duration;
+
+/// Writes of one heartbeat out at once: the first, and others sent beside it when it is slow.
+pub const MOST_WRITES_OUT: u32 = 3;
+
+/// The code a write that did not answer in time is reported with.
+pub const TIMEOUT: &str = "TimeoutError";
+
+/// The shortest pause between attempts, and between writes of one attempt.
+const LEAST_PAUSE: Duration = Duration::from_millis(10);
+
+/// What a heartbeat needs to know of its lock's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub lease: Duration,
+    pub period: Duration,
+    pub danger_margin: Duration,
+    /// Longest wait for the writes of one attempt before it counts as failed.
+    pub request_timeout: Duration,
+    /// How late the caller's timers may fire: the loss is declared that much early.
+    pub timer_grain: Duration,
+}
+
+/// How a write was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The item carries the new `guid`.
+    Renewed,
+    /// The condition failed: the item carries neither `guid` of this lock.
+    NotOurs,
+    /// Any other failure; `transient` if a retry may mend it (throttling, 5xx, a dropped
+    /// connection, a timeout).
+    Failed { code: String, transient: bool },
+}
+
+/// Why a lock was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// No heartbeat renewed the lease in time.
+    Lapsed,
+    /// Another holder took the lock.
+    NotOurs,
+}
+
+/// What the caller does after a step, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a write of the new `guid` (the attempt's first, or one beside a slow one).
+    Write,
+    /// Drop every write of this heartbeat still out.
+    Abandon,
+    /// A write or an attempt failed (count it); `report`: emit an `"error"` event for it (the
+    /// answer's error, or a timeout when the step was a timer).
+    Failed { report: bool },
+    /// Emit `"danger"`: this much of the lease is left.
+    Danger { remaining: Duration },
+    /// The item carries the new `guid` now: it is the lock's own.
+    Landed,
+    /// The lease runs until `until`; the next heartbeat is due at `next`. The heartbeat is over.
+    Renewed { until: Time, next: Time },
+    /// The lock is lost. The heartbeat is over.
+    Lost(Loss),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Writes are out: the attempt gives up at `gives_up_at`; another write may go out at
+    /// `next_write`; the attempt is reported slow at `slow_at` (unless `slow_told`).
+    Writing {
+        out: u32,
+        next_write: Time,
+        hedge: Duration,
+        slow_at: Time,
+        slow_told: bool,
+        gives_up_at: Time,
+    },
+    /// Between attempts, until `until`.
+    Pausing {
+        until: Time,
+    },
+    Done,
+}
+
+/// One heartbeat of one lock.
+#[derive(Clone, Debug)]
+pub struct Beat {
+    config: Config,
+    /// When this heartbeat was due, and when its first write was sent.
+    due: Time,
+    started: Time,
+    /// The end of the lease as it stood when the heartbeat started.
+    until: Time,
+    danger_at: Time,
+    danger_told: bool,
+    /// Attempts started.
+    attempts: u32,
+    /// The cause and time of the last `"error"` reported.
+    told: Option<(String, Time)>,
+    phase: Phase,
+}
+
+impl Beat {
+    /// Starts the heartbeat due at `due` of a lock whose lease ends at `until`. `round_trip`
+    /// is the usual round trip of heartbeat writes (zero if none is known yet).
+    pub fn start(config: Config, due: Time, until: Time, now: Time, round_trip: Duration) -> (Beat, Vec<Action>) {
+        let danger_at = until
+            .checked_sub(config.danger_margin)
+            .unwrap_or(now)
+            .max(now + until.saturating_sub(now) / 2);
+        let mut beat = Beat {
+            config,
+            due,
+            started: now,
+            until,
+            danger_at,
+            danger_told: false,
+            attempts: 0,
+            told: None,
+            phase: Phase::Done,
+        };
+        let mut actions = Vec::new();
+        if now >= beat.lost_at() {
+            beat.lose(Loss::Lapsed, &mut actions);
+        } else {
+            beat.attempt(now, round_trip, &mut actions);
+        }
+        (beat, actions)
+    }
+
+    /// The moment the loss is declared: the end of the lease, a timer grain early.
+    pub fn lost_at(&self) -> Time {
+        self.until.checked_sub(self.config.timer_grain).unwrap_or(self.until)
+    }
+
+    /// Whether the heartbeat is over (renewed or lost).
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// When the machine must be stepped (`timer`) if nothing answers before; `None` once done.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let own = match self.phase {
+            Phase::Done => return None,
+            Phase::Pausing { until } => until,
+            Phase::Writing {
+                out,
+                next_write,
+                slow_at,
+                slow_told,
+                gives_up_at,
+                ..
+            } => {
+                let mut at = gives_up_at;
+                if out < MOST_WRITES_OUT {
+                    at = at.min(next_write);
+                }
+                if !slow_told {
+                    at = at.min(slow_at);
+                }
+                at
+            }
+        };
+        Some(own.min(self.urgent()))
+    }
+
+    /// The earliest moment at which this heartbeat must report something whatever happens
+    /// (danger or loss): a caller that pauses for answers must not pause past it.
+    pub fn urgent(&self) -> Time {
+        let lost = if broken::on(Broken::LostAfterDeadline) {
+            Time::MAX
+        } else {
+            self.lost_at()
+        };
+        if self.danger_told {
+            lost
+        } else {
+            self.danger_at.min(lost)
+        }
+    }
+
+    /// A timer fired: `now` is at or after `poll_timeout`. `backoff` is the pause the caller
+    /// would make before another attempt (its jitter is the caller's).
+    pub fn timer(&mut self, now: Time, backoff: Duration, round_trip: Duration) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.phase == Phase::Done {
+            return actions;
+        }
+        if now >= self.lost_at() && !broken::on(Broken::LostAfterDeadline) {
+            actions.push(Action::Abandon);
+            self.lose(Loss::Lapsed, &mut actions);
+            return actions;
+        }
+        self.maybe_danger(now, &mut actions);
+        match self.phase {
+            Phase::Writing { gives_up_at, .. } if now >= gives_up_at => {
+                actions.push(Action::Abandon);
+                self.failed(now, TIMEOUT.to_string(), true, backoff, &mut actions);
+            }
+            Phase::Writing {
+                slow_at,
+                slow_told: false,
+                ..
+            } if now >= slow_at => {
+                if let Phase::Writing { slow_told, .. } = &mut self.phase {
+                    *slow_told = true;
+                }
+                let report = self.tell(now, TIMEOUT);
+                actions.push(Action::Failed { report });
+            }
+            Phase::Writing {
+                out, next_write, hedge, ..
+            } if out < MOST_WRITES_OUT && now >= next_write => {
+                if let Phase::Writing { out, next_write, .. } = &mut self.phase {
+                    *out += 1;
+                    *next_write = now + hedge;
+                }
+                actions.push(Action::Write);
+            }
+            Phase::Pausing { until } if now >= until => {
+                if now >= self.lost_at() {
+                    // Reached only when the loss is decided when an attempt starts
+                    // (`LostAfterDeadline`).
+                    self.lose(Loss::Lapsed, &mut actions);
+                } else {
+                    self.attempt(now, round_trip, &mut actions);
+                }
+            }
+            _ => {}
+        }
+        actions
+    }
+
+    /// A write was not sent after all (no connection was free for it).
+    pub fn write_not_sent(&mut self) {
+        if let Phase::Writing { out, .. } = &mut self.phase {
+            *out = out.saturating_sub(1);
+        }
+    }
+
+    /// A write was answered at `now`. The first answer of an attempt counts; the attempt's
+    /// other writes are dropped. `backoff` as for `timer`.
+    pub fn answer(&mut self, now: Time, answer: Answer, backoff: Duration) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if !matches!(self.phase, Phase::Writing { .. }) {
+            return actions;
+        }
+        actions.push(Action::Abandon);
+        let late = now >= self.lost_at() && !broken::on(Broken::LateReplyExtends);
+        match answer {
+            Answer::Renewed => {
+                actions.push(Action::Landed);
+                if late {
+                    self.lose(Loss::Lapsed, &mut actions);
+                } else {
+                    let next = (self.due.max(self.started) + self.config.period).max(now);
+                    actions.push(Action::Renewed {
+                        until: self.started + self.config.lease,
+                        next,
+                    });
+                    self.phase = Phase::Done;
+                }
+            }
+            _ if late => self.lose(Loss::Lapsed, &mut actions),
+            Answer::NotOurs => {
+                actions.push(Action::Failed { report: true });
+                self.lose(Loss::NotOurs, &mut actions);
+            }
+            Answer::Failed { code, transient } => self.failed(now, code, transient, backoff, &mut actions),
+        }
+        actions
+    }
+
+    /// Starts an attempt: its first write.
+    fn attempt(&mut self, now: Time, round_trip: Duration, actions: &mut Vec<Action>) {
+        self.attempts += 1;
+        let remaining = self.until.saturating_sub(now);
+        let hedge = self
+            .config
+            .period
+            .max(2 * round_trip)
+            .max(remaining / 2)
+            .max(LEAST_PAUSE);
+        let gives_up_at = now + self.config.request_timeout.min(remaining);
+        let slow_at = now + (remaining / 2).max(self.config.period);
+        self.phase = Phase::Writing {
+            out: 1,
+            next_write: now + hedge,
+            hedge,
+            slow_at,
+            // A slow report at the moment the attempt gives up would say the same twice.
+            slow_told: slow_at >= gives_up_at,
+            gives_up_at,
+        };
+        actions.push(Action::Write);
+    }
+
+    /// An attempt failed: report it (once per period for one cause) and pause before the
+    /// next, or until the lease ends if no retry can mend it.
+    fn failed(&mut self, now: Time, code: String, transient: bool, backoff: Duration, actions: &mut Vec<Action>) {
+        let report = self.tell(now, &code);
+        actions.push(Action::Failed { report });
+        self.maybe_danger(now, actions);
+        let remaining = self.until.saturating_sub(now);
+        let until = if transient {
+            now + backoff.min((remaining / 4).max(LEAST_PAUSE))
+        } else {
+            self.until
+        };
+        self.phase = Phase::Pausing { until };
+    }
+
+    /// Whether an error with `code` is to be reported now.
+    fn tell(&mut self, now: Time, code: &str) -> bool {
+        let repeated = self
+            .told
+            .as_ref()
+            .is_some_and(|(c, at)| c == code && now < *at + self.config.period);
+        if !repeated {
+            self.told = Some((code.to_string(), now));
+        }
+        !repeated
+    }
+
+    fn maybe_danger(&mut self, now: Time, actions: &mut Vec<Action>) {
+        if !self.danger_told && now >= self.danger_at {
+            self.danger_told = true;
+            actions.push(Action::Danger {
+                remaining: self.until.saturating_sub(now),
+            });
+        }
+    }
+
+    fn lose(&mut self, loss: Loss, actions: &mut Vec<Action>) {
+        self.phase = Phase::Done;
+        actions.push(Action::Lost(loss));
+    }
+
+    /// How many attempts this heartbeat has started.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn config() -> Config {
+        Config {
+            lease: ms(1000),
+            period: ms(250),
+            danger_margin: ms(333),
+            request_timeout: ms(5000),
+            timer_grain: ms(1),
+        }
+    }
+
+    #[test]
+    fn an_answer_in_time_renews_from_the_send() {
+        let (mut b, a) = Beat::start(config(), ms(250), ms(1000), ms(260), Duration::ZERO);
+        assert_eq!(a, vec![Action::Write]);
+        let a = b.answer(ms(460), Answer::Renewed, ms(25));
+        assert_eq!(
+            a,
+            vec![
+                Action::Abandon,
+                Action::Landed,
+                Action::Renewed {
+                    until: ms(1260),
+                    next: ms(510)
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn an_answer_after_the_deadline_grants_nothing() {
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let a = b.answer(ms(3000), Answer::Renewed, ms(25));
+        assert_eq!(a, vec![Action::Abandon, Action::Landed, Action::Lost(Loss::Lapsed)]);
+    }
+
+    #[test]
+    fn the_loss_is_due_at_the_deadline_whatever_is_under_way() {
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let mut now = ms(250);
+        let mut seen = Vec::new();
+        while let Some(at) = b.poll_timeout() {
+            assert!(at >= now);
+            now = at;
+            seen.extend(b.timer(now, ms(25), Duration::ZERO));
+        }
+        assert_eq!(now, ms(999), "stepped at the deadline, a grain early");
+        assert_eq!(seen.last(), Some(&Action::Lost(Loss::Lapsed)));
+        let danger = seen.iter().position(|a| matches!(a, Action::Danger { .. }));
+        assert!(danger.is_some(), "{seen:?}");
+        assert!(
+            seen.contains(&Action::Failed { report: true }),
+            "a slow write is reported"
+        );
+        assert!(
+            seen.iter().filter(|a| **a == Action::Write).count() >= 1,
+            "a write beside the slow one: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn a_slow_answer_still_counts() {
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let a = b.timer(ms(625), ms(25), Duration::ZERO);
+        assert_eq!(a, vec![Action::Failed { report: true }]);
+        let a = b.answer(ms(900), Answer::Renewed, ms(25));
+        assert!(a.contains(&Action::Renewed {
+            until: ms(1250),
+            next: ms(900)
+        }));
+    }
+}
