@@ -83,6 +83,8 @@ const THROTTLES: &[&str] = &[
 /// Everything resolved once per client.
 struct Link {
     host: String,
+    /// The endpoint for messages: its scheme, host, port and path, without credentials.
+    shown: String,
     path: String,
     uri: http::Uri,
     signer: PostSigner,
@@ -240,8 +242,13 @@ impl HttpStore {
             },
         )
         .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
-        let _ = scheme;
+        let shown = format!(
+            "{scheme}://{}{}",
+            host.rsplit_once('@').map_or(host.as_str(), |(_, h)| h),
+            path.strip_suffix('/').unwrap_or(&path)
+        );
         Ok(Link {
+            shown,
             host,
             path,
             uri,
@@ -309,8 +316,8 @@ impl HttpStore {
             }
             .into(),
             message: match &link.transport.via {
-                Some(proxy) => format!("{e} (through the proxy {proxy})"),
-                None => e.to_string(),
+                Some(proxy) => format!("{e} (endpoint {}, through the proxy {proxy})", link.shown),
+                None => format!("{e} (endpoint {})", link.shown),
             },
             // Only a request that was never sent is known not to have landed.
             maybe_applied: !matches!(e, TransportError::Connect(_) | TransportError::ConnectTimeout),
@@ -1195,9 +1202,17 @@ mod tests {
         let s = store("http://127.0.0.1:8000");
         let l = s.link().await.unwrap();
         assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1:8000", "/"));
+        assert_eq!(l.shown, "http://127.0.0.1:8000");
         let s = store("https://127.0.0.1:443/prefix");
         let l = s.link().await.unwrap();
         assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1", "/prefix"));
+        assert_eq!(l.shown, "https://127.0.0.1/prefix");
+        let l = store("http://user:secret@127.0.0.1:8000/")
+            .link()
+            .await
+            .unwrap()
+            .clone();
+        assert_eq!(l.shown, "http://127.0.0.1:8000");
         let e = store("ftp://127.0.0.1").link().await.map(|_| ()).unwrap_err();
         assert_eq!(e.code(), "ConfigError");
     }
