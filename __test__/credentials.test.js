@@ -1,13 +1,14 @@
 "use strict";
 
-// Credentials as the AWS SDKs resolve them, with a plain `dynamodb` options object: a profile
+// Credentials as the AWS SDKs resolve them, with a plain `dynamodb` options object: keys in
+// the environment, a container credentials endpoint, a web identity token, a profile
 // with `credential_process`, SSO profiles with a cached login (both the `sso_session` and the
 // older `sso_start_url` forms), static keys in a profile, and what a failure says (a process
 // that exits 1, an SSO login missing or expired, a profile the files do not have, no region).
 // Each case runs in a child process whose HOME and AWS config files are temporary, so the
 // real ~/.aws is never read; the access key id each request was signed with is read from its
 // Authorization header by a proxy in front of the engine, and the SSO portal is a loopback
-// server reached through AWS_ENDPOINT_URL_SSO.
+// server reached through AWS_ENDPOINT_URL_SSO (STS through AWS_ENDPOINT_URL_STS).
 
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
@@ -32,7 +33,7 @@ const CLEARED = [
     "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB",
-    "AWS_ENDPOINT_URL_SSO", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+    "AWS_ENDPOINT_URL_SSO", "AWS_ENDPOINT_URL_STS", "AWS_ROLE_SESSION_NAME", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
 ];
 
 function runChild(env, job)
@@ -87,6 +88,27 @@ async function ssoPortal(token, accessKeyId)
         res.end(JSON.stringify({ roleCredentials: {
             accessKeyId, secretAccessKey: "sso-secret", sessionToken: "sso-session-token", expiration: Date.now() + 3600000,
         } }));
+    });
+    await new Promise(resolve => server.listen(0, "127.0.0.1", resolve));
+    return { endpoint: `http://127.0.0.1:${server.address().port}`, calls, close: () => new Promise(r => server.close(r)) };
+}
+
+// A loopback server answering every request with `answer(req, body)` ({ status, type, body }).
+async function fakeService(answer)
+{
+    const calls = [];
+    const server = http.createServer((req, res) =>
+    {
+        let body = "";
+        req.on("data", d => (body += d));
+        req.on("end", () =>
+        {
+            calls.push({ method: req.method, url: req.url, headers: req.headers, body });
+            const a = answer(req, body);
+            res.statusCode = a.status || 200;
+            res.setHeader("content-type", a.type);
+            res.end(a.body);
+        });
     });
     await new Promise(resolve => server.listen(0, "127.0.0.1", resolve));
     return { endpoint: `http://127.0.0.1:${server.address().port}`, calls, close: () => new Promise(r => server.close(r)) };
@@ -163,6 +185,59 @@ describe(`credentials from the AWS environment (${engineName})`, () =>
             await engine.stop();
         }
         fs.rmSync(home, { recursive: true, force: true });
+    });
+
+    it("keys in the environment sign, ahead of the profile", async () =>
+    {
+        const { env } = profileHome("[default]\nregion = us-east-1\n",
+            "[default]\naws_access_key_id = AKIDPROFILEDEFAULT\naws_secret_access_key = s\n");
+        const { outcome, keys } = await acquire(Object.assign(env, { AWS_ACCESS_KEY_ID: "AKIDFROMENV", AWS_SECRET_ACCESS_KEY: "env-secret" }));
+        assert.deepEqual(outcome, { ok: true });
+        assert.deepEqual(keys, ["AKIDFROMENV"]);
+    });
+
+    it("a container credentials endpoint (ECS) signs with what it serves", async () =>
+    {
+        const ecs = await fakeService(() => ({ type: "application/json", body: JSON.stringify({
+            AccessKeyId: "AKIDFROMECS", SecretAccessKey: "ecs-secret", Token: "ecs-token",
+            Expiration: new Date(Date.now() + 3600000).toISOString() }) }));
+        try
+        {
+            const { env } = profileHome("");
+            const { outcome, keys } = await acquire(Object.assign(env, { AWS_CONTAINER_CREDENTIALS_FULL_URI: `${ecs.endpoint}/v2/credentials` }),
+                { region: "us-east-1" });
+            assert.deepEqual(outcome, { ok: true });
+            assert.deepEqual(keys, ["AKIDFROMECS"]);
+            assert.equal(ecs.calls[0].url, "/v2/credentials");
+        }
+        finally
+        {
+            await ecs.close();
+        }
+    });
+
+    it("a web identity token is exchanged with STS for the role's credentials", async () =>
+    {
+        const sts = await fakeService(() => ({ type: "text/xml", body: `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>AKIDFROMSTS</AccessKeyId><SecretAccessKey>sts-secret</SecretAccessKey>
+<SessionToken>sts-token</SessionToken><Expiration>${new Date(Date.now() + 3600000).toISOString()}</Expiration></Credentials>
+</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>` }));
+        try
+        {
+            const { dir, env } = profileHome("");
+            const token = path.join(dir, "token");
+            fs.writeFileSync(token, "the-web-identity-token");
+            const { outcome, keys } = await acquire(Object.assign(env, { AWS_WEB_IDENTITY_TOKEN_FILE: token,
+                AWS_ROLE_ARN: `arn:aws:iam::${ACCOUNT}:role/${ROLE}`, AWS_ENDPOINT_URL_STS: sts.endpoint }), { region: "us-east-1" });
+            assert.deepEqual(outcome, { ok: true });
+            assert.deepEqual(keys, ["AKIDFROMSTS"]);
+            assert.match(sts.calls[0].body, /Action=AssumeRoleWithWebIdentity/);
+            assert.match(sts.calls[0].body, /WebIdentityToken=the-web-identity-token/);
+        }
+        finally
+        {
+            await sts.close();
+        }
     });
 
     it("a profile with static keys signs with them", async () =>
