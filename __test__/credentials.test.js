@@ -36,6 +36,7 @@ const CLEARED = [
     "AWS_ENDPOINT_URL_SSO", "AWS_ENDPOINT_URL_STS", "AWS_ROLE_SESSION_NAME", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
 ];
 
+// The child's outcomes, one per JSON line; the last is returned, all are in `outcomes`.
 function runChild(env, job)
 {
     const childEnv = Object.assign({}, process.env);
@@ -56,10 +57,12 @@ function runChild(env, job)
         child.on("exit", code =>
         {
             clearTimeout(killer);
-            const line = out.trim().split("\n").pop();
             try
             {
-                resolve(JSON.parse(line));
+                const outcomes = out.trim().split("\n").map(l => JSON.parse(l));
+                const last = outcomes[outcomes.length - 1];
+                Object.defineProperty(last, "outcomes", { value: outcomes });
+                resolve(last);
             }
             catch (_)
             {
@@ -391,6 +394,18 @@ console.log(JSON.stringify({ Version: 1, AccessKeyId: "AKIDFROMPROCESS", SecretA
         assert.ok(outcome.message.includes(`the credentials file ${env.AWS_SHARED_CREDENTIALS_FILE}`), outcome.message);
         assert.doesNotMatch(outcome.message, /already taken/);
         assert.deepEqual(keys, []);
+    });
+
+    it("credentials that could not be loaded are looked for again: a profile added later is used by the same client", async () =>
+    {
+        const { env } = profileHome("[profile other]\nregion = us-east-1\n");
+        const { outcome, keys } = await acquire(Object.assign(env, { AWS_PROFILE: "late" }), { region: "us-east-1",
+            thenWrite: { file: env.AWS_SHARED_CREDENTIALS_FILE, text: "[late]\naws_access_key_id = AKIDADDEDLATER\naws_secret_access_key = s\n" } });
+        assert.equal(outcome.outcomes.length, 2);
+        assert.equal(outcome.outcomes[0].code, "CredentialsError");
+        assert.match(outcome.outcomes[0].message, /"late" \(AWS_PROFILE\) was not found/);
+        assert.deepEqual(outcome, { ok: true });
+        assert.deepEqual(keys, ["AKIDADDEDLATER"]);
     });
 
     it("a profile the files do not have, without a region, is a ConfigError that names the profile", async () =>

@@ -3,7 +3,9 @@
 // Acquires and releases one lock with credentials from the environment it was started with
 // (a temporary HOME and AWS config files), and prints the outcome as one JSON line. Reads a
 // JSON job from argv[2]:
-//   { client: "options" | "v3", endpoint, region?, lockTable, id }
+//   { client: "options" | "v3", endpoint, region?, lockTable, id, thenWrite? }
+// `thenWrite: { file, text }`: after a failure, writes the file and tries once more with the
+// same client (printing both outcomes).
 // "options": `dynamodb` is a plain options object ({ endpoint, region? }); "v3": an AWS SDK v3
 // DynamoDBClient with the same settings.
 
@@ -32,14 +34,22 @@ function dynamodb()
     const client = new DynamoDBLockClient.FailClosed({
         dynamodb: dynamodb(), lockTable: job.lockTable, partitionKey: "id", acquirePeriodMs: 10, retryCount: 0,
     });
-    try
+    for (let attempt = 0; attempt < 2; attempt++)
     {
-        const lock = await client.acquireLock(job.id);
-        await lock.release();
-        say({ ok: true });
-    }
-    catch (e)
-    {
-        say({ ok: false, name: e.name, code: e.code, message: e.message, cause: e.cause && String(e.cause.message || e.cause) });
+        try
+        {
+            const lock = await client.acquireLock(job.id);
+            await lock.release();
+            return say({ ok: true });
+        }
+        catch (e)
+        {
+            say({ ok: false, name: e.name, code: e.code, message: e.message, cause: e.cause && String(e.cause.message || e.cause) });
+        }
+        if (!job.thenWrite)
+        {
+            return;
+        }
+        require("fs").writeFileSync(job.thenWrite.file, job.thenWrite.text);
     }
 })();
