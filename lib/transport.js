@@ -305,6 +305,15 @@ function caBundle(v)
     throw err;
 }
 
+// An error of the AWS configuration, as the native core reports them.
+function configError(message, cause)
+{
+    const err = new Error(message, cause === undefined ? undefined : { cause });
+    err.name = "ConfigError";
+    err.code = "ConfigError";
+    return err;
+}
+
 async function resolveValue(v)
 {
     return typeof v === "function" ? v() : v;
@@ -324,7 +333,16 @@ async function sdkClientOptions(db)
     {
         const cfg = db.config;
         const out = {};
-        const region = await resolveValue(cfg.region);
+        let region;
+        try
+        {
+            region = await resolveValue(cfg.region);
+        }
+        catch (e)
+        {
+            // The SDK's "Region is missing" (no name, no code).
+            throw configError(`No AWS region: the AWS SDK client has none (${e && e.message}); give it \`region\`, or set AWS_REGION or \`region\` in the AWS profile${process.env.AWS_PROFILE ? ` "${process.env.AWS_PROFILE}" (AWS_PROFILE), which must be in the AWS config file` : ""}`, e);
+        }
         if (typeof region === "string")
         {
             out.region = region;

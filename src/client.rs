@@ -208,11 +208,31 @@ impl Client {
                 Ok(lock) => lock,
                 Err(e) => {
                     self.lines.leave(&key);
-                    return Err(e);
+                    return Err(self.explain_keys(e, &key));
                 }
             },
         };
         self.start_lock(Arc::new(lock), cancel).await
+    }
+
+    /// A refusal of the lock's key by DynamoDB (a key attribute named or typed otherwise than
+    /// the table's), told with the table, the key attributes and the types this lock id has.
+    fn explain_keys(&self, e: LockError, key: &LockKey) -> LockError {
+        self.fifo.names.explain_keys(e, "this client's lock ids", |n| {
+            let mut needs = format!(
+                "its partition key must be \"{}\" of type {}, as the lock id is",
+                n.partition_key,
+                key_type(&key.partition)
+            );
+            match (&key.sort, n.sort_key.as_str()) {
+                (Some(sort), name) if !name.is_empty() => needs.push_str(&format!(
+                    ", and its sort key \"{name}\" of type {}, as the id's sort value is",
+                    key_type(sort)
+                )),
+                _ => needs.push_str(", with no sort key (set `sortKey` for a table that has one)"),
+            }
+            needs
+        })
     }
 
     /// Starts the heartbeats (or the lease timer) of a lock just acquired; releases it instead
@@ -413,6 +433,15 @@ impl Cancel {
             _ = tokio::time::sleep_until(deadline) => Ok(()),
             _ = notified => Err(LockError::Aborted),
         }
+    }
+}
+
+/// A key value's DynamoDB type, for people.
+fn key_type(v: &crate::item::KeyValue) -> &'static str {
+    match v {
+        crate::item::KeyValue::S(_) => "S (a string)",
+        crate::item::KeyValue::N(_) => "N (a number)",
+        crate::item::KeyValue::B(_) => "B (binary)",
     }
 }
 

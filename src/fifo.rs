@@ -79,12 +79,55 @@ async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
     entry.state.lock().await.guids()
 }
 
-/// The table a Fifo client works on, for error messages.
+/// The table a client works on, for error messages.
 #[derive(Clone, Debug, Default)]
 pub struct TableNames {
     pub table: String,
     pub partition_key: String,
+    /// Empty: none.
     pub sort_key: String,
+}
+
+impl TableNames {
+    /// A readable message for DynamoDB's refusal of a request's key (a key attribute named or
+    /// typed otherwise than the table's): names the table and what `what` needs of its key
+    /// (`needs`), and keeps DynamoDB's words at the end. Other errors are returned as they are.
+    pub fn explain_keys(&self, e: LockError, what: &str, needs: impl FnOnce(&TableNames) -> String) -> LockError {
+        let LockError::Store(StoreError::Service {
+            code,
+            message,
+            transient,
+            maybe_applied,
+        }) = e
+        else {
+            return e;
+        };
+        let m = message.to_ascii_lowercase();
+        let about_keys = code == "ValidationException"
+            && [
+                "key element does not match the schema",
+                "type mismatch for key",
+                "conditions on the keys",
+                "missing the key",
+                "required keys was not given a value",
+            ]
+            .iter()
+            .any(|k| m.contains(k));
+        let message = match about_keys {
+            true => format!(
+                "The lock table \"{}\" does not fit {what}: {}. DynamoDB said: {message}",
+                self.table,
+                needs(self)
+            ),
+            false => message,
+        };
+        LockError::Store(StoreError::Service {
+            code,
+            message,
+            transient,
+            maybe_applied,
+        })
+    }
 }
 
 /// A Fifo client's own state: its TTL attribute, and its queue entries and held heads per
@@ -305,41 +348,11 @@ fn entry_ttl(c: &Client) -> u64 {
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
 /// key, or lock ids of the wrong type).
 fn explain(c: &Client, e: LockError) -> LockError {
-    let LockError::Store(StoreError::Service {
-        code,
-        message,
-        transient,
-        maybe_applied,
-    }) = e
-    else {
-        return e;
-    };
-    let m = message.to_ascii_lowercase();
-    let about_keys = code == "ValidationException"
-        && [
-            "key element does not match the schema",
-            "type mismatch for key",
-            "conditions on the keys",
-        ]
-        .iter()
-        .any(|k| m.contains(k));
-    if !about_keys {
-        return LockError::Store(StoreError::Service {
-            code,
-            message,
-            transient,
-            maybe_applied,
-        });
-    }
-    let n = &c.fifo.names;
-    LockError::Store(StoreError::Service {
-        message: format!(
-            "The lock table \"{}\" does not fit Fifo locks: they need its partition key \"{}\" to have the lock ids' type and its sort key \"{}\" to be a string (S). DynamoDB said: {message}",
-            n.table, n.partition_key, n.sort_key
-        ),
-        code,
-        transient,
-        maybe_applied,
+    c.fifo.names.explain_keys(e, "Fifo locks", |n| {
+        format!(
+            "they need its partition key \"{}\" to have the lock ids' type and its sort key \"{}\" to be a string (S)",
+            n.partition_key, n.sort_key
+        )
     })
 }
 

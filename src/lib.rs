@@ -595,17 +595,17 @@ impl NativeClient {
             ))),
             _ => None,
         };
-        let queues = match kind {
-            Kind::Fifo => fifo::Queues::new(
-                o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
-                fifo::TableNames {
-                    table: o.lock_table.clone(),
-                    partition_key: o.partition_key.clone(),
-                    sort_key: o.sort_key.clone().unwrap_or_default(),
-                },
-            ),
-            _ => Default::default(),
-        };
+        let queues = fifo::Queues::new(
+            match kind {
+                Kind::Fifo => o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
+                _ => settings::FIFO_TTL_ATTRIBUTE.into(),
+            },
+            fifo::TableNames {
+                table: o.lock_table.clone(),
+                partition_key: o.partition_key.clone(),
+                sort_key: o.sort_key.clone().unwrap_or_default(),
+            },
+        );
         let table = TableSpec {
             name: o.lock_table,
             partition_key: o.partition_key,

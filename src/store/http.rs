@@ -45,6 +45,8 @@ pub struct HttpOptions {
     pub ca_bundle: Option<Vec<u8>>,
 }
 
+const NO_CREDENTIALS: &str = "No AWS credentials could be loaded for DynamoDB: give `dynamodb.credentials`, or set them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).";
+
 /// Credentials are fetched again when less than this is left before they expire.
 const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
 
@@ -81,11 +83,16 @@ const THROTTLES: &[&str] = &[
 /// Everything resolved once per client.
 struct Link {
     host: String,
+    /// The endpoint for messages: its scheme, host, port and path, without credentials.
+    shown: String,
     path: String,
     uri: http::Uri,
     signer: PostSigner,
     transport: Transport,
-    provider: SharedCredentialsProvider,
+    provider: Mutex<SharedCredentialsProvider>,
+    /// The region, when the provider is the environment's (aws-config's default chain): after
+    /// a failure it is built anew, as aws-config's keeps its first failure's cause only once.
+    from_environment: Option<String>,
     credentials: Mutex<Option<Credentials>>,
     refresh: tokio::sync::Mutex<()>,
     /// The service's clock minus ours, in milliseconds, learnt from a clock-skew error.
@@ -170,10 +177,10 @@ impl HttpStore {
             loader = loader.credentials_provider(c.clone());
         }
         let config = loader.load().await;
-        let region = config
-            .region()
-            .map(|r| r.to_string())
-            .ok_or_else(|| config_error("No AWS region: set `region` or AWS_REGION".into()))?;
+        let region = match config.region() {
+            Some(r) => r.to_string(),
+            None => return Err(config_error(super::aws_env::no_region().await)),
+        };
         let provider = config
             .credentials_provider()
             .ok_or_else(|| config_error("No AWS credentials provider is configured".into()))?;
@@ -235,14 +242,20 @@ impl HttpStore {
             },
         )
         .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
-        let _ = scheme;
+        let shown = format!(
+            "{scheme}://{}{}",
+            host.rsplit_once('@').map_or(host.as_str(), |(_, h)| h),
+            path.strip_suffix('/').unwrap_or(&path)
+        );
         Ok(Link {
+            shown,
             host,
             path,
             uri,
-            signer: PostSigner::new(region),
+            signer: PostSigner::new(region.clone()),
             transport,
-            provider,
+            provider: Mutex::new(provider),
+            from_environment: o.credentials.is_none().then_some(region),
             credentials: Mutex::new(None),
             refresh: tokio::sync::Mutex::new(()),
             skew_ms: AtomicI64::new(0),
@@ -303,8 +316,8 @@ impl HttpStore {
             }
             .into(),
             message: match &link.transport.via {
-                Some(proxy) => format!("{e} (through the proxy {proxy})"),
-                None => e.to_string(),
+                Some(proxy) => format!("{e} (endpoint {}, through the proxy {proxy})", link.shown),
+                None => format!("{e} (endpoint {})", link.shown),
             },
             // Only a request that was never sent is known not to have landed.
             maybe_applied: !matches!(e, TransportError::Connect(_) | TransportError::ConnectTimeout),
@@ -491,7 +504,8 @@ impl Link {
         if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
             return Ok(c);
         }
-        match self.provider.provide_credentials().await {
+        let provider = self.provider.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match provider.provide_credentials().await {
             Ok(c) => {
                 *self.credentials.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
                 Ok(c)
@@ -499,18 +513,35 @@ impl Link {
             Err(e) => {
                 // Credentials that have not expired yet still sign.
                 let previous = self.credentials.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                match previous.filter(|c| c.expiry().is_none_or(|x| x > SystemTime::now())) {
-                    Some(c) => Ok(c),
-                    None => Err(StoreError::Service {
-                        code: "CredentialsError".into(),
-                        message: crate::error::with_detail(
-                            "No AWS credentials could be loaded for DynamoDB: give `dynamodb.credentials`, or set them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).",
-                            &DisplayErrorContext(&e).to_string(),
-                        ),
-                        transient: true,
-                        maybe_applied: false,
-                    }),
+                if let Some(c) = previous.filter(|c| c.expiry().is_none_or(|x| x > SystemTime::now())) {
+                    return Ok(c);
                 }
+                let message = match &self.from_environment {
+                    Some(region) => {
+                        let fresh = aws_config::defaults(BehaviorVersion::latest())
+                            .region(Region::new(region.clone()))
+                            .load()
+                            .await
+                            .credentials_provider();
+                        if let Some(fresh) = fresh {
+                            *self.provider.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+                        }
+                        match super::aws_env::credentials_cause(&e).await {
+                            Some(cause) => format!("No AWS credentials could be loaded for DynamoDB: {cause}."),
+                            None => NO_CREDENTIALS.to_string(),
+                        }
+                    }
+                    None => format!(
+                        "No AWS credentials could be loaded for DynamoDB: {}",
+                        super::aws_env::deepest(&e)
+                    ),
+                };
+                Err(StoreError::Service {
+                    code: "CredentialsError".into(),
+                    message: crate::error::with_detail(&message, &DisplayErrorContext(&e).to_string()),
+                    transient: true,
+                    maybe_applied: false,
+                })
             }
         }
     }
@@ -1171,9 +1202,17 @@ mod tests {
         let s = store("http://127.0.0.1:8000");
         let l = s.link().await.unwrap();
         assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1:8000", "/"));
+        assert_eq!(l.shown, "http://127.0.0.1:8000");
         let s = store("https://127.0.0.1:443/prefix");
         let l = s.link().await.unwrap();
         assert_eq!((l.host.as_str(), l.path.as_str()), ("127.0.0.1", "/prefix"));
+        assert_eq!(l.shown, "https://127.0.0.1/prefix");
+        let l = store("http://user:secret@127.0.0.1:8000/")
+            .link()
+            .await
+            .unwrap()
+            .clone();
+        assert_eq!(l.shown, "http://127.0.0.1:8000");
         let e = store("ftp://127.0.0.1").link().await.map(|_| ()).unwrap_err();
         assert_eq!(e.code(), "ConfigError");
     }

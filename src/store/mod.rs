@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::error::StoreError;
 use crate::item::{Guid, LockData, LockKey, LockRecord, Version};
 
+mod aws_env;
 pub mod http;
 mod json;
 #[cfg(test)]
