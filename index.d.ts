@@ -408,7 +408,11 @@ export type FailClosedLock = Lock<undefined>;
 
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number, L = Lock<number | undefined>> implements ClientControl {
+/**
+ * What FailClosed and FailOpen clients share. A type only: the module exports no `LockClient`
+ * value (construct `FailClosed` or `FailOpen`).
+ */
+export interface LockClient<PartitionTableKeyType extends string | number = string | number, L = Lock<number | undefined>> extends ClientControl {
     close(options: CloseOptions, callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(options?: CloseOptions): Promise<CloseOutcome[]>;
@@ -471,5 +475,7 @@ declare const dynamodbLockNative: {
     Fifo: typeof Fifo;
     Lock: typeof Lock;
     ValidationError: typeof ValidationError;
+    createTable: typeof createTable;
+    Campaign: typeof Campaign;
 };
 export default dynamodbLockNative;
