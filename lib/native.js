@@ -3,7 +3,8 @@
 // Loads the native core through binding.js, the loader that `napi build` generates. It tries
 // the `.node` file beside it, then the platform's package (dynamodb-lock-native-<platform>).
 // When both fail its error speaks of npm's bugs; this one says what was looked for, why each
-// attempt failed, and how to build the addon from source.
+// attempt failed, and how to build the addon from source. Bundled, the loader may hand back
+// the path of the addon's copy instead of the addon, which is then opened here.
 
 const path = require("path");
 const { binaryName, platformSuffix, rustNeeded } = require("../scripts/platform.js");
