@@ -144,6 +144,24 @@ describe("bundled handlers", { timeout: 300000 }, () =>
         }
     );
 
+    it("a bundle that inlined the addon as data says which bundler settings work", async () =>
+        {
+            for (const loader of ["empty", "text"])
+            {
+                const outdir = path.join(app, `esbuild-${loader}`);
+                await esbuild.build({
+                    entryPoints: [path.join(app, "handler.js")], bundle: true, platform: "node",
+                    outdir, loader: { ".node": loader }, logLevel: "silent",
+                });
+                const r = runElsewhere(outdir, { endpoint: "http://127.0.0.1:9", region: "us-east-1", credentials: { accessKeyId: "a", secretAccessKey: "b" }, id: "x" });
+                assert.notEqual(r.status, 0);
+                assert.match(r.stderr, new RegExp(`the native addon was bundled as ${loader === "empty" ? "an object without the addon's functions" : "a string"}, not loaded as a Node.js addon`));
+                assert.match(r.stderr, /--loader:\.node=copy/);
+                assert.match(r.stderr, /type: "asset\/resource"/);
+            }
+        }
+    );
+
     it("each bundle ships the addon beside its code, or the package in node_modules", () =>
         {
             for (const [name, dir] of Object.entries(out))

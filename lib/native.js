@@ -78,7 +78,7 @@ function fromAsset(file)
 function notAnAddon(binding)
 {
     return new Error([
-        `dynamodb-lock-native: the native addon was bundled as ${typeof binding === "object" ? "an object without the addon's functions" : `a ${typeof binding}`},`
+        `dynamodb-lock-native: the native addon was bundled as ${binding !== null && typeof binding === "object" ? "an object without the addon's functions" : `a ${typeof binding}`},`
             + " not loaded as a Node.js addon.",
         "With esbuild, bundle with --loader:.node=copy (or =file) and ship the .node file written beside the bundle;"
             + " with webpack, add the rule { test: /\\.node$/, type: \"asset/resource\" };"
@@ -98,7 +98,7 @@ function load()
     {
         throw notLoaded(e);
     }
-    if (typeof binding === "string")
+    if (typeof binding === "string" && /\.node$/.test(binding))
     {
         binding = fromAsset(binding);
     }
