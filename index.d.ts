@@ -76,7 +76,11 @@ export interface FailClosedConfig extends GenericConfig {
 }
 
 export interface FailOpenConfig extends GenericConfig {
-    /** Period of heartbeats that renew the lease, in ms. No heartbeats without it. */
+    /**
+     * Period of heartbeats that renew the lease, in ms. No heartbeats without it. A period not
+     * shorter than `leaseDurationMs` is accepted, as by dynamodb-lock-client, with a process
+     * warning (code `DYNAMODB_LOCK_NATIVE_UNSAFE_HEARTBEAT`): each lease runs out before its renewal.
+     */
     heartbeatPeriodMs?: number;
     /** The lease: how long after its last heartbeat a lock may be taken over, in ms. */
     leaseDurationMs: number;
