@@ -8,18 +8,13 @@ const fs = require("fs");
 const path = require("path");
 const { spawnSync } = require("child_process");
 const { hostTriple } = require("./platform.js");
+const { preferMachineNode } = require("./machine-node.js");
 
 const root = path.join(__dirname, "..");
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
-// npm puts node_modules/.bin first on the PATH of `npm test`, and the Node.js binaries among
-// the devDependencies (node22, node24) link a `node` there. The full suite runs on the Node.js
-// that runs npm, and so does every `node` its children start.
-const nodeModules = path.join(root, "node_modules") + path.sep;
-const machineNode = fs.realpathSync(process.execPath).startsWith(nodeModules) && process.env.npm_node_execpath
-    ? process.env.npm_node_execpath
-    : process.execPath;
-process.env.PATH = path.dirname(machineNode) + path.delimiter + process.env.PATH;
+// The full suite runs on the machine's Node.js, not on a devDependency's (scripts/machine-node.js).
+const machineNode = preferMachineNode();
 
 function run(cmd, args, extraEnv)
 {
