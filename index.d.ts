@@ -76,7 +76,11 @@ export interface FailClosedConfig extends GenericConfig {
 }
 
 export interface FailOpenConfig extends GenericConfig {
-    /** Period of heartbeats that renew the lease, in ms. No heartbeats without it. */
+    /**
+     * Period of heartbeats that renew the lease, in ms. No heartbeats without it. A period not
+     * shorter than `leaseDurationMs` is accepted, as by dynamodb-lock-client, with a process
+     * warning (code `DYNAMODB_LOCK_NATIVE_UNSAFE_HEARTBEAT`): each lease runs out before its renewal.
+     */
     heartbeatPeriodMs?: number;
     /** The lease: how long after its last heartbeat a lock may be taken over, in ms. */
     leaseDurationMs: number;
@@ -420,7 +424,11 @@ export type FailClosedLock = Lock<undefined>;
 
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
-export declare class LockClient<PartitionTableKeyType extends string | number = string | number, L = Lock<number | undefined>> implements ClientControl {
+/**
+ * What FailClosed and FailOpen clients share. A type only: the module exports no `LockClient`
+ * value (construct `FailClosed` or `FailOpen`).
+ */
+export interface LockClient<PartitionTableKeyType extends string | number = string | number, L = Lock<number | undefined>> extends ClientControl {
     close(options: CloseOptions, callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(callback: (error: LockError | undefined, outcomes: CloseOutcome[]) => void): void;
     close(options?: CloseOptions): Promise<CloseOutcome[]>;
@@ -483,5 +491,7 @@ declare const dynamodbLockNative: {
     Fifo: typeof Fifo;
     Lock: typeof Lock;
     ValidationError: typeof ValidationError;
+    createTable: typeof createTable;
+    Campaign: typeof Campaign;
 };
 export default dynamodbLockNative;

@@ -6,6 +6,7 @@
 
 const { EventEmitter } = require("events");
 const os = require("os");
+const util = require("util");
 const pkg = require("./package.json");
 const native = require("./lib/native.js");
 const { chooseTransport, sdkOptionsFrom, describeDynamodb, isSdkClient, sdkClientOptions, optionProblems, credentialsProvider } = require("./lib/transport.js");
@@ -52,7 +53,8 @@ class ValidationError extends Error
         super(details.map(d => d.message).join(". "));
         this.name = "ValidationError";
         this.details = details;
-        Object.defineProperty(this, "_original", { value: original, enumerable: false, writable: true });
+        // Joi's copy of the validated value, without the `dynamodb` credentials.
+        Object.defineProperty(this, "_original", { value: withoutCredentials(original), enumerable: false, writable: true });
     }
 }
 ValidationError.prototype.isJoi = true;
@@ -212,15 +214,16 @@ function splitId(config, id)
 
 // acquireLock(id[, options][, callback]) and release([callback]): without a callback, a
 // Promise. Callbacks run on a fresh tick, so one that throws is an ordinary uncaught
-// exception and never lands in a promise chain.
-function settle(promise, callback)
+// exception and never lands in a promise chain. `noError` is what a callback receives as its
+// error on success: undefined, or null where the original passes null.
+function settle(promise, callback, noError)
 {
     if (typeof callback !== "function")
     {
         return promise;
     }
     promise.then(
-        value => process.nextTick(callback, undefined, value),
+        value => process.nextTick(callback, noError, value),
         error => process.nextTick(callback, error)
     );
     return undefined;
@@ -417,7 +420,8 @@ class Lock extends EventEmitter
         this._stopHeartbeats();
         this._released = true;
         const released = this._release();
-        return settle(this._track ? this._track.released(this, released) : released, callback);
+        // The original passes on what the AWS SDK v2 gives its callback: `null` on success.
+        return settle(this._track ? this._track.released(this, released) : released, callback, null);
     }
 
     // Stops heartbeats and forgets the lock without releasing it (`close()` without
@@ -544,7 +548,8 @@ function LockClient(self, kind, config)
     {
         throw new ValidationError(problems, config);
     }
-    self._config = config;
+    warnOfUnsafeHeartbeat(kind, config);
+    self._config = withoutCredentials(config);
     self._kind = kind;
     self._retryCount = config.retryCount === undefined ? 1 : config.retryCount;
     self._owner = config.owner || DEFAULT_OWNER;
@@ -614,6 +619,40 @@ function LockClient(self, kind, config)
         }], config);
     }
     self._native = new native.NativeClient(Object.assign(options, fromOptions), credentialsProvider(config.dynamodb), onNativeEvent, onNativeAnswer);
+}
+
+// The configuration a client keeps: a `dynamodb` options object loses its `credentials`, which
+// the native core has taken (static keys) or reaches through a closure (a provider), so that no
+// walk over the client finds the secret.
+function withoutCredentials(config)
+{
+    const db = config !== null && typeof config === "object" ? config.dynamodb : undefined;
+    if (db === null || typeof db !== "object" || !("credentials" in db) || isSdkClient(db) || typeof db.get === "function")
+    {
+        return config;
+    }
+    const rest = Object.assign({}, db);
+    delete rest.credentials;
+    return Object.assign({}, config, { dynamodb: rest });
+}
+
+const UNSAFE_HEARTBEAT = "DYNAMODB_LOCK_NATIVE_UNSAFE_HEARTBEAT";
+
+// A FailOpen heartbeat period as long as the lease or longer is accepted, as the original
+// accepts it, but each lease then runs out before the heartbeat that would renew it.
+function warnOfUnsafeHeartbeat(kind, config)
+{
+    const { heartbeatPeriodMs: period, leaseDurationMs: lease } = config;
+    if (kind !== "FailOpen" || !(period > 0) || period < lease)
+    {
+        return;
+    }
+    process.emitWarning(
+        `FailOpen heartbeatPeriodMs (${period}) is not shorter than leaseDurationMs (${lease}): each lease runs out`
+            + " before the heartbeat that would renew it, so another process may acquire a lock its holder still"
+            + " uses, and the holder's lock emits \"lost\" when its lease runs out. Choose a heartbeat period well"
+            + " under the lease (a third of it or less).",
+        { type: "DynamoDBLockNativeWarning", code: UNSAFE_HEARTBEAT });
 }
 
 // What validation needs to see of the configuration: the `dynamodb` value reduced to its
@@ -1200,6 +1239,20 @@ async function nativeFifoAcquire(self, ids, options)
     return lock;
 }
 
+function describeClient(client)
+{
+    const c = client._config || {};
+    const out = { lockTable: c.lockTable, partitionKey: c.partitionKey };
+    if (c.sortKey !== undefined)
+    {
+        out.sortKey = c.sortKey;
+    }
+    out.owner = client._owner;
+    out.transport = client._transport;
+    out.closed = Boolean(client._closing);
+    return out;
+}
+
 // close([options][, callback]) and metrics(), on every kind of client.
 const clientMethods =
 {
@@ -1225,6 +1278,18 @@ const clientMethods =
     {
         const transport = this._object ? this._object.stats : this._native && this._native.stats();
         return this._metrics.snapshot(transport);
+    },
+
+    // What JSON.stringify and util.inspect (a logger's view) show of a client: its table and
+    // identity, never the `dynamodb` value it was given, whose SDK client may carry keys.
+    toJSON()
+    {
+        return describeClient(this);
+    },
+
+    [util.inspect.custom](depth, options, inspect)
+    {
+        return `${this._kind} ${inspect(describeClient(this), options)}`;
     },
 
     campaign(id, options)

@@ -34,7 +34,7 @@ for (const engineName of selectedEngines())
                 assert.deepEqual(Object.keys(item).sort(), ["guid", "id", "owner"]);
                 assert.equal(item.owner.S, "worker-1");
                 assert.equal(Buffer.from(item.guid.B).length, 64);
-                assert.equal(await releaseCb(lock), undefined);
+                assert.equal(await releaseCb(lock), null);
                 assert.equal(await engine.getItem("locks", { id: { S: id } }), undefined);
             }
         );

@@ -265,7 +265,7 @@ for (const engineName of selectedEngines())
                     const item = await engine.getItem("locks", { id: { S: id } });
                     assert.equal(item.owner.S, "native-taker");
                     assert.equal(Number(item.fencingToken.N), fencingToken + 1);
-                    assert.equal(await releaseCb(taken.lock), undefined);
+                    assert.equal(await releaseCb(taken.lock), null);
                 }
                 finally
                 {
@@ -347,7 +347,7 @@ for (const engineName of selectedEngines())
                     assert.equal(first.error, undefined);
                     assert.equal(first.lock.fencingToken, 1);
                     await checkItem("native", 1, 2000, "held by ours");
-                    assert.equal(await releaseCb(first.lock), undefined);
+                    assert.equal(await releaseCb(first.lock), null);
                     const oursReleased = await checkItem("native", 1, 1, "released by ours");
 
                     let started = Date.now();
@@ -372,7 +372,7 @@ for (const engineName of selectedEngines())
                     assert.ok(took < 1000, `at once (${took} ms)`);
                     assert.equal(lock.fencingToken, 3, "ours continues the original's fencing token");
                     await checkItem("native", 3, 2000, "held by ours again");
-                    assert.equal(await releaseCb(lock), undefined);
+                    assert.equal(await releaseCb(lock), null);
                     await checkItem("native", 3, 1, "released by ours again");
 
                     const fourth = await acquireOriginal(original, id);
@@ -421,7 +421,7 @@ for (const engineName of selectedEngines())
                 assert.equal(error, undefined);
                 assert.ok(took < 2000, `ours acted on the release instead of sleeping the 3000 ms lease (${took} ms)`);
                 assert.equal(lock.fencingToken, held.lock.fencingToken + 1);
-                assert.equal(await releaseCb(lock), undefined);
+                assert.equal(await releaseCb(lock), null);
             }
         );
 

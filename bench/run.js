@@ -19,7 +19,17 @@ process.env.AWS_EC2_METADATA_DISABLED = "true";
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 process.env.AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE = "1";
 
-const { fork, execFileSync } = require("child_process");
+const { fork, execFileSync, spawnSync } = require("child_process");
+
+// `npm run bench` measures the machine's Node.js, not a devDependency's (scripts/machine-node.js).
+{
+    const { machineNode } = require("../scripts/machine-node.js");
+    if (machineNode() !== process.execPath)
+    {
+        const again = spawnSync(machineNode(), process.argv.slice(1), { stdio: "inherit" });
+        process.exit(again.status === null ? 1 : again.status);
+    }
+}
 const fs = require("fs");
 const os = require("os");
 const path = require("path");

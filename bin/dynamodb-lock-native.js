@@ -28,7 +28,10 @@ Options:
   --wait-ms <ms>                 longest wait for the table to become ACTIVE (default 300000)
   --region <region>              default: the AWS environment
   --endpoint <url>               default: the AWS environment, else the region's endpoint
-  -h, --help                     this text`;
+  -h, --help                     this text
+
+Exit status: 0 when the table is ACTIVE, 1 when it could not be made or differs, 2 on a
+usage error (a flag missing or malformed).`;
 
 const OPTIONS = {
     table: { type: "string" },
@@ -52,6 +55,47 @@ function fail(message)
     process.exitCode = 2;
 }
 
+// The flag behind each createTable option, so that a problem is told in the terms of the
+// command line.
+const FLAGS = {
+    lockTable: "--table",
+    partitionKey: "--partition-key",
+    partitionKeyType: "--partition-key-type",
+    sortKey: "--sort-key",
+    sortKeyType: "--sort-key-type",
+    ttlAttribute: "--ttl-attribute",
+    billingMode: "--billing-mode",
+    readCapacityUnits: "--read-capacity",
+    writeCapacityUnits: "--write-capacity",
+    waitMs: "--wait-ms",
+    "dynamodb.region": "--region",
+    "dynamodb.endpoint": "--endpoint",
+};
+
+class UsageError extends Error {}
+
+// createTable's refusal of its options, retold with flags; undefined for any other error.
+function usageProblem(err)
+{
+    let text;
+    if (err && err.code === "InvalidArgument" && /^createTable: /.test(err.message))
+    {
+        text = err.message.slice("createTable: ".length);
+    }
+    else if (err && err.name === "ValidationError")
+    {
+        text = err.message;
+    }
+    else
+    {
+        return undefined;
+    }
+    const flag = name => FLAGS[name] || name;
+    return text
+        .replace(/"([\w.]+)"/g, (whole, name) => (FLAGS[name] ? FLAGS[name] : whole))
+        .replace(/\b(partitionKey|sortKey)\b(?!")/g, flag);
+}
+
 function integer(text, flag)
 {
     if (text === undefined)
@@ -61,7 +105,7 @@ function integer(text, flag)
     const n = Number(text);
     if (!/^\d+$/.test(text) || !Number.isSafeInteger(n))
     {
-        throw new TypeError(`${flag} must be a whole number, not "${text}"`);
+        throw new UsageError(`${flag} must be a whole number, not "${text}"`);
     }
     return n;
 }
@@ -75,6 +119,10 @@ async function createTable(values)
     }
     if (values.endpoint !== undefined)
     {
+        if (!/^https?:\/\/[^/]/.test(values.endpoint) || !URL.canParse(values.endpoint))
+        {
+            throw new UsageError(`--endpoint must be an http or https URL, not "${values.endpoint}"`);
+        }
         dynamodb.endpoint = values.endpoint;
     }
     const options = {
@@ -129,6 +177,15 @@ async function main(argv)
     }
     catch (err)
     {
+        if (err instanceof UsageError)
+        {
+            return fail(`${err.message}\n\n${USAGE}`);
+        }
+        const usage = usageProblem(err);
+        if (usage !== undefined)
+        {
+            return fail(`${usage}\n\n${USAGE}`);
+        }
         process.stderr.write(`dynamodb-lock-native: ${err.code ? `${err.code}: ` : ""}${err.message}\n`);
         process.exitCode = 1;
     }

