@@ -7,9 +7,12 @@
 //!   applies.
 //! - `lock`: FailClosed, FailOpen and Fifo clients over that store, in an environment of lost,
 //!   late and repeated requests, crashes and clock offsets, and the broken variants.
+//! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
+//!   machine itself, against a waiter in another process; pauses, late and lost answers.
 //! - `run`: the configurations checked and the report.
 
 pub mod explore;
 pub mod item;
+pub mod lease;
 pub mod lock;
 pub mod run;

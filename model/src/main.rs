@@ -3,6 +3,8 @@
 //! `--bounded` checks the smaller configurations the test suite uses. Exits with 1 when a
 //! property fails for the real protocol or a broken variant goes uncaught.
 
+use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::lease;
 use dynamodb_lock_model::lock::{Bug, Kind};
 use dynamodb_lock_model::run::{check_broken, check_config, check_kind, drift_config, json, late_landing_config, Size};
 
@@ -70,6 +72,62 @@ fn main() {
             }
         }
         broken.push(b);
+    }
+    println!(
+        "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost \
+         answers (property: {})",
+        lease::PROPERTY
+    );
+    let config = lease::Config::new();
+    let r = lease::check(config);
+    println!(
+        "  lease {} ticks, heartbeat every {}, network delay 0 or {}, one pause of {}, {} ticks: {} distinct states, \
+         depth {}: {}",
+        config.lease,
+        config.period,
+        config.delay,
+        config.pause,
+        config.horizon,
+        r.states,
+        r.depth,
+        if r.holds { "holds" } else { "FAILS" }
+    );
+    if let Some((property, steps)) = &r.counterexample {
+        println!("    {property}:");
+        for step in steps {
+            println!("      {step}");
+        }
+    }
+    ok &= r.holds;
+    let mut lease_broken = Vec::new();
+    for bug in Broken::ALL {
+        let b = lease::check(lease::Config {
+            bug: Some(bug),
+            ..lease::Config::new()
+        });
+        match &b.counterexample {
+            Some((property, steps)) if *property == lease::PROPERTY => {
+                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len() - 1);
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+            _ => {
+                ok = false;
+                println!("  {}: NOT CAUGHT ({} states)", bug.name(), b.states);
+            }
+        }
+        lease_broken.push((bug, b));
+    }
+    println!("Outside the assumptions: the waiter's clock runs one tick fast over a lease");
+    match lease::check(lease::Config {
+        drift: 1,
+        ..lease::Config::new()
+    })
+    .counterexample
+    {
+        None => println!("  every property holds"),
+        Some((property, steps)) => println!("  {property} violated in {} steps", steps.len() - 1),
     }
     println!("Outside the assumptions: a timed-out request may land at any later time");
     for kind in [Kind::FailClosed, Kind::FailOpen] {

@@ -113,3 +113,26 @@ fn the_explorer_counts_states_and_finds_the_shortest_counterexample() {
     );
     assert!(truncated.truncated && !truncated.holds());
 }
+
+/// The heartbeat machine of the core, stepped in time against a waiter: the holder always
+/// knows of its loss no later than the waiter is granted the lock.
+#[test]
+fn the_heartbeat_machine_declares_the_loss_before_a_rival_is_granted() {
+    let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config::new());
+    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.states > 1000, "{} states", r.states);
+}
+
+/// Each broken variant of the heartbeat machine is caught by that property.
+#[test]
+fn every_broken_heartbeat_variant_is_caught() {
+    for bug in dynamodb_lock_core::broken::Broken::ALL {
+        let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config {
+            bug: Some(bug),
+            ..dynamodb_lock_model::lease::Config::new()
+        });
+        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
+        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len() - 1, steps.join("\n  "));
+    }
+}

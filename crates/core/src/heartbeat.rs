@@ -42,7 +42,7 @@ pub const TIMEOUT: &str = "TimeoutError";
 const LEAST_PAUSE: Duration = Duration::from_millis(10);
 
 /// What a heartbeat needs to know of its lock's settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     pub lease: Duration,
     pub period: Duration,
@@ -54,7 +54,7 @@ pub struct Config {
 }
 
 /// How a write was answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Answer {
     /// The item carries the new `guid`.
     Renewed,
@@ -94,7 +94,7 @@ pub enum Action {
     Lost(Loss),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     /// Writes are out: the attempt gives up at `gives_up_at`; another write may go out at
     /// `next_write`; the attempt is reported slow at `slow_at` (unless `slow_told`).
@@ -114,7 +114,7 @@ enum Phase {
 }
 
 /// One heartbeat of one lock.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Beat {
     config: Config,
     /// When this heartbeat was due, and when its first write was sent.

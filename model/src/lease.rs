@@ -1,0 +1,539 @@
+//! A FailOpen holder's heartbeats against a waiter in another process, in time. The holder is
+//! the core's heartbeat machine itself (`dynamodb_lock_core::heartbeat::Beat`), stepped by the
+//! model's clock exactly as the addon's scheduler steps it: at the instant it asks for
+//! (`poll_timeout`), and whenever an answer comes. Writes go to the item through the core's
+//! `op::apply`; each write may be lost before it lands, land at once or a tick later, and its
+//! answer may come at once, a tick later or never. The holder may be paused once (SIGSTOP, a
+//! frozen Lambda) for longer than a lease; the waiter reads the item at any moment, waits out a
+//! lease on its own clock (which may run fast by `drift` ticks per lease) and then takes the lock
+//! on the condition that the item still carries what it saw.
+//!
+//! Property, "a holder's loss is known no later than a rival's grant": when the waiter is
+//! granted the lock, the holder has declared the loss, unless it is paused; and the first step
+//! of a paused holder after it resumes declares it.
+
+use std::time::Duration;
+
+use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::heartbeat::{Action as Step, Answer, Beat, Config as BeatConfig};
+use dynamodb_lock_core::op::{self as core_op, OpenFields, Reply};
+
+use crate::explore::{Model, Violation};
+use crate::item::{Item, Ver, G, HELD_LEASE_MS};
+
+pub const PROPERTY: &str = "a holder's loss is known no later than a rival's grant";
+
+const FIELDS: OpenFields<'static> = OpenFields {
+    owner: "",
+    lease_duration_ms: HELD_LEASE_MS,
+    lock_acquired_time_unix_ms: None,
+    data: None,
+    ttl: None,
+    token_floor: 0,
+};
+
+/// Ticks of the model's clock (a tick is a millisecond to the machine).
+type Tick = u16;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub lease: Tick,
+    pub period: Tick,
+    pub danger_margin: Tick,
+    /// A write lands, and an answer comes, after 0 or `delay` ticks.
+    pub delay: Tick,
+    /// How long the holder's one pause lasts.
+    pub pause: Tick,
+    /// Time ends here.
+    pub horizon: Tick,
+    /// The waiter's clock runs this many ticks fast over one lease.
+    pub drift: Tick,
+    pub bug: Option<Broken>,
+}
+
+impl Config {
+    pub fn new() -> Config {
+        Config {
+            lease: 6,
+            period: 2,
+            danger_margin: 2,
+            delay: 1,
+            pause: 8,
+            horizon: 16,
+            drift: 0,
+            bug: None,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::new()
+    }
+}
+
+fn ms(t: Tick) -> Duration {
+    Duration::from_millis(t.into())
+}
+
+/// The first tick at or after `d`.
+fn tick(d: Duration) -> Tick {
+    let micros = d.as_micros();
+    Tick::try_from(micros.div_ceil(1000)).unwrap_or(Tick::MAX)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Holder {
+    /// Between heartbeats: the next is due at `due`.
+    Idle {
+        due: Tick,
+    },
+    Beating(Box<Beat>),
+    /// The loss was declared.
+    Lost,
+}
+
+/// A heartbeat write on its way.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Write {
+    /// When it lands (`None`: landed already, or lost before landing).
+    land_at: Option<Tick>,
+    /// How long its answer takes once it has landed (`None`: the answer is lost).
+    answer_delay: Option<Tick>,
+    answer_at: Option<Tick>,
+    answer: Option<Answer>,
+    /// The holder still waits for it (not abandoned).
+    awaited: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Waiter {
+    Idle,
+    /// Saw the item at `saw`; takes it once its clock says a lease has passed, at `until`.
+    Waiting {
+        saw: Ver,
+        until: Tick,
+    },
+    Taking {
+        saw: Ver,
+        land_at: Tick,
+    },
+    Granted {
+        at: Tick,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    now: Tick,
+    item: Item,
+    holder: Holder,
+    /// The `guid` the item carries while it is the holder's, and the next one to write.
+    guid: G,
+    pending: G,
+    /// The end of the holder's lease.
+    until: Tick,
+    paused_until: Option<Tick>,
+    pause_used: bool,
+    /// Resumed from a pause and not stepped since.
+    resumed: bool,
+    writes: Vec<Write>,
+    waiter: Waiter,
+}
+
+/// Where a write goes: lost before landing, or landing after `land` ticks with its answer
+/// after `answer` more (or never).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fate {
+    land: Option<Tick>,
+    answer: Option<Tick>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// The holder's timer fires (a heartbeat is due, or the machine asked to be stepped);
+    /// the fates of the writes it sends.
+    HolderTimer(Vec<Fate>),
+    /// The holder takes the answer to write `i`.
+    HolderAnswer(usize, Vec<Fate>),
+    /// Write `i` lands on the item.
+    Land(usize),
+    Pause,
+    WaiterRead,
+    /// The waiter's wait is over: it sends its take, landing after `delay` ticks.
+    WaiterTake(Tick),
+    WaiterLand,
+    Tick,
+}
+
+pub struct LeaseModel {
+    pub config: Config,
+}
+
+impl LeaseModel {
+    fn beat_config(&self) -> BeatConfig {
+        let c = &self.config;
+        BeatConfig {
+            lease: ms(c.lease),
+            period: ms(c.period),
+            danger_margin: ms(c.danger_margin),
+            request_timeout: ms(1000),
+            timer_grain: ms(1),
+        }
+    }
+
+    fn fates(&self) -> Vec<Fate> {
+        let d = self.config.delay;
+        vec![
+            Fate {
+                land: None,
+                answer: None,
+            },
+            Fate {
+                land: Some(0),
+                answer: Some(0),
+            },
+            Fate {
+                land: Some(d),
+                answer: Some(0),
+            },
+            Fate {
+                land: Some(0),
+                answer: Some(d),
+            },
+            Fate {
+                land: Some(0),
+                answer: None,
+            },
+        ]
+    }
+
+    /// Every way of choosing a fate for each of `n` writes.
+    fn fate_choices(&self, n: usize) -> Vec<Vec<Fate>> {
+        let mut all = vec![Vec::new()];
+        for _ in 0..n {
+            all = all
+                .into_iter()
+                .flat_map(|v| {
+                    self.fates().into_iter().map(move |f| {
+                        let mut v = v.clone();
+                        v.push(f);
+                        v
+                    })
+                })
+                .collect();
+        }
+        all
+    }
+
+    fn paused(&self, s: &State) -> bool {
+        s.paused_until.is_some()
+    }
+
+    /// The holder's timer instant, if it has one.
+    fn holder_due(&self, s: &State) -> Option<Tick> {
+        match &s.holder {
+            Holder::Idle { due } => Some(*due),
+            Holder::Beating(b) => b.poll_timeout().map(tick),
+            Holder::Lost => None,
+        }
+    }
+
+    /// Steps the holder's machine on a clone, to learn how many writes it sends.
+    fn writes_of(&self, s: &State, answer: Option<usize>) -> usize {
+        let mut t = s.clone();
+        self.holder_step(&mut t, answer, &[]).map_or(0, |n| n)
+    }
+
+    /// Steps the holder: its timer, or the answer to write `answer`. Returns how many writes it
+    /// sent (each given its fate from `fates`, or lost when there are too few).
+    fn holder_step(&self, s: &mut State, answer: Option<usize>, fates: &[Fate]) -> Option<usize> {
+        let _variant = Variant::set(self.config.bug);
+        let now = ms(s.now);
+        let backoff = ms(1);
+        let steps = match (&mut s.holder, answer) {
+            (Holder::Idle { due }, None) => {
+                let (beat, steps) = Beat::start(self.beat_config(), ms(*due), ms(s.until), now, Duration::ZERO);
+                s.holder = Holder::Beating(Box::new(beat));
+                steps
+            }
+            (Holder::Beating(b), None) => b.timer(now, backoff, Duration::ZERO),
+            (Holder::Beating(b), Some(i)) => {
+                let a = s.writes[i].answer.clone()?;
+                s.writes[i].awaited = false;
+                s.writes[i].answer_at = None;
+                b.answer(now, a, backoff)
+            }
+            _ => return None,
+        };
+        let mut sent = 0;
+        for step in steps {
+            match step {
+                Step::Write => {
+                    let fate = fates.get(sent).copied().unwrap_or(Fate {
+                        land: None,
+                        answer: None,
+                    });
+                    sent += 1;
+                    s.writes.push(Write {
+                        land_at: fate.land.map(|d| s.now + d),
+                        answer_delay: fate.answer,
+                        answer_at: None,
+                        answer: None,
+                        awaited: true,
+                    });
+                }
+                Step::Abandon => s.writes.iter_mut().for_each(|w| w.awaited = false),
+                Step::Failed { .. } | Step::Danger { .. } => {}
+                Step::Landed => s.guid = s.pending,
+                Step::Renewed { until, next } => {
+                    s.until = tick(until);
+                    s.pending = s.pending.wrapping_add(1);
+                    s.holder = Holder::Idle { due: tick(next) };
+                }
+                Step::Lost(_) => s.holder = Holder::Lost,
+            }
+        }
+        // Writes nobody waits for that have landed or never will are forgotten.
+        s.writes.retain(|w| w.awaited || w.land_at.is_some());
+        Some(sent)
+    }
+
+    fn granted_at(s: &State) -> Option<Tick> {
+        match s.waiter {
+            Waiter::Granted { at } => Some(at),
+            _ => None,
+        }
+    }
+}
+
+/// Puts a broken variant in force for one step of the machine.
+struct Variant;
+
+impl Variant {
+    fn set(bug: Option<Broken>) -> Variant {
+        broken::set(bug);
+        Variant
+    }
+}
+
+impl Drop for Variant {
+    fn drop(&mut self) {
+        broken::set(None);
+    }
+}
+
+impl Model for LeaseModel {
+    type State = State;
+    type Action = Action;
+
+    fn init(&self) -> Vec<State> {
+        // The holder took the lock at tick 0 with `guid` 1; its first heartbeat is due
+        // anywhere in the first period.
+        (1..=self.config.period)
+            .map(|due| State {
+                now: 0,
+                item: Item {
+                    guid: 1,
+                    token: 1,
+                    ..Item::default()
+                },
+                holder: Holder::Idle { due },
+                guid: 1,
+                pending: 2,
+                until: self.config.lease,
+                paused_until: None,
+                pause_used: false,
+                resumed: false,
+                writes: Vec::new(),
+                waiter: Waiter::Idle,
+            })
+            .collect()
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let mut forced = false;
+        if !self.paused(s) {
+            if self.holder_due(s).is_some_and(|d| d <= s.now) {
+                forced = true;
+                let n = self.writes_of(s, None);
+                for fates in self.fate_choices(n) {
+                    out.push(Action::HolderTimer(fates));
+                }
+            }
+            for (i, w) in s.writes.iter().enumerate() {
+                if w.awaited && w.answer_at.is_some_and(|at| at <= s.now) {
+                    forced = true;
+                    let n = self.writes_of(s, Some(i));
+                    for fates in self.fate_choices(n) {
+                        out.push(Action::HolderAnswer(i, fates));
+                    }
+                }
+            }
+            if !s.pause_used && s.holder != Holder::Lost {
+                out.push(Action::Pause);
+            }
+        }
+        for (i, w) in s.writes.iter().enumerate() {
+            if w.land_at.is_some_and(|at| at <= s.now) {
+                forced = true;
+                out.push(Action::Land(i));
+            }
+        }
+        match s.waiter {
+            Waiter::Idle => out.push(Action::WaiterRead),
+            Waiter::Waiting { until, .. } if until <= s.now => {
+                forced = true;
+                out.push(Action::WaiterTake(0));
+                out.push(Action::WaiterTake(self.config.delay));
+            }
+            Waiter::Taking { land_at, .. } if land_at <= s.now => {
+                forced = true;
+                out.push(Action::WaiterLand);
+            }
+            _ => {}
+        }
+        if !forced && s.now < self.config.horizon && Self::granted_at(s).is_none() {
+            out.push(Action::Tick);
+        }
+    }
+
+    fn next(&self, s: &State, a: &Action) -> Result<State, Violation> {
+        let mut t = s.clone();
+        let mut holder_stepped = false;
+        match a {
+            Action::HolderTimer(fates) => {
+                self.holder_step(&mut t, None, fates);
+                holder_stepped = true;
+            }
+            Action::HolderAnswer(i, fates) => {
+                self.holder_step(&mut t, Some(*i), fates);
+                holder_stepped = true;
+            }
+            Action::Land(i) => {
+                let w = &mut t.writes[*i];
+                w.land_at = None;
+                let guids = [s.guid, s.pending];
+                let op: core_op::Op<'_, Item> = core_op::Op::Renew {
+                    guids: &guids,
+                    new_guid: &s.pending,
+                    fields: &FIELDS,
+                };
+                let (item, reply) = core_op::apply(&op, Some(s.item));
+                if let Some(item) = item {
+                    t.item = item;
+                }
+                w.answer = Some(match reply {
+                    Reply::Refused(_) => Answer::NotOurs,
+                    _ => Answer::Renewed,
+                });
+                w.answer_at = w.answer_delay.map(|d| s.now + d);
+                if !w.awaited {
+                    t.writes.remove(*i);
+                }
+            }
+            Action::Pause => {
+                t.paused_until = Some(s.now + self.config.pause);
+                t.pause_used = true;
+            }
+            Action::WaiterRead => {
+                let lease = self.config.lease.saturating_sub(self.config.drift);
+                t.waiter = Waiter::Waiting {
+                    saw: s.item.version(),
+                    until: s.now + lease,
+                };
+            }
+            Action::WaiterTake(delay) => {
+                if let Waiter::Waiting { saw, .. } = s.waiter {
+                    t.waiter = Waiter::Taking {
+                        saw,
+                        land_at: s.now + delay,
+                    };
+                }
+            }
+            Action::WaiterLand => {
+                if let Waiter::Taking { saw, .. } = s.waiter {
+                    let guid: G = 200;
+                    let op: core_op::Op<'_, Item> = core_op::Op::Take {
+                        fields: &FIELDS,
+                        guid: &guid,
+                        waited_out: Some(&saw),
+                        clear_mark: false,
+                    };
+                    let (item, reply) = core_op::apply(&op, Some(s.item));
+                    t.waiter = match reply {
+                        Reply::Refused(_) => Waiter::Idle,
+                        _ => {
+                            if let Some(item) = item {
+                                t.item = item;
+                            }
+                            Waiter::Granted { at: s.now }
+                        }
+                    };
+                }
+            }
+            Action::Tick => {
+                t.now += 1;
+                if t.paused_until.is_some_and(|until| t.now >= until) {
+                    t.paused_until = None;
+                    t.resumed = true;
+                }
+            }
+        }
+        if holder_stepped {
+            let was_resumed = t.resumed;
+            t.resumed = false;
+            if let Some(at) = Self::granted_at(&t) {
+                if t.holder != Holder::Lost && (was_resumed || at <= t.now) {
+                    return Err(Violation {
+                        property: PROPERTY,
+                        detail: format!(
+                            "the waiter was granted the lock at tick {at}; the holder, stepped at tick {}, still holds it",
+                            t.now
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    fn invariant(&self, s: &State) -> Result<(), Violation> {
+        match Self::granted_at(s) {
+            // A holder that has just resumed is judged by its first step (`next`).
+            Some(at) if !self.paused(s) && !s.resumed && s.holder != Holder::Lost => Err(Violation {
+                property: PROPERTY,
+                detail: format!(
+                    "the waiter was granted the lock at tick {at} while the holder, running, still holds it"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What one exploration of the lease model found.
+pub struct LeaseResult {
+    pub states: usize,
+    pub depth: usize,
+    pub holds: bool,
+    /// The property violated and the steps to it.
+    pub counterexample: Option<(&'static str, Vec<String>)>,
+}
+
+/// Explores the lease model of `config`.
+pub fn check(config: Config) -> LeaseResult {
+    let m = LeaseModel { config };
+    let r = crate::explore::explore(&m, crate::run::MAX_STATES);
+    let holds = r.holds();
+    LeaseResult {
+        states: r.states,
+        depth: r.depth,
+        holds,
+        counterexample: r.violation.map(|(v, _, path)| {
+            let mut steps: Vec<String> = path.iter().map(|a| format!("{a:?}")).collect();
+            steps.push(v.detail);
+            (v.property, steps)
+        }),
+    }
+}
