@@ -46,6 +46,8 @@ const model = ["--manifest-path", path.join("model", "Cargo.toml")];
 run("cargo", ["fmt", "--check", ...model]);
 run("cargo", ["clippy", "--release", ...model, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
 run("cargo", ["test", "--release", ...model], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
+// A short run of the seeded simulator (`npm run simulate` takes --seed and --steps).
+run(process.execPath, [path.join("scripts", "simulate.js"), "--seed", "1", "--steps", "2000000"]);
 
 const suites = fs.readdirSync(path.join(root, "__test__"))
     .filter(f => f.endsWith(".test.js") || f.endsWith(".test.mjs"))

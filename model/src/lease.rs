@@ -248,7 +248,6 @@ impl LeaseModel {
     /// Steps the holder: its timer, or the answer to write `answer`. Returns how many writes it
     /// sent (each given its fate from `fates`, or lost when there are too few).
     fn holder_step(&self, s: &mut State, answer: Option<usize>, fates: &[Fate]) -> Option<usize> {
-        let _variant = Variant::set(self.config.bug);
         let now = ms(s.now);
         let backoff = ms(1);
         let steps = match (&mut s.holder, answer) {
@@ -319,6 +318,8 @@ impl Variant {
 
 impl Drop for Variant {
     fn drop(&mut self) {
+        // Every step of the model sets its own variant first: nothing to restore but the
+        // protocol as it ships.
         broken::set(None);
     }
 }
@@ -352,6 +353,7 @@ impl Model for LeaseModel {
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let _variant = Variant::set(self.config.bug);
         let mut forced = false;
         if !self.paused(s) {
             if self.holder_due(s).is_some_and(|d| d <= s.now) {
@@ -399,6 +401,7 @@ impl Model for LeaseModel {
     }
 
     fn next(&self, s: &State, a: &Action) -> Result<State, Violation> {
+        let _variant = Variant::set(self.config.bug);
         let mut t = s.clone();
         let mut holder_stepped = false;
         match a {

@@ -10,9 +10,12 @@
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
 //! - `run`: the configurations checked and the report.
+//! - `simulate`: seeded random walks through the lease model at larger scales; a failing seed
+//!   replays exactly.
 
 pub mod explore;
 pub mod item;
 pub mod lease;
 pub mod lock;
 pub mod run;
+pub mod simulate;

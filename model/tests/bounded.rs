@@ -136,3 +136,25 @@ fn every_broken_heartbeat_variant_is_caught() {
         eprintln!("{}: {} steps\n  {}", bug.name(), steps.len() - 1, steps.join("\n  "));
     }
 }
+
+/// The seeded simulator: the protocol as it ships holds over two million steps, each broken
+/// heartbeat variant is caught, and a failing run replays exactly from its seed.
+#[test]
+fn the_simulator_holds_for_the_protocol_and_catches_every_variant() {
+    use dynamodb_lock_model::simulate::{run_one, simulate};
+    let out = simulate(1, 2_000_000, None);
+    assert!(out.failure.is_none(), "{:?}", out.failure);
+    assert!(out.steps >= 2_000_000);
+    for bug in dynamodb_lock_core::broken::Broken::ALL {
+        let b = simulate(1, 400_000, Some(bug));
+        let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(f.property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
+        let (_, again) = run_one(f.seed, Some(bug));
+        assert_eq!(
+            again.map(|a| a.steps),
+            Some(f.steps),
+            "{}: the seed replays",
+            bug.name()
+        );
+    }
+}
