@@ -574,6 +574,12 @@ function latencyRows(rows, latency)
                 noRatio: true,
                 target: promised ? { text: "0 lost", test: v => v === 0 } : undefined,
             });
+            const hb = o.heartbeats;
+            rows.add(S, `${label}: ours' own heartbeat counters during the hold: writes sent (extra attempts), failed or reported slow`, hb && hb.sent, null, {
+                oursText: hb ? `${fmt(hb.sent)} (${fmt(hb.retried)}), ${fmt(hb.failed)}` : "n/a",
+                originalText: "— (none kept)",
+                noRatio: true,
+            });
             const req = r => (r.holdRequests ? `${fmt(total(r.holdRequests))} (${breakdown(r.holdRequests)}${r.refusedInHold ? `; refused: ${breakdown(r.refused)}` : ""})` : "n/a");
             rows.add(S, `${label}: requests during the hold`, o.holdRequests && total(o.holdRequests), g.holdRequests && total(g.holdRequests), {
                 oursText: req(o),

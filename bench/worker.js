@@ -426,11 +426,16 @@ async function latency()
     await sleep(p.settleMs);
     const before = { errors: tally.errors, lost: tally.lost };
 
+    // Ours counts its own heartbeat writes (sent, of which extra attempts, failed or reported slow).
+    const heartbeatCounters = () => (typeof client.raw.metrics === "function" ? client.raw.metrics().heartbeats : null);
+    const hb0 = heartbeatCounters();
     await rpc("latencyOn", { latencyMs: p.latencyMs });
     const cpu0 = cpuUs();
     await sleep(p.holdMs);
     const cpu = cpuUs() - cpu0;
     await rpc("latencyEnd");
+    const hb1 = heartbeatCounters();
+    const heartbeats = hb0 && hb1 ? { sent: hb1.sent - hb0.sent, retried: hb1.retried - hb0.retried, failed: hb1.failed - hb0.failed } : null;
     const during = { errors: tally.errors - before.errors, lost: tally.lost - before.lost, lastError: tally.lastError };
     // Writes sent before the end are answered up to one added round trip later.
     await sleep(p.drainMs);
@@ -450,6 +455,7 @@ async function latency()
         cpuUs: cpu,
         eventsBeforeLatency: before,
         events: during,
+        heartbeats,
     }, rec);
 }
 
