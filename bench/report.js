@@ -580,7 +580,9 @@ function latencyRows(rows, latency)
                 originalText: "— (none kept)",
                 noRatio: true,
             });
-            const req = r => (r.holdRequests ? `${fmt(total(r.holdRequests))} (${breakdown(r.holdRequests)}${r.refusedInHold ? `; refused: ${breakdown(r.refused)}` : ""})` : "n/a");
+            const req = r => (r.holdRequests
+                ? `${fmt(total(r.holdRequests))} (${breakdown(r.holdRequests)}${r.refusedInHold ? `; refused: ${breakdown(r.refused)}` : ""}${r.unansweredAtReport ? `; ${r.unansweredAtReport} writes never answered` : ""})`
+                : "n/a");
             rows.add(S, `${label}: requests during the hold`, o.holdRequests && total(o.holdRequests), g.holdRequests && total(g.holdRequests), {
                 oursText: req(o),
                 originalText: req(g),
@@ -757,7 +759,7 @@ function notesFor(report)
     if (r.latency)
     {
         const p = report.params.latency;
-        notes.push(`Leases kept against added round trip: for each setting, added latency (${p.latencies.join(", ")} ms) and library, a fresh process takes the locks ${p.acquireConcurrency} at a time with no added latency, waits one heartbeat period, then the proxy adds the latency to every request (before forwarding it) for three heartbeat periods plus the lease. Both libraries get the same options (trustLocalTime true, retryCount 2, which only matter to acquisition). Measured at the proxy, the same way for both: for each lock, the times at which the proxy received its writes (PutItem, UpdateItem) that the engine answered with 200, whether or not the client was still waiting for the answer; the gaps between successive ones that end after the latency was switched on, and from the last one to the end of the hold. A lease is kept when no gap is longer than leaseDurationMs; a longer gap is a time in which a waiter could have taken the lock. Requests are the proxy's counts over the hold; a write's answer time is from its arrival at the proxy to the engine's answer coming back there, so it shows how far the engine (and the proxy) kept up, apart from anything queued in the client. The locks are abandoned with the process afterwards. The target applies where the added round trip is below the heartbeat period.`);
+        notes.push(`Leases kept against added round trip: for each setting, added latency (${p.latencies.join(", ")} ms) and library, a fresh process takes the locks ${p.acquireConcurrency} at a time with no added latency, waits one heartbeat period, then the proxy adds the latency to every request (before forwarding it) for three heartbeat periods plus the lease. Both libraries get the same options (trustLocalTime true, retryCount 2, which only matter to acquisition). Measured at the proxy, the same way for both: for each lock, the times at which the proxy received its writes (PutItem, UpdateItem) that the engine answered with 200, whether or not the client was still waiting for the answer; the gaps between successive ones that end after the latency was switched on, and from the last one to the end of the hold. A lease is kept when no gap is longer than leaseDurationMs; a longer gap is a time in which a waiter could have taken the lock. Requests are the proxy's counts over the hold; a write's answer time is from its arrival at the proxy to the engine's answer coming back there, so it shows how far the engine (and the proxy) kept up, apart from anything queued in the client. A write "never answered" was received by the proxy before the end of the hold and had no answer from the engine when the proxy was asked, the added latency plus ${p.drainMarginMs} ms after the end (a request whose client closed its connection during the added delay is not forwarded). The locks are abandoned with the process afterwards. The target applies where the added round trip is below the heartbeat period.`);
     }
     const missed = [];
     return notes.concat(missed);

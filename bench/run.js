@@ -562,7 +562,31 @@ function analyseLatency(lat, ids, leaseMs)
             longest = { id, ms: max };
         }
     }
-    const sentBeforeEnd = lat.sent.filter(t => t <= tEnd).length;
+    const sentBeforeEnd = lat.sent.filter(x => x.at <= tEnd);
+    // The first few lapsed locks in detail: when (from the switch to the latency) each of their
+    // writes reached the proxy, whether the engine answered it, and with what.
+    const lapsed = [];
+    for (const [id, times] of byKey)
+    {
+        if (lapsed.length >= 5)
+        {
+            break;
+        }
+        const sends = sentBeforeEnd.filter(x => x.key === id);
+        const answers = lat.answers.filter(a => a.key === id && a.at <= tEnd);
+        const gapsOf = times.map((t, i) => (i ? t - times[i - 1] : null)).filter(g => g !== null && g > leaseMs);
+        if (times.length && !gapsOf.length && tEnd - times[times.length - 1] <= leaseMs)
+        {
+            continue;
+        }
+        const rel = t => Math.round(t - tOn);
+        lapsed.push({
+            id,
+            sentMs: sends.map(x => rel(x.at)),
+            answeredMs: answers.map(a => [rel(a.at), Math.round(a.answeredAt - a.at), a.status === 200 ? "ok" : a.type]),
+            unanswered: sends.length - answers.length,
+        });
+    }
     return {
         locksKept: kept,
         locksLapsed: ids.length - kept,
@@ -575,7 +599,8 @@ function analyseLatency(lat, ids, leaseMs)
         refusedInHold,
         refused,
         // Writes sent before the end of the hold whose answer had not come when the proxy was asked.
-        unansweredAtReport: sentBeforeEnd - answeredBeforeEnd,
+        unansweredAtReport: sentBeforeEnd.length - answeredBeforeEnd,
+        lapsedDetail: lapsed,
         holdMsAtProxy: tEnd - tOn,
         acquisitionRequests: lat.countsAtOn,
         holdRequests: diffCounts(lat.countsAtOn, lat.countsAtEnd),
@@ -599,7 +624,7 @@ function makeRecorder(proxy, engine)
     {
         if (lat && lat.ops.has(op))
         {
-            lat.sent.push(info.receivedAt);
+            lat.sent.push({ key: keyOf(json), at: info.receivedAt });
         }
         if (rec && rec.ops.has(op))
         {
