@@ -575,7 +575,7 @@ function latencyRows(rows, latency)
                 target: promised ? { text: "0 lost", test: v => v === 0 } : undefined,
             });
             const hb = o.heartbeats;
-            rows.add(S, `${label}: ours' own heartbeat counters during the hold: writes sent (extra attempts), failed or reported slow`, hb && hb.sent, null, {
+            rows.add(S, `${label}: ours' own heartbeat counters during the hold: writes started, counted before waiting for a slot in flight (of which extra attempts), failed or reported slow`, hb && hb.sent, null, {
                 oursText: hb ? `${fmt(hb.sent)} (${fmt(hb.retried)}), ${fmt(hb.failed)}` : "n/a",
                 originalText: "— (none kept)",
                 noRatio: true,

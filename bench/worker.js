@@ -426,7 +426,7 @@ async function latency()
     await sleep(p.settleMs);
     const before = { errors: tally.errors, lost: tally.lost };
 
-    // Ours counts its own heartbeat writes (sent, of which extra attempts, failed or reported slow).
+    // Ours counts its own heartbeat writes (started, of which extra attempts; failed or reported slow).
     const heartbeatCounters = () => (typeof client.raw.metrics === "function" ? client.raw.metrics().heartbeats : null);
     const hb0 = heartbeatCounters();
     await rpc("latencyOn", { latencyMs: p.latencyMs });
