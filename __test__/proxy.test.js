@@ -107,6 +107,7 @@ beforeEach(() => {
   proxy.clearFaults();
   proxy.resetCounts();
   proxy.onRequest = null;
+  proxy.onResponse = null;
   upstream.applied.length = 0;
 });
 
@@ -288,6 +289,31 @@ test("onRequest sees every request and may pick a fault", async () => {
     ["PutItem", { drop: true }],
   ]);
   assert.equal(upstream.count("PutItem"), 1);
+});
+
+test("onResponse gets the engine's answer to each forwarded request, with the info onRequest got", async () => {
+  const requests = [];
+  const answers = [];
+  proxy.onRequest = (op, body, info) => {
+    requests.push(info);
+    return undefined;
+  };
+  proxy.onResponse = (op, body, info, response) => answers.push({ op, body, info, status: response.status, json: JSON.parse(response.body.toString("utf8")) });
+  proxy.nextFault({ delayMs: 50 }, { operation: "PutItem" });
+  proxy.nextFault("throttle", { operation: "UpdateItem" });
+  const t0 = performance.now();
+  assert.equal((await call(proxy.endpoint, "PutItem", { a: 1 })).status, 200);
+  assert.equal((await call(proxy.endpoint, "UpdateItem", { b: 2 })).status, 400);
+  assert.equal(requests.length, 2);
+  // The throttled request never reached the engine: no answer from it.
+  assert.equal(answers.length, 1);
+  assert.equal(answers[0].op, "PutItem");
+  assert.deepEqual(answers[0].body, { a: 1 });
+  assert.equal(answers[0].status, 200);
+  assert.equal(answers[0].json.op, "PutItem");
+  assert.equal(answers[0].info, requests[0]);
+  // receivedAt is when the request arrived, before the added delay.
+  assert.ok(answers[0].info.receivedAt >= t0 && answers[0].info.receivedAt < t0 + 45, `received ${answers[0].info.receivedAt - t0} ms after the call`);
 });
 
 test("hang: never forwarded; the client times out; close() resolves promptly", async () => {

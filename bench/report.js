@@ -528,6 +528,69 @@ function fifoRows(rows, fifo)
     }
 }
 
+function latencyRows(rows, latency)
+{
+    const total = counts => Object.values(counts || {}).reduce((a, b) => a + b, 0);
+    for (const entry of latency.settings)
+    {
+        const c = entry.config;
+        const S = `7. Leases kept against added round trip: ${entry.locks.toLocaleString("en-US")} FailOpen locks (lease ${c.leaseDurationMs} ms, heartbeat ${c.heartbeatPeriodMs} ms), taken with no added latency, then held ${entry.holdMs} ms with it`;
+        for (const run of entry.runs)
+        {
+            const o = run.ours || {};
+            const g = run.original || {};
+            const label = `+${run.latencyMs} ms`;
+            if (o.error || g.error)
+            {
+                rows.add(S, `${label}: failed`, null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+                if (o.error && g.error)
+                {
+                    continue;
+                }
+            }
+            const keptText = r => (num(r.locksKept) ? `${r.locksKept}/${r.locksAcquired}${r.locksAcquired < r.locksPlanned ? ` (of ${r.locksPlanned} wanted)` : ""}` : "n/a");
+            // The promise holds while every round trip stays below the heartbeat period.
+            const promised = run.latencyMs < c.heartbeatPeriodMs;
+            rows.add(S, `${label}: leases kept (no gap between successful writes longer than the lease)`, o.locksKept, g.locksKept, {
+                oursText: keptText(o),
+                originalText: keptText(g),
+                noRatio: true,
+                target: promised ? { text: "all", test: v => v === o.locksAcquired && o.locksAcquired === o.locksPlanned } : undefined,
+            });
+            const gapText = r => (r.gapMs ? `${fmt(r.gapMs.max, 0)} (p99 ${fmt(r.gapMs.p99, 0)}; ${r.gapsOverLease} over the lease)` : "n/a");
+            rows.add(S, `${label}: longest gap between successful writes of a lock (ms)`, o.gapMs && o.gapMs.max, g.gapMs && g.gapMs.max, {
+                oursText: gapText(o),
+                originalText: gapText(g),
+            });
+            const ans = r => (r.answerMs && r.answerMs.n ? `${fmt(r.answerMs.p50)} / ${fmt(r.answerMs.p99)} / ${fmt(r.answerMs.max)}` : "n/a");
+            rows.add(S, `${label}: writes of the hold answered by the proxy after p50 / p99 / max (ms, added latency included)`, o.answerMs && o.answerMs.p99, g.answerMs && g.answerMs.p99, {
+                oursText: ans(o),
+                originalText: ans(g),
+            });
+            const ev = (r, withLost) => (r.events ? `${withLost ? `lost ${r.events.lost}, ` : ""}error ${r.events.errors}${r.events.lastError ? ` (${r.events.lastError})` : ""}` : "n/a");
+            rows.add(S, `${label}: "lost" and "error" events during the hold`, o.events && o.events.lost, null, {
+                oursText: ev(o, true),
+                originalText: g.events ? `${ev(g, false)}; no "lost" event` : "n/a",
+                noRatio: true,
+                target: promised ? { text: "0 lost", test: v => v === 0 } : undefined,
+            });
+            const hb = o.heartbeats;
+            rows.add(S, `${label}: ours' own heartbeat counters during the hold: writes started, counted before waiting for a slot in flight (of which extra attempts), failed or reported slow`, hb && hb.sent, null, {
+                oursText: hb ? `${fmt(hb.sent)} (${fmt(hb.retried)}), ${fmt(hb.failed)}` : "n/a",
+                originalText: "— (none kept)",
+                noRatio: true,
+            });
+            const req = r => (r.holdRequests
+                ? `${fmt(total(r.holdRequests))} (${breakdown(r.holdRequests)}${r.refusedInHold ? `; refused: ${breakdown(r.refused)}` : ""}${r.unansweredAtReport ? `; ${r.unansweredAtReport} writes never answered` : ""})`
+                : "n/a");
+            rows.add(S, `${label}: requests during the hold`, o.holdRequests && total(o.holdRequests), g.holdRequests && total(g.holdRequests), {
+                oursText: req(o),
+                originalText: req(g),
+            });
+        }
+    }
+}
+
 function esc(s)
 {
     return String(s).replace(/\|/g, "\\|");
@@ -560,6 +623,10 @@ function renderMarkdown(report)
     if (r.fifo)
     {
         fifoRows(rows, r.fifo);
+    }
+    if (r.latency)
+    {
+        latencyRows(rows, r.latency);
     }
 
     const m = report.machine;
@@ -688,6 +755,11 @@ function notesFor(report)
                 notes.push(`Fifo, ${part}: NOT MEASURED: ${x.skipped} (reported as skipped, not as a pass).`);
             }
         }
+    }
+    if (r.latency)
+    {
+        const p = report.params.latency;
+        notes.push(`Leases kept against added round trip: for each setting, added latency (${p.latencies.join(", ")} ms) and library, a fresh process takes the locks ${p.acquireConcurrency} at a time with no added latency, waits one heartbeat period, then the proxy adds the latency to every request (before forwarding it) for three heartbeat periods plus the lease. Both libraries get the same options (trustLocalTime true, retryCount 2, which only matter to acquisition). Measured at the proxy, the same way for both: for each lock, the times at which the proxy received its writes (PutItem, UpdateItem) that the engine answered with 200, whether or not the client was still waiting for the answer; the gaps between successive ones that end after the latency was switched on, and from the last one to the end of the hold. A lease is kept when no gap is longer than leaseDurationMs; a longer gap is a time in which a waiter could have taken the lock. Requests are the proxy's counts over the hold; a write's answer time is from its arrival at the proxy to the engine's answer coming back there, so it shows how far the engine (and the proxy) kept up, apart from anything queued in the client. A write "never answered" was received by the proxy before the end of the hold and had no answer from the engine when the proxy was asked, the added latency plus ${p.drainMarginMs} ms after the end (a request whose client closed its connection during the added delay is not forwarded). The locks are abandoned with the process afterwards. The target applies where the added round trip is below the heartbeat period.`);
     }
     const missed = [];
     return notes.concat(missed);

@@ -9,7 +9,7 @@
 //   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
 //
 // Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5), fifo (6; ours only,
-// the original has no fair lock).
+// the original has no fair lock), latency (7; leases kept against added round trip).
 // Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
 // Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
@@ -42,7 +42,7 @@ const { summary, jain, spread } = require("./stats.js");
 const { renderMarkdown } = require("./report.js");
 const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
 
-const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo"];
+const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo", "latency"];
 const LIBS = ["ours", "original"];
 
 // ---------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ function parseArgs(argv)
             throw usageError(`unknown option ${a}`);
         }
     }
-    // Scenarios run in their listed order (pool and fifo after the others), once each.
+    // Scenarios run in their listed order (pool, fifo and latency after the others), once each.
     opts.only = SCENARIOS.filter(s => opts.only.includes(s));
     return opts;
 }
@@ -141,6 +141,7 @@ function parameters(quick)
             contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 3000, retryCount: 100000 },
             pool: poolParameters(3000),
             fifo: fifoParameters(3000, 5000),
+            latency: latencyParameters([0, 200]),
         };
     }
     return {
@@ -158,6 +159,29 @@ function parameters(quick)
         contention: { processes: 4, leaseMs: 200, heartbeatMs: 50, holdMs: 10, durationMs: 15000, retryCount: 100000 },
         pool: poolParameters(10000),
         fifo: fifoParameters(10000, 10000),
+        latency: latencyParameters([0, 50, 100, 200, 250]),
+    };
+}
+
+// Scenario 7: leases kept against added round trip. For each setting, each added latency and
+// each library, a fresh process takes `locks` FailOpen locks (`acquireConcurrency` at a time,
+// with no added latency), waits one heartbeat period, then holds them for three heartbeat
+// periods plus the lease while the proxy adds the latency to every request. Both libraries get
+// the same options; trustLocalTime and retryCount only matter to acquisition.
+function latencyParameters(latencies)
+{
+    const common = { trustLocalTime: true, retryCount: 2 };
+    return {
+        latencies,
+        acquireConcurrency: 64,
+        acquireDeadlineMs: 30000,
+        // Answers to writes sent before the end of the hold come up to one added round trip
+        // later; the proxy waits this long past the latency for them.
+        drainMarginMs: 1000,
+        settings: [
+            { locks: 30, config: Object.assign({ leaseDurationMs: 1000, heartbeatPeriodMs: 250 }, common) },
+            { locks: 1000, config: Object.assign({ leaseDurationMs: 6000, heartbeatPeriodMs: 2000 }, common) },
+        ],
     };
 }
 
@@ -435,11 +459,183 @@ function keyOf(json)
     return v ? v.S || v.N || v.B : undefined;
 }
 
+/** The DynamoDB error type of an error answer ("ConditionalCheckFailedException"), or its status. */
+function errorTypeOf(body)
+{
+    try
+    {
+        const t = JSON.parse(body.toString("utf8")).__type;
+        return t ? String(t).slice(String(t).lastIndexOf("#") + 1) : "unknown";
+    }
+    catch (_)
+    {
+        return "unparsed";
+    }
+}
+
+const diffCounts = (a, b) =>
+{
+    const out = {};
+    for (const k of Object.keys(b))
+    {
+        const d = b[k] - (a[k] || 0);
+        if (d)
+        {
+            out[k] = d;
+        }
+    }
+    return out;
+};
+
+/**
+ * Per lock id, the gaps between the sends of its successive successful writes (answered 200)
+ * that end after the latency was switched on, and the gap from its last successful write sent
+ * before the end of the hold to that end. A lock's lease was kept when none of its gaps is
+ * longer than the lease: otherwise a waiter could have taken it.
+ */
+function analyseLatency(lat, ids, leaseMs)
+{
+    const { tOn, tEnd } = lat;
+    const byKey = new Map(ids.map(id => [id, []]));
+    const refused = {};
+    let refusedInHold = 0;
+    let renewalsInHold = 0;
+    let answeredBeforeEnd = 0;
+    // How long the proxy took to answer the writes sent during the hold (added latency included).
+    const answerMs = [];
+    for (const a of lat.answers)
+    {
+        if (a.at > tEnd)
+        {
+            continue;
+        }
+        answeredBeforeEnd++;
+        const inHold = a.at > tOn;
+        if (inHold)
+        {
+            answerMs.push(a.answeredAt - a.at);
+        }
+        if (a.status !== 200)
+        {
+            if (inHold)
+            {
+                refusedInHold++;
+                refused[a.type] = (refused[a.type] || 0) + 1;
+            }
+            continue;
+        }
+        const times = byKey.get(a.key);
+        if (times)
+        {
+            times.push(a.at);
+            if (inHold)
+            {
+                renewalsInHold++;
+            }
+        }
+    }
+    const gaps = [];
+    let kept = 0;
+    let noWrite = 0;
+    let gapsOverLease = 0;
+    let longest = null;
+    for (const [id, times] of byKey)
+    {
+        if (!times.length)
+        {
+            noWrite++;
+            continue;
+        }
+        times.sort((a, b) => a - b);
+        let max = 0;
+        for (let i = 0; i <= times.length; i++)
+        {
+            const end = i < times.length ? times[i] : tEnd;
+            if (i === 0 || end <= tOn)
+            {
+                continue;
+            }
+            const gap = end - times[i - 1];
+            gaps.push(gap);
+            if (gap > leaseMs)
+            {
+                gapsOverLease++;
+            }
+            max = Math.max(max, gap);
+        }
+        if (max <= leaseMs)
+        {
+            kept++;
+        }
+        if (!longest || max > longest.ms)
+        {
+            longest = { id, ms: max };
+        }
+    }
+    const sentBeforeEnd = lat.sent.filter(x => x.at <= tEnd);
+    // The first few lapsed locks in detail: when (from the switch to the latency) each of their
+    // writes reached the proxy, whether the engine answered it, and with what.
+    const lapsed = [];
+    for (const [id, times] of byKey)
+    {
+        if (lapsed.length >= 5)
+        {
+            break;
+        }
+        const sends = sentBeforeEnd.filter(x => x.key === id);
+        const answers = lat.answers.filter(a => a.key === id && a.at <= tEnd);
+        const gapsOf = times.map((t, i) => (i ? t - times[i - 1] : null)).filter(g => g !== null && g > leaseMs);
+        if (times.length && !gapsOf.length && tEnd - times[times.length - 1] <= leaseMs)
+        {
+            continue;
+        }
+        const rel = t => Math.round(t - tOn);
+        lapsed.push({
+            id,
+            sentMs: sends.map(x => rel(x.at)),
+            answeredMs: answers.map(a => [rel(a.at), Math.round(a.answeredAt - a.at), a.status === 200 ? "ok" : a.type]),
+            unanswered: sends.length - answers.length,
+        });
+    }
+    return {
+        locksKept: kept,
+        locksLapsed: ids.length - kept,
+        locksWithoutWrite: noWrite,
+        gapsOverLease,
+        gapMs: summary(gaps),
+        longestGap: longest,
+        renewalsInHold,
+        answerMs: summary(answerMs),
+        refusedInHold,
+        refused,
+        // Writes sent before the end of the hold whose answer had not come when the proxy was asked.
+        unansweredAtReport: sentBeforeEnd.length - answeredBeforeEnd,
+        lapsedDetail: lapsed,
+        holdMsAtProxy: tEnd - tOn,
+        acquisitionRequests: lat.countsAtOn,
+        holdRequests: diffCounts(lat.countsAtOn, lat.countsAtEnd),
+    };
+}
+
 function makeRecorder(proxy, engine)
 {
     let rec = null;
-    proxy.onRequest = (op, json) =>
+    // Scenario 7: every write of `lat.ops` the engine answered, by lock id, with the time the
+    // proxy received it (its send, on loopback).
+    let lat = null;
+    proxy.onResponse = (op, json, info, response) =>
     {
+        if (lat && lat.ops.has(op))
+        {
+            lat.answers.push({ key: keyOf(json), at: info.receivedAt, answeredAt: performance.now(), status: response.status, type: response.status === 200 ? null : errorTypeOf(response.body) });
+        }
+    };
+    proxy.onRequest = (op, json, info) =>
+    {
+        if (lat && lat.ops.has(op))
+        {
+            lat.sent.push({ key: keyOf(json), at: info.receivedAt });
+        }
         if (rec && rec.ops.has(op))
         {
             const now = performance.now();
@@ -481,6 +677,27 @@ function makeRecorder(proxy, engine)
                         proxyCpu0: process.cpuUsage(),
                     };
                     return true;
+                case "latencyRecord":
+                    proxy.clearFaults();
+                    proxy.resetCounts();
+                    lat = { ops: new Set(args.ops), answers: [], sent: [], t0: performance.now() };
+                    return true;
+                case "latencyOn":
+                    lat.countsAtOn = Object.assign({}, proxy.counts);
+                    proxy.setFaults({ latencyMs: args.latencyMs });
+                    lat.tOn = performance.now();
+                    return true;
+                case "latencyEnd":
+                    lat.tEnd = performance.now();
+                    lat.countsAtEnd = Object.assign({}, proxy.counts);
+                    return true;
+                case "latencyReport":
+                {
+                    proxy.clearFaults();
+                    const out = analyseLatency(lat, args.ids, args.leaseMs);
+                    lat = null;
+                    return out;
+                }
                 case "stopRecord":
                 {
                     const elapsed = performance.now() - rec.t0;
@@ -537,6 +754,8 @@ function runWorker(ctx, job, timeoutMs, script = "worker.js")
                 {
                     clearTimeout(timer);
                     ctx.proxy.onRequest = null;
+                    ctx.proxy.onResponse = null;
+                    ctx.proxy.clearFaults();
                     resolve(result || { error: `child exited (code ${code}, signal ${signal}) without a result` });
                 }
             );
@@ -1273,6 +1492,50 @@ async function scenarioFifo(ctx, p)
     return out;
 }
 
+async function scenarioLatency(ctx, p)
+{
+    const out = { params: p, settings: [] };
+    for (const setting of p.settings)
+    {
+        const c = setting.config;
+        const holdMs = 3 * c.heartbeatPeriodMs + c.leaseDurationMs;
+        const entry = { locks: setting.locks, config: c, holdMs, runs: [] };
+        for (const latencyMs of p.latencies)
+        {
+            const run = { latencyMs };
+            for (const lib of LIBS)
+            {
+                const params = {
+                    locks: setting.locks,
+                    config: c,
+                    latencyMs,
+                    holdMs,
+                    settleMs: c.heartbeatPeriodMs,
+                    drainMs: latencyMs + p.drainMarginMs,
+                    acquireConcurrency: p.acquireConcurrency,
+                    acquireDeadlineMs: p.acquireDeadlineMs,
+                };
+                const tables = { main: await newTable(ctx, `lat_${setting.locks}_${latencyMs}_${lib}`) };
+                const timeoutMs = p.acquireDeadlineMs + params.settleMs + holdMs + params.drainMs + 60000;
+                const r = await runWorker(ctx, { scenario: "latency", lib, tables, params }, timeoutMs);
+                await dropTable(ctx, tables.main);
+                run[lib] = r;
+                if (r.error)
+                {
+                    log(`latency: ${setting.locks} locks, +${latencyMs} ms: ${lib}: error: ${String(r.error).split("\n")[0]}`);
+                }
+                else
+                {
+                    log(`latency: ${setting.locks} locks, +${latencyMs} ms: ${lib}: ${r.locksKept}/${r.locksAcquired} leases kept, longest gap ${fmtNum(r.gapMs.max)} ms (lease ${c.leaseDurationMs}), events lost ${r.events.lost} error ${r.events.errors}, ${Object.values(r.holdRequests).reduce((a, b) => a + b, 0)} requests in the hold`);
+                }
+            }
+            entry.runs.push(run);
+        }
+        out.settings.push(entry);
+    }
+    return out;
+}
+
 function fmtNum(v)
 {
     return v === null || v === undefined ? "n/a" : Number(v).toFixed(v >= 100 ? 0 : 1);
@@ -1336,6 +1599,10 @@ async function main()
             else if (s === "fifo")
             {
                 results.fifo = await scenarioFifo(ctx, params.fifo);
+            }
+            else if (s === "latency")
+            {
+                results.latency = await scenarioLatency(ctx, params.latency);
             }
             log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         }

@@ -2,7 +2,7 @@
 
 // One benchmark scenario for one library, in a fresh Node process so that CPU time and RSS
 // belong to that library alone. Started by bench/run.js with a JSON job in argv[2]:
-//   { scenario: "requests"|"cycles"|"held", lib: "ours"|"original", endpoint, region,
+//   { scenario: "requests"|"cycles"|"held"|"latency", lib: "ours"|"original", endpoint, region,
 //     credentials, tables: {...}, params: {...} }
 // All traffic goes to `endpoint`, the parent's counting proxy on 127.0.0.1. Every loop is
 // bounded in count and in time.
@@ -383,7 +383,83 @@ async function held()
     };
 }
 
-const SCENARIOS = { requests, cycles, held };
+// ---------------------------------------------------------------------------------------
+// 7. Leases kept against added round trip: N FailOpen locks taken with no added latency, then
+// held for `holdMs` while the parent's proxy adds `latencyMs` to every request. The parent
+// records, per lock id, when each write that the engine answered with 200 was sent; this
+// process reports its locks' ids and the "error" and "lost" events they emitted.
+
+async function latency()
+{
+    const p = job.params;
+    const client = lib.create("FailOpen", Object.assign({ lockTable: job.tables.main, partitionKey: "id" }, p.config));
+    const tally = { errors: 0, lost: 0, lastError: undefined };
+    await client.release(await client.acquire("warm"));
+
+    await rpc("latencyRecord", { ops: ["PutItem", "UpdateItem"] });
+    const ids = [];
+    let next = 0;
+    let acquireFailures = 0;
+    let lastAcquireFailure;
+    const acqDeadline = performance.now() + p.acquireDeadlineMs;
+    const acq0 = performance.now();
+    await Promise.all(Array.from({ length: p.acquireConcurrency }, async () =>
+        {
+            while (next < p.locks && performance.now() < acqDeadline)
+            {
+                const id = `lat-${next++}`;
+                try
+                {
+                    const lock = await client.acquire(id);
+                    watch(lock, tally);
+                    ids.push(id);
+                }
+                catch (e)
+                {
+                    acquireFailures++;
+                    lastAcquireFailure = e && (e.code || String(e));
+                }
+            }
+        }
+    ));
+    const acquisitionMs = performance.now() - acq0;
+    await sleep(p.settleMs);
+    const before = { errors: tally.errors, lost: tally.lost };
+
+    // Ours counts its own heartbeat writes (started, of which extra attempts; failed or reported slow).
+    const heartbeatCounters = () => (typeof client.raw.metrics === "function" ? client.raw.metrics().heartbeats : null);
+    const hb0 = heartbeatCounters();
+    await rpc("latencyOn", { latencyMs: p.latencyMs });
+    const cpu0 = cpuUs();
+    await sleep(p.holdMs);
+    const cpu = cpuUs() - cpu0;
+    await rpc("latencyEnd");
+    const hb1 = heartbeatCounters();
+    const heartbeats = hb0 && hb1 ? { sent: hb1.sent - hb0.sent, retried: hb1.retried - hb0.retried, failed: hb1.failed - hb0.failed } : null;
+    const during = { errors: tally.errors - before.errors, lost: tally.lost - before.lost, lastError: tally.lastError };
+    // Writes sent before the end are answered up to one added round trip later.
+    await sleep(p.drainMs);
+    const rec = await rpc("latencyReport", { ids, leaseMs: p.config.leaseDurationMs });
+    // The locks are abandoned with the process; the parent drops the table.
+    return Object.assign({
+        latencyMs: p.latencyMs,
+        locksPlanned: p.locks,
+        locksAcquired: ids.length,
+        acquireFailures,
+        lastAcquireFailure,
+        acquisitionTimeLimited: next < p.locks,
+        acquisitionMs,
+        holdMs: p.holdMs,
+        leaseMs: p.config.leaseDurationMs,
+        periodMs: p.config.heartbeatPeriodMs,
+        cpuUs: cpu,
+        eventsBeforeLatency: before,
+        events: during,
+        heartbeats,
+    }, rec);
+}
+
+const SCENARIOS = { requests, cycles, held, latency };
 
 (async () =>
 {

@@ -17,7 +17,11 @@
 // - Every request body is read completely before anything else happens, then
 //   counted in `counts[operation]` (operation = the part of `x-amz-target`
 //   after the last "."; "Unknown" when the header is missing), then passed to
-//   `onRequest(op, bodyJson, info)` if set.
+//   `onRequest(op, bodyJson, info)` if set (info: { headers, body, receivedAt },
+//   receivedAt being performance.now() when the body had arrived).
+// - `onResponse(op, bodyJson, info, { status, body })`, if set, is called with
+//   the engine's answer to every forwarded request (the same `info` object
+//   onRequest got), whether or not the client is still there to receive it.
 // - The fault for a request is chosen in this order:
 //     1. the return value of `onRequest`, if it returned a fault kind;
 //     2. the oldest pending one-shot from `nextFault()` whose operation matches;
@@ -45,6 +49,7 @@
 
 const http = require("node:http");
 const crypto = require("node:crypto");
+const { performance } = require("node:perf_hooks");
 
 const DYNAMODB_NS = "com.amazonaws.dynamodb.v20120810";
 const CORAL_URL = `http://internal.amazon.com/coral/${DYNAMODB_NS}/`;
@@ -331,11 +336,12 @@ async function startProxy(options = {}) {
       json = null;
     }
 
+    const info = { headers: req.headers, body, receivedAt: performance.now() };
     let fault;
     let fromHook = false;
     if (typeof api.onRequest === "function") {
       try {
-        const verdict = await api.onRequest(op, json, { headers: req.headers, body });
+        const verdict = await api.onRequest(op, json, info);
         if (verdict !== undefined) {
           fault = { kind: normaliseKind(verdict) };
           fromHook = true;
@@ -388,6 +394,13 @@ async function startProxy(options = {}) {
     }
 
     const upstream = await forward(req, body);
+    if (upstream && typeof api.onResponse === "function") {
+      try {
+        api.onResponse(op, json, info, { status: upstream.status, body: upstream.body });
+      } catch (err) {
+        api.hookErrors.push(err);
+      }
+    }
     if (closed) return;
     if (kind === "dropAfter") {
       faultCounts.droppedAfter += 1;
@@ -441,6 +454,7 @@ async function startProxy(options = {}) {
     lastUpstreamError: null,
     hookErrors: [],
     onRequest: null,
+    onResponse: null,
 
     /** Replaces the random-fault configuration (pending one-shots are kept). */
     setFaults(f = {}) {
