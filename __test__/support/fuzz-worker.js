@@ -400,10 +400,8 @@ function modelAccepts(kind, cfg)
     {
         return false;
     }
-    if (kind === "FailOpen" && present("heartbeatPeriodMs") && cfg.heartbeatPeriodMs > 0 && cfg.heartbeatPeriodMs >= cfg.leaseDurationMs)
-    {
-        return false;
-    }
+    // A FailOpen heartbeat period not shorter than the lease is accepted, as by the original,
+    // with a process warning (see dropin-differences.test.js).
     if (cfg.transport === "object" && !present("dynamodb"))
     {
         return false;
