@@ -122,3 +122,14 @@ impl Record for Item {
         self.qg = Some(small(position));
     }
 }
+
+/// The fields of every FailOpen write in the model: its item keeps none of them but the lease,
+/// and no item is deleted by TTL, so tokens count from 0.
+pub const FIELDS: dynamodb_lock_core::op::OpenFields<'static> = dynamodb_lock_core::op::OpenFields {
+    owner: "",
+    lease_duration_ms: HELD_LEASE_MS,
+    lock_acquired_time_unix_ms: None,
+    data: None,
+    ttl: None,
+    token_floor: 0,
+};

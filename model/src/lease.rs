@@ -16,21 +16,12 @@ use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::heartbeat::{Action as Step, Answer, Beat, Config as BeatConfig};
-use dynamodb_lock_core::op::{self as core_op, OpenFields, Reply};
+use dynamodb_lock_core::op::{self as core_op, Reply};
 
 use crate::explore::{Model, Violation};
-use crate::item::{Item, Ver, G, HELD_LEASE_MS};
+use crate::item::{Item, Ver, FIELDS, G};
 
 pub const PROPERTY: &str = "a holder's loss is known no later than a rival's grant";
-
-const FIELDS: OpenFields<'static> = OpenFields {
-    owner: "",
-    lease_duration_ms: HELD_LEASE_MS,
-    lock_acquired_time_unix_ms: None,
-    data: None,
-    ttl: None,
-    token_floor: 0,
-};
 
 /// Ticks of the model's clock (a tick is a millisecond to the machine).
 type Tick = u16;

@@ -28,9 +28,9 @@
 use std::fmt;
 
 use crate::explore::{Model, Violation};
-use dynamodb_lock_core::op::{self as core_op, OpenFields, Reply};
+use dynamodb_lock_core::op::{self as core_op, Reply};
 
-use crate::item::{Item, Ver, G, HELD_LEASE_MS};
+use crate::item::{Item, Ver, FIELDS, G};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -462,17 +462,6 @@ fn send(op: Op) -> Option<Net> {
 fn guids_of(g: G, pending: G) -> [G; 2] {
     [g, pending]
 }
-
-/// The fields of every FailOpen write in the model: its item keeps none of them but the lease,
-/// and no item is deleted by TTL, so tokens count from 0.
-const FIELDS: OpenFields<'static> = OpenFields {
-    owner: "",
-    lease_duration_ms: HELD_LEASE_MS,
-    lock_acquired_time_unix_ms: None,
-    data: None,
-    ttl: None,
-    token_floor: 0,
-};
 
 /// Applies the model's request `op` to `slot` through the core's `op::apply`.
 fn apply(slot: &mut Option<Item>, op: Op) -> Answer {
