@@ -4,9 +4,10 @@
 //! (`poll_timeout`), and whenever an answer comes. Writes go to the item through the core's
 //! `op::apply`; each write may be lost before it lands, land at once or a tick later, and its
 //! answer may come at once, a tick later or never. The holder may be paused once (SIGSTOP, a
-//! frozen Lambda) for longer than a lease; the waiter reads the item at any moment, waits out a
-//! lease on its own clock (which may run fast by `drift` ticks per lease) and then takes the lock
-//! on the condition that the item still carries what it saw.
+//! frozen Lambda) for longer than a lease; each waiter (one in the exhaustive search, up to four in
+//! the simulator) reads the item at any moment, waits out a lease on its own clock (which may run
+//! fast by `drift` ticks per lease) and then takes the lock on the condition that the item still
+//! carries what it saw.
 //!
 //! Property, "a holder's loss is known no later than a rival's grant": when the waiter is
 //! granted the lock, the holder has declared the loss, unless it is paused; and the first step
@@ -37,8 +38,10 @@ pub struct Config {
     pub pause: Tick,
     /// Time ends here.
     pub horizon: Tick,
-    /// The waiter's clock runs this many ticks fast over one lease.
+    /// The waiters' clocks run this many ticks fast over one lease.
     pub drift: Tick,
+    /// Waiters in other processes (each reads, waits out and takes on its own).
+    pub waiters: u8,
     pub bug: Option<Broken>,
 }
 
@@ -52,6 +55,7 @@ impl Config {
             pause: 8,
             horizon: 16,
             drift: 0,
+            waiters: 1,
             bug: None,
         }
     }
@@ -129,7 +133,7 @@ pub struct State {
     /// Resumed from a pause and not stepped since.
     resumed: bool,
     writes: Vec<Write>,
-    waiter: Waiter,
+    waiters: Vec<Waiter>,
 }
 
 /// Where a write goes: lost before landing, or landing after `land` ticks with its answer
@@ -150,10 +154,10 @@ pub enum Action {
     /// Write `i` lands on the item.
     Land(usize),
     Pause,
-    WaiterRead,
-    /// The waiter's wait is over: it sends its take, landing after `delay` ticks.
-    WaiterTake(Tick),
-    WaiterLand,
+    WaiterRead(usize),
+    /// Waiter `i`'s wait is over: it sends its take, landing after `delay` ticks.
+    WaiterTake(usize, Tick),
+    WaiterLand(usize),
     Tick,
 }
 
@@ -289,11 +293,12 @@ impl LeaseModel {
         Some(sent)
     }
 
+    /// When the first waiter was granted the lock.
     fn granted_at(s: &State) -> Option<Tick> {
-        match s.waiter {
-            Waiter::Granted { at } => Some(at),
+        s.waiters.iter().find_map(|w| match w {
+            Waiter::Granted { at } => Some(*at),
             _ => None,
-        }
+        })
     }
 }
 
@@ -338,7 +343,7 @@ impl Model for LeaseModel {
                 pause_used: false,
                 resumed: false,
                 writes: Vec::new(),
-                waiter: Waiter::Idle,
+                waiters: vec![Waiter::Idle; self.config.waiters.into()],
             })
             .collect()
     }
@@ -373,18 +378,22 @@ impl Model for LeaseModel {
                 out.push(Action::Land(i));
             }
         }
-        match s.waiter {
-            Waiter::Idle => out.push(Action::WaiterRead),
-            Waiter::Waiting { until, .. } if until <= s.now => {
-                forced = true;
-                out.push(Action::WaiterTake(0));
-                out.push(Action::WaiterTake(self.config.delay));
+        // Once one waiter is granted the lock, the run is about the holder alone.
+        let granted = Self::granted_at(s).is_some();
+        for (i, w) in s.waiters.iter().enumerate().filter(|_| !granted) {
+            match *w {
+                Waiter::Idle => out.push(Action::WaiterRead(i)),
+                Waiter::Waiting { until, .. } if until <= s.now => {
+                    forced = true;
+                    out.push(Action::WaiterTake(i, 0));
+                    out.push(Action::WaiterTake(i, self.config.delay));
+                }
+                Waiter::Taking { land_at, .. } if land_at <= s.now => {
+                    forced = true;
+                    out.push(Action::WaiterLand(i));
+                }
+                _ => {}
             }
-            Waiter::Taking { land_at, .. } if land_at <= s.now => {
-                forced = true;
-                out.push(Action::WaiterLand);
-            }
-            _ => {}
         }
         if !forced && s.now < self.config.horizon && Self::granted_at(s).is_none() {
             out.push(Action::Tick);
@@ -430,24 +439,24 @@ impl Model for LeaseModel {
                 t.paused_until = Some(s.now + self.config.pause);
                 t.pause_used = true;
             }
-            Action::WaiterRead => {
+            Action::WaiterRead(i) => {
                 let lease = self.config.lease.saturating_sub(self.config.drift);
-                t.waiter = Waiter::Waiting {
+                t.waiters[*i] = Waiter::Waiting {
                     saw: s.item.version(),
                     until: s.now + lease,
                 };
             }
-            Action::WaiterTake(delay) => {
-                if let Waiter::Waiting { saw, .. } = s.waiter {
-                    t.waiter = Waiter::Taking {
+            Action::WaiterTake(i, delay) => {
+                if let Waiter::Waiting { saw, .. } = s.waiters[*i] {
+                    t.waiters[*i] = Waiter::Taking {
                         saw,
                         land_at: s.now + delay,
                     };
                 }
             }
-            Action::WaiterLand => {
-                if let Waiter::Taking { saw, .. } = s.waiter {
-                    let guid: G = 200;
+            Action::WaiterLand(i) => {
+                if let Waiter::Taking { saw, .. } = s.waiters[*i] {
+                    let guid: G = 200 + *i as G;
                     let op: core_op::Op<'_, Item> = core_op::Op::Take {
                         fields: &FIELDS,
                         guid: &guid,
@@ -455,7 +464,7 @@ impl Model for LeaseModel {
                         clear_mark: false,
                     };
                     let (item, reply) = core_op::apply(&op, Some(s.item));
-                    t.waiter = match reply {
+                    t.waiters[*i] = match reply {
                         Reply::Refused(_) => Waiter::Idle,
                         _ => {
                             if let Some(item) = item {

@@ -1,7 +1,7 @@
 //! A seeded simulator: random walks through the lease model (`lease.rs`), so through the core's
 //! heartbeat machine itself, at scales the exhaustive search cannot reach: leases of up to 40
 //! ticks, heartbeat periods from one tick to half the lease, network delays of up to 5 ticks,
-//! pauses of up to two leases, long horizons. Each run draws its configuration and every choice
+//! pauses of up to three leases, up to four waiters in other processes, long horizons. Each run draws its configuration and every choice
 //! (which event happens next, each write's fate, when the waiter reads) from one seeded
 //! generator, so a failing seed replays exactly. The properties are the model's.
 
@@ -64,6 +64,7 @@ fn draw(rng: &mut Rng, bug: Option<Broken>) -> Config {
         pause: rng.range(1, 3 * lease as u64) as u16,
         horizon: lease * rng.range(2, 6) as u16,
         drift: 0,
+        waiters: rng.range(1, 4) as u8,
         bug,
     }
 }
