@@ -608,6 +608,31 @@ mod tests {
     }
 
     #[test]
+    fn a_released_or_absent_lock_is_taken_at_once_and_its_token_counts_on() {
+        let f = OpenFields {
+            token_floor: 5,
+            ..fields()
+        };
+        let g = [2; crate::item::GUID_LEN];
+        let take = Op::Take {
+            fields: &f,
+            guid: &g,
+            waited_out: None,
+            clear_mark: false,
+        };
+        assert_eq!(
+            apply(&take, None).1,
+            Reply::Token(6),
+            "an absent item counts from the floor"
+        );
+        let mut released_lock = held(1, 7);
+        released_lock.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        let (after, reply) = apply(&take, Some(released_lock));
+        assert_eq!(reply, Reply::Token(8));
+        assert!(after.is_some_and(|r| r.carries(&g) && !r.is_released()));
+    }
+
+    #[test]
     fn a_take_over_a_waited_out_version_raises_the_token_and_keeps_the_mark() {
         let mut item = held(1, 7);
         item.lock_waiter = Some("w".into());
