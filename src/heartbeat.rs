@@ -713,6 +713,7 @@ pub(crate) async fn beat(
     let woken = lock.wake.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
+    let mut idle_step = false;
     loop {
         for action in actions.drain(..) {
             match action {
@@ -783,7 +784,12 @@ pub(crate) async fn beat(
             }
         }
         watch.set(lock.id, base + m.urgent());
-        let wake_at = base + m.poll_timeout()?;
+        let mut wake_at = base + m.poll_timeout()?;
+        // A step that changed nothing is not repeated at once: the machine is stepped again a
+        // timer grain later at the soonest, so that this task always yields to its runtime.
+        if idle_step && wake_at <= Instant::now() {
+            wake_at = Instant::now() + TIMER_GRAIN;
+        }
         let backoff = s.policy().backoff(m.attempts() + 1);
         tokio::select! {
             biased;
@@ -791,7 +797,9 @@ pub(crate) async fn beat(
             // waits for the answer.
             _ = &mut woken, if out.is_empty() => return None,
             _ = tokio::time::sleep_until(wake_at) => {
+                let before = m.poll_timeout();
                 actions = m.timer(t(Instant::now()), backoff, flight.round_trip());
+                idle_step = actions.is_empty() && m.poll_timeout() == before;
             }
             Some((sent, r)) = out.next(), if !out.is_empty() => {
                 let now = Instant::now();
@@ -812,6 +820,7 @@ pub(crate) async fn beat(
                     }
                 };
                 actions = m.answer(t(now), answer, backoff);
+                idle_step = false;
             }
         }
     }
