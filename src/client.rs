@@ -115,6 +115,21 @@ impl Settings {
         Duration::from_millis(self.lease_duration_ms)
     }
 
+    /// What the core's acquisition and release machines read of these settings.
+    pub fn protocol(&self) -> settings::Lock {
+        settings::Lock {
+            kind: self.kind,
+            retry_count: self.retry_count,
+            acquire_period: self.acquire_period,
+            lease_duration_ms: self.lease_duration_ms,
+            trust_local_time: self.trust_local_time,
+            reread: self.reread_period,
+            queue_reread: self.queue_reread_period,
+            request_timeout: self.request_timeout,
+            max_attempts: self.max_attempts,
+        }
+    }
+
     pub fn policy(&self) -> RetryPolicy {
         RetryPolicy::new(self.max_attempts, self.request_timeout)
     }
@@ -424,6 +439,16 @@ impl Cancel {
     }
 
     /// Sleeps until `deadline`, or returns `Aborted` as soon as the acquisition is cancelled.
+    /// Returns once the acquisition is cancelled.
+    pub async fn cancelled(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.is_cancelled() {
+            notified.await;
+        }
+    }
+
     pub async fn sleep_until(&self, deadline: Instant) -> Result<(), LockError> {
         let notified = self.notify.notified();
         tokio::pin!(notified);

@@ -1,12 +1,14 @@
 //! FailClosed: a lock without a lease. Acquisition writes the item if it is absent; release
 //! deletes it if it still carries our `guid`. A crashed holder's lock stays held.
 
+use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
+use dynamodb_lock_core::release::{Outcome as Released, Release};
+
 use crate::client::{Cancel, Client};
+use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
-use crate::fail_open::Waiting;
 use crate::item::{new_guid, Guid, LockData, LockKey, LockRecord};
 use crate::store::{attempt, Failed, RetryPolicy};
-use tokio::time::Instant;
 
 /// Reads the item to settle an ambiguous outcome.
 pub(crate) async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
@@ -33,117 +35,55 @@ pub(crate) async fn current_after(
 }
 
 pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
-    let s = &c.settings;
     let guid = new_guid();
-    c.handoff.wait_turn(key, cancel).await?;
-    // As the original: `retryCount` more attempts, `acquirePeriodMs` apart. Between them the
-    // first waiter in line re-reads the item and tries at once when it is gone.
-    let give_up_at = Instant::now() + s.acquire_period.saturating_mul(s.retry_count);
-    let mut waiting: Option<Waiting> = None;
-    loop {
-        cancel.check()?;
-        let budget = s.budget();
-        let Failed { error, ambiguous } = match attempt(budget.writes, || {
-            c.store.put_if_absent(key, &s.owner, &guid, data, s.ttl_held())
-        })
-        .await
-        {
-            Ok(()) => return Ok(guid),
-            Err(f) => f,
-        };
-        let held = match error {
-            StoreError::ConditionFailed { current } => {
-                // After an attempt that may have landed, the item met by the condition may be
-                // our own: then the lock is ours.
-                if ambiguous || current.is_some() {
-                    let cur = current_after(c, key, current, budget.settle).await?;
-                    if cur.as_ref().is_some_and(|r| r.carries(&guid)) {
-                        return Ok(guid);
-                    }
-                    cur
-                } else {
-                    None
-                }
-            }
-            other => {
-                if ambiguous {
-                    match read_with(c, key, budget.settle).await {
-                        Ok(Some(r)) if r.carries(&guid) => return Ok(guid),
-                        Ok(_) => {}
-                        // Unknown whether the write landed: remove it if it did, so that no
-                        // lock is left held by nobody.
-                        Err(_) => c.undo_later(key, guid),
-                    }
-                }
-                return Err(LockError::Store(other));
-            }
-        };
-        let now = Instant::now();
-        if now >= give_up_at {
-            // The error names the holder: read the item if the write's answer did not carry
-            // it (one attempt, best effort).
-            let held = match held {
-                Some(h) => Some(h),
-                None => read_with(c, key, RetryPolicy::new(1, s.request_timeout))
-                    .await
-                    .ok()
-                    .flatten(),
-            };
-            return Err(LockError::FailedToAcquireLock {
-                original: StoreError::ConditionFailed {
-                    current: held.map(|h| Some(Box::new(h))),
-                },
-            });
-        }
-        let w = waiting.get_or_insert_with(Waiting::new);
-        if let Some(held) = &held {
-            w.observe(c, key, held).await;
-        }
-        let next_attempt = (now + s.acquire_period).min(give_up_at);
-        loop {
-            let next_read = Instant::now().checked_add(w.interval(s)).unwrap_or(next_attempt);
-            cancel.sleep_until(next_attempt.min(next_read)).await?;
-            if Instant::now() >= next_attempt {
-                break;
-            }
-            match read(c, key).await {
-                Ok(None) => break,
-                Ok(Some(r)) => w.observe(c, key, &r).await,
-                Err(_) => {}
-            }
-        }
-    }
-}
-
-/// Deletes the item if it is ours. Returns whether a waiter marked it recently.
-pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
-    let refused = || LockError::FailedToReleaseLock {
-        original: StoreError::condition_failed(),
+    let clock = Clock::start();
+    let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
+    let env = clock.env(Some(cancel));
+    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, waiter_id(), stand_back, &env);
+    let to = Target {
+        store: &*c.store,
+        key,
+        settings: &c.settings,
+        data,
+        cancel: Some(cancel),
     };
-    let budget = c.settings.budget_of(c.settings.release_policy());
-    match attempt(budget.writes, || c.store.delete_if_guid(key, guids)).await {
-        Ok(mark) => Ok(crate::fail_open::marked_recently(&c.settings, mark)),
-        // An earlier attempt may have deleted the item. While our item existed nobody could
-        // have written another, so an item that is gone or belongs to someone else after such
-        // an attempt means that attempt landed: the release happened.
-        Err(Failed {
-            error: StoreError::ConditionFailed { .. },
-            ambiguous: true,
-        }) => Ok(false),
-        Err(Failed {
-            error: StoreError::ConditionFailed { .. },
-            ambiguous: false,
-        }) => Err(refused()),
-        Err(Failed { error, ambiguous }) => {
-            if ambiguous {
-                if let Ok(cur) = read_with(c, key, budget.settle).await {
-                    if !cur.is_some_and(|r| guids.iter().any(|g| r.carries(g))) {
-                        return Ok(false);
-                    }
-                }
+    match run(&mut m, step, clock, &to).await {
+        Outcome::Acquired => Ok(guid),
+        Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
+            original: StoreError::ConditionFailed {
+                current: held.map(|h| Some(Box::new(h))),
+            },
+        }),
+        Outcome::Failed { error, undo } => {
+            if undo {
+                // Unknown whether the write landed: remove it if it did, so that no lock is
+                // left held by nobody.
+                c.undo_later(key, guid);
             }
             Err(LockError::Store(error))
         }
+        Outcome::Aborted => Err(LockError::Aborted),
+    }
+}
+
+/// Releases a FailClosed or FailOpen lock whose item may carry any of `guids`. Returns
+/// whether a waiter marked it recently.
+pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
+    let clock = Clock::start();
+    let (mut m, step) = Release::start(c.settings.protocol(), guids.to_vec(), &clock.env(None));
+    let to = Target {
+        store: &*c.store,
+        key,
+        settings: &c.settings,
+        data: None,
+        cancel: None,
+    };
+    match run(&mut m, step, clock, &to).await {
+        Released::Released { waiter } => Ok(waiter),
+        Released::NotOurs => Err(LockError::FailedToReleaseLock {
+            original: StoreError::condition_failed(),
+        }),
+        Released::Failed(error) => Err(LockError::Store(error)),
     }
 }
 

@@ -51,9 +51,14 @@ impl Handoff {
         }
     }
 
+    /// Until when this client stands back from `key`, if it released it lately while others
+    /// waited. Asking ends it.
+    pub fn turn(&self, key: &LockKey) -> Option<Instant> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key)
+    }
+
     pub async fn wait_turn(&self, key: &LockKey, cancel: &Cancel) -> Result<(), LockError> {
-        let until = self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-        match until {
+        match self.turn(key) {
             Some(t) if t > Instant::now() => cancel.sleep_until(t).await,
             _ => Ok(()),
         }
@@ -284,41 +289,6 @@ async fn wait_out(
                     }
                 }
             }
-        }
-    }
-}
-
-/// Whether a waiting mark read back by a release is fresh: someone else waits.
-pub(crate) fn marked_recently(s: &Settings, mark: Option<u64>) -> bool {
-    mark.is_some_and(|w| unix_now_ms().saturating_sub(w) < s.mark_fresh().as_millis() as u64)
-}
-
-/// Release: `leaseDurationMs` becomes 1 and the item stays, so fencing tokens keep rising. A
-/// lock that is no longer ours releases quietly, as in the original. Returns whether a waiter
-/// marked the item within the last lease.
-pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
-    let at = c.settings.trust_local_time.then(unix_now_ms);
-    let budget = c.settings.budget_of(c.settings.release_policy());
-    match attempt(budget.writes, || {
-        c.store.release(key, guids, at, c.settings.ttl_released())
-    })
-    .await
-    {
-        Ok(mark) => Ok(marked_recently(&c.settings, mark)),
-        Err(Failed {
-            error: StoreError::ConditionFailed { .. },
-            ..
-        }) => Ok(false),
-        Err(Failed { error, ambiguous }) => {
-            if ambiguous {
-                if let Ok(cur) = read_with(c, key, budget.settle).await {
-                    let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
-                    if !still_held {
-                        return Ok(false);
-                    }
-                }
-            }
-            Err(LockError::Store(error))
         }
     }
 }

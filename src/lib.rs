@@ -28,6 +28,7 @@
 
 mod client;
 mod config;
+mod drive;
 mod error;
 mod fail_closed;
 mod fail_open;

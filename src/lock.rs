@@ -320,7 +320,7 @@ impl HeldLock {
             Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost && !st.lapsed)
                 .await
                 .map(|()| false),
-            Kind::FailOpen => fail_open::release(c, &self.key, &guids).await,
+            Kind::FailOpen => fail_closed::release(c, &self.key, &guids).await,
         };
         let result = result.map(|marked| {
             // Someone else waits, or this holder waited itself: stand back once for them.

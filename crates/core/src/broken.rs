@@ -11,15 +11,23 @@ pub enum Broken {
     /// The loss of a lease is decided only when a heartbeat attempt starts, not at the
     /// deadline itself.
     LostAfterDeadline,
+    /// A FailClosed acquisition whose write may have landed reports its failure without
+    /// reading the item back or undoing the write.
+    AmbiguousNotResolved,
+    /// A FailClosed release takes a timed-out delete for done.
+    TimeoutIsReleased,
 }
 
 impl Broken {
-    pub const ALL: [Broken; 2] = [Broken::LateReplyExtends, Broken::LostAfterDeadline];
+    /// The variants of the heartbeat's timing (the lease-timing model and the simulator).
+    pub const TIMING: [Broken; 2] = [Broken::LateReplyExtends, Broken::LostAfterDeadline];
 
     pub fn name(self) -> &'static str {
         match self {
             Broken::LateReplyExtends => "heartbeat answer after the lease's end extends the lease",
             Broken::LostAfterDeadline => "loss of the lease decided after the deadline",
+            Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
+            Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
         }
     }
 }

@@ -9,13 +9,22 @@
 //!   model checker's store both apply operations through it.
 //! - `settings`: the lock kinds, every default of a client's settings, and the lease
 //!   arithmetic that derives one setting from another.
+//! - `request`: one request as the machines send it (`Req`), its `Answer`, the `Step` a machine
+//!   asks its caller for, and the attempts of a request through transient faults.
+//! - `waiting`: a waiter's first place in line (the item's waiting mark).
+//! - `fail_closed`: a FailClosed acquisition as a state machine.
+//! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
 pub mod broken;
+pub mod fail_closed;
 pub mod heartbeat;
 pub mod item;
 pub mod op;
+pub mod release;
+pub mod request;
 pub mod settings;
+pub mod waiting;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// The kind of lock a client takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     FailClosed,
     FailOpen,
@@ -80,6 +80,55 @@ pub fn mark_fresh(kind: Kind, queue_reread_period: Duration, acquire_period: Dur
         Kind::FailClosed => acquire_period.min(Duration::from_millis(250)),
     };
     (base * 4).max(Duration::from_millis(200))
+}
+
+/// What the acquisition and release machines need to know of a client's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Lock {
+    pub kind: Kind,
+    /// `retryCount`.
+    pub retry_count: u32,
+    /// `acquirePeriodMs` (FailClosed).
+    pub acquire_period: Duration,
+    /// `leaseDurationMs` (FailOpen).
+    pub lease_duration_ms: u64,
+    /// `trustLocalTime`.
+    pub trust_local_time: bool,
+    /// The first waiter's re-read interval (`rereadPeriodMs`).
+    pub reread: Duration,
+    /// Other waiters' re-read interval.
+    pub queue_reread: Duration,
+    /// `requestTimeoutMs`.
+    pub request_timeout: Duration,
+    /// Attempts of one request through transient faults.
+    pub max_attempts: u32,
+}
+
+impl Lock {
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_duration_ms)
+    }
+
+    /// Attempts of a release: more than of other requests, since a lost release leaves a
+    /// lock held.
+    pub fn release_attempts(&self) -> u32 {
+        self.max_attempts.max(RELEASE_MAX_ATTEMPTS)
+    }
+
+    pub fn mark_fresh(&self) -> Duration {
+        mark_fresh(self.kind, self.queue_reread, self.acquire_period)
+    }
+
+    /// How long a waiter waits before it reads the item again: the first in line at
+    /// `rereadPeriodMs`, the others at the slower queue interval; other FailClosed waiters
+    /// only try at `acquirePeriodMs`, as the original does (`Duration::MAX`).
+    pub fn reread_interval(&self, first: bool) -> Duration {
+        match (first, self.kind) {
+            (true, _) => self.reread,
+            (false, Kind::FailOpen | Kind::Fifo) => self.queue_reread,
+            (false, Kind::FailClosed) => Duration::MAX,
+        }
+    }
 }
 
 #[cfg(test)]

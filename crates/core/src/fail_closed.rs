@@ -1,0 +1,278 @@
+//! FailClosed acquisition as a state machine: a lock without a lease. One conditional put
+//! writes the item if there is none; the item stays until its holder deletes it, so a crashed
+//! holder's lock stays held.
+//!
+//! The protocol:
+//! - As the original library: `retryCount` more attempts on a held lock, `acquirePeriodMs`
+//!   apart, then `FailedToAcquireLock` naming the holder (the item, read once if the refusal
+//!   did not carry it).
+//! - Between attempts a waiter claims the first place in line (`waiting`); the first waiter
+//!   re-reads the item at `rereadPeriodMs` and tries at once when it is gone.
+//! - After an attempt that may have landed (a timeout, a dropped connection), a refusal may
+//!   have met our own write: the item is read, and an item carrying our `guid` is ours. A
+//!   failure after such an attempt is settled by reading too; when even the read fails, the
+//!   outcome says so (`undo`) and the caller removes the write if it landed, so that no lock is
+//!   left held by nobody.
+//! - A cancellation ends a wait at once; a write out is settled first.
+
+use crate::broken::{self, Broken};
+use crate::op::Record;
+use crate::request::{Answer, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::settings::Lock;
+use crate::waiting::Waiting;
+
+/// How an acquisition ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<R, E> {
+    /// The lock is ours.
+    Acquired,
+    /// The lock stayed held by another holder: its item, when known.
+    Held(Option<R>),
+    /// A request failed. `undo`: the write may have landed and could not be read back; the
+    /// caller removes it if it did.
+    Failed { error: E, undo: bool },
+    Aborted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase<E> {
+    /// Standing back for a local waiter after a release of this client (until the wait ends).
+    StandBack,
+    Put,
+    /// Reading the item after a refusal that may have met our own write.
+    SettleRefusal,
+    /// Reading the item after a failure that may have landed; `error` is the outcome unless
+    /// the item is ours.
+    SettleFailure(E),
+    /// Reading the holder's item to name it in the refusal.
+    ReadHolder,
+    /// Writing the first-in-line mark; then pausing.
+    Mark,
+    /// Waiting for the next attempt or the next re-read.
+    Pausing,
+    Reread,
+    Over,
+}
+
+type Out<R, E> = Outcome<R, E>;
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<R, E>>;
+
+/// One FailClosed acquisition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Acquire<R: Record, E> {
+    s: Lock,
+    guid: R::Guid,
+    waiter_id: String,
+    waiting: Option<Waiting>,
+    give_up_at: Time,
+    next_attempt: Time,
+    settle: Policy,
+    pending: Option<Pending<R::Guid, R::Version>>,
+    phase: Phase<E>,
+}
+
+impl<R, E> Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
+    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
+    /// it in line should it wait.
+    pub fn start(s: Lock, guid: R::Guid, waiter_id: String, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
+        let mut m = Acquire {
+            s,
+            guid,
+            waiter_id,
+            waiting: None,
+            give_up_at: env.now,
+            next_attempt: env.now,
+            settle: Policy::new(s.max_attempts, s.request_timeout),
+            pending: None,
+            phase: Phase::StandBack,
+        };
+        let step = match stand_back_until {
+            Some(until) if until > env.now => Step::Wait { until, abortable: true },
+            _ => m.begin(env),
+        };
+        (m, step)
+    }
+
+    /// An answer to the request the last step sent.
+    pub fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            };
+        };
+        let ended = match pending.answer::<R, E, Out<R, E>>(a, env) {
+            Next::Step(step) => return step,
+            Next::Ended(e) => e,
+        };
+        self.pending = None;
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Put => self.put_ended(ended, env),
+            Phase::SettleRefusal => match ended {
+                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
+                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
+            },
+            Phase::SettleFailure(error) => match ended {
+                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.over(Outcome::Acquired),
+                Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
+            },
+            Phase::ReadHolder => match ended {
+                Ended::Ok(Reply::Item(held)) => self.over(Outcome::Held(held)),
+                _ => self.over(Outcome::Held(None)),
+            },
+            Phase::Mark => {
+                let written = matches!(ended, Ended::Ok(_));
+                if let Some(w) = self.waiting.as_mut() {
+                    w.marked(written);
+                }
+                self.pause(env)
+            }
+            Phase::Reread => match ended {
+                Ended::Ok(Reply::Item(None)) => self.put(env),
+                Ended::Ok(Reply::Item(Some(r))) => self.observe(&r, env),
+                _ => self.pause(env),
+            },
+            Phase::StandBack | Phase::Pausing | Phase::Over => self.over(Outcome::Aborted),
+        }
+    }
+
+    /// The time the last step waited for has come, or the wait was cancelled.
+    pub fn timer(&mut self, env: &Env) -> St<R, E> {
+        if let Some(p) = self.pending.as_mut() {
+            // A pause between attempts of one request is over.
+            return p.resend(env.now);
+        }
+        match self.phase {
+            Phase::StandBack if env.cancelled => self.over(Outcome::Aborted),
+            Phase::StandBack => self.begin(env),
+            Phase::Pausing if env.cancelled => self.over(Outcome::Aborted),
+            Phase::Pausing if env.now >= self.next_attempt => self.put(env),
+            Phase::Pausing => {
+                self.phase = Phase::Reread;
+                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
+            }
+            _ => Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            },
+        }
+    }
+
+    fn over(&mut self, o: Out<R, E>) -> St<R, E> {
+        self.phase = Phase::Over;
+        Step::Done(o)
+    }
+
+    fn send(&mut self, req: Req<R::Guid, R::Version>, policy: Policy, env: &Env) -> St<R, E> {
+        let (p, step) = Pending::start(req, policy, env.now);
+        self.pending = Some(p);
+        step
+    }
+
+    fn begin(&mut self, env: &Env) -> St<R, E> {
+        self.give_up_at = env.now + self.s.acquire_period.saturating_mul(self.s.retry_count);
+        self.put(env)
+    }
+
+    fn put(&mut self, env: &Env) -> St<R, E> {
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
+        let budget = Budget::new(self.s.max_attempts, self.s.max_attempts, self.s.request_timeout, env.now);
+        self.settle = budget.settle;
+        self.phase = Phase::Put;
+        let req = Req::PutIfAbsent {
+            guid: self.guid.clone(),
+        };
+        self.send(req, budget.writes, env)
+    }
+
+    fn put_ended(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
+        match ended {
+            Ended::Ok(_) => self.over(Outcome::Acquired),
+            // After an attempt that may have landed, the item met by the condition may be our
+            // own: then the lock is ours.
+            Ended::Refused {
+                current: Some(cur), ..
+            } => self.refused(cur, env),
+            Ended::Refused {
+                current: None,
+                ambiguous: true,
+            } => {
+                self.phase = Phase::SettleRefusal;
+                self.send(Req::Get, self.settle, env)
+            }
+            Ended::Refused {
+                current: None,
+                ambiguous: false,
+            } => self.refused(None, env),
+            Ended::Failed { error, ambiguous } => {
+                if !ambiguous || broken::on(Broken::AmbiguousNotResolved) {
+                    return self.over(Outcome::Failed { error, undo: false });
+                }
+                self.phase = Phase::SettleFailure(error);
+                self.send(Req::Get, self.settle, env)
+            }
+        }
+    }
+
+    /// The lock is held (by `held`, when known), unless the item is ours.
+    fn refused(&mut self, held: Option<R>, env: &Env) -> St<R, E> {
+        if held.as_ref().is_some_and(|r| r.carries(&self.guid)) {
+            return self.over(Outcome::Acquired);
+        }
+        if env.now >= self.give_up_at {
+            if held.is_some() {
+                return self.over(Outcome::Held(held));
+            }
+            // The error names the holder: one read, best effort.
+            self.phase = Phase::ReadHolder;
+            return self.send(Req::Get, Policy::new(1, self.s.request_timeout), env);
+        }
+        self.next_attempt = (env.now + self.s.acquire_period).min(self.give_up_at);
+        match held {
+            Some(h) => self.observe(&h, env),
+            None => {
+                self.waiting
+                    .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+                self.pause(env)
+            }
+        }
+    }
+
+    /// Reads the mark on the holder's item, and claims or renews the first place if it may.
+    fn observe(&mut self, held: &R, env: &Env) -> St<R, E> {
+        let w = self
+            .waiting
+            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+        match w.observe(&self.s, held, env.unix_ms) {
+            Some(mark) => {
+                self.phase = Phase::Mark;
+                self.send(mark, Policy::new(1, self.s.request_timeout), env)
+            }
+            None => self.pause(env),
+        }
+    }
+
+    fn pause(&mut self, env: &Env) -> St<R, E> {
+        let first = self.waiting.as_ref().is_some_and(|w| w.first);
+        let next_read = env
+            .now
+            .checked_add(self.s.reread_interval(first))
+            .unwrap_or(self.next_attempt);
+        self.phase = Phase::Pausing;
+        Step::Wait {
+            until: self.next_attempt.min(next_read),
+            abortable: true,
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Release as a state machine, for FailClosed and FailOpen.
+//!
+//! The protocol:
+//! - FailClosed deletes the item if it carries one of the lock's `guid`s (its own, and one a
+//!   heartbeat may have written). FailOpen sets `leaseDurationMs` to 1 on the same condition:
+//!   the item stays, so fencing tokens keep rising.
+//! - A release tries harder than other requests (at least `RELEASE_MAX_ATTEMPTS`): a lost
+//!   release leaves a lock held.
+//! - A refusal after an attempt that may have landed means that attempt landed: while the
+//!   item was ours, nobody else could write it. A FailClosed refusal otherwise is an error (the
+//!   lock was not ours); a FailOpen one is quiet, as in the original library (the lease
+//!   lapsed and someone took the lock).
+//! - A failure after an attempt that may have landed is settled by reading the item: if it no
+//!   longer holds the lock for us, the release happened.
+//! - The answer tells whether a waiter marked the item lately: the caller then stands back for
+//!   a moment before it asks for the same lock again.
+
+use crate::broken::{self, Broken};
+use crate::item::RELEASED_LEASE_MS;
+use crate::op::Record;
+use crate::request::{Answer, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step};
+use crate::settings::{Kind, Lock};
+use crate::waiting::marked_recently;
+
+/// How a release ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<E> {
+    /// Released (or found released); `waiter`: another process marked the item lately.
+    Released { waiter: bool },
+    /// FailClosed: the item was not ours.
+    NotOurs,
+    Failed(E),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase<E> {
+    Write,
+    Settle(E),
+    Over,
+}
+
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
+
+/// One release of a FailClosed or FailOpen lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Release<R: Record, E> {
+    s: Lock,
+    guids: Vec<R::Guid>,
+    settle: Policy,
+    pending: Option<Pending<R::Guid, R::Version>>,
+    phase: Phase<E>,
+}
+
+impl<R, E> Release<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+{
+    /// Releases the lock whose item may carry any of `guids`.
+    pub fn start(s: Lock, guids: Vec<R::Guid>, env: &Env) -> (Self, St<R, E>) {
+        let budget = Budget::new(s.release_attempts(), s.max_attempts, s.request_timeout, env.now);
+        let req = match s.kind {
+            Kind::FailClosed => Req::DeleteIfGuid { guids: guids.clone() },
+            Kind::FailOpen | Kind::Fifo => Req::Release {
+                guids: guids.clone(),
+                lock_acquired_time_unix_ms: s.trust_local_time.then_some(env.unix_ms),
+            },
+        };
+        let (pending, step) = Pending::start(req, budget.writes, env.now);
+        let m = Release {
+            s,
+            guids,
+            settle: budget.settle,
+            pending: Some(pending),
+            phase: Phase::Write,
+        };
+        (m, step)
+    }
+
+    /// An answer to the request the last step sent.
+    pub fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Done(Outcome::Released { waiter: false });
+        };
+        let ended = match pending.answer::<R, E, Outcome<E>>(a, env) {
+            Next::Step(step) => return step,
+            Next::Ended(e) => e,
+        };
+        self.pending = None;
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Write => self.written(ended, env),
+            Phase::Settle(error) => match ended {
+                Ended::Ok(Reply::Item(cur)) if !self.still_held(cur.as_ref()) => {
+                    Step::Done(Outcome::Released { waiter: false })
+                }
+                _ => Step::Done(Outcome::Failed(error)),
+            },
+            Phase::Over => Step::Done(Outcome::Released { waiter: false }),
+        }
+    }
+
+    /// A pause between attempts is over.
+    pub fn timer(&mut self, env: &Env) -> St<R, E> {
+        match self.pending.as_mut() {
+            Some(p) => p.resend(env.now),
+            None => Step::Done(Outcome::Released { waiter: false }),
+        }
+    }
+
+    fn written(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
+        match ended {
+            Ended::Ok(Reply::WaitingMark(mark)) => Step::Done(Outcome::Released {
+                waiter: marked_recently(&self.s, mark, env.unix_ms),
+            }),
+            Ended::Ok(_) => Step::Done(Outcome::Released { waiter: false }),
+            // An earlier attempt may have released the lock: nobody else could write the item
+            // while it was ours, so a refusal now means that attempt landed.
+            Ended::Refused { ambiguous: true, .. } => Step::Done(Outcome::Released { waiter: false }),
+            Ended::Refused { ambiguous: false, .. } => match self.s.kind {
+                Kind::FailClosed => Step::Done(Outcome::NotOurs),
+                Kind::FailOpen | Kind::Fifo => Step::Done(Outcome::Released { waiter: false }),
+            },
+            Ended::Failed { error, ambiguous } => {
+                if !ambiguous {
+                    return Step::Done(Outcome::Failed(error));
+                }
+                if broken::on(Broken::TimeoutIsReleased) {
+                    return Step::Done(Outcome::Released { waiter: false });
+                }
+                self.phase = Phase::Settle(error);
+                let (p, step) = Pending::start(Req::Get, self.settle, env.now);
+                self.pending = Some(p);
+                step
+            }
+        }
+    }
+
+    /// Whether `cur` still holds the lock for us.
+    fn still_held(&self, cur: Option<&R>) -> bool {
+        let ours = cur.is_some_and(|r| self.guids.iter().any(|g| r.carries(g)));
+        match self.s.kind {
+            Kind::FailClosed => ours,
+            Kind::FailOpen | Kind::Fifo => ours && cur.is_some_and(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! One request as the protocol sends it: the operations a machine asks for (`Req`), how their
+//! answers come back (`Answer`), what a machine tells its caller to do next (`Step`), and the
+//! attempts of one request through transient faults (`Attempts`): a timeout per attempt,
+//! bounded retries with jittered exponential pauses, an optional deadline, and whether any
+//! attempt so far may have landed ("ambiguous"), which decides whether the outcome has to be
+//! settled by reading the item.
+
+use std::time::Duration;
+
+use crate::op::Record;
+use crate::settings;
+
+/// A point on the caller's monotonic clock, as the time since an origin the caller chooses
+/// (per machine: the instant it started).
+pub type Time = Duration;
+
+/// What a machine is told with every input: both clocks, whether the acquisition was
+/// cancelled, and a fresh random number (for the jitter of pauses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Env {
+    pub now: Time,
+    /// The wall clock, in milliseconds since 1970: written into items and compared with the
+    /// times other processes wrote.
+    pub unix_ms: u64,
+    pub cancelled: bool,
+    pub random: u64,
+}
+
+/// An operation a machine sends, with the arguments that are the protocol's. The caller adds
+/// what its settings hold (the owner, the holder's data, the TTL attribute, the lease fields)
+/// and the key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Req<G, V> {
+    Get,
+    PutIfAbsent {
+        guid: G,
+    },
+    DeleteIfGuid {
+        guids: Vec<G>,
+    },
+    /// A FailOpen acquisition; `lock_acquired_time_unix_ms` is written with `trustLocalTime`.
+    Take {
+        guid: G,
+        waited_out: Option<V>,
+        clear_mark: bool,
+        lock_acquired_time_unix_ms: Option<u64>,
+    },
+    /// A FailOpen release; `lock_acquired_time_unix_ms` is written with `trustLocalTime`.
+    Release {
+        guids: Vec<G>,
+        lock_acquired_time_unix_ms: Option<u64>,
+    },
+    MarkWaiting {
+        waiter: String,
+        since_unix_ms: u64,
+        now_unix_ms: u64,
+        stale_before_unix_ms: u64,
+    },
+}
+
+/// How an operation ended, as the machines need to know it. `E` is the caller's error, kept
+/// to be reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer<R, E> {
+    /// Applied (or read): the store's reply.
+    Done(Reply<R>),
+    /// The condition failed. `Some(item)`: the item as the store returned it (`None` inside:
+    /// there is none); `None`: the store did not say.
+    Refused(Option<Option<R>>),
+    /// Any other failure. `transient`: another attempt may succeed; `maybe_applied`: the
+    /// operation may have landed all the same (a timeout, a dropped connection).
+    Failed {
+        error: E,
+        transient: bool,
+        maybe_applied: bool,
+    },
+}
+
+/// What a successful operation returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply<R> {
+    /// Applied, nothing to tell.
+    Done,
+    /// `Take`: the new fencing token.
+    Token(u64),
+    /// `Get`: the item.
+    Item(Option<R>),
+    /// `DeleteIfGuid`, `Release`: the item's `lockWaitingUnixMs` as it was.
+    WaitingMark(Option<u64>),
+}
+
+/// What the caller does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step<G, V, O> {
+    /// Send `req`; an answer that has not come by `timeout_at` is a timeout (the request may
+    /// still land). At or before the current time: do not send it, it timed out already.
+    Send { req: Req<G, V>, timeout_at: Time },
+    /// Step again at `until` (`Time::MAX`: never, unless cancelled). `abortable`: a
+    /// cancellation ends the wait at once.
+    Wait { until: Time, abortable: bool },
+    /// The machine is over.
+    Done(O),
+}
+
+/// How hard to try one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Policy {
+    pub max_attempts: u32,
+    pub attempt_timeout: Duration,
+    /// No attempt starts, and no attempt runs, past this instant.
+    pub deadline: Option<Time>,
+}
+
+impl Policy {
+    pub fn new(max_attempts: u32, attempt_timeout: Duration) -> Self {
+        Policy {
+            max_attempts: max_attempts.max(1),
+            attempt_timeout,
+            deadline: None,
+        }
+    }
+
+    /// The same policy, with no attempt running past `deadline`.
+    pub fn until(mut self, deadline: Time) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+}
+
+/// Full-jitter exponential pause before attempt `n` (1-based, n >= 2): between half and all of
+/// `RETRY_BASE_BACKOFF` doubled `n - 2` times, at most `RETRY_MAX_BACKOFF`.
+pub fn backoff(n: u32, random: u64) -> Duration {
+    let exp = settings::RETRY_BASE_BACKOFF
+        .saturating_mul(1u32 << n.saturating_sub(2).min(16))
+        .min(settings::RETRY_MAX_BACKOFF);
+    let ms = exp.as_millis() as u64;
+    let low = ms / 2;
+    let high = ms.max(1);
+    Duration::from_millis(low + random % (high - low + 1))
+}
+
+/// The attempts of one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Attempts {
+    policy: Policy,
+    sent: u32,
+    /// An attempt so far may have landed.
+    pub ambiguous: bool,
+}
+
+impl Attempts {
+    pub fn new(policy: Policy) -> Self {
+        Attempts {
+            policy,
+            sent: 0,
+            ambiguous: false,
+        }
+    }
+
+    /// The next attempt goes out now: when it times out.
+    pub fn send(&mut self, now: Time) -> Time {
+        self.sent += 1;
+        let at = now.saturating_add(self.policy.attempt_timeout);
+        match self.policy.deadline {
+            Some(d) => at.min(d.max(now)),
+            None => at,
+        }
+    }
+
+    /// An attempt failed: when the next one goes out, or `None` when none does (the failure
+    /// is the operation's).
+    pub fn failed(&mut self, transient: bool, maybe_applied: bool, now: Time, random: u64) -> Option<Time> {
+        self.ambiguous |= maybe_applied;
+        if !transient || self.sent >= self.policy.max_attempts {
+            return None;
+        }
+        let at = now + backoff(self.sent + 1, random);
+        match self.policy.deadline {
+            Some(d) if at >= d => None,
+            _ => Some(at),
+        }
+    }
+}
+
+/// The policies of one write and of the read that settles it, sharing one deadline: the
+/// write attempts end one request timeout before `attempts` of them would, which leaves that
+/// last timeout to the read that settles a write that may have landed. So an operation takes
+/// at most `attempts` request timeouts, whatever happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    pub writes: Policy,
+    pub settle: Policy,
+}
+
+impl Budget {
+    /// `writes` tries up to `attempts` times; the settling read tries up to `read_attempts`.
+    pub fn new(attempts: u32, read_attempts: u32, request_timeout: Duration, now: Time) -> Budget {
+        let n = attempts.max(1);
+        let end = now + request_timeout.saturating_mul(n);
+        let writes_end = now + request_timeout.saturating_mul(n.saturating_sub(1).max(1));
+        Budget {
+            writes: Policy::new(n, request_timeout).until(writes_end),
+            settle: Policy::new(read_attempts, request_timeout).until(end),
+        }
+    }
+}
+
+/// One operation in flight, or pausing between its attempts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pending<G, V> {
+    pub req: Req<G, V>,
+    pub attempts: Attempts,
+}
+
+/// How one operation ended after its attempts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended<R, E> {
+    Ok(Reply<R>),
+    /// The condition failed (`current` as in `Answer::Refused`); `ambiguous`: an earlier
+    /// attempt may have landed, and may be what the condition met.
+    Refused {
+        current: Option<Option<R>>,
+        ambiguous: bool,
+    },
+    Failed {
+        error: E,
+        ambiguous: bool,
+    },
+}
+
+/// An answer to the pending operation: its end, or the step that retries it.
+pub enum Next<R, E, G, V, O> {
+    Ended(Ended<R, E>),
+    Step(Step<G, V, O>),
+}
+
+impl<G: Clone, V: Clone> Pending<G, V> {
+    /// Starts `req` under `policy`: the step that sends it.
+    pub fn start<O>(req: Req<G, V>, policy: Policy, now: Time) -> (Self, Step<G, V, O>) {
+        let mut p = Pending {
+            req,
+            attempts: Attempts::new(policy),
+        };
+        let step = p.resend(now);
+        (p, step)
+    }
+
+    /// The step that sends the next attempt.
+    pub fn resend<O>(&mut self, now: Time) -> Step<G, V, O> {
+        Step::Send {
+            req: self.req.clone(),
+            timeout_at: self.attempts.send(now),
+        }
+    }
+
+    /// Takes an attempt's answer.
+    pub fn answer<R: Record, E, O>(&mut self, a: Answer<R, E>, env: &Env) -> Next<R, E, G, V, O> {
+        match a {
+            Answer::Done(r) => Next::Ended(Ended::Ok(r)),
+            Answer::Refused(current) => Next::Ended(Ended::Refused {
+                current,
+                ambiguous: self.attempts.ambiguous,
+            }),
+            Answer::Failed {
+                error,
+                transient,
+                maybe_applied,
+            } => match self.attempts.failed(transient, maybe_applied, env.now, env.random) {
+                Some(until) => Next::Step(Step::Wait {
+                    until,
+                    abortable: false,
+                }),
+                None => Next::Ended(Ended::Failed {
+                    error,
+                    ambiguous: self.attempts.ambiguous,
+                }),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn transient_failures_are_retried_until_the_attempts_run_out() {
+        let mut a = Attempts::new(Policy::new(3, ms(100)));
+        assert_eq!(a.send(ms(0)), ms(100));
+        let next = a.failed(true, false, ms(5), 0).expect("a second attempt");
+        assert!(next >= ms(5 + 12) && next <= ms(5 + 25), "{next:?}");
+        a.send(next);
+        let next = a.failed(true, true, next, u64::MAX).expect("a third attempt");
+        a.send(next);
+        assert_eq!(a.failed(true, false, next, 0), None);
+        assert!(a.ambiguous, "the second attempt may have landed");
+    }
+
+    #[test]
+    fn a_failure_that_no_retry_mends_ends_at_once() {
+        let mut a = Attempts::new(Policy::new(5, ms(100)));
+        a.send(ms(0));
+        assert_eq!(a.failed(false, false, ms(1), 0), None);
+        assert!(!a.ambiguous);
+    }
+
+    #[test]
+    fn nothing_runs_past_the_deadline() {
+        let mut a = Attempts::new(Policy::new(100, ms(1000)).until(ms(300)));
+        assert_eq!(a.send(ms(0)), ms(300), "the attempt's timeout stops at the deadline");
+        assert_eq!(a.failed(true, true, ms(299), 0), None, "no pause runs past it");
+        assert_eq!(a.send(ms(400)), ms(400), "an attempt after it times out at once");
+    }
+
+    #[test]
+    fn pauses_double_within_bounds() {
+        assert_eq!(backoff(2, 0), ms(12));
+        assert_eq!(backoff(2, 13), ms(25));
+        assert_eq!(backoff(3, 0), ms(25));
+        assert!(backoff(40, u64::MAX - 1) <= ms(1000));
+        assert!(backoff(40, 0) >= ms(500));
+    }
+
+    #[test]
+    fn a_budget_leaves_its_last_timeout_to_the_settling_read() {
+        let b = Budget::new(4, 4, ms(100), ms(1000));
+        assert_eq!(b.writes.deadline, Some(ms(1300)));
+        assert_eq!(b.settle.deadline, Some(ms(1400)));
+        let b = Budget::new(1, 4, ms(100), ms(0));
+        assert_eq!(b.writes.deadline, Some(ms(100)));
+        assert_eq!(b.settle.deadline, Some(ms(100)));
+    }
+}
