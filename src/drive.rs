@@ -1,12 +1,11 @@
 //! Runs the core's acquisition and release machines (`dynamodb_lock_core::fail_closed`,
-//! `release`): sends the requests they ask for through the store, each bounded by the timeout
+//! `fail_open`, `release`): sends the requests they ask for through the store, each bounded by the timeout
 //! the machine gives, sleeps until the instant they ask for (cut short by a cancellation where
 //! the machine allows it), and feeds back answers, timers, both clocks and random numbers. It
 //! makes no protocol decision.
 
 use dynamodb_lock_core::op::OpenFields;
-use dynamodb_lock_core::request::{Answer, Env, Reply, Req, Step, Time};
-use dynamodb_lock_core::{fail_closed, release};
+use dynamodb_lock_core::request::{Answer, Env, Machine, Reply, Req, Step, Time};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -16,33 +15,6 @@ use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::store::{timed_out, Store, WaitMark};
 
 pub type Request = Req<Guid, Version>;
-
-/// A machine as this module runs it.
-pub trait Machine {
-    type Out;
-    fn answer(&mut self, a: Answer<LockRecord, StoreError>, env: &Env) -> Step<Guid, Version, Self::Out>;
-    fn timer(&mut self, env: &Env) -> Step<Guid, Version, Self::Out>;
-}
-
-impl Machine for fail_closed::Acquire<LockRecord, StoreError> {
-    type Out = fail_closed::Outcome<LockRecord, StoreError>;
-    fn answer(&mut self, a: Answer<LockRecord, StoreError>, env: &Env) -> Step<Guid, Version, Self::Out> {
-        fail_closed::Acquire::answer(self, a, env)
-    }
-    fn timer(&mut self, env: &Env) -> Step<Guid, Version, Self::Out> {
-        fail_closed::Acquire::timer(self, env)
-    }
-}
-
-impl Machine for release::Release<LockRecord, StoreError> {
-    type Out = release::Outcome<StoreError>;
-    fn answer(&mut self, a: Answer<LockRecord, StoreError>, env: &Env) -> Step<Guid, Version, Self::Out> {
-        release::Release::answer(self, a, env)
-    }
-    fn timer(&mut self, env: &Env) -> Step<Guid, Version, Self::Out> {
-        release::Release::timer(self, env)
-    }
-}
 
 /// Where a machine's requests go: one lock of one client.
 pub struct Target<'a> {
@@ -84,7 +56,7 @@ impl Clock {
 }
 
 /// Steps `m` from `step` until it is over.
-pub async fn run<M: Machine>(m: &mut M, mut step: Step<Guid, Version, M::Out>, clock: Clock, to: &Target<'_>) -> M::Out {
+pub async fn run<M: Machine<LockRecord, StoreError>>(m: &mut M, mut step: Step<Guid, Version, M::Out>, clock: Clock, to: &Target<'_>) -> M::Out {
     loop {
         step = match step {
             Step::Done(out) => return out,

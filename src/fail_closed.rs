@@ -7,32 +7,7 @@ use dynamodb_lock_core::release::{Outcome as Released, Release};
 use crate::client::{Cancel, Client};
 use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
-use crate::item::{new_guid, Guid, LockData, LockKey, LockRecord};
-use crate::store::{attempt, Failed, RetryPolicy};
-
-/// Reads the item to settle an ambiguous outcome.
-pub(crate) async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
-    read_with(c, key, c.settings.policy()).await
-}
-
-/// Reads the item within `policy` (an operation's budget).
-pub(crate) async fn read_with(c: &Client, key: &LockKey, policy: RetryPolicy) -> Result<Option<LockRecord>, Failed> {
-    attempt(policy, || c.store.get(key)).await
-}
-
-/// The item after a failed condition: as the backend returned it, or read when it did not
-/// say and the answer matters.
-pub(crate) async fn current_after(
-    c: &Client,
-    key: &LockKey,
-    current: Option<Option<Box<LockRecord>>>,
-    policy: RetryPolicy,
-) -> Result<Option<LockRecord>, LockError> {
-    match current {
-        Some(cur) => Ok(cur.map(|r| *r)),
-        None => read_with(c, key, policy).await.map_err(|f| LockError::Store(f.error)),
-    }
-}
+use crate::item::{new_guid, Guid, LockData, LockKey};
 
 pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();

@@ -5,16 +5,15 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
+use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
 use crate::client::{Cancel, Client, Settings};
-use crate::config::Kind;
+use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
-use crate::fail_closed::{current_after, read, read_with};
-use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
-use crate::store::{attempt, Failed, OpenFields, WaitMark};
+use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
+use crate::store::OpenFields;
 
 pub struct Taken {
     pub guid: Guid,
@@ -56,13 +55,6 @@ impl Handoff {
     pub fn turn(&self, key: &LockKey) -> Option<Instant> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key)
     }
-
-    pub async fn wait_turn(&self, key: &LockKey, cancel: &Cancel) -> Result<(), LockError> {
-        match self.turn(key) {
-            Some(t) if t > Instant::now() => cancel.sleep_until(t).await,
-            _ => Ok(()),
-        }
-    }
 }
 
 pub fn fields(s: &Settings) -> OpenFields<'_> {
@@ -76,220 +68,42 @@ pub fn fields(s: &Settings) -> OpenFields<'_> {
     }
 }
 
-/// How long a waiter must wait, from the moment it saw `rec`, before it may take the lock.
-/// With `trustLocalTime` the holder's `lockAcquiredTimeUnixMs` may shorten the wait, never
-/// lengthen it; without it (or without that field) the full lease is waited on our clock.
-pub fn wait_for(s: &Settings, rec: &LockRecord, seen_unix_ms: u64) -> Duration {
-    let lease = rec.lease_duration_ms.unwrap_or(s.lease_duration_ms);
-    let ms = match (s.trust_local_time, rec.lock_acquired_time_unix_ms) {
-        (true, Some(acquired)) => lease.saturating_sub(seen_unix_ms.saturating_sub(acquired)),
-        _ => lease,
-    };
-    Duration::from_millis(ms)
-}
-
-/// `FailedToAcquireLock`, with the item that stayed held (its `owner` tells who holds it).
-fn held_by(held: &LockRecord) -> LockError {
-    LockError::FailedToAcquireLock {
-        original: StoreError::ConditionFailed {
-            current: Some(Some(Box::new(held.clone()))),
-        },
-    }
-}
-
-/// A waiter's place among the waiters of every process. The first in line (the one whose
-/// mark the item carries) re-reads at `rereadPeriodMs`, the others at the slower queue
-/// interval; a waiter that has waited longer than the marked one takes its place.
-pub(crate) struct Waiting {
-    id: String,
-    since_unix_ms: u64,
-    pub first: bool,
-}
-
-impl Waiting {
-    pub fn new() -> Self {
-        let mut id = [0u8; 8];
-        rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut id);
-        Waiting {
-            id: id.iter().map(|b| format!("{b:02x}")).collect(),
-            since_unix_ms: unix_now_ms(),
-            first: false,
-        }
-    }
-
-    /// How long to wait before reading the item again.
-    pub fn interval(&self, s: &Settings) -> Duration {
-        match (self.first, s.kind) {
-            (true, _) => s.reread_period,
-            (false, Kind::FailOpen | Kind::Fifo) => s.queue_reread_period,
-            // Other FailClosed waiters only try at `acquirePeriodMs`, as the original does.
-            (false, Kind::FailClosed) => Duration::MAX,
-        }
-    }
-
-    /// Reads the mark on `held` and claims or renews the first place when it may. Best
-    /// effort: a failure only costs fairness.
-    pub async fn observe(&mut self, c: &Client, key: &LockKey, held: &LockRecord) {
-        let s = &c.settings;
-        let now = unix_now_ms();
-        let fresh_ms = s.mark_fresh().as_millis() as u64;
-        let age = held.lock_waiting_unix_ms.map(|w| now.saturating_sub(w));
-        let fresh = age.is_some_and(|a| a < fresh_ms);
-        let mine = fresh && held.lock_waiter.as_deref() == Some(self.id.as_str());
-        let write = if mine {
-            age.is_some_and(|a| a >= fresh_ms / 2)
-        } else {
-            !fresh
-                || held
-                    .lock_waiting_since_unix_ms
-                    .is_none_or(|since| since > self.since_unix_ms)
-        };
-        if !write {
-            self.first = mine;
-            return;
-        }
-        let mark = WaitMark {
-            waiter: &self.id,
-            since_unix_ms: self.since_unix_ms,
-            now_unix_ms: now,
-            stale_before_unix_ms: now.saturating_sub(fresh_ms),
-        };
-        self.first = matches!(
-            tokio::time::timeout(s.request_timeout, c.store.mark_waiting(key, &mark)).await,
-            Ok(Ok(()))
-        );
-    }
-}
-
 pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
-    let s = &c.settings;
     let guid = new_guid();
-    let mut retries_left = s.retry_count;
-    let mut waited_out: Option<Version> = None;
-    let mut waiting: Option<Waiting> = None;
-    c.handoff.wait_turn(key, cancel).await?;
-    loop {
-        cancel.check()?;
-        let f = OpenFields { data, ..fields(s) };
-        let sent_at = Instant::now();
-        let first = waiting.as_ref().is_some_and(|w| w.first);
-        let contended = waiting.is_some();
-        let taken = |fencing_token| Taken {
-            guid,
+    let clock = Clock::start();
+    let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
+    let env = clock.env(Some(cancel));
+    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, waiter_id(), stand_back, &env);
+    let to = Target {
+        store: &*c.store,
+        key,
+        settings: &c.settings,
+        data,
+        cancel: Some(cancel),
+    };
+    match run(&mut m, step, clock, &to).await {
+        Outcome::Taken {
             fencing_token,
             sent_at,
             contended,
-        };
-        let budget = s.budget();
-        let Failed { error, ambiguous } = match attempt(budget.writes, || {
-            c.store.take(key, &f, &guid, waited_out.as_ref(), first)
-        })
-        .await
-        {
-            Ok(fencing_token) => return Ok(taken(fencing_token)),
-            Err(failed) => failed,
-        };
-        let current = match error {
-            StoreError::ConditionFailed { current } => current_after(c, key, current, budget.settle).await?,
-            other => {
-                if ambiguous {
-                    match read_with(c, key, budget.settle).await {
-                        Ok(Some(r)) if r.carries(&guid) => return Ok(taken(r.fencing_token.unwrap_or(1))),
-                        Ok(_) => {}
-                        Err(_) => c.undo_later(key, guid),
-                    }
-                }
-                return Err(LockError::Store(other));
+        } => Ok(Taken {
+            guid,
+            fencing_token,
+            sent_at: clock.base + sent_at,
+            contended,
+        }),
+        Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
+            original: StoreError::ConditionFailed {
+                current: Some(Some(Box::new(held))),
+            },
+        }),
+        Outcome::Failed { error, undo } => {
+            if undo {
+                c.undo_later(key, guid);
             }
-        };
-        // An earlier attempt of this request may be what the condition met.
-        if let Some(r) = current.as_ref().filter(|r| r.carries(&guid)) {
-            return Ok(taken(r.fencing_token.unwrap_or(1)));
+            Err(LockError::Store(error))
         }
-        let Some(held) = current.filter(|r| !r.is_released()) else {
-            // Another waiter took the free lock first and released it already, or the item
-            // went away: try again at once. Losing a race is waiting, not a failed attempt.
-            waited_out = None;
-            continue;
-        };
-        // A takeover after waiting a whole lease that finds the same holder (it renewed)
-        // is a failed attempt; a lock that changed hands meanwhile is not.
-        if let Some(v) = waited_out.take() {
-            if v.fencing_token == held.fencing_token {
-                if retries_left == 0 {
-                    return Err(held_by(&held));
-                }
-                retries_left -= 1;
-            }
-        }
-        let w = waiting.get_or_insert_with(Waiting::new);
-        w.observe(c, key, &held).await;
-        waited_out = Some(wait_out(c, key, held, &mut retries_left, w, cancel).await?);
-    }
-}
-
-/// Waits until `seen` may be taken over, or until the lock is released or deleted. Returns
-/// the version the takeover write must still find. A holder that renews meanwhile costs a
-/// retry at the old deadline and restarts the wait from when the new version was seen; a new
-/// holder restarts it at no cost.
-async fn wait_out(
-    c: &Client,
-    key: &LockKey,
-    seen: LockRecord,
-    retries_left: &mut u32,
-    waiting: &mut Waiting,
-    cancel: &Cancel,
-) -> Result<Version, LockError> {
-    let s = &c.settings;
-    let mut target = seen.version();
-    let mut deadline = Instant::now() + wait_for(s, &seen, unix_now_ms());
-    let mut newer: Option<(LockRecord, Instant, u64)> = None;
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            match newer.take() {
-                None => return Ok(target),
-                Some((rec, at, at_unix)) => {
-                    if *retries_left == 0 {
-                        return Err(held_by(&rec));
-                    }
-                    *retries_left -= 1;
-                    target = rec.version();
-                    deadline = at + wait_for(s, &rec, at_unix);
-                    continue;
-                }
-            }
-        }
-        let next_read = now.checked_add(waiting.interval(s)).unwrap_or(deadline);
-        cancel.sleep_until(deadline.min(next_read)).await?;
-        if Instant::now() >= deadline {
-            continue;
-        }
-        // A failed re-read changes nothing: the deadline still decides.
-        if let Ok(cur) = read(c, key).await {
-            match cur {
-                None => return Ok(target),
-                Some(r) if r.is_released() => return Ok(target),
-                Some(r) => {
-                    waiting.observe(c, key, &r).await;
-                    if r.fencing_token != target.fencing_token {
-                        // A new holder: its lease starts now.
-                        deadline = Instant::now() + wait_for(s, &r, unix_now_ms());
-                        target = r.version();
-                        newer = None;
-                        continue;
-                    }
-                    let v = r.version();
-                    let known = newer
-                        .as_ref()
-                        .map(|(l, _, _)| l.version())
-                        .unwrap_or_else(|| target.clone());
-                    if v != known {
-                        newer = Some((r, Instant::now(), unix_now_ms()));
-                    }
-                }
-            }
-        }
+        Outcome::Aborted => Err(LockError::Aborted),
     }
 }
 

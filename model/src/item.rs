@@ -77,6 +77,9 @@ impl Record for Item {
             (false, false) => Some(HELD_LEASE_MS),
         }
     }
+    fn lock_acquired_time_unix_ms(&self) -> Option<u64> {
+        None
+    }
     fn ticket_next(&self) -> Option<u64> {
         self.tn.map(u64::from)
     }

@@ -16,6 +16,10 @@ pub enum Broken {
     AmbiguousNotResolved,
     /// A FailClosed release takes a timed-out delete for done.
     TimeoutIsReleased,
+    /// A FailOpen holder counts its lease from the reply instead of from the send.
+    LeaseFromReply,
+    /// A FailOpen waiter starts its wait over at every re-read, changed or not.
+    RereadRestartsWait,
 }
 
 impl Broken {
@@ -28,6 +32,8 @@ impl Broken {
             Broken::LostAfterDeadline => "loss of the lease decided after the deadline",
             Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
+            Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
+            Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::broken::{self, Broken};
 use crate::op::Record;
-use crate::request::{Answer, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::Waiting;
 
@@ -98,73 +98,6 @@ where
             _ => m.begin(env),
         };
         (m, step)
-    }
-
-    /// An answer to the request the last step sent.
-    pub fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
-        let Some(pending) = self.pending.as_mut() else {
-            return Step::Wait {
-                until: Time::MAX,
-                abortable: true,
-            };
-        };
-        let ended = match pending.answer::<R, E, Out<R, E>>(a, env) {
-            Next::Step(step) => return step,
-            Next::Ended(e) => e,
-        };
-        self.pending = None;
-        match std::mem::replace(&mut self.phase, Phase::Over) {
-            Phase::Put => self.put_ended(ended, env),
-            Phase::SettleRefusal => match ended {
-                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
-                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
-                Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
-            },
-            Phase::SettleFailure(error) => match ended {
-                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.over(Outcome::Acquired),
-                Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
-                Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
-            },
-            Phase::ReadHolder => match ended {
-                Ended::Ok(Reply::Item(held)) => self.over(Outcome::Held(held)),
-                _ => self.over(Outcome::Held(None)),
-            },
-            Phase::Mark => {
-                let written = matches!(ended, Ended::Ok(_));
-                if let Some(w) = self.waiting.as_mut() {
-                    w.marked(written);
-                }
-                self.pause(env)
-            }
-            Phase::Reread => match ended {
-                Ended::Ok(Reply::Item(None)) => self.put(env),
-                Ended::Ok(Reply::Item(Some(r))) => self.observe(&r, env),
-                _ => self.pause(env),
-            },
-            Phase::StandBack | Phase::Pausing | Phase::Over => self.over(Outcome::Aborted),
-        }
-    }
-
-    /// The time the last step waited for has come, or the wait was cancelled.
-    pub fn timer(&mut self, env: &Env) -> St<R, E> {
-        if let Some(p) = self.pending.as_mut() {
-            // A pause between attempts of one request is over.
-            return p.resend(env.now);
-        }
-        match self.phase {
-            Phase::StandBack if env.cancelled => self.over(Outcome::Aborted),
-            Phase::StandBack => self.begin(env),
-            Phase::Pausing if env.cancelled => self.over(Outcome::Aborted),
-            Phase::Pausing if env.now >= self.next_attempt => self.put(env),
-            Phase::Pausing => {
-                self.phase = Phase::Reread;
-                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
-            }
-            _ => Step::Wait {
-                until: Time::MAX,
-                abortable: true,
-            },
-        }
     }
 
     fn over(&mut self, o: Out<R, E>) -> St<R, E> {
@@ -273,6 +206,81 @@ where
         Step::Wait {
             until: self.next_attempt.min(next_read),
             abortable: true,
+        }
+    }
+}
+
+impl<R, E> Machine<R, E> for Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    type Out = Outcome<R, E>;
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            };
+        };
+        let ended = match pending.answer::<R, E, Out<R, E>>(a, env) {
+            Next::Step(step) => return step,
+            Next::Ended(e) => e,
+        };
+        self.pending = None;
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Put => self.put_ended(ended, env),
+            Phase::SettleRefusal => match ended {
+                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
+                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
+            },
+            Phase::SettleFailure(error) => match ended {
+                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.over(Outcome::Acquired),
+                Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
+            },
+            Phase::ReadHolder => match ended {
+                Ended::Ok(Reply::Item(held)) => self.over(Outcome::Held(held)),
+                _ => self.over(Outcome::Held(None)),
+            },
+            Phase::Mark => {
+                let written = matches!(ended, Ended::Ok(_));
+                if let Some(w) = self.waiting.as_mut() {
+                    w.marked(written);
+                }
+                self.pause(env)
+            }
+            Phase::Reread => match ended {
+                Ended::Ok(Reply::Item(None)) => self.put(env),
+                Ended::Ok(Reply::Item(Some(r))) => self.observe(&r, env),
+                _ => self.pause(env),
+            },
+            Phase::StandBack | Phase::Pausing | Phase::Over => self.over(Outcome::Aborted),
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        if let Some(p) = self.pending.as_mut() {
+            // A pause between attempts of one request is over.
+            return p.resend(env.now);
+        }
+        match self.phase {
+            Phase::StandBack if env.cancelled => self.over(Outcome::Aborted),
+            Phase::StandBack => self.begin(env),
+            Phase::Pausing if env.cancelled => self.over(Outcome::Aborted),
+            Phase::Pausing if env.now >= self.next_attempt => self.put(env),
+            Phase::Pausing => {
+                self.phase = Phase::Reread;
+                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
+            }
+            _ => Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            },
         }
     }
 }

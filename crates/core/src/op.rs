@@ -79,6 +79,9 @@ pub trait Record: Clone {
     fn version(&self) -> Self::Version;
     fn fencing_token(&self) -> Option<u64>;
     fn lease_duration_ms(&self) -> Option<u64>;
+    /// `lockAcquiredTimeUnixMs`: the holder's wall clock when it sent its write
+    /// (`trustLocalTime`).
+    fn lock_acquired_time_unix_ms(&self) -> Option<u64>;
     fn ticket_next(&self) -> Option<u64>;
     fn queue_next(&self) -> Option<u64>;
     fn lock_waiting_unix_ms(&self) -> Option<u64>;
@@ -502,6 +505,9 @@ impl Record for LockRecord {
     }
     fn fencing_token(&self) -> Option<u64> {
         self.fencing_token
+    }
+    fn lock_acquired_time_unix_ms(&self) -> Option<u64> {
+        self.lock_acquired_time_unix_ms
     }
     fn lease_duration_ms(&self) -> Option<u64> {
         self.lease_duration_ms

@@ -18,7 +18,7 @@
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step};
+use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step};
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
 
@@ -78,36 +78,6 @@ where
         (m, step)
     }
 
-    /// An answer to the request the last step sent.
-    pub fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
-        let Some(pending) = self.pending.as_mut() else {
-            return Step::Done(Outcome::Released { waiter: false });
-        };
-        let ended = match pending.answer::<R, E, Outcome<E>>(a, env) {
-            Next::Step(step) => return step,
-            Next::Ended(e) => e,
-        };
-        self.pending = None;
-        match std::mem::replace(&mut self.phase, Phase::Over) {
-            Phase::Write => self.written(ended, env),
-            Phase::Settle(error) => match ended {
-                Ended::Ok(Reply::Item(cur)) if !self.still_held(cur.as_ref()) => {
-                    Step::Done(Outcome::Released { waiter: false })
-                }
-                _ => Step::Done(Outcome::Failed(error)),
-            },
-            Phase::Over => Step::Done(Outcome::Released { waiter: false }),
-        }
-    }
-
-    /// A pause between attempts is over.
-    pub fn timer(&mut self, env: &Env) -> St<R, E> {
-        match self.pending.as_mut() {
-            Some(p) => p.resend(env.now),
-            None => Step::Done(Outcome::Released { waiter: false }),
-        }
-    }
-
     fn written(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
         match ended {
             Ended::Ok(Reply::WaitingMark(mark)) => Step::Done(Outcome::Released {
@@ -142,6 +112,44 @@ where
         match self.s.kind {
             Kind::FailClosed => ours,
             Kind::FailOpen | Kind::Fifo => ours && cur.is_some_and(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)),
+        }
+    }
+}
+
+impl<R, E> Machine<R, E> for Release<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    type Out = Outcome<E>;
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Done(Outcome::Released { waiter: false });
+        };
+        let ended = match pending.answer::<R, E, Outcome<E>>(a, env) {
+            Next::Step(step) => return step,
+            Next::Ended(e) => e,
+        };
+        self.pending = None;
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Write => self.written(ended, env),
+            Phase::Settle(error) => match ended {
+                Ended::Ok(Reply::Item(cur)) if !self.still_held(cur.as_ref()) => {
+                    Step::Done(Outcome::Released { waiter: false })
+                }
+                _ => Step::Done(Outcome::Failed(error)),
+            },
+            Phase::Over => Step::Done(Outcome::Released { waiter: false }),
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        match self.pending.as_mut() {
+            Some(p) => p.resend(env.now),
+            None => Step::Done(Outcome::Released { waiter: false }),
         }
     }
 }

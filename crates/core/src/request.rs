@@ -102,6 +102,18 @@ pub enum Step<G, V, O> {
     Done(O),
 }
 
+/// A machine that sends requests: its caller sends what a `Step` asks for and steps it again
+/// with the answer, or when the time it waits for comes.
+pub trait Machine<R: Record, E> {
+    /// What the machine ends with.
+    type Out;
+    /// An answer to the request the last step sent.
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> Step<R::Guid, R::Version, Self::Out>;
+    /// The time the last step waited for has come, or the wait was cancelled
+    /// (`env.cancelled`).
+    fn timer(&mut self, env: &Env) -> Step<R::Guid, R::Version, Self::Out>;
+}
+
 /// How hard to try one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {

@@ -1,0 +1,390 @@
+//! FailOpen acquisition as a state machine: a lock with a lease. One conditional `UpdateItem`
+//! (`Take`) takes a lock that is absent, released, or still carries the version a waiter has
+//! waited out; it raises `fencingToken` by one.
+//!
+//! The protocol:
+//! - The lease counts from when the winning write was sent, on the taker's clock.
+//! - A waiter waits the holder's whole lease on its own monotonic clock from when it saw the
+//!   item. With `trustLocalTime` the holder's `lockAcquiredTimeUnixMs` may shorten that wait,
+//!   never lengthen it. It re-reads meanwhile (the first in line at `rereadPeriodMs`, others
+//!   at the queue interval): a released or deleted item is taken at once; a new holder
+//!   restarts the wait at no cost; a holder that renewed costs one of `retryCount` at the old
+//!   deadline and restarts the wait from when the renewal was seen.
+//! - The takeover write is conditioned on the version waited out: a holder that renewed
+//!   meanwhile keeps its lock.
+//! - After a write that may have landed, a refusal may have met our own write: an item that
+//!   carries our `guid` is ours, with its token. A failure after such a write is settled by
+//!   reading; when even the read fails, the outcome says so (`undo`) and the caller marks the
+//!   write released if it landed.
+//! - A cancellation ends a wait at once; a write out is settled first.
+
+use std::time::Duration;
+
+use crate::broken::{self, Broken};
+use crate::item::RELEASED_LEASE_MS;
+use crate::op::Record;
+use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::settings::Lock;
+use crate::waiting::Waiting;
+
+/// How an acquisition ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<R, E> {
+    /// The lock is ours with `fencing_token`; its lease runs from `sent_at`. `contended`: the
+    /// acquisition found the lock held by someone else (others want it too).
+    Taken {
+        fencing_token: u64,
+        sent_at: Time,
+        contended: bool,
+    },
+    /// The lock stayed held: the holder's item.
+    Held(R),
+    /// A request failed. `undo`: the write may have landed and could not be read back; the
+    /// caller releases it if it did.
+    Failed { error: E, undo: bool },
+    Aborted,
+}
+
+/// What follows a write of the first-in-line mark.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Then<R> {
+    /// The take was refused by `R`'s holder: wait it out.
+    WaitOut(R),
+    /// A re-read found `R`.
+    Reread(R),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase<R, E> {
+    StandBack,
+    Take,
+    /// Reading the item after a refusal that did not carry it.
+    SettleRefusal,
+    /// Reading the item after a failure that may have landed; `E` is the outcome unless the
+    /// item is ours.
+    SettleFailure(E),
+    Mark(Then<R>),
+    /// Waiting out the holder's lease (until `deadline`) or for the next re-read.
+    Waiting,
+    Reread,
+    Over,
+}
+
+type Out<R, E> = Outcome<R, E>;
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<R, E>>;
+
+/// The wait before `rec` may be taken over, from when it was seen (`seen_unix_ms` on the
+/// wall clock).
+pub fn wait_for<R: Record>(s: &Lock, rec: &R, seen_unix_ms: u64) -> Duration {
+    let lease = rec.lease_duration_ms().unwrap_or(s.lease_duration_ms);
+    let ms = match (s.trust_local_time, rec.lock_acquired_time_unix_ms()) {
+        (true, Some(acquired)) => lease.saturating_sub(seen_unix_ms.saturating_sub(acquired)),
+        _ => lease,
+    };
+    Duration::from_millis(ms)
+}
+
+/// One FailOpen acquisition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Acquire<R: Record, E> {
+    s: Lock,
+    guid: R::Guid,
+    waiter_id: String,
+    waiting: Option<Waiting>,
+    retries_left: u32,
+    /// The version the next take may overwrite, and its token.
+    waited_out: Option<(R::Version, Option<u64>)>,
+    /// When the current take was first sent.
+    sent_at: Time,
+    settle: Policy,
+    /// The wait-out: the version (and its token) waited for, until when, and a renewal of it
+    /// seen at a time (and wall-clock time).
+    target: Option<(R::Version, Option<u64>)>,
+    deadline: Time,
+    newer: Option<(R, Time, u64)>,
+    pending: Option<Pending<R::Guid, R::Version>>,
+    phase: Phase<R, E>,
+}
+
+impl<R, E> Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
+    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
+    /// it in line should it wait.
+    pub fn start(s: Lock, guid: R::Guid, waiter_id: String, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
+        let mut m = Acquire {
+            s,
+            guid,
+            waiter_id,
+            waiting: None,
+            retries_left: s.retry_count,
+            waited_out: None,
+            sent_at: env.now,
+            settle: Policy::new(s.max_attempts, s.request_timeout),
+            target: None,
+            deadline: env.now,
+            newer: None,
+            pending: None,
+            phase: Phase::StandBack,
+        };
+        let step = match stand_back_until {
+            Some(until) if until > env.now => Step::Wait { until, abortable: true },
+            _ => m.take(env),
+        };
+        (m, step)
+    }
+
+    fn over(&mut self, o: Out<R, E>) -> St<R, E> {
+        self.phase = Phase::Over;
+        Step::Done(o)
+    }
+
+    fn send(&mut self, req: Req<R::Guid, R::Version>, policy: Policy, env: &Env) -> St<R, E> {
+        let (p, step) = Pending::start(req, policy, env.now);
+        self.pending = Some(p);
+        step
+    }
+
+    fn taken(&mut self, r: &R) -> St<R, E> {
+        let fencing_token = r.fencing_token().unwrap_or(1);
+        self.won(fencing_token)
+    }
+
+    fn won(&mut self, fencing_token: u64) -> St<R, E> {
+        let contended = self.waiting.is_some();
+        let sent_at = self.sent_at;
+        self.over(Outcome::Taken {
+            fencing_token,
+            sent_at,
+            contended,
+        })
+    }
+
+    fn take(&mut self, env: &Env) -> St<R, E> {
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
+        self.target = None;
+        self.newer = None;
+        self.sent_at = env.now;
+        let budget = Budget::new(self.s.max_attempts, self.s.max_attempts, self.s.request_timeout, env.now);
+        self.settle = budget.settle;
+        self.phase = Phase::Take;
+        let req = Req::Take {
+            guid: self.guid.clone(),
+            waited_out: self.waited_out.as_ref().map(|(v, _)| v.clone()),
+            clear_mark: self.waiting.as_ref().is_some_and(|w| w.first),
+            lock_acquired_time_unix_ms: self.s.trust_local_time.then_some(env.unix_ms),
+        };
+        self.send(req, budget.writes, env)
+    }
+
+    fn take_ended(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
+        match ended {
+            Ended::Ok(Reply::Token(t)) => {
+                if broken::on(Broken::LeaseFromReply) {
+                    self.sent_at = env.now;
+                }
+                self.won(t)
+            }
+            Ended::Ok(_) => self.won(1),
+            Ended::Refused { current: Some(cur), .. } => self.refused(cur, env),
+            Ended::Refused { current: None, .. } => {
+                self.phase = Phase::SettleRefusal;
+                self.send(Req::Get, self.settle, env)
+            }
+            Ended::Failed { error, ambiguous } => {
+                if !ambiguous {
+                    return self.over(Outcome::Failed { error, undo: false });
+                }
+                self.phase = Phase::SettleFailure(error);
+                self.send(Req::Get, self.settle, env)
+            }
+        }
+    }
+
+    /// The take was refused: the item is `current`.
+    fn refused(&mut self, current: Option<R>, env: &Env) -> St<R, E> {
+        // An earlier attempt of this request may be what the condition met.
+        if let Some(r) = current.as_ref().filter(|r| r.carries(&self.guid)) {
+            let r = r.clone();
+            return self.taken(&r);
+        }
+        let Some(held) = current.filter(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)) else {
+            // Another waiter took the free lock first and released it already, or the item
+            // went away: try again at once. Losing a race is waiting, not a failed attempt.
+            self.waited_out = None;
+            return self.take(env);
+        };
+        // A takeover after waiting a whole lease that finds the same holder (it renewed) is
+        // a failed attempt; a lock that changed hands meanwhile is not.
+        if let Some((_, token)) = self.waited_out.take() {
+            if token == held.fencing_token() {
+                if self.retries_left == 0 {
+                    return self.over(Outcome::Held(held));
+                }
+                self.retries_left -= 1;
+            }
+        }
+        self.observe(held, true, env)
+    }
+
+    /// Reads the mark on `held`, claims or renews the first place if it may, then goes on
+    /// waiting (`start`: the wait-out begins with `held`; otherwise `held` was re-read).
+    fn observe(&mut self, held: R, start: bool, env: &Env) -> St<R, E> {
+        let w = self
+            .waiting
+            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+        let mark = w.observe(&self.s, &held, env.unix_ms);
+        let then = if start { Then::WaitOut(held) } else { Then::Reread(held) };
+        match mark {
+            Some(mark) => {
+                self.phase = Phase::Mark(then);
+                self.send(mark, Policy::new(1, self.s.request_timeout), env)
+            }
+            None => match then {
+                Then::WaitOut(h) => self.wait_out(h, env),
+                Then::Reread(h) => self.reread(h, env),
+            },
+        }
+    }
+
+    /// Starts waiting out `seen`.
+    fn wait_out(&mut self, seen: R, env: &Env) -> St<R, E> {
+        self.target = Some((seen.version(), seen.fencing_token()));
+        self.deadline = env.now + wait_for(&self.s, &seen, env.unix_ms);
+        self.newer = None;
+        self.wait(env)
+    }
+
+    /// A re-read found `r`, held.
+    fn reread(&mut self, r: R, env: &Env) -> St<R, E> {
+        let Some((target, target_token)) = self.target.clone() else {
+            return self.wait_out(r, env);
+        };
+        if r.fencing_token() != target_token || broken::on(Broken::RereadRestartsWait) {
+            // A new holder: its lease starts now.
+            return self.wait_out(r, env);
+        }
+        let v = r.version();
+        let known = self.newer.as_ref().map(|(l, _, _)| l.version()).unwrap_or(target);
+        if v != known {
+            self.newer = Some((r, env.now, env.unix_ms));
+        }
+        self.wait(env)
+    }
+
+    /// The wait is over: take the lock, on the condition that it still carries the version
+    /// waited out (or is free).
+    fn waited(&mut self, env: &Env) -> St<R, E> {
+        self.waited_out = self.target.take();
+        self.take(env)
+    }
+
+    /// Waits for the deadline or the next re-read; at the deadline, the takeover (or, if the
+    /// holder renewed meanwhile, one retry spent and the wait restarted from the renewal).
+    fn wait(&mut self, env: &Env) -> St<R, E> {
+        while env.now >= self.deadline {
+            match self.newer.take() {
+                None => return self.waited(env),
+                Some((rec, at, at_unix)) => {
+                    if self.retries_left == 0 {
+                        return self.over(Outcome::Held(rec));
+                    }
+                    self.retries_left -= 1;
+                    self.target = Some((rec.version(), rec.fencing_token()));
+                    self.deadline = at + wait_for(&self.s, &rec, at_unix);
+                }
+            }
+        }
+        let first = self.waiting.as_ref().is_some_and(|w| w.first);
+        let next_read = env
+            .now
+            .checked_add(self.s.reread_interval(first))
+            .unwrap_or(self.deadline);
+        self.phase = Phase::Waiting;
+        Step::Wait {
+            until: self.deadline.min(next_read),
+            abortable: true,
+        }
+    }
+}
+
+impl<R, E> Machine<R, E> for Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    type Out = Outcome<R, E>;
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            };
+        };
+        let ended = match pending.answer::<R, E, Out<R, E>>(a, env) {
+            Next::Step(step) => return step,
+            Next::Ended(e) => e,
+        };
+        self.pending = None;
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Take => self.take_ended(ended, env),
+            Phase::SettleRefusal => match ended {
+                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
+                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
+            },
+            Phase::SettleFailure(error) => match ended {
+                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.taken(&r),
+                Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
+            },
+            Phase::Mark(then) => {
+                let written = matches!(ended, Ended::Ok(_));
+                if let Some(w) = self.waiting.as_mut() {
+                    w.marked(written);
+                }
+                match then {
+                    Then::WaitOut(held) => self.wait_out(held, env),
+                    Then::Reread(r) => self.reread(r, env),
+                }
+            }
+            Phase::Reread => match ended {
+                Ended::Ok(Reply::Item(None)) => self.waited(env),
+                Ended::Ok(Reply::Item(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => self.waited(env),
+                Ended::Ok(Reply::Item(Some(r))) => self.observe(r, false, env),
+                // A failed re-read changes nothing: the deadline still decides.
+                _ => self.wait(env),
+            },
+            Phase::StandBack | Phase::Waiting | Phase::Over => self.over(Outcome::Aborted),
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        if let Some(p) = self.pending.as_mut() {
+            return p.resend(env.now);
+        }
+        match self.phase {
+            Phase::StandBack | Phase::Waiting if env.cancelled => self.over(Outcome::Aborted),
+            Phase::StandBack => self.take(env),
+            Phase::Waiting if env.now >= self.deadline => self.wait(env),
+            Phase::Waiting => {
+                self.phase = Phase::Reread;
+                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
+            }
+            _ => Step::Wait {
+                until: Time::MAX,
+                abortable: true,
+            },
+        }
+    }
+}
