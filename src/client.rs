@@ -127,6 +127,8 @@ impl Settings {
             queue_reread: self.queue_reread_period,
             request_timeout: self.request_timeout,
             max_attempts: self.max_attempts,
+            base_backoff: settings::RETRY_BASE_BACKOFF,
+            max_backoff: settings::RETRY_MAX_BACKOFF,
         }
     }
 

@@ -56,7 +56,12 @@ impl Clock {
 }
 
 /// Steps `m` from `step` until it is over.
-pub async fn run<M: Machine<LockRecord, StoreError>>(m: &mut M, mut step: Step<Guid, Version, M::Out>, clock: Clock, to: &Target<'_>) -> M::Out {
+pub async fn run<M: Machine<LockRecord, StoreError>>(
+    m: &mut M,
+    mut step: Step<Guid, Version, M::Out>,
+    clock: Clock,
+    to: &Target<'_>,
+) -> M::Out {
     loop {
         step = match step {
             Step::Done(out) => return out,

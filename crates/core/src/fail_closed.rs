@@ -17,7 +17,7 @@
 
 use crate::broken::{self, Broken};
 use crate::op::Record;
-use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::Waiting;
 
@@ -30,7 +30,10 @@ pub enum Outcome<R, E> {
     Held(Option<R>),
     /// A request failed. `undo`: the write may have landed and could not be read back; the
     /// caller removes it if it did.
-    Failed { error: E, undo: bool },
+    Failed {
+        error: E,
+        undo: bool,
+    },
     Aborted,
 }
 
@@ -81,7 +84,13 @@ where
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
     /// lock lately while others waited, and lets them go first until then. `waiter_id` names
     /// it in line should it wait.
-    pub fn start(s: Lock, guid: R::Guid, waiter_id: String, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
+    pub fn start(
+        s: Lock,
+        guid: R::Guid,
+        waiter_id: String,
+        stand_back_until: Option<Time>,
+        env: &Env,
+    ) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
@@ -89,7 +98,7 @@ where
             waiting: None,
             give_up_at: env.now,
             next_attempt: env.now,
-            settle: Policy::new(s.max_attempts, s.request_timeout),
+            settle: s.policy(s.max_attempts),
             pending: None,
             phase: Phase::StandBack,
         };
@@ -120,7 +129,7 @@ where
         if env.cancelled {
             return self.over(Outcome::Aborted);
         }
-        let budget = Budget::new(self.s.max_attempts, self.s.max_attempts, self.s.request_timeout, env.now);
+        let budget = self.s.budget(self.s.max_attempts, env.now);
         self.settle = budget.settle;
         self.phase = Phase::Put;
         let req = Req::PutIfAbsent {
@@ -134,9 +143,7 @@ where
             Ended::Ok(_) => self.over(Outcome::Acquired),
             // After an attempt that may have landed, the item met by the condition may be our
             // own: then the lock is ours.
-            Ended::Refused {
-                current: Some(cur), ..
-            } => self.refused(cur, env),
+            Ended::Refused { current: Some(cur), .. } => self.refused(cur, env),
             Ended::Refused {
                 current: None,
                 ambiguous: true,
@@ -169,7 +176,7 @@ where
             }
             // The error names the holder: one read, best effort.
             self.phase = Phase::ReadHolder;
-            return self.send(Req::Get, Policy::new(1, self.s.request_timeout), env);
+            return self.send(Req::Get, self.s.policy(1), env);
         }
         self.next_attempt = (env.now + self.s.acquire_period).min(self.give_up_at);
         match held {
@@ -190,7 +197,7 @@ where
         match w.observe(&self.s, held, env.unix_ms) {
             Some(mark) => {
                 self.phase = Phase::Mark;
-                self.send(mark, Policy::new(1, self.s.request_timeout), env)
+                self.send(mark, self.s.policy(1), env)
             }
             None => self.pause(env),
         }
@@ -275,7 +282,7 @@ where
             Phase::Pausing if env.now >= self.next_attempt => self.put(env),
             Phase::Pausing => {
                 self.phase = Phase::Reread;
-                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
+                self.send(Req::Get, self.s.policy(self.s.max_attempts), env)
             }
             _ => Step::Wait {
                 until: Time::MAX,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::Waiting;
 
@@ -41,7 +41,10 @@ pub enum Outcome<R, E> {
     Held(R),
     /// A request failed. `undo`: the write may have landed and could not be read back; the
     /// caller releases it if it did.
-    Failed { error: E, undo: bool },
+    Failed {
+        error: E,
+        undo: bool,
+    },
     Aborted,
 }
 
@@ -116,7 +119,13 @@ where
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
     /// lock lately while others waited, and lets them go first until then. `waiter_id` names
     /// it in line should it wait.
-    pub fn start(s: Lock, guid: R::Guid, waiter_id: String, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
+    pub fn start(
+        s: Lock,
+        guid: R::Guid,
+        waiter_id: String,
+        stand_back_until: Option<Time>,
+        env: &Env,
+    ) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
@@ -125,7 +134,7 @@ where
             retries_left: s.retry_count,
             waited_out: None,
             sent_at: env.now,
-            settle: Policy::new(s.max_attempts, s.request_timeout),
+            settle: s.policy(s.max_attempts),
             target: None,
             deadline: env.now,
             newer: None,
@@ -172,7 +181,7 @@ where
         self.target = None;
         self.newer = None;
         self.sent_at = env.now;
-        let budget = Budget::new(self.s.max_attempts, self.s.max_attempts, self.s.request_timeout, env.now);
+        let budget = self.s.budget(self.s.max_attempts, env.now);
         self.settle = budget.settle;
         self.phase = Phase::Take;
         let req = Req::Take {
@@ -245,7 +254,7 @@ where
         match mark {
             Some(mark) => {
                 self.phase = Phase::Mark(then);
-                self.send(mark, Policy::new(1, self.s.request_timeout), env)
+                self.send(mark, self.s.policy(1), env)
             }
             None => match then {
                 Then::WaitOut(h) => self.wait_out(h, env),
@@ -379,7 +388,7 @@ where
             Phase::Waiting if env.now >= self.deadline => self.wait(env),
             Phase::Waiting => {
                 self.phase = Phase::Reread;
-                self.send(Req::Get, Policy::new(self.s.max_attempts, self.s.request_timeout), env)
+                self.send(Req::Get, self.s.policy(self.s.max_attempts), env)
             }
             _ => Step::Wait {
                 until: Time::MAX,

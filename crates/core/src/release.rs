@@ -18,7 +18,7 @@
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Machine, Budget, Ended, Env, Next, Pending, Policy, Reply, Req, Step};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step};
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
 
@@ -26,7 +26,9 @@ use crate::waiting::marked_recently;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome<E> {
     /// Released (or found released); `waiter`: another process marked the item lately.
-    Released { waiter: bool },
+    Released {
+        waiter: bool,
+    },
     /// FailClosed: the item was not ours.
     NotOurs,
     Failed(E),
@@ -59,7 +61,7 @@ where
 {
     /// Releases the lock whose item may carry any of `guids`.
     pub fn start(s: Lock, guids: Vec<R::Guid>, env: &Env) -> (Self, St<R, E>) {
-        let budget = Budget::new(s.release_attempts(), s.max_attempts, s.request_timeout, env.now);
+        let budget = s.budget(s.release_attempts(), env.now);
         let req = match s.kind {
             Kind::FailClosed => Req::DeleteIfGuid { guids: guids.clone() },
             Kind::FailOpen | Kind::Fifo => Req::Release {
@@ -111,7 +113,9 @@ where
         let ours = cur.is_some_and(|r| self.guids.iter().any(|g| r.carries(g)));
         match self.s.kind {
             Kind::FailClosed => ours,
-            Kind::FailOpen | Kind::Fifo => ours && cur.is_some_and(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)),
+            Kind::FailOpen | Kind::Fifo => {
+                ours && cur.is_some_and(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS))
+            }
         }
     }
 }

@@ -121,6 +121,10 @@ pub struct Policy {
     pub attempt_timeout: Duration,
     /// No attempt starts, and no attempt runs, past this instant.
     pub deadline: Option<Time>,
+    /// The first pause between attempts, before jitter; it doubles with each attempt up to
+    /// `max_backoff`.
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
 }
 
 impl Policy {
@@ -129,7 +133,22 @@ impl Policy {
             max_attempts: max_attempts.max(1),
             attempt_timeout,
             deadline: None,
+            base_backoff: settings::RETRY_BASE_BACKOFF,
+            max_backoff: settings::RETRY_MAX_BACKOFF,
         }
+    }
+
+    /// Full-jitter exponential pause before attempt `n` (1-based, n >= 2): between half and
+    /// all of `base_backoff` doubled `n - 2` times, at most `max_backoff`.
+    pub fn backoff(&self, n: u32, random: u64) -> Duration {
+        let exp = self
+            .base_backoff
+            .saturating_mul(1u32 << n.saturating_sub(2).min(16))
+            .min(self.max_backoff);
+        let ms = exp.as_millis() as u64;
+        let low = ms / 2;
+        let high = ms.max(1);
+        Duration::from_millis(low + random % (high - low + 1))
     }
 
     /// The same policy, with no attempt running past `deadline`.
@@ -137,18 +156,6 @@ impl Policy {
         self.deadline = Some(deadline);
         self
     }
-}
-
-/// Full-jitter exponential pause before attempt `n` (1-based, n >= 2): between half and all of
-/// `RETRY_BASE_BACKOFF` doubled `n - 2` times, at most `RETRY_MAX_BACKOFF`.
-pub fn backoff(n: u32, random: u64) -> Duration {
-    let exp = settings::RETRY_BASE_BACKOFF
-        .saturating_mul(1u32 << n.saturating_sub(2).min(16))
-        .min(settings::RETRY_MAX_BACKOFF);
-    let ms = exp.as_millis() as u64;
-    let low = ms / 2;
-    let high = ms.max(1);
-    Duration::from_millis(low + random % (high - low + 1))
 }
 
 /// The attempts of one operation.
@@ -186,7 +193,7 @@ impl Attempts {
         if !transient || self.sent >= self.policy.max_attempts {
             return None;
         }
-        let at = now + backoff(self.sent + 1, random);
+        let at = now + self.policy.backoff(self.sent + 1, random);
         match self.policy.deadline {
             Some(d) if at >= d => None,
             _ => Some(at),
@@ -205,14 +212,15 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// `writes` tries up to `attempts` times; the settling read tries up to `read_attempts`.
-    pub fn new(attempts: u32, read_attempts: u32, request_timeout: Duration, now: Time) -> Budget {
-        let n = attempts.max(1);
+    /// A write under `write` and its settling read under `read`, from `now`.
+    pub fn new(write: Policy, read: Policy, now: Time) -> Budget {
+        let n = write.max_attempts;
+        let request_timeout = write.attempt_timeout;
         let end = now + request_timeout.saturating_mul(n);
         let writes_end = now + request_timeout.saturating_mul(n.saturating_sub(1).max(1));
         Budget {
-            writes: Policy::new(n, request_timeout).until(writes_end),
-            settle: Policy::new(read_attempts, request_timeout).until(end),
+            writes: write.until(writes_end),
+            settle: read.until(end),
         }
     }
 }
@@ -330,19 +338,21 @@ mod tests {
 
     #[test]
     fn pauses_double_within_bounds() {
-        assert_eq!(backoff(2, 0), ms(12));
-        assert_eq!(backoff(2, 13), ms(25));
-        assert_eq!(backoff(3, 0), ms(25));
-        assert!(backoff(40, u64::MAX - 1) <= ms(1000));
-        assert!(backoff(40, 0) >= ms(500));
+        let p = Policy::new(50, ms(100));
+        assert_eq!(p.backoff(2, 0), ms(12));
+        assert_eq!(p.backoff(2, 13), ms(25));
+        assert_eq!(p.backoff(3, 0), ms(25));
+        assert!(p.backoff(40, u64::MAX - 1) <= ms(1000));
+        assert!(p.backoff(40, 0) >= ms(500));
     }
 
     #[test]
     fn a_budget_leaves_its_last_timeout_to_the_settling_read() {
-        let b = Budget::new(4, 4, ms(100), ms(1000));
+        let p = |n| Policy::new(n, ms(100));
+        let b = Budget::new(p(4), p(4), ms(1000));
         assert_eq!(b.writes.deadline, Some(ms(1300)));
         assert_eq!(b.settle.deadline, Some(ms(1400)));
-        let b = Budget::new(1, 4, ms(100), ms(0));
+        let b = Budget::new(p(1), p(4), ms(0));
         assert_eq!(b.writes.deadline, Some(ms(100)));
         assert_eq!(b.settle.deadline, Some(ms(100)));
     }

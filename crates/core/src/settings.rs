@@ -102,9 +102,25 @@ pub struct Lock {
     pub request_timeout: Duration,
     /// Attempts of one request through transient faults.
     pub max_attempts: u32,
+    /// The first pause between attempts of a request, and the longest (before jitter).
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
 }
 
 impl Lock {
+    /// Up to `attempts` attempts of one request, each given `requestTimeoutMs`.
+    pub fn policy(&self, attempts: u32) -> crate::request::Policy {
+        let mut p = crate::request::Policy::new(attempts, self.request_timeout);
+        p.base_backoff = self.base_backoff;
+        p.max_backoff = self.max_backoff;
+        p
+    }
+
+    /// The budget of a write of `attempts` attempts and of the read that settles it.
+    pub fn budget(&self, attempts: u32, now: crate::request::Time) -> crate::request::Budget {
+        crate::request::Budget::new(self.policy(attempts), self.policy(self.max_attempts), now)
+    }
+
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_duration_ms)
     }
