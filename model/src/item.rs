@@ -31,6 +31,11 @@ pub struct Item {
     /// Model time since the holder sent the write that set `lockAcquiredTimeUnixMs` (only read by
     /// the variant that trusts the holder's clock). Not a condition of any operation.
     pub age: u8,
+    /// `leaseDurationMs` of a held item, when it is not `HELD_LEASE_MS` (the machines' model
+    /// writes its lease in ticks).
+    pub lease: u16,
+    /// `lockAcquiredTimeUnixMs`, on the writer's wall clock in ticks (`trustLocalTime`).
+    pub acquired: Option<u16>,
 }
 
 /// What identifies one tenure: `guid` and `fencingToken` (`Version` in the core's item).
@@ -74,11 +79,12 @@ impl Record for Item {
         match (self.holderless, self.released) {
             (true, _) => None,
             (false, true) => Some(RELEASED_LEASE_MS),
-            (false, false) => Some(HELD_LEASE_MS),
+            (false, false) if self.lease == 0 => Some(HELD_LEASE_MS),
+            (false, false) => Some(self.lease.into()),
         }
     }
     fn lock_acquired_time_unix_ms(&self) -> Option<u64> {
-        None
+        self.acquired.map(u64::from)
     }
     fn ticket_next(&self) -> Option<u64> {
         self.tn.map(u64::from)
@@ -109,9 +115,14 @@ impl Record for Item {
     fn set_lease_duration_ms(&mut self, ms: u64) {
         self.released = ms == RELEASED_LEASE_MS;
         self.holderless = false;
+        self.lease = match ms {
+            HELD_LEASE_MS | RELEASED_LEASE_MS => 0,
+            ms => u16::try_from(ms).expect("the model's leases stay small"),
+        };
     }
-    fn set_lock_acquired_time_unix_ms(&mut self, _: Option<u64>) {
+    fn set_lock_acquired_time_unix_ms(&mut self, ms: Option<u64>) {
         self.age = 0;
+        self.acquired = ms.map(|m| u16::try_from(m).expect("the model's clocks stay small"));
     }
     fn set_data(&mut self, _: Option<&LockData>) {}
     fn set_mark(&mut self, _: Mark) {}

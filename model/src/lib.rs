@@ -7,6 +7,9 @@
 //!   applies.
 //! - `lock`: FailClosed, FailOpen and Fifo clients over that store, in an environment of lost,
 //!   late and repeated requests, crashes and clock offsets, and the broken variants.
+//! - `machines`: FailClosed and FailOpen clients that are the core's acquisition and release
+//!   machines themselves, over the same store, with lost, throttled and timed-out requests,
+//!   crashes and skewed wall clocks, and the broken variants of the machines and the store.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
 //! - `run`: the configurations checked and the report.
@@ -17,5 +20,6 @@ pub mod explore;
 pub mod item;
 pub mod lease;
 pub mod lock;
+pub mod machines;
 pub mod run;
 pub mod simulate;

@@ -60,7 +60,7 @@ pub enum Req<G, V> {
 
 /// How an operation ended, as the machines need to know it. `E` is the caller's error, kept
 /// to be reported.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Answer<R, E> {
     /// Applied (or read): the store's reply.
     Done(Reply<R>),
@@ -77,7 +77,7 @@ pub enum Answer<R, E> {
 }
 
 /// What a successful operation returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Reply<R> {
     /// Applied, nothing to tell.
     Done,

@@ -1,0 +1,981 @@
+//! FailClosed and FailOpen clients that are the core's machines themselves
+//! (`dynamodb_lock_core::fail_closed::Acquire`, `fail_open::Acquire`, `release::Release`),
+//! stepped exactly as the addon's driver (src/drive.rs) steps them: every request a machine
+//! asks for goes to the store through the core's `op::apply`, its answer (or its timeout) goes
+//! back, and a machine waiting for an instant is stepped when the clock reaches it.
+//!
+//! The environment: requests are lost before they land, land and lose their answer, or are
+//! throttled; an answer that has not come by the machine's timeout is a timeout (the request
+//! may have landed, or may still be on its way and never land); clients crash, with their
+//! requests landing or not; clients' wall clocks may be offset (`skew`, read only with
+//! `trustLocalTime`). Time is in ticks (a tick is a millisecond to the machines); every
+//! client's monotonic clock runs at the same rate. Each holder holds for any time it likes;
+//! FailOpen holders do not heartbeat here (the lease model steps the heartbeat machine), so a
+//! holder's lease ends a lease after its winning write was sent.
+//!
+//! Properties:
+//! - mutual exclusion: no two clients believe they hold one lock at once (a FailOpen holder
+//!   believes it while its lease lasts on its own clock);
+//! - fencing: each FailOpen grant's token is above every earlier grant's;
+//! - no lost release: a release reported done leaves nothing of the holder on the item;
+//! - no orphan: an acquisition reported failed leaves nothing of its own on the item, unless
+//!   it is still removing it (`undo`);
+//! - liveness (bounded): a FailOpen lock whose holder crashed is taken by a waiter that keeps
+//!   trying within a lease and three request timeouts of the crash (or of its start), when
+//!   nothing else goes wrong (no fault, no request slower than its timeout).
+//!
+//! Abstractions: every client's first acquisition starts at tick 0 (later ones at any time);
+//! the model's item keeps no first-in-line mark, so a mark's write is answered at once and
+//! every waiter takes itself for the first in line (the mark decides fairness, never safety).
+
+use std::fmt;
+use std::time::Duration;
+
+use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::op::{self as core_op, OpenFields};
+use dynamodb_lock_core::request::{Answer, Env, Machine as _, Reply, Req, Step};
+use dynamodb_lock_core::settings::{Kind, Lock};
+use dynamodb_lock_core::{fail_closed, fail_open, release};
+
+use crate::explore::{Model, Violation};
+use crate::item::{Item, Ver, G};
+
+/// Ticks of the model's clock.
+pub type Tick = u16;
+
+pub const MAX_CLIENTS: usize = 3;
+pub const MAX_LOCKS: usize = 2;
+
+/// A break of the store or of the environment, which the checker must catch (the breaks of
+/// the machines themselves are the core's `Broken` hooks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// A machine's variant (`dynamodb_lock_core::broken`).
+    Core(Broken),
+    /// FailClosed acquisition written without the "absent" condition.
+    UnconditionalPut,
+    /// FailOpen release that deletes the item: tokens start again at 1.
+    ReleaseDeletes,
+    /// FailOpen waiter that trusts the holder's clock (`trustLocalTime`) while clocks are
+    /// skewed.
+    WaiterTrustsHolderClock,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 7] = [
+        Bug::UnconditionalPut,
+        Bug::Core(Broken::AmbiguousNotResolved),
+        Bug::Core(Broken::TimeoutIsReleased),
+        Bug::Core(Broken::LeaseFromReply),
+        Bug::Core(Broken::RereadRestartsWait),
+        Bug::ReleaseDeletes,
+        Bug::WaiterTrustsHolderClock,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::Core(b) => b.name(),
+            Bug::UnconditionalPut => "FailClosed acquisition without the absent condition",
+            Bug::ReleaseDeletes => "FailOpen release that deletes the item",
+            Bug::WaiterTrustsHolderClock => "FailOpen waiter that trusts the holder's skewed clock",
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Bug::UnconditionalPut | Bug::Core(Broken::AmbiguousNotResolved) | Bug::Core(Broken::TimeoutIsReleased) => {
+                Kind::FailClosed
+            }
+            _ => Kind::FailOpen,
+        }
+    }
+
+    /// The property its counterexample violates.
+    pub fn property(self) -> &'static str {
+        match self {
+            Bug::UnconditionalPut | Bug::Core(Broken::LeaseFromReply) | Bug::WaiterTrustsHolderClock => {
+                "mutual exclusion"
+            }
+            Bug::Core(Broken::AmbiguousNotResolved) => "no orphan",
+            Bug::Core(Broken::TimeoutIsReleased) => "no lost release",
+            Bug::Core(Broken::RereadRestartsWait) => "liveness",
+            Bug::ReleaseDeletes => "fencing",
+            Bug::Core(_) => "a holder's loss is known no later than a rival's grant",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub kind: Kind,
+    pub clients: usize,
+    pub locks: usize,
+    /// Acquisitions each client makes.
+    pub acquisitions: u8,
+    pub lease: Tick,
+    pub reread: Tick,
+    pub acquire_period: Tick,
+    pub request_timeout: Tick,
+    /// `retryCount` of client 0; the others keep trying.
+    pub retry_count: u32,
+    /// Attempts per request.
+    pub max_attempts: u32,
+    /// Lost or throttled requests and answers, in all.
+    pub faults: u8,
+    pub crashes: u8,
+    /// Client 1's wall clock runs this far ahead of the others'.
+    pub skew: Tick,
+    pub trust_local_time: bool,
+    /// Time ends here.
+    pub horizon: Tick,
+    pub bug: Option<Bug>,
+}
+
+impl Config {
+    pub fn new(kind: Kind) -> Config {
+        Config {
+            kind,
+            clients: 2,
+            locks: 1,
+            acquisitions: 1,
+            lease: 4,
+            reread: 2,
+            acquire_period: 2,
+            request_timeout: 2,
+            retry_count: 1,
+            max_attempts: 2,
+            faults: 1,
+            crashes: 1,
+            skew: 0,
+            trust_local_time: false,
+            horizon: 14,
+            bug: None,
+        }
+    }
+
+    fn lock(&self) -> Lock {
+        let ms = |t: Tick| Duration::from_millis(t.into());
+        Lock {
+            kind: self.kind,
+            retry_count: self.retry_count,
+            acquire_period: ms(self.acquire_period),
+            lease_duration_ms: self.lease.into(),
+            trust_local_time: self.trust_local_time,
+            reread: ms(self.reread),
+            queue_reread: ms(self.reread),
+            request_timeout: ms(self.request_timeout),
+            max_attempts: self.max_attempts,
+            base_backoff: ms(1),
+            max_backoff: ms(2),
+        }
+    }
+}
+
+/// The model's errors: what a failed attempt reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fail {
+    Timeout,
+    Throttled,
+}
+
+type Ans = Answer<Item, Fail>;
+type Request = Req<G, Ver>;
+
+/// A machine of a client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum M {
+    Closed(fail_closed::Acquire<Item, Fail>),
+    Open(fail_open::Acquire<Item, Fail>),
+    Release(release::Release<Item, Fail>),
+}
+
+/// What a machine ended with.
+enum Out {
+    Closed(fail_closed::Outcome<Item, Fail>),
+    Open(fail_open::Outcome<Item, Fail>),
+    Release(release::Outcome<Fail>),
+}
+
+type MStep = Step<G, Ver, Out>;
+
+fn map<O>(s: Step<G, Ver, O>, f: impl FnOnce(O) -> Out) -> MStep {
+    match s {
+        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+        Step::Wait { until, abortable } => Step::Wait { until, abortable },
+        Step::Done(o) => Step::Done(f(o)),
+    }
+}
+
+impl M {
+    fn answer(&mut self, a: Ans, env: &Env) -> MStep {
+        match self {
+            M::Closed(m) => map(m.answer(a, env), Out::Closed),
+            M::Open(m) => map(m.answer(a, env), Out::Open),
+            M::Release(m) => map(m.answer(a, env), Out::Release),
+        }
+    }
+    fn timer(&mut self, env: &Env) -> MStep {
+        match self {
+            M::Closed(m) => map(m.timer(env), Out::Closed),
+            M::Open(m) => map(m.timer(env), Out::Open),
+            M::Release(m) => map(m.timer(env), Out::Release),
+        }
+    }
+}
+
+/// A request on its way.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Net {
+    pub req: Request,
+    pub timeout_at: Tick,
+    pub state: NetState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NetState {
+    /// Not landed yet.
+    Out,
+    /// Landed: the answer, on its way back.
+    Landed(Ans),
+    /// Lost (before or after landing): the machine learns of it at its timeout.
+    Lost,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Idle,
+    Crashed,
+    Acquiring {
+        k: u8,
+        g: G,
+    },
+    /// `until`: the end of a FailOpen lease on this client's clock.
+    Holding {
+        k: u8,
+        g: G,
+        token: u8,
+        until: Option<Tick>,
+    },
+    Releasing {
+        k: u8,
+        g: G,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Client {
+    pub phase: Phase,
+    pub machine: Option<M>,
+    pub net: Option<Net>,
+    /// The machine waits until then.
+    pub wake: Option<Tick>,
+    pub left: u8,
+    pub seq: u8,
+    /// When the current acquisition started.
+    pub since: Tick,
+    /// The undo of a write that may have landed (`undo_later`): lock, guid, request.
+    pub undo: Option<(u8, G, Net)>,
+    /// The last release reported done.
+    pub released: Option<(u8, G)>,
+    /// The last acquisition reported as not acquired.
+    pub failed: Option<(u8, G)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: Tick,
+    pub items: [Option<Item>; MAX_LOCKS],
+    pub clients: [Client; MAX_CLIENTS],
+    pub faults: u8,
+    pub crashes: u8,
+    /// The token of the last FailOpen grant of each lock (history, for fencing).
+    pub last_token: [u8; MAX_LOCKS],
+    /// When each lock's holder crashed (history, for liveness).
+    pub orphaned_at: [Option<Tick>; MAX_LOCKS],
+    /// A request was slower than its timeout (history, for liveness).
+    pub slow: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Start(u8, u8),
+    Land(u8),
+    Answer(u8),
+    /// The request is lost before it lands, or its answer after.
+    Lose(u8),
+    Throttle(u8),
+    TimeOut(u8),
+    Timer(u8),
+    Release(u8),
+    UndoLand(u8),
+    UndoAnswer(u8),
+    UndoLose(u8),
+    Crash(u8, bool),
+    Tick,
+}
+
+impl fmt::Debug for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Start(c, k) => write!(f, "c{c} starts acquiring lock {k}"),
+            Action::Land(c) => write!(f, "c{c}'s request lands"),
+            Action::Answer(c) => write!(f, "c{c} gets the answer"),
+            Action::Lose(c) => write!(f, "c{c}'s request or its answer is lost"),
+            Action::Throttle(c) => write!(f, "c{c}'s request is throttled"),
+            Action::TimeOut(c) => write!(f, "c{c}'s request times out"),
+            Action::Timer(c) => write!(f, "c{c}'s wait ends"),
+            Action::Release(c) => write!(f, "c{c} calls release()"),
+            Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
+            Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
+            Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
+            Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
+            Action::Tick => write!(f, "tick"),
+        }
+    }
+}
+
+pub struct Machines {
+    pub cfg: Config,
+}
+
+fn ms(t: Tick) -> Duration {
+    Duration::from_millis(t.into())
+}
+
+/// The first tick at or after `d`.
+fn tick(d: Duration) -> Tick {
+    Tick::try_from(d.as_micros().div_ceil(1000)).unwrap_or(Tick::MAX)
+}
+
+fn owner(g: G) -> usize {
+    (g / 16) as usize
+}
+
+impl Machines {
+    pub fn new(cfg: Config) -> Self {
+        assert!(cfg.clients <= MAX_CLIENTS && cfg.locks <= MAX_LOCKS);
+        Machines { cfg }
+    }
+
+    fn bug(&self, b: Bug) -> bool {
+        self.cfg.bug == Some(b)
+    }
+
+    fn lock(&self) -> Lock {
+        let mut l = self.cfg.lock();
+        if self.bug(Bug::WaiterTrustsHolderClock) {
+            l.trust_local_time = true;
+        }
+        l
+    }
+
+    fn env(&self, s: &State, i: usize) -> Env {
+        let skew = if i == 1 { self.cfg.skew } else { 0 };
+        Env {
+            now: ms(s.now),
+            unix_ms: u64::from(s.now) + u64::from(skew),
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    /// Applies `req` to lock `k`'s item through the core's `op::apply`, with a broken store's
+    /// change around it.
+    fn apply(&self, s: &mut State, k: u8, req: &Request) -> Ans {
+        let lock = self.lock();
+        let slot = &mut s.items[k as usize];
+        let fields = OpenFields {
+            owner: "",
+            lease_duration_ms: lock.lease_duration_ms,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        };
+        let taken_fields;
+        let op = match req {
+            Req::Get => core_op::Op::Get,
+            Req::PutIfAbsent { guid } => {
+                if self.bug(Bug::UnconditionalPut) {
+                    *slot = None;
+                }
+                core_op::Op::PutIfAbsent {
+                    owner: "",
+                    guid,
+                    data: None,
+                    ttl: None,
+                }
+            }
+            Req::DeleteIfGuid { guids } => core_op::Op::DeleteIfGuid { guids },
+            Req::Take {
+                guid,
+                waited_out,
+                clear_mark,
+                lock_acquired_time_unix_ms,
+            } => {
+                taken_fields = OpenFields {
+                    lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                    ..fields.clone()
+                };
+                core_op::Op::Take {
+                    fields: &taken_fields,
+                    guid,
+                    waited_out: waited_out.as_ref(),
+                    clear_mark: *clear_mark,
+                }
+            }
+            Req::Release {
+                guids,
+                lock_acquired_time_unix_ms,
+            } => core_op::Op::Release {
+                guids,
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                ttl: None,
+            },
+            Req::MarkWaiting { .. } => {
+                // The model's item keeps no mark: every mark is accepted and read as absent,
+                // so every waiter takes itself for the first in line (the mark decides
+                // fairness, never safety).
+                return Answer::Done(Reply::Done);
+            }
+        };
+        let (after, reply) = core_op::apply(&op, *slot);
+        *slot = after;
+        if self.bug(Bug::ReleaseDeletes) && matches!(req, Req::Release { .. }) && matches!(reply, core_op::Reply::WaitingMark(_)) {
+            *slot = None;
+        }
+        match reply {
+            core_op::Reply::Done | core_op::Reply::HandedOver(_) => Answer::Done(Reply::Done),
+            core_op::Reply::Token(t) => Answer::Done(Reply::Token(t)),
+            core_op::Reply::Before(i) => Answer::Done(Reply::Item(i)),
+            core_op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
+            core_op::Reply::Refused(i) => Answer::Refused(Some(i)),
+        }
+    }
+
+    /// Carries out a machine's step for client `i`.
+    fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
+        let c = &mut s.clients[i];
+        c.net = None;
+        c.wake = None;
+        match step {
+            // The model's item keeps no first-in-line mark (see `apply`): its write is answered
+            // at once, always accepted.
+            Step::Send {
+                req: Req::MarkWaiting { .. },
+                ..
+            } => self.deliver(s, i, Answer::Done(Reply::Done)),
+            // Past its timeout already: the driver does not send it.
+            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => {
+                let ans = Answer::Failed {
+                    error: Fail::Timeout,
+                    transient: true,
+                    maybe_applied: true,
+                };
+                self.deliver(s, i, ans)
+            }
+            Step::Send { req, timeout_at } => {
+                c.net = Some(Net {
+                    req,
+                    timeout_at: tick(timeout_at),
+                    state: NetState::Out,
+                });
+                Ok(())
+            }
+            Step::Wait { until, .. } => {
+                c.wake = Some(tick(until));
+                Ok(())
+            }
+            Step::Done(out) => {
+                c.machine = None;
+                self.ended(s, i, out)
+            }
+        }
+    }
+
+    fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
+        let (k, g) = match s.clients[i].phase {
+            Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
+            _ => return Ok(()),
+        };
+        let c = &mut s.clients[i];
+        match out {
+            Out::Closed(fail_closed::Outcome::Acquired) => {
+                c.phase = Phase::Holding {
+                    k,
+                    g,
+                    token: 0,
+                    until: None,
+                };
+            }
+            Out::Open(fail_open::Outcome::Taken {
+                fencing_token, sent_at, ..
+            }) => {
+                let until = tick(sent_at + ms(self.cfg.lease));
+                let token = u8::try_from(fencing_token).expect("small tokens");
+                if until > s.now {
+                    let last = s.last_token[k as usize];
+                    if token <= last {
+                        return Err(Violation {
+                            property: "fencing",
+                            detail: format!("c{i} granted lock {k} with token {token} after a holder with token {last}"),
+                        });
+                    }
+                    s.last_token[k as usize] = token;
+                }
+                s.clients[i].phase = Phase::Holding {
+                    k,
+                    g,
+                    token,
+                    until: Some(until),
+                };
+            }
+            Out::Closed(fail_closed::Outcome::Failed { undo, .. }) | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
+                c.phase = Phase::Idle;
+                c.failed = Some((k, g));
+                if undo {
+                    let req = match self.cfg.kind {
+                        Kind::FailClosed => Req::DeleteIfGuid { guids: vec![g] },
+                        _ => Req::Release {
+                            guids: vec![g],
+                            lock_acquired_time_unix_ms: None,
+                        },
+                    };
+                    c.undo = Some((
+                        k,
+                        g,
+                        Net {
+                            req,
+                            timeout_at: Tick::MAX,
+                            state: NetState::Out,
+                        },
+                    ));
+                }
+            }
+            Out::Closed(_) | Out::Open(_) => {
+                c.phase = Phase::Idle;
+                c.failed = Some((k, g));
+            }
+            Out::Release(release::Outcome::Released { .. }) => {
+                c.phase = Phase::Idle;
+                c.released = Some((k, g));
+            }
+            Out::Release(_) => c.phase = Phase::Idle,
+        }
+        Ok(())
+    }
+
+    fn new_guid(c: &mut Client, i: usize) -> G {
+        c.seq += 1;
+        assert!(c.seq < 16, "guid space");
+        (i as u8) * 16 + c.seq
+    }
+
+    /// A timer or timeout of a client is due: it fires before time goes on.
+    fn due(&self, s: &State, c: &Client) -> bool {
+        c.phase != Phase::Crashed
+            && (c.wake.is_some_and(|w| w <= s.now) || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now))
+    }
+
+    /// Whether time going on can change anything.
+    fn time_matters(&self, s: &State) -> bool {
+        s.now < self.cfg.horizon
+            && s.clients.iter().take(self.cfg.clients).any(|c| {
+                c.phase != Phase::Crashed
+                    && (c.wake.is_some_and(|w| w != Tick::MAX)
+                        || c.net.is_some()
+                        || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now))
+            })
+    }
+
+    /// Client `i` believes it holds lock `k`.
+    fn believes(&self, s: &State, i: usize, k: u8) -> bool {
+        match s.clients[i].phase {
+            Phase::Holding { k: hk, until, .. } => hk == k && until.is_none_or(|u| s.now < u),
+            _ => false,
+        }
+    }
+}
+
+impl Model for Machines {
+    type State = State;
+    type Action = Action;
+
+    fn init(&self) -> Vec<State> {
+        let c = Client {
+            phase: Phase::Idle,
+            machine: None,
+            net: None,
+            wake: None,
+            left: self.cfg.acquisitions,
+            seq: 0,
+            since: 0,
+            undo: None,
+            released: None,
+            failed: None,
+        };
+        let mut clients = [c.clone(), c.clone(), c];
+        for c in clients.iter_mut().skip(self.cfg.clients) {
+            c.left = 0;
+        }
+        vec![State {
+            now: 0,
+            items: [None; MAX_LOCKS],
+            clients,
+            faults: self.cfg.faults,
+            crashes: self.cfg.crashes,
+            last_token: [0; MAX_LOCKS],
+            orphaned_at: [None; MAX_LOCKS],
+            slow: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let mut due = false;
+        for (i, c) in s.clients.iter().enumerate().take(self.cfg.clients) {
+            let ci = i as u8;
+            if c.phase == Phase::Crashed {
+                continue;
+            }
+            due |= self.due(s, c);
+            if let Some(n) = &c.net {
+                match n.state {
+                    NetState::Out => {
+                        out.push(Action::Land(ci));
+                        if s.faults > 0 {
+                            out.push(Action::Lose(ci));
+                            out.push(Action::Throttle(ci));
+                        }
+                    }
+                    NetState::Landed(_) => {
+                        out.push(Action::Answer(ci));
+                        if s.faults > 0 {
+                            out.push(Action::Lose(ci));
+                        }
+                    }
+                    NetState::Lost => {}
+                }
+                if n.timeout_at <= s.now {
+                    out.push(Action::TimeOut(ci));
+                }
+            }
+            if c.wake.is_some_and(|w| w <= s.now) {
+                out.push(Action::Timer(ci));
+            }
+            if let Some((_, _, n)) = &c.undo {
+                match n.state {
+                    NetState::Out => {
+                        out.push(Action::UndoLand(ci));
+                        if s.faults > 0 {
+                            out.push(Action::UndoLose(ci));
+                        }
+                    }
+                    NetState::Landed(_) => out.push(Action::UndoAnswer(ci)),
+                    NetState::Lost => {}
+                }
+            }
+            if s.crashes > 0 {
+                out.push(Action::Crash(ci, false));
+                if c.net.as_ref().is_some_and(|n| n.state == NetState::Out) {
+                    out.push(Action::Crash(ci, true));
+                }
+            }
+            match c.phase {
+                // A client's first acquisition starts at the beginning; a later one at any time.
+                Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {
+                    for k in 0..self.cfg.locks as u8 {
+                        out.push(Action::Start(ci, k));
+                    }
+                }
+                Phase::Holding { .. } => out.push(Action::Release(ci)),
+                _ => {}
+            }
+        }
+        if !due && self.time_matters(s) {
+            out.push(Action::Tick);
+        }
+    }
+
+    fn next(&self, s: &State, a: &Action) -> Result<State, Violation> {
+        broken::set(match self.cfg.bug {
+            Some(Bug::Core(b)) => Some(b),
+            _ => None,
+        });
+        let mut s = s.clone();
+        match *a {
+            Action::Tick => s.now += 1,
+            Action::Start(c, k) => {
+                let i = c as usize;
+                let env = self.env(&s, i);
+                let cl = &mut s.clients[i];
+                cl.left -= 1;
+                cl.released = None;
+                cl.failed = None;
+                let g = Self::new_guid(cl, i);
+                let mut lock = self.lock();
+                if i != 0 {
+                    // The others keep trying, so that liveness can ask whether a waiter
+                    // that keeps trying gets the lock.
+                    lock.retry_count = u32::MAX;
+                }
+                cl.phase = Phase::Acquiring { k, g };
+                cl.since = s.now;
+                let id = format!("c{i}");
+                let step = match self.cfg.kind {
+                    Kind::FailClosed => {
+                        let (m, step) = fail_closed::Acquire::start(lock, g, id, None, &env);
+                        cl.machine = Some(M::Closed(m));
+                        map(step, Out::Closed)
+                    }
+                    _ => {
+                        let (m, step) = fail_open::Acquire::start(lock, g, id, None, &env);
+                        cl.machine = Some(M::Open(m));
+                        map(step, Out::Open)
+                    }
+                };
+                self.step(&mut s, i, step)?;
+            }
+            Action::Land(c) => {
+                let i = c as usize;
+                let k = self.key(&s, i);
+                let req = s.clients[i].net.as_ref().unwrap().req.clone();
+                let ans = self.apply(&mut s, k, &req);
+                s.clients[i].net.as_mut().unwrap().state = NetState::Landed(ans);
+            }
+            Action::Answer(c) => {
+                let i = c as usize;
+                let NetState::Landed(ans) = s.clients[i].net.take().unwrap().state else {
+                    unreachable!()
+                };
+                self.deliver(&mut s, i, ans)?;
+            }
+            Action::Lose(c) => {
+                s.faults -= 1;
+                s.clients[c as usize].net.as_mut().unwrap().state = NetState::Lost;
+            }
+            Action::Throttle(c) => {
+                s.faults -= 1;
+                s.clients[c as usize].net = None;
+                let ans = Answer::Failed {
+                    error: Fail::Throttled,
+                    transient: true,
+                    maybe_applied: false,
+                };
+                self.deliver(&mut s, c as usize, ans)?;
+            }
+            Action::TimeOut(c) => {
+                let n = s.clients[c as usize].net.take().unwrap();
+                s.slow |= n.state != NetState::Lost;
+                let ans = Answer::Failed {
+                    error: Fail::Timeout,
+                    transient: true,
+                    maybe_applied: true,
+                };
+                self.deliver(&mut s, c as usize, ans)?;
+            }
+            Action::Timer(c) => {
+                let i = c as usize;
+                s.clients[i].wake = None;
+                let env = self.env(&s, i);
+                let mut m = s.clients[i].machine.take().unwrap();
+                let step = m.timer(&env);
+                s.clients[i].machine = Some(m);
+                self.step(&mut s, i, step)?;
+            }
+            Action::Release(c) => {
+                let i = c as usize;
+                let Phase::Holding { k, g, .. } = s.clients[i].phase else {
+                    unreachable!()
+                };
+                let env = self.env(&s, i);
+                let (m, step) = release::Release::start(self.lock(), vec![g], &env);
+                s.clients[i].phase = Phase::Releasing { k, g };
+                s.clients[i].machine = Some(M::Release(m));
+                self.step(&mut s, i, map(step, Out::Release))?;
+            }
+            Action::UndoLand(c) => {
+                let i = c as usize;
+                let (k, _, n) = s.clients[i].undo.clone().unwrap();
+                let ans = self.apply(&mut s, k, &n.req);
+                s.clients[i].undo.as_mut().unwrap().2.state = NetState::Landed(ans);
+            }
+            Action::UndoAnswer(c) => {
+                // Removed, or nothing to remove: the undo is over.
+                s.clients[c as usize].undo = None;
+            }
+            Action::UndoLose(c) => {
+                // `undo_later` tries again.
+                s.faults -= 1;
+                s.clients[c as usize].undo.as_mut().unwrap().2.state = NetState::Out;
+            }
+            Action::Crash(c, landed) => {
+                s.crashes -= 1;
+                let i = c as usize;
+                if landed {
+                    if let Some(n) = s.clients[i].net.clone().filter(|n| n.state == NetState::Out) {
+                        let k = self.key(&s, i);
+                        self.apply(&mut s, k, &n.req);
+                    }
+                }
+                if let Phase::Holding { k, .. } | Phase::Releasing { k, .. } | Phase::Acquiring { k, .. } =
+                    s.clients[i].phase
+                {
+                    if s.items[k as usize].is_some_and(|it| owner(it.guid) == i && !it.released) {
+                        s.orphaned_at[k as usize] = Some(s.now);
+                    }
+                }
+                let seq = s.clients[i].seq;
+                s.clients[i] = Client {
+                    phase: Phase::Crashed,
+                    machine: None,
+                    net: None,
+                    wake: None,
+                    left: 0,
+                    seq,
+                    since: 0,
+                    undo: None,
+                    released: None,
+                    failed: None,
+                };
+            }
+        }
+        Ok(s)
+    }
+
+    fn invariant(&self, s: &State) -> Result<(), Violation> {
+        let n = self.cfg.clients;
+        for k in 0..self.cfg.locks as u8 {
+            let holders: Vec<usize> = (0..n).filter(|&i| self.believes(s, i, k)).collect();
+            if holders.len() > 1 {
+                return Err(Violation {
+                    property: "mutual exclusion",
+                    detail: format!("clients {holders:?} both hold lock {k} at tick {}", s.now),
+                });
+            }
+        }
+        let open = self.cfg.kind != Kind::FailClosed;
+        for (i, c) in s.clients.iter().enumerate().take(n) {
+            if let Some((k, g)) = c.released {
+                let item = s.items[k as usize];
+                if item.is_some_and(|it| it.guid == g && !(open && it.released)) {
+                    return Err(Violation {
+                        property: "no lost release",
+                        detail: format!("c{i} was told lock {k} is released, and still holds it"),
+                    });
+                }
+            }
+            if let Some((k, g)) = c.failed {
+                let undoing = c.undo.as_ref().is_some_and(|(uk, ug, _)| *uk == k && *ug == g);
+                let item = s.items[k as usize];
+                if !undoing && item.is_some_and(|it| it.guid == g && !it.released) {
+                    return Err(Violation {
+                        property: "no orphan",
+                        detail: format!("c{i} was told lock {k} was not acquired, and the item is its own"),
+                    });
+                }
+            }
+        }
+        self.check_liveness(s)
+    }
+}
+
+impl Machines {
+    /// The lock client `i`'s machine works on.
+    fn key(&self, s: &State, i: usize) -> u8 {
+        match s.clients[i].phase {
+            Phase::Acquiring { k, .. } | Phase::Releasing { k, .. } | Phase::Holding { k, .. } => k,
+            _ => 0,
+        }
+    }
+
+    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let mut m = s.clients[i].machine.take().expect("a machine waits for the answer");
+        let step = m.answer(a, &env);
+        s.clients[i].machine = Some(m);
+        self.step(s, i, step)
+    }
+
+    /// Bounded liveness: a FailOpen lock whose holder crashed is granted, within a lease and
+    /// three request timeouts of the crash (or of the start of the acquisition, if later), to
+    /// a client that keeps trying, when no fault happened and no request was slower than its
+    /// timeout.
+    fn check_liveness(&self, s: &State) -> Result<(), Violation> {
+        if self.cfg.kind == Kind::FailClosed || s.faults != self.cfg.faults || s.slow {
+            return Ok(());
+        }
+        // Refused (a round trip), a lease waited from then, a re-read out at the deadline, and
+        // the take: three round trips, each within a request timeout.
+        let bound = self.cfg.lease + 3 * self.cfg.request_timeout + 1;
+        for k in 0..self.cfg.locks {
+            let Some(at) = s.orphaned_at[k] else { continue };
+            let held = (0..self.cfg.clients)
+                .any(|i| matches!(s.clients[i].phase, Phase::Holding { k: hk, .. } if hk as usize == k));
+            for i in 1..self.cfg.clients {
+                let c = &s.clients[i];
+                let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
+                if acquiring && !held && s.now > at.max(c.since) + bound {
+                    return Err(Violation {
+                        property: "liveness",
+                        detail: format!(
+                            "lock {k}'s holder crashed at tick {at}; at tick {} c{i} still waits for it",
+                            s.now
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of exploring one configuration.
+pub struct Checked {
+    pub states: usize,
+    pub depth: usize,
+    pub truncated: bool,
+    /// The first violation: its property, what it found, and the steps to it.
+    pub violation: Option<(&'static str, String, Vec<String>)>,
+}
+
+impl Machines {
+    /// The steps of `path` from the initial state, each with the request it concerns.
+    pub fn narrate(&self, path: &[Action]) -> Vec<String> {
+        let mut s = self.init().remove(0);
+        let mut out = Vec::new();
+        for a in path {
+            let req = match *a {
+                Action::Land(c) | Action::Answer(c) | Action::Lose(c) | Action::Throttle(c) | Action::TimeOut(c) => {
+                    s.clients[c as usize].net.as_ref().map(|n| format!("{:?}", n.req))
+                }
+                Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) => {
+                    s.clients[c as usize].undo.as_ref().map(|u| format!("{:?}", u.2.req))
+                }
+                _ => None,
+            };
+            out.push(match req {
+                Some(r) => format!("t{} {a:?}: {r}", s.now),
+                None => format!("t{} {a:?}", s.now),
+            });
+            match self.next(&s, a) {
+                Ok(n) => s = n,
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
+
+/// Explores `cfg` (at most `max_states` states).
+pub fn check(cfg: Config, max_states: usize) -> Checked {
+    let m = Machines::new(cfg);
+    let r = crate::explore::explore(&m, max_states);
+    Checked {
+        states: r.states,
+        depth: r.depth,
+        truncated: r.truncated,
+        violation: r
+            .violation
+            .map(|(v, _, p)| (v.property, v.detail, m.narrate(&p))),
+    }
+}
