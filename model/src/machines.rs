@@ -43,8 +43,8 @@ use crate::item::{Item, Ver, G};
 /// Ticks of the model's clock.
 pub type Tick = u16;
 
-pub const MAX_CLIENTS: usize = 3;
-pub const MAX_LOCKS: usize = 2;
+/// Clients have guids of their own (a guid's client is `guid / 16`).
+pub const MAX_CLIENTS: usize = 15;
 
 /// A break of the store or of the environment, which the checker must catch (the breaks of
 /// the machines themselves are the core's `Broken` hooks).
@@ -90,7 +90,15 @@ impl Bug {
         }
     }
 
-    /// The property its counterexample violates.
+    /// Whether a violation of `property` shows this variant: its own property, or, for the
+    /// variants that let two clients hold at once, fencing (a grant answered late that a
+    /// second holder's grant overtook).
+    pub fn caught_by(self, property: &str) -> bool {
+        property == self.property()
+            || (self.property() == "mutual exclusion" && self.kind() == Kind::FailOpen && property == "fencing")
+    }
+
+    /// The property its shortest counterexample violates.
     pub fn property(self) -> &'static str {
         match self {
             Bug::UnconditionalPut | Bug::Core(Broken::LeaseFromReply) | Bug::WaiterTrustsHolderClock => {
@@ -128,6 +136,8 @@ pub struct Config {
     pub trust_local_time: bool,
     /// Time ends here.
     pub horizon: Tick,
+    /// A holder releases no sooner than this long after it was granted the lock.
+    pub min_hold: Tick,
     pub bug: Option<Bug>,
 }
 
@@ -149,6 +159,7 @@ impl Config {
             skew: 0,
             trust_local_time: false,
             horizon: 14,
+            min_hold: 0,
             bug: None,
         }
     }
@@ -244,7 +255,10 @@ pub enum NetState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     Idle,
-    Crashed,
+    /// Crashed at tick `at`.
+    Crashed {
+        at: Tick,
+    },
     Acquiring {
         k: u8,
         g: G,
@@ -271,7 +285,7 @@ pub struct Client {
     pub wake: Option<Tick>,
     pub left: u8,
     pub seq: u8,
-    /// When the current acquisition started.
+    /// When the current acquisition started, or the lock was granted.
     pub since: Tick,
     /// The undo of a write that may have landed (`undo_later`): lock, guid, request.
     pub undo: Option<(u8, G, Net)>,
@@ -284,14 +298,12 @@ pub struct Client {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub now: Tick,
-    pub items: [Option<Item>; MAX_LOCKS],
-    pub clients: [Client; MAX_CLIENTS],
+    pub items: Vec<Option<Item>>,
+    pub clients: Vec<Client>,
     pub faults: u8,
     pub crashes: u8,
     /// The token of the last FailOpen grant of each lock (history, for fencing).
-    pub last_token: [u8; MAX_LOCKS],
-    /// When each lock's holder crashed (history, for liveness).
-    pub orphaned_at: [Option<Tick>; MAX_LOCKS],
+    pub last_token: Vec<u8>,
     /// A request was slower than its timeout (history, for liveness).
     pub slow: bool,
 }
@@ -353,7 +365,7 @@ fn owner(g: G) -> usize {
 
 impl Machines {
     pub fn new(cfg: Config) -> Self {
-        assert!(cfg.clients <= MAX_CLIENTS && cfg.locks <= MAX_LOCKS);
+        assert!(cfg.clients <= MAX_CLIENTS && cfg.locks >= 1);
         Machines { cfg }
     }
 
@@ -441,7 +453,10 @@ impl Machines {
         };
         let (after, reply) = core_op::apply(&op, *slot);
         *slot = after;
-        if self.bug(Bug::ReleaseDeletes) && matches!(req, Req::Release { .. }) && matches!(reply, core_op::Reply::WaitingMark(_)) {
+        if self.bug(Bug::ReleaseDeletes)
+            && matches!(req, Req::Release { .. })
+            && matches!(reply, core_op::Reply::WaitingMark(_))
+        {
             *slot = None;
         }
         match reply {
@@ -501,6 +516,9 @@ impl Machines {
         let c = &mut s.clients[i];
         match out {
             Out::Closed(fail_closed::Outcome::Acquired) => {
+                if self.cfg.min_hold > 0 {
+                    c.since = s.now;
+                }
                 c.phase = Phase::Holding {
                     k,
                     g,
@@ -518,10 +536,15 @@ impl Machines {
                     if token <= last {
                         return Err(Violation {
                             property: "fencing",
-                            detail: format!("c{i} granted lock {k} with token {token} after a holder with token {last}"),
+                            detail: format!(
+                                "c{i} granted lock {k} with token {token} after a holder with token {last}"
+                            ),
                         });
                     }
                     s.last_token[k as usize] = token;
+                }
+                if self.cfg.min_hold > 0 {
+                    s.clients[i].since = s.now;
                 }
                 s.clients[i].phase = Phase::Holding {
                     k,
@@ -530,7 +553,8 @@ impl Machines {
                     until: Some(until),
                 };
             }
-            Out::Closed(fail_closed::Outcome::Failed { undo, .. }) | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
+            Out::Closed(fail_closed::Outcome::Failed { undo, .. })
+            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
                 c.phase = Phase::Idle;
                 c.failed = Some((k, g));
                 if undo {
@@ -573,15 +597,15 @@ impl Machines {
 
     /// A timer or timeout of a client is due: it fires before time goes on.
     fn due(&self, s: &State, c: &Client) -> bool {
-        c.phase != Phase::Crashed
+        !matches!(c.phase, Phase::Crashed { .. })
             && (c.wake.is_some_and(|w| w <= s.now) || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now))
     }
 
     /// Whether time going on can change anything.
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
-            && s.clients.iter().take(self.cfg.clients).any(|c| {
-                c.phase != Phase::Crashed
+            && s.clients.iter().any(|c| {
+                !matches!(c.phase, Phase::Crashed { .. })
                     && (c.wake.is_some_and(|w| w != Tick::MAX)
                         || c.net.is_some()
                         || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now))
@@ -614,27 +638,22 @@ impl Model for Machines {
             released: None,
             failed: None,
         };
-        let mut clients = [c.clone(), c.clone(), c];
-        for c in clients.iter_mut().skip(self.cfg.clients) {
-            c.left = 0;
-        }
         vec![State {
             now: 0,
-            items: [None; MAX_LOCKS],
-            clients,
+            items: vec![None; self.cfg.locks],
+            clients: vec![c; self.cfg.clients],
             faults: self.cfg.faults,
             crashes: self.cfg.crashes,
-            last_token: [0; MAX_LOCKS],
-            orphaned_at: [None; MAX_LOCKS],
+            last_token: vec![0; self.cfg.locks],
             slow: false,
         }]
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
         let mut due = false;
-        for (i, c) in s.clients.iter().enumerate().take(self.cfg.clients) {
+        for (i, c) in s.clients.iter().enumerate() {
             let ci = i as u8;
-            if c.phase == Phase::Crashed {
+            if matches!(c.phase, Phase::Crashed { .. }) {
                 continue;
             }
             due |= self.due(s, c);
@@ -687,7 +706,7 @@ impl Model for Machines {
                         out.push(Action::Start(ci, k));
                     }
                 }
-                Phase::Holding { .. } => out.push(Action::Release(ci)),
+                Phase::Holding { .. } if s.now >= c.since + self.cfg.min_hold => out.push(Action::Release(ci)),
                 _ => {}
             }
         }
@@ -817,16 +836,10 @@ impl Model for Machines {
                         self.apply(&mut s, k, &n.req);
                     }
                 }
-                if let Phase::Holding { k, .. } | Phase::Releasing { k, .. } | Phase::Acquiring { k, .. } =
-                    s.clients[i].phase
-                {
-                    if s.items[k as usize].is_some_and(|it| owner(it.guid) == i && !it.released) {
-                        s.orphaned_at[k as usize] = Some(s.now);
-                    }
-                }
                 let seq = s.clients[i].seq;
+                let now = s.now;
                 s.clients[i] = Client {
-                    phase: Phase::Crashed,
+                    phase: Phase::Crashed { at: now },
                     machine: None,
                     net: None,
                     wake: None,
@@ -854,7 +867,7 @@ impl Model for Machines {
             }
         }
         let open = self.cfg.kind != Kind::FailClosed;
-        for (i, c) in s.clients.iter().enumerate().take(n) {
+        for (i, c) in s.clients.iter().enumerate() {
             if let Some((k, g)) = c.released {
                 let item = s.items[k as usize];
                 if item.is_some_and(|it| it.guid == g && !(open && it.released)) {
@@ -908,13 +921,17 @@ impl Machines {
         // the take: three round trips, each within a request timeout.
         let bound = self.cfg.lease + 3 * self.cfg.request_timeout + 1;
         for k in 0..self.cfg.locks {
-            let Some(at) = s.orphaned_at[k] else { continue };
-            let held = (0..self.cfg.clients)
-                .any(|i| matches!(s.clients[i].phase, Phase::Holding { k: hk, .. } if hk as usize == k));
+            // The item is still the one a crashed holder left.
+            let Some(it) = s.items[k].filter(|it| !it.released && it.guid != 0) else {
+                continue;
+            };
+            let Phase::Crashed { at } = s.clients[owner(it.guid)].phase else {
+                continue;
+            };
             for i in 1..self.cfg.clients {
                 let c = &s.clients[i];
                 let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
-                if acquiring && !held && s.now > at.max(c.since) + bound {
+                if acquiring && s.now > at.max(c.since) + bound {
                     return Err(Violation {
                         property: "liveness",
                         detail: format!(
@@ -927,6 +944,49 @@ impl Machines {
         }
         Ok(())
     }
+}
+
+/// Beyond this many states a run stops and reports itself incomplete.
+pub const MAX_STATES: usize = 12_000_000;
+
+/// The configurations explored: the bounded ones of the test suite, or the full ones of
+/// `npm run model`.
+pub fn configs(full: bool) -> Vec<Config> {
+    let closed = Config::new(Kind::FailClosed);
+    let open = Config::new(Kind::FailOpen);
+    if !full {
+        return vec![closed, open];
+    }
+    vec![
+        Config {
+            faults: 2,
+            ..closed.clone()
+        },
+        Config {
+            clients: 3,
+            horizon: 10,
+            ..closed
+        },
+        Config {
+            faults: 2,
+            ..open.clone()
+        },
+        Config {
+            clients: 3,
+            horizon: 10,
+            ..open
+        },
+    ]
+}
+
+/// The configuration a broken variant is checked in.
+pub fn broken_config(bug: Bug) -> Config {
+    let mut c = Config::new(bug.kind());
+    c.bug = Some(bug);
+    if bug == Bug::WaiterTrustsHolderClock {
+        c.skew = 2;
+    }
+    c
 }
 
 /// The outcome of exploring one configuration.
@@ -974,8 +1034,6 @@ pub fn check(cfg: Config, max_states: usize) -> Checked {
         states: r.states,
         depth: r.depth,
         truncated: r.truncated,
-        violation: r
-            .violation
-            .map(|(v, _, p)| (v.property, v.detail, m.narrate(&p))),
+        violation: r.violation.map(|(v, _, p)| (v.property, v.detail, m.narrate(&p))),
     }
 }

@@ -6,6 +6,7 @@
 use dynamodb_lock_core::broken::Broken;
 use dynamodb_lock_model::lease;
 use dynamodb_lock_model::lock::{Bug, Kind};
+use dynamodb_lock_model::machines;
 use dynamodb_lock_model::run::{check_broken, check_config, check_kind, drift_config, json, late_landing_config, Size};
 
 fn main() {
@@ -72,6 +73,66 @@ fn main() {
             }
         }
         broken.push(b);
+    }
+    println!(
+        "The core's acquisition and release machines (FailClosed, FailOpen) over the core's apply, with lost, \
+         throttled and slow requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost \
+         release, no orphan, liveness)"
+    );
+    let mut machine_runs = Vec::new();
+    for cfg in machines::configs(size == Size::Full) {
+        let t = std::time::Instant::now();
+        let r = machines::check(cfg.clone(), machines::MAX_STATES);
+        let holds = r.violation.is_none() && !r.truncated;
+        println!(
+            "  {:?}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
+             retryCount {} (client 0), {} faults, {} crash, {} ticks: {} distinct states, depth {}, {:.1} s: {}",
+            cfg.kind,
+            cfg.clients,
+            cfg.locks,
+            cfg.acquisitions,
+            cfg.lease,
+            cfg.request_timeout,
+            cfg.max_attempts,
+            cfg.retry_count,
+            cfg.faults,
+            cfg.crashes,
+            cfg.horizon,
+            r.states,
+            r.depth,
+            t.elapsed().as_secs_f64(),
+            if holds { "every property holds" } else { "FAILS" }
+        );
+        if let Some((property, detail, steps)) = &r.violation {
+            println!("    {property}: {detail}");
+            for step in steps {
+                println!("      {step}");
+            }
+        }
+        ok &= holds;
+        machine_runs.push((cfg, r.states, holds));
+    }
+    let mut machine_broken = Vec::new();
+    for bug in machines::Bug::ALL {
+        let r = machines::check(machines::broken_config(bug), machines::MAX_STATES);
+        match &r.violation {
+            Some((property, _, steps)) if *property == bug.property() => {
+                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+            other => {
+                ok = false;
+                println!(
+                    "  {}: NOT CAUGHT ({} states; found: {:?})",
+                    bug.name(),
+                    r.states,
+                    other.as_ref().map(|v| v.0)
+                );
+            }
+        }
+        machine_broken.push((bug, r.violation.map(|v| (v.0, v.2.len()))));
     }
     println!(
         "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost \
@@ -154,7 +215,36 @@ fn main() {
         }
     }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
-    println!("{}", json(&kinds, &broken));
+    let json = json(&kinds, &broken);
+    let runs: Vec<String> = machine_runs
+        .iter()
+        .map(|(c, states, holds)| {
+            format!(
+                "{{\"kind\":\"{:?}\",\"clients\":{},\"locks\":{},\"states\":{states},\"holds\":{holds}}}",
+                c.kind, c.clients, c.locks
+            )
+        })
+        .collect();
+    let variants: Vec<String> = machine_broken
+        .iter()
+        .map(|(bug, found)| {
+            let len = match found {
+                Some((p, n)) if *p == bug.property() => n.to_string(),
+                _ => "null".into(),
+            };
+            format!(
+                "{{\"name\":\"{}\",\"property\":\"{}\",\"counterexampleLength\":{len}}}",
+                bug.name(),
+                bug.property()
+            )
+        })
+        .collect();
+    println!(
+        "{},\"machines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}}}",
+        &json[..json.len() - 1],
+        runs.join(","),
+        variants.join(",")
+    );
     if !ok {
         std::process::exit(1);
     }

@@ -1,13 +1,23 @@
-//! A seeded simulator: random walks through the lease model (`lease.rs`), so through the core's
-//! heartbeat machine itself, at scales the exhaustive search cannot reach: leases of up to 40
-//! ticks, heartbeat periods from one tick to half the lease, network delays of up to 5 ticks,
-//! pauses of up to three leases, up to four waiters in other processes, long horizons. Each run draws its configuration and every choice
-//! (which event happens next, each write's fate, when the waiter reads) from one seeded
-//! generator, so a failing seed replays exactly. The properties are the model's.
+//! A seeded simulator: random walks through the models at scales the exhaustive search cannot
+//! reach, so through the core's machines themselves.
+//! - The lease model (`lease.rs`, the heartbeat machine): leases of up to 40 ticks, heartbeat
+//!   periods from one tick to half the lease, network delays of up to 5 ticks, pauses of up to
+//!   three leases, up to four waiters in other processes, long horizons.
+//! - The machines model (`machines.rs`, acquisition and release): FailClosed and FailOpen, 2
+//!   to 8 clients over 1 to 4 lock ids, up to 3 acquisitions each, leases of 4 to 20 ticks,
+//!   up to 8 lost, throttled or timed-out requests and 2 crashes, long horizons.
+//!
+//! Each run draws its configuration and every choice (which event happens next, each
+//! request's fate, when time passes) from one seeded generator, so a failing seed replays
+//! exactly. The properties are the models'.
+
+use std::fmt::Debug;
 
 use crate::explore::Model;
 use crate::lease::{Action, Config, LeaseModel};
+use crate::machines::{self, Machines};
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_core::settings::Kind;
 
 /// A small, seeded generator (SplitMix64).
 pub struct Rng(u64);
@@ -43,7 +53,8 @@ pub struct Outcome {
 #[derive(Debug)]
 pub struct Failure {
     pub seed: u64,
-    pub config: Config,
+    /// The configuration drawn, as text.
+    pub config: String,
     pub property: &'static str,
     pub steps: Vec<String>,
 }
@@ -75,38 +86,111 @@ pub fn run_one(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
     let mut rng = Rng::new(seed);
     let config = draw(&mut rng, bug);
     let model = LeaseModel { config };
+    let narrate = |p: &[Action]| p.iter().map(|a| format!("{a:?}")).collect();
+    walk(&model, &mut rng, 3, |a| matches!(a, Action::Tick), narrate).map_failure(seed, format!("{config:?}"))
+}
+
+/// A machines configuration drawn from `rng`.
+fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config {
+    let kind = match bug {
+        Some(b) => b.kind(),
+        None if rng.range(0, 1) == 0 => Kind::FailClosed,
+        None => Kind::FailOpen,
+    };
+    let lease = rng.range(4, 20) as u16;
+    let request_timeout = rng.range(1, 4) as u16;
+    machines::Config {
+        kind,
+        clients: rng.range(2, 8) as usize,
+        locks: rng.range(1, 4) as usize,
+        acquisitions: rng.range(1, 3) as u8,
+        lease,
+        reread: rng.range(1, 4) as u16,
+        acquire_period: rng.range(1, 4) as u16,
+        request_timeout,
+        retry_count: rng.range(0, 2) as u32,
+        max_attempts: rng.range(1, 4) as u32,
+        faults: rng.range(0, 8) as u8,
+        crashes: rng.range(0, 2) as u8,
+        skew: if bug == Some(machines::Bug::WaiterTrustsHolderClock) {
+            rng.range(1, 3) as u16
+        } else {
+            0
+        },
+        trust_local_time: false,
+        horizon: lease * rng.range(3, 6) as u16,
+        min_hold: rng.range(0, lease as u64 + 2) as u16,
+        bug,
+    }
+}
+
+/// One run of the machines model from `seed`.
+pub fn run_machines(seed: u64, bug: Option<machines::Bug>) -> (u64, Option<Failure>) {
+    let mut rng = Rng::new(seed);
+    let config = draw_machines(&mut rng, bug);
+    // How strongly events are picked before time passes: some runs let answers come late.
+    let bias = rng.range(1, 7);
+    let text = format!("{config:?}, events first {bias} in {}", bias + 1);
+    let model = Machines::new(config);
+    let is_tick = |a: &machines::Action| matches!(a, machines::Action::Tick);
+    walk(&model, &mut rng, bias, is_tick, |p| model.narrate(p)).map_failure(seed, text)
+}
+
+/// What one walk found: its length, and the failing property with the steps to it.
+struct Walk(u64, Option<(&'static str, Vec<String>)>);
+
+impl Walk {
+    fn map_failure(self, seed: u64, config: String) -> (u64, Option<Failure>) {
+        let Walk(n, f) = self;
+        (
+            n,
+            f.map(|(property, steps)| Failure {
+                seed,
+                config,
+                property,
+                steps,
+            }),
+        )
+    }
+}
+
+/// A random walk through `model`. Time passes (`is_tick`) less often than events happen:
+/// when both may, an event is picked first `bias` times in `bias + 1`.
+fn walk<M: Model>(
+    model: &M,
+    rng: &mut Rng,
+    bias: u64,
+    is_tick: impl Fn(&M::Action) -> bool,
+    narrate: impl Fn(&[M::Action]) -> Vec<String>,
+) -> Walk
+where
+    M::Action: Debug,
+{
     let inits = model.init();
     let mut state = inits[rng.range(0, inits.len() as u64 - 1) as usize].clone();
-    let mut path: Vec<Action> = Vec::new();
+    let mut path: Vec<M::Action> = Vec::new();
     let mut actions = Vec::new();
     loop {
         if path.len() >= MOST_STEPS_PER_RUN {
-            return (
-                path.len() as u64,
-                Some(Failure {
-                    seed,
-                    config,
-                    property: "time passes",
-                    steps: path.iter().rev().take(20).map(|a| format!("{a:?}")).collect(),
-                }),
-            );
+            let steps = path.iter().rev().take(20).map(|a| format!("{a:?}")).collect();
+            return Walk(path.len() as u64, Some(("time passes", steps)));
         }
         actions.clear();
         model.actions(&state, &mut actions);
         if actions.is_empty() {
-            return (path.len() as u64, None);
+            return Walk(path.len() as u64, None);
         }
-        // Time passes less often than events happen: an event is picked first when there is one.
-        let events = actions.iter().filter(|a| !matches!(a, Action::Tick)).count();
-        let pick = if events > 0 && actions.len() > events && rng.range(0, 3) > 0 {
+        // An event is picked first when there is one.
+        let events = actions.iter().filter(|a| !is_tick(a)).count();
+        let pick = if events > 0 && actions.len() > events && rng.range(0, bias) > 0 {
             let i = rng.range(0, events as u64 - 1) as usize;
-            actions.iter().filter(|a| !matches!(a, Action::Tick)).nth(i).cloned()
+            actions.iter().filter(|a| !is_tick(a)).nth(i).cloned()
         } else {
             let i = rng.range(0, actions.len() as u64 - 1) as usize;
             actions.get(i).cloned()
         };
         let Some(action) = pick else {
-            return (path.len() as u64, None);
+            return Walk(path.len() as u64, None);
         };
         path.push(action.clone());
         let checked = model
@@ -115,24 +199,26 @@ pub fn run_one(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
         match checked {
             Ok(next) => state = next,
             Err(v) => {
-                let mut steps: Vec<String> = path.iter().map(|a| format!("{a:?}")).collect();
+                let mut steps = narrate(&path);
                 steps.push(v.detail);
-                return (
-                    path.len() as u64,
-                    Some(Failure {
-                        seed,
-                        config,
-                        property: v.property,
-                        steps,
-                    }),
-                );
+                return Walk(path.len() as u64, Some((v.property, steps)));
             }
         }
     }
 }
 
-/// Runs from `seed`, `seed + 1`, ... until `steps` steps have been taken or a run fails.
+/// Runs of the lease model from `seed`, `seed + 1`, ... until `steps` steps have been taken
+/// or a run fails.
 pub fn simulate(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
+    repeat(seed, steps, |s| run_one(s, bug))
+}
+
+/// Runs of the machines model, as `simulate`.
+pub fn simulate_machines(seed: u64, steps: u64, bug: Option<machines::Bug>) -> Outcome {
+    repeat(seed, steps, |s| run_machines(s, bug))
+}
+
+fn repeat(seed: u64, steps: u64, run: impl Fn(u64) -> (u64, Option<Failure>)) -> Outcome {
     let mut out = Outcome {
         runs: 0,
         steps: 0,
@@ -140,7 +226,7 @@ pub fn simulate(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
     };
     let mut s = seed;
     while out.steps < steps {
-        let (n, failure) = run_one(s, bug);
+        let (n, failure) = run(s);
         out.runs += 1;
         out.steps += n;
         if failure.is_some() {

@@ -1,13 +1,16 @@
 //! `npm run simulate -- [--seed N] [--steps M]`: seeded random runs of the lease model (the
-//! core's heartbeat machine against a waiter, with pauses and late and lost answers), first of
-//! the protocol as it ships, then of each broken variant, which a run must catch. Prints the
+//! core's heartbeat machine against a waiter, with pauses and late and lost answers) and of the
+//! machines model (the core's acquisition and release machines, 2 to 8 clients over 1 to 4
+//! ids), first of the protocol as it ships, then of each broken variant, which a run must
+//! catch. Prints the
 //! runs, steps and properties, each variant's failing seed, and ends with one JSON line. Exits
 //! with 1 when the protocol fails a property (its seed replays the run exactly: `--seed` with
 //! `--steps 1`) or a variant goes uncaught.
 
 use dynamodb_lock_core::broken::Broken;
 use dynamodb_lock_model::lease::PROPERTY;
-use dynamodb_lock_model::simulate::{run_one, simulate, Failure};
+use dynamodb_lock_model::machines::Bug;
+use dynamodb_lock_model::simulate::{run_machines, run_one, simulate, simulate_machines, Failure};
 
 fn arg(name: &str) -> Option<u64> {
     let args: Vec<String> = std::env::args().collect();
@@ -22,7 +25,7 @@ fn arg(name: &str) -> Option<u64> {
 }
 
 fn show(f: &Failure) {
-    println!("    seed {} ({:?}): {}", f.seed, f.config, f.property);
+    println!("    seed {} ({}): {}", f.seed, f.config, f.property);
     for step in &f.steps {
         println!("      {step}");
     }
@@ -80,12 +83,68 @@ fn main() {
             b.steps
         ));
     }
+    println!(
+        "Machines: FailClosed and FailOpen acquisition and release (properties: mutual exclusion, fencing, no \
+         lost release, no orphan, liveness)"
+    );
+    let m = simulate_machines(seed, steps, None);
+    println!(
+        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
+        m.runs,
+        m.steps,
+        if m.failure.is_none() { "holds" } else { "FAILS" }
+    );
+    if let Some(f) = &m.failure {
+        ok = false;
+        show(f);
+    }
+    println!("Broken variants (each must be caught):");
+    for bug in Bug::ALL {
+        let b = simulate_machines(seed, steps.max(1_000_000), Some(bug));
+        match &b.failure {
+            Some(f) if bug.caught_by(f.property) => {
+                println!(
+                    "  {}: {} violated after {} runs, {} steps; replay with --seed {}",
+                    bug.name(),
+                    f.property,
+                    b.runs,
+                    b.steps,
+                    f.seed
+                );
+                let (_, again) = run_machines(f.seed, Some(bug));
+                if again.as_ref().map(|a| &a.steps) != Some(&f.steps) {
+                    ok = false;
+                    println!("    its replay differs");
+                }
+            }
+            other => {
+                ok = false;
+                println!(
+                    "  {}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
+                    bug.name(),
+                    b.runs,
+                    b.steps,
+                    other.as_ref().map(|f| f.property)
+                );
+            }
+        }
+        variants.push(format!(
+            "{{\"name\":\"{}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
+            bug.name(),
+            b.failure.as_ref().is_some_and(|f| bug.caught_by(f.property)),
+            b.runs,
+            b.steps
+        ));
+    }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!(
-        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"variants\":[{}]}}",
+        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
         out.runs,
         out.steps,
         out.failure.is_none(),
+        m.runs,
+        m.steps,
+        m.failure.is_none(),
         variants.join(",")
     );
     if !ok {
