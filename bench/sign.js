@@ -41,10 +41,12 @@ function main()
     for (const b of figures.bodies)
     {
         console.log(`\nUpdateItem ${b.name} (${b.bytes} bytes)`);
-        console.log(`  request signer (aws-sigv4 http_request::sign): ${ns(b.requestSignerNs)}`);
-        console.log(`  PostSigner (day key kept):                     ${ns(b.postSignerNs)}`);
+        const line = (label, v) => console.log(`  ${label.padEnd(50)} ${ns(v).padStart(8)}`);
+        line("request signer (aws-sigv4 http_request::sign):", b.requestSignerNs);
+        line("PostSigner (day key kept):", b.postSignerNs);
         console.log(`  ratio ${(b.requestSignerNs / b.postSignerNs).toFixed(2)}, difference ${ns(b.requestSignerNs - b.postSignerNs)}`);
-        console.log(`  building the http::Request:                    ${ns(b.buildRequestNs)}`);
+        line("deriving a signing key (request signer: per call):", b.signingKeyNs);
+        line("building the http::Request:", b.buildRequestNs);
     }
     const beat = figures.bodies.find((b) => b.name === "heartbeat");
     if (!heartbeats.length)
