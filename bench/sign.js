@@ -2,9 +2,9 @@
 "use strict";
 
 // CPU per signature of DynamoDB UpdateItem requests: aws-sigv4's request signer against the
-// addon's PostSigner (src/store/sigv4.rs), measured by the Rust binary in bench/sign in
-// release, then set against the client CPU per heartbeat that `npm run bench` recorded in
-// bench/results.json.
+// addon's PostSigner (src/store/sigv4.rs), measured by the Rust binary in bench/sign (a cargo
+// workspace of its own, built in release into target/sign-bench), then set against the client
+// CPU per heartbeat that `npm run bench` recorded in bench/results.json.
 //
 //   node bench/sign.js [--rounds N]      (npm run bench:sign)
 //
@@ -25,8 +25,13 @@ function main()
         console.error("usage: node bench/sign.js [--rounds N]");
         return 2;
     }
-    const run = spawnSync("nice", ["-n", "10", "cargo", "run", "--quiet", "--release", "-p", "sign-bench", "--",
-        "--json", "--rounds", rounds], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+    const run = spawnSync("nice", ["-n", "10", "cargo", "run", "--quiet", "--release",
+        "--manifest-path", path.join("bench", "sign", "Cargo.toml"), "--", "--json", "--rounds", rounds], {
+        cwd: ROOT,
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"],
+        env: Object.assign({}, process.env, { CARGO_TARGET_DIR: path.join(ROOT, "target", "sign-bench") }),
+    });
     if (run.status !== 0)
     {
         console.error(`sign-bench failed (status ${run.status})`);

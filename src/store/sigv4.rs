@@ -12,13 +12,13 @@
 //!
 //! | request | `PostSigner` | `http_request::sign` | ratio |
 //! |---|---|---|---|
-//! | heartbeat `UpdateItem`, 648 bytes | 1.60 µs | 4.34 µs | 2.7 |
-//! | release `UpdateItem`, 476 bytes | 1.49 µs | 4.24 µs | 2.9 |
+//! | heartbeat `UpdateItem`, 648 bytes | 1.58 µs | 4.36 µs | 2.8 |
+//! | release `UpdateItem`, 476 bytes | 1.47 µs | 4.28 µs | 2.9 |
 //!
-//! Deriving the signing key is 0.95 µs of the request signer's 2.74 µs more. A heartbeat costs
+//! Deriving the signing key is 0.92 µs of the request signer's 2.78 µs more. A heartbeat costs
 //! the client 17.0 µs of CPU at 10,000 held locks, 20.7 µs at 1,000 and 62.3 µs at 100
-//! (`bench/results.md`): `PostSigner` is 9.4%, 7.7% and 2.6% of it; the request signer would
-//! be 25.6%, 21.0% and 7.0%, adding 16%, 13% and 4.4% to every heartbeat.
+//! (`bench/results.md`): `PostSigner` is 9.3%, 7.6% and 2.5% of it; the request signer would
+//! be 25.7%, 21.1% and 7.0%, adding 16%, 13% and 4.5% to every heartbeat.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
