@@ -46,6 +46,11 @@ const model = ["--manifest-path", path.join("model", "Cargo.toml")];
 run("cargo", ["fmt", "--check", ...model]);
 run("cargo", ["clippy", "--release", ...model, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
 run("cargo", ["test", "--release", ...model], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
+// The signing benchmark (`npm run bench:sign`) compiles the addon's signer: it must keep
+// compiling, formatted and lint-clean, though it runs only on demand.
+const signBench = ["--manifest-path", path.join("bench", "sign", "Cargo.toml")];
+run("cargo", ["fmt", "--check", ...signBench]);
+run("cargo", ["clippy", ...signBench, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "sign-bench") });
 // A short run of the seeded simulator (`npm run simulate` takes --seed and --steps).
 run(process.execPath, [path.join("scripts", "simulate.js"), "--seed", "1", "--steps", "2000000"]);
 
