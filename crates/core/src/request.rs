@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::op::Record;
-use crate::settings;
+use crate::settings::{self, Lock};
 
 /// A point on the caller's monotonic clock, as the time since an origin the caller chooses
 /// (per machine: the instant it started).
@@ -222,6 +222,21 @@ impl Budget {
             writes: write.until(writes_end),
             settle: read.until(end),
         }
+    }
+}
+
+impl Lock {
+    /// Up to `attempts` attempts of one request, each given `requestTimeoutMs`.
+    pub fn policy(&self, attempts: u32) -> Policy {
+        let mut p = Policy::new(attempts, self.request_timeout);
+        p.base_backoff = self.base_backoff;
+        p.max_backoff = self.max_backoff;
+        p
+    }
+
+    /// The budget of a write of `attempts` attempts and of the read that settles it.
+    pub fn budget(&self, attempts: u32, now: Time) -> Budget {
+        Budget::new(self.policy(attempts), self.policy(self.max_attempts), now)
     }
 }
 

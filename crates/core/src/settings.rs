@@ -108,19 +108,6 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// Up to `attempts` attempts of one request, each given `requestTimeoutMs`.
-    pub fn policy(&self, attempts: u32) -> crate::request::Policy {
-        let mut p = crate::request::Policy::new(attempts, self.request_timeout);
-        p.base_backoff = self.base_backoff;
-        p.max_backoff = self.max_backoff;
-        p
-    }
-
-    /// The budget of a write of `attempts` attempts and of the read that settles it.
-    pub fn budget(&self, attempts: u32, now: crate::request::Time) -> crate::request::Budget {
-        crate::request::Budget::new(self.policy(attempts), self.policy(self.max_attempts), now)
-    }
-
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_duration_ms)
     }
