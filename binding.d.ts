@@ -84,6 +84,20 @@ export interface DataInput {
   b?: Buffer
 }
 
+/** The defaults of the options that JavaScript applies: `retryCount` and Fifo's `waitMs`. */
+export declare function defaults(): Defaults
+
+/** Defaults the JavaScript layer needs before it reaches the native core. */
+export interface Defaults {
+  /**
+   * `retryCount`: how many times a FailClosed or FailOpen acquisition tries again after
+   * finding the lock held (the user-object transport counts its retries with it).
+   */
+  retryCount: number
+  /** Fifo's `waitMs`: how long an acquisition waits for its turn, in milliseconds. */
+  fifoWaitMs: number
+}
+
 /**
  * JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
  * keeps its heartbeats, as in the original library).

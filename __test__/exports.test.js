@@ -91,3 +91,22 @@ it("a file that touches every runtime export, through every import form, compile
         }
     }
 );
+
+it("the defaults index.d.ts and the README state for retryCount and Fifo's waitMs are the native core's", () =>
+    {
+        const defaults = require("../binding.js").defaults();
+        const dts = fs.readFileSync(path.join(root, "index.d.ts"), "utf8");
+        const readme = fs.readFileSync(path.join(root, "README.md"), "utf8");
+        // The number after "Default:" in the doc comment just above a declaration of `name`.
+        const documented = name =>
+        {
+            const m = dts.match(new RegExp(`Default: (\\d+)\\. \\*/\\s*\\n\\s*${name}\\?:`));
+            assert.ok(m, `index.d.ts documents a default for ${name}`);
+            return Number(m[1]);
+        };
+        assert.equal(documented("retryCount"), defaults.retryCount);
+        assert.equal(documented("waitMs"), defaults.fifoWaitMs);
+        assert.ok(readme.includes(`\`retryCount\`: _Number_ _(Default: ${defaults.retryCount})_`), "README: retryCount");
+        assert.ok(readme.includes(`\`waitMs\` per acquisition (default ${defaults.fifoWaitMs})`), "README: waitMs");
+    }
+);

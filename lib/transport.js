@@ -404,4 +404,19 @@ function exportCredentials(c)
     };
 }
 
-module.exports = { optionProblems, credentialsProvider, sdkClientOptions, chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString };
+// The configuration a client keeps: a `dynamodb` options object loses its `credentials`, which
+// the native core has taken (static keys) or reaches through a closure (a provider), so that no
+// walk over the client finds the secret.
+function withoutCredentials(config)
+{
+    const db = config !== null && typeof config === "object" ? config.dynamodb : undefined;
+    if (db === null || typeof db !== "object" || !("credentials" in db) || isSdkClient(db) || typeof db.get === "function")
+    {
+        return config;
+    }
+    const rest = Object.assign({}, db);
+    delete rest.credentials;
+    return Object.assign({}, config, { dynamodb: rest });
+}
+
+module.exports = { optionProblems, credentialsProvider, sdkClientOptions, chooseTransport, describeDynamodb, sdkOptionsFrom, isSdkClient, isV2Client, isV3Client, endpointString, withoutCredentials };

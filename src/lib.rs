@@ -6,6 +6,7 @@
 //! (crates/core), which does no I/O and reads no clock; the modules here run it.
 //!
 //! - `config`: validation of user configuration, with the original's messages.
+//! - `defaults`: the settings defaults JavaScript applies itself, from the core's `settings`.
 //! - `item`: the core's lock item, plus what the core leaves to its runner: new random
 //!   `guid`s and the wall clock.
 //! - `store`: the `Store` trait (the core's operations, one method each), its
@@ -28,6 +29,7 @@
 
 mod client;
 mod config;
+mod defaults;
 mod drive;
 mod error;
 mod fail_closed;

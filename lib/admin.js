@@ -1,0 +1,47 @@
+"use strict";
+
+// createTable: the lock table helper (lib/table.js) over a native client made for it, one
+// DynamoDB request at a time. `dynamodb` means what it means for the lock clients: options, or
+// an AWS SDK client.
+
+const bridge = require("./bridge.js");
+const table = require("./table.js");
+const { chooseTransport, isSdkClient, sdkClientOptions, sdkOptionsFrom } = require("./transport.js");
+const { invalidArgument } = require("./errors.js");
+const { DEFAULT_OWNER } = require("./options.js");
+
+async function adminCaller(dynamodb)
+{
+    if (chooseTransport(dynamodb) === "object")
+    {
+        throw invalidArgument("createTable needs options for the native core or an AWS SDK client as `dynamodb`, not an object of get/put/delete");
+    }
+    const options = { kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER };
+    let client;
+    if (isSdkClient(dynamodb))
+    {
+        const { options: fromClient, credentials } = await sdkClientOptions(dynamodb);
+        client = bridge.nativeClient(Object.assign(options, fromClient), credentials);
+    }
+    else
+    {
+        client = bridge.nativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined);
+    }
+    return async (operation, body) =>
+    {
+        const outcome = await bridge.request(request => client.startAdmin(request, operation, JSON.stringify(body)));
+        return outcome.body ? JSON.parse(outcome.body) : {};
+    };
+}
+
+/**
+ * Creates a lock table (on-demand unless told), waits until it is ACTIVE and enables TTL on
+ * `ttlAttribute` when given. A table that exists with the same key schema is success.
+ */
+async function createTable(options)
+{
+    const call = await adminCaller(options && typeof options === "object" ? options.dynamodb : undefined);
+    return table.createTable(options, call);
+}
+
+module.exports = { createTable };

@@ -1,0 +1,224 @@
+"use strict";
+
+// The bridge to the native core (loaded by lib/native.js): native clients and the two channels
+// each of them answers on, one for the answers to requests (by request number) and one for lock
+// events (by lock id); cancellation of acquisitions; and the timer handle that keeps the
+// process alive while anything waits on the core. The other files call the addon through here.
+
+const native = require("./native.js");
+const { toError, internalError, abortError } = require("./errors.js");
+
+// The defaults JavaScript applies itself, as the native core states them.
+const defaults = Object.freeze(native.defaults());
+
+// Heartbeating locks and awaited answers keep the process alive, as the original's timers
+// and requests do: one timer handle, referenced while anything holds it.
+let holds = 0;
+const keepAlive = setInterval(() => {}, 1 << 30);
+keepAlive.unref();
+function holdProcess(delta)
+{
+    holds += delta;
+    if (holds > 0)
+    {
+        keepAlive.ref();
+    }
+    else
+    {
+        holds = 0;
+        keepAlive.unref();
+    }
+}
+
+// Lock events arrive from the native core by lock id. One that arrives before its lock
+// object exists (the acquisition's answer and the event travel separately) waits here.
+const liveLocks = new Map();
+const earlyEvents = new Map();
+function onNativeEvent(ev)
+{
+    const lock = liveLocks.get(ev.lockId);
+    if (lock)
+    {
+        return lock._onNativeEvent(ev);
+    }
+    if (earlyEvents.size < 10000)
+    {
+        const list = earlyEvents.get(ev.lockId) || [];
+        list.push(ev);
+        earlyEvents.set(ev.lockId, list);
+    }
+}
+
+// From now on, the events of native lock `lockId` go to `lock` (its `_onNativeEvent`), those
+// that came early first, on the next tick.
+function routeEvents(lockId, lock)
+{
+    liveLocks.set(lockId, lock);
+    const early = earlyEvents.get(lockId);
+    if (early)
+    {
+        earlyEvents.delete(lockId);
+        process.nextTick(() => early.forEach(ev => lock._onNativeEvent(ev)));
+    }
+}
+
+// The events of native lock `lockId` go nowhere from now on.
+function stopEvents(lockId)
+{
+    liveLocks.delete(lockId);
+}
+
+// Answers to acquisitions and releases arrive from the native core by request number, all
+// through one channel per client.
+const awaiting = new Map();
+let nextRequest = 1;
+function onNativeAnswer(outcome)
+{
+    const resolve = awaiting.get(outcome.request);
+    if (resolve)
+    {
+        awaiting.delete(outcome.request);
+        holdProcess(-1);
+        resolve(outcome);
+    }
+}
+
+// A native client for `options` (the settings that lib/options.js gathers, plus where and how
+// to reach DynamoDB), answering on this file's channels.
+function nativeClient(options, credentials)
+{
+    return new native.NativeClient(options, credentials, onNativeEvent, onNativeAnswer);
+}
+
+// Starts a native request under a fresh number; resolves with its answer.
+function ask(start)
+{
+    return new Promise(resolve =>
+    {
+        const request = nextRequest;
+        nextRequest = nextRequest >= 0xffffffff ? 1 : nextRequest + 1;
+        start(request);
+        holdProcess(+1);
+        awaiting.set(request, resolve);
+    });
+}
+
+// Starts a native request; resolves with its successful outcome, or throws its error.
+async function request(start)
+{
+    let outcome;
+    try
+    {
+        outcome = await ask(start);
+    }
+    catch (e)
+    {
+        throw internalError(e);
+    }
+    if (outcome.error)
+    {
+        throw toError(outcome.error);
+    }
+    return outcome;
+}
+
+let nextCancelId = 1;
+
+// Starts a native acquisition that `signal` may cancel; resolves with its successful
+// outcome, or throws its error. An abort rejects at once with an AbortError, even while a
+// request is on the wire; the native acquisition is cancelled, and a lock it still returns
+// is released in the background by `undo`.
+async function askCancellable(client, signal, start, undo)
+{
+    let cancelId, onAbort;
+    let answered;
+    const aborted = {};
+    let abort;
+    if (signal)
+    {
+        cancelId = nextCancelId++ % 0xffffffff;
+        abort = new Promise(resolve =>
+        {
+            onAbort = () =>
+            {
+                client.cancelAcquisition(cancelId);
+                resolve(aborted);
+            };
+        });
+        signal.addEventListener("abort", onAbort, { once: true });
+    }
+    let outcome;
+    try
+    {
+        answered = ask(request => start(request, cancelId));
+        outcome = await (signal ? Promise.race([answered, abort]) : answered);
+    }
+    catch (err)
+    {
+        throw internalError(err);
+    }
+    finally
+    {
+        if (signal)
+        {
+            try
+            {
+                signal.removeEventListener("abort", onAbort);
+            }
+            catch (_)
+            {
+                // A signal-like object that throws here must not orphan an acquired lock.
+            }
+        }
+    }
+    if (outcome === aborted)
+    {
+        // The native core forgets the cancellation when the acquisition ends.
+        answered.then(late => !late.error && undo(late), () => {});
+        throw abortError(signal);
+    }
+    if (signal)
+    {
+        client.forgetAcquisition(cancelId);
+    }
+    if (outcome.error)
+    {
+        throw outcome.error.code === "AbortError" ? abortError(signal) : toError(outcome.error);
+    }
+    return outcome;
+}
+
+// Releases, in the background, locks that an aborted acquisition returned all the same.
+function releaseAbandoned(client, lockIds)
+{
+    for (const lockId of lockIds)
+    {
+        earlyEvents.delete(lockId);
+        ask(request => client.startRelease(request, lockId)).catch(() => {});
+    }
+}
+
+// A lock whose lease lapsed stays known to the native core until it is released, so that its
+// release can still free the item; one that JavaScript lets go of unreleased is forgotten then.
+const unreferenced = new FinalizationRegistry(lockId => native.forgetLock(lockId));
+
+// When `holder` is collected, native lock `lockId` is forgotten if it is no longer held.
+function forgetWhenCollected(holder, lockId)
+{
+    unreferenced.register(holder, lockId);
+}
+
+module.exports = {
+    defaults,
+    validateConfig: (kind, config) => native.validateConfig(kind, config),
+    leaseRemainingMs: lockId => native.leaseRemainingMs(lockId),
+    holdProcess,
+    nativeClient,
+    ask,
+    request,
+    askCancellable,
+    releaseAbandoned,
+    routeEvents,
+    stopEvents,
+    forgetWhenCollected,
+};

@@ -1,0 +1,264 @@
+"use strict";
+
+// What the three kinds of client (lib/clients.js) share: setting a client up from its
+// configuration, the course of every acquisition (metrics, and `close()` cancelling it), and
+// the methods besides acquireLock: close, metrics, getLock, campaign, and what JSON.stringify
+// and util.inspect show.
+
+const util = require("util");
+const { performance } = require("perf_hooks");
+const bridge = require("./bridge.js");
+const objectTransport = require("./object-transport.js");
+const { chooseTransport, isSdkClient, sdkClientOptions, credentialsProvider, withoutCredentials } = require("./transport.js");
+const { Metrics } = require("./metrics.js");
+const { Campaign } = require("./campaign.js");
+const { invalidArgument, clientClosed, notSupported } = require("./errors.js");
+const { lockKey, fifoResource } = require("./lock-id.js");
+const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions } = require("./options.js");
+const { settle } = require("./settle.js");
+
+// Sets up `self` as a client of `kind` ("FailClosed", "FailOpen" or "Fifo"): validates the
+// configuration, then makes the native client, or the transport over the user's object.
+function setUp(self, kind, config)
+{
+    validate(kind, config);
+    self._config = withoutCredentials(config);
+    self._kind = kind;
+    self._retryCount = retryCountOf(config);
+    self._owner = ownerOf(config);
+    self._metrics = new Metrics(kind);
+    self._closing = undefined;
+    self._campaigns = new Set();
+    self._transport = chooseTransport(config.dynamodb, config.transport);
+    if (self._transport === "object")
+    {
+        self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
+        self._closeAbort = new AbortController();
+        return;
+    }
+    const options = nativeSettings(kind, config, self._owner, self._retryCount);
+    if (isSdkClient(config.dynamodb))
+    {
+        // Reading an SDK client's region and endpoint is asynchronous: the first
+        // acquisition waits for it.
+        self._nativeReady = sdkClientOptions(config.dynamodb).then(({ options: fromClient, credentials }) =>
+            (self._native = bridge.nativeClient(Object.assign(options, fromClient), credentials)));
+        self._nativeReady.catch(() => {});
+        return;
+    }
+    const fromOptions = endpointOptions(config);
+    self._native = bridge.nativeClient(Object.assign(options, fromOptions), credentialsProvider(config.dynamodb));
+}
+
+// The course of one acquisition of `id` that `start` begins: counted in the client's metrics,
+// refused once the client is closing, cancelled by `close()`.
+function acquisition(self, id, signal, start, callback)
+{
+    const startedAt = performance.now();
+    if (self._closing)
+    {
+        return settle(self._metrics.acquisition(id, startedAt, Promise.reject(clientClosed())), callback);
+    }
+    return settle(self._metrics.acquisition(id, startedAt, closable(self, signal, start())), callback);
+}
+
+// An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted
+// while the client closes, its lock is released and it fails the same way.
+function closable(self, signal, promise)
+{
+    return promise.then(
+        lock =>
+        {
+            if (!self._closing)
+            {
+                return lock;
+            }
+            return lock.release().catch(() => {}).then(() =>
+            {
+                throw clientClosed();
+            });
+        },
+        error =>
+        {
+            if (self._closing && error && error.code === "AbortError" && !(signal && signal.aborted))
+            {
+                throw clientClosed();
+            }
+            throw error;
+        });
+}
+
+// Closes a client: cancels pending acquisitions and waits for them to settle, then releases
+// (or, without `releaseLocks`, abandons) every lock it holds, each on its own. Resolves with
+// one outcome per lock.
+async function closeClient(self, releaseLocks)
+{
+    // A campaign's lock is released by the campaign itself when it stops, or with the others.
+    for (const campaign of self._campaigns)
+    {
+        campaign._stop.abort();
+    }
+    if (self._closeAbort)
+    {
+        self._closeAbort.abort();
+    }
+    let client = self._native;
+    if (!client && self._nativeReady)
+    {
+        client = await self._nativeReady.catch(() => undefined);
+    }
+    if (client)
+    {
+        client.close(false);
+    }
+    await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
+    const locks = [...self._metrics.live];
+    if (!releaseLocks)
+    {
+        if (client)
+        {
+            client.close(true);
+        }
+        return locks.map(lock =>
+        {
+            lock._abandon();
+            return { id: lock._track.id, fencingToken: lock.fencingToken, released: false };
+        });
+    }
+    return Promise.all(locks.map(lock => lock.release().then(
+        () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
+        error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
+}
+
+// getLock(id[, callback]): the lock item as one consistent read finds it, or null.
+async function getLock(self, id)
+{
+    if (self._transport === "object")
+    {
+        throw invalidArgument("getLock needs the native core's I/O: it is not available with a dynamodb object of get/put/delete");
+    }
+    const { partition, sort } = self._kind === "Fifo" ? { partition: fifoResource(id, "") } : lockKey(self._config, id);
+    const client = self._native || await self._nativeReady;
+    const info = (await bridge.request(request => client.startGetLock(request, partition, sort))).info;
+    if (!info)
+    {
+        return null;
+    }
+    const value = v => (v === null ? undefined : v);
+    return {
+        owner: value(info.owner),
+        fencingToken: value(info.fencingToken),
+        leaseDurationMs: value(info.leaseDurationMs),
+        released: info.released,
+        data: info.dataS !== undefined && info.dataS !== null ? info.dataS : value(info.dataB),
+        heldByThisClient: info.heldByThisClient,
+    };
+}
+
+// campaign(id[, { signal }]): leader election on FailOpen and Fifo clients (lib/campaign.js).
+function campaign(self, id, options)
+{
+    if (self._kind === "FailClosed")
+    {
+        throw notSupported("FailClosed has no campaign: a crashed leader would keep its lock, and leadership, forever. Use FailOpen or Fifo.");
+    }
+    if (self._transport === "object")
+    {
+        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+    }
+    if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
+    {
+        throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
+    }
+    const problem = checkAcquireOptions(options);
+    if (problem)
+    {
+        throw problem;
+    }
+    // A bad id is refused now, not by every acquisition of the campaign.
+    if (self._kind === "Fifo")
+    {
+        fifoResource(id, "");
+    }
+    else
+    {
+        lockKey(self._config, id);
+    }
+    const signal = options === undefined || options === null ? undefined : options.signal;
+    // Fifo candidates wait in line for as long as the campaign lasts.
+    const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });
+    const c = new Campaign(stop => self.acquireLock(id, acquireOptions(stop)), signal, ended => self._campaigns.delete(ended));
+    if (self._closing)
+    {
+        c._stop.abort();
+    }
+    self._campaigns.add(c);
+    return c;
+}
+
+function describeClient(client)
+{
+    const c = client._config || {};
+    const out = { lockTable: c.lockTable, partitionKey: c.partitionKey };
+    if (c.sortKey !== undefined)
+    {
+        out.sortKey = c.sortKey;
+    }
+    out.owner = client._owner;
+    out.transport = client._transport;
+    out.closed = Boolean(client._closing);
+    return out;
+}
+
+// close([options][, callback]), metrics(), getLock, campaign, toJSON and util.inspect, on every
+// kind of client.
+const clientMethods =
+{
+    close(options, callback)
+    {
+        if (typeof options === "function")
+        {
+            callback = options;
+            options = undefined;
+        }
+        if (options !== undefined && options !== null && typeof options !== "object")
+        {
+            return settle(Promise.reject(invalidArgument("close options must be an object")), callback);
+        }
+        if (!this._closing)
+        {
+            this._closing = closeClient(this, Boolean(options && options.releaseLocks));
+        }
+        return settle(this._closing, callback);
+    },
+
+    metrics()
+    {
+        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        return this._metrics.snapshot(transport);
+    },
+
+    // What JSON.stringify and util.inspect (a logger's view) show of a client: its table and
+    // identity, never the `dynamodb` value it was given, whose SDK client may carry keys.
+    toJSON()
+    {
+        return describeClient(this);
+    },
+
+    [util.inspect.custom](depth, options, inspect)
+    {
+        return `${this._kind} ${inspect(describeClient(this), options)}`;
+    },
+
+    campaign(id, options)
+    {
+        return campaign(this, id, options);
+    },
+
+    getLock(id, callback)
+    {
+        return settle(getLock(this, id), callback);
+    },
+};
+
+module.exports = { setUp, acquisition, clientMethods };

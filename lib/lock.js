@@ -1,0 +1,314 @@
+"use strict";
+
+// The lock a caller holds: an EventEmitter with `fencingToken`, `signal`, `lost`,
+// `leaseRemainingMs`, `release` and `update`. `Lock` is the shape and what every lock does;
+// `NativeLock` (FailClosed, FailOpen) and `FifoLock` are held by the native core, and
+// `objectLock` wraps a lock held through the user's `dynamodb` object.
+
+const { EventEmitter } = require("events");
+const bridge = require("./bridge.js");
+const { toError, internalError, invalidArgument } = require("./errors.js");
+const { withLockId } = require("./lock-id.js");
+const { checkData, dataInput, copyData } = require("./options.js");
+const { settle } = require("./settle.js");
+
+class Lock extends EventEmitter
+{
+    constructor(release, fencingToken, heartbeats)
+    {
+        super();
+        this.fencingToken = fencingToken;
+        if (release)
+        {
+            this._release = release;
+        }
+        this._heartbeats = heartbeats;
+        this._lost = undefined;
+        this._released = false;
+        this._abort = undefined;
+        // Set by the client that hands the lock out (lib/metrics.js).
+        this._track = undefined;
+        if (heartbeats)
+        {
+            bridge.holdProcess(+1);
+        }
+    }
+
+    /**
+     * Aborted when the lock is lost (another owner took it, or the lease lapsed), with the
+     * reason as `signal.reason`. Hand it to the work done under the lock.
+     */
+    get signal()
+    {
+        // Made on first use: most locks never need one.
+        if (!this._abort)
+        {
+            this._abort = new AbortController();
+            if (this._lost)
+            {
+                this._abort.abort(this._lost);
+            }
+        }
+        return this._abort.signal;
+    }
+
+    /** True once the lock is known to be lost. */
+    get lost()
+    {
+        return this._lost !== undefined;
+    }
+
+    /**
+     * Milliseconds left on the lease at the moment of the call, by this process's monotonic
+     * clock, counted from when the last successful write was sent: 0 once the lock is lost,
+     * lapsed or released; Infinity for a held FailClosed lock. Computed from the deadline
+     * itself, so the first read after the process was paused is already right.
+     */
+    get leaseRemainingMs()
+    {
+        return this._lost !== undefined || this._released ? 0 : this._leaseRemainingMs();
+    }
+
+    _leaseRemainingMs()
+    {
+        // Overridden per instance by the client that made the lock.
+        return Infinity;
+    }
+
+    _stopHeartbeats()
+    {
+        if (this._heartbeats)
+        {
+            this._heartbeats = false;
+            bridge.holdProcess(-1);
+        }
+    }
+
+    _onNativeEvent(ev)
+    {
+        if (ev.event === "error")
+        {
+            if (this._track)
+            {
+                this._track.heartbeatFailed(this, () => toError(ev.error));
+            }
+            // The original emits "error" for each failed heartbeat. An EventEmitter with no
+            // "error" listener would throw it and end the process; a lock library must not.
+            if (this.listenerCount("error") > 0)
+            {
+                this.emit("error", toError(ev.error));
+            }
+        }
+        else if (ev.event === "danger")
+        {
+            this.emit("danger", { remainingMs: ev.remainingMs });
+        }
+        else if (ev.event === "lost")
+        {
+            this._markLost(toError(ev.error));
+        }
+    }
+
+    _markLost(err)
+    {
+        if (this._track)
+        {
+            this._track.lost(this, err);
+        }
+        this._lost = err;
+        this._stopHeartbeats();
+        this._forget();
+        if (this._abort)
+        {
+            this._abort.abort(err);
+        }
+        this.emit("lost", err);
+    }
+
+    _forget()
+    {
+        // Overridden per instance by the client that made the lock.
+    }
+
+    release(callback)
+    {
+        this._stopHeartbeats();
+        this._released = true;
+        const released = this._release();
+        // The original passes on what the AWS SDK v2 gives its callback: `null` on success.
+        return settle(this._track ? this._track.released(this, released) : released, callback, null);
+    }
+
+    // Stops heartbeats and forgets the lock without releasing it (`close()` without
+    // `releaseLocks`): its lease lapses.
+    _abandon()
+    {
+        this._stopHeartbeats();
+        this._forget();
+        if (this._track)
+        {
+            this._track.done(this);
+        }
+    }
+
+    /**
+     * Writes new data for the lock at once, on the condition that the lock is still ours
+     * (its `guid`, as a heartbeat). `{ data: undefined }` removes it.
+     */
+    update(options, callback)
+    {
+        return settle(this._update(options), callback);
+    }
+
+    _update()
+    {
+        return Promise.reject(invalidArgument("lock.update needs a FailClosed or FailOpen lock held through the native core"));
+    }
+
+    [Symbol.asyncDispose]()
+    {
+        return this.release();
+    }
+}
+
+// A lock held by the native core. Per-lock state is two fields; the behaviour is shared on the
+// prototype, so that thousands of held locks cost little memory.
+class NativeLock extends Lock
+{
+    constructor(client, lockId, fencingToken, heartbeats, data, userId)
+    {
+        super(undefined, fencingToken, heartbeats);
+        this._client = client;
+        this._id = lockId;
+        bridge.forgetWhenCollected(this, lockId);
+        /** The data stored with the lock (a string or a Buffer), or undefined. */
+        this.data = data;
+        this._userId = userId;
+    }
+
+    async _update(options)
+    {
+        if (options === null || typeof options !== "object" || !("data" in options))
+        {
+            throw invalidArgument("lock.update needs an options object with `data`");
+        }
+        const problem = checkData(options.data);
+        if (problem)
+        {
+            throw problem;
+        }
+        await bridge.request(request => this._client.startUpdate(request, this._id, dataInput(options.data)));
+        this.data = copyData(options.data);
+    }
+
+    async _release()
+    {
+        let err;
+        try
+        {
+            err = (await bridge.ask(request => this._client.startRelease(request, this._id))).error;
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        if (err)
+        {
+            if (err.code === "FailedToReleaseLock")
+            {
+                bridge.stopEvents(this._id);
+            }
+            throw withLockId(toError(err), this._userId, true);
+        }
+        bridge.stopEvents(this._id);
+    }
+
+    _forget()
+    {
+        bridge.stopEvents(this._id);
+    }
+
+    _leaseRemainingMs()
+    {
+        return bridge.leaseRemainingMs(this._id);
+    }
+}
+
+// A Fifo lock: one native lock per resource (each a head item, heartbeated), all with the
+// same fencing token. Released together; lost when any of them is.
+class FifoLock extends Lock
+{
+    constructor(client, lockIds, fencingToken)
+    {
+        super(undefined, fencingToken, true);
+        this._client = client;
+        this._ids = lockIds;
+        lockIds.forEach(id => bridge.forgetWhenCollected(this, id));
+    }
+
+    async _release()
+    {
+        let outcomes;
+        try
+        {
+            outcomes = await Promise.all(this._ids.map(id => bridge.ask(request => this._client.startRelease(request, id))));
+        }
+        catch (e)
+        {
+            throw internalError(e);
+        }
+        // A failed release may be retried: only the released ones are forgotten.
+        this._ids.forEach((id, i) => !outcomes[i].error && bridge.stopEvents(id));
+        const failed = outcomes.find(o => o.error);
+        if (failed)
+        {
+            throw toError(failed.error);
+        }
+    }
+
+    _onNativeEvent(ev)
+    {
+        if (ev.event === "lost")
+        {
+            bridge.stopEvents(ev.lockId);
+            if (this._lost !== undefined)
+            {
+                return;
+            }
+        }
+        super._onNativeEvent(ev);
+    }
+
+    _forget()
+    {
+        // The other resources' locks stay known until release, which releases them too.
+    }
+
+    _leaseRemainingMs()
+    {
+        return Math.min(...this._ids.map(id => bridge.leaseRemainingMs(id)));
+    }
+
+    _abandon()
+    {
+        this._ids.forEach(id => bridge.stopEvents(id));
+        super._abandon();
+    }
+}
+
+// A lock held through the user's `dynamodb` object (lib/object-transport.js): `held` keeps
+// its heartbeats and releases it; `id` is the lock id as given to acquireLock.
+function objectLock(held, id)
+{
+    const lock = new Lock(() => held.release().catch(err => Promise.reject(withLockId(err, id, false))), held.fencingToken, false);
+    lock._abandon = function()
+    {
+        held.abandon();
+        Lock.prototype._abandon.call(this);
+    };
+    lock._leaseRemainingMs = () => held.leaseRemainingMs();
+    held.attach(lock);
+    return lock;
+}
+
+module.exports = { Lock, NativeLock, FifoLock, objectLock };

@@ -1,0 +1,255 @@
+"use strict";
+
+// Options and their validation: a client's configuration (checked by the native core, with the
+// original's Joi-shaped messages), the settings a native client is made with, the defaults
+// JavaScript applies (as the native core states them), and the options of an acquisition.
+
+const os = require("os");
+const pkg = require("../package.json");
+const { defaults, validateConfig } = require("./bridge.js");
+const { describeDynamodb, optionProblems, sdkOptionsFrom } = require("./transport.js");
+const { ValidationError, invalidArgument } = require("./errors.js");
+
+function defaultOwner()
+{
+    let user = "unknown";
+    try
+    {
+        user = os.userInfo().username;
+    }
+    catch (_)
+    {
+        // Some containers have no passwd entry for the current uid.
+    }
+    return `${pkg.name}@${pkg.version}_${user}@${os.hostname()}`;
+}
+
+// Computed once: the owner does not change during the life of a process.
+const DEFAULT_OWNER = defaultOwner();
+
+// Refuses a client's configuration with a ValidationError that lists every problem, and warns
+// of a FailOpen heartbeat that cannot keep its lease.
+function validate(kind, config)
+{
+    const problems = validateConfig(kind, describeConfig(config)).map(p => detail(p, config));
+    if (config !== null && typeof config === "object")
+    {
+        // The `dynamodb` options' own problems, where Joi would list them: after `owner`.
+        const at = problems.filter(p => p.path[0] === "owner").length;
+        problems.splice(at, 0, ...optionProblems(config.dynamodb, config.transport));
+    }
+    if (problems.length > 0)
+    {
+        throw new ValidationError(problems, config);
+    }
+    warnOfUnsafeHeartbeat(kind, config);
+}
+
+const UNSAFE_HEARTBEAT = "DYNAMODB_LOCK_NATIVE_UNSAFE_HEARTBEAT";
+
+// A FailOpen heartbeat period as long as the lease or longer is accepted, as the original
+// accepts it, but each lease then runs out before the heartbeat that would renew it.
+function warnOfUnsafeHeartbeat(kind, config)
+{
+    const { heartbeatPeriodMs: period, leaseDurationMs: lease } = config;
+    if (kind !== "FailOpen" || !(period > 0) || period < lease)
+    {
+        return;
+    }
+    process.emitWarning(
+        `FailOpen heartbeatPeriodMs (${period}) is not shorter than leaseDurationMs (${lease}): each lease runs out`
+            + " before the heartbeat that would renew it, so another process may acquire a lock its holder still"
+            + " uses, and the holder's lock emits \"lost\" when its lease runs out. Choose a heartbeat period well"
+            + " under the lease (a third of it or less).",
+        { type: "DynamoDBLockNativeWarning", code: UNSAFE_HEARTBEAT });
+}
+
+// What validation needs to see of the configuration: the `dynamodb` value reduced to its
+// get/put/delete methods (which may live on a prototype).
+function describeConfig(config)
+{
+    if (config === null || typeof config !== "object" || !("dynamodb" in config))
+    {
+        return config;
+    }
+    return Object.assign({}, config, { dynamodb: describeDynamodb(config.dynamodb, config.transport) });
+}
+
+function detail(p, config)
+{
+    const key = p.path[p.path.length - 1];
+    const context = p.path.length > 0 ? { label: p.path.join("."), key } : { label: "value" };
+    if (p.limit !== null && p.limit !== undefined)
+    {
+        context.limit = p.limit;
+    }
+    let value = config;
+    for (const k of p.path)
+    {
+        value = value === undefined || value === null ? undefined : value[k];
+    }
+    if (value !== undefined)
+    {
+        context.value = value;
+    }
+    return { message: p.message, path: p.path, type: p.type, context };
+}
+
+// The owner a client writes into its locks.
+function ownerOf(config)
+{
+    return config.owner || DEFAULT_OWNER;
+}
+
+// How many times an acquisition tries again after finding the lock held.
+function retryCountOf(config)
+{
+    return config.retryCount === undefined ? defaults.retryCount : config.retryCount;
+}
+
+// The settings a native client is made with, before where and how to reach DynamoDB.
+function nativeSettings(kind, config, owner, retryCount)
+{
+    return {
+        kind,
+        lockTable: config.lockTable,
+        partitionKey: config.partitionKey,
+        sortKey: config.sortKey,
+        owner,
+        retryCount,
+        acquirePeriodMs: config.acquirePeriodMs,
+        leaseDurationMs: config.leaseDurationMs,
+        heartbeatPeriodMs: config.heartbeatPeriodMs,
+        trustLocalTime: config.trustLocalTime,
+        rereadPeriodMs: config.rereadPeriodMs,
+        requestTimeoutMs: config.requestTimeoutMs,
+        dangerMarginMs: config.dangerMarginMs,
+        maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
+        ttlAttribute: config.ttlAttribute,
+        ttlSeconds: config.ttlSeconds,
+    };
+}
+
+// Where and how to reach DynamoDB, from `dynamodb` options; an endpoint or CA bundle that
+// cannot be used is a ValidationError of the client's configuration.
+function endpointOptions(config)
+{
+    try
+    {
+        return sdkOptionsFrom(config.dynamodb);
+    }
+    catch (err)
+    {
+        if (err.code === "InvalidCaBundle")
+        {
+            throw new ValidationError([{
+                message: err.message,
+                path: ["dynamodb", "caBundle"],
+                type: "any.invalid",
+                context: { label: "dynamodb.caBundle", key: "caBundle", value: config.dynamodb.caBundle },
+            }], config);
+        }
+        if (err.code !== "InvalidEndpoint")
+        {
+            throw err;
+        }
+        throw new ValidationError([{
+            message: "\"dynamodb.endpoint\" must be a string or a URL",
+            path: ["dynamodb", "endpoint"],
+            type: "any.invalid",
+            context: { label: "dynamodb.endpoint", key: "endpoint", value: config.dynamodb.endpoint },
+        }], config);
+    }
+}
+
+// Lock data: a string, a Buffer or a Uint8Array (or undefined: none).
+function checkData(data)
+{
+    if (data === undefined || typeof data === "string" || Buffer.isBuffer(data) || data instanceof Uint8Array)
+    {
+        return undefined;
+    }
+    return invalidArgument("lock data must be a string or a Buffer");
+}
+
+// Lock data as the native core takes it.
+function dataInput(data)
+{
+    if (data === undefined)
+    {
+        return undefined;
+    }
+    if (typeof data === "string")
+    {
+        return { s: data };
+    }
+    return { b: Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength) };
+}
+
+// The value `lock.data` shows: the string, or a copy of the bytes (later changes by the caller
+// do not change what the lock says it stored).
+function copyData(data)
+{
+    return data === undefined || typeof data === "string" ? data : Buffer.from(data);
+}
+
+// The acquisition options: an object whose `signal`, if any, is an AbortSignal, and whose
+// `data`, if any, is a string or a Buffer.
+function checkAcquireOptions(options)
+{
+    if (options === undefined || options === null)
+    {
+        return undefined;
+    }
+    if (typeof options !== "object")
+    {
+        return invalidArgument("acquireLock options must be an object");
+    }
+    const dataProblem = checkData(options.data);
+    if (dataProblem)
+    {
+        return dataProblem;
+    }
+    const signal = options.signal;
+    if (signal === undefined)
+    {
+        return undefined;
+    }
+    const isSignal = typeof AbortSignal === "function" && signal instanceof AbortSignal;
+    const looksLikeSignal = signal !== null && typeof signal === "object"
+        && typeof signal.aborted === "boolean"
+        && typeof signal.addEventListener === "function"
+        && typeof signal.removeEventListener === "function";
+    return isSignal || looksLikeSignal ? undefined : invalidArgument("options.signal must be an AbortSignal");
+}
+
+function checkWaitMs(options)
+{
+    const waitMs = options === undefined || options === null ? undefined : options.waitMs;
+    if (waitMs === undefined || (typeof waitMs === "number" && waitMs >= 0))
+    {
+        return undefined;
+    }
+    return invalidArgument("options.waitMs must be a number of milliseconds >= 0, or Infinity");
+}
+
+// How long a Fifo acquisition waits for its turn: `waitMs`, or the default.
+function waitMsOf(options)
+{
+    return options.waitMs === undefined ? defaults.fifoWaitMs : options.waitMs;
+}
+
+module.exports = {
+    DEFAULT_OWNER,
+    validate,
+    ownerOf,
+    retryCountOf,
+    nativeSettings,
+    endpointOptions,
+    checkData,
+    dataInput,
+    copyData,
+    checkAcquireOptions,
+    checkWaitMs,
+    waitMsOf,
+};
