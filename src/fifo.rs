@@ -36,7 +36,8 @@ use futures_util::future::join_all;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::client::{Cancel, Client};
+use crate::cancel::Cancel;
+use crate::client::Client;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
@@ -1232,8 +1233,8 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::client::Settings;
     use crate::config::Kind;
+    use crate::settings::Settings;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::store::Store;
     use crate::testkit::client;

@@ -28,7 +28,6 @@ use tokio::time::Instant;
 use dynamodb_lock_core::heartbeat as machine;
 
 use crate::error::{LockError, LostReason, StoreError};
-use crate::fail_open::fields;
 use crate::item::new_guid;
 use crate::lock::{HeldLock, LockEvent, LockState};
 use crate::stats::Stats;
@@ -461,7 +460,7 @@ fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
         .spawn(move || {
             crate::store::keep_connections_apart();
             let _ = inbox.thread.set(std::thread::current());
-            rt.spawn(crate::timer_floor());
+            rt.spawn(crate::runtime::timer_floor());
             // A task, not the future `block_on` drives: waking that one from the runtime's own
             // thread would still write to the runtime's eventfd.
             let _ = rt.block_on(rt.spawn(tokio::task::unconstrained(run(inbox, max_per_second, Pause::Thread))));
@@ -681,7 +680,7 @@ pub(crate) async fn beat(
     };
     let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
     let guids = [st.guid, new];
-    let f = fields(s);
+    let f = s.open_fields();
     let now = Instant::now();
     // The machine's clock: time since the earliest instant it is told of.
     let base = due.min(now).min(lease_until);
@@ -820,7 +819,7 @@ fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::Cancel;
+    use crate::cancel::Cancel;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;
 

@@ -26,6 +26,7 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
+mod cancel;
 mod client;
 mod config;
 mod drive;
@@ -33,11 +34,15 @@ mod error;
 mod fail_closed;
 mod fail_open;
 mod fifo;
+mod handoff;
 mod heartbeat;
 mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod release;
+mod runtime;
+mod settings;
 mod stats;
 mod store;
 #[cfg(test)]
@@ -49,17 +54,20 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
-use dynamodb_lock_core::{op, settings};
+use dynamodb_lock_core::op;
+use dynamodb_lock_core::settings as defaults;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use crate::client::{Cancel, Client, Settings, TtlSettings};
+use crate::cancel::Cancel;
+use crate::client::Client;
 use crate::config::{Kind, RawValue};
 use crate::error::LockError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
+use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
@@ -76,23 +84,8 @@ fn init() {
         .enable_all()
         .build()
     {
-        rt.spawn(timer_floor());
+        rt.spawn(runtime::timer_floor());
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
-    }
-}
-
-/// How far ahead `timer_floor` keeps its timer: shorter than any request timeout or lease
-/// timer in common use, long enough that its own wake-ups cost nothing measurable.
-const TIMER_FLOOR: Duration = Duration::from_secs(1);
-
-/// Keeps one timer at most `TIMER_FLOOR` ahead in the runtime's timer wheel. Tokio's timer
-/// driver wakes its I/O driver (an eventfd write, and a spurious return from `epoll_wait`)
-/// whenever a new timer is earlier than every timer it holds, even when it is registered by
-/// the running worker itself. Without a near timer in the wheel that is every request's
-/// timeout and every heartbeat's lease timers: about two needless system calls per request.
-pub(crate) async fn timer_floor() {
-    loop {
-        tokio::time::sleep(TIMER_FLOOR).await;
     }
 }
 
@@ -551,24 +544,24 @@ impl NativeClient {
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
         if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-            s.heartbeat_period = Some(settings::fifo_heartbeat(s.lease_duration_ms));
+            s.heartbeat_period = Some(defaults::fifo_heartbeat(s.lease_duration_ms));
         }
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
-            .unwrap_or_else(|| settings::reread(s.lease_duration_ms));
-        s.queue_reread_period = settings::queue_reread(s.lease_duration_ms, s.reread_period);
+            .unwrap_or_else(|| defaults::reread(s.lease_duration_ms));
+        s.queue_reread_period = defaults::queue_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
-        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| settings::danger_margin(s.lease_duration_ms));
+        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| defaults::danger_margin(s.lease_duration_ms));
         if kind != Kind::Fifo {
             let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
             s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
                 (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
                 (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
                     attribute,
-                    seconds: settings::OPEN_TTL_SECONDS,
+                    seconds: defaults::OPEN_TTL_SECONDS,
                 }),
                 // FailClosed without `ttlSeconds` is refused by validation.
                 _ => None,
@@ -598,8 +591,8 @@ impl NativeClient {
         };
         let queues = fifo::Queues::new(
             match kind {
-                Kind::Fifo => o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
-                _ => settings::FIFO_TTL_ATTRIBUTE.into(),
+                Kind::Fifo => o.ttl_attribute.unwrap_or_else(|| defaults::FIFO_TTL_ATTRIBUTE.into()),
+                _ => defaults::FIFO_TTL_ATTRIBUTE.into(),
             },
             fifo::TableNames {
                 table: o.lock_table.clone(),

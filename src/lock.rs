@@ -14,8 +14,8 @@ use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
 use crate::line::Turn;
+use crate::release;
 use crate::store::{attempt, Failed};
-use crate::{fail_closed, fail_open};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,7 +208,7 @@ impl HeldLock {
         let c = &self.client;
         let s = &c.settings;
         let new = new_guid();
-        let fields = (s.kind == Kind::FailOpen).then(|| fail_open::fields(s));
+        let fields = (s.kind == Kind::FailOpen).then(|| s.open_fields());
         let fresh_since = unix_now_ms().saturating_sub(s.mark_fresh().as_millis() as u64);
         let sent_at = Instant::now();
         match attempt(s.policy(), || {
@@ -314,13 +314,13 @@ impl HeldLock {
         }
         let c = &self.client;
         let result = match kind {
-            Kind::FailClosed => fail_closed::release(c, &self.key, &guids).await,
+            Kind::FailClosed => release::release(&*c.store, &c.settings, &self.key, &guids).await,
             // Taken by another holder: nothing of ours is left to write.
             Kind::FailOpen if st.lost && !st.lapsed => Ok(false),
             Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost && !st.lapsed)
                 .await
                 .map(|()| false),
-            Kind::FailOpen => fail_closed::release(c, &self.key, &guids).await,
+            Kind::FailOpen => release::release(&*c.store, &c.settings, &self.key, &guids).await,
         };
         let result = result.map(|marked| {
             // Someone else waits, or this holder waited itself: stand back once for them.

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use dynamodb_lock_core::settings;
 
-use crate::client::{Client, Settings};
+use crate::client::Client;
 use crate::config::Kind;
 use crate::error::StoreError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockKey};
 use crate::lock::{EventSink, LockEvent};
+use crate::settings::Settings;
 use crate::store::memory::MemoryStore;
 
 #[derive(Default)]
@@ -90,7 +91,7 @@ pub async fn hold(c: &Arc<Client>, n: usize) -> Vec<Arc<crate::lock::HeldLock>> 
     let mut held = Vec::new();
     for i in 0..n {
         held.push(
-            c.acquire(key(&format!("k{i}")), &crate::client::Cancel::default())
+            c.acquire(key(&format!("k{i}")), &crate::cancel::Cancel::default())
                 .await
                 .unwrap(),
         );
