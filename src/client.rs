@@ -1,5 +1,5 @@
-//! A configured lock client: its store and settings, acquisition for either kind, and
-//! cancellation of a pending acquisition.
+//! A configured lock client: what its locks share (`lock::Shared`, which it derefs to), and
+//! acquisition of every kind, with the local line of acquisitions of one id.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,23 +10,40 @@ use tokio::time::Instant;
 use crate::cancel::Cancel;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
-use crate::handoff::Handoff;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
-use crate::line::{Lines, Place, Turn, Waiter};
-use crate::lock::{EventSink, HeldLock};
+use crate::line::{Place, Turn, Waiter};
+use crate::lock::{EventSink, HeldLock, Shared};
+use crate::queues::Queues;
 use crate::settings::Settings;
 use crate::store::Store;
-use crate::{fail_closed, fail_open};
+use crate::{fail_closed, fail_open, fifo};
 
 pub struct Client {
-    pub store: Arc<dyn Store>,
-    pub settings: Settings,
-    pub events: Arc<dyn EventSink>,
-    pub heartbeats: LazyHeartbeats,
-    pub handoff: Handoff,
-    pub lines: Lines,
-    pub fifo: crate::fifo::Queues,
+    /// What this client's held locks share with it: `client.settings`, `client.store`, ...
+    pub shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Client {
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: Settings,
+        events: Arc<dyn EventSink>,
+        heartbeats: LazyHeartbeats,
+        fifo: Queues,
+    ) -> Client {
+        Client {
+            shared: Arc::new(Shared::new(store, settings, events, Box::new(heartbeats), fifo)),
+        }
+    }
 }
 
 impl Client {
@@ -47,7 +64,7 @@ impl Client {
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.kind == Kind::Fifo {
-            let locks = crate::fifo::acquire(self, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
+            let locks = fifo::acquire(&self.shared, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
             return locks
                 .await?
                 .pop()
@@ -115,10 +132,10 @@ impl Client {
             return Err(LockError::Lost(LostReason::LeaseExpired));
         }
         match (self.settings.kind, self.settings.heartbeat_period) {
-            (Kind::FailOpen, Some(period)) => self.heartbeats.get().schedule_first(&lock, period),
+            (Kind::FailOpen, Some(period)) => self.heartbeats.schedule_first(&lock, period),
             (Kind::FailOpen, None) => {
                 if let Some(at) = lock.lease.until() {
-                    self.heartbeats.get().schedule_lapse(&lock, at);
+                    self.heartbeats.schedule_lapse(&lock, at);
                 }
             }
             (Kind::FailClosed | Kind::Fifo, _) => {}
@@ -191,7 +208,7 @@ impl Client {
             } => {
                 let lease_until = (self.settings.kind == Kind::FailOpen).then(|| sent_at + self.settings.lease());
                 Some(HeldLock::new(
-                    self.clone(),
+                    self.shared.clone(),
                     key.clone(),
                     guid,
                     fencing_token,
@@ -212,13 +229,13 @@ impl Client {
             Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, key, data, cancel).await?;
-                HeldLock::new(self.clone(), key.clone(), guid, None, None)
+                HeldLock::new(self.shared.clone(), key.clone(), guid, None, None)
             }
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, key, data, cancel).await?;
                 let lease_until = taken.sent_at + self.settings.lease();
                 let mut lock = HeldLock::new(
-                    self.clone(),
+                    self.shared.clone(),
                     key.clone(),
                     taken.guid,
                     Some(taken.fencing_token),

@@ -4,13 +4,13 @@
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
 
 use crate::cancel::Cancel;
-use crate::client::Client;
 use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
+use crate::lock::Shared;
 use crate::release::undo_later;
 
-pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
+pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));

@@ -7,10 +7,10 @@ use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::client::Client;
 use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
+use crate::lock::Shared;
 use crate::release::undo_later;
 
 pub struct Taken {
@@ -22,7 +22,7 @@ pub struct Taken {
     pub contended: bool,
 }
 
-pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
+pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));

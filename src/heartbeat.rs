@@ -29,7 +29,7 @@ use dynamodb_lock_core::heartbeat as machine;
 
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::new_guid;
-use crate::lock::{HeldLock, LockEvent, LockState};
+use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
 use crate::stats::Stats;
 use crate::store::timed_out;
 
@@ -310,6 +310,20 @@ impl LazyHeartbeats {
             None => SHARED.get_or_init(|| Heartbeats::start(0)),
             Some(cap) => self.own.get_or_init(|| Heartbeats::start(cap)),
         }
+    }
+}
+
+impl Scheduler for LazyHeartbeats {
+    fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
+        self.get().schedule_first(lock, period);
+    }
+
+    fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
+        self.get().schedule_lapse(lock, at);
+    }
+
+    fn hurry(&self) -> Option<Box<dyn Send + '_>> {
+        self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
     }
 }
 

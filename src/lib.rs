@@ -40,6 +40,7 @@ mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod queues;
 mod release;
 mod runtime;
 mod settings;
@@ -447,7 +448,7 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 fn abandon_locks(client: &std::sync::Weak<Client>) {
     let Some(client) = client.upgrade() else { return };
     let abandoned: Vec<Arc<HeldLock>> = locks()
-        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client))
+        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client.shared))
         .map(|(_, l)| l)
         .collect();
     for lock in abandoned {
@@ -460,7 +461,7 @@ fn abandon_locks(client: &std::sync::Weak<Client>) {
 async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
     let held: Vec<Arc<HeldLock>> = locks()
         .values()
-        .filter(|l| Arc::ptr_eq(&l.client, client) && l.key == *key)
+        .filter(|l| Arc::ptr_eq(&l.client, &client.shared) && l.key == *key)
         .cloned()
         .collect();
     let mut guids = Vec::new();
@@ -589,12 +590,12 @@ impl NativeClient {
             ))),
             _ => None,
         };
-        let queues = fifo::Queues::new(
+        let queues = queues::Queues::new(
             match kind {
                 Kind::Fifo => o.ttl_attribute.unwrap_or_else(|| defaults::FIFO_TTL_ATTRIBUTE.into()),
                 _ => defaults::FIFO_TTL_ATTRIBUTE.into(),
             },
-            fifo::TableNames {
+            queues::TableNames {
                 table: o.lock_table.clone(),
                 partition_key: o.partition_key.clone(),
                 sort_key: o.sort_key.clone().unwrap_or_default(),
@@ -618,19 +619,17 @@ impl NativeClient {
         )
         .with_stats(stats);
         let store = Arc::new(store);
-        let inner = Arc::new(Client {
-            store: store.clone(),
-            settings: s,
-            events: Arc::new(JsEvents(weak_handler(on_event)?)),
-            heartbeats: LazyHeartbeats::new(
+        let inner = Arc::new(Client::new(
+            store.clone(),
+            s,
+            Arc::new(JsEvents(weak_handler(on_event)?)),
+            LazyHeartbeats::new(
                 o.max_heartbeats_per_second
                     .filter(|r| r.is_finite() && *r >= 1.0)
                     .map(|r| r.min(u32::MAX as f64) as u32),
             ),
-            handoff: Default::default(),
-            lines: Default::default(),
-            fifo: queues,
-        });
+            queues,
+        ));
         // The hook runs when this environment ends (a worker thread, or the process).
         env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
         Ok(NativeClient {
@@ -705,7 +704,7 @@ impl NativeClient {
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = fifo::acquire(&client, resources, wait, &cancel).await;
+            let result = fifo::acquire(&client.shared, resources, wait, &cancel).await;
             cancels.forget(id);
             match result {
                 Ok(held) => {

@@ -1,5 +1,5 @@
 //! Releases: the write that frees a FailClosed or FailOpen lock (the core's release machine,
-//! run by `drive`), and the undoing, in the background, of an acquisition write whose outcome
+//! run by `drive`) or a Fifo head, and the undoing, in the background, of an acquisition write whose outcome
 //! could not be read.
 
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use crate::config::Kind;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{Guid, LockKey};
+use crate::queues::Queues;
 use crate::settings::Settings;
 use crate::store::{attempt, Failed, Store};
 
@@ -33,6 +34,49 @@ pub async fn release(store: &dyn Store, settings: &Settings, key: &LockKey, guid
         }),
         Released::Failed(error) => Err(LockError::Store(error)),
     }
+}
+
+/// Release of a held head: `leaseDurationMs` becomes 1 (the item and its token stay), and this
+/// client's waiter next in line is woken. A lock that is no longer ours releases quietly.
+pub async fn release_head(
+    store: &dyn Store,
+    settings: &Settings,
+    queues: &Queues,
+    key: &LockKey,
+    guids: &[Guid],
+    token: Option<u64>,
+    lost: bool,
+) -> Result<(), LockError> {
+    let result = if lost {
+        Ok(())
+    } else {
+        let budget = settings.budget_of(settings.release_policy());
+        match attempt(budget.writes, || store.release(key, guids, None, None)).await {
+            Ok(_)
+            | Err(Failed {
+                error: StoreError::ConditionFailed { .. },
+                ..
+            }) => Ok(()),
+            Err(Failed { error, ambiguous }) => {
+                let mut outcome = Err(LockError::Store(error));
+                if ambiguous {
+                    if let Ok(cur) = attempt(budget.settle, || store.get(key)).await {
+                        let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
+                        if !still_held {
+                            outcome = Ok(());
+                        }
+                    }
+                }
+                outcome
+            }
+        }
+    };
+    if result.is_ok() {
+        if let Some(token) = token {
+            queues.released(&key.partition, token);
+        }
+    }
+    result
 }
 
 /// Undoes, in the background, an acquisition write whose outcome could not be read, so

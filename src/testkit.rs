@@ -74,15 +74,7 @@ pub fn client_with(
     heartbeats: LazyHeartbeats,
 ) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
-    let c = Client {
-        store: store.clone(),
-        settings,
-        events: rec.clone(),
-        heartbeats,
-        handoff: Default::default(),
-        lines: Default::default(),
-        fifo: Default::default(),
-    };
+    let c = Client::new(store.clone(), settings, rec.clone(), heartbeats, Default::default());
     (Arc::new(c), rec)
 }
 
