@@ -5,21 +5,37 @@
 //! conditions, and every settings default live in the crate `dynamodb_lock_core`
 //! (crates/core), which does no I/O and reads no clock; the modules here run it.
 //!
-//! - `config`: validation of user configuration, with the original's messages.
+//! Modules, each depending only on modules listed before it (the crate root on them all):
+//!
 //! - `item`: the core's lock item, plus what the core leaves to its runner: new random
 //!   `guid`s and the wall clock.
+//! - `error`: `LockError` and the `code` JavaScript sees.
+//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
+//! - `config`: validation of user configuration, with the original's messages.
+//! - `runtime`: what every tokio runtime of the addon runs beside its work (the timer floor).
+//! - `js_credentials`: credentials from a JavaScript provider.
 //! - `store`: the `Store` trait (the core's operations, one method each), its
 //!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
 //!   that track ambiguous outcomes.
-//! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`, and
-//!   the waiting mark that puts the longest waiter of all processes first.
+//! - `settings`: a client's settings, and the TTL, fields, retry policies and budgets that
+//!   follow from them.
+//! - `cancel`: cancellation of one pending acquisition.
 //! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over.
-//! - `fifo`: the fair lock: a queue per resource, granted in ticket order.
-//! - `lock`: a held lock, its serialized state and its events.
-//! - `heartbeat`: one scheduler renewing every held FailOpen lock.
-//! - `client`: settings, acquisition of every kind, the local line, cancellation.
-//! - `error`: `LockError` and the `code` JavaScript sees.
-//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
+//! - `handoff`: locks this client released while others waited, which it stands back from.
+//! - `queues`: Fifo's state in one client (its queue entries and held heads), and the table's
+//!   names for error messages.
+//! - `drive`: runs the core's acquisition and release machines over a `Store`.
+//! - `release`: the release write of each kind, and the undoing of an acquisition write whose
+//!   outcome is unknown.
+//! - `lock`: a held lock, its serialized state and its events, and `Shared`, what the held
+//!   locks of one client share with it; `Scheduler`, the heartbeat scheduler as they see it.
+//! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
+//! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
+//!   `drive`).
+//! - `fifo`: the fair lock's acquisition: a queue per resource, granted in ticket order.
+//! - `client`: acquisition of every kind through the local line, and the start of a new
+//!   lock's heartbeats.
+//! - `testkit` (tests only): a client over the in-memory store, and a recorder of events.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
 //! locks and pending acquisitions that JavaScript refers to by number.
