@@ -44,9 +44,7 @@ impl Client {
             shared: Arc::new(Shared::new(store, settings, events, Box::new(heartbeats), fifo)),
         }
     }
-}
 
-impl Client {
     /// Acquires the lock `key`. Acquisitions of one id by this client form a line: only the
     /// first speaks to DynamoDB, the others wait for their turn and are handed the lock by
     /// the release before them. A cancelled acquisition leaves no lock behind: a write that

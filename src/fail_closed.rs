@@ -1,5 +1,6 @@
 //! FailClosed: a lock without a lease. Acquisition writes the item if it is absent; release
-//! deletes it if it still carries our `guid`. A crashed holder's lock stays held.
+//! (in `release`) deletes it if it still carries our `guid`. A crashed holder's lock stays
+//! held. This module runs the core's acquisition machine.
 
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
 
