@@ -1,188 +1,50 @@
-//! A configured lock client: its store and settings, acquisition for either kind, and
-//! cancellation of a pending acquisition.
+//! A configured lock client: what its locks share (`lock::Shared`, which it derefs to), and
+//! acquisition of every kind, with the local line of acquisitions of one id.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dynamodb_lock_core::settings;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::cancel::Cancel;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
-use crate::fail_open::Handoff;
 use crate::heartbeat::LazyHeartbeats;
-use crate::item::{Guid, LockData, LockKey};
-use crate::line::{Lines, Place, Turn, Waiter};
-use crate::lock::{EventSink, HeldLock};
-use crate::store::{attempt, Failed, RetryPolicy, Store};
-use crate::{fail_closed, fail_open};
-
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub kind: Kind,
-    pub owner: String,
-    pub retry_count: u32,
-    /// FailClosed: pause between attempts on a held lock.
-    pub acquire_period: Duration,
-    /// FailOpen: the lease written with every acquisition and heartbeat.
-    pub lease_duration_ms: u64,
-    pub heartbeat_period: Option<Duration>,
-    pub trust_local_time: bool,
-    /// The first waiter in line re-reads a held lock at this interval, to act at once on a
-    /// release.
-    pub reread_period: Duration,
-    /// Other FailOpen waiters re-read at this interval.
-    pub queue_reread_period: Duration,
-    /// Longest wait for one DynamoDB answer.
-    pub request_timeout: Duration,
-    /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
-    pub danger_margin: Duration,
-    /// Attempts of one request through transient faults (throttling, 5xx, timeouts).
-    pub max_attempts: u32,
-    /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
-    pub ttl: Option<TtlSettings>,
-    /// The client's counters (`metrics()`), shared by everything made from these settings.
-    pub stats: Arc<crate::stats::Stats>,
-}
-
-/// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
-#[derive(Clone, Debug)]
-pub struct TtlSettings {
-    /// The Number attribute the table's TTL reads (Unix seconds).
-    pub attribute: String,
-    /// FailClosed: how long after its last write a held or abandoned item may be deleted.
-    /// FailOpen: how long past the end of the lease (held) or the release (released).
-    pub seconds: u64,
-}
-
-impl Settings {
-    pub fn new(kind: Kind, owner: String) -> Self {
-        Settings {
-            kind,
-            owner,
-            retry_count: settings::RETRY_COUNT,
-            acquire_period: settings::ACQUIRE_PERIOD,
-            lease_duration_ms: settings::LEASE_DURATION_MS,
-            heartbeat_period: None,
-            trust_local_time: settings::TRUST_LOCAL_TIME,
-            reread_period: settings::REREAD_PERIOD,
-            queue_reread_period: settings::QUEUE_REREAD_PERIOD,
-            request_timeout: settings::REQUEST_TIMEOUT,
-            danger_margin: settings::DANGER_MARGIN,
-            max_attempts: settings::MAX_ATTEMPTS,
-            ttl: None,
-            stats: Default::default(),
-        }
-    }
-
-    /// The TTL attribute written with an acquisition, heartbeat or data update: FailOpen, the
-    /// lease plus `ttlSeconds` from now; FailClosed, `ttlSeconds` from now.
-    pub fn ttl_held(&self) -> Option<crate::store::Ttl<'_>> {
-        let t = self.ttl.as_ref()?;
-        let lease_s = match self.kind {
-            Kind::FailOpen => self.lease_duration_ms.div_ceil(1000),
-            Kind::FailClosed => 0,
-            Kind::Fifo => return None,
-        };
-        let now_s = crate::item::unix_now_ms() / 1000;
-        Some((&t.attribute, now_s + lease_s + t.seconds))
-    }
-
-    /// The TTL attribute written with a FailOpen release: `ttlSeconds` from now.
-    pub fn ttl_released(&self) -> Option<crate::store::Ttl<'_>> {
-        let t = self.ttl.as_ref()?;
-        Some((&t.attribute, crate::item::unix_now_ms() / 1000 + t.seconds))
-    }
-
-    /// What an absent item's fencing token counts from: 0, or, where TTL may have deleted an
-    /// earlier item of the same id, a floor above every token that item can have had.
-    pub fn token_floor(&self) -> u64 {
-        match self.ttl {
-            Some(_) => crate::item::token_floor(crate::item::unix_now_ms()),
-            None => 0,
-        }
-    }
-
-    /// A waiting mark older than this no longer makes its writer first in line; the first
-    /// waiter renews it at half this age.
-    pub fn mark_fresh(&self) -> Duration {
-        settings::mark_fresh(self.kind, self.queue_reread_period, self.acquire_period)
-    }
-
-    pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.lease_duration_ms)
-    }
-
-    /// What the core's acquisition and release machines read of these settings.
-    pub fn protocol(&self) -> settings::Lock {
-        settings::Lock {
-            kind: self.kind,
-            retry_count: self.retry_count,
-            acquire_period: self.acquire_period,
-            lease_duration_ms: self.lease_duration_ms,
-            trust_local_time: self.trust_local_time,
-            reread: self.reread_period,
-            queue_reread: self.queue_reread_period,
-            request_timeout: self.request_timeout,
-            max_attempts: self.max_attempts,
-            base_backoff: settings::RETRY_BASE_BACKOFF,
-            max_backoff: settings::RETRY_MAX_BACKOFF,
-        }
-    }
-
-    pub fn policy(&self) -> RetryPolicy {
-        RetryPolicy::new(self.max_attempts, self.request_timeout)
-    }
-
-    /// Releases try harder than other requests: a lost release leaves a lock held.
-    pub fn release_policy(&self) -> RetryPolicy {
-        RetryPolicy::new(
-            self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS),
-            self.request_timeout,
-        )
-    }
-
-    /// One operation's time against a silent endpoint: its write attempts end one request
-    /// timeout before `attempts` of them would, which leaves that last timeout to the read
-    /// that settles a write that may have landed. So an operation takes at most `attempts`
-    /// request timeouts, whatever happens.
-    pub fn budget_of(&self, policy: RetryPolicy) -> Budget {
-        let start = Instant::now();
-        let n = policy.max_attempts.max(1);
-        let end = start + self.request_timeout.saturating_mul(n);
-        let writes_end = start + self.request_timeout.saturating_mul(n.saturating_sub(1).max(1));
-        Budget {
-            writes: policy.until(writes_end),
-            settle: self.policy().until(end),
-        }
-    }
-
-    /// The budget of an acquisition's write: `max_attempts` request timeouts.
-    pub fn budget(&self) -> Budget {
-        self.budget_of(self.policy())
-    }
-}
-
-/// The retry policies of one write and of the read that settles it, sharing one deadline.
-#[derive(Clone, Copy, Debug)]
-pub struct Budget {
-    pub writes: RetryPolicy,
-    pub settle: RetryPolicy,
-}
+use crate::item::{LockData, LockKey};
+use crate::line::{Place, Turn, Waiter};
+use crate::lock::{EventSink, HeldLock, Shared};
+use crate::queues::Queues;
+use crate::settings::Settings;
+use crate::store::Store;
+use crate::{fail_closed, fail_open, fifo};
 
 pub struct Client {
-    pub store: Arc<dyn Store>,
-    pub settings: Settings,
-    pub events: Arc<dyn EventSink>,
-    pub heartbeats: LazyHeartbeats,
-    pub handoff: Handoff,
-    pub lines: Lines,
-    pub fifo: crate::fifo::Queues,
+    /// What this client's held locks share with it: `client.settings`, `client.store`, ...
+    pub shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl Client {
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: Settings,
+        events: Arc<dyn EventSink>,
+        heartbeats: LazyHeartbeats,
+        fifo: Queues,
+    ) -> Client {
+        Client {
+            shared: Arc::new(Shared::new(store, settings, events, Box::new(heartbeats), fifo)),
+        }
+    }
+
     /// Acquires the lock `key`. Acquisitions of one id by this client form a line: only the
     /// first speaks to DynamoDB, the others wait for their turn and are handed the lock by
     /// the release before them. A cancelled acquisition leaves no lock behind: a write that
@@ -200,7 +62,7 @@ impl Client {
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.kind == Kind::Fifo {
-            let locks = crate::fifo::acquire(self, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
+            let locks = fifo::acquire(&self.shared, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
             return locks
                 .await?
                 .pop()
@@ -268,10 +130,10 @@ impl Client {
             return Err(LockError::Lost(LostReason::LeaseExpired));
         }
         match (self.settings.kind, self.settings.heartbeat_period) {
-            (Kind::FailOpen, Some(period)) => self.heartbeats.get().schedule_first(&lock, period),
+            (Kind::FailOpen, Some(period)) => self.heartbeats.schedule_first(&lock, period),
             (Kind::FailOpen, None) => {
                 if let Some(at) = lock.lease.until() {
-                    self.heartbeats.get().schedule_lapse(&lock, at);
+                    self.heartbeats.schedule_lapse(&lock, at);
                 }
             }
             (Kind::FailClosed | Kind::Fifo, _) => {}
@@ -344,7 +206,7 @@ impl Client {
             } => {
                 let lease_until = (self.settings.kind == Kind::FailOpen).then(|| sent_at + self.settings.lease());
                 Some(HeldLock::new(
-                    self.clone(),
+                    self.shared.clone(),
                     key.clone(),
                     guid,
                     fencing_token,
@@ -365,13 +227,13 @@ impl Client {
             Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, key, data, cancel).await?;
-                HeldLock::new(self.clone(), key.clone(), guid, None, None)
+                HeldLock::new(self.shared.clone(), key.clone(), guid, None, None)
             }
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, key, data, cancel).await?;
                 let lease_until = taken.sent_at + self.settings.lease();
                 let mut lock = HeldLock::new(
-                    self.clone(),
+                    self.shared.clone(),
                     key.clone(),
                     taken.guid,
                     Some(taken.fencing_token),
@@ -381,85 +243,6 @@ impl Client {
                 lock
             }
         })
-    }
-}
-
-impl Client {
-    /// Undoes, in the background, an acquisition write whose outcome could not be read, so
-    /// that no lock is left held by nobody: FailClosed deletes the item, FailOpen marks it
-    /// released, each only if it carries `guid`. Tries for about a minute.
-    pub(crate) fn undo_later(&self, key: &LockKey, guid: Guid) {
-        let store = self.store.clone();
-        let key = key.clone();
-        let policy = self.settings.release_policy();
-        let kind = self.settings.kind;
-        tokio::spawn(async move {
-            let guids = [guid];
-            for _ in 0..12 {
-                let result = match kind {
-                    Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await.map(|_| ()),
-                    Kind::FailOpen | Kind::Fifo => attempt(policy, || store.release(&key, &guids, None, None))
-                        .await
-                        .map(|_| ()),
-                };
-                match result {
-                    Ok(())
-                    | Err(Failed {
-                        error: StoreError::ConditionFailed { .. },
-                        ..
-                    }) => return,
-                    Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
-                }
-            }
-        });
-    }
-}
-
-/// Cancellation of one pending acquisition (an `AbortSignal` in JavaScript).
-#[derive(Default)]
-pub struct Cancel {
-    flag: AtomicBool,
-    notify: Notify,
-}
-
-impl Cancel {
-    pub fn cancel(&self) {
-        self.flag.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
-    }
-
-    pub fn check(&self) -> Result<(), LockError> {
-        if self.is_cancelled() {
-            Err(LockError::Aborted)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Sleeps until `deadline`, or returns `Aborted` as soon as the acquisition is cancelled.
-    /// Returns once the acquisition is cancelled.
-    pub async fn cancelled(&self) {
-        let notified = self.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if !self.is_cancelled() {
-            notified.await;
-        }
-    }
-
-    pub async fn sleep_until(&self, deadline: Instant) -> Result<(), LockError> {
-        let notified = self.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        self.check()?;
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => Ok(()),
-            _ = notified => Err(LockError::Aborted),
-        }
     }
 }
 
@@ -479,7 +262,8 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use super::{Cancel, Client};
+    use super::Client;
+    use crate::cancel::Cancel;
     use crate::error::LockError;
     use crate::item::unix_now_ms;
     use crate::lock::HeldLock;
@@ -664,7 +448,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn with_ttl_items_carry_it_and_a_recreated_item_keeps_tokens_rising() {
-        use crate::client::TtlSettings;
+        use crate::settings::TtlSettings;
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, None);
         s.ttl = Some(TtlSettings {

@@ -9,9 +9,10 @@ use dynamodb_lock_core::request::{Answer, Env, Machine, Reply, Req, Step, Time};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::client::{Cancel, Settings};
+use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
+use crate::settings::Settings;
 use crate::store::{timed_out, Store, WaitMark};
 
 pub type Request = Req<Guid, Version>;

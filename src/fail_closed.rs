@@ -1,15 +1,17 @@
 //! FailClosed: a lock without a lease. Acquisition writes the item if it is absent; release
-//! deletes it if it still carries our `guid`. A crashed holder's lock stays held.
+//! (in `release`) deletes it if it still carries our `guid`. A crashed holder's lock stays
+//! held. This module runs the core's acquisition machine.
 
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
-use dynamodb_lock_core::release::{Outcome as Released, Release};
 
-use crate::client::{Cancel, Client};
+use crate::cancel::Cancel;
 use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
+use crate::lock::Shared;
+use crate::release::undo_later;
 
-pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
+pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
@@ -33,32 +35,11 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
             if undo {
                 // Unknown whether the write landed: remove it if it did, so that no lock is
                 // left held by nobody.
-                c.undo_later(key, guid);
+                undo_later(&c.store, &c.settings, key, guid);
             }
             Err(LockError::Store(error))
         }
         Outcome::Aborted => Err(LockError::Aborted),
-    }
-}
-
-/// Releases a FailClosed or FailOpen lock whose item may carry any of `guids`. Returns
-/// whether a waiter marked it recently.
-pub async fn release(c: &Client, key: &LockKey, guids: &[Guid]) -> Result<bool, LockError> {
-    let clock = Clock::start();
-    let (mut m, step) = Release::start(c.settings.protocol(), guids.to_vec(), &clock.env(None));
-    let to = Target {
-        store: &*c.store,
-        key,
-        settings: &c.settings,
-        data: None,
-        cancel: None,
-    };
-    match run(&mut m, step, clock, &to).await {
-        Released::Released { waiter } => Ok(waiter),
-        Released::NotOurs => Err(LockError::FailedToReleaseLock {
-            original: StoreError::condition_failed(),
-        }),
-        Released::Failed(error) => Err(LockError::Store(error)),
     }
 }
 
@@ -69,7 +50,7 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use crate::client::Cancel;
+    use crate::cancel::Cancel;
     use crate::error::{LockError, StoreError};
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;

@@ -3,17 +3,15 @@
 //! one. A waiter waits the holder's lease on its own clock, re-reading at a bounded interval so
 //! that a release is acted on at once.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
-use crate::client::{Cancel, Client, Settings};
+use crate::cancel::Cancel;
 use crate::drive::{run, waiter_id, Clock, Target};
 use crate::error::{LockError, StoreError};
-use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
-use crate::store::OpenFields;
+use crate::item::{new_guid, Guid, LockData, LockKey};
+use crate::lock::Shared;
+use crate::release::undo_later;
 
 pub struct Taken {
     pub guid: Guid,
@@ -24,51 +22,7 @@ pub struct Taken {
     pub contended: bool,
 }
 
-/// How many recently released locks a client remembers standing back from.
-const HANDOFF_KEYS: usize = 4096;
-
-/// Locks this client released while others were waiting for them. A releaser that asks again
-/// at once needs one request and wins nearly every time, while a waiter first has to re-read
-/// and see the release. So for a re-read period and a half after such a release, this
-/// client's next acquisition of the same lock stands back, and a waiter that re-reads at the
-/// usual interval takes its turn. Waiters make themselves known on the item
-/// (`lockWaitingUnixMs`, written when they start waiting and when the mark grows stale), which
-/// the release reads back; a holder that itself waited for the lock knows anyway.
-#[derive(Default)]
-pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
-
-impl Handoff {
-    pub fn released(&self, key: &LockKey, settings: &Settings) {
-        let until = Instant::now() + settings.reread_period + settings.reread_period / 2;
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= HANDOFF_KEYS {
-            let now = Instant::now();
-            m.retain(|_, t| *t > now);
-        }
-        if m.len() < HANDOFF_KEYS {
-            m.insert(key.clone(), until);
-        }
-    }
-
-    /// Until when this client stands back from `key`, if it released it lately while others
-    /// waited. Asking ends it.
-    pub fn turn(&self, key: &LockKey) -> Option<Instant> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key)
-    }
-}
-
-pub fn fields(s: &Settings) -> OpenFields<'_> {
-    OpenFields {
-        owner: &s.owner,
-        lease_duration_ms: s.lease_duration_ms,
-        lock_acquired_time_unix_ms: s.trust_local_time.then(unix_now_ms),
-        data: None,
-        ttl: s.ttl_held(),
-        token_floor: s.token_floor(),
-    }
-}
-
-pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
+pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
@@ -99,7 +53,7 @@ pub async fn acquire(c: &Client, key: &LockKey, data: Option<&LockData>, cancel:
         }),
         Outcome::Failed { error, undo } => {
             if undo {
-                c.undo_later(key, guid);
+                undo_later(&c.store, &c.settings, key, guid);
             }
             Err(LockError::Store(error))
         }
@@ -114,7 +68,8 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use crate::client::{Cancel, Client};
+    use crate::cancel::Cancel;
+    use crate::client::Client;
     use crate::error::{LockError, LostReason, StoreError};
     use crate::item::{unix_now_ms, LockRecord};
     use crate::lock::LockEvent;

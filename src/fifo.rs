@@ -27,20 +27,19 @@
 //! Queue positions, not tickets, key the entries: tickets of several resources skip numbers in
 //! a queue, while positions leave no gap, so that a missing entry is always the one just ahead.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::{op, settings};
+use dynamodb_lock_core::op;
 use futures_util::future::join_all;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::client::{Cancel, Client};
+use crate::cancel::Cancel;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
-use crate::lock::{EventSink, HeldLock, LockEvent};
+use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
+use crate::queues::{Mine, Queues};
 use crate::store::{attempt, Entry, Failed, OpenFields};
 
 /// The sort key value of a resource's head item.
@@ -75,243 +74,24 @@ async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
     if let Ok(st) = entry.state.try_lock() {
         return st.guids();
     }
-    let _hurry = entry.client.heartbeats.started().map(|h| h.hurry());
+    let _hurry = entry.client.heartbeats.hurry();
     entry.state.lock().await.guids()
 }
 
-/// The table a client works on, for error messages.
-#[derive(Clone, Debug, Default)]
-pub struct TableNames {
-    pub table: String,
-    pub partition_key: String,
-    /// Empty: none.
-    pub sort_key: String,
-}
-
-impl TableNames {
-    /// A readable message for DynamoDB's refusal of a request's key (a key attribute named or
-    /// typed otherwise than the table's): names the table and what `what` needs of its key
-    /// (`needs`), and keeps DynamoDB's words at the end. Other errors are returned as they are.
-    pub fn explain_keys(&self, e: LockError, what: &str, needs: impl FnOnce(&TableNames) -> String) -> LockError {
-        let LockError::Store(StoreError::Service {
-            code,
-            message,
-            transient,
-            maybe_applied,
-        }) = e
-        else {
-            return e;
-        };
-        let m = message.to_ascii_lowercase();
-        let about_keys = code == "ValidationException"
-            && [
-                "key element does not match the schema",
-                "type mismatch for key",
-                "conditions on the keys",
-                "missing the key",
-                "required keys was not given a value",
-            ]
-            .iter()
-            .any(|k| m.contains(k));
-        let message = match about_keys {
-            true => format!(
-                "The lock table \"{}\" does not fit {what}: {}. DynamoDB said: {message}",
-                self.table,
-                needs(self)
-            ),
-            false => message,
-        };
-        LockError::Store(StoreError::Service {
-            code,
-            message,
-            transient,
-            maybe_applied,
+/// What the locks that are `c`'s queue entries share: `c`'s store and settings, the
+/// process-wide scheduler, no events.
+fn entries_client(c: &Shared) -> Arc<Shared> {
+    c.entries
+        .get_or_init(|| {
+            Arc::new(Shared::new(
+                c.store.clone(),
+                c.settings.clone(),
+                Arc::new(Quiet),
+                Box::new(LazyHeartbeats::new(None)),
+                Queues::default(),
+            ))
         })
-    }
-}
-
-/// A Fifo client's own state: its TTL attribute, and its queue entries and held heads per
-/// resource, so that a release or an abort in this client wakes its waiters behind at once.
-pub struct Queues {
-    pub ttl_attribute: String,
-    pub names: TableNames,
-    local: Mutex<HashMap<KeyValue, Local>>,
-    /// Notified on every change of `local`. One for the client: a waiter woken for another
-    /// resource only looks at its own state again, without a request.
-    changed: Notify,
-    /// The client of queue entries' heartbeats, which report to nobody: a waiter learns from
-    /// its entry's state.
-    entry_client: OnceLock<Arc<Client>>,
-}
-
-impl Default for Queues {
-    fn default() -> Self {
-        Queues::new(settings::FIFO_TTL_ATTRIBUTE.into(), TableNames::default())
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mine {
-    Waiting,
-    Finished,
-    Granted(u64),
-}
-
-/// A head this client holds or held.
-enum Held {
-    Holding(std::sync::Weak<HeldLock>),
-    Released,
-}
-
-#[derive(Default)]
-struct Local {
-    /// This client's queue entries, by position.
-    entries: BTreeMap<u64, Mine>,
-    /// Heads this client holds or held, by token.
-    held: BTreeMap<u64, Held>,
-    /// Acquisitions of this client waiting in this queue.
-    waiting: usize,
-}
-
-/// Released heads remembered per resource while this client has waiters there.
-const HELD_KEPT: usize = 64;
-
-impl Queues {
-    pub fn new(ttl_attribute: String, names: TableNames) -> Self {
-        Queues {
-            ttl_attribute,
-            names,
-            local: Default::default(),
-            changed: Notify::new(),
-            entry_client: OnceLock::new(),
-        }
-    }
-
-    fn with<R>(&self, r: &KeyValue, f: impl FnOnce(&mut Local) -> R) -> R {
-        let mut m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        let local = m.entry(r.clone()).or_default();
-        let out = f(local);
-        if local.waiting == 0 {
-            local.entries.clear();
-            // Forget released heads, and held ones whose lock is gone (lost and dropped).
-            local
-                .held
-                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.strong_count() > 0));
-            if local.held.is_empty() {
-                m.remove(r);
-            }
-        } else {
-            let last_waiting = local
-                .entries
-                .iter()
-                .rev()
-                .find(|(_, m)| **m == Mine::Waiting)
-                .map(|(p, _)| *p);
-            // Only waiters behind an entry look at it.
-            local
-                .entries
-                .retain(|p, m| *m == Mine::Waiting || last_waiting.is_some_and(|w| *p < w));
-            while local.held.len() > HELD_KEPT {
-                local.held.pop_first();
-            }
-        }
-        out
-    }
-
-    fn changed(&self) {
-        self.changed.notify_waiters();
-    }
-
-    fn local_entry(&self, r: &KeyValue, position: u64) -> Option<Mine> {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(r).and_then(|l| l.entries.get(&position).copied())
-    }
-
-    fn join(&self, r: &KeyValue, position: u64) {
-        self.with(r, |l| {
-            l.waiting += 1;
-            l.entries.insert(position, Mine::Waiting);
-        });
-    }
-
-    /// This acquisition no longer waits at `position`: it is `mine` now, or unknown (`None`:
-    /// waiters behind read the store).
-    fn leave(&self, r: &KeyValue, position: u64, mine: Option<Mine>) {
-        self.with(r, |l| {
-            l.waiting = l.waiting.saturating_sub(1);
-            match mine {
-                Some(m) => l.entries.insert(position, m),
-                None => l.entries.remove(&position),
-            };
-        });
-        self.changed();
-    }
-
-    fn hold(&self, r: &KeyValue, token: u64, lock: &Arc<HeldLock>) {
-        self.with(r, |l| l.held.insert(token, Held::Holding(Arc::downgrade(lock))));
-        self.changed();
-    }
-
-    fn released(&self, r: &KeyValue, token: u64) {
-        self.with(r, |l| {
-            if let Some(h) = l.held.get_mut(&token) {
-                *h = Held::Released;
-            }
-        });
-        self.changed();
-    }
-
-    /// Whether this client holds the head with `token` (`Some(false)`: its release wakes the
-    /// waiters) or has just released it (`Some(true)`). `None` also for a lock of this client
-    /// that was lost or dropped: only the table knows.
-    fn holder(&self, r: &KeyValue, token: u64) -> Option<bool> {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        match m.get(r).and_then(|l| l.held.get(&token))? {
-            Held::Released => Some(true),
-            Held::Holding(lock) => {
-                let lock = lock.upgrade()?;
-                // A heartbeat in flight holds the state: the lock is live.
-                let lost = lock.state.try_lock().is_ok_and(|st| st.lost);
-                (!lost).then_some(false)
-            }
-        }
-    }
-
-    /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
-    /// holds its head.
-    fn busy_here(&self, r: &KeyValue) -> bool {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(r).is_some_and(|l| {
-            l.waiting > 0
-                || l.held
-                    .values()
-                    .any(|h| matches!(h, Held::Holding(lock) if lock.upgrade().is_some_and(|l| !l.is_stopping())))
-        })
-    }
-
-    /// Resources this client keeps state for.
-    #[cfg(test)]
-    fn tracked(&self) -> usize {
-        self.local.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// A client like `c` whose locks are queue entries: same store, settings and scheduler,
-    /// no events.
-    fn entries_client(&self, c: &Client) -> Arc<Client> {
-        self.entry_client
-            .get_or_init(|| {
-                Arc::new(Client {
-                    store: c.store.clone(),
-                    settings: c.settings.clone(),
-                    events: Arc::new(Quiet),
-                    heartbeats: LazyHeartbeats::new(None),
-                    handoff: Default::default(),
-                    lines: Default::default(),
-                    fifo: Default::default(),
-                })
-            })
-            .clone()
-    }
+        .clone()
 }
 
 struct Quiet;
@@ -320,7 +100,7 @@ impl EventSink for Quiet {
     fn emit(&self, _: u64, _: LockEvent) {}
 }
 
-fn fields(c: &Client) -> OpenFields<'_> {
+fn fields(c: &Shared) -> OpenFields<'_> {
     OpenFields {
         owner: &c.settings.owner,
         lease_duration_ms: c.settings.lease_duration_ms,
@@ -341,13 +121,13 @@ fn unix_now_s() -> u64 {
     crate::item::unix_now_ms() / 1000
 }
 
-fn entry_ttl(c: &Client) -> u64 {
+fn entry_ttl(c: &Shared) -> u64 {
     unix_now_s() + c.settings.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
 }
 
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
 /// key, or lock ids of the wrong type).
-fn explain(c: &Client, e: LockError) -> LockError {
+fn explain(c: &Shared, e: LockError) -> LockError {
     c.fifo.names.explain_keys(e, "Fifo locks", |n| {
         format!(
             "they need its partition key \"{}\" to have the lock ids' type and its sort key \"{}\" to be a string (S)",
@@ -356,7 +136,7 @@ fn explain(c: &Client, e: LockError) -> LockError {
     })
 }
 
-async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
+async fn read(c: &Shared, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
     attempt(c.settings.policy(), || c.store.get(key)).await
 }
 
@@ -364,7 +144,7 @@ async fn read(c: &Client, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
 /// turn (`None`: without end; zero: fail at once if anyone is ahead). A cancelled or timed
 /// out acquisition leaves neither a lock nor a live queue entry behind.
 pub async fn acquire(
-    c: &Arc<Client>,
+    c: &Arc<Shared>,
     mut resources: Vec<KeyValue>,
     wait: Option<Duration>,
     cancel: &Cancel,
@@ -411,7 +191,7 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
 }
 
 async fn acquire_sorted(
-    c: &Arc<Client>,
+    c: &Arc<Shared>,
     resources: &[KeyValue],
     no_wait: bool,
     deadline: Option<Instant>,
@@ -455,7 +235,7 @@ async fn acquire_sorted(
 }
 
 /// The uncontended path: one request. `None` when the head is held or tickets are out.
-async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Option<Arc<HeldLock>>, LockError> {
+async fn take_free(c: &Arc<Shared>, r: &KeyValue, no_wait: bool) -> Result<Option<Arc<HeldLock>>, LockError> {
     let head = head_key(r);
     let guid = new_guid();
     let f = fields(c);
@@ -497,7 +277,7 @@ async fn take_free(c: &Arc<Client>, r: &KeyValue, no_wait: bool) -> Result<Optio
 }
 
 /// A head item taken with `token`: a held lock, heartbeated like a FailOpen lock.
-fn hold(c: &Arc<Client>, head: LockKey, guid: Guid, token: u64, sent_at: Instant) -> Arc<HeldLock> {
+fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant) -> Arc<HeldLock> {
     let resource = head.partition.clone();
     let lock = Arc::new(HeldLock::new(
         c.clone(),
@@ -511,56 +291,15 @@ fn hold(c: &Arc<Client>, head: LockKey, guid: Guid, token: u64, sent_at: Instant
     lock
 }
 
-fn schedule(c: &Client, lock: &Arc<HeldLock>) {
+fn schedule(c: &Shared, lock: &Arc<HeldLock>) {
     match c.settings.heartbeat_period {
-        Some(period) => c.heartbeats.get().schedule_first(lock, period),
+        Some(period) => c.heartbeats.schedule_first(lock, period),
         None => {
             if let Some(at) = lock.lease.until() {
-                c.heartbeats.get().schedule_lapse(lock, at);
+                c.heartbeats.schedule_lapse(lock, at);
             }
         }
     }
-}
-
-/// Release of a held head: `leaseDurationMs` becomes 1 (the item and its token stay), and this
-/// client's waiter next in line is woken. A lock that is no longer ours releases quietly.
-pub async fn release(
-    c: &Client,
-    key: &LockKey,
-    guids: &[Guid],
-    token: Option<u64>,
-    lost: bool,
-) -> Result<(), LockError> {
-    let result = if lost {
-        Ok(())
-    } else {
-        let budget = c.settings.budget_of(c.settings.release_policy());
-        match attempt(budget.writes, || c.store.release(key, guids, None, None)).await {
-            Ok(_)
-            | Err(Failed {
-                error: StoreError::ConditionFailed { .. },
-                ..
-            }) => Ok(()),
-            Err(Failed { error, ambiguous }) => {
-                let mut outcome = Err(LockError::Store(error));
-                if ambiguous {
-                    if let Ok(cur) = attempt(budget.settle, || c.store.get(key)).await {
-                        let still_held = cur.is_some_and(|r| !r.is_released() && guids.iter().any(|g| r.carries(g)));
-                        if !still_held {
-                            outcome = Ok(());
-                        }
-                    }
-                }
-                outcome
-            }
-        }
-    };
-    if result.is_ok() {
-        if let Some(token) = token {
-            c.fifo.released(&key.partition, token);
-        }
-    }
-    result
 }
 
 enum Stop {
@@ -599,7 +338,7 @@ enum Watch {
 
 /// One resource of an acquisition: its ticket and place in the queue, and what it has seen.
 struct Queued {
-    c: Arc<Client>,
+    c: Arc<Shared>,
     resource: KeyValue,
     head: LockKey,
     ticket: u64,
@@ -644,7 +383,7 @@ impl Drop for Queued {
 }
 
 impl Queued {
-    fn new(c: &Arc<Client>, resource: &KeyValue, ticket: u64, before: Option<LockRecord>) -> Queued {
+    fn new(c: &Arc<Shared>, resource: &KeyValue, ticket: u64, before: Option<LockRecord>) -> Queued {
         let position = before.as_ref().and_then(|h| h.queue_next()).unwrap_or(0) + 1;
         let now = Instant::now();
         c.fifo.join(resource, position);
@@ -994,7 +733,7 @@ impl Queued {
             return Err(Stop::Dead);
         }
         let lock = Arc::new(HeldLock::new(
-            c.fifo.entries_client(&c),
+            entries_client(&c),
             key,
             guid,
             None,
@@ -1081,7 +820,7 @@ impl Queued {
 
 /// One acquisition of one or more resources (sorted), with one ticket.
 struct Acquisition {
-    c: Arc<Client>,
+    c: Arc<Shared>,
     queued: Vec<Queued>,
 }
 
@@ -1136,7 +875,7 @@ impl Acquisition {
     async fn run(&mut self, deadline: Option<Instant>, cancel: &Cancel) -> Result<(), Stop> {
         let c = self.c.clone();
         loop {
-            let changed = c.fifo.changed.notified();
+            let changed = c.fifo.changes();
             tokio::pin!(changed);
             changed.as_mut().enable();
             cancel.check()?;
@@ -1228,12 +967,15 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use dynamodb_lock_core::settings;
     use tokio::task::JoinHandle;
     use tokio::time::Instant;
 
     use super::*;
-    use crate::client::Settings;
+    use crate::client::Client;
     use crate::config::Kind;
+    use crate::queues::TableNames;
+    use crate::settings::Settings;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::store::Store;
     use crate::testkit::client;
@@ -1258,7 +1000,13 @@ mod tests {
     }
 
     async fn take(c: &Arc<Client>, ids: &[&str], wait: Option<Duration>) -> Result<Vec<Arc<HeldLock>>, LockError> {
-        acquire(c, ids.iter().map(|i| res(i)).collect(), wait, &Cancel::default()).await
+        acquire(
+            &c.shared,
+            ids.iter().map(|i| res(i)).collect(),
+            wait,
+            &Cancel::default(),
+        )
+        .await
     }
 
     type Waiting = JoinHandle<Result<Vec<Arc<HeldLock>>, LockError>>;
@@ -1526,7 +1274,7 @@ mod tests {
         let cancel = Arc::new(Cancel::default());
         let aborted = {
             let (c, cancel) = (fifo_client(&store, "aborted", 1000), cancel.clone());
-            tokio::spawn(async move { acquire(&c, vec![res("a")], None, &cancel).await })
+            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, &cancel).await })
         };
         settle_for(5).await;
         let behind = spawn_take(&fifo_client(&store, "behind", 1000), &["a"], None);
@@ -1546,7 +1294,7 @@ mod tests {
         let cancel = Arc::new(Cancel::default());
         let last = {
             let (c, cancel) = (fifo_client(&store, "last", 1000), cancel.clone());
-            tokio::spawn(async move { acquire(&c, vec![res("a")], None, &cancel).await })
+            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, &cancel).await })
         };
         settle_for(500).await;
         assert_eq!(entries(&store, "a").len(), 1);
@@ -1739,14 +1487,12 @@ mod tests {
             }),
         );
         let (c, _) = client(&store, settings("me", 1000));
-        let c = Arc::new(Client {
-            store: c.store.clone(),
-            settings: c.settings.clone(),
-            events: c.events.clone(),
-            heartbeats: LazyHeartbeats::new(Some(0)),
-            handoff: Default::default(),
-            lines: Default::default(),
-            fifo: Queues::new(
+        let c = Arc::new(Client::new(
+            c.store.clone(),
+            c.settings.clone(),
+            c.events.clone(),
+            LazyHeartbeats::new(Some(0)),
+            Queues::new(
                 "ttl".into(),
                 TableNames {
                     table: "locks".into(),
@@ -1754,7 +1500,7 @@ mod tests {
                     sort_key: "sk".into(),
                 },
             ),
-        });
+        ));
         let err = take(&c, &["a"], None).await.unwrap_err();
         assert_eq!(err.code(), "ValidationException");
         let m = err.message();

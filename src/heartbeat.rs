@@ -28,9 +28,8 @@ use tokio::time::Instant;
 use dynamodb_lock_core::heartbeat as machine;
 
 use crate::error::{LockError, LostReason, StoreError};
-use crate::fail_open::fields;
 use crate::item::new_guid;
-use crate::lock::{HeldLock, LockEvent, LockState};
+use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
 use crate::stats::Stats;
 use crate::store::timed_out;
 
@@ -314,6 +313,20 @@ impl LazyHeartbeats {
     }
 }
 
+impl Scheduler for LazyHeartbeats {
+    fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
+        self.get().schedule_first(lock, period);
+    }
+
+    fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
+        self.get().schedule_lapse(lock, at);
+    }
+
+    fn hurry(&self) -> Option<Box<dyn Send + '_>> {
+        self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
+    }
+}
+
 /// New heartbeats on their way to the scheduler, and when it will next look for them. A new
 /// lock's first heartbeat is usually due after that (it is at a random point of the period),
 /// so taking a lock seldom wakes the scheduler's thread.
@@ -461,7 +474,7 @@ fn own_thread(inbox: Arc<Inbox>, max_per_second: u32) -> std::io::Result<()> {
         .spawn(move || {
             crate::store::keep_connections_apart();
             let _ = inbox.thread.set(std::thread::current());
-            rt.spawn(crate::timer_floor());
+            rt.spawn(crate::runtime::timer_floor());
             // A task, not the future `block_on` drives: waking that one from the runtime's own
             // thread would still write to the runtime's eventfd.
             let _ = rt.block_on(rt.spawn(tokio::task::unconstrained(run(inbox, max_per_second, Pause::Thread))));
@@ -681,7 +694,7 @@ pub(crate) async fn beat(
     };
     let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
     let guids = [st.guid, new];
-    let f = fields(s);
+    let f = s.open_fields();
     let now = Instant::now();
     // The machine's clock: time since the earliest instant it is told of.
     let base = due.min(now).min(lease_until);
@@ -820,7 +833,7 @@ fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::Cancel;
+    use crate::cancel::Cancel;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;
 

@@ -5,28 +5,45 @@
 //! conditions, and every settings default live in the crate `dynamodb_lock_core`
 //! (crates/core), which does no I/O and reads no clock; the modules here run it.
 //!
-//! - `config`: validation of user configuration, with the original's messages.
-//! - `defaults`: the settings defaults JavaScript applies itself, from the core's `settings`.
+//! Modules, each depending only on modules listed before it (the crate root on them all):
+//!
 //! - `item`: the core's lock item, plus what the core leaves to its runner: new random
 //!   `guid`s and the wall clock.
+//! - `error`: `LockError` and the `code` JavaScript sees.
+//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
+//! - `config`: validation of user configuration, with the original's messages.
+//! - `defaults`: the settings defaults JavaScript applies itself, from the core's `settings`.
+//! - `runtime`: what every tokio runtime of the addon runs beside its work (the timer floor).
+//! - `js_credentials`: credentials from a JavaScript provider.
 //! - `store`: the `Store` trait (the core's operations, one method each), its
 //!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
 //!   that track ambiguous outcomes.
-//! - `fail_closed`, `fail_open`: acquisition and release state machines over a `Store`, and
-//!   the waiting mark that puts the longest waiter of all processes first.
+//! - `settings`: a client's settings, and the TTL, fields, retry policies and budgets that
+//!   follow from them.
+//! - `cancel`: cancellation of one pending acquisition.
 //! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over.
-//! - `fifo`: the fair lock: a queue per resource, granted in ticket order.
-//! - `lock`: a held lock, its serialized state and its events.
-//! - `heartbeat`: one scheduler renewing every held FailOpen lock.
-//! - `client`: settings, acquisition of every kind, the local line, cancellation.
-//! - `error`: `LockError` and the `code` JavaScript sees.
-//! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
+//! - `handoff`: locks this client released while others waited, which it stands back from.
+//! - `queues`: Fifo's state in one client (its queue entries and held heads), and the table's
+//!   names for error messages.
+//! - `drive`: runs the core's acquisition and release machines over a `Store`.
+//! - `release`: the release write of each kind, and the undoing of an acquisition write whose
+//!   outcome is unknown.
+//! - `lock`: a held lock, its serialized state and its events, and `Shared`, what the held
+//!   locks of one client share with it; `Scheduler`, the heartbeat scheduler as they see it.
+//! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
+//! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
+//!   `drive`).
+//! - `fifo`: the fair lock's acquisition: a queue per resource, granted in ticket order.
+//! - `client`: acquisition of every kind through the local line, and the start of a new
+//!   lock's heartbeats.
+//! - `testkit` (tests only): a client over the in-memory store, and a recorder of events.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
 //! locks and pending acquisitions that JavaScript refers to by number.
 
 #![cfg_attr(test, allow(dead_code))]
 
+mod cancel;
 mod client;
 mod config;
 mod defaults;
@@ -35,11 +52,16 @@ mod error;
 mod fail_closed;
 mod fail_open;
 mod fifo;
+mod handoff;
 mod heartbeat;
 mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod queues;
+mod release;
+mod runtime;
+mod settings;
 mod stats;
 mod store;
 #[cfg(test)]
@@ -51,17 +73,20 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
-use dynamodb_lock_core::{op, settings};
+use dynamodb_lock_core::op;
+use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use crate::client::{Cancel, Client, Settings, TtlSettings};
+use crate::cancel::Cancel;
+use crate::client::Client;
 use crate::config::{Kind, RawValue};
 use crate::error::LockError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
+use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
@@ -78,23 +103,8 @@ fn init() {
         .enable_all()
         .build()
     {
-        rt.spawn(timer_floor());
+        rt.spawn(runtime::timer_floor());
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
-    }
-}
-
-/// How far ahead `timer_floor` keeps its timer: shorter than any request timeout or lease
-/// timer in common use, long enough that its own wake-ups cost nothing measurable.
-const TIMER_FLOOR: Duration = Duration::from_secs(1);
-
-/// Keeps one timer at most `TIMER_FLOOR` ahead in the runtime's timer wheel. Tokio's timer
-/// driver wakes its I/O driver (an eventfd write, and a spurious return from `epoll_wait`)
-/// whenever a new timer is earlier than every timer it holds, even when it is registered by
-/// the running worker itself. Without a near timer in the wheel that is every request's
-/// timeout and every heartbeat's lease timers: about two needless system calls per request.
-pub(crate) async fn timer_floor() {
-    loop {
-        tokio::time::sleep(TIMER_FLOOR).await;
     }
 }
 
@@ -456,7 +466,7 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 fn abandon_locks(client: &std::sync::Weak<Client>) {
     let Some(client) = client.upgrade() else { return };
     let abandoned: Vec<Arc<HeldLock>> = locks()
-        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client))
+        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client.shared))
         .map(|(_, l)| l)
         .collect();
     for lock in abandoned {
@@ -469,7 +479,7 @@ fn abandon_locks(client: &std::sync::Weak<Client>) {
 async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
     let held: Vec<Arc<HeldLock>> = locks()
         .values()
-        .filter(|l| Arc::ptr_eq(&l.client, client) && l.key == *key)
+        .filter(|l| Arc::ptr_eq(&l.client, &client.shared) && l.key == *key)
         .cloned()
         .collect();
     let mut guids = Vec::new();
@@ -553,24 +563,24 @@ impl NativeClient {
         s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
         s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
         if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-            s.heartbeat_period = Some(settings::fifo_heartbeat(s.lease_duration_ms));
+            s.heartbeat_period = Some(core_settings::fifo_heartbeat(s.lease_duration_ms));
         }
         s.trust_local_time = o.trust_local_time.unwrap_or(false);
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
-            .unwrap_or_else(|| settings::reread(s.lease_duration_ms));
-        s.queue_reread_period = settings::queue_reread(s.lease_duration_ms, s.reread_period);
+            .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
+        s.queue_reread_period = core_settings::queue_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
-        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| settings::danger_margin(s.lease_duration_ms));
+        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.lease_duration_ms));
         if kind != Kind::Fifo {
             let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
             s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
                 (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
                 (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
                     attribute,
-                    seconds: settings::OPEN_TTL_SECONDS,
+                    seconds: core_settings::OPEN_TTL_SECONDS,
                 }),
                 // FailClosed without `ttlSeconds` is refused by validation.
                 _ => None,
@@ -598,12 +608,14 @@ impl NativeClient {
             ))),
             _ => None,
         };
-        let queues = fifo::Queues::new(
+        let queues = queues::Queues::new(
             match kind {
-                Kind::Fifo => o.ttl_attribute.unwrap_or_else(|| settings::FIFO_TTL_ATTRIBUTE.into()),
-                _ => settings::FIFO_TTL_ATTRIBUTE.into(),
+                Kind::Fifo => o
+                    .ttl_attribute
+                    .unwrap_or_else(|| core_settings::FIFO_TTL_ATTRIBUTE.into()),
+                _ => core_settings::FIFO_TTL_ATTRIBUTE.into(),
             },
-            fifo::TableNames {
+            queues::TableNames {
                 table: o.lock_table.clone(),
                 partition_key: o.partition_key.clone(),
                 sort_key: o.sort_key.clone().unwrap_or_default(),
@@ -627,19 +639,17 @@ impl NativeClient {
         )
         .with_stats(stats);
         let store = Arc::new(store);
-        let inner = Arc::new(Client {
-            store: store.clone(),
-            settings: s,
-            events: Arc::new(JsEvents(weak_handler(on_event)?)),
-            heartbeats: LazyHeartbeats::new(
+        let inner = Arc::new(Client::new(
+            store.clone(),
+            s,
+            Arc::new(JsEvents(weak_handler(on_event)?)),
+            LazyHeartbeats::new(
                 o.max_heartbeats_per_second
                     .filter(|r| r.is_finite() && *r >= 1.0)
                     .map(|r| r.min(u32::MAX as f64) as u32),
             ),
-            handoff: Default::default(),
-            lines: Default::default(),
-            fifo: queues,
-        });
+            queues,
+        ));
         // The hook runs when this environment ends (a worker thread, or the process).
         env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
         Ok(NativeClient {
@@ -714,7 +724,7 @@ impl NativeClient {
         let cancels = self.cancels.clone();
         answer(&self.answers, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = fifo::acquire(&client, resources, wait, &cancel).await;
+            let result = fifo::acquire(&client.shared, resources, wait, &cancel).await;
             cancels.forget(id);
             match result {
                 Ok(held) => {

@@ -1,21 +1,26 @@
-//! A held lock: its key, current `guid`, lease and health, and the events it reports.
-//! Operations on one lock are serialized by its state mutex: a release waits for an
-//! in-flight heartbeat and then writes with the newest `guid`.
+//! A held lock: its key, current `guid`, lease and health, and the events it reports; and
+//! what the held locks of one client share with it (`Shared`: store, settings, where events
+//! go, the local line, the hand-off, Fifo's queue state, and the heartbeat scheduler, which
+//! the layer above supplies through `Scheduler`). Operations on one lock are serialized by
+//! its state mutex: a release waits for an in-flight heartbeat and then writes with the
+//! newest `guid`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use crate::client::Client;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
+use crate::handoff::Handoff;
 use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
-use crate::line::Turn;
-use crate::store::{attempt, Failed};
-use crate::{fail_closed, fail_open};
+use crate::line::{Lines, Turn};
+use crate::queues::{Head, Queues};
+use crate::release;
+use crate::settings::Settings;
+use crate::store::{attempt, Failed, Store};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +44,53 @@ enum HandOver {
 
 pub trait EventSink: Send + Sync {
     fn emit(&self, lock_id: u64, event: LockEvent);
+}
+
+/// The heartbeat scheduler as held locks and their acquisitions see it (`heartbeat`
+/// implements it).
+pub trait Scheduler: Send + Sync {
+    /// Schedules the first heartbeat of a lock just taken, at a random point of `period`.
+    fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration);
+    /// Schedules the report of the end of the lease of a lock without heartbeats.
+    fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant);
+    /// For a release that waits for a heartbeat in flight: until the guard is dropped, the
+    /// scheduler (if it has started) takes replies as they come. `None`: not started.
+    fn hurry(&self) -> Option<Box<dyn Send + '_>>;
+}
+
+/// What the held locks of one client share with it, and with one another.
+pub struct Shared {
+    pub store: Arc<dyn Store>,
+    pub settings: Settings,
+    pub events: Arc<dyn EventSink>,
+    pub heartbeats: Box<dyn Scheduler>,
+    pub handoff: Handoff,
+    pub lines: Lines,
+    pub fifo: Queues,
+    /// Fifo: what the locks that are queue entries share, made on first use. Their heartbeats
+    /// report to nobody: a waiter learns from its entry's state.
+    pub entries: OnceLock<Arc<Shared>>,
+}
+
+impl Shared {
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: Settings,
+        events: Arc<dyn EventSink>,
+        heartbeats: Box<dyn Scheduler>,
+        fifo: Queues,
+    ) -> Shared {
+        Shared {
+            store,
+            settings,
+            events,
+            heartbeats,
+            handoff: Default::default(),
+            lines: Default::default(),
+            fifo,
+            entries: OnceLock::new(),
+        }
+    }
 }
 
 /// End of a lock's lease on this process's monotonic clock, counted from when the last
@@ -123,7 +175,8 @@ pub struct HeldLock {
     pub fencing_token: Option<u64>,
     /// Others wanted this lock when it was taken: its release hands it over (`Handoff`).
     pub contended: bool,
-    pub client: Arc<Client>,
+    /// What this lock shares with the client that took it.
+    pub client: Arc<Shared>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
     pub(crate) stopping: AtomicBool,
     left_line: AtomicBool,
@@ -146,7 +199,7 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 impl HeldLock {
     pub fn new(
-        client: Arc<Client>,
+        client: Arc<Shared>,
         key: LockKey,
         guid: Guid,
         fencing_token: Option<u64>,
@@ -208,7 +261,7 @@ impl HeldLock {
         let c = &self.client;
         let s = &c.settings;
         let new = new_guid();
-        let fields = (s.kind == Kind::FailOpen).then(|| fail_open::fields(s));
+        let fields = (s.kind == Kind::FailOpen).then(|| s.open_fields());
         let fresh_since = unix_now_ms().saturating_sub(s.mark_fresh().as_millis() as u64);
         let sent_at = Instant::now();
         match attempt(s.policy(), || {
@@ -286,7 +339,7 @@ impl HeldLock {
             Ok(st) => st,
             // Most likely a heartbeat in flight: have its reply taken as soon as it comes.
             Err(_) => {
-                let _hurry = self.client.heartbeats.started().map(|h| h.hurry());
+                let _hurry = self.client.heartbeats.hurry();
                 self.state.lock().await
             }
         };
@@ -314,13 +367,21 @@ impl HeldLock {
         }
         let c = &self.client;
         let result = match kind {
-            Kind::FailClosed => fail_closed::release(c, &self.key, &guids).await,
+            Kind::FailClosed => release::release(&*c.store, &c.settings, &self.key, &guids).await,
             // Taken by another holder: nothing of ours is left to write.
             Kind::FailOpen if st.lost && !st.lapsed => Ok(false),
-            Kind::Fifo => crate::fifo::release(c, &self.key, &guids, self.fencing_token, st.lost && !st.lapsed)
-                .await
-                .map(|()| false),
-            Kind::FailOpen => fail_closed::release(c, &self.key, &guids).await,
+            Kind::Fifo => release::release_head(
+                &*c.store,
+                &c.settings,
+                &c.fifo,
+                &self.key,
+                &guids,
+                self.fencing_token,
+                st.lost && !st.lapsed,
+            )
+            .await
+            .map(|()| false),
+            Kind::FailOpen => release::release(&*c.store, &c.settings, &self.key, &guids).await,
         };
         let result = result.map(|marked| {
             // Someone else waits, or this holder waited itself: stand back once for them.
@@ -334,5 +395,15 @@ impl HeldLock {
             st.pending = None;
         }
         result
+    }
+}
+
+impl Head for HeldLock {
+    fn seen_lost(&self) -> bool {
+        self.state.try_lock().is_ok_and(|st| st.lost)
+    }
+
+    fn is_stopping(&self) -> bool {
+        HeldLock::is_stopping(self)
     }
 }

@@ -88,7 +88,7 @@ mod tests {
         use std::sync::Arc;
         use std::time::Duration;
 
-        use crate::client::Cancel;
+        use crate::cancel::Cancel;
         use crate::store::memory::{Fault, MemoryStore};
         use crate::testkit::*;
 

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use dynamodb_lock_core::settings;
 
-use crate::client::{Client, Settings};
+use crate::client::Client;
 use crate::config::Kind;
 use crate::error::StoreError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockKey};
 use crate::lock::{EventSink, LockEvent};
+use crate::settings::Settings;
 use crate::store::memory::MemoryStore;
 
 #[derive(Default)]
@@ -73,15 +74,7 @@ pub fn client_with(
     heartbeats: LazyHeartbeats,
 ) -> (Arc<Client>, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
-    let c = Client {
-        store: store.clone(),
-        settings,
-        events: rec.clone(),
-        heartbeats,
-        handoff: Default::default(),
-        lines: Default::default(),
-        fifo: Default::default(),
-    };
+    let c = Client::new(store.clone(), settings, rec.clone(), heartbeats, Default::default());
     (Arc::new(c), rec)
 }
 
@@ -90,7 +83,7 @@ pub async fn hold(c: &Arc<Client>, n: usize) -> Vec<Arc<crate::lock::HeldLock>> 
     let mut held = Vec::new();
     for i in 0..n {
         held.push(
-            c.acquire(key(&format!("k{i}")), &crate::client::Cancel::default())
+            c.acquire(key(&format!("k{i}")), &crate::cancel::Cancel::default())
                 .await
                 .unwrap(),
         );

@@ -6,15 +6,15 @@
 //!
 //! Each client step follows the code it names:
 //! - `FailClosed` acquisition: `fail_closed::acquire` (src/fail_closed.rs); release:
-//!   `fail_closed::release`; an ambiguous failure that cannot be read back: `Client::undo_later`
-//!   (src/client.rs).
+//!   `release::release`; an ambiguous failure that cannot be read back: `release::undo_later`
+//!   (src/release.rs).
 //! - `FailOpen` acquisition: `fail_open::acquire` and `wait_out` (src/fail_open.rs), release:
-//!   `fail_open::release`; heartbeat: `heartbeat::beat` (src/heartbeat.rs); the release's wait
+//!   `release::release`; heartbeat: `heartbeat::beat` (src/heartbeat.rs); the release's wait
 //!   for an in-flight heartbeat and its `guid` set: `HeldLock::release` (src/lock.rs).
 //! - `Fifo` (src/fifo.rs): the uncontended `take_free`, the ticket of `Acquisition::enter`, the
 //!   next-in-line part of `Queued::step` with `Queued::observe_head` and `Queued::grant`,
 //!   `Queued::give_up` (releasing a grant that may have landed, giving the ticket back), and
-//!   `fifo::release`; a granted head is held and heartbeated as a FailOpen lock. The queue of
+//!   `release::release_head`; a granted head is held and heartbeated as a FailOpen lock. The queue of
 //!   entries is over-approximated: any waiter with a ticket may be told at any moment that it
 //!   is next in line (`Action::Look`), so the head's conditions alone must keep grants
 //!   exclusive and in ticket order.

@@ -1,0 +1,43 @@
+//! The hand-off: locks this client released while others waited for them, from which its
+//! next acquisition stands back for a moment.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::time::Instant;
+
+use crate::item::LockKey;
+use crate::settings::Settings;
+
+/// How many recently released locks a client remembers standing back from.
+const HANDOFF_KEYS: usize = 4096;
+
+/// Locks this client released while others were waiting for them. A releaser that asks again
+/// at once needs one request and wins nearly every time, while a waiter first has to re-read
+/// and see the release. So for a re-read period and a half after such a release, this
+/// client's next acquisition of the same lock stands back, and a waiter that re-reads at the
+/// usual interval takes its turn. Waiters make themselves known on the item
+/// (`lockWaitingUnixMs`, written when they start waiting and when the mark grows stale), which
+/// the release reads back; a holder that itself waited for the lock knows anyway.
+#[derive(Default)]
+pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
+
+impl Handoff {
+    pub fn released(&self, key: &LockKey, settings: &Settings) {
+        let until = Instant::now() + settings.reread_period + settings.reread_period / 2;
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= HANDOFF_KEYS {
+            let now = Instant::now();
+            m.retain(|_, t| *t > now);
+        }
+        if m.len() < HANDOFF_KEYS {
+            m.insert(key.clone(), until);
+        }
+    }
+
+    /// Until when this client stands back from `key`, if it released it lately while others
+    /// waited. Asking ends it.
+    pub fn turn(&self, key: &LockKey) -> Option<Instant> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key)
+    }
+}

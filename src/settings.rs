@@ -1,0 +1,181 @@
+//! A client's settings as the runtime reads them, with what follows from them: the TTL
+//! attribute of a write, the token floor, the fields of a FailOpen write, and the retry
+//! policies and budgets of requests. The protocol's own view of them, and every default, are
+//! the core's (`dynamodb_lock_core::settings`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dynamodb_lock_core::settings;
+use tokio::time::Instant;
+
+use crate::config::Kind;
+use crate::item::{token_floor, unix_now_ms};
+use crate::stats::Stats;
+use crate::store::{OpenFields, RetryPolicy, Ttl};
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub kind: Kind,
+    pub owner: String,
+    pub retry_count: u32,
+    /// FailClosed: pause between attempts on a held lock.
+    pub acquire_period: Duration,
+    /// FailOpen: the lease written with every acquisition and heartbeat.
+    pub lease_duration_ms: u64,
+    pub heartbeat_period: Option<Duration>,
+    pub trust_local_time: bool,
+    /// The first waiter in line re-reads a held lock at this interval, to act at once on a
+    /// release.
+    pub reread_period: Duration,
+    /// Other FailOpen waiters re-read at this interval.
+    pub queue_reread_period: Duration,
+    /// Longest wait for one DynamoDB answer.
+    pub request_timeout: Duration,
+    /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
+    pub danger_margin: Duration,
+    /// Attempts of one request through transient faults (throttling, 5xx, timeouts).
+    pub max_attempts: u32,
+    /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
+    pub ttl: Option<TtlSettings>,
+    /// The client's counters (`metrics()`), shared by everything made from these settings.
+    pub stats: Arc<Stats>,
+}
+
+/// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
+#[derive(Clone, Debug)]
+pub struct TtlSettings {
+    /// The Number attribute the table's TTL reads (Unix seconds).
+    pub attribute: String,
+    /// FailClosed: how long after its last write a held or abandoned item may be deleted.
+    /// FailOpen: how long past the end of the lease (held) or the release (released).
+    pub seconds: u64,
+}
+
+impl Settings {
+    pub fn new(kind: Kind, owner: String) -> Self {
+        Settings {
+            kind,
+            owner,
+            retry_count: settings::RETRY_COUNT,
+            acquire_period: settings::ACQUIRE_PERIOD,
+            lease_duration_ms: settings::LEASE_DURATION_MS,
+            heartbeat_period: None,
+            trust_local_time: settings::TRUST_LOCAL_TIME,
+            reread_period: settings::REREAD_PERIOD,
+            queue_reread_period: settings::QUEUE_REREAD_PERIOD,
+            request_timeout: settings::REQUEST_TIMEOUT,
+            danger_margin: settings::DANGER_MARGIN,
+            max_attempts: settings::MAX_ATTEMPTS,
+            ttl: None,
+            stats: Default::default(),
+        }
+    }
+
+    /// The TTL attribute written with an acquisition, heartbeat or data update: FailOpen, the
+    /// lease plus `ttlSeconds` from now; FailClosed, `ttlSeconds` from now.
+    pub fn ttl_held(&self) -> Option<Ttl<'_>> {
+        let t = self.ttl.as_ref()?;
+        let lease_s = match self.kind {
+            Kind::FailOpen => self.lease_duration_ms.div_ceil(1000),
+            Kind::FailClosed => 0,
+            Kind::Fifo => return None,
+        };
+        let now_s = unix_now_ms() / 1000;
+        Some((&t.attribute, now_s + lease_s + t.seconds))
+    }
+
+    /// The TTL attribute written with a FailOpen release: `ttlSeconds` from now.
+    pub fn ttl_released(&self) -> Option<Ttl<'_>> {
+        let t = self.ttl.as_ref()?;
+        Some((&t.attribute, unix_now_ms() / 1000 + t.seconds))
+    }
+
+    /// What an absent item's fencing token counts from: 0, or, where TTL may have deleted an
+    /// earlier item of the same id, a floor above every token that item can have had.
+    pub fn token_floor(&self) -> u64 {
+        match self.ttl {
+            Some(_) => token_floor(unix_now_ms()),
+            None => 0,
+        }
+    }
+
+    /// A waiting mark older than this no longer makes its writer first in line; the first
+    /// waiter renews it at half this age.
+    pub fn mark_fresh(&self) -> Duration {
+        settings::mark_fresh(self.kind, self.queue_reread_period, self.acquire_period)
+    }
+
+    /// The fields a FailOpen acquisition's hand-over or heartbeat writes (an acquisition adds
+    /// the holder's data and, where it waited one out, the version it replaces).
+    pub fn open_fields(&self) -> OpenFields<'_> {
+        OpenFields {
+            owner: &self.owner,
+            lease_duration_ms: self.lease_duration_ms,
+            lock_acquired_time_unix_ms: self.trust_local_time.then(unix_now_ms),
+            data: None,
+            ttl: self.ttl_held(),
+            token_floor: self.token_floor(),
+        }
+    }
+
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_duration_ms)
+    }
+
+    /// What the core's acquisition and release machines read of these settings.
+    pub fn protocol(&self) -> settings::Lock {
+        settings::Lock {
+            kind: self.kind,
+            retry_count: self.retry_count,
+            acquire_period: self.acquire_period,
+            lease_duration_ms: self.lease_duration_ms,
+            trust_local_time: self.trust_local_time,
+            reread: self.reread_period,
+            queue_reread: self.queue_reread_period,
+            request_timeout: self.request_timeout,
+            max_attempts: self.max_attempts,
+            base_backoff: settings::RETRY_BASE_BACKOFF,
+            max_backoff: settings::RETRY_MAX_BACKOFF,
+        }
+    }
+
+    pub fn policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.max_attempts, self.request_timeout)
+    }
+
+    /// Releases try harder than other requests: a lost release leaves a lock held.
+    pub fn release_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(
+            self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS),
+            self.request_timeout,
+        )
+    }
+
+    /// One operation's time against a silent endpoint: its write attempts end one request
+    /// timeout before `attempts` of them would, which leaves that last timeout to the read
+    /// that settles a write that may have landed. So an operation takes at most `attempts`
+    /// request timeouts, whatever happens.
+    pub fn budget_of(&self, policy: RetryPolicy) -> Budget {
+        let start = Instant::now();
+        let n = policy.max_attempts.max(1);
+        let end = start + self.request_timeout.saturating_mul(n);
+        let writes_end = start + self.request_timeout.saturating_mul(n.saturating_sub(1).max(1));
+        Budget {
+            writes: policy.until(writes_end),
+            settle: self.policy().until(end),
+        }
+    }
+
+    /// The budget of an acquisition's write: `max_attempts` request timeouts.
+    pub fn budget(&self) -> Budget {
+        self.budget_of(self.policy())
+    }
+}
+
+/// The retry policies of one write and of the read that settles it, sharing one deadline.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub writes: RetryPolicy,
+    pub settle: RetryPolicy,
+}
