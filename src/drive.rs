@@ -125,12 +125,9 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
             lock_acquired_time_unix_ms,
         } => {
             let fields = OpenFields {
-                owner: &s.owner,
-                lease_duration_ms: s.lease_duration_ms,
                 lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
                 data: to.data,
-                ttl: s.ttl_held(),
-                token_floor: s.token_floor(),
+                ..s.open_fields()
             };
             store
                 .take(key, &fields, guid, waited_out.as_ref(), *clear_mark)
