@@ -141,6 +141,25 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
             .release(key, guids, *lock_acquired_time_unix_ms, s.ttl_released())
             .await
             .map(Reply::WaitingMark),
+        Req::HandOver {
+            guids,
+            new_guid,
+            renew,
+            marks_fresh_since_unix_ms,
+        } => {
+            let fields = renew.then(|| s.open_fields());
+            store
+                .hand_over(
+                    key,
+                    guids,
+                    new_guid,
+                    fields.as_ref(),
+                    *marks_fresh_since_unix_ms,
+                    s.ttl_held(),
+                )
+                .await
+                .map(|token| token.map_or(Reply::Done, Reply::Token))
+        }
         Req::MarkWaiting {
             waiter,
             since_unix_ms,

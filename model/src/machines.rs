@@ -447,6 +447,18 @@ impl Machines {
                 lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
                 ttl: None,
             },
+            Req::HandOver {
+                guids,
+                new_guid,
+                renew,
+                marks_fresh_since_unix_ms,
+            } => core_op::Op::HandOver {
+                guids,
+                new_guid,
+                fields: renew.then_some(&fields),
+                marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
+                ttl: None,
+            },
             Req::MarkWaiting { .. } => {
                 // The model's item keeps no mark: every mark is accepted and read as absent,
                 // so every waiter takes itself for the first in line (the mark decides
