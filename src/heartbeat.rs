@@ -86,6 +86,9 @@ impl Pause {
                 // One turn of the runtime: readiness of every socket, and due timers.
                 tokio::task::yield_now().await;
             }
+            // A pause that is already over still gives the runtime a turn: a sleep already
+            // due would be ready at once, and the scheduler would not hand back its thread.
+            Pause::Timer if until <= Instant::now() => tokio::task::yield_now().await,
             Pause::Timer => tokio::select! {
                 _ = tokio::time::sleep_until(until) => {}
                 _ = inbox.wake.notified() => {}
@@ -606,9 +609,15 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         if inbox.plan(next_due, &mut heap, &mut seq) {
             continue;
         }
-        if let Some(due) = next_due {
-            if timer.deadline() != due {
-                timer.as_mut().reset(due);
+        // The timer is for a start that can happen. With every slot taken, a heartbeat that
+        // is due waits for a reply (or for the bound to grow): the scheduler looks again a
+        // pause later. A timer left at an instant already past would be ready at every turn,
+        // so that this task, unconstrained by the runtime's budget, would never give its
+        // thread back: no reply would ever be read and no slot freed.
+        let wake_at = next_due.map(|d| if free > 0 { d } else { d.max(now + REPLY_PAUSE) });
+        if let Some(at) = wake_at {
+            if timer.deadline() != at {
+                timer.as_mut().reset(at);
             }
         }
         tokio::select! {
@@ -941,6 +950,50 @@ mod tests {
         assert!(held
             .iter()
             .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+    }
+
+    /// Every slot is taken by writes that hang, more heartbeats are overdue, and a release
+    /// waits for a heartbeat in flight (so the scheduler does not pause for replies). The
+    /// scheduler must still hand its thread back to its runtime: its heartbeats' timers and
+    /// connections are served there. Losses then come at the deadlines. Under paused time a
+    /// scheduler that never yields stops the clock; the test runs on a thread of its own so
+    /// that it fails in a few seconds instead of hanging.
+    #[test]
+    fn a_scheduler_with_no_free_slot_still_yields_to_its_runtime() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let store = Arc::new(MemoryStore::new(true));
+                let mut s = open_settings("me", 1000, Some(250));
+                s.request_timeout = Duration::from_secs(10);
+                let (c, events) = client(&store, s);
+                let held = hold(&c, 3 * FIRST_IN_FLIGHT).await;
+                for _ in 0..10 * held.len() {
+                    store.fault("renew", Fault::Hang);
+                }
+                // Every slot taken, and heartbeats overdue behind them.
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                assert_eq!(store.count("renew"), FIRST_IN_FLIGHT);
+                let hurry = c.heartbeats.started().unwrap().hurry();
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                drop(hurry);
+                let lost = events
+                    .events()
+                    .iter()
+                    .filter(|e| **e == LockEvent::Lost(LostReason::LeaseExpired))
+                    .count();
+                tx.send(lost).unwrap();
+            });
+        });
+        let lost = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the scheduler gave its thread back to its runtime");
+        assert_eq!(lost, 3 * FIRST_IN_FLIGHT, "every lease lapsed under hanging writes");
     }
 
     #[tokio::test(start_paused = true)]
