@@ -137,14 +137,15 @@ impl Pacer {
 /// requests out at once are the rate at which heartbeats start times how long each takes, so
 /// at 500 heartbeats a second and 200 ms each, 100 are out. When heartbeats are due and every
 /// slot is taken while the backend is answering, the bound grows by the number overdue (at
-/// least doubling, at most eightfold, up to `MOST_IN_FLIGHT`; only doubling once a growth
-/// did not pay): a slow backend does not hold heartbeats back until their leases lapse. Each growth is judged two round trips later, once
-/// the requests it let out have come back: if the round trip grew with the bound, so that the
-/// backend answers not much more per second than before (it does not keep up with the heartbeat
-/// rate and queues what it is sent), the bound goes back to where it was and does not grow
-/// again for `GROWTH_HOLD`. More requests out would only wait longer in the backend's queue,
-/// hold more connections and memory, and slow every other request sent to it. Requests that
-/// hang (a black-holed connection) answer nothing and do not raise the bound.
+/// least doubling, at most eightfold, up to `MOST_IN_FLIGHT`; only doubling once a growth did
+/// not pay): a slow backend does not hold heartbeats back until their leases lapse. Each
+/// growth is judged four round trips later, once the requests it let out have come back: if
+/// the round trip grew with the bound, so that the backend answers not much more per second
+/// than before (it does not keep up with the heartbeat rate and queues what it is sent), the
+/// bound goes back to where it was and does not grow again for `GROWTH_HOLD`. More requests
+/// out would only wait longer in the backend's queue, hold more connections and memory, and
+/// slow every other request sent to it (acquisitions first). Requests that hang (a
+/// black-holed connection) answer nothing and do not raise the bound.
 pub(crate) struct Flight {
     slots: Arc<Semaphore>,
     size: AtomicUsize,
@@ -1099,12 +1100,13 @@ mod tests {
         assert_eq!(flight.size(), 2 * grown, "then only doubling");
     }
 
-    /// Every slot is taken by writes that hang, more heartbeats are overdue, and a release
-    /// waits for a heartbeat in flight (so the scheduler does not pause for replies). The
-    /// scheduler must still hand its thread back to its runtime: its heartbeats' timers and
-    /// connections are served there. Losses then come at the deadlines. Under paused time a
-    /// scheduler that never yields stops the clock; the test runs on a thread of its own so
-    /// that it fails in a few seconds instead of hanging.
+    /// Every slot is taken by writes that hang, and more heartbeats are due behind them;
+    /// then every lock is released. The releases of locks with a heartbeat on the wire wait
+    /// for it, and meanwhile the scheduler takes replies as they come instead of pausing. It
+    /// must still hand its thread back to its runtime, which serves its heartbeats' timers and
+    /// connections: the writes out end at their leases' deadlines, and the releases finish.
+    /// Under paused time a scheduler that never yields stops the clock; the test runs on a
+    /// thread of its own so that it fails in seconds instead of hanging.
     #[test]
     fn a_scheduler_with_no_free_slot_still_yields_to_its_runtime() {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1123,24 +1125,32 @@ mod tests {
                 for _ in 0..10 * held.len() {
                     store.fault("renew", Fault::Hang);
                 }
-                // Every slot taken, and heartbeats overdue behind them.
+                // Every slot taken, and heartbeats due behind them.
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 assert_eq!(store.count("renew"), FIRST_IN_FLIGHT);
-                let hurry = c.heartbeats.started().unwrap().hurry();
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                drop(hurry);
+                let releases: Vec<_> = held
+                    .iter()
+                    .map(|l| {
+                        let l = l.clone();
+                        tokio::spawn(async move { l.release().await })
+                    })
+                    .collect();
+                for r in releases {
+                    r.await.unwrap().unwrap();
+                }
                 let lost = events
                     .events()
                     .iter()
                     .filter(|e| **e == LockEvent::Lost(LostReason::LeaseExpired))
                     .count();
-                tx.send(lost).unwrap();
+                tx.send((lost, store.count("renew"), Instant::now())).unwrap();
             });
         });
-        let lost = rx
+        let (lost, renews, _) = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("the scheduler gave its thread back to its runtime");
-        assert_eq!(lost, 3 * FIRST_IN_FLIGHT, "every lease lapsed under hanging writes");
+        assert_eq!(lost, FIRST_IN_FLIGHT, "the leases of the writes out lapsed");
+        assert_eq!(renews, FIRST_IN_FLIGHT, "no heartbeat after a release");
     }
 
     #[tokio::test(start_paused = true)]
