@@ -176,10 +176,3 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
         }
     }
 }
-
-/// A new waiter's name in line: 16 random hex digits.
-pub fn waiter_id() -> String {
-    let mut id = [0u8; 8];
-    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut id);
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}

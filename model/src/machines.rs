@@ -759,15 +759,14 @@ impl Model for Machines {
                 }
                 cl.phase = Phase::Acquiring { k, g };
                 cl.since = s.now;
-                let id = format!("c{i}");
                 let step = match self.cfg.kind {
                     Kind::FailClosed => {
-                        let (m, step) = fail_closed::Acquire::start(lock, g, id, None, &env);
+                        let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
                         cl.machine = Some(M::Closed(m));
                         map(step, Out::Closed)
                     }
                     _ => {
-                        let (m, step) = fail_open::Acquire::start(lock, g, id, None, &env);
+                        let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
                         cl.machine = Some(M::Open(m));
                         map(step, Out::Open)
                     }

@@ -65,7 +65,6 @@ type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<R, E>>;
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiter_id: String,
     waiting: Option<Waiting>,
     give_up_at: Time,
     next_attempt: Time,
@@ -82,19 +81,11 @@ where
     E: Clone,
 {
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
-    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
-    /// it in line should it wait.
-    pub fn start(
-        s: Lock,
-        guid: R::Guid,
-        waiter_id: String,
-        stand_back_until: Option<Time>,
-        env: &Env,
-    ) -> (Self, St<R, E>) {
+    /// lock lately while others waited, and lets them go first until then.
+    pub fn start(s: Lock, guid: R::Guid, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
-            waiter_id,
             waiting: None,
             give_up_at: env.now,
             next_attempt: env.now,
@@ -183,7 +174,7 @@ where
             Some(h) => self.observe(&h, env),
             None => {
                 self.waiting
-                    .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+                    .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
                 self.pause(env)
             }
         }
@@ -193,7 +184,7 @@ where
     fn observe(&mut self, held: &R, env: &Env) -> St<R, E> {
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
         match w.observe(&self.s, held, env.unix_ms) {
             Some(mark) => {
                 self.phase = Phase::Mark;
@@ -348,7 +339,7 @@ mod tests {
 
     #[test]
     fn a_held_lock_is_tried_retry_count_more_times_acquire_period_apart_then_named() {
-        let (mut m, step) = M::start(lock(), [1; 64], "w".into(), None, &env(0));
+        let (mut m, step) = M::start(lock(), [1; 64], None, &env(0));
         assert!(matches!(
             step,
             Step::Send {
@@ -388,7 +379,7 @@ mod tests {
 
     #[test]
     fn a_refusal_after_a_timeout_reads_the_item_and_finds_its_own_write() {
-        let (mut m, _) = M::start(lock(), [1; 64], "w".into(), None, &env(0));
+        let (mut m, _) = M::start(lock(), [1; 64], None, &env(0));
         let pause = match m.answer(timeout(), &env(10)) {
             Step::Wait { until, .. } => until,
             other => panic!("{other:?}"),
@@ -417,7 +408,7 @@ mod tests {
     fn a_failure_that_may_have_landed_is_read_back_and_undone_if_the_read_fails() {
         let mut s = lock();
         s.max_attempts = 1;
-        let (mut m, _) = M::start(s, [1; 64], "w".into(), None, &env(0));
+        let (mut m, _) = M::start(s, [1; 64], None, &env(0));
         let step = m.answer(timeout(), &env(50));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }));
         assert_eq!(
@@ -431,7 +422,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_wait_ends_at_once() {
-        let (mut m, _) = M::start(lock(), [1; 64], "w".into(), None, &env(0));
+        let (mut m, _) = M::start(lock(), [1; 64], None, &env(0));
         let step = m.answer(Answer::Refused(Some(Some(holder()))), &env(0));
         assert!(matches!(
             step,

@@ -92,7 +92,6 @@ pub fn wait_for<R: Record>(s: &Lock, rec: &R, seen_unix_ms: u64) -> Duration {
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiter_id: String,
     waiting: Option<Waiting>,
     retries_left: u32,
     /// The version the next take may overwrite, and its token.
@@ -117,19 +116,11 @@ where
     E: Clone,
 {
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
-    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
-    /// it in line should it wait.
-    pub fn start(
-        s: Lock,
-        guid: R::Guid,
-        waiter_id: String,
-        stand_back_until: Option<Time>,
-        env: &Env,
-    ) -> (Self, St<R, E>) {
+    /// lock lately while others waited, and lets them go first until then.
+    pub fn start(s: Lock, guid: R::Guid, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
-            waiter_id,
             waiting: None,
             retries_left: s.retry_count,
             waited_out: None,
@@ -248,7 +239,7 @@ where
     fn observe(&mut self, held: R, start: bool, env: &Env) -> St<R, E> {
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
         let mark = w.observe(&self.s, &held, env.unix_ms);
         let then = if start { Then::WaitOut(held) } else { Then::Reread(held) };
         match mark {
@@ -491,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_free_lock_is_taken_with_one_write_and_its_lease_runs_from_the_send() {
-        let (mut m, step) = M::start(lock(), guid(1), "w".into(), None, &env(0));
+        let (mut m, step) = M::start(lock(), guid(1), None, &env(0));
         assert!(
             matches!(step, Step::Send { req: Req::Take { waited_out: None, .. }, timeout_at } if timeout_at == ms(100))
         );
@@ -508,7 +499,7 @@ mod tests {
 
     #[test]
     fn a_held_lock_is_waited_out_then_taken_on_the_version_seen() {
-        let (mut m, _) = M::start(lock(), guid(1), "w".into(), None, &env(0));
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         // Refused by a holder: the waiter claims the first place, then waits.
         let step = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &env(6));
         assert!(matches!(
@@ -529,7 +520,7 @@ mod tests {
 
     #[test]
     fn a_renewal_costs_a_retry_at_the_deadline_and_restarts_the_wait_from_the_renewal() {
-        let (mut m, _) = M::start(lock(), guid(1), "w".into(), None, &env(0));
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         let step = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &env(0));
         settle(&mut m, step, 0, &held(2, 3));
         // At 500 ms the holder has renewed (same token, new guid).
@@ -550,7 +541,7 @@ mod tests {
 
     #[test]
     fn a_refusal_after_an_attempt_that_may_have_landed_may_be_our_own_write() {
-        let (mut m, _) = M::start(lock(), guid(1), "w".into(), None, &env(0));
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         let failed = Answer::Failed {
             error: "timeout",
             transient: true,
@@ -581,7 +572,7 @@ mod tests {
     fn an_unsettled_write_asks_to_be_undone() {
         let mut s = lock();
         s.max_attempts = 1;
-        let (mut m, _) = M::start(s, guid(1), "w".into(), None, &env(0));
+        let (mut m, _) = M::start(s, guid(1), None, &env(0));
         let timeout = Answer::Failed {
             error: "timeout",
             transient: true,
@@ -603,7 +594,7 @@ mod tests {
     fn trust_local_time_shortens_the_wait_by_the_holders_age() {
         let mut s = lock();
         s.trust_local_time = true;
-        let (mut m, _) = M::start(s, guid(1), "w".into(), None, &env(0));
+        let (mut m, _) = M::start(s, guid(1), None, &env(0));
         let mut h = held(2, 3);
         h.lock_acquired_time_unix_ms = Some(1_000_000 - 600);
         let step = m.answer(Answer::Refused(Some(Some(h.clone()))), &env(0));
