@@ -55,20 +55,40 @@ impl Client {
     }
 
     /// `acquire`, storing `data` with the lock (FailClosed, FailOpen).
+    #[cfg(test)]
     pub async fn acquire_with_data(
         self: &Arc<Self>,
         key: LockKey,
         data: Option<&LockData>,
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
-        if self.settings.kind == Kind::Fifo {
+        let place = self.join(&key);
+        self.acquire_joined(key, place, data, cancel).await
+    }
+
+    /// Takes this acquisition's place in the local line of `key` (FailClosed, FailOpen; Fifo
+    /// has none): the order of the calls is the order of the turns.
+    pub fn join(&self, key: &LockKey) -> Option<Place> {
+        (self.settings.kind != Kind::Fifo).then(|| self.lines.join(key))
+    }
+
+    /// Acquires `key` from the place `join` gave, storing `data` with the lock (FailClosed,
+    /// FailOpen).
+    pub async fn acquire_joined(
+        self: &Arc<Self>,
+        key: LockKey,
+        place: Option<Place>,
+        data: Option<&LockData>,
+        cancel: &Cancel,
+    ) -> Result<Arc<HeldLock>, LockError> {
+        let Some(place) = place else {
             let locks = fifo::acquire(&self.shared, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
             return locks
                 .await?
                 .pop()
                 .ok_or_else(|| LockError::Internal("no lock granted".into()));
-        }
-        let handed = match self.lines.join(&key) {
+        };
+        let handed = match place {
             Place::Head => None,
             Place::Queued(waiter) => self.wait_in_line(&key, waiter, cancel).await?,
         };

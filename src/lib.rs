@@ -680,9 +680,11 @@ impl NativeClient {
         let data = data.map(lock_data).transpose()?;
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
+        // The local line's turns follow the order of the calls, not of the tasks' first polls.
+        let place = client.join(&key);
         answer(&self.answers, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = client.acquire_with_data(key, data.as_ref(), &cancel).await;
+            let result = client.acquire_joined(key, place, data.as_ref(), &cancel).await;
             cancels.forget(id);
             match result {
                 Ok(lock) => {
