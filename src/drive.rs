@@ -125,12 +125,9 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
             lock_acquired_time_unix_ms,
         } => {
             let fields = OpenFields {
-                owner: &s.owner,
-                lease_duration_ms: s.lease_duration_ms,
                 lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
                 data: to.data,
-                ttl: s.ttl_held(),
-                token_floor: s.token_floor(),
+                ..s.open_fields()
             };
             store
                 .take(key, &fields, guid, waited_out.as_ref(), *clear_mark)
@@ -144,6 +141,25 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
             .release(key, guids, *lock_acquired_time_unix_ms, s.ttl_released())
             .await
             .map(Reply::WaitingMark),
+        Req::HandOver {
+            guids,
+            new_guid,
+            renew,
+            marks_fresh_since_unix_ms,
+        } => {
+            let fields = renew.then(|| s.open_fields());
+            store
+                .hand_over(
+                    key,
+                    guids,
+                    new_guid,
+                    fields.as_ref(),
+                    *marks_fresh_since_unix_ms,
+                    s.ttl_held(),
+                )
+                .await
+                .map(|token| token.map_or(Reply::Done, Reply::Token))
+        }
         Req::MarkWaiting {
             waiter,
             since_unix_ms,
@@ -159,11 +175,4 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
             store.mark_waiting(key, &mark).await.map(|()| Reply::Done)
         }
     }
-}
-
-/// A new waiter's name in line: 16 random hex digits.
-pub fn waiter_id() -> String {
-    let mut id = [0u8; 8];
-    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut id);
-    id.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -7,7 +7,7 @@ use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::drive::{run, waiter_id, Clock, Target};
+use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
@@ -27,7 +27,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
     let env = clock.env(Some(cancel));
-    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, waiter_id(), stand_back, &env);
+    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
     let to = Target {
         store: &*c.store,
         key,

@@ -77,14 +77,23 @@ enum Pause {
 }
 
 impl Pause {
-    /// Until `until`, or until a heartbeat due sooner is scheduled.
-    async fn wait(self, until: Instant, inbox: &Inbox) {
+    /// Until `until`, or until a heartbeat due sooner is scheduled. `unsent`: heartbeats
+    /// started since the runtime last had a turn, whose writes are still to go out.
+    async fn wait(self, until: Instant, inbox: &Inbox, unsent: bool) {
         match self {
             Pause::Thread => {
+                // The writes go out before the thread sleeps, not after: a slot's turn then
+                // takes a round trip and one pause at most, not two pauses.
+                if unsent {
+                    tokio::task::yield_now().await;
+                }
                 std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
                 // One turn of the runtime: readiness of every socket, and due timers.
                 tokio::task::yield_now().await;
             }
+            // A pause that is already over still gives the runtime a turn: a sleep already
+            // due would be ready at once, and the scheduler would not hand back its thread.
+            Pause::Timer if until <= Instant::now() => tokio::task::yield_now().await,
             Pause::Timer => tokio::select! {
                 _ = tokio::time::sleep_until(until) => {}
                 _ = inbox.wake.notified() => {}
@@ -126,22 +135,44 @@ impl Pacer {
 /// The bound on heartbeats in flight, which follows the round trip: by Little's law the
 /// requests out at once are the rate at which heartbeats start times how long each takes, so
 /// at 500 heartbeats a second and 200 ms each, 100 are out. When heartbeats are due and every
-/// slot is taken while the backend is answering, the bound doubles, at most once per round
-/// trip, up to `MOST_IN_FLIGHT` (or by the number overdue, if more): a slow backend does not hold heartbeats back until their
-/// leases lapse. Requests that hang (a black-holed connection) answer nothing and do not
-/// raise it.
+/// slot is taken while the backend is answering, the bound grows by the number overdue (at
+/// least doubling, at most eightfold, up to `MOST_IN_FLIGHT`; only doubling once a growth did
+/// not pay): a slow backend does not hold heartbeats back until their leases lapse. Each
+/// growth is judged four round trips later, once the requests it let out have come back: if
+/// the round trip grew with the bound, so that the backend answers not much more per second
+/// than before (it does not keep up with the heartbeat rate and queues what it is sent), the
+/// bound goes back to where it was and does not grow again for `GROWTH_HOLD`. More requests
+/// out would only wait longer in the backend's queue, hold more connections and memory, and
+/// slow every other request sent to it (acquisitions first). Requests that hang (a
+/// black-holed connection) answer nothing and do not raise the bound.
 pub(crate) struct Flight {
     slots: Arc<Semaphore>,
     size: AtomicUsize,
+    /// Slots to take out of use as soon as they are free, after the bound went back down.
+    excess: AtomicUsize,
     /// Smoothed round trip of answered heartbeat writes, in microseconds (0: none yet).
     round_trip_micros: AtomicU64,
-    /// When a heartbeat write was last answered, and when the bound last grew.
+    /// When a heartbeat write was last answered.
     answered_at: std::sync::Mutex<Option<Instant>>,
-    grew_at: std::sync::Mutex<Option<Instant>>,
+    growth: std::sync::Mutex<Growth>,
     /// Instants at which heartbeats out must act, by lock id: the scheduler's pauses for
     /// replies end no later than the first.
     watched: std::sync::Mutex<std::collections::BTreeMap<(Instant, u64), ()>>,
 }
+
+/// The last growth of the bound, until it is judged, and how long growth is held off.
+#[derive(Default)]
+struct Growth {
+    /// When the bound grew, from what size, and the round trip then.
+    last: Option<(Instant, usize, Duration)>,
+    hold_until: Option<Instant>,
+    /// Whether a growth did not pay: later ones only double the bound.
+    unpaid: bool,
+}
+
+/// How long the bound stays put after a growth that did not pay: the backend is tried with
+/// more requests out again after that.
+const GROWTH_HOLD: Duration = Duration::from_secs(10);
 
 /// A heartbeat's watched instant (see `Flight::watch`).
 struct Watch<'a> {
@@ -178,8 +209,9 @@ impl Flight {
             slots: Arc::new(Semaphore::new(FIRST_IN_FLIGHT)),
             size: AtomicUsize::new(FIRST_IN_FLIGHT),
             round_trip_micros: AtomicU64::new(0),
+            excess: AtomicUsize::new(0),
             answered_at: Default::default(),
-            grew_at: Default::default(),
+            growth: Default::default(),
             watched: Default::default(),
         }
     }
@@ -221,25 +253,76 @@ impl Flight {
         *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
 
-    /// Heartbeats are due and no slot is free: if the backend answered within the last two
-    /// round trips and the bound has not grown within the last one, it grows by the number
-    /// of heartbeats overdue, and at least doubles.
+    /// Heartbeats are due and no slot is free: the bound may grow (see `Flight`).
     fn behind(&self, now: Instant, overdue: impl FnOnce() -> usize) {
         let size = self.size();
         let round_trip = self.round_trip();
         let answered = *self.answered_at.lock().unwrap_or_else(|p| p.into_inner());
-        if size >= MOST_IN_FLIGHT || answered.is_none_or(|at| now > at + 2 * round_trip) {
+        if answered.is_none_or(|at| now > at + 2 * round_trip) {
             return;
         }
-        let mut grew_at = self.grew_at.lock().unwrap_or_else(|p| p.into_inner());
-        if grew_at.is_some_and(|at| now < at + round_trip) {
+        let mut growth = self.growth.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, from, then)) = growth.last {
+            if now < at + 4 * round_trip.max(then) {
+                return;
+            }
+            growth.last = None;
+            // Judged at the first shortage four round trips after the growth, once the
+            // backend's queue has grown with it; a shortage much later says nothing of it (the
+            // growth took away the one it met).
+            if now < at + 16 * round_trip.max(then) && !paid(from, size, then, round_trip) {
+                growth.unpaid = true;
+                self.resize(from);
+                growth.hold_until = Some(now + GROWTH_HOLD);
+                return;
+            }
+        }
+        if size >= MOST_IN_FLIGHT || growth.hold_until.is_some_and(|until| now < until) {
             return;
         }
-        *grew_at = Some(now);
-        let new = (2 * size).max(size + overdue()).min(MOST_IN_FLIGHT);
-        self.slots.add_permits(new - size);
-        self.size.store(new, Ordering::Relaxed);
+        let new = if growth.unpaid {
+            2 * size
+        } else {
+            (size + overdue()).clamp(2 * size, 8 * size)
+        };
+        let new = new.min(MOST_IN_FLIGHT);
+        growth.last = Some((now, size, round_trip));
+        self.resize(new);
     }
+
+    /// Sets the bound: new slots are free at once, slots taken out go as they are freed.
+    fn resize(&self, new: usize) {
+        let size = self.size.swap(new, Ordering::Relaxed);
+        if new > size {
+            let back = self.excess.load(Ordering::Relaxed).min(new - size);
+            self.excess.fetch_sub(back, Ordering::Relaxed);
+            self.slots.add_permits(new - size - back);
+        } else {
+            self.excess.fetch_add(size - new, Ordering::Relaxed);
+            self.trim();
+        }
+    }
+
+    /// Takes out of use the free slots above the bound.
+    fn trim(&self) {
+        let excess = self.excess.load(Ordering::Relaxed);
+        if excess > 0 {
+            let gone = self.slots.forget_permits(excess);
+            self.excess.fetch_sub(gone, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether the bound's growth from `from` to `to` slots paid: the backend answers at least
+/// half of the growth more per second (by Little's law, slots over the round trip). A backend
+/// that does not keep up answers at the same rate with every request waiting longer; one that
+/// shares its time among other clients' requests as well answers ours faster only at their
+/// expense, and by less than half of the growth while theirs are as many as ours.
+fn paid(from: usize, to: usize, before: Duration, after: Duration) -> bool {
+    // to / after >= from / before * (1 + (to / from - 1) / 2), in whole numbers.
+    let (from, to) = (from as u128, to as u128);
+    let (before, after) = (before.as_micros().max(1), after.as_micros().max(1));
+    2 * to * before >= after * (from + to)
 }
 
 struct Entry {
@@ -527,6 +610,8 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
     tokio::pin!(timer);
     // The smallest batch window of the heartbeats out.
     let mut flight_early = Duration::MAX;
+    // Heartbeats started since the runtime last had a turn.
+    let mut unsent = false;
     loop {
         if inbox.closed.load(Ordering::SeqCst) {
             return;
@@ -563,6 +648,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         let now = Instant::now();
+        flight.trim();
         let mut free = flight.slots.available_permits();
         if free == 0 && next_due.is_some_and(|d| d <= now) {
             flight.behind(now, || heap.iter().filter(|Reverse(e)| e.due <= now).count());
@@ -592,6 +678,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
                 flight_early = flight_early.min(e.early);
                 let flight = flight.clone();
                 let pacer = pacer.clone();
+                unsent = true;
                 running.push(async move {
                     let beat = beat(&lock, e.due, Some(permit), &flight, pacer.as_deref());
                     let outcome = AssertUnwindSafe(beat).catch_unwind().await;
@@ -612,18 +699,26 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             // Never past the moment a heartbeat out must report danger or loss.
             let until = flight.next_watch().map_or(until, |w| until.min(w));
             if !inbox.plan(Some(until), &mut heap, &mut seq) {
-                pause.wait(until, &inbox).await;
+                pause.wait(until, &inbox, unsent).await;
+                unsent = false;
             }
             continue;
         }
         if inbox.plan(next_due, &mut heap, &mut seq) {
             continue;
         }
-        if let Some(due) = next_due {
-            if timer.deadline() != due {
-                timer.as_mut().reset(due);
+        // The timer is for a start that can happen. With every slot taken, a heartbeat that
+        // is due waits for a reply (or for the bound to grow): the scheduler looks again a
+        // pause later. A timer left at an instant already past would be ready at every turn,
+        // so that this task, unconstrained by the runtime's budget, would never give its
+        // thread back: no reply would ever be read and no slot freed.
+        let wake_at = next_due.map(|d| if free > 0 { d } else { d.max(now + REPLY_PAUSE) });
+        if let Some(at) = wake_at {
+            if timer.deadline() != at {
+                timer.as_mut().reset(at);
             }
         }
+        unsent = false;
         tokio::select! {
             // A heartbeat due before the planned wake-up, a release in a hurry, or the end.
             _ = inbox.wake.notified() => {}
@@ -954,6 +1049,121 @@ mod tests {
         assert!(held
             .iter()
             .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+    }
+
+    /// The bound grows while more requests out are answered faster, and goes back when the
+    /// round trip grows with it (a backend that does not keep up): then it holds, and later
+    /// grows only by doubling.
+    #[tokio::test(start_paused = true)]
+    async fn the_bound_goes_back_when_its_growth_does_not_pay() {
+        let ms = Duration::from_millis;
+        let flight = Flight::new();
+        let answer = |took: Duration| {
+            for _ in 0..64 {
+                flight.answered(took);
+            }
+        };
+        answer(ms(10));
+        flight.behind(Instant::now(), || 10);
+        assert_eq!(flight.size(), 2 * FIRST_IN_FLIGHT, "at least doubling");
+        // Within four round trips of a growth, none.
+        tokio::time::advance(ms(30)).await;
+        answer(ms(10));
+        flight.behind(Instant::now(), || 1000);
+        assert_eq!(flight.size(), 2 * FIRST_IN_FLIGHT);
+        // Latency, not load: the round trip holds while the bound grows.
+        tokio::time::advance(ms(10)).await;
+        answer(ms(10));
+        flight.behind(Instant::now(), || 200);
+        let grown = 2 * FIRST_IN_FLIGHT + 200;
+        assert_eq!(flight.size(), grown, "by the number overdue");
+        flight.behind(Instant::now(), || 10_000);
+        assert_eq!(flight.size(), grown, "not again at once");
+        tokio::time::advance(ms(40)).await;
+        answer(ms(10));
+        flight.behind(Instant::now(), || 10_000);
+        assert_eq!(flight.size(), (8 * grown).min(MOST_IN_FLIGHT), "at most eightfold");
+        // Load: the round trip grows with the bound, the backend answers no faster.
+        let taken: Vec<_> = (0..100)
+            .map(|_| flight.slots.clone().try_acquire_owned().unwrap())
+            .collect();
+        tokio::time::advance(ms(130)).await;
+        answer(ms(30));
+        flight.behind(Instant::now(), || 10_000);
+        assert_eq!(flight.size(), grown, "back to where it was");
+        assert_eq!(
+            flight.slots.available_permits(),
+            grown - 100,
+            "free slots above it are gone"
+        );
+        drop(taken);
+        flight.trim();
+        assert_eq!(
+            flight.slots.available_permits(),
+            grown,
+            "and the others as they are freed"
+        );
+        tokio::time::advance(ms(400)).await;
+        answer(ms(10));
+        flight.behind(Instant::now(), || 10_000);
+        assert_eq!(flight.size(), grown, "held");
+        tokio::time::advance(GROWTH_HOLD).await;
+        answer(ms(10));
+        flight.behind(Instant::now(), || 10_000);
+        assert_eq!(flight.size(), 2 * grown, "then only doubling");
+    }
+
+    /// Every slot is taken by writes that hang, and more heartbeats are due behind them;
+    /// then every lock is released. The releases of locks with a heartbeat on the wire wait
+    /// for it, and meanwhile the scheduler takes replies as they come instead of pausing. It
+    /// must still hand its thread back to its runtime, which serves its heartbeats' timers and
+    /// connections: the writes out end at their leases' deadlines, and the releases finish.
+    /// Under paused time a scheduler that never yields stops the clock; the test runs on a
+    /// thread of its own so that it fails in seconds instead of hanging.
+    #[test]
+    fn a_scheduler_with_no_free_slot_still_yields_to_its_runtime() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let store = Arc::new(MemoryStore::new(true));
+                let mut s = open_settings("me", 1000, Some(250));
+                s.request_timeout = Duration::from_secs(10);
+                let (c, events) = client(&store, s);
+                let held = hold(&c, 3 * FIRST_IN_FLIGHT).await;
+                for _ in 0..10 * held.len() {
+                    store.fault("renew", Fault::Hang);
+                }
+                // Every slot taken, and heartbeats due behind them.
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                assert_eq!(store.count("renew"), FIRST_IN_FLIGHT);
+                let releases: Vec<_> = held
+                    .iter()
+                    .map(|l| {
+                        let l = l.clone();
+                        tokio::spawn(async move { l.release().await })
+                    })
+                    .collect();
+                for r in releases {
+                    r.await.unwrap().unwrap();
+                }
+                let lost = events
+                    .events()
+                    .iter()
+                    .filter(|e| **e == LockEvent::Lost(LostReason::LeaseExpired))
+                    .count();
+                tx.send((lost, store.count("renew"), Instant::now())).unwrap();
+            });
+        });
+        let (lost, renews, _) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the scheduler gave its thread back to its runtime");
+        assert_eq!(lost, FIRST_IN_FLIGHT, "the leases of the writes out lapsed");
+        assert_eq!(renews, FIRST_IN_FLIGHT, "no heartbeat after a release");
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,10 +12,13 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
+use dynamodb_lock_core::handover;
+
 use crate::config::Kind;
+use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::handoff::Handoff;
-use crate::item::{new_guid, unix_now_ms, Guid, LockData, LockKey};
+use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::queues::{Head, Queues};
 use crate::release;
@@ -259,22 +262,22 @@ impl HeldLock {
     /// lock is no longer ours, or when nobody is left to take it.
     async fn hand_over(&self, guids: &[Guid]) -> HandOver {
         let c = &self.client;
-        let s = &c.settings;
         let new = new_guid();
-        let fields = (s.kind == Kind::FailOpen).then(|| s.open_fields());
-        let fresh_since = unix_now_ms().saturating_sub(s.mark_fresh().as_millis() as u64);
-        let sent_at = Instant::now();
-        match attempt(s.policy(), || {
-            c.store
-                .hand_over(&self.key, guids, &new, fields.as_ref(), fresh_since, s.ttl_held())
-        })
-        .await
-        {
-            Ok(fencing_token) => {
+        let clock = Clock::start();
+        let (mut m, step) = handover::HandOver::start(c.settings.protocol(), guids.to_vec(), new, &clock.env(None));
+        let to = Target {
+            store: &*c.store,
+            key: &self.key,
+            settings: &c.settings,
+            data: None,
+            cancel: None,
+        };
+        match run(&mut m, step, clock, &to).await {
+            handover::Outcome::Handed { fencing_token, sent_at } => {
                 let turn = Turn::Handed {
                     guid: new,
                     fencing_token,
-                    sent_at,
+                    sent_at: clock.base + sent_at,
                 };
                 match c.lines.pass(&self.key, turn) {
                     None => HandOver::Done,
@@ -282,9 +285,7 @@ impl HeldLock {
                     Some(_) => HandOver::NotDone { maybe: Some(new) },
                 }
             }
-            Err(Failed { ambiguous, .. }) => HandOver::NotDone {
-                maybe: ambiguous.then_some(new),
-            },
+            handover::Outcome::NotDone { maybe } => HandOver::NotDone { maybe },
         }
     }
 

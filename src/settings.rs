@@ -100,12 +100,6 @@ impl Settings {
         }
     }
 
-    /// A waiting mark older than this no longer makes its writer first in line; the first
-    /// waiter renews it at half this age.
-    pub fn mark_fresh(&self) -> Duration {
-        settings::mark_fresh(self.kind, self.queue_reread_period, self.acquire_period)
-    }
-
     /// The fields a FailOpen acquisition's hand-over or heartbeat writes (an acquisition adds
     /// the holder's data and, where it waited one out, the version it replaces).
     pub fn open_fields(&self) -> OpenFields<'_> {

@@ -1,29 +1,28 @@
-//! FailClosed, FailOpen and Fifo: clients that acquire, heartbeat and release locks over a store
-//! of `item.rs` items that only the core's `op::apply` changes, in an environment that loses
+//! FailOpen and Fifo clients that acquire, heartbeat and release locks over a store of
+//! `item.rs` items that only the core's `op::apply` changes, in an environment that loses
 //! requests before or after they apply, loses or delays replies, throttles, delays any request
 //! for any number of ticks (so requests of different clients land in any order), and crashes
 //! clients.
 //!
-//! Each client step follows the code it names:
-//! - `FailClosed` acquisition: `fail_closed::acquire` (src/fail_closed.rs); release:
-//!   `release::release`; an ambiguous failure that cannot be read back: `release::undo_later`
-//!   (src/release.rs).
-//! - `FailOpen` acquisition: `fail_open::acquire` and `wait_out` (src/fail_open.rs), release:
-//!   `release::release`; heartbeat: `heartbeat::beat` (src/heartbeat.rs); the release's wait
-//!   for an in-flight heartbeat and its `guid` set: `HeldLock::release` (src/lock.rs).
+//! FailClosed, and FailOpen acquisition and release on their own, are checked through the
+//! core's machines themselves (`machines.rs`). The clients here restate what is not yet a
+//! machine of the core, each step following the code it names:
+//! - `FailOpen`: the heartbeat's race with a release: `heartbeat::beat` (src/heartbeat.rs), and
+//!   the release's wait for an in-flight heartbeat and its `guid` set, `HeldLock::release`
+//!   (src/lock.rs); around them, acquisition as `fail_open::Acquire` in the core and release as
+//!   `release::Release`.
 //! - `Fifo` (src/fifo.rs): the uncontended `take_free`, the ticket of `Acquisition::enter`, the
 //!   next-in-line part of `Queued::step` with `Queued::observe_head` and `Queued::grant`,
 //!   `Queued::give_up` (releasing a grant that may have landed, giving the ticket back), and
-//!   `release::release_head`; a granted head is held and heartbeated as a FailOpen lock. The queue of
-//!   entries is over-approximated: any waiter with a ticket may be told at any moment that it
-//!   is next in line (`Action::Look`), so the head's conditions alone must keep grants
+//!   `release::release_head`; a granted head is held and heartbeated as a FailOpen lock. The
+//!   queue of entries is over-approximated: any waiter with a ticket may be told at any moment
+//!   that it is next in line (`Action::Look`), so the head's conditions alone must keep grants
 //!   exclusive and in ticket order.
-//! - Every request goes through `store::attempt` (src/store/mod.rs): per-attempt timeouts,
-//!   bounded retries of transient failures, and the "may have applied" flag.
+//! - Every request: per-attempt timeouts, bounded retries of transient failures, and the "may
+//!   have applied" flag (`request::Attempts` in the core).
 //!
 //! Time is counted in ticks. Monotonic clocks (tokio `Instant`) advance together: their rate
-//! drift over one lease is taken to be below one tick. Wall clocks (`lockAcquiredTimeUnixMs`)
-//! may be offset from each other; only the variant that trusts the holder's clock reads them.
+//! drift over one lease is taken to be below one tick.
 
 use std::fmt;
 
@@ -34,7 +33,6 @@ use crate::item::{Item, Ver, FIELDS, G};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    FailClosed,
     FailOpen,
     Fifo,
 }
@@ -47,22 +45,6 @@ pub enum Bug {
     /// FailOpen release that does not wait for the heartbeat in flight: it writes with the
     /// `guid` it knows, and that heartbeat may land after it.
     ReleaseSkipsHeartbeat,
-    /// FailOpen waiter that subtracts the holder's wall-clock age of the lock from its wait
-    /// (`trustLocalTime`) while clocks are skewed.
-    WaiterTrustsHolderClock,
-    /// FailOpen holder that counts its lease from the reply instead of from the send.
-    LeaseFromReply,
-    /// FailOpen release that deletes the item: tokens start again at 1.
-    ReleaseDeletes,
-    /// FailClosed acquisition that writes without the "absent" condition.
-    UnconditionalPut,
-    /// FailClosed acquisition that reports a failure after a write that may have landed
-    /// without reading the item or undoing the write.
-    AmbiguousNotResolved,
-    /// FailClosed release that takes a timed-out delete for done.
-    TimeoutIsReleased,
-    /// FailOpen waiter that starts its wait over at every re-read, changed or not.
-    RereadRestartsWait,
     /// Fifo grant without the condition that the head's token is below the ticket.
     FifoGrantIgnoresToken,
     /// Fifo acquisition that gives up without releasing a grant that may have landed unseen.
@@ -74,51 +56,28 @@ impl Bug {
         match self {
             Bug::RenewWithoutGuid => "FailOpen heartbeat without the guid condition",
             Bug::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
-            Bug::WaiterTrustsHolderClock => "FailOpen waiter that trusts the holder's clock",
-            Bug::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
-            Bug::ReleaseDeletes => "FailOpen release that deletes the item",
-            Bug::UnconditionalPut => "FailClosed acquisition without the absent condition",
-            Bug::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
-            Bug::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
-            Bug::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Bug::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",
             Bug::FifoGiveUpKeepsGrant => "Fifo give-up that keeps a grant that may have landed",
         }
     }
     pub fn kind(self) -> Kind {
         match self {
-            Bug::RenewWithoutGuid
-            | Bug::ReleaseSkipsHeartbeat
-            | Bug::WaiterTrustsHolderClock
-            | Bug::LeaseFromReply
-            | Bug::ReleaseDeletes
-            | Bug::RereadRestartsWait => Kind::FailOpen,
+            Bug::RenewWithoutGuid | Bug::ReleaseSkipsHeartbeat => Kind::FailOpen,
             Bug::FifoGrantIgnoresToken | Bug::FifoGiveUpKeepsGrant => Kind::Fifo,
-            _ => Kind::FailClosed,
         }
     }
     /// The property its counterexample violates.
     pub fn property(self) -> &'static str {
         match self {
-            Bug::RenewWithoutGuid | Bug::WaiterTrustsHolderClock | Bug::LeaseFromReply | Bug::UnconditionalPut => {
-                "mutual exclusion"
-            }
-            Bug::ReleaseSkipsHeartbeat | Bug::TimeoutIsReleased => "no lost release",
-            Bug::ReleaseDeletes | Bug::FifoGrantIgnoresToken => "fencing",
-            Bug::AmbiguousNotResolved | Bug::FifoGiveUpKeepsGrant => "no orphan",
-            Bug::RereadRestartsWait => "liveness",
+            Bug::RenewWithoutGuid => "mutual exclusion",
+            Bug::ReleaseSkipsHeartbeat => "no lost release",
+            Bug::FifoGrantIgnoresToken => "fencing",
+            Bug::FifoGiveUpKeepsGrant => "no orphan",
         }
     }
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 4] = [
         Bug::RenewWithoutGuid,
         Bug::ReleaseSkipsHeartbeat,
-        Bug::WaiterTrustsHolderClock,
-        Bug::LeaseFromReply,
-        Bug::ReleaseDeletes,
-        Bug::UnconditionalPut,
-        Bug::AmbiguousNotResolved,
-        Bug::TimeoutIsReleased,
-        Bug::RereadRestartsWait,
         Bug::FifoGrantIgnoresToken,
         Bug::FifoGiveUpKeepsGrant,
     ];
@@ -138,7 +97,6 @@ pub struct Config {
     pub lease: u8,
     pub heartbeat: u8,
     pub reread: u8,
-    pub acquire_period: u8,
     /// `retryCount`.
     pub retry_count: u8,
     /// Attempts per request (`store::attempt`).
@@ -146,8 +104,6 @@ pub struct Config {
     /// Lost, dropped or throttled requests and replies, in all.
     pub faults: u8,
     pub crashes: u8,
-    /// Wall-clock offset of client 1 ahead of the others, in ticks.
-    pub skew: u8,
     /// A request lost before it landed may still land later, at any time (outside the
     /// model's assumptions: see `Client::ghost`).
     pub late_landing: bool,
@@ -174,8 +130,6 @@ pub struct Net {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Get(u8),
-    PutIfAbsent(u8, G),
-    DeleteIfGuid(u8, [G; 2]),
     Take(u8, G, Option<Ver>),
     Renew(u8, [G; 2], G),
     Release(u8, [G; 2]),
@@ -191,8 +145,6 @@ impl Op {
     fn lock(self) -> u8 {
         match self {
             Op::Get(k)
-            | Op::PutIfAbsent(k, _)
-            | Op::DeleteIfGuid(k, _)
             | Op::Take(k, _, _)
             | Op::Renew(k, _, _)
             | Op::Release(k, _)
@@ -253,13 +205,6 @@ pub enum Phase {
         newer: Option<(Ver, u8)>,
         retries: u8,
         reread: u8,
-    },
-    /// FailClosed: `acquirePeriodMs` between attempts.
-    Pausing {
-        k: u8,
-        g: G,
-        retries: u8,
-        wait: u8,
     },
     Holding {
         k: u8,
@@ -368,7 +313,6 @@ pub enum Action {
     Beat(u8),
     Deadline(u8),
     Reread(u8),
-    Retry(u8),
     Crash(u8, bool),
     GhostLands(u8),
     /// This client's clock runs one tick ahead of real time.
@@ -393,7 +337,6 @@ impl fmt::Debug for Action {
             Action::Beat(c) => write!(f, "c{c} heartbeat due"),
             Action::Deadline(c) => write!(f, "c{c}'s wait ends"),
             Action::Reread(c) => write!(f, "c{c} re-reads"),
-            Action::Retry(c) => write!(f, "c{c} tries again after acquirePeriodMs"),
             Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
             Action::GhostLands(c) => write!(f, "c{c}'s timed-out request lands late"),
             Action::Drift(c) => write!(f, "c{c}'s clock runs one tick ahead"),
@@ -467,13 +410,6 @@ fn guids_of(g: G, pending: G) -> [G; 2] {
 fn apply(slot: &mut Option<Item>, op: Op) -> Answer {
     let core = match &op {
         Op::Get(_) => core_op::Op::Get,
-        Op::PutIfAbsent(_, g) => core_op::Op::PutIfAbsent {
-            owner: "",
-            guid: g,
-            data: None,
-            ttl: None,
-        },
-        Op::DeleteIfGuid(_, gs) => core_op::Op::DeleteIfGuid { guids: gs },
         Op::Take(_, g, w) => core_op::Op::Take {
             fields: &FIELDS,
             guid: g,
@@ -528,11 +464,6 @@ impl LockModel {
         self.cfg.bug == Some(b)
     }
 
-    /// A lock with a lease (FailOpen, and Fifo's head item).
-    fn open(&self) -> bool {
-        self.cfg.kind != Kind::FailClosed
-    }
-
     fn fifo(&self) -> bool {
         self.cfg.kind == Kind::Fifo
     }
@@ -548,18 +479,10 @@ impl LockModel {
     fn apply(&self, s: &mut State, op: Op) -> Answer {
         let slot = &mut s.items[op.lock() as usize];
         match op {
-            Op::PutIfAbsent(..) if self.bug(Bug::UnconditionalPut) => *slot = None,
             Op::Renew(_, _, new) if self.bug(Bug::RenewWithoutGuid) => {
                 if let Some(i) = *slot {
                     return apply(slot, Op::Renew(op.lock(), [i.guid, 0], new));
                 }
-            }
-            Op::Release(..) if self.bug(Bug::ReleaseDeletes) => {
-                let a = apply(slot, op);
-                if a == Answer::Done {
-                    *slot = None;
-                }
-                return a;
             }
             Op::FifoGrant(k, g, t, pos, w) if self.bug(Bug::FifoGrantIgnoresToken) => {
                 if let Some(h) = slot.as_mut() {
@@ -603,7 +526,7 @@ impl LockModel {
     fn hold(&self, s: &mut State, i: usize, k: u8, g: G, token: u8, lease: u8) -> Result<(), Violation> {
         // A grant whose lease already ran out on the grantee's clock (its reply came later than
         // a lease after its send) is not a holder: it never believes it holds.
-        if self.open() && self.lease_on_reply(lease) > 0 {
+        if lease > 0 {
             let last = s.last_token[k as usize];
             if token <= last {
                 return Err(Violation {
@@ -613,14 +536,13 @@ impl LockModel {
             }
             s.last_token[k as usize] = token;
         }
-        let open = self.open();
         s.clients[i].phase = Phase::Holding {
             k,
             g,
             pending: 0,
             token,
-            lease: if open { lease } else { 0 },
-            hb_due: if open { self.cfg.heartbeat } else { 0 },
+            lease,
+            hb_due: self.cfg.heartbeat,
             hb_lease: 0,
             beats: self.cfg.beats,
             lost: false,
@@ -635,12 +557,7 @@ impl LockModel {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
         if undo {
-            let op = if self.open() {
-                Op::Release(k, [g, 0])
-            } else {
-                Op::DeleteIfGuid(k, [g, 0])
-            };
-            c.undo = Some((k, g, send(op).unwrap()));
+            c.undo = Some((k, g, send(Op::Release(k, [g, 0])).unwrap()));
         }
     }
 
@@ -657,25 +574,12 @@ impl LockModel {
             g,
             waited,
             retries,
-            lease: if self.open() { self.cfg.lease } else { 0 },
+            lease: self.cfg.lease,
         };
         c.main = send(match self.cfg.kind {
             Kind::FailOpen => Op::Take(k, g, waited),
-            Kind::FailClosed => Op::PutIfAbsent(k, g),
             Kind::Fifo => Op::FifoTakeFree(k, g),
         });
-    }
-
-    /// `wait_for`: the wait before `rec` may be taken over, on this waiter's clock.
-    fn wait_for(&self, i: usize, rec: &Item) -> u8 {
-        if self.bug(Bug::WaiterTrustsHolderClock) {
-            // The waiter's wall clock runs `skew` ahead of client 0's (and of client 2's).
-            let skew = if i == 1 { self.cfg.skew } else { 0 };
-            let holder_skew = if owner(rec.guid) == 1 { self.cfg.skew } else { 0 };
-            let elapsed = (rec.age + skew).saturating_sub(holder_skew);
-            return self.cfg.lease.saturating_sub(elapsed);
-        }
-        self.cfg.lease
     }
 
     fn start_wait(&self, s: &mut State, i: usize, k: u8, g: G, held: Item, retries: u8) {
@@ -683,7 +587,7 @@ impl LockModel {
             k,
             g,
             target: held.version(),
-            deadline: self.wait_for(i, &held),
+            deadline: self.cfg.lease,
             newer: None,
             retries,
             reread: self.cfg.reread,
@@ -703,37 +607,23 @@ impl LockModel {
                 retries,
                 lease,
             } => match out {
-                Outcome::Ok(Answer::Token(t)) => self.hold(s, i, k, g, t, self.lease_on_reply(lease)),
-                Outcome::Ok(_) => self.hold(s, i, k, g, 0, self.lease_on_reply(lease)),
-                Outcome::Refused(cur, ambiguous) => {
+                Outcome::Ok(Answer::Token(t)) => self.hold(s, i, k, g, t, lease),
+                Outcome::Ok(_) => self.hold(s, i, k, g, 0, lease),
+                Outcome::Refused(cur, _) => {
                     if let Some(cur) = cur.filter(|c| c.guid == g) {
-                        return self.hold(s, i, k, g, cur.token, self.lease_on_reply(lease));
+                        return self.hold(s, i, k, g, cur.token, lease);
                     }
                     if self.fifo() {
                         // `take_free` refused: to the queue.
                         s.clients[i].phase = Phase::FifoTicket { k, g };
                         s.clients[i].main = send(Op::FifoTicket(k));
-                    } else if self.open() {
-                        self.open_refused(s, i, k, g, cur, waited, retries);
                     } else {
-                        // `ambiguous || current.is_some()` only decides whether to look.
-                        let _ = ambiguous;
-                        match spend(retries) {
-                            None => self.not_acquired(s, i, k, g, false),
-                            Some(retries) => {
-                                s.clients[i].phase = Phase::Pausing {
-                                    k,
-                                    g,
-                                    retries,
-                                    wait: self.cfg.acquire_period,
-                                }
-                            }
-                        }
+                        self.open_refused(s, i, k, g, cur, waited, retries);
                     }
                     Ok(())
                 }
                 Outcome::Failed { ambiguous } => {
-                    if ambiguous && !self.bug(Bug::AmbiguousNotResolved) {
+                    if ambiguous {
                         s.clients[i].phase = Phase::TakeRead { k, g, lease };
                         s.clients[i].main = send(Op::Get(k));
                     } else {
@@ -743,9 +633,7 @@ impl LockModel {
                 }
             },
             Phase::TakeRead { k, g, lease } => match out {
-                Outcome::Ok(Answer::Read(Some(r))) if r.guid == g => {
-                    self.hold(s, i, k, g, r.token, self.lease_on_reply(lease))
-                }
+                Outcome::Ok(Answer::Read(Some(r))) if r.guid == g => self.hold(s, i, k, g, r.token, lease),
                 Outcome::Ok(_) | Outcome::Refused(..) => {
                     self.not_acquired(s, i, k, g, false);
                     Ok(())
@@ -785,7 +673,7 @@ impl LockModel {
                     Outcome::Ok(Answer::Read(cur)) => return self.fifo_observe(s, i, cur),
                     Outcome::Ok(_) if grant => {
                         if let Phase::FifoWait { k, g, t, lease, .. } = phase {
-                            return self.hold(s, i, k, g, t, self.lease_on_reply(lease));
+                            return self.hold(s, i, k, g, t, lease);
                         }
                     }
                     Outcome::Refused(cur, ambiguous) if grant => {
@@ -843,10 +731,6 @@ impl LockModel {
                         Some(r) if r.released => self.start_take(s, i, k, g, Some(target), retries),
                         Some(r) if r.token != target.1 => self.start_wait(s, i, k, g, r, retries),
                         Some(r) => {
-                            if self.bug(Bug::RereadRestartsWait) {
-                                self.start_wait(s, i, k, g, r, retries);
-                                return Ok(());
-                            }
                             let known = newer.map_or(target, |(v, _)| v);
                             let newer = if r.version() != known {
                                 Some((r.version(), 0))
@@ -870,17 +754,9 @@ impl LockModel {
             Phase::Releasing { k, guids } => {
                 match out {
                     Outcome::Ok(_) => self.release_done(s, i, k, false),
-                    Outcome::Refused(_, ambiguous) => {
-                        if self.open() || ambiguous {
-                            self.release_done(s, i, k, false)
-                        } else {
-                            s.clients[i].phase = Phase::Idle; // FailedToReleaseLock
-                        }
-                    }
+                    Outcome::Refused(..) => self.release_done(s, i, k, false),
                     Outcome::Failed { ambiguous } => {
-                        if self.bug(Bug::TimeoutIsReleased) {
-                            self.release_done(s, i, k, false);
-                        } else if ambiguous {
+                        if ambiguous {
                             s.clients[i].phase = Phase::ReleaseRead { k, guids };
                             s.clients[i].main = send(Op::Get(k));
                         } else {
@@ -893,7 +769,7 @@ impl LockModel {
             Phase::ReleaseRead { k, guids } => {
                 match out {
                     Outcome::Ok(Answer::Read(cur)) => {
-                        let ours = cur.is_some_and(|r| guids.contains(&r.guid) && (!self.open() || !r.released));
+                        let ours = cur.is_some_and(|r| guids.contains(&r.guid) && !r.released);
                         if ours {
                             s.clients[i].phase = Phase::Idle;
                         } else {
@@ -928,7 +804,7 @@ impl LockModel {
         };
         if let Some(h) = cur {
             if h.guid == g && h.token == t && !h.released {
-                return self.hold(s, i, k, g, t, self.lease_on_reply(lease));
+                return self.hold(s, i, k, g, t, lease);
             }
             gp = gp.max(h.qg.unwrap_or(0));
             ht = ht.max(h.token);
@@ -988,14 +864,6 @@ impl LockModel {
         } else {
             Op::FifoUntake(k, t, pos, prev)
         });
-    }
-
-    fn lease_on_reply(&self, lease: u8) -> u8 {
-        if self.bug(Bug::LeaseFromReply) {
-            self.cfg.lease
-        } else {
-            lease
-        }
     }
 
     /// `fail_open::acquire` after a refused take that did not meet our own write.
@@ -1088,17 +956,13 @@ impl LockModel {
         else {
             return;
         };
-        if self.open() && lost {
+        if lost {
             self.release_done(s, i, k, true);
             return;
         }
         let guids = guids_of(g, pending);
         s.clients[i].phase = Phase::Releasing { k, guids };
-        s.clients[i].main = send(if self.open() {
-            Op::Release(k, guids)
-        } else {
-            Op::DeleteIfGuid(k, guids)
-        });
+        s.clients[i].main = send(Op::Release(k, guids));
     }
 
     fn slot(c: &Client, slot: Slot) -> Option<Net> {
@@ -1151,12 +1015,6 @@ impl LockModel {
     }
 
     fn tick(&self, s: &mut State) {
-        let lease = self.cfg.lease;
-        if self.bug(Bug::WaiterTrustsHolderClock) {
-            for it in s.items.iter_mut().flatten() {
-                it.age = (it.age + 1).min(lease);
-            }
-        }
         for c in s.clients.iter_mut() {
             self.tick_client(c);
         }
@@ -1181,7 +1039,6 @@ impl LockModel {
                         *age = (*age + 1).min(lease);
                     }
                 }
-                Phase::Pausing { wait, .. } => dec(wait),
                 Phase::FifoWait { watch, lease: l, .. } => {
                     dec(l);
                     if let Some((_, age)) = watch {
@@ -1208,14 +1065,13 @@ impl LockModel {
     fn due(&self, c: &Client) -> bool {
         match c.phase {
             Phase::Waiting { deadline, reread, .. } => c.main.is_none() && (deadline == 0 || reread == 0),
-            Phase::Pausing { wait, .. } => wait == 0,
             Phase::Holding {
                 hb_due,
                 beats,
                 stopping,
                 lost,
                 ..
-            } => self.open() && !stopping && !lost && hb_due == 0 && c.hb.is_none() && beats > 0,
+            } => !stopping && !lost && hb_due == 0 && c.hb.is_none() && beats > 0,
             _ => false,
         }
     }
@@ -1225,9 +1081,8 @@ impl LockModel {
             return false;
         }
         s.clients.iter().take(self.cfg.clients).any(|c| match c.phase {
-            Phase::Taking { lease, .. } | Phase::TakeRead { lease, .. } => lease > 0 && self.open(),
+            Phase::Taking { lease, .. } | Phase::TakeRead { lease, .. } => lease > 0,
             Phase::Waiting { deadline, reread, .. } => deadline > 0 || reread > 0,
-            Phase::Pausing { wait, .. } => wait > 0,
             Phase::FifoWait { watch, lease, .. } => lease > 0 || watch.is_some_and(|(_, a)| a < self.cfg.lease),
             Phase::Holding {
                 lease,
@@ -1237,7 +1092,7 @@ impl LockModel {
                 stopping,
                 lost,
                 ..
-            } => self.open() && !lost && (lease > 0 || (hb_due > 0 && beats > 0 && !stopping) || hb_lease > 0),
+            } => !lost && (lease > 0 || (hb_due > 0 && beats > 0 && !stopping) || hb_lease > 0),
             _ => false,
         })
     }
@@ -1335,7 +1190,7 @@ impl Model for LockModel {
                     if !stopping {
                         out.push(Action::Release(ci));
                     }
-                    if self.open() && !stopping && !lost && hb_due == 0 && c.hb.is_none() && beats > 0 {
+                    if !stopping && !lost && hb_due == 0 && c.hb.is_none() && beats > 0 {
                         out.push(Action::Beat(ci));
                     }
                 }
@@ -1346,7 +1201,6 @@ impl Model for LockModel {
                         out.push(Action::Reread(ci));
                     }
                 }
-                Phase::Pausing { wait: 0, .. } => out.push(Action::Retry(ci)),
                 Phase::FifoWait { .. } if c.main.is_none() => {
                     out.push(Action::Look(ci));
                     if i == 0 {
@@ -1541,12 +1395,6 @@ impl Model for LockModel {
                     self.fifo_give_up(&mut s, i, k, g, t, pos, prev, maybe);
                 }
             }
-            Action::Retry(c) => {
-                let i = c as usize;
-                if let Phase::Pausing { k, g, retries, .. } = s.clients[i].phase {
-                    self.start_take(&mut s, i, k, g, None, retries);
-                }
-            }
         }
         Ok(s)
     }
@@ -1562,7 +1410,7 @@ impl Model for LockModel {
                         lost,
                         stopping,
                         ..
-                    } => hk == k && !stopping && (!self.open() || (!lost && lease > 0)),
+                    } => hk == k && !stopping && !lost && lease > 0,
                     _ => false,
                 })
                 .collect();
@@ -1576,7 +1424,7 @@ impl Model for LockModel {
         for (i, c) in s.clients.iter().enumerate().take(n) {
             if let Some((k, lost)) = c.released {
                 let item = s.items[k as usize];
-                if !lost && item.is_some_and(|it| owner(it.guid) == i && !(self.open() && it.released)) {
+                if !lost && item.is_some_and(|it| owner(it.guid) == i && !(it.released)) {
                     return Err(Violation {
                         property: "no lost release",
                         detail: format!("c{i} was told lock {k} is released, and still holds it"),
@@ -1606,18 +1454,12 @@ impl Model for LockModel {
         }
     }
 
-    /// Lock `k` is free (FailClosed: absent; FailOpen: absent, released, or its holder's lease
-    /// over on its own clock) and a live client is acquiring it.
+    /// Lock `k` is free (absent, released, or its holder's lease over on its own clock) and a
+    /// live client is acquiring it.
     fn waiting(&self, s: &State, k: usize) -> bool {
         let free = match s.items[k] {
             None => true,
-            Some(it) if self.open() => it.released || !self.believes(s, owner(it.guid), k),
-            Some(it) => {
-                let o = &s.clients[owner(it.guid)];
-                // A FailClosed lock whose holder crashed or failed to release stays held by
-                // design; one whose release was reported is free.
-                o.released.is_some_and(|(rk, _)| rk as usize == k) && !matches!(o.phase, Phase::Holding { .. })
-            }
+            Some(it) => it.released || !self.believes(s, owner(it.guid), k),
         };
         free && s
             .clients
@@ -1638,7 +1480,7 @@ impl Model for LockModel {
 impl LockModel {
     fn believes(&self, s: &State, i: usize, k: usize) -> bool {
         match s.clients[i].phase {
-            Phase::Holding { k: hk, lease, lost, .. } => hk as usize == k && (!self.open() || (!lost && lease > 0)),
+            Phase::Holding { k: hk, lease, lost, .. } => hk as usize == k && !lost && lease > 0,
             _ => false,
         }
     }
@@ -1646,9 +1488,9 @@ impl LockModel {
     /// The retries left of a client acquiring lock `k`.
     fn acquiring(c: &Client, k: usize) -> Option<u8> {
         match c.phase {
-            Phase::Taking { k: ak, retries, .. }
-            | Phase::Waiting { k: ak, retries, .. }
-            | Phase::Pausing { k: ak, retries, .. } => (ak as usize == k).then_some(retries),
+            Phase::Taking { k: ak, retries, .. } | Phase::Waiting { k: ak, retries, .. } => {
+                (ak as usize == k).then_some(retries)
+            }
             Phase::FifoTicket { k: ak, .. } | Phase::FifoWait { k: ak, .. } | Phase::FifoGiveUp { k: ak, .. } => {
                 (ak as usize == k).then_some(0)
             }

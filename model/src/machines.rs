@@ -20,7 +20,8 @@
 //! - no lost release: a release reported done leaves nothing of the holder on the item;
 //! - no orphan: an acquisition reported failed leaves nothing of its own on the item, unless
 //!   it is still removing it (`undo`);
-//! - liveness (bounded): a FailOpen lock whose holder crashed is taken by a waiter that keeps
+//! - liveness (bounded): a FailClosed lock whose item is gone is taken by a waiter that keeps
+//!   trying within a re-read interval and three request timeouts; a FailOpen lock whose holder crashed is taken by a waiter that keeps
 //!   trying within a lease and three request timeouts of the crash (or of its start), when
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
@@ -306,6 +307,8 @@ pub struct State {
     pub last_token: Vec<u8>,
     /// A request was slower than its timeout (history, for liveness).
     pub slow: bool,
+    /// When each lock's item last went away (history, for FailClosed liveness).
+    pub freed_at: Vec<Tick>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -444,6 +447,18 @@ impl Machines {
                 lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
                 ttl: None,
             },
+            Req::HandOver {
+                guids,
+                new_guid,
+                renew,
+                marks_fresh_since_unix_ms,
+            } => core_op::Op::HandOver {
+                guids,
+                new_guid,
+                fields: renew.then_some(&fields),
+                marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
+                ttl: None,
+            },
             Req::MarkWaiting { .. } => {
                 // The model's item keeps no mark: every mark is accepted and read as absent,
                 // so every waiter takes itself for the first in line (the mark decides
@@ -452,6 +467,10 @@ impl Machines {
             }
         };
         let (after, reply) = core_op::apply(&op, *slot);
+        if slot.is_some() && after.is_none() {
+            s.freed_at[k as usize] = s.now;
+        }
+        let slot = &mut s.items[k as usize];
         *slot = after;
         if self.bug(Bug::ReleaseDeletes)
             && matches!(req, Req::Release { .. })
@@ -646,6 +665,7 @@ impl Model for Machines {
             crashes: self.cfg.crashes,
             last_token: vec![0; self.cfg.locks],
             slow: false,
+            freed_at: vec![0; self.cfg.locks],
         }]
     }
 
@@ -739,15 +759,14 @@ impl Model for Machines {
                 }
                 cl.phase = Phase::Acquiring { k, g };
                 cl.since = s.now;
-                let id = format!("c{i}");
                 let step = match self.cfg.kind {
                     Kind::FailClosed => {
-                        let (m, step) = fail_closed::Acquire::start(lock, g, id, None, &env);
+                        let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
                         cl.machine = Some(M::Closed(m));
                         map(step, Out::Closed)
                     }
                     _ => {
-                        let (m, step) = fail_open::Acquire::start(lock, g, id, None, &env);
+                        let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
                         cl.machine = Some(M::Open(m));
                         map(step, Out::Open)
                     }
@@ -852,6 +871,13 @@ impl Model for Machines {
                 };
             }
         }
+        // The time a lock went free matters only while it stays free and liveness is checked.
+        let checked = self.cfg.kind == Kind::FailClosed && s.faults == self.cfg.faults && !s.slow;
+        for k in 0..self.cfg.locks {
+            if !checked || s.items[k].is_some() {
+                s.freed_at[k] = 0;
+            }
+        }
         Ok(s)
     }
 
@@ -914,8 +940,11 @@ impl Machines {
     /// a client that keeps trying, when no fault happened and no request was slower than its
     /// timeout.
     fn check_liveness(&self, s: &State) -> Result<(), Violation> {
-        if self.cfg.kind == Kind::FailClosed || s.faults != self.cfg.faults || s.slow {
+        if s.faults != self.cfg.faults || s.slow {
             return Ok(());
+        }
+        if self.cfg.kind == Kind::FailClosed {
+            return self.check_closed_liveness(s);
         }
         // Refused (a round trip), a lease waited from then, a re-read out at the deadline, and
         // the take: three round trips, each within a request timeout.
@@ -936,6 +965,35 @@ impl Machines {
                         property: "liveness",
                         detail: format!(
                             "lock {k}'s holder crashed at tick {at}; at tick {} c{i} still waits for it",
+                            s.now
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Machines {
+    /// Bounded liveness, FailClosed: a lock whose item is gone is granted, within a re-read
+    /// interval and three request timeouts of its going (or of the start of the acquisition,
+    /// if later), to a client that keeps trying, when no fault happened.
+    fn check_closed_liveness(&self, s: &State) -> Result<(), Violation> {
+        let bound = self.cfg.reread.min(self.cfg.acquire_period) + 3 * self.cfg.request_timeout + 1;
+        for k in 0..self.cfg.locks {
+            if s.items[k].is_some() {
+                continue;
+            }
+            let at = s.freed_at[k];
+            for i in 1..self.cfg.clients {
+                let c = &s.clients[i];
+                let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
+                if acquiring && s.now > at.max(c.since) + bound {
+                    return Err(Violation {
+                        property: "liveness",
+                        detail: format!(
+                            "lock {k} is free since tick {at}; at tick {} c{i} still waits for it",
                             s.now
                         ),
                     });

@@ -23,12 +23,10 @@ fn base(kind: Kind) -> Config {
         lease: 3,
         heartbeat: 1,
         reread: 1,
-        acquire_period: 1,
         retry_count: 1,
         max_attempts: 2,
         faults: 1,
         crashes: 1,
-        skew: 0,
         late_landing: false,
         drift: 0,
         bug: None,
@@ -62,14 +60,6 @@ pub fn configs(kind: Kind, size: Size) -> Vec<Config> {
     let mut out = Vec::new();
     let b = base(kind);
     match (kind, size) {
-        (Kind::FailClosed, Size::Bounded) => out.push(Config { acquisitions: 2, ..b }),
-        (Kind::FailClosed, Size::Full) => out.push(Config {
-            clients: 3,
-            locks: 2,
-            acquisitions: 2,
-            faults: 2,
-            ..b
-        }),
         (Kind::FailOpen, Size::Bounded) => out.push(Config { beats: 2, ..b }),
         (Kind::Fifo, Size::Bounded) => out.push(b),
         (Kind::Fifo, Size::Full) => {
@@ -133,9 +123,6 @@ pub fn broken_config(bug: Bug) -> Config {
     c.bug = Some(bug);
     // Room for every attempt of one request to fail.
     c.faults = c.max_attempts;
-    if bug == Bug::WaiterTrustsHolderClock {
-        c.skew = 1;
-    }
     if bug == Bug::FifoGrantIgnoresToken {
         // Two waiters in the queue behind a holder.
         c.clients = 3;
@@ -148,7 +135,6 @@ pub fn broken_config(bug: Bug) -> Config {
 
 pub fn properties(kind: Kind) -> &'static [&'static str] {
     match kind {
-        Kind::FailClosed => &["mutual exclusion", "no lost release", "no orphan", "liveness"],
         Kind::FailOpen => &[
             "mutual exclusion",
             "fencing",
@@ -167,7 +153,6 @@ pub fn properties(kind: Kind) -> &'static [&'static str] {
 
 pub fn kind_name(kind: Kind) -> &'static str {
     match kind {
-        Kind::FailClosed => "FailClosed",
         Kind::FailOpen => "FailOpen",
         Kind::Fifo => "Fifo",
     }

@@ -5,7 +5,8 @@
 //!   three leases, up to four waiters in other processes, long horizons.
 //! - The machines model (`machines.rs`, acquisition and release): FailClosed and FailOpen, 2
 //!   to 8 clients over 1 to 4 lock ids, up to 3 acquisitions each, leases of 4 to 20 ticks,
-//!   up to 8 lost, throttled or timed-out requests and 2 crashes, long horizons.
+//!   up to 8 lost, throttled or timed-out requests and 2 crashes, `trustLocalTime` on or off,
+//!   long horizons.
 //!
 //! Each run draws its configuration and every choice (which event happens next, each
 //! request's fate, when time passes) from one seeded generator, so a failing seed replays
@@ -117,7 +118,8 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         } else {
             0
         },
-        trust_local_time: false,
+        // With clocks that agree, trusting the holder's clock must be safe too.
+        trust_local_time: bug.is_none() && rng.range(0, 1) == 1,
         horizon: lease * rng.range(3, 6) as u16,
         min_hold: rng.range(0, lease as u64 + 2) as u16,
         bug,

@@ -65,7 +65,6 @@ type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<R, E>>;
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiter_id: String,
     waiting: Option<Waiting>,
     give_up_at: Time,
     next_attempt: Time,
@@ -82,19 +81,11 @@ where
     E: Clone,
 {
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
-    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
-    /// it in line should it wait.
-    pub fn start(
-        s: Lock,
-        guid: R::Guid,
-        waiter_id: String,
-        stand_back_until: Option<Time>,
-        env: &Env,
-    ) -> (Self, St<R, E>) {
+    /// lock lately while others waited, and lets them go first until then.
+    pub fn start(s: Lock, guid: R::Guid, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
-            waiter_id,
             waiting: None,
             give_up_at: env.now,
             next_attempt: env.now,
@@ -183,7 +174,7 @@ where
             Some(h) => self.observe(&h, env),
             None => {
                 self.waiting
-                    .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+                    .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
                 self.pause(env)
             }
         }
@@ -193,7 +184,7 @@ where
     fn observe(&mut self, held: &R, env: &Env) -> St<R, E> {
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
         match w.observe(&self.s, held, env.unix_ms) {
             Some(mark) => {
                 self.phase = Phase::Mark;
@@ -289,5 +280,165 @@ where
                 abortable: true,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::item::LockRecord;
+    use crate::settings::Kind;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn lock() -> Lock {
+        Lock {
+            kind: Kind::FailClosed,
+            retry_count: 2,
+            acquire_period: ms(100),
+            lease_duration_ms: 0,
+            trust_local_time: false,
+            reread: ms(10),
+            queue_reread: ms(250),
+            request_timeout: ms(50),
+            max_attempts: 2,
+            base_backoff: ms(10),
+            max_backoff: ms(20),
+        }
+    }
+
+    fn env(now: u64) -> Env {
+        Env {
+            now: ms(now),
+            unix_ms: 1_000_000 + now,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    type M = Acquire<LockRecord, &'static str>;
+
+    fn holder() -> LockRecord {
+        LockRecord {
+            guid: Some(vec![2; 64]),
+            ..Default::default()
+        }
+    }
+
+    fn timeout() -> Answer<LockRecord, &'static str> {
+        Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        }
+    }
+
+    #[test]
+    fn a_held_lock_is_tried_retry_count_more_times_acquire_period_apart_then_named() {
+        let (mut m, step) = M::start(lock(), [1; 64], None, &env(0));
+        assert!(matches!(
+            step,
+            Step::Send {
+                req: Req::PutIfAbsent { .. },
+                ..
+            }
+        ));
+        let mut puts = 1;
+        let mut now = 0;
+        let mut step = m.answer(Answer::Refused(Some(Some(holder()))), &env(now));
+        let out = loop {
+            step = match step {
+                Step::Send {
+                    req: Req::PutIfAbsent { .. },
+                    ..
+                } => {
+                    puts += 1;
+                    m.answer(Answer::Refused(Some(Some(holder()))), &env(now))
+                }
+                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Item(Some(holder()))), &env(now)),
+                Step::Send {
+                    req: Req::MarkWaiting { .. },
+                    ..
+                } => m.answer(Answer::Done(Reply::Done), &env(now)),
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    m.timer(&env(now))
+                }
+                Step::Done(out) => break out,
+                other => panic!("{other:?}"),
+            };
+        };
+        assert_eq!(out, Outcome::Held(Some(holder())));
+        assert_eq!(puts, 3, "the first attempt and retryCount more");
+        assert_eq!(now, 200, "acquirePeriodMs apart");
+    }
+
+    #[test]
+    fn a_refusal_after_a_timeout_reads_the_item_and_finds_its_own_write() {
+        let (mut m, _) = M::start(lock(), [1; 64], None, &env(0));
+        let pause = match m.answer(timeout(), &env(10)) {
+            Step::Wait { until, .. } => until,
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(
+            m.timer(&env(pause.as_millis() as u64)),
+            Step::Send {
+                req: Req::PutIfAbsent { .. },
+                ..
+            }
+        ));
+        // The condition met an item, and the refusal did not say which: it is read.
+        let step = m.answer(Answer::Refused(None), &env(30));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
+        let ours = LockRecord {
+            guid: Some(vec![1; 64]),
+            ..Default::default()
+        };
+        assert_eq!(
+            m.answer(Answer::Done(Reply::Item(Some(ours))), &env(31)),
+            Step::Done(Outcome::Acquired)
+        );
+    }
+
+    #[test]
+    fn a_failure_that_may_have_landed_is_read_back_and_undone_if_the_read_fails() {
+        let mut s = lock();
+        s.max_attempts = 1;
+        let (mut m, _) = M::start(s, [1; 64], None, &env(0));
+        let step = m.answer(timeout(), &env(50));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }));
+        assert_eq!(
+            m.answer(timeout(), &env(100)),
+            Step::Done(Outcome::Failed {
+                error: "timeout",
+                undo: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_cancelled_wait_ends_at_once() {
+        let (mut m, _) = M::start(lock(), [1; 64], None, &env(0));
+        let step = m.answer(Answer::Refused(Some(Some(holder()))), &env(0));
+        assert!(matches!(
+            step,
+            Step::Send {
+                req: Req::MarkWaiting { .. },
+                ..
+            }
+        ));
+        assert!(matches!(
+            m.answer(Answer::Done(Reply::Done), &env(0)),
+            Step::Wait { abortable: true, .. }
+        ));
+        let cancelled = Env {
+            cancelled: true,
+            ..env(5)
+        };
+        assert_eq!(m.timer(&cancelled), Step::Done(Outcome::Aborted));
     }
 }

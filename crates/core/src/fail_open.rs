@@ -92,7 +92,6 @@ pub fn wait_for<R: Record>(s: &Lock, rec: &R, seen_unix_ms: u64) -> Duration {
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiter_id: String,
     waiting: Option<Waiting>,
     retries_left: u32,
     /// The version the next take may overwrite, and its token.
@@ -117,19 +116,11 @@ where
     E: Clone,
 {
     /// Starts an acquisition that writes `guid`. `stand_back_until`: this client released the
-    /// lock lately while others waited, and lets them go first until then. `waiter_id` names
-    /// it in line should it wait.
-    pub fn start(
-        s: Lock,
-        guid: R::Guid,
-        waiter_id: String,
-        stand_back_until: Option<Time>,
-        env: &Env,
-    ) -> (Self, St<R, E>) {
+    /// lock lately while others waited, and lets them go first until then.
+    pub fn start(s: Lock, guid: R::Guid, stand_back_until: Option<Time>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Acquire {
             s,
             guid,
-            waiter_id,
             waiting: None,
             retries_left: s.retry_count,
             waited_out: None,
@@ -248,7 +239,7 @@ where
     fn observe(&mut self, held: R, start: bool, env: &Env) -> St<R, E> {
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(self.waiter_id.clone(), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
         let mark = w.observe(&self.s, &held, env.unix_ms);
         let then = if start { Then::WaitOut(held) } else { Then::Reread(held) };
         match mark {
@@ -395,5 +386,229 @@ where
                 abortable: true,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::LockRecord;
+    use crate::settings::Kind;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn lock() -> Lock {
+        Lock {
+            kind: Kind::FailOpen,
+            retry_count: 1,
+            acquire_period: Duration::ZERO,
+            lease_duration_ms: 1000,
+            trust_local_time: false,
+            reread: ms(10),
+            queue_reread: ms(250),
+            request_timeout: ms(100),
+            max_attempts: 2,
+            base_backoff: ms(10),
+            max_backoff: ms(20),
+        }
+    }
+
+    fn env(now: u64) -> Env {
+        Env {
+            now: ms(now),
+            unix_ms: 1_000_000 + now,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    fn held(guid: u8, token: u64) -> LockRecord {
+        LockRecord {
+            guid: Some(vec![guid; 4]),
+            fencing_token: Some(token),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        }
+    }
+
+    type M = Acquire<LockRecord, &'static str>;
+    type S = St<LockRecord, &'static str>;
+
+    fn guid(n: u8) -> [u8; 64] {
+        [n; 64]
+    }
+
+    fn wait_until(step: S) -> Time {
+        match step {
+            Step::Wait { until, .. } => until,
+            other => panic!("expected a wait: {other:?}"),
+        }
+    }
+
+    /// Answers reads with `item` and marks with success, until the machine waits, takes or
+    /// ends.
+    fn settle(m: &mut M, mut step: S, now: u64, item: &LockRecord) -> S {
+        loop {
+            step = match step {
+                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Item(Some(item.clone()))), &env(now)),
+                Step::Send {
+                    req: Req::MarkWaiting { .. },
+                    ..
+                } => m.answer(Answer::Done(Reply::Done), &env(now)),
+                other => return other,
+            }
+        }
+    }
+
+    /// Steps the waiting machine at each instant it asks for, the item staying `item`, until
+    /// it sends a take or ends; the step and the time.
+    fn wait_out(m: &mut M, mut step: S, item: &LockRecord) -> (S, u64) {
+        loop {
+            match settle(m, step, 0, item) {
+                Step::Wait { until, .. } => {
+                    let now = until.as_millis() as u64;
+                    let t = m.timer(&env(now));
+                    step = settle(m, t, now, item);
+                    if !matches!(step, Step::Wait { .. }) {
+                        return (step, now);
+                    }
+                }
+                other => return (other, 0),
+            }
+        }
+    }
+
+    #[test]
+    fn a_free_lock_is_taken_with_one_write_and_its_lease_runs_from_the_send() {
+        let (mut m, step) = M::start(lock(), guid(1), None, &env(0));
+        assert!(
+            matches!(step, Step::Send { req: Req::Take { waited_out: None, .. }, timeout_at } if timeout_at == ms(100))
+        );
+        let done = m.answer(Answer::Done(Reply::Token(7)), &env(40));
+        assert_eq!(
+            done,
+            Step::Done(Outcome::Taken {
+                fencing_token: 7,
+                sent_at: ms(0),
+                contended: false
+            })
+        );
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_out_then_taken_on_the_version_seen() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        // Refused by a holder: the waiter claims the first place, then waits.
+        let step = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &env(6));
+        assert!(matches!(
+            step,
+            Step::Send {
+                req: Req::MarkWaiting { .. },
+                ..
+            }
+        ));
+        let until = wait_until(m.answer(Answer::Done(Reply::Done), &env(6)));
+        assert_eq!(until, ms(16), "the first in line re-reads at rereadPeriodMs");
+        // Re-reads find the same version: the deadline stays a lease after it was seen.
+        let (step, now) = wait_out(&mut m, Step::Wait { until, abortable: true }, &held(2, 3));
+        assert_eq!(now, 1006, "a whole lease after the refusal was seen");
+        let v = held(2, 3).version();
+        assert!(matches!(step, Step::Send { req: Req::Take { waited_out: Some(w), .. }, .. } if w == v));
+    }
+
+    #[test]
+    fn a_renewal_costs_a_retry_at_the_deadline_and_restarts_the_wait_from_the_renewal() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let step = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &env(0));
+        settle(&mut m, step, 0, &held(2, 3));
+        // At 500 ms the holder has renewed (same token, new guid).
+        let t = m.timer(&env(500));
+        let step = settle(&mut m, t, 500, &held(9, 3));
+        assert!(matches!(step, Step::Wait { .. }));
+        // At the first deadline the wait restarts from the renewal: no take.
+        let step = m.timer(&env(1000));
+        assert!(matches!(step, Step::Wait { .. }), "{step:?}");
+        // The one retry is spent: at the renewal's deadline, if it renewed again, the
+        // acquisition gives up naming the holder.
+        let t = m.timer(&env(1490));
+        let step = settle(&mut m, t, 1490, &held(8, 3));
+        assert!(matches!(step, Step::Wait { .. }));
+        let step = m.timer(&env(1500));
+        assert_eq!(step, Step::Done(Outcome::Held(held(8, 3))));
+    }
+
+    #[test]
+    fn a_refusal_after_an_attempt_that_may_have_landed_may_be_our_own_write() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let failed = Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        };
+        let pause = wait_until(m.answer(failed, &env(10)));
+        assert!(matches!(
+            m.timer(&env(pause.as_millis() as u64)),
+            Step::Send {
+                req: Req::Take { .. },
+                ..
+            }
+        ));
+        let ours = LockRecord {
+            guid: Some(guid(1).to_vec()),
+            fencing_token: Some(4),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        };
+        let step = m.answer(Answer::Refused(Some(Some(ours))), &env(150));
+        assert!(
+            matches!(step, Step::Done(Outcome::Taken { fencing_token: 4, .. })),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn an_unsettled_write_asks_to_be_undone() {
+        let mut s = lock();
+        s.max_attempts = 1;
+        let (mut m, _) = M::start(s, guid(1), None, &env(0));
+        let timeout = Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        };
+        let step = m.answer(timeout.clone(), &env(100));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }), "the outcome is read");
+        let step = m.answer(timeout, &env(200));
+        assert_eq!(
+            step,
+            Step::Done(Outcome::Failed {
+                error: "timeout",
+                undo: true
+            })
+        );
+    }
+
+    #[test]
+    fn trust_local_time_shortens_the_wait_by_the_holders_age() {
+        let mut s = lock();
+        s.trust_local_time = true;
+        let (mut m, _) = M::start(s, guid(1), None, &env(0));
+        let mut h = held(2, 3);
+        h.lock_acquired_time_unix_ms = Some(1_000_000 - 600);
+        let step = m.answer(Answer::Refused(Some(Some(h.clone()))), &env(0));
+        let (step, now) = wait_out(&mut m, step, &h);
+        assert!(
+            matches!(
+                step,
+                Step::Send {
+                    req: Req::Take { .. },
+                    ..
+                }
+            ),
+            "{step:?}"
+        );
+        assert_eq!(now, 400, "what was left of the holder's lease by its clock");
     }
 }

@@ -157,3 +157,148 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::item::LockRecord;
+
+    fn lock(kind: Kind) -> Lock {
+        let ms = Duration::from_millis;
+        Lock {
+            kind,
+            retry_count: 1,
+            acquire_period: Duration::ZERO,
+            lease_duration_ms: 1000,
+            trust_local_time: false,
+            reread: ms(10),
+            queue_reread: ms(250),
+            request_timeout: ms(50),
+            max_attempts: 2,
+            base_backoff: ms(10),
+            max_backoff: ms(20),
+        }
+    }
+
+    fn env(now: u64) -> Env {
+        Env {
+            now: Duration::from_millis(now),
+            unix_ms: 1_000_000 + now,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    type R = Release<LockRecord, &'static str>;
+
+    fn timeout() -> Answer<LockRecord, &'static str> {
+        Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        }
+    }
+
+    #[test]
+    fn failclosed_deletes_and_failopen_marks_released_with_every_guid() {
+        let guids = vec![[1; 64], [2; 64]];
+        let (_, step) = R::start(lock(Kind::FailClosed), guids.clone(), &env(0));
+        assert!(matches!(step, Step::Send { req: Req::DeleteIfGuid { guids: g }, .. } if g == guids));
+        let (_, step) = R::start(lock(Kind::FailOpen), guids.clone(), &env(0));
+        assert!(matches!(step, Step::Send { req: Req::Release { guids: g, .. }, .. } if g == guids));
+    }
+
+    #[test]
+    fn a_release_tries_harder_than_other_requests() {
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let mut now = 0;
+        let mut writes = 1;
+        loop {
+            match m.answer(
+                Answer::Failed {
+                    error: "throttled",
+                    transient: true,
+                    maybe_applied: false,
+                },
+                &env(now),
+            ) {
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    assert!(matches!(m.timer(&env(now)), Step::Send { .. }));
+                    writes += 1;
+                }
+                Step::Done(out) => {
+                    assert_eq!(out, Outcome::Failed("throttled"));
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(writes, 8, "RELEASE_MAX_ATTEMPTS");
+    }
+
+    #[test]
+    fn a_refusal_after_a_write_that_may_have_landed_means_it_landed() {
+        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], &env(0));
+        let until = match m.answer(timeout(), &env(10)) {
+            Step::Wait { until, .. } => until,
+            other => panic!("{other:?}"),
+        };
+        m.timer(&env(until.as_millis() as u64));
+        assert_eq!(
+            m.answer(Answer::Refused(Some(None)), &env(30)),
+            Step::Done(Outcome::Released { waiter: false })
+        );
+        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], &env(0));
+        assert_eq!(
+            m.answer(Answer::Refused(Some(None)), &env(5)),
+            Step::Done(Outcome::NotOurs)
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_settled_by_reading_the_item() {
+        let mut s = lock(Kind::FailOpen);
+        s.max_attempts = 1;
+        let ours = LockRecord {
+            guid: Some(vec![1; 64]),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        };
+        for (item, out) in [
+            (Some(ours.clone()), Outcome::Failed("timeout")),
+            (
+                Some(LockRecord {
+                    lease_duration_ms: Some(1),
+                    ..ours
+                }),
+                Outcome::Released { waiter: false },
+            ),
+            (None, Outcome::Released { waiter: false }),
+        ] {
+            let (mut m, _) = R::start(s, vec![[1; 64]], &env(0));
+            // One attempt... a release makes at least eight: the budget ends them first.
+            let mut now = 0;
+            let mut step = m.answer(timeout(), &env(now));
+            while let Step::Wait { until, .. } = step {
+                now = until.as_millis() as u64;
+                m.timer(&env(now));
+                step = m.answer(timeout(), &env(now));
+            }
+            assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
+            assert_eq!(m.answer(Answer::Done(Reply::Item(item)), &env(now)), Step::Done(out));
+        }
+    }
+
+    #[test]
+    fn the_answer_tells_whether_a_waiter_marked_the_item_lately() {
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let fresh = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 100))), &env(0));
+        assert_eq!(fresh, Step::Done(Outcome::Released { waiter: true }));
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let stale = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 60_000))), &env(0));
+        assert_eq!(stale, Step::Done(Outcome::Released { waiter: false }));
+    }
+}

@@ -50,6 +50,14 @@ pub enum Req<G, V> {
         guids: Vec<G>,
         lock_acquired_time_unix_ms: Option<u64>,
     },
+    /// Hands a held lock to the next acquisition of this client (`handover`); `renew`:
+    /// FailOpen's lease and token too.
+    HandOver {
+        guids: Vec<G>,
+        new_guid: G,
+        renew: bool,
+        marks_fresh_since_unix_ms: u64,
+    },
     MarkWaiting {
         waiter: String,
         since_unix_ms: u64,
