@@ -1,41 +1,159 @@
 //! A breadth-first explorer of every reachable state of a model, with safety properties
 //! checked on every state and every transition, and a liveness property of the form
 //! "always, if `waiting` then eventually `served`" checked on the explored graph.
+//!
+//! Memory: a visited state is remembered by its 64-bit fingerprint, as TLC does, with the
+//! index of the state it was first reached from and the position of the action taken there
+//! (20 to 50 bytes a state in all, with the slack of growing tables). Whole states are kept
+//! only for the breadth-first frontier. A counterexample path is rebuilt by replaying those
+//! actions from the initial state, which needs `init`, `actions` and `next` to be
+//! deterministic. When the model asks for liveness, the explored graph is kept as well, as
+//! the distinct successors of each state (4 bytes an edge, 8 while liveness is checked), and
+//! two bits a state for each goal.
+//!
+//! Fingerprint collisions: two distinct states with one fingerprint make the second look
+//! visited, and the states only it leads to go unexplored. For a fingerprint that behaves as
+//! a random 64-bit function, the chance of any collision among N states is about
+//! N^2 / 2^65: 8e-6 for 17 million states, 4e-5 for 40 million, 3e-4 for 100 million.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
-/// A small, fast, non-cryptographic hasher (the multiply-rotate scheme of rustc's FxHash).
-#[derive(Default)]
-pub struct Fx(u64);
+/// The fingerprint of a state: its `Hash` input folded a word at a time, each word mixed in
+/// by a 64 x 64 -> 128-bit multiply whose halves are xored (the mixing step of wyhash and
+/// foldhash), then mixed once more with the input's length. Several times faster than
+/// SipHash on the many small writes of a derived `Hash`.
+struct Fingerprint {
+    h: u64,
+    len: u64,
+}
 
-impl Hasher for Fx {
+const MIX: [u64; 3] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0];
+
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl Hasher for Fingerprint {
     fn finish(&self) -> u64 {
-        self.0
+        fold(self.h ^ MIX[2], self.len ^ MIX[1])
     }
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_u64(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            last[..rest.len()].copy_from_slice(rest);
+            // The length of the tail tells "a" from "a\0".
+            self.write_u64(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59));
         }
     }
     fn write_u8(&mut self, i: u8) {
-        self.write_u64(i as u64)
+        self.write_u64(i.into())
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(i.into())
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i.into())
     }
     fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        self.h = fold(self.h ^ i ^ MIX[0], MIX[1].wrapping_add(self.len));
+        self.len += 1;
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.write_u64(i as u64);
+        self.write_u64((i >> 64) as u64);
     }
     fn write_usize(&mut self, i: usize) {
         self.write_u64(i as u64)
     }
+    fn write_i8(&mut self, i: i8) {
+        self.write_u64(i as u64)
+    }
+    fn write_i16(&mut self, i: i16) {
+        self.write_u64(i as u64)
+    }
+    fn write_i32(&mut self, i: i32) {
+        self.write_u64(i as u64)
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.write_u64(i as u64)
+    }
+    fn write_isize(&mut self, i: isize) {
+        self.write_u64(i as u64)
+    }
 }
 
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-
 fn fingerprint<S: Hash>(s: &S) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = Fingerprint { h: 0, len: 0 };
     s.hash(&mut h);
     h.finish()
+}
+
+/// The visited set: fingerprints in discovery order, found through an open-addressing table
+/// of their indices (linear probing; a slot holds index + 1, 0 when empty).
+struct Visited {
+    fps: Vec<u64>,
+    slots: Vec<u32>,
+}
+
+impl Visited {
+    fn new() -> Visited {
+        Visited {
+            fps: Vec::new(),
+            slots: vec![0; 1 << 10],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fps.len()
+    }
+
+    /// The slot holding `fp`, or the empty slot where it belongs.
+    fn slot(slots: &[u32], fps: &[u64], fp: u64) -> usize {
+        let mask = slots.len() - 1;
+        // A fingerprint's bits are already mixed.
+        let mut i = (fp as usize) & mask;
+        loop {
+            match slots[i] {
+                0 => return i,
+                j if fps[j as usize - 1] == fp => return i,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    fn get(&self, fp: u64) -> Option<u32> {
+        match self.slots[Self::slot(&self.slots, &self.fps, fp)] {
+            0 => None,
+            j => Some(j - 1),
+        }
+    }
+
+    /// Adds `fp` (not yet visited); returns its index.
+    fn insert(&mut self, fp: u64) -> u32 {
+        let j = u32::try_from(self.fps.len() + 1).expect("fewer than 2^32 states");
+        self.fps.push(fp);
+        // Kept at most 70% full.
+        if self.fps.len() * 10 > self.slots.len() * 7 {
+            let size = self.slots.len() * 2;
+            self.slots = Vec::new();
+            self.slots = vec![0; size];
+            for (k, &f) in self.fps.iter().enumerate() {
+                let i = Self::slot(&self.slots, &self.fps[..k], f);
+                self.slots[i] = k as u32 + 1;
+            }
+        } else {
+            let i = Self::slot(&self.slots, &self.fps, fp);
+            self.slots[i] = j;
+        }
+        j - 1
+    }
 }
 
 /// A violated property found on a transition (`next` returns it) or in a state (`invariant`).
@@ -49,9 +167,11 @@ pub trait Model {
     type State: Clone + Eq + Hash + Debug;
     type Action: Clone + Debug;
 
+    /// The initial states; the same each call.
     fn init(&self) -> Vec<Self::State>;
+    /// The actions enabled in `s`, in an order that depends on `s` alone.
     fn actions(&self, s: &Self::State, out: &mut Vec<Self::Action>);
-    /// The state after `a`, or the property the step itself violates.
+    /// The state after `a`, or the property the step itself violates; the same each call.
     fn next(&self, s: &Self::State, a: &Self::Action) -> Result<Self::State, Violation>;
     fn invariant(&self, s: &Self::State) -> Result<(), Violation>;
     /// Liveness: for each `i` in `0..liveness_goals()`, every reachable state where
@@ -90,71 +210,137 @@ impl<S, A> Report<S, A> {
     }
 }
 
+/// A fixed-size set of bits.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, i: usize) {
+        if self.0.len() <= i / 64 {
+            self.0.resize(i / 64 + 1, 0);
+        }
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+    fn get(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
+
+/// How each state was first reached: the index of the state before it (`ROOT` for an initial
+/// state) and the position of the action in that state's `actions` (for an initial state, its
+/// position in `init`).
+struct Came {
+    parent: Vec<u32>,
+    action: Vec<u16>,
+}
+
+const ROOT: u32 = u32::MAX;
+
+impl Came {
+    fn push(&mut self, parent: u32, action: usize) {
+        self.parent.push(parent);
+        self.action
+            .push(u16::try_from(action).expect("fewer than 2^16 actions a state"));
+    }
+
+    /// State `i` and the actions from an initial state to it, replayed.
+    fn replay<M: Model>(&self, model: &M, mut i: u32) -> (M::State, Vec<M::Action>) {
+        let mut positions = Vec::new();
+        while self.parent[i as usize] != ROOT {
+            positions.push(self.action[i as usize]);
+            i = self.parent[i as usize];
+        }
+        let mut s = model.init().swap_remove(self.action[i as usize] as usize);
+        let mut path = Vec::with_capacity(positions.len());
+        let mut acts = Vec::new();
+        for &k in positions.iter().rev() {
+            acts.clear();
+            model.actions(&s, &mut acts);
+            let a = acts.swap_remove(k as usize);
+            s = model
+                .next(&s, &a)
+                .expect("a replayed step succeeds as it did when explored");
+            path.push(a);
+        }
+        (s, path)
+    }
+}
+
 /// Explores every state reachable from `model.init()`, up to `max_states`; stops at the first
 /// violation.
 pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
-    // States are deduplicated by a 64-bit fingerprint (SipHash), as explicit-state checkers
-    // such as TLC and stateright do: with N states the chance of any collision is about
-    // N^2 / 2^65 (below 1e-5 for ten million).
-    let mut index: FxMap<u64, u32> = FxMap::default();
-    let mut states: Vec<M::State> = Vec::new();
-    // How each state was first reached: (parent, action).
-    let mut came: Vec<Option<(u32, M::Action)>> = Vec::new();
-    let live = model.liveness_goals() > 0;
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    let mut level_end = 0usize;
+    let mut visited = Visited::new();
+    let mut came = Came {
+        parent: Vec::new(),
+        action: Vec::new(),
+    };
+    let goals = model.liveness_goals();
+    let live = goals > 0;
+    // The graph, when liveness is checked: the successors of state `i` are
+    // `succ[first[i]..first[i + 1]]`.
+    let mut first: Vec<u32> = Vec::new();
+    let mut succ: Vec<u32> = Vec::new();
+    // Per goal: the states where it is waiting, and those where it is served.
+    let mut waiting: Vec<Bits> = (0..goals).map(|_| Bits(Vec::new())).collect();
+    let mut served: Vec<Bits> = (0..goals).map(|_| Bits(Vec::new())).collect();
+    let mark = |s: &M::State, i: u32, waiting: &mut Vec<Bits>, served: &mut Vec<Bits>| {
+        for g in 0..goals {
+            if model.waiting(s, g) {
+                waiting[g].set(i as usize);
+            }
+            if model.served(s, g) {
+                served[g].set(i as usize);
+            }
+        }
+    };
     let mut depth = 0usize;
     let mut transitions = 0u64;
     let mut truncated = false;
 
-    let path_to = |came: &Vec<Option<(u32, M::Action)>>, mut i: u32| {
-        let mut p = Vec::new();
-        while let Some((parent, a)) = &came[i as usize] {
-            p.push(a.clone());
-            i = *parent;
-        }
-        p.reverse();
-        p
-    };
-
-    for s in model.init() {
-        if index.contains_key(&fingerprint(&s)) {
+    // The frontier: the states of the level being explored, then those of the next, in
+    // discovery order; `head` is the index of the state at its front.
+    let mut queue: std::collections::VecDeque<M::State> = std::collections::VecDeque::new();
+    for (k, s) in model.init().into_iter().enumerate() {
+        let fp = fingerprint(&s);
+        if visited.get(fp).is_some() {
             continue;
         }
         if let Err(v) = model.invariant(&s) {
             return Report {
-                states: states.len() + 1,
+                states: visited.len() + 1,
                 depth: 0,
                 transitions,
                 violation: Some((v, s, Vec::new())),
                 truncated,
             };
         }
-        index.insert(fingerprint(&s), states.len() as u32);
-        states.push(s);
-        came.push(None);
+        let i = visited.insert(fp);
+        came.push(ROOT, k);
+        mark(&s, i, &mut waiting, &mut served);
+        queue.push_back(s);
     }
     let mut head = 0usize;
+    let mut level_end = 0usize;
     let mut acts = Vec::new();
-    while head < states.len() {
+    let mut out: Vec<u32> = Vec::new();
+    while let Some(s) = queue.pop_front() {
         if head == level_end {
             if head > 0 {
                 depth += 1;
             }
-            level_end = states.len();
+            level_end = visited.len();
         }
-        let s = states[head].clone();
         acts.clear();
         model.actions(&s, &mut acts);
-        for a in &acts {
+        out.clear();
+        for (k, a) in acts.iter().enumerate() {
             transitions += 1;
             let n = match model.next(&s, a) {
                 Ok(n) => n,
                 Err(v) => {
-                    let mut p = path_to(&came, head as u32);
+                    let (_, mut p) = came.replay(model, head as u32);
                     p.push(a.clone());
                     return Report {
-                        states: states.len(),
+                        states: visited.len(),
                         depth,
                         transitions,
                         violation: Some((v, s, p)),
@@ -163,46 +349,58 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
                 }
             };
             let fp = fingerprint(&n);
-            let j = match index.get(&fp) {
-                Some(j) => *j,
+            let j = match visited.get(fp) {
+                Some(j) => j,
                 None => {
-                    if states.len() >= max_states {
+                    if visited.len() >= max_states {
                         truncated = true;
                         continue;
                     }
                     if let Err(v) = model.invariant(&n) {
-                        let mut p = path_to(&came, head as u32);
+                        let (_, mut p) = came.replay(model, head as u32);
                         p.push(a.clone());
                         return Report {
-                            states: states.len() + 1,
+                            states: visited.len() + 1,
                             depth: depth + 1,
                             transitions,
                             violation: Some((v, n, p)),
                             truncated,
                         };
                     }
-                    let j = states.len() as u32;
-                    index.insert(fp, j);
-                    states.push(n);
-                    came.push(Some((head as u32, a.clone())));
+                    let j = visited.insert(fp);
+                    came.push(head as u32, k);
+                    if live {
+                        mark(&n, j, &mut waiting, &mut served);
+                    }
+                    queue.push_back(n);
                     j
                 }
             };
-            if live {
-                edges.push((head as u32, j));
+            if live && j != head as u32 {
+                out.push(j);
             }
+        }
+        if live {
+            out.sort_unstable();
+            out.dedup();
+            first.push(u32::try_from(succ.len()).expect("fewer than 2^32 edges"));
+            succ.extend_from_slice(&out);
         }
         head += 1;
     }
-    drop(index);
+    let states = visited.len();
+    drop(visited);
 
     let mut violation = None;
     if live && !truncated {
-        violation =
-            check_liveness(model, &states, &edges).map(|(v, i)| (v, states[i as usize].clone(), path_to(&came, i)));
+        first.push(u32::try_from(succ.len()).expect("fewer than 2^32 edges"));
+        violation = check_liveness(goals, states, first, succ, &waiting, &served).map(|(v, i)| {
+            let (s, p) = came.replay(model, i);
+            (v, s, p)
+        });
     }
     Report {
-        states: states.len(),
+        states,
         depth,
         transitions,
         violation,
@@ -215,41 +413,53 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
 /// waiter. With strong fairness on a finite graph this is exactly "waiting leads to served":
 /// a fair run visits infinitely often only a set of states closed under every enabled step,
 /// so it meets a `served` state if every one of them can reach one.
-fn check_liveness<M: Model>(model: &M, states: &[M::State], edges: &[(u32, u32)]) -> Option<(Violation, u32)> {
-    let n = states.len();
-    // Reverse adjacency in compressed rows.
+fn check_liveness(
+    goals: usize,
+    n: usize,
+    first: Vec<u32>,
+    succ: Vec<u32>,
+    waiting: &[Bits],
+    served: &[Bits],
+) -> Option<(Violation, u32)> {
+    // The predecessors of state `t` are `pred[start[t]..start[t + 1]]`.
     let mut start = vec![0u32; n + 1];
-    for &(_, to) in edges {
-        start[to as usize + 1] += 1;
+    for &t in &succ {
+        start[t as usize + 1] += 1;
     }
     for i in 0..n {
         start[i + 1] += start[i];
     }
-    let mut fill = start.clone();
-    let mut from = vec![0u32; edges.len()];
-    for &(f, to) in edges {
-        from[fill[to as usize] as usize] = f;
-        fill[to as usize] += 1;
+    let mut pred = vec![0u32; succ.len()];
+    {
+        let mut fill = start.clone();
+        for f in 0..n {
+            for &t in &succ[first[f] as usize..first[f + 1] as usize] {
+                pred[fill[t as usize] as usize] = f as u32;
+                fill[t as usize] += 1;
+            }
+        }
     }
-    for goal in 0..model.liveness_goals() {
-        let mut reach = vec![false; n];
+    drop(succ);
+    drop(first);
+    for goal in 0..goals {
+        let mut reach = Bits(vec![0; n.div_ceil(64)]);
         let mut stack: Vec<u32> = Vec::new();
-        for (i, s) in states.iter().enumerate() {
-            if model.served(s, goal) {
-                reach[i] = true;
+        for i in 0..n {
+            if served[goal].get(i) {
+                reach.set(i);
                 stack.push(i as u32);
             }
         }
         while let Some(t) = stack.pop() {
-            for &f in &from[start[t as usize] as usize..start[t as usize + 1] as usize] {
-                if !reach[f as usize] {
-                    reach[f as usize] = true;
+            for &f in &pred[start[t as usize] as usize..start[t as usize + 1] as usize] {
+                if !reach.get(f as usize) {
+                    reach.set(f as usize);
                     stack.push(f);
                 }
             }
         }
         // BFS order: the first such state has the shortest path.
-        if let Some(i) = (0..n).find(|&i| !reach[i] && model.waiting(&states[i], goal)) {
+        if let Some(i) = (0..n).find(|&i| !reach.get(i) && waiting[goal].get(i)) {
             return Some((
                 Violation {
                     property: "liveness",

@@ -1,7 +1,7 @@
 //! Exhaustive model checking of the dynamodb-lock-native lock protocol.
 //!
-//! - `explore`: visits every reachable state of a model and finds the shortest path to a
-//!   violated property.
+//! - `explore`: visits every reachable state of a model, remembering each by a 64-bit
+//!   fingerprint, and finds the shortest path to a violated property.
 //! - `item`: the model's lock item, a small view of the real one; the store operations on it
 //!   are the core's (`dynamodb_lock_core::op::apply`), the same the addon's in-memory store
 //!   applies.

@@ -105,6 +105,45 @@ fn the_explorer_counts_states_and_finds_the_shortest_counterexample() {
     assert!(truncated.truncated && !truncated.holds());
 }
 
+/// Two initial states, `(root, 0)`, each stepping its counter up by 1 or 2 (an action names
+/// the state it leads to); the counter may not reach 3 from the second root.
+struct TwoRoots;
+
+impl Model for TwoRoots {
+    type State = (u8, u8);
+    type Action = (u8, u8);
+    fn init(&self) -> Vec<(u8, u8)> {
+        vec![(0, 0), (1, 0)]
+    }
+    fn actions(&self, s: &(u8, u8), out: &mut Vec<(u8, u8)>) {
+        if s.1 < 4 {
+            out.push((s.0, s.1 + 1));
+            out.push((s.0, s.1 + 2));
+        }
+    }
+    fn next(&self, _s: &(u8, u8), a: &(u8, u8)) -> Result<(u8, u8), Violation> {
+        Ok(*a)
+    }
+    fn invariant(&self, s: &(u8, u8)) -> Result<(), Violation> {
+        if *s == (1, 3) {
+            return Err(Violation {
+                property: "three",
+                detail: String::new(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The explorer keeps no path, only how each state was first reached: the counterexample is
+/// replayed from the right initial state through the right actions.
+#[test]
+fn the_explorer_replays_a_counterexample_from_its_initial_state() {
+    let r = explore(&TwoRoots, 100);
+    let (v, s, path) = r.violation.expect("(1, 3) is reachable");
+    assert_eq!((v.property, s, path), ("three", (1, 3), vec![(1, 1), (1, 3)]));
+}
+
 /// The heartbeat machine of the core, stepped in time against a waiter: the holder always
 /// knows of its loss no later than the waiter is granted the lock.
 #[test]
