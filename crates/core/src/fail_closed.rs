@@ -19,7 +19,7 @@ use crate::broken::{self, Broken};
 use crate::op::Record;
 use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
 use crate::settings::Lock;
-use crate::waiting::Waiting;
+use crate::waiting::{next_read, Waiting};
 
 /// How an acquisition ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,14 +195,9 @@ where
     }
 
     fn pause(&mut self, env: &Env) -> St<R, E> {
-        let first = self.waiting.as_ref().is_some_and(|w| w.first);
-        let next_read = env
-            .now
-            .checked_add(self.s.reread_interval(first))
-            .unwrap_or(self.next_attempt);
         self.phase = Phase::Pausing;
         Step::Wait {
-            until: self.next_attempt.min(next_read),
+            until: next_read(&self.s, self.waiting.as_ref(), env.now, self.next_attempt),
             abortable: true,
         }
     }

@@ -25,7 +25,7 @@ use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
 use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
 use crate::settings::Lock;
-use crate::waiting::Waiting;
+use crate::waiting::{next_read, Waiting};
 
 /// How an acquisition ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -302,14 +302,9 @@ where
                 }
             }
         }
-        let first = self.waiting.as_ref().is_some_and(|w| w.first);
-        let next_read = env
-            .now
-            .checked_add(self.s.reread_interval(first))
-            .unwrap_or(self.deadline);
         self.phase = Phase::Waiting;
         Step::Wait {
-            until: self.deadline.min(next_read),
+            until: next_read(&self.s, self.waiting.as_ref(), env.now, self.deadline),
             abortable: true,
         }
     }

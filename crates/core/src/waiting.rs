@@ -6,7 +6,7 @@
 //! finds it fresh stands back for a moment before it asks again.
 
 use crate::op::Record;
-use crate::request::Req;
+use crate::request::{Req, Time};
 use crate::settings::Lock;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -64,4 +64,11 @@ impl Waiting {
 /// Whether a waiting mark read back by a release is fresh: someone else waits.
 pub fn marked_recently(s: &Lock, mark: Option<u64>, now_unix_ms: u64) -> bool {
     mark.is_some_and(|w| now_unix_ms.saturating_sub(w) < s.mark_fresh().as_millis() as u64)
+}
+
+/// When a waiter (`None`: one not in line yet) next reads the item: a re-read interval from
+/// `now`, and never after `limit` (the next attempt, or the end of the wait).
+pub fn next_read(s: &Lock, waiting: Option<&Waiting>, now: Time, limit: Time) -> Time {
+    let first = waiting.is_some_and(|w| w.first);
+    now.checked_add(s.reread_interval(first)).unwrap_or(limit).min(limit)
 }
