@@ -245,7 +245,7 @@ mod tests {
         );
         assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e)) if e.code() == "NetworkingError"));
         let st = lock.state.lock().await;
-        assert!(!st.lost);
+        assert!(st.lost.is_none());
         assert!(
             store.record(&key("a")).unwrap().carries(&st.guid),
             "the unseen write was accepted"

@@ -451,7 +451,7 @@ impl Queued {
     fn entry_lost(&self) -> bool {
         self.entry
             .as_ref()
-            .is_some_and(|e| e.state.try_lock().is_ok_and(|st| st.lost))
+            .is_some_and(|e| e.state.try_lock().is_ok_and(|st| st.lost.is_some()))
     }
 
     /// A read while waiting: `None` when it failed for now (the next poll tries again).

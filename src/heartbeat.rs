@@ -26,6 +26,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use dynamodb_lock_core::heartbeat as machine;
+use dynamodb_lock_core::held;
 
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::new_guid;
@@ -780,14 +781,14 @@ pub(crate) async fn beat(
     let c = &lock.client;
     let s = &c.settings;
     let mut st = lock.state.lock().await;
-    if lock.is_stopping() || st.lost || st.released {
+    if lock.is_stopping() || !st.beats() {
         return None;
     }
     let lease_until = lock.lease.until()?;
     let Some(period) = s.heartbeat_period else {
         return lapse(lock, &mut st);
     };
-    let new = **st.pending.get_or_insert_with(|| Box::new(new_guid()));
+    let new = st.beat_starts(new_guid())?;
     let guids = [st.guid, new];
     let f = s.open_fields();
     let now = Instant::now();
@@ -861,18 +862,14 @@ pub(crate) async fn beat(
                 machine::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 }),
-                machine::Action::Landed => {
-                    st.guid = new;
-                    st.pending = None;
-                }
+                machine::Action::Landed => st.landed(),
                 machine::Action::Renewed { until, next } => {
                     lock.lease.set(base + until);
                     return Some(base + next);
                 }
                 machine::Action::Lost(machine::Loss::Lapsed) => return lapse(lock, &mut st),
                 machine::Action::Lost(machine::Loss::NotOurs) => {
-                    st.lost = true;
-                    st.pending = None;
+                    st.lose(held::Lost::Taken);
                     lock.emit(LockEvent::Lost(LostReason::NotOwner));
                     return None;
                 }
@@ -919,8 +916,7 @@ type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Re
 /// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
 /// that a release can still free the item if nobody has taken it.
 fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
-    st.lost = true;
-    st.lapsed = true;
+    st.lose(held::Lost::Lapsed);
     lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
     None
 }

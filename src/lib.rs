@@ -485,7 +485,7 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
     let mut guids = Vec::new();
     for lock in held {
         let st = lock.state.lock().await;
-        if !st.lost && !st.released {
+        if st.lost.is_none() && !st.released {
             guids.extend(st.guids());
         }
     }

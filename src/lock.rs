@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::handover;
+use dynamodb_lock_core::{handover, held};
 
 use crate::config::Kind;
 use crate::drive::{run, Clock, Target};
@@ -150,27 +150,10 @@ impl Lease {
     }
 }
 
-/// Mutable state of a held lock, behind its mutex.
-pub struct LockState {
-    pub guid: Guid,
-    /// A new `guid` a heartbeat may have written (its outcome is unknown until it answers).
-    /// Boxed: it is rarely there, and every held lock carries this state.
-    pub pending: Option<Box<Guid>>,
-    pub lost: bool,
-    /// Lost because the lease ran out, not because another holder took it: the item may still
-    /// carry this lock's `guid`, so a release writes.
-    pub lapsed: bool,
-    pub released: bool,
-}
-
-impl LockState {
-    /// Every `guid` the item may carry while it is ours.
-    pub fn guids(&self) -> Vec<Guid> {
-        std::iter::once(self.guid)
-            .chain(self.pending.as_deref().copied())
-            .collect()
-    }
-}
+/// Mutable state of a held lock, behind its mutex: its `guid`s and its fate (the core's
+/// `held::Held`). A heartbeat holds the mutex while its write is on the wire, so a release,
+/// which takes it, waits for that write to be answered (or dropped) as the core's rule says.
+pub type LockState = held::Held<Guid>;
 
 pub struct HeldLock {
     pub id: u64,
@@ -218,13 +201,7 @@ impl HeldLock {
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             lease: Lease::new(lease_until),
-            state: Mutex::new(LockState {
-                guid,
-                pending: None,
-                lost: false,
-                lapsed: false,
-                released: false,
-            }),
+            state: Mutex::new(held::Held::new(guid)),
         }
     }
 
@@ -294,7 +271,7 @@ impl HeldLock {
     /// serialized with heartbeats and release. A failed condition means the lock is lost.
     pub async fn update_data(&self, data: Option<LockData>) -> Result<(), LockError> {
         let mut st = self.state.lock().await;
-        if st.lost || st.released || self.is_stopping() {
+        if st.lost.is_some() || st.released || self.is_stopping() {
             return Err(LockError::Lost(LostReason::NotOwner));
         }
         let c = &self.client;
@@ -319,8 +296,7 @@ impl HeldLock {
                 error: StoreError::ConditionFailed { .. },
                 ..
             }) => {
-                st.lost = true;
-                st.pending = None;
+                st.lose(held::Lost::Taken);
                 drop(st);
                 self.emit(LockEvent::Lost(LostReason::NotOwner));
                 Err(LockError::Lost(LostReason::NotOwner))
@@ -345,22 +321,25 @@ impl HeldLock {
             }
         };
         let kind = self.client.settings.kind;
-        if st.released {
-            return match kind {
-                // As in the original: releasing a released FailOpen lock is quiet...
-                Kind::FailOpen | Kind::Fifo => Ok(()),
-                // ...and a FailClosed lock that is gone is not ours to release.
-                Kind::FailClosed => Err(LockError::FailedToReleaseLock {
+        // Holding the state, no heartbeat awaits a write: what was on the wire was answered or
+        // dropped (a `guid` it may have written stays known).
+        st.on_the_wire(false);
+        let (mut guids, taken) = match st.release(kind) {
+            held::Release::Write { guids, taken } => (guids, taken),
+            // As in the original: releasing a released FailOpen lock is quiet...
+            held::Release::Done => return Ok(()),
+            // ...and a FailClosed lock that is gone is not ours to release.
+            held::Release::NotOurs => {
+                return Err(LockError::FailedToReleaseLock {
                     original: StoreError::condition_failed(),
-                }),
-            };
-        }
-        let mut guids = st.guids();
-        if !st.lost && self.client.lines.has_waiters(&self.key) {
+                })
+            }
+            held::Release::Wait => unreachable!("no heartbeat write is on the wire"),
+        };
+        if st.lost.is_none() && self.client.lines.has_waiters(&self.key) {
             match self.hand_over(&guids).await {
                 HandOver::Done => {
-                    st.released = true;
-                    st.pending = None;
+                    st.release_done();
                     return Ok(());
                 }
                 HandOver::NotDone { maybe } => guids.extend(maybe),
@@ -370,7 +349,7 @@ impl HeldLock {
         let result = match kind {
             Kind::FailClosed => release::release(&*c.store, &c.settings, &self.key, &guids).await,
             // Taken by another holder: nothing of ours is left to write.
-            Kind::FailOpen if st.lost && !st.lapsed => Ok(false),
+            Kind::FailOpen if taken => Ok(false),
             Kind::Fifo => release::release_head(
                 &*c.store,
                 &c.settings,
@@ -378,7 +357,7 @@ impl HeldLock {
                 &self.key,
                 &guids,
                 self.fencing_token,
-                st.lost && !st.lapsed,
+                taken,
             )
             .await
             .map(|()| false),
@@ -392,8 +371,7 @@ impl HeldLock {
         });
         self.leave_line();
         if result.is_ok() {
-            st.released = true;
-            st.pending = None;
+            st.release_done();
         }
         result
     }
@@ -401,7 +379,7 @@ impl HeldLock {
 
 impl Head for HeldLock {
     fn seen_lost(&self) -> bool {
-        self.state.try_lock().is_ok_and(|st| st.lost)
+        self.state.try_lock().is_ok_and(|st| st.lost.is_some())
     }
 
     fn is_stopping(&self) -> bool {

@@ -408,6 +408,112 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
     }
 }
 
+/// Explores the same states as `explore`, depth first, for models without liveness goals.
+/// Only the states on the current path are held whole, so memory is the visited set alone
+/// (the breadth-first frontier of a large model holds millions of whole states). A
+/// counterexample is a path to the violation, not the shortest one; `depth` is the longest
+/// path followed.
+pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
+    assert_eq!(model.liveness_goals(), 0, "liveness needs the breadth-first graph");
+    struct Frame<S, A> {
+        s: S,
+        i: u32,
+        acts: Vec<A>,
+        next: usize,
+    }
+    let mut visited = Visited::new();
+    let mut came = Came {
+        parent: Vec::new(),
+        action: Vec::new(),
+    };
+    let mut depth = 0usize;
+    let mut transitions = 0u64;
+    let mut truncated = false;
+    let mut stack: Vec<Frame<M::State, M::Action>> = Vec::new();
+    for (k, s) in model.init().into_iter().enumerate() {
+        let fp = fingerprint(&s);
+        if visited.get(fp).is_some() {
+            continue;
+        }
+        if let Err(v) = model.invariant(&s) {
+            return Report {
+                states: visited.len() + 1,
+                depth: 0,
+                transitions,
+                violation: Some((v, s, Vec::new())),
+                truncated,
+            };
+        }
+        let i = visited.insert(fp);
+        came.push(ROOT, k);
+        let mut acts = Vec::new();
+        model.actions(&s, &mut acts);
+        stack.push(Frame { s, i, acts, next: 0 });
+        while let Some(top) = stack.last_mut() {
+            let Some(a) = top.acts.get(top.next).cloned() else {
+                stack.pop();
+                continue;
+            };
+            let k = top.next;
+            top.next += 1;
+            transitions += 1;
+            let at = top.i;
+            let n = match model.next(&top.s, &a) {
+                Ok(n) => n,
+                Err(v) => {
+                    let (_, mut p) = came.replay(model, at);
+                    p.push(a);
+                    let s = stack.pop().expect("the top frame").s;
+                    return Report {
+                        states: visited.len(),
+                        depth,
+                        transitions,
+                        violation: Some((v, s, p)),
+                        truncated,
+                    };
+                }
+            };
+            let fp = fingerprint(&n);
+            if visited.get(fp).is_some() {
+                continue;
+            }
+            if visited.len() >= max_states {
+                truncated = true;
+                continue;
+            }
+            if let Err(v) = model.invariant(&n) {
+                let (_, mut p) = came.replay(model, at);
+                p.push(a);
+                return Report {
+                    states: visited.len() + 1,
+                    depth: depth.max(stack.len()),
+                    transitions,
+                    violation: Some((v, n, p)),
+                    truncated,
+                };
+            }
+            let j = visited.insert(fp);
+            came.push(at, k);
+            let mut acts = Vec::new();
+            model.actions(&n, &mut acts);
+            stack.push(Frame {
+                s: n,
+                i: j,
+                acts,
+                next: 0,
+            });
+            depth = depth.max(stack.len() - 1);
+        }
+    }
+    Report {
+        states: visited.len(),
+        depth,
+        transitions,
+        violation: None,
+        truncated,
+    }
+}
+
 /// For each goal, the states that can reach a `served` state (backwards over the edges); a
 /// `waiting` state outside that set is a counterexample: from it, no schedule serves the
 /// waiter. With strong fairness on a finite graph this is exactly "waiting leads to served":

@@ -75,8 +75,8 @@ fn main() {
         broken.push(b);
     }
     println!(
-        "The core's acquisition and release machines (FailClosed, FailOpen) over the core's apply, with lost, \
-         throttled and slow requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost \
+        "The core's acquisition, heartbeat, held-lock and release machines (FailClosed, FailOpen) over the core's \
+         apply, with lost, throttled, slow and abandoned requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost \
          release, no orphan, liveness)"
     );
     let mut machine_runs = Vec::new();
@@ -86,7 +86,8 @@ fn main() {
         let holds = r.violation.is_none() && !r.truncated;
         println!(
             "  {:?}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
-             retryCount {} (client 0), {} faults, {} crash, {} ticks: {} distinct states, depth {}, {:.1} s: {}",
+             retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder: {} distinct states, \
+             depth {}, {:.1} s: {}",
             cfg.kind,
             cfg.clients,
             cfg.locks,
@@ -98,6 +99,7 @@ fn main() {
             cfg.faults,
             cfg.crashes,
             cfg.horizon,
+            cfg.beats,
             r.states,
             r.depth,
             t.elapsed().as_secs_f64(),

@@ -122,6 +122,17 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         trust_local_time: bug.is_none() && rng.range(0, 1) == 1,
         horizon: lease * rng.range(3, 6) as u16,
         min_hold: rng.range(0, lease as u64 + 2) as u16,
+        // Only FailOpen holders heartbeat (and only their runs draw for it).
+        beats: if kind == Kind::FailOpen {
+            rng.range(0, 2) as u8
+        } else {
+            0
+        },
+        period: if kind == Kind::FailOpen {
+            rng.range(1, lease as u64 / 2) as u16
+        } else {
+            2
+        },
         bug,
     }
 }

@@ -28,6 +28,18 @@ fn every_property_holds_for_failopen_machines() {
     assert!(n > 1000, "{n} states");
 }
 
+/// FailOpen holders that heartbeat (the core's heartbeat and held-lock machines), and release
+/// while a heartbeat's write is on the wire or after it was given up on.
+#[test]
+fn every_property_holds_for_failopen_machines_that_heartbeat() {
+    let n = holds(Config {
+        beats: 1,
+        horizon: 8,
+        ..Config::new(Kind::FailOpen)
+    });
+    assert!(n > 100_000, "{n} states");
+}
+
 #[test]
 fn every_broken_variant_of_the_machines_is_caught() {
     for bug in Bug::ALL {

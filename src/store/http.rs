@@ -815,7 +815,12 @@ impl Store for HttpStore {
             names.push(("#ttl", name));
         }
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        let cond = guid_condition(guids, &mut values)?;
+        // Not released: a heartbeat that lands after the release must not take the lock back.
+        values.push((":released", Attr::N(RELEASED_LEASE_MS)));
+        let cond = format!(
+            "{} AND (attribute_not_exists(#lease) OR #lease <> :released)",
+            guid_condition(guids, &mut values)?
+        );
         self.update(key, &update, &cond, &names, &values, "NONE").await?;
         Ok(())
     }

@@ -20,6 +20,9 @@ pub enum Broken {
     LeaseFromReply,
     /// A FailOpen waiter starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
+    /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
+    /// `guid` it knows, and that heartbeat may land after it.
+    ReleaseSkipsHeartbeat,
 }
 
 impl Broken {
@@ -34,6 +37,7 @@ impl Broken {
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
+            Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
         }
     }
 }

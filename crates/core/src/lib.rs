@@ -15,6 +15,8 @@
 //! - `fail_closed`: a FailClosed acquisition as a state machine.
 //! - `fail_open`: a FailOpen acquisition (take, wait-out, `trustLocalTime`) as a state machine.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
+//! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
+//!   release does about a heartbeat on the wire.
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
@@ -26,6 +28,7 @@ pub mod fail_closed;
 pub mod fail_open;
 pub mod handover;
 pub mod heartbeat;
+pub mod held;
 pub mod item;
 pub mod op;
 pub mod release;

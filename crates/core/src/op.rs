@@ -136,7 +136,7 @@ pub enum Op<'a, R: Record> {
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'a>>,
     },
-    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is ours.
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is ours and not released.
     Renew {
         guids: &'a [R::Guid],
         new_guid: &'a R::Guid,
@@ -307,8 +307,10 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
     match op {
         Op::Get | Op::FifoTicket => true,
         Op::PutIfAbsent { .. } | Op::FifoPutEntry(_) => absent(item),
+        // A heartbeat written before a release and landing after it must not take the lock
+        // back: the release is final.
+        Op::Renew { guids, .. } => ours(item, guids) && !released(item),
         Op::DeleteIfGuid { guids }
-        | Op::Renew { guids, .. }
         | Op::Release { guids, .. }
         | Op::SetData { guids, .. }
         | Op::FifoFinishEntry { guids, .. } => ours(item, guids),
@@ -660,6 +662,30 @@ mod tests {
         assert_eq!((after.lock_waiter.as_deref(), after.data), (Some("w"), None));
         let (after, _) = apply(&take(true), Some(item));
         assert_eq!(after.unwrap().lock_waiter, None);
+    }
+
+    #[test]
+    fn a_heartbeat_that_lands_after_the_release_is_refused() {
+        let f = fields();
+        let (old, new) = ([1; crate::item::GUID_LEN], [2; crate::item::GUID_LEN]);
+        let guids = [old, new];
+        let renew = Op::Renew {
+            guids: &guids,
+            new_guid: &new,
+            fields: &f,
+        };
+        let (after, reply) = apply(&renew, Some(held(1, 3)));
+        assert_eq!(reply, Reply::Done, "a held lock is renewed");
+        assert!(after.is_some_and(|r| r.carries(&new)));
+        let release = Op::Release {
+            guids: &guids,
+            lock_acquired_time_unix_ms: None,
+            ttl: None,
+        };
+        let (released_lock, _) = apply(&release, Some(held(1, 3)));
+        let (after, reply) = apply(&renew, released_lock.clone());
+        assert_eq!(reply, Reply::Refused(released_lock.clone()));
+        assert_eq!(after, released_lock, "the release stands");
     }
 
     #[test]

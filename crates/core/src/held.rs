@@ -1,0 +1,203 @@
+//! A held lock between its acquisition and its release: the `guid`s its item may carry, which
+//! its heartbeats and its release must agree on.
+//!
+//! The protocol:
+//! - A heartbeat writes a new `guid` on the condition that the item carries the holder's (or
+//!   that new one). Until an answer settles it, the item may carry either, so both are known
+//!   (`pending`). A heartbeat that starts while an earlier one's `guid` is still unsettled
+//!   writes that same `guid` again.
+//! - A heartbeat that landed makes its `guid` the lock's own. A lock another holder took
+//!   carries nothing of ours any more; a lock whose lease lapsed keeps both `guid`s known, so
+//!   that a release can still free the item if nobody has taken it.
+//! - No heartbeat starts once the release is called. A release waits for a heartbeat whose
+//!   write is on the wire (its answer decides which `guid` the item carries), then writes on
+//!   the condition that the item carries any `guid` it may carry. A FailOpen lock another
+//!   holder took is not written at all.
+//! - Releasing a released lock is quiet for FailOpen and Fifo, as in the original library,
+//!   and an error for FailClosed: its item is gone, so the lock is not ours to release.
+
+use crate::broken::{self, Broken};
+use crate::settings::Kind;
+
+/// How a held lock was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lost {
+    /// Its lease ran out: the item may still carry its `guid`s.
+    Lapsed,
+    /// Another holder took it.
+    Taken,
+}
+
+/// What a release does next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Release<G> {
+    /// A heartbeat's write is on the wire: ask again once it is answered.
+    Wait,
+    /// Released already, quietly (FailOpen, Fifo).
+    Done,
+    /// Released already: the FailClosed item is gone, the lock is not ours.
+    NotOurs,
+    /// Write, on the condition that the item carries one of `guids`. `taken`: another holder
+    /// took the lock (a FailOpen lock then needs no write; a Fifo head still lets its queue
+    /// go on).
+    Write { guids: Vec<G>, taken: bool },
+}
+
+/// The `guid`s and the fate of one held lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Held<G> {
+    /// The `guid` the item carries for this lock, as far as any answer told.
+    pub guid: G,
+    /// A new `guid` a heartbeat may have written: its outcome is unknown until it answers.
+    pub pending: Option<G>,
+    pub lost: Option<Lost>,
+    /// The release is called: no heartbeat starts any more.
+    pub stopping: bool,
+    pub released: bool,
+    /// A heartbeat's write is on the wire.
+    pub beating: bool,
+}
+
+impl<G: Clone + PartialEq> Held<G> {
+    pub fn new(guid: G) -> Self {
+        Held {
+            guid,
+            pending: None,
+            lost: None,
+            stopping: false,
+            released: false,
+            beating: false,
+        }
+    }
+
+    /// Every `guid` the item may carry while it is ours.
+    pub fn guids(&self) -> Vec<G> {
+        std::iter::once(self.guid.clone()).chain(self.pending.clone()).collect()
+    }
+
+    /// Whether the lock needs another heartbeat.
+    pub fn beats(&self) -> bool {
+        !self.stopping && self.lost.is_none() && !self.released
+    }
+
+    /// A heartbeat starts: the `guid` it writes (`fresh` unless an earlier one is unsettled),
+    /// or `None` when the lock needs no more heartbeats.
+    pub fn beat_starts(&mut self, fresh: G) -> Option<G> {
+        if !self.beats() {
+            return None;
+        }
+        Some(self.pending.get_or_insert(fresh).clone())
+    }
+
+    /// A heartbeat's write is on the wire (`true`), or every write of it is answered or
+    /// dropped (`false`).
+    pub fn on_the_wire(&mut self, beating: bool) {
+        self.beating = beating;
+    }
+
+    /// A heartbeat's write landed: its `guid` is the lock's.
+    pub fn landed(&mut self) {
+        if let Some(g) = self.pending.take() {
+            self.guid = g;
+        }
+    }
+
+    /// The lock is lost.
+    pub fn lose(&mut self, how: Lost) {
+        self.lost = Some(how);
+        self.beating = false;
+        if how == Lost::Taken {
+            self.pending = None;
+        }
+    }
+
+    /// The release is called: what it does now. A release that waits calls this again.
+    pub fn release(&mut self, kind: Kind) -> Release<G> {
+        self.stopping = true;
+        if self.beating && !broken::on(Broken::ReleaseSkipsHeartbeat) {
+            return Release::Wait;
+        }
+        if self.released {
+            return match kind {
+                Kind::FailClosed => Release::NotOurs,
+                Kind::FailOpen | Kind::Fifo => Release::Done,
+            };
+        }
+        let guids = if broken::on(Broken::ReleaseSkipsHeartbeat) {
+            vec![self.guid.clone()]
+        } else {
+            self.guids()
+        };
+        Release::Write {
+            guids,
+            taken: self.lost == Some(Lost::Taken),
+        }
+    }
+
+    /// The release is done (or the lock was handed over).
+    pub fn release_done(&mut self) {
+        self.released = true;
+        self.pending = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unsettled_heartbeat_guid_is_written_again_and_known_to_the_release() {
+        let mut h = Held::new(1u8);
+        assert_eq!(h.beat_starts(2), Some(2));
+        h.on_the_wire(true);
+        assert_eq!(h.release(Kind::FailOpen), Release::Wait);
+        h.on_the_wire(false);
+        // Unanswered: the next heartbeat would write the same guid, but the release stopped it.
+        assert_eq!(h.beat_starts(3), None);
+        assert_eq!(
+            h.release(Kind::FailOpen),
+            Release::Write {
+                guids: vec![1, 2],
+                taken: false
+            }
+        );
+        h.release_done();
+        assert_eq!(h.release(Kind::FailOpen), Release::Done);
+        assert_eq!(h.release(Kind::FailClosed), Release::NotOurs);
+    }
+
+    #[test]
+    fn a_landed_heartbeat_makes_its_guid_the_locks() {
+        let mut h = Held::new(1u8);
+        assert_eq!(h.beat_starts(2), Some(2));
+        assert_eq!(h.beat_starts(3), Some(2), "the unsettled guid is kept");
+        h.landed();
+        assert_eq!(h.guids(), vec![2]);
+        assert_eq!(h.beat_starts(4), Some(4));
+    }
+
+    #[test]
+    fn a_lapsed_lock_keeps_its_guids_and_a_taken_one_writes_nothing_of_them() {
+        let mut h = Held::new(1u8);
+        h.beat_starts(2);
+        h.lose(Lost::Lapsed);
+        assert!(!h.beats());
+        assert_eq!(
+            h.release(Kind::FailOpen),
+            Release::Write {
+                guids: vec![1, 2],
+                taken: false
+            }
+        );
+        let mut t = Held::new(1u8);
+        t.beat_starts(2);
+        t.lose(Lost::Taken);
+        assert_eq!(
+            t.release(Kind::FailOpen),
+            Release::Write {
+                guids: vec![1],
+                taken: true
+            }
+        );
+    }
+}
