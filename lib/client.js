@@ -8,7 +8,7 @@
 const util = require("util");
 const { performance } = require("perf_hooks");
 const bridge = require("./bridge.js");
-const objectTransport = require("./object-transport.js");
+const { objectCaller } = require("./object-store.js");
 const { chooseTransport, isSdkClient, sdkClientOptions, credentialsProvider, withoutCredentials } = require("./transport.js");
 const { Metrics } = require("./metrics.js");
 const { Campaign } = require("./campaign.js");
@@ -18,7 +18,8 @@ const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkA
 const { settle } = require("./settle.js");
 
 // Sets up `self` as a client of `kind` ("FailClosed", "FailOpen" or "Fifo"): validates the
-// configuration, then makes the native client, or the transport over the user's object.
+// configuration, then makes the native client, whose requests go to DynamoDB or through the
+// user's object.
 function setUp(self, kind, config)
 {
     validate(kind, config);
@@ -30,13 +31,12 @@ function setUp(self, kind, config)
     self._closing = undefined;
     self._campaigns = new Set();
     self._transport = chooseTransport(config.dynamodb, config.transport);
+    const options = nativeSettings(kind, config, self._owner, self._retryCount);
     if (self._transport === "object")
     {
-        self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
-        self._closeAbort = new AbortController();
+        self._native = bridge.nativeClient(options, undefined, objectCaller(config.dynamodb));
         return;
     }
-    const options = nativeSettings(kind, config, self._owner, self._retryCount);
     if (isSdkClient(config.dynamodb))
     {
         // Reading an SDK client's region and endpoint is asynchronous: the first
@@ -97,10 +97,6 @@ async function closeClient(self, releaseLocks)
     for (const campaign of self._campaigns)
     {
         campaign._stop.abort();
-    }
-    if (self._closeAbort)
-    {
-        self._closeAbort.abort();
     }
     let client = self._native;
     if (!client && self._nativeReady)
@@ -234,7 +230,7 @@ const clientMethods =
 
     metrics()
     {
-        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        const transport = this._native && this._native.stats();
         return this._metrics.snapshot(transport);
     },
 

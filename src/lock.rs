@@ -21,9 +21,9 @@ use crate::handoff::Handoff;
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::queues::{Head, Queues};
-use crate::release;
 use crate::settings::Settings;
 use crate::store::{attempt, Failed, Store};
+use crate::{original, release};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -354,6 +354,22 @@ impl HeldLock {
                     original: StoreError::condition_failed(),
                 }),
             };
+        }
+        if self.client.settings.original {
+            // The original's release: one request with the newest guid, even after a loss.
+            let result = original::release(
+                &*self.client.store,
+                &self.client.settings,
+                &self.key,
+                &st.guid,
+                self.fencing_token,
+            )
+            .await;
+            if result.is_ok() {
+                st.released = true;
+                st.pending = None;
+            }
+            return result;
         }
         let mut guids = st.guids();
         if !st.lost && self.client.lines.has_waiters(&self.key) {
