@@ -459,6 +459,20 @@ impl Machines {
                 marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
                 ttl: None,
             },
+            Req::PutItem {
+                guid,
+                fencing_token,
+                lease_duration_ms,
+                lock_acquired_time_unix_ms,
+                expect,
+            } => core_op::Op::PutItem {
+                owner: "",
+                guid,
+                fencing_token: *fencing_token,
+                lease_duration_ms: *lease_duration_ms,
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                expect,
+            },
             Req::MarkWaiting { .. } => {
                 // The model's item keeps no mark: every mark is accepted and read as absent,
                 // so every waiter takes itself for the first in line (the mark decides

@@ -70,6 +70,11 @@ impl MemoryStore {
         self.log.lock().unwrap().len()
     }
 
+    /// The operations sent so far, in order.
+    pub fn sent(&self) -> Vec<&'static str> {
+        self.log.lock().unwrap().clone()
+    }
+
     fn take_fault(&self, op: &'static str) -> Option<Fault> {
         let mut q = self.faults.lock().unwrap();
         let i = q.iter().position(|(o, _)| *o == op)?;
@@ -193,6 +198,18 @@ impl Store for MemoryStore {
             clear_mark,
         };
         self.run("take", key, op).await.map(token)
+    }
+
+    async fn put_item(&self, key: &LockKey, w: &super::WholeItem<'_>) -> Result<(), StoreError> {
+        let op = Op::PutItem {
+            owner: w.owner,
+            guid: w.guid,
+            fencing_token: w.fencing_token,
+            lease_duration_ms: w.lease_duration_ms,
+            lock_acquired_time_unix_ms: w.lock_acquired_time_unix_ms,
+            expect: w.expect,
+        };
+        self.run("put_item", key, op).await.map(done)
     }
 
     async fn renew(

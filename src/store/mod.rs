@@ -29,8 +29,7 @@ mod sigv4;
 mod transport;
 pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
-pub use dynamodb_lock_core::op::{Entry, OpenFields, Ttl, WaitMark};
-use dynamodb_lock_core::original::Expect;
+pub use dynamodb_lock_core::op::{Entry, Expect, OpenFields, Ttl, WaitMark};
 
 /// A put of the whole FailOpen item, as the original library writes it
 /// (`dynamodb_lock_core::original`): an acquisition, a heartbeat or a release.

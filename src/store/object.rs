@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dynamodb_lock_core::original::Expect;
+use dynamodb_lock_core::op::Expect;
 use napi::bindgen_prelude::{Buffer, FnArgs, Object, Promise, ToNapiValue};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{sys, JsValue, Status};

@@ -29,20 +29,10 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::item::RELEASED_LEASE_MS;
+pub use crate::op::Expect;
 use crate::op::Record;
 use crate::request::{Answer, Env, Machine, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
-
-/// What a whole-item put (`Req::PutItem`) is conditioned on.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Expect<G, V> {
-    /// No item exists.
-    Absent,
-    /// No item exists, or it still carries this version (`guid` and `fencingToken`).
-    AbsentOr(V),
-    /// The item exists and carries this `guid` (a heartbeat, a release).
-    Guid(G),
-}
 
 /// How an acquisition ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

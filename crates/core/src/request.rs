@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use crate::op::Record;
-use crate::original::Expect;
+use crate::op::{Expect, Record};
 use crate::settings::{self, Lock};
 
 /// A point on the caller's monotonic clock, as the time since an origin the caller chooses
