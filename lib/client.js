@@ -160,7 +160,7 @@ function campaign(self, id, options)
     }
     if (self._transport === "object")
     {
-        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+        throw notSupported("campaign needs the native transport: over a user dynamodb object, a waiting candidate sleeps out the whole lease, as the original does, so a resigned leader would be replaced only a lease later");
     }
     if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
     {

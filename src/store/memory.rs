@@ -570,6 +570,48 @@ mod model_agreement {
                     "put_if_absent {start:?} {g}"
                 );
             }
+            for g in [1, 3] {
+                let versions = [(1, 0), (1, 1), (2, 2), (2, 1)];
+                type Both = (m::Expect<Guid, Version>, m::Expect<G, (G, u8)>);
+                let expects: Vec<Both> = std::iter::once((m::Expect::Absent, m::Expect::Absent))
+                    .chain(versions.iter().map(|&(vg, t)| {
+                        let v = Version {
+                            guid: guid(vg).to_vec(),
+                            fencing_token: (t > 0).then_some(t as u64),
+                        };
+                        (m::Expect::AbsentOr(v), m::Expect::AbsentOr((vg, t)))
+                    }))
+                    .chain([1, 2, 3].map(|h| (m::Expect::Guid(guid(h)), m::Expect::Guid(h))))
+                    .collect();
+                for (mem_expect, model_expect) in &expects {
+                    let w = crate::store::WholeItem {
+                        owner: "o",
+                        guid: &guid(g),
+                        fencing_token: 7,
+                        lease_duration_ms: 1000,
+                        lock_acquired_time_unix_ms: None,
+                        expect: mem_expect,
+                    };
+                    let mem = on_memory(&start, async |s| s.put_item(&k, &w).await).await;
+                    assert_eq!(
+                        mem,
+                        on_model(
+                            &start,
+                            &Op::PutItem {
+                                owner: "",
+                                guid: &g,
+                                fencing_token: 7,
+                                lease_duration_ms: 1000,
+                                lock_acquired_time_unix_ms: None,
+                                expect: model_expect,
+                            },
+                            done
+                        ),
+                        "put_item {start:?} {g} {model_expect:?}"
+                    );
+                    checked += 1;
+                }
+            }
             for gs in GUID_SETS {
                 let set = [guid(gs[0]), guid(gs[1])];
                 let mem = on_memory(&start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
