@@ -153,6 +153,28 @@ describe("a user dynamodb object through the native core", () =>
         }
     );
 
+    it("a slow heartbeat warns with \"danger\"; one that never answers loses the lock at the lease's end", async () =>
+        {
+            const { db, hooks } = mapObject();
+            const client = new DynamoDBLockClient.FailOpen(Object.assign({ dynamodb: db, leaseDurationMs: 600, heartbeatPeriodMs: 100 }, config));
+            const lock = await client.acquireLock("hung");
+            lock.on("error", () => {});
+            const danger = new Promise(resolve => lock.once("danger", resolve));
+            const lost = new Promise(resolve => lock.once("lost", resolve));
+            // Every heartbeat from now on hangs: the object never calls back.
+            for (let i = 0; i < 20; i++)
+            {
+                hooks.put.push(() => new Promise(() => {}));
+            }
+            const warned = await Promise.race([danger, sleep(2000).then(() => assert.fail("no danger event"))]);
+            assert.ok(warned.remainingMs > 0 && warned.remainingMs <= 600, JSON.stringify(warned));
+            const err = await Promise.race([lost, sleep(2000).then(() => assert.fail("no lost event while the heartbeat hangs"))]);
+            assert.equal(err.code, "LeaseExpired");
+            assert.equal(lock.leaseRemainingMs, 0);
+            hooks.put.length = 0;
+        }
+    );
+
     it("a release waits for a heartbeat in flight and writes its guid; no heartbeat follows", async () =>
         {
             const { db, hooks, log } = mapObject();

@@ -131,7 +131,7 @@ async function getLock(self, id)
 {
     if (self._transport === "object")
     {
-        throw invalidArgument("getLock needs the native core's I/O: it is not available with a dynamodb object of get/put/delete");
+        throw invalidArgument("getLock needs the native transport: it is not available with a dynamodb object of get/put/delete");
     }
     const { partition, sort } = self._kind === "Fifo" ? { partition: fifoResource(id, "") } : lockKey(self._config, id);
     const client = self._native || await self._nativeReady;

@@ -29,7 +29,7 @@ function acquire(self, id, options, callback)
     const data = options === undefined || options === null ? undefined : options.data;
     if (data !== undefined && self._transport === "object")
     {
-        return settle(Promise.reject(invalidArgument("lock data needs the native core's I/O: a dynamodb object's get/put/delete do not write it")), callback);
+        return settle(Promise.reject(invalidArgument("lock data needs the native transport: a dynamodb object's get/put/delete do not write it")), callback);
     }
     return acquisition(self, id, signal, () => nativeAcquire(self, id, signal, data), callback);
 }
