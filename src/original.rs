@@ -1,16 +1,15 @@
 //! The original library's request sequence (`dynamodb_lock_core::original`) for a store
 //! without `UpdateItem` (a user's `dynamodb` object): runs its acquisition machine through
-//! `drive`, and sends the one request of a release. Heartbeats are the scheduler's
+//! `drive`, and its release machine. Heartbeats are the scheduler's
 //! (`heartbeat`), which writes the whole item for such a store.
 
-use dynamodb_lock_core::original::{self as machine, Outcome};
-use dynamodb_lock_core::request::Reply;
+use dynamodb_lock_core::original::{self as machine, Outcome, Released};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::drive::{run_keeping_refusal, send, Clock, Target};
+use crate::drive::{run_keeping_refusal, Clock, Target};
 use crate::error::{LockError, StoreError};
-use crate::item::{new_guid, unix_now_ms, Guid, LockKey};
+use crate::item::{new_guid, Guid, LockKey};
 use crate::settings::Settings;
 use crate::store::Store;
 
@@ -61,8 +60,8 @@ pub async fn release(
     guid: &Guid,
     fencing_token: Option<u64>,
 ) -> Result<(), LockError> {
-    let s = settings.protocol();
-    let req = machine::release(&s, guid, fencing_token, unix_now_ms());
+    let clock = Clock::start();
+    let (mut m, step) = machine::Release::start(settings.protocol(), *guid, fencing_token, &clock.env(None));
     let to = Target {
         store,
         key,
@@ -70,13 +69,13 @@ pub async fn release(
         data: None,
         cancel: None,
     };
-    match send(&to, &req).await {
-        Ok(Reply::Done | Reply::Token(_) | Reply::Item(_) | Reply::WaitingMark(_)) => Ok(()),
-        Err(e) if e.is_condition_failed() => match machine::refused_release_fails(&s) {
-            true => Err(LockError::FailedToReleaseLock { original: e }),
-            false => Ok(()),
-        },
-        Err(e) => Err(LockError::Store(e)),
+    let mut refusal = None;
+    match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
+        Released::Released => Ok(()),
+        Released::NotOurs => Err(LockError::FailedToReleaseLock {
+            original: refusal.unwrap_or_else(StoreError::condition_failed),
+        }),
+        Released::Failed(error) => Err(LockError::Store(error)),
     }
 }
 

@@ -123,6 +123,7 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         horizon: lease * rng.range(3, 6) as u16,
         min_hold: rng.range(0, lease as u64 + 2) as u16,
         bug,
+        original: false,
     }
 }
 

@@ -18,7 +18,7 @@
 //! - No request is retried and none is given up for being slow: the user's object owns its
 //!   retries and timeouts. Any failure other than a refused condition is the outcome.
 //! - A cancellation ends a wait at once; a request out is answered first.
-//! - A release (`release`) is one request: FailClosed deletes the item if it carries the
+//! - A release (`Release`) is one request: FailClosed deletes the item if it carries the
 //!   holder's `guid`; FailOpen puts the whole item back with `leaseDurationMs` 1, same `guid`
 //!   and token, if it carries it. A refused FailClosed release means the lock was not ours; a
 //!   refused FailOpen one is quiet (another owner has the lock).
@@ -67,6 +67,7 @@ enum Phase<V> {
 }
 
 type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
+type ReleaseStep<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Released<E>>;
 
 /// One acquisition in the original's sequence.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +110,66 @@ pub fn heartbeat<G: Clone, V>(s: &Lock, guid: &G, new_guid: &G, fencing_token: O
         lease_duration_ms: s.lease_duration_ms,
         lock_acquired_time_unix_ms: s.trust_local_time.then_some(unix_ms),
         expect: Expect::Guid(guid.clone()),
+    }
+}
+
+/// How a release ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Released<E> {
+    /// Written (or, FailOpen, refused quietly: another owner has the lock).
+    Released,
+    /// FailClosed: the item does not carry the holder's `guid`; the lock was not ours.
+    NotOurs,
+    Failed(E),
+}
+
+/// A release in the original's sequence: one request (`release`), not retried.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Release<R: Record, E> {
+    s: Lock,
+    over: bool,
+    types: PhantomData<fn() -> (R, E)>,
+}
+
+impl<R, E> Release<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+{
+    /// Starts the release of a lock held with `guid` (and, FailOpen, `fencing_token`).
+    pub fn start(s: Lock, guid: R::Guid, fencing_token: Option<u64>, env: &Env) -> (Self, ReleaseStep<R, E>) {
+        let m = Release {
+            s,
+            over: false,
+            types: PhantomData,
+        };
+        (m, send(release(&s, &guid, fencing_token, env.unix_ms)))
+    }
+}
+
+impl<R, E> Machine<R, E> for Release<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+{
+    type Out = Released<E>;
+
+    fn answer(&mut self, a: Answer<R, E>, _env: &Env) -> ReleaseStep<R, E> {
+        self.over = true;
+        Step::Done(match a {
+            Answer::Done(_) => Released::Released,
+            Answer::Refused(_) if refused_release_fails(&self.s) => Released::NotOurs,
+            Answer::Refused(_) => Released::Released,
+            Answer::Failed { error, .. } => Released::Failed(error),
+        })
+    }
+
+    fn timer(&mut self, _env: &Env) -> ReleaseStep<R, E> {
+        // A release waits for nothing but its answer.
+        Step::Wait {
+            until: Time::MAX,
+            abortable: false,
+        }
     }
 }
 
@@ -518,6 +579,38 @@ mod tests {
                 lock_acquired_time_unix_ms: Some(5),
                 expect: Expect::Guid(7)
             }
+        );
+    }
+
+    #[test]
+    fn a_release_is_one_request_and_a_refusal_is_an_error_for_fail_closed_only() {
+        type Rel = Release<LockRecord, &'static str>;
+        let (mut m, step) = Rel::start(lock(Kind::FailClosed), guid(), None, &env(0));
+        assert!(matches!(step, Step::Send { req: Req::DeleteIfGuid { .. }, timeout_at } if timeout_at == Time::MAX));
+        assert_eq!(m.answer(refused(), &env(1)), Step::Done(Released::NotOurs));
+        let (mut m, step) = Rel::start(lock(Kind::FailOpen), guid(), Some(2), &env(0));
+        assert!(matches!(
+            step,
+            Step::Send {
+                req: Req::PutItem {
+                    fencing_token: 2,
+                    lease_duration_ms: 1,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert_eq!(m.answer(refused(), &env(1)), Step::Done(Released::Released));
+        let (mut m, _) = Rel::start(lock(Kind::FailOpen), guid(), Some(2), &env(0));
+        let failed = Answer::Failed {
+            error: "boom",
+            transient: true,
+            maybe_applied: false,
+        };
+        assert_eq!(
+            m.answer(failed, &env(1)),
+            Step::Done(Released::Failed("boom")),
+            "not retried"
         );
     }
 
