@@ -16,7 +16,7 @@ export declare class NativeClient {
    * expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
    * this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
    */
-  constructor(o: NativeOptions, credentials: (() => Promise<JsCredentials>) | undefined | null, onEvent: (arg: JsLockEvent) => void, onAnswer: (arg: JsOutcome) => void)
+  constructor(o: NativeOptions, credentials: (() => Promise<JsCredentials>) | undefined | null, onEvent: (arg: JsLockEvent) => void, onAnswer: (arg: JsOutcome) => void, objectCall?: ((arg0: string, arg1: any) => Promise<ObjectReply>) | undefined | null)
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
@@ -182,6 +182,13 @@ export interface NativeError {
   detail?: string
   /** The `owner` of the item that kept the lock, when the failure returned it. */
   holder?: string
+  /**
+   * The user's `dynamodb` object gave this error: JavaScript keeps it under this number
+   * (lib/object-store.js) and hands it back as it came.
+   */
+  jsError?: number
+  /** The same, for the error behind `FailedToAcquireLock`/`FailedToReleaseLock`. */
+  originalJsError?: number
 }
 
 /** A validated configuration, with defaults applied by `index.js`. */
@@ -242,6 +249,33 @@ export interface NativeStats {
   heartbeatsSent: number
   heartbeatsRetried: number
   heartbeatsFailed: number
+}
+
+/** A failure of the user's method: the error object is kept in JavaScript under `id`. */
+export interface ObjectError {
+  id: number
+  code: string
+  message: string
+  conditionFailed: boolean
+}
+
+/**
+ * The attributes of an item the protocol reads, as `lib/object-store.js` passes them on:
+ * numbers that are finite, and `guid` in hex when it is binary.
+ */
+export interface ObjectItem {
+  owner?: string
+  guidHex?: string
+  fencingToken?: number
+  leaseDurationMs?: number
+  lockAcquiredTimeUnixMs?: number
+}
+
+/** How a call of the user's method ended. */
+export interface ObjectReply {
+  /** `get`: the item, when the reply carried one. */
+  item?: ObjectItem
+  error?: ObjectError
 }
 
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */

@@ -11,7 +11,8 @@
 // - lock-id.js: lock ids and keys; options.js: configuration, defaults and option checks;
 // - errors.js: error codes and ValidationError; settle.js: callbacks or Promises;
 // - admin.js and table.js: createTable; campaign.js: leader election; metrics.js: metrics();
-// - transport.js and object-transport.js: the `dynamodb` option, and the user-object transport.
+// - transport.js: the `dynamodb` option; object-store.js: calls of a user `dynamodb` object
+//   for the native core.
 
 const { FailClosed, FailOpen, Fifo } = require("./lib/clients.js");
 const { Lock } = require("./lib/lock.js");

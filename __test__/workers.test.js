@@ -41,7 +41,7 @@ for (const name of selectedEngines())
         });
         after(async () => engine && engine.stop());
 
-        it("loads the package in 10 Workers one after another and 5 overlapping, each taking and releasing locks", async () =>
+        it("loads the package in 10 Workers one after another and 5 overlapping, each taking and releasing locks, also through a user object", async () =>
         {
             const { code, signal, out } = await runPool(engine, "workers");
             assert.equal(signal, null, `the process died of ${signal}:\n${out}`);
@@ -52,6 +52,8 @@ for (const name of selectedEngines())
             {
                 assert.ok(Number.isInteger(r.report.fencingToken) && r.report.fencingToken >= 1, JSON.stringify(r));
                 assert.ok(r.report.held > 0 && r.report.held <= 2000, `a held lock has lease left: ${JSON.stringify(r)}`);
+                assert.equal(r.report.objectToken, 1, JSON.stringify(r));
+                assert.ok(r.report.objectHeartbeats >= 1, `heartbeats through the user object: ${JSON.stringify(r)}`);
             }
             assert.match(out, /all workers done/);
         });

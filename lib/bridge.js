@@ -84,10 +84,11 @@ function onNativeAnswer(outcome)
 }
 
 // A native client for `options` (the settings that lib/options.js gathers, plus where and how
-// to reach DynamoDB), answering on this file's channels.
-function nativeClient(options, credentials)
+// to reach DynamoDB), answering on this file's channels. `objectCall`: the requests go through
+// the user's `dynamodb` object instead (lib/object-store.js).
+function nativeClient(options, credentials, objectCall)
 {
-    return new native.NativeClient(options, credentials, onNativeEvent, onNativeAnswer);
+    return new native.NativeClient(options, credentials, onNativeEvent, onNativeAnswer, objectCall);
 }
 
 // Starts a native request under a fresh number; resolves with its answer.

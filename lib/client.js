@@ -8,7 +8,7 @@
 const util = require("util");
 const { performance } = require("perf_hooks");
 const bridge = require("./bridge.js");
-const objectTransport = require("./object-transport.js");
+const { objectCaller } = require("./object-store.js");
 const { chooseTransport, isSdkClient, sdkClientOptions, credentialsProvider, withoutCredentials } = require("./transport.js");
 const { Metrics } = require("./metrics.js");
 const { Campaign } = require("./campaign.js");
@@ -18,7 +18,8 @@ const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkA
 const { settle } = require("./settle.js");
 
 // Sets up `self` as a client of `kind` ("FailClosed", "FailOpen" or "Fifo"): validates the
-// configuration, then makes the native client, or the transport over the user's object.
+// configuration, then makes the native client, whose requests go to DynamoDB or through the
+// user's object.
 function setUp(self, kind, config)
 {
     validate(kind, config);
@@ -30,13 +31,12 @@ function setUp(self, kind, config)
     self._closing = undefined;
     self._campaigns = new Set();
     self._transport = chooseTransport(config.dynamodb, config.transport);
+    const options = nativeSettings(kind, config, self._owner, self._retryCount);
     if (self._transport === "object")
     {
-        self._object = objectTransport.create(kind, config, self._owner, self._retryCount);
-        self._closeAbort = new AbortController();
+        self._native = bridge.nativeClient(options, undefined, objectCaller(config.dynamodb));
         return;
     }
-    const options = nativeSettings(kind, config, self._owner, self._retryCount);
     if (isSdkClient(config.dynamodb))
     {
         // Reading an SDK client's region and endpoint is asynchronous: the first
@@ -98,10 +98,6 @@ async function closeClient(self, releaseLocks)
     {
         campaign._stop.abort();
     }
-    if (self._closeAbort)
-    {
-        self._closeAbort.abort();
-    }
     let client = self._native;
     if (!client && self._nativeReady)
     {
@@ -135,7 +131,7 @@ async function getLock(self, id)
 {
     if (self._transport === "object")
     {
-        throw invalidArgument("getLock needs the native core's I/O: it is not available with a dynamodb object of get/put/delete");
+        throw invalidArgument("getLock needs the native transport: it is not available with a dynamodb object of get/put/delete");
     }
     const { partition, sort } = self._kind === "Fifo" ? { partition: fifoResource(id, "") } : lockKey(self._config, id);
     const client = self._native || await self._nativeReady;
@@ -164,7 +160,7 @@ function campaign(self, id, options)
     }
     if (self._transport === "object")
     {
-        throw notSupported("campaign needs the native transport, whose heartbeats warn of a lease in danger in time; a user dynamodb object's do not");
+        throw notSupported("campaign needs the native transport: over a user dynamodb object, a waiting candidate sleeps out the whole lease, as the original does, so a resigned leader would be replaced only a lease later");
     }
     if (self._kind === "FailOpen" && !(self._config.heartbeatPeriodMs > 0))
     {
@@ -234,7 +230,7 @@ const clientMethods =
 
     metrics()
     {
-        const transport = this._object ? this._object.stats : this._native && this._native.stats();
+        const transport = this._native && this._native.stats();
         return this._metrics.snapshot(transport);
     },
 

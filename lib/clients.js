@@ -1,12 +1,13 @@
 "use strict";
 
-// The three kinds of client and their acquireLock: FailClosed and FailOpen (through the native
-// core, or through the user's `dynamodb` object) and Fifo. What they share is in lib/client.js.
+// The three kinds of client and their acquireLock: FailClosed, FailOpen and Fifo, all through
+// the native core (whose requests may go through the user's `dynamodb` object). What they
+// share is in lib/client.js.
 
 const bridge = require("./bridge.js");
 const { setUp, acquisition, clientMethods } = require("./client.js");
-const { NativeLock, FifoLock, objectLock } = require("./lock.js");
-const { invalidId, invalidArgument, clientClosed, abortError } = require("./errors.js");
+const { NativeLock, FifoLock } = require("./lock.js");
+const { invalidId, invalidArgument, abortError } = require("./errors.js");
 const { lockKey, fifoResource, withLockId } = require("./lock-id.js");
 const { checkAcquireOptions, checkWaitMs, waitMsOf, dataInput, copyData } = require("./options.js");
 const { settle } = require("./settle.js");
@@ -28,10 +29,9 @@ function acquire(self, id, options, callback)
     const data = options === undefined || options === null ? undefined : options.data;
     if (data !== undefined && self._transport === "object")
     {
-        return settle(Promise.reject(invalidArgument("lock data needs the native core's I/O: a dynamodb object's get/put/delete do not write it")), callback);
+        return settle(Promise.reject(invalidArgument("lock data needs the native transport: a dynamodb object's get/put/delete do not write it")), callback);
     }
-    return acquisition(self, id, signal,
-        () => (self._transport === "object" ? objectAcquire(self, id, signal) : nativeAcquire(self, id, signal, data)), callback);
+    return acquisition(self, id, signal, () => nativeAcquire(self, id, signal, data), callback);
 }
 
 async function nativeAcquire(self, id, signal, data)
@@ -51,61 +51,14 @@ async function nativeAcquire(self, id, signal, data)
     }
     catch (err)
     {
-        throw withLockId(err, id, true);
+        // Through the user's object, the original's exact message.
+        throw withLockId(err, id, self._transport !== "object");
     }
     const lockId = outcome.lockId;
     const lock = new NativeLock(client, lockId, outcome.fencingToken === null ? undefined : outcome.fencingToken,
-        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data), id);
+        self._kind === "FailOpen" && self._config.heartbeatPeriodMs > 0, copyData(data), id, self._transport === "object");
     bridge.routeEvents(lockId, lock);
     return lock;
-}
-
-// An acquisition through the user's object, which the caller's signal and `close()` cancel.
-async function objectAcquire(self, id, signal)
-{
-    const either = new AbortController();
-    const onAbort = () => either.abort(signal.reason);
-    const onClose = () => either.abort(clientClosed());
-    if (signal)
-    {
-        if (signal.aborted)
-        {
-            onAbort();
-        }
-        else
-        {
-            signal.addEventListener("abort", onAbort, { once: true });
-        }
-    }
-    self._closeAbort.signal.addEventListener("abort", onClose, { once: true });
-    try
-    {
-        let held;
-        try
-        {
-            held = await self._object.acquire(id, either.signal);
-        }
-        catch (err)
-        {
-            throw withLockId(err, id, false);
-        }
-        return objectLock(held, id);
-    }
-    finally
-    {
-        self._closeAbort.signal.removeEventListener("abort", onClose);
-        if (signal)
-        {
-            try
-            {
-                signal.removeEventListener("abort", onAbort);
-            }
-            catch (_)
-            {
-                // As in askCancellable: a signal-like object that throws must not orphan a lock.
-            }
-        }
-    }
 }
 
 // acquireLock(ids[, options][, callback]) of Fifo: one resource or a list.

@@ -5,6 +5,7 @@
 // JavaScript decides itself; and ValidationError, shaped as Joi's.
 
 const { withoutCredentials } = require("./transport.js");
+const { keptError } = require("./object-store.js");
 
 // Codes of this package's own errors; any other code is an AWS error name, which becomes the
 // error's `name` too.
@@ -37,6 +38,12 @@ ValidationError.prototype.isJoi = true;
 // errors), as the original library's callers expect.
 function toError(e)
 {
+    // An error of the user's `dynamodb` object is handed back as it came.
+    const own = e.jsError === undefined || e.jsError === null ? undefined : keptError(e.jsError);
+    if (own !== undefined)
+    {
+        return own;
+    }
     const err = new Error(e.message);
     err.code = e.code;
     if (e.code === "AbortError")
@@ -49,7 +56,7 @@ function toError(e)
     }
     if (e.originalCode)
     {
-        err.originalError = toError({ code: e.originalCode, message: e.originalMessage });
+        err.originalError = toError({ code: e.originalCode, message: e.originalMessage, jsError: e.originalJsError });
     }
     if (e.detail)
     {

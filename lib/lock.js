@@ -2,8 +2,8 @@
 
 // The lock a caller holds: an EventEmitter with `fencingToken`, `signal`, `lost`,
 // `leaseRemainingMs`, `release` and `update`. `Lock` is the shape and what every lock does;
-// `NativeLock` (FailClosed, FailOpen) and `FifoLock` are held by the native core, and
-// `objectLock` wraps a lock held through the user's `dynamodb` object.
+// `NativeLock` (FailClosed, FailOpen, through DynamoDB or the user's `dynamodb` object) and
+// `FifoLock` are held by the native core.
 
 const { EventEmitter } = require("events");
 const bridge = require("./bridge.js");
@@ -175,7 +175,7 @@ class Lock extends EventEmitter
 // prototype, so that thousands of held locks cost little memory.
 class NativeLock extends Lock
 {
-    constructor(client, lockId, fencingToken, heartbeats, data, userId)
+    constructor(client, lockId, fencingToken, heartbeats, data, userId, viaObject)
     {
         super(undefined, fencingToken, heartbeats);
         this._client = client;
@@ -184,10 +184,19 @@ class NativeLock extends Lock
         /** The data stored with the lock (a string or a Buffer), or undefined. */
         this.data = data;
         this._userId = userId;
+        if (viaObject)
+        {
+            // Held through the user's `dynamodb` object: no data, and the original's messages.
+            this._viaObject = true;
+        }
     }
 
     async _update(options)
     {
+        if (this._viaObject)
+        {
+            throw invalidArgument("lock.update needs the native transport: a dynamodb object's get/put/delete do not write lock data");
+        }
         if (options === null || typeof options !== "object" || !("data" in options))
         {
             throw invalidArgument("lock.update needs an options object with `data`");
@@ -218,7 +227,7 @@ class NativeLock extends Lock
             {
                 bridge.stopEvents(this._id);
             }
-            throw withLockId(toError(err), this._userId, true);
+            throw withLockId(toError(err), this._userId, !this._viaObject);
         }
         bridge.stopEvents(this._id);
     }
@@ -296,19 +305,4 @@ class FifoLock extends Lock
     }
 }
 
-// A lock held through the user's `dynamodb` object (lib/object-transport.js): `held` keeps
-// its heartbeats and releases it; `id` is the lock id as given to acquireLock.
-function objectLock(held, id)
-{
-    const lock = new Lock(() => held.release().catch(err => Promise.reject(withLockId(err, id, false))), held.fencingToken, false);
-    lock._abandon = function()
-    {
-        held.abandon();
-        Lock.prototype._abandon.call(this);
-    };
-    lock._leaseRemainingMs = () => held.leaseRemainingMs();
-    held.attach(lock);
-    return lock;
-}
-
-module.exports = { Lock, NativeLock, FifoLock, objectLock };
+module.exports = { Lock, NativeLock, FifoLock };

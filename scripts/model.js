@@ -10,7 +10,7 @@ const { spawnSync } = require("child_process");
 
 const root = path.join(__dirname, "..");
 const env = Object.assign({}, process.env, { CARGO_TARGET_DIR: path.join(root, "target", "model") });
-const r = spawnSync("cargo", ["run", "--quiet", "--release", "--manifest-path", path.join(root, "model", "Cargo.toml"), "--", ...process.argv.slice(2)],
+const r = spawnSync("cargo", ["run", "--quiet", "--release", "--bin", "model", "--manifest-path", path.join(root, "model", "Cargo.toml"), "--", ...process.argv.slice(2)],
     { cwd: root, stdio: "inherit", env });
 if (r.error)
 {

@@ -17,7 +17,7 @@ use crate::lock::{EventSink, HeldLock, Shared};
 use crate::queues::Queues;
 use crate::settings::Settings;
 use crate::store::Store;
-use crate::{fail_closed, fail_open, fifo};
+use crate::{fail_closed, fail_open, fifo, original};
 
 pub struct Client {
     /// What this client's held locks share with it: `client.settings`, `client.store`, ...
@@ -69,7 +69,7 @@ impl Client {
     /// Takes this acquisition's place in the local line of `key` (FailClosed, FailOpen; Fifo
     /// has none): the order of the calls is the order of the turns.
     pub fn join(&self, key: &LockKey) -> Option<Place> {
-        (self.settings.kind != Kind::Fifo).then(|| self.lines.join(key))
+        (self.settings.kind != Kind::Fifo && !self.settings.original).then(|| self.lines.join(key))
     }
 
     /// Acquires `key` from the place `join` gave, storing `data` with the lock (FailClosed,
@@ -81,6 +81,13 @@ impl Client {
         data: Option<&LockData>,
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
+        if self.settings.original {
+            // The original's sequence: every acquisition speaks to the store for itself.
+            let taken = original::acquire(&*self.store, &self.settings, &key, cancel).await?;
+            let lease_until = (self.settings.kind == Kind::FailOpen).then(|| taken.sent_at + self.settings.lease());
+            let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, lease_until);
+            return self.start_lock(Arc::new(lock), cancel).await;
+        }
         let Some(place) = place else {
             let locks = fifo::acquire(&self.shared, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
             return locks

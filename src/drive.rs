@@ -13,7 +13,7 @@ use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
-use crate::store::{timed_out, Store, WaitMark};
+use crate::store::{timed_out, Store, WaitMark, WholeItem};
 
 pub type Request = Req<Guid, Version>;
 
@@ -59,9 +59,20 @@ impl Clock {
 /// Steps `m` from `step` until it is over.
 pub async fn run<M: Machine<LockRecord, StoreError>>(
     m: &mut M,
+    step: Step<Guid, Version, M::Out>,
+    clock: Clock,
+    to: &Target<'_>,
+) -> M::Out {
+    run_keeping_refusal(m, step, clock, to, &mut None).await
+}
+
+/// `run`, keeping the error of the last refused condition in `refusal`.
+pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
+    m: &mut M,
     mut step: Step<Guid, Version, M::Out>,
     clock: Clock,
     to: &Target<'_>,
+    refusal: &mut Option<StoreError>,
 ) -> M::Out {
     loop {
         step = match step {
@@ -75,6 +86,11 @@ pub async fn run<M: Machine<LockRecord, StoreError>>(
                     Some(_) => Err(timed_out()),
                     None => send(to, &req).await,
                 };
+                if let Err(e) = &result {
+                    if e.is_condition_failed() {
+                        *refusal = Some(e.clone());
+                    }
+                }
                 let env = clock.env(to.cancel);
                 m.answer(answer(result), &env)
             }
@@ -100,6 +116,7 @@ fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreE
     match r {
         Ok(reply) => Answer::Done(reply),
         Err(StoreError::ConditionFailed { current }) => Answer::Refused(current.map(|c| c.map(|b| *b))),
+        Err(e) if e.is_condition_failed() => Answer::Refused(None),
         Err(error) => Answer::Failed {
             transient: error.is_transient(),
             maybe_applied: error.maybe_applied(),
@@ -109,7 +126,7 @@ fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreE
 }
 
 /// Sends one request, with what the client's settings add to it.
-async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, StoreError> {
+pub async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, StoreError> {
     let (store, key, s) = (to.store, to.key, to.settings);
     match req {
         Req::Get => store.get(key).await.map(Reply::Item),
@@ -160,6 +177,26 @@ async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, Store
                 .await
                 .map(|token| token.map_or(Reply::Done, Reply::Token))
         }
+        Req::PutItem {
+            guid,
+            fencing_token,
+            lease_duration_ms,
+            lock_acquired_time_unix_ms,
+            expect,
+        } => store
+            .put_item(
+                key,
+                &WholeItem {
+                    owner: &s.owner,
+                    guid,
+                    fencing_token: *fencing_token,
+                    lease_duration_ms: *lease_duration_ms,
+                    lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                    expect,
+                },
+            )
+            .await
+            .map(|()| Reply::Done),
         Req::MarkWaiting {
             waiter,
             since_unix_ms,

@@ -28,6 +28,16 @@ pub enum StoreError {
         message: String,
         maybe_applied: bool,
     },
+    /// An error from the user's `dynamodb` object (`store::object`), kept in JavaScript under
+    /// `id` so that callers get that very object back. `condition_failed`: its `code` or
+    /// `name` is `ConditionalCheckFailedException`. Any other is worth retrying where the
+    /// protocol retries (a heartbeat), and never landed as far as we know.
+    Js {
+        id: u32,
+        code: String,
+        message: String,
+        condition_failed: bool,
+    },
 }
 
 impl StoreError {
@@ -35,9 +45,31 @@ impl StoreError {
         StoreError::ConditionFailed { current: None }
     }
 
+    /// The request's condition did not hold.
+    pub fn is_condition_failed(&self) -> bool {
+        matches!(
+            self,
+            StoreError::ConditionFailed { .. }
+                | StoreError::Js {
+                    condition_failed: true,
+                    ..
+                }
+        )
+    }
+
+    /// The id under which JavaScript keeps the user's own error object, for a failure of the
+    /// user's `dynamodb` object.
+    pub fn js_id(&self) -> Option<u32> {
+        match self {
+            StoreError::Js { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::ConditionFailed { .. } => false,
+            StoreError::Js { condition_failed, .. } => !condition_failed,
             StoreError::Service { transient, .. } => *transient,
             StoreError::Io { .. } => true,
         }
@@ -45,7 +77,7 @@ impl StoreError {
 
     pub fn maybe_applied(&self) -> bool {
         match self {
-            StoreError::ConditionFailed { .. } => false,
+            StoreError::ConditionFailed { .. } | StoreError::Js { .. } => false,
             StoreError::Service { maybe_applied, .. } | StoreError::Io { maybe_applied, .. } => *maybe_applied,
         }
     }
@@ -54,7 +86,7 @@ impl StoreError {
     pub fn code(&self) -> &str {
         match self {
             StoreError::ConditionFailed { .. } => "ConditionalCheckFailedException",
-            StoreError::Service { code, .. } | StoreError::Io { code, .. } => code,
+            StoreError::Service { code, .. } | StoreError::Io { code, .. } | StoreError::Js { code, .. } => code,
         }
     }
 
@@ -73,7 +105,9 @@ impl StoreError {
     fn full_message(&self) -> &str {
         match self {
             StoreError::ConditionFailed { .. } => "The conditional request failed",
-            StoreError::Service { message, .. } | StoreError::Io { message, .. } => message,
+            StoreError::Service { message, .. } | StoreError::Io { message, .. } | StoreError::Js { message, .. } => {
+                message
+            }
         }
     }
 

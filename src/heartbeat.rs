@@ -27,9 +27,11 @@ use tokio::time::Instant;
 
 use dynamodb_lock_core::heartbeat as machine;
 use dynamodb_lock_core::held;
+use dynamodb_lock_core::original;
 
+use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::new_guid;
+use crate::item::{new_guid, unix_now_ms};
 use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
 use crate::stats::Stats;
 use crate::store::timed_out;
@@ -791,6 +793,15 @@ pub(crate) async fn beat(
     let new = st.beat_starts(new_guid())?;
     let guids = [st.guid, new];
     let f = s.open_fields();
+    // A store without UpdateItem writes the whole item, on the holder's guid alone.
+    let to = Target {
+        store: &*c.store,
+        key: &lock.key,
+        settings: s,
+        data: None,
+        cancel: None,
+    };
+    let to = &to;
     let now = Instant::now();
     // The machine's clock: time since the earliest instant it is told of.
     let base = due.min(now).min(lease_until);
@@ -814,6 +825,12 @@ pub(crate) async fn beat(
         for action in actions.drain(..) {
             match action {
                 machine::Action::Write => {
+                    // The original's put is conditioned on the holder's guid alone: a second
+                    // write beside a slow one would be refused once the first has landed.
+                    if s.original && !out.is_empty() {
+                        m.write_not_sent();
+                        continue;
+                    }
                     writes += 1;
                     // The first write goes out in the scheduler's slot; an attempt's first
                     // write waits for a slot (and for the cap); one beside a slow write only
@@ -833,7 +850,13 @@ pub(crate) async fn beat(
                     }
                     let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
                     let slots = flight.slots.clone();
-                    let renew = c.store.renew(&lock.key, &guids, &new, &f);
+                    let renew: Renew<'_> = if s.original {
+                        let req =
+                            original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
+                        Box::pin(async move { send(to, &req).await.map(drop) })
+                    } else {
+                        c.store.renew(&lock.key, &guids, &new, &f)
+                    };
                     out.push(Box::pin(async move {
                         let _slot = match slot {
                             Some(slot) => slot,
@@ -891,7 +914,7 @@ pub(crate) async fn beat(
                 flight.answered(now.saturating_duration_since(sent));
                 let answer = match r {
                     Ok(()) => machine::Answer::Renewed,
-                    Err(e @ StoreError::ConditionFailed { .. }) => {
+                    Err(e) if e.is_condition_failed() => {
                         last_error = Some(e);
                         machine::Answer::NotOurs
                     }
@@ -909,6 +932,9 @@ pub(crate) async fn beat(
         }
     }
 }
+
+/// The write of one heartbeat.
+type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'a>>;
 
 /// A heartbeat write under way: when it was sent, and its answer.
 type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;

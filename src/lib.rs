@@ -58,6 +58,7 @@ mod item;
 mod js_credentials;
 mod line;
 mod lock;
+mod original;
 mod queues;
 mod release;
 mod runtime;
@@ -82,7 +83,7 @@ use napi_derive::napi;
 use crate::cancel::Cancel;
 use crate::client::Client;
 use crate::config::{Kind, RawValue};
-use crate::error::LockError;
+use crate::error::{LockError, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
@@ -175,6 +176,11 @@ pub struct NativeError {
     pub detail: Option<String>,
     /// The `owner` of the item that kept the lock, when the failure returned it.
     pub holder: Option<String>,
+    /// The user's `dynamodb` object gave this error: JavaScript keeps it under this number
+    /// (lib/object-store.js) and hands it back as it came.
+    pub js_error: Option<u32>,
+    /// The same, for the error behind `FailedToAcquireLock`/`FailedToReleaseLock`.
+    pub original_js_error: Option<u32>,
 }
 
 impl From<&LockError> for NativeError {
@@ -186,6 +192,11 @@ impl From<&LockError> for NativeError {
             original_message: e.original().map(|o| o.message().to_string()),
             detail: e.detail().map(str::to_string),
             holder: e.holder().map(str::to_string),
+            js_error: match e {
+                LockError::Store(s) => s.js_id(),
+                _ => None,
+            },
+            original_js_error: e.original().and_then(StoreError::js_id),
         }
     }
 }
@@ -546,12 +557,14 @@ impl NativeClient {
     /// expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
     /// this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
     #[napi(constructor, catch_unwind)]
+    #[allow(clippy::type_complexity)]
     pub fn new(
         env: Env,
         o: NativeOptions,
         credentials: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
         on_event: Function<JsLockEvent, ()>,
         on_answer: Function<JsOutcome, ()>,
+        object_call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
         let mut s = Settings::new(kind, o.owner);
@@ -627,6 +640,23 @@ impl NativeClient {
             sort_key: o.sort_key,
         };
         let stats = s.stats.clone();
+        // A user's `dynamodb` object: its own get/put/delete carry the original's requests.
+        let object_store = match object_call {
+            Some(f) => {
+                let call = f
+                    .build_threadsafe_function::<FnArgs<(String, store::object::Value)>>()
+                    .callee_handled::<false>()
+                    .weak::<true>()
+                    .build()?;
+                s.original = true;
+                Some(Arc::new(store::object::ObjectStore::new(
+                    call,
+                    table.clone(),
+                    stats.clone(),
+                )))
+            }
+            None => None,
+        };
         let store = HttpStore::new(
             table,
             HttpOptions {
@@ -639,8 +669,12 @@ impl NativeClient {
         )
         .with_stats(stats);
         let store = Arc::new(store);
+        let protocol_store: Arc<dyn store::Store> = match object_store {
+            Some(o) => o,
+            None => store.clone(),
+        };
         let inner = Arc::new(Client::new(
-            store.clone(),
+            protocol_store,
             s,
             Arc::new(JsEvents(weak_handler(on_event)?)),
             LazyHeartbeats::new(
@@ -772,7 +806,7 @@ impl NativeClient {
                 None => match kind {
                     Kind::FailOpen | Kind::Fifo => Ok(()),
                     Kind::FailClosed => Err(LockError::FailedToReleaseLock {
-                        original: error::StoreError::condition_failed(),
+                        original: StoreError::condition_failed(),
                     }),
                 },
             };

@@ -21,9 +21,9 @@ use crate::handoff::Handoff;
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::queues::{Head, Queues};
-use crate::release;
 use crate::settings::Settings;
 use crate::store::{attempt, Failed, Store};
+use crate::{original, release};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -336,6 +336,21 @@ impl HeldLock {
             }
             held::Release::Wait => unreachable!("no heartbeat write is on the wire"),
         };
+        if self.client.settings.original {
+            // The original's release: one request with the newest guid, even after a loss.
+            let result = original::release(
+                &*self.client.store,
+                &self.client.settings,
+                &self.key,
+                &st.guid,
+                self.fencing_token,
+            )
+            .await;
+            if result.is_ok() {
+                st.release_done();
+            }
+            return result;
+        }
         if st.lost.is_none() && self.client.lines.has_waiters(&self.key) {
             match self.hand_over(&guids).await {
                 HandOver::Done => {

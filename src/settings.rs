@@ -40,6 +40,10 @@ pub struct Settings {
     pub ttl: Option<TtlSettings>,
     /// The client's counters (`metrics()`), shared by everything made from these settings.
     pub stats: Arc<Stats>,
+    /// The store has no `UpdateItem` (a user's `dynamodb` object): acquisitions, heartbeats
+    /// and releases send the original library's requests (`dynamodb_lock_core::original`),
+    /// and each acquisition speaks to the store itself (no local line, no hand-over).
+    pub original: bool,
 }
 
 /// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
@@ -69,6 +73,7 @@ impl Settings {
             max_attempts: settings::MAX_ATTEMPTS,
             ttl: None,
             stats: Default::default(),
+            original: false,
         }
     }
 

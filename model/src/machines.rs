@@ -42,7 +42,7 @@ use dynamodb_lock_core::held::{self, Held};
 use dynamodb_lock_core::op::{self as core_op, OpenFields};
 use dynamodb_lock_core::request::{Answer, Env, Machine as _, Reply, Req, Step};
 use dynamodb_lock_core::settings::{Kind, Lock};
-use dynamodb_lock_core::{fail_closed, fail_open, release};
+use dynamodb_lock_core::{fail_closed, fail_open, original, release};
 
 use crate::explore::{Model, Violation};
 use crate::item::{Item, Ver, G};
@@ -160,6 +160,9 @@ pub struct Config {
     /// The heartbeat period.
     pub period: Tick,
     pub bug: Option<Bug>,
+    /// The clients send the original library's requests (`original`: get, whole-item puts,
+    /// no timeouts of their own), as over a user's `dynamodb` object.
+    pub original: bool,
 }
 
 impl Config {
@@ -184,6 +187,7 @@ impl Config {
             beats: 0,
             period: 2,
             bug: None,
+            original: false,
         }
     }
 
@@ -232,6 +236,8 @@ pub enum M {
     Closed(fail_closed::Acquire<Item, Fail>),
     Open(fail_open::Acquire<Item, Fail>),
     Release(release::Release<Item, Fail>),
+    Original(original::Acquire<Item, Fail>),
+    OriginalRelease(original::Release<Item, Fail>),
 }
 
 /// What a machine ended with.
@@ -239,6 +245,8 @@ enum Out {
     Closed(fail_closed::Outcome<Item, Fail>),
     Open(fail_open::Outcome<Item, Fail>),
     Release(release::Outcome<Fail>),
+    Original(original::Outcome<Fail>),
+    OriginalRelease(original::Released<Fail>),
 }
 
 type MStep = Step<G, Ver, Out>;
@@ -257,6 +265,8 @@ impl M {
             M::Closed(m) => map(m.answer(a, env), Out::Closed),
             M::Open(m) => map(m.answer(a, env), Out::Open),
             M::Release(m) => map(m.answer(a, env), Out::Release),
+            M::Original(m) => map(m.answer(a, env), Out::Original),
+            M::OriginalRelease(m) => map(m.answer(a, env), Out::OriginalRelease),
         }
     }
     fn timer(&mut self, env: &Env) -> MStep {
@@ -264,6 +274,8 @@ impl M {
             M::Closed(m) => map(m.timer(env), Out::Closed),
             M::Open(m) => map(m.timer(env), Out::Open),
             M::Release(m) => map(m.timer(env), Out::Release),
+            M::Original(m) => map(m.timer(env), Out::Original),
+            M::OriginalRelease(m) => map(m.timer(env), Out::OriginalRelease),
         }
     }
 }
@@ -273,6 +285,10 @@ impl M {
 pub struct Net {
     pub req: Request,
     pub timeout_at: Tick,
+    /// Past this tick an answer still to come makes the request slower than a request
+    /// timeout (for liveness): `timeout_at`, or for a request without a timeout of its own
+    /// (`original`), a request timeout after it was sent.
+    pub slow_at: Tick,
     pub state: NetState,
 }
 
@@ -455,6 +471,8 @@ fn owner(g: G) -> usize {
 impl Machines {
     pub fn new(cfg: Config) -> Self {
         assert!(cfg.clients <= MAX_CLIENTS && cfg.locks >= 1);
+        // The original's heartbeats are whole-item puts, which the model does not step.
+        assert!(!(cfg.original && cfg.beats > 0), "heartbeats of the native requests only");
         Machines { cfg }
     }
 
@@ -545,6 +563,20 @@ impl Machines {
                 marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
                 ttl: None,
             },
+            Req::PutItem {
+                guid,
+                fencing_token,
+                lease_duration_ms,
+                lock_acquired_time_unix_ms,
+                expect,
+            } => core_op::Op::PutItem {
+                owner: "",
+                guid,
+                fencing_token: *fencing_token,
+                lease_duration_ms: *lease_duration_ms,
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                expect,
+            },
             Req::MarkWaiting { .. } => {
                 // The model's item keeps no mark: every mark is accepted and read as absent,
                 // so every waiter takes itself for the first in line (the mark decides
@@ -595,9 +627,11 @@ impl Machines {
                 self.deliver(s, i, ans)
             }
             Step::Send { req, timeout_at } => {
+                let timeout_at = tick(timeout_at);
                 c.net = Some(Net {
                     req,
-                    timeout_at: tick(timeout_at),
+                    timeout_at,
+                    slow_at: timeout_at.min(s.now.saturating_add(self.cfg.request_timeout)),
                     state: NetState::Out,
                 });
                 Ok(())
@@ -617,6 +651,26 @@ impl Machines {
         let (k, g) = match s.clients[i].phase {
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
+        };
+        let out = match out {
+            // The original's outcomes, as the FailClosed and FailOpen machines' are read.
+            Out::Original(original::Outcome::Taken {
+                fencing_token: None, ..
+            }) => Out::Closed(fail_closed::Outcome::Acquired),
+            Out::Original(original::Outcome::Taken {
+                fencing_token: Some(fencing_token),
+                sent_at,
+            }) => Out::Open(fail_open::Outcome::Taken {
+                fencing_token,
+                sent_at,
+                contended: false,
+            }),
+            Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
+            Out::OriginalRelease(original::Released::Released) => {
+                Out::Release(release::Outcome::Released { waiter: false })
+            }
+            Out::OriginalRelease(_) => Out::Release(release::Outcome::NotOurs),
+            other => other,
         };
         let c = &mut s.clients[i];
         match out {
@@ -686,6 +740,7 @@ impl Machines {
                         Net {
                             req,
                             timeout_at: Tick::MAX,
+                            slow_at: Tick::MAX,
                             state: NetState::Out,
                         },
                     ));
@@ -704,6 +759,7 @@ impl Machines {
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
+            Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' above"),
         }
         Ok(())
     }
@@ -976,7 +1032,15 @@ impl Model for Machines {
         });
         let mut s = s.clone();
         match *a {
-            Action::Tick => s.now += 1,
+            Action::Tick => {
+                s.now += 1;
+                let now = s.now;
+                s.slow |= s
+                    .clients
+                    .iter()
+                    .filter_map(|c| c.net.as_ref())
+                    .any(|n| n.state != NetState::Lost && n.slow_at < now);
+            }
             Action::Start(c, k) => {
                 let i = c as usize;
                 let env = self.env(&s, i);
@@ -994,6 +1058,11 @@ impl Model for Machines {
                 cl.phase = Phase::Acquiring { k, g };
                 cl.since = s.now;
                 let step = match self.cfg.kind {
+                    _ if self.cfg.original => {
+                        let (m, step) = original::Acquire::start(lock, g, &env);
+                        cl.machine = Some(M::Original(m));
+                        map(step, Out::Original)
+                    }
                     Kind::FailClosed => {
                         let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
                         cl.machine = Some(M::Closed(m));
@@ -1056,24 +1125,29 @@ impl Model for Machines {
             }
             Action::Release(c) => {
                 let i = c as usize;
-                let Phase::Holding { k, g, .. } = s.clients[i].phase else {
+                let Phase::Holding { k, g, token, .. } = s.clients[i].phase else {
                     unreachable!()
                 };
                 s.clients[i].phase = Phase::Releasing { k, g };
-                match s.clients[i].hb.as_mut() {
-                    None => self.start_release(&mut s, i, vec![g], false)?,
-                    Some(h) => {
-                        // Between attempts the heartbeat stops at once; a write on the wire is
-                        // waited for.
-                        if h.net.is_none() {
-                            h.beat = None;
-                        }
-                        match h.held.release(Kind::FailOpen) {
-                            held::Release::Wait => h.releasing = true,
-                            held::Release::Write { guids, taken } => self.start_release(&mut s, i, guids, taken)?,
-                            held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
-                        }
+                if self.cfg.original {
+                    let env = self.env(&s, i);
+                    let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
+                    let (m, step) = original::Release::start(self.lock(), g, token, &env);
+                    s.clients[i].machine = Some(M::OriginalRelease(m));
+                    self.step(&mut s, i, map(step, Out::OriginalRelease))?;
+                } else if let Some(h) = s.clients[i].hb.as_mut() {
+                    // Between attempts the heartbeat stops at once; a write on the wire is
+                    // waited for.
+                    if h.net.is_none() {
+                        h.beat = None;
                     }
+                    match h.held.release(Kind::FailOpen) {
+                        held::Release::Wait => h.releasing = true,
+                        held::Release::Write { guids, taken } => self.start_release(&mut s, i, guids, taken)?,
+                        held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
+                    }
+                } else {
+                    self.start_release(&mut s, i, vec![g], false)?;
                 }
             }
             Action::UndoLand(c) => {
@@ -1257,8 +1331,11 @@ impl Machines {
             return self.check_closed_liveness(s);
         }
         // Refused (a round trip), a lease waited from then, a re-read out at the deadline, and
-        // the take: three round trips, each within a request timeout.
-        let bound = self.cfg.lease + 3 * self.cfg.request_timeout + 1;
+        // the take: three round trips, each within a request timeout. The original's sequence
+        // takes one more: a read that came before the holder's put, the put refused, the read
+        // that sees the holder, a lease waited from then, and the put.
+        let round_trips = if self.cfg.original { 4 } else { 3 };
+        let bound = self.cfg.lease + round_trips * self.cfg.request_timeout + 1;
         for k in 0..self.cfg.locks {
             // The item is still the one a crashed holder left.
             let Some(it) = s.items[k].filter(|it| !it.released && it.guid != 0) else {
@@ -1326,8 +1403,15 @@ pub const MAX_STATES: usize = 60_000_000;
 pub fn configs(full: bool) -> Vec<Config> {
     let closed = Config::new(Kind::FailClosed);
     let open = Config::new(Kind::FailOpen);
+    // The original's sequence (user `dynamodb` objects), in the same environment.
+    let original = |c: &Config| Config {
+        original: true,
+        ..c.clone()
+    };
     if !full {
         return vec![
+            original(&closed),
+            original(&open),
             closed,
             open.clone(),
             Config {
@@ -1338,6 +1422,13 @@ pub fn configs(full: bool) -> Vec<Config> {
         ];
     }
     let mut out = Vec::new();
+    for c in [&closed, &open] {
+        out.push(Config {
+            faults: 2,
+            horizon: 18,
+            ..original(c)
+        });
+    }
     for c in [closed, open.clone()] {
         out.push(Config {
             faults: 2,

@@ -75,9 +75,10 @@ fn main() {
         broken.push(b);
     }
     println!(
-        "The core's acquisition, heartbeat, held-lock and release machines (FailClosed, FailOpen) over the core's \
-         apply, with lost, throttled, slow and abandoned requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost \
-         release, no orphan, liveness)"
+        "The core's acquisition, heartbeat, held-lock and release machines (FailClosed, FailOpen, and the \
+         original's requests for user objects) over the core's apply, with lost, throttled, slow and abandoned \
+         requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost release, no orphan, \
+         liveness)"
     );
     let mut machine_runs = Vec::new();
     for cfg in machines::configs(size == Size::Full) {
@@ -85,10 +86,11 @@ fn main() {
         let r = machines::check(cfg.clone(), machines::MAX_STATES);
         let holds = r.violation.is_none() && !r.truncated;
         println!(
-            "  {:?}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
+            "  {:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
              retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder: {} distinct states, \
              depth {}, {:.1} s: {}",
             cfg.kind,
+            if cfg.original { " (the original's requests)" } else { "" },
             cfg.clients,
             cfg.locks,
             cfg.acquisitions,
@@ -222,8 +224,8 @@ fn main() {
         .iter()
         .map(|(c, states, holds)| {
             format!(
-                "{{\"kind\":\"{:?}\",\"clients\":{},\"locks\":{},\"states\":{states},\"holds\":{holds}}}",
-                c.kind, c.clients, c.locks
+                "{{\"kind\":\"{:?}\",\"originalRequests\":{},\"clients\":{},\"locks\":{},\"states\":{states},\"holds\":{holds}}}",
+                c.kind, c.original, c.clients, c.locks
             )
         })
         .collect();

@@ -100,7 +100,7 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
     };
     let lease = rng.range(4, 20) as u16;
     let request_timeout = rng.range(1, 4) as u16;
-    machines::Config {
+    let mut c = machines::Config {
         kind,
         clients: rng.range(2, 8) as usize,
         locks: rng.range(1, 4) as usize,
@@ -133,8 +133,16 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         } else {
             2
         },
+        // A quarter of the runs send the original's requests (user objects); the broken
+        // variants are the native machines'.
+        original: bug.is_none() && rng.range(0, 3) == 0,
         bug,
+    };
+    // The model steps heartbeats of the native requests only.
+    if c.original {
+        c.beats = 0;
     }
+    c
 }
 
 /// One run of the machines model from `seed`.

@@ -41,6 +41,17 @@ fn every_property_holds_for_failopen_machines_that_heartbeat() {
 }
 
 #[test]
+fn every_property_holds_for_the_originals_sequence() {
+    for kind in [Kind::FailClosed, Kind::FailOpen] {
+        let n = holds(Config {
+            original: true,
+            ..Config::new(kind)
+        });
+        assert!(n > 1000, "{kind:?}: {n} states");
+    }
+}
+
+#[test]
 fn every_broken_variant_of_the_machines_is_caught() {
     for bug in Bug::ALL {
         let r = check(broken_config(bug), LIMIT);

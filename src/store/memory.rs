@@ -70,6 +70,11 @@ impl MemoryStore {
         self.log.lock().unwrap().len()
     }
 
+    /// The operations sent so far, in order.
+    pub fn sent(&self) -> Vec<&'static str> {
+        self.log.lock().unwrap().clone()
+    }
+
     fn take_fault(&self, op: &'static str) -> Option<Fault> {
         let mut q = self.faults.lock().unwrap();
         let i = q.iter().position(|(o, _)| *o == op)?;
@@ -193,6 +198,18 @@ impl Store for MemoryStore {
             clear_mark,
         };
         self.run("take", key, op).await.map(token)
+    }
+
+    async fn put_item(&self, key: &LockKey, w: &super::WholeItem<'_>) -> Result<(), StoreError> {
+        let op = Op::PutItem {
+            owner: w.owner,
+            guid: w.guid,
+            fencing_token: w.fencing_token,
+            lease_duration_ms: w.lease_duration_ms,
+            lock_acquired_time_unix_ms: w.lock_acquired_time_unix_ms,
+            expect: w.expect,
+        };
+        self.run("put_item", key, op).await.map(done)
     }
 
     async fn renew(
@@ -552,6 +569,48 @@ mod model_agreement {
                     ),
                     "put_if_absent {start:?} {g}"
                 );
+            }
+            for g in [1, 3] {
+                let versions = [(1, 0), (1, 1), (2, 2), (2, 1)];
+                type Both = (m::Expect<Guid, Version>, m::Expect<G, (G, u8)>);
+                let expects: Vec<Both> = std::iter::once((m::Expect::Absent, m::Expect::Absent))
+                    .chain(versions.iter().map(|&(vg, t)| {
+                        let v = Version {
+                            guid: guid(vg).to_vec(),
+                            fencing_token: (t > 0).then_some(t as u64),
+                        };
+                        (m::Expect::AbsentOr(v), m::Expect::AbsentOr((vg, t)))
+                    }))
+                    .chain([1, 2, 3].map(|h| (m::Expect::Guid(guid(h)), m::Expect::Guid(h))))
+                    .collect();
+                for (mem_expect, model_expect) in &expects {
+                    let w = crate::store::WholeItem {
+                        owner: "o",
+                        guid: &guid(g),
+                        fencing_token: 7,
+                        lease_duration_ms: 1000,
+                        lock_acquired_time_unix_ms: None,
+                        expect: mem_expect,
+                    };
+                    let mem = on_memory(&start, async |s| s.put_item(&k, &w).await).await;
+                    assert_eq!(
+                        mem,
+                        on_model(
+                            &start,
+                            &Op::PutItem {
+                                owner: "",
+                                guid: &g,
+                                fencing_token: 7,
+                                lease_duration_ms: 1000,
+                                lock_acquired_time_unix_ms: None,
+                                expect: model_expect,
+                            },
+                            done
+                        ),
+                        "put_item {start:?} {g} {model_expect:?}"
+                    );
+                    checked += 1;
+                }
             }
             for gs in GUID_SETS {
                 let set = [guid(gs[0]), guid(gs[1])];

@@ -24,11 +24,24 @@ pub mod http;
 mod json;
 #[cfg(test)]
 pub mod memory;
+pub mod object;
 mod sigv4;
 mod transport;
 pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
-pub use dynamodb_lock_core::op::{Entry, OpenFields, Ttl, WaitMark};
+pub use dynamodb_lock_core::op::{Entry, Expect, OpenFields, Ttl, WaitMark};
+
+/// A put of the whole FailOpen item, as the original library writes it
+/// (`dynamodb_lock_core::original`): an acquisition, a heartbeat or a release.
+#[derive(Clone, Copy, Debug)]
+pub struct WholeItem<'a> {
+    pub owner: &'a str,
+    pub guid: &'a Guid,
+    pub fencing_token: u64,
+    pub lease_duration_ms: u64,
+    pub lock_acquired_time_unix_ms: Option<u64>,
+    pub expect: &'a Expect<Guid, Version>,
+}
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -77,6 +90,17 @@ pub trait Store: Send + Sync + 'static {
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError>;
+
+    /// A put of the whole FailOpen item on `item.expect` (the original's request sequence,
+    /// for a store without `UpdateItem`). Only the user-object store sends it.
+    async fn put_item(&self, _key: &LockKey, _item: &WholeItem<'_>) -> Result<(), StoreError> {
+        Err(StoreError::Service {
+            code: "NotSupported".into(),
+            message: "this store writes the lock item with UpdateItem".into(),
+            transient: false,
+            maybe_applied: false,
+        })
+    }
 
     /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids`.
     async fn renew(

@@ -20,6 +20,9 @@
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
+//! - `original`: the original library's get-then-put request sequence, as a FailClosed and
+//!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
+//!   `dynamodb` object).
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
@@ -31,6 +34,7 @@ pub mod heartbeat;
 pub mod held;
 pub mod item;
 pub mod op;
+pub mod original;
 pub mod release;
 pub mod request;
 pub mod settings;

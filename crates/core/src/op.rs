@@ -142,6 +142,16 @@ pub enum Op<'a, R: Record> {
         new_guid: &'a R::Guid,
         fields: &'a OpenFields<'a>,
     },
+    /// The original library's write (`original`): the whole FailOpen item, in place of
+    /// whatever was there, if `expect` holds.
+    PutItem {
+        owner: &'a str,
+        guid: &'a R::Guid,
+        fencing_token: u64,
+        lease_duration_ms: u64,
+        lock_acquired_time_unix_ms: Option<u64>,
+        expect: &'a Expect<R::Guid, R::Version>,
+    },
     /// FailOpen release: `leaseDurationMs` 1 if it is ours; the item and its token stay.
     Release {
         guids: &'a [R::Guid],
@@ -208,6 +218,17 @@ impl<R: Record> Op<'_, R> {
             _ => None,
         }
     }
+}
+
+/// What a whole-item put (`Op::PutItem`, `request::Req::PutItem`) is conditioned on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expect<G, V> {
+    /// No item exists.
+    Absent,
+    /// No item exists, or it still carries this version (`guid` and `fencingToken`).
+    AbsentOr(V),
+    /// The item exists and carries this `guid` (a heartbeat, a release).
+    Guid(G),
 }
 
 /// The answer to an operation.
@@ -315,6 +336,11 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         | Op::SetData { guids, .. }
         | Op::FifoFinishEntry { guids, .. } => ours(item, guids),
         Op::Take { waited_out, .. } => absent(item) || released(item) || still_version(item, *waited_out),
+        Op::PutItem { expect, .. } => match expect {
+            Expect::Absent => absent(item),
+            Expect::AbsentOr(seen) => absent(item) || still_version(item, Some(seen)),
+            Expect::Guid(g) => ours(item, std::slice::from_ref(g)),
+        },
         Op::HandOver {
             guids,
             marks_fresh_since_unix_ms,
@@ -385,6 +411,22 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
                 r
             });
             (item, Reply::HandedOver(token))
+        }
+        Op::PutItem {
+            owner,
+            guid,
+            fencing_token,
+            lease_duration_ms,
+            lock_acquired_time_unix_ms,
+            ..
+        } => {
+            let mut r = R::empty();
+            r.set_owner(owner);
+            r.set_guid(guid);
+            r.set_fencing_token(fencing_token);
+            r.set_lease_duration_ms(lease_duration_ms);
+            r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
+            (Some(r), Reply::Done)
         }
         Op::Renew { new_guid, fields, .. } => (
             item.map(|mut r| {
@@ -595,6 +637,54 @@ mod tests {
             ttl: None,
             token_floor: 0,
         }
+    }
+
+    #[test]
+    fn a_whole_item_put_replaces_the_item_on_its_condition_only() {
+        const G: Guid = [7u8; crate::item::GUID_LEN];
+        let g = G;
+        fn put(expect: Expect<Guid, Version>) -> Op<'static, LockRecord> {
+            Op::PutItem {
+                owner: "me",
+                guid: &G,
+                fencing_token: 4,
+                lease_duration_ms: 500,
+                lock_acquired_time_unix_ms: None,
+                expect: Box::leak(Box::new(expect)),
+            }
+        }
+        let mut marked = held(2, 3);
+        marked.lock_waiting_unix_ms = Some(9);
+        marked.data = Some(Box::new(LockData::S("d".into())));
+        // Absent: only where there is no item.
+        assert!(matches!(
+            apply(&put(Expect::Absent), Some(held(2, 3))).1,
+            Reply::Refused(_)
+        ));
+        let (after, reply) = apply(&put(Expect::Absent), None);
+        assert_eq!(reply, Reply::Done);
+        let after = after.unwrap();
+        assert_eq!((after.fencing_token, after.lease_duration_ms), (Some(4), Some(500)));
+        // On the version waited out; a holder that renewed since keeps its lock.
+        let (after, _) = apply(&put(Expect::AbsentOr(marked.version())), Some(marked.clone()));
+        let after = after.unwrap();
+        assert_eq!(after.guid.as_deref(), Some(&g[..]));
+        assert_eq!(after.lock_waiting_unix_ms, None, "the whole item replaces the old one");
+        assert_eq!(after.data, None);
+        let seen = held(1, 3).version();
+        assert!(matches!(
+            apply(&put(Expect::AbsentOr(seen)), Some(held(2, 3))).1,
+            Reply::Refused(_)
+        ));
+        // A heartbeat or release: only if the item carries the holder's guid.
+        let holder = held(2, 3);
+        let mine = [2u8; crate::item::GUID_LEN];
+        assert_eq!(apply(&put(Expect::Guid(mine)), Some(holder.clone())).1, Reply::Done);
+        assert!(matches!(
+            apply(&put(Expect::Guid(g)), Some(holder)).1,
+            Reply::Refused(_)
+        ));
+        assert!(matches!(apply(&put(Expect::Guid(mine)), None).1, Reply::Refused(_)));
     }
 
     #[test]

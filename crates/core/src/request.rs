@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::op::Record;
+use crate::op::{Expect, Record};
 use crate::settings::{self, Lock};
 
 /// A point on the caller's monotonic clock, as the time since an origin the caller chooses
@@ -57,6 +57,15 @@ pub enum Req<G, V> {
         new_guid: G,
         renew: bool,
         marks_fresh_since_unix_ms: u64,
+    },
+    /// A put of the whole FailOpen item (`original`): `{key, fencingToken, leaseDurationMs,
+    /// owner, guid}` and, with `trustLocalTime`, `lockAcquiredTimeUnixMs`, on `expect`.
+    PutItem {
+        guid: G,
+        fencing_token: u64,
+        lease_duration_ms: u64,
+        lock_acquired_time_unix_ms: Option<u64>,
+        expect: Expect<G, V>,
     },
     MarkWaiting {
         waiter: String,

@@ -1,0 +1,673 @@
+//! The user's own `dynamodb` object (a test double, a wrapper, a DocumentClient chosen with
+//! `transport: "object"`) as a store. Its `get`, `put` and `delete` are called with exactly the
+//! parameters `dynamodb-lock-client` 0.7.x sends, field for field and in the same order, so
+//! that doubles and wrappers written for the original keep working. The requests themselves
+//! are the core's (`dynamodb_lock_core::original`): a consistent read, conditional puts of the
+//! whole item, a conditional delete.
+//!
+//! The call goes through one JavaScript function (`lib/object-store.js`), which calls the
+//! method, settles once whichever of its callback or returned promise answers first, keeps the
+//! user's error object to hand back to the caller as it was, and answers with what the
+//! protocol reads of the reply: the item's attributes, or the error's `code` and whether it is
+//! a failed condition (`code` or `name` `ConditionalCheckFailedException`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dynamodb_lock_core::op::Expect;
+use napi::bindgen_prelude::{Buffer, FnArgs, Object, Promise, ToNapiValue};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::{sys, JsValue, Status};
+use napi_derive::napi;
+
+use super::{Entry, OpenFields, Store, Ttl, WaitMark, WholeItem};
+use crate::error::StoreError;
+use crate::item::{Guid, KeyValue, LockData, LockKey, LockRecord, TableSpec, Version};
+use crate::stats::{Outcome, Stats};
+
+/// A JavaScript value as a request's parameters hold it: strings, numbers, Buffers and objects
+/// whose keys keep their order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Str(String),
+    Num(f64),
+    Bool(bool),
+    Buf(Vec<u8>),
+    Map(Vec<(String, Value)>),
+}
+
+impl Value {
+    fn map(fields: Vec<(&str, Value)>) -> Value {
+        Value::Map(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    fn str(s: &str) -> Value {
+        Value::Str(s.to_string())
+    }
+}
+
+impl ToNapiValue for Value {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        match val {
+            Value::Str(s) => String::to_napi_value(env, s),
+            Value::Num(n) => f64::to_napi_value(env, n),
+            Value::Bool(b) => bool::to_napi_value(env, b),
+            Value::Buf(b) => Buffer::to_napi_value(env, Buffer::from(b)),
+            Value::Map(fields) => {
+                let mut o = Object::new(&napi::Env::from_raw(env))?;
+                for (k, v) in fields {
+                    o.set(k, v)?;
+                }
+                Ok(o.raw())
+            }
+        }
+    }
+}
+
+/// The attributes of an item the protocol reads, as `lib/object-store.js` passes them on:
+/// numbers that are finite, and `guid` in hex when it is binary.
+#[napi(object)]
+pub struct ObjectItem {
+    pub owner: Option<String>,
+    pub guid_hex: Option<String>,
+    pub fencing_token: Option<f64>,
+    pub lease_duration_ms: Option<f64>,
+    pub lock_acquired_time_unix_ms: Option<f64>,
+}
+
+/// A failure of the user's method: the error object is kept in JavaScript under `id`.
+#[napi(object)]
+pub struct ObjectError {
+    pub id: u32,
+    pub code: String,
+    pub message: String,
+    pub condition_failed: bool,
+}
+
+/// How a call of the user's method ended.
+#[napi(object)]
+pub struct ObjectReply {
+    /// `get`: the item, when the reply carried one.
+    pub item: Option<ObjectItem>,
+    pub error: Option<ObjectError>,
+}
+
+/// The JavaScript function that calls `dynamodb[method](params, callback)`.
+pub type CallFn =
+    ThreadsafeFunction<FnArgs<(String, Value)>, Promise<ObjectReply>, FnArgs<(String, Value)>, Status, false, true>;
+
+/// The codes of throttled requests, counted as such in `metrics()`.
+const THROTTLES: [&str; 5] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "LimitExceededException",
+];
+
+const CONDITION_FAILED: &str = "ConditionalCheckFailedException";
+
+/// The parameters of the original's requests for one table.
+pub struct Params {
+    pub table: TableSpec,
+}
+
+impl Params {
+    fn key(&self, key: &LockKey) -> Vec<(String, Value)> {
+        let mut k = vec![(self.table.partition_key.clone(), key_value(&key.partition))];
+        if let (Some(name), Some(v)) = (&self.table.sort_key, &key.sort) {
+            k.push((name.clone(), key_value(v)));
+        }
+        k
+    }
+
+    fn not_exists(&self) -> &'static str {
+        match self.table.sort_key {
+            Some(_) => "(attribute_not_exists(#partitionKey) and attribute_not_exists(#sortKey))",
+            None => "attribute_not_exists(#partitionKey)",
+        }
+    }
+
+    fn exists(&self) -> &'static str {
+        match self.table.sort_key {
+            Some(_) => "(attribute_exists(#partitionKey) and attribute_exists(#sortKey))",
+            None => "attribute_exists(#partitionKey)",
+        }
+    }
+
+    fn names(&self) -> Value {
+        let mut n = vec![("#partitionKey", Value::str(&self.table.partition_key))];
+        if let Some(s) = &self.table.sort_key {
+            n.push(("#sortKey", Value::str(s)));
+        }
+        Value::map(n)
+    }
+
+    /// `get`: a consistent read of the item.
+    pub fn get(&self, key: &LockKey) -> Value {
+        Value::map(vec![
+            ("TableName", Value::str(&self.table.name)),
+            ("Key", Value::Map(self.key(key))),
+            ("ConsistentRead", Value::Bool(true)),
+        ])
+    }
+
+    /// `put`: a FailClosed acquisition, `{key, owner, guid}` if there is no item.
+    pub fn put_if_absent(&self, key: &LockKey, owner: &str, guid: &Guid) -> Value {
+        let mut item = self.key(key);
+        item.push(("owner".into(), Value::str(owner)));
+        item.push(("guid".into(), Value::Buf(guid.to_vec())));
+        Value::map(vec![
+            ("TableName", Value::str(&self.table.name)),
+            ("Item", Value::Map(item)),
+            ("ConditionExpression", Value::str(self.not_exists())),
+            ("ExpressionAttributeNames", self.names()),
+        ])
+    }
+
+    /// `delete`: a FailClosed release, if the item carries `guid`.
+    pub fn delete_if_guid(&self, key: &LockKey, guid: &Guid) -> Value {
+        Value::map(vec![
+            ("TableName", Value::str(&self.table.name)),
+            ("Key", Value::Map(self.key(key))),
+            (
+                "ConditionExpression",
+                Value::Str(format!("{} and guid = :guid", self.exists())),
+            ),
+            ("ExpressionAttributeNames", self.names()),
+            (
+                "ExpressionAttributeValues",
+                Value::map(vec![(":guid", Value::Buf(guid.to_vec()))]),
+            ),
+        ])
+    }
+
+    /// `put`: the whole FailOpen item (an acquisition, a heartbeat, a release).
+    pub fn put_item(&self, key: &LockKey, w: &WholeItem<'_>) -> Value {
+        let mut item = vec![
+            (self.table.partition_key.clone(), key_value(&key.partition)),
+            ("fencingToken".into(), Value::Num(w.fencing_token as f64)),
+            ("leaseDurationMs".into(), Value::Num(w.lease_duration_ms as f64)),
+            ("owner".into(), Value::str(w.owner)),
+            ("guid".into(), Value::Buf(w.guid.to_vec())),
+        ];
+        if let Some(t) = w.lock_acquired_time_unix_ms {
+            item.push(("lockAcquiredTimeUnixMs".into(), Value::Num(t as f64)));
+        }
+        if let (Some(name), Some(v)) = (&self.table.sort_key, &key.sort) {
+            item.push((name.clone(), key_value(v)));
+        }
+        let (condition, values) = match w.expect {
+            Expect::Absent => (self.not_exists().to_string(), None),
+            Expect::AbsentOr(seen) => (
+                format!(
+                    "{} or (guid = :guid and fencingToken = :fencingToken)",
+                    self.not_exists()
+                ),
+                Some(Value::map(vec![
+                    (
+                        ":fencingToken",
+                        seen.fencing_token
+                            .map_or(Value::Num(f64::NAN), |t| Value::Num(t as f64)),
+                    ),
+                    (":guid", Value::Buf(seen.guid.clone())),
+                ])),
+            ),
+            Expect::Guid(g) => (
+                format!("{} and guid = :guid", self.exists()),
+                Some(Value::map(vec![(":guid", Value::Buf(g.to_vec()))])),
+            ),
+        };
+        let mut params = vec![
+            ("TableName", Value::str(&self.table.name)),
+            ("Item", Value::Map(item)),
+            ("ConditionExpression", Value::Str(condition)),
+            ("ExpressionAttributeNames", self.names()),
+        ];
+        if let Some(v) = values {
+            params.push(("ExpressionAttributeValues", v));
+        }
+        Value::map(params)
+    }
+}
+
+/// A key value as the user gave it: a string, a number or a Buffer.
+fn key_value(v: &KeyValue) -> Value {
+    match v {
+        KeyValue::S(s) => Value::str(s),
+        KeyValue::N(n) => Value::Num(n.parse().unwrap_or(f64::NAN)),
+        KeyValue::B(b) => Value::Buf(b.clone()),
+    }
+}
+
+/// The item as the protocol reads it.
+pub fn record(item: ObjectItem) -> LockRecord {
+    let whole = |n: Option<f64>| n.filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
+    LockRecord {
+        owner: item.owner,
+        guid: item.guid_hex.as_deref().and_then(from_hex),
+        fencing_token: whole(item.fencing_token),
+        lease_duration_ms: whole(item.lease_duration_ms),
+        lock_acquired_time_unix_ms: whole(item.lock_acquired_time_unix_ms),
+        ..Default::default()
+    }
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A failure of the user's method as the protocol reads it.
+pub fn error(e: ObjectError) -> StoreError {
+    StoreError::Js {
+        id: e.id,
+        condition_failed: e.condition_failed || e.code == CONDITION_FAILED,
+        code: e.code,
+        message: e.message,
+    }
+}
+
+/// The store that calls the user's object.
+pub struct ObjectStore {
+    call: Arc<CallFn>,
+    params: Params,
+    stats: Arc<Stats>,
+}
+
+impl ObjectStore {
+    pub fn new(call: CallFn, table: TableSpec, stats: Arc<Stats>) -> ObjectStore {
+        ObjectStore {
+            call: Arc::new(call),
+            params: Params { table },
+            stats,
+        }
+    }
+
+    /// Calls `method` with `params`, counting the request in `metrics()`.
+    async fn call(&self, method: &str, operation: &str, params: Value) -> Result<Option<ObjectItem>, StoreError> {
+        let reply = match self.call.call_async(FnArgs::from((method.to_string(), params))).await {
+            Ok(promise) => promise.await,
+            Err(e) => Err(e),
+        };
+        let reply = reply.map_err(|e| StoreError::Io {
+            code: "InternalError".into(),
+            message: format!("the call of dynamodb.{method} could not be made: {e}"),
+            maybe_applied: false,
+        });
+        let outcome = match &reply {
+            Ok(ObjectReply { error: None, .. }) => Outcome::Ok,
+            Ok(ObjectReply { error: Some(e), .. }) if e.condition_failed || e.code == CONDITION_FAILED => {
+                Outcome::ConditionFailed
+            }
+            Ok(ObjectReply { error: Some(e), .. }) if THROTTLES.contains(&e.code.as_str()) => Outcome::Throttled,
+            _ => Outcome::Error,
+        };
+        self.stats.count_request(operation, outcome);
+        let reply = reply?;
+        match reply.error {
+            Some(e) => Err(error(e)),
+            None => Ok(reply.item),
+        }
+    }
+}
+
+fn unsupported(what: &str) -> StoreError {
+    StoreError::Service {
+        code: "NotSupported".into(),
+        message: format!("{what} needs the native transport: a dynamodb object of get/put/delete has no UpdateItem"),
+        transient: false,
+        maybe_applied: false,
+    }
+}
+
+#[async_trait]
+impl Store for ObjectStore {
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        Ok(self.call("get", "GetItem", self.params.get(key)).await?.map(record))
+    }
+
+    async fn put_if_absent(
+        &self,
+        key: &LockKey,
+        owner: &str,
+        guid: &Guid,
+        _data: Option<&LockData>,
+        _ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
+        self.call("put", "PutItem", self.params.put_if_absent(key, owner, guid))
+            .await
+            .map(drop)
+    }
+
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
+        let guid = guids.first().ok_or_else(|| unsupported("a release without a guid"))?;
+        self.call("delete", "DeleteItem", self.params.delete_if_guid(key, guid))
+            .await
+            .map(|_| None)
+    }
+
+    async fn put_item(&self, key: &LockKey, item: &WholeItem<'_>) -> Result<(), StoreError> {
+        self.call("put", "PutItem", self.params.put_item(key, item))
+            .await
+            .map(drop)
+    }
+
+    async fn take(
+        &self,
+        _key: &LockKey,
+        _fields: &OpenFields<'_>,
+        _guid: &Guid,
+        _waited_out: Option<&Version>,
+        _clear_mark: bool,
+    ) -> Result<u64, StoreError> {
+        Err(unsupported("a one-request FailOpen acquisition"))
+    }
+
+    async fn hand_over(
+        &self,
+        _key: &LockKey,
+        _guids: &[Guid],
+        _new_guid: &Guid,
+        _fields: Option<&OpenFields<'_>>,
+        _marks_fresh_since_unix_ms: u64,
+        _ttl: Option<Ttl<'_>>,
+    ) -> Result<Option<u64>, StoreError> {
+        Err(unsupported("a hand-over"))
+    }
+
+    async fn renew(
+        &self,
+        _key: &LockKey,
+        _guids: &[Guid],
+        _new_guid: &Guid,
+        _fields: &OpenFields<'_>,
+    ) -> Result<(), StoreError> {
+        Err(unsupported("an UpdateItem heartbeat"))
+    }
+
+    async fn release(
+        &self,
+        _key: &LockKey,
+        _guids: &[Guid],
+        _lock_acquired_time_unix_ms: Option<u64>,
+        _ttl: Option<Ttl<'_>>,
+    ) -> Result<Option<u64>, StoreError> {
+        Err(unsupported("an UpdateItem release"))
+    }
+
+    async fn set_data(
+        &self,
+        _key: &LockKey,
+        _guids: &[Guid],
+        _data: Option<&LockData>,
+        _ttl: Option<Ttl<'_>>,
+    ) -> Result<(), StoreError> {
+        Err(unsupported("lock.update"))
+    }
+
+    async fn mark_waiting(&self, _key: &LockKey, _mark: &WaitMark<'_>) -> Result<(), StoreError> {
+        Err(unsupported("the first-in-line mark"))
+    }
+
+    async fn fifo_take_free(&self, _head: &LockKey, _fields: &OpenFields<'_>, _guid: &Guid) -> Result<u64, StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_ticket(&self, _head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_reserve(&self, _head: &LockKey, _ticket: u64) -> Result<Option<LockRecord>, StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_untake(
+        &self,
+        _head: &LockKey,
+        _ticket: u64,
+        _position: u64,
+        _previous_ticket: u64,
+    ) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_put_entry(&self, _key: &LockKey, _entry: &Entry<'_>) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_grant(
+        &self,
+        _head: &LockKey,
+        _fields: &OpenFields<'_>,
+        _guid: &Guid,
+        _ticket: u64,
+        _position: u64,
+        _waited_out: Option<&Version>,
+    ) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_finish_entry(&self, _key: &LockKey, _guids: &[Guid], _new_guid: &Guid) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_delete_finished(&self, _key: &LockKey) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+
+    async fn fifo_touch_entry(&self, _key: &LockKey, _ttl: (&str, u64)) -> Result<(), StoreError> {
+        Err(unsupported("Fifo"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(sort: bool) -> Params {
+        Params {
+            table: TableSpec {
+                name: "locks".into(),
+                partition_key: "id".into(),
+                sort_key: sort.then(|| "shard".into()),
+            },
+        }
+    }
+
+    fn key(sort: bool) -> LockKey {
+        LockKey {
+            partition: KeyValue::S("a".into()),
+            sort: sort.then(|| KeyValue::N("7".into())),
+        }
+    }
+
+    fn keys(m: &Value) -> Vec<&str> {
+        match m {
+            Value::Map(f) => f.iter().map(|(k, _)| k.as_str()).collect(),
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    fn field<'a>(m: &'a Value, name: &str) -> &'a Value {
+        match m {
+            Value::Map(f) => {
+                &f.iter()
+                    .find(|(k, _)| k == name)
+                    .unwrap_or_else(|| panic!("no {name}"))
+                    .1
+            }
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_read_is_consistent_and_names_the_key_as_given() {
+        let p = params(true).get(&key(true));
+        assert_eq!(keys(&p), ["TableName", "Key", "ConsistentRead"]);
+        assert_eq!(
+            field(&p, "Key"),
+            &Value::map(vec![("id", Value::str("a")), ("shard", Value::Num(7.0))])
+        );
+        assert_eq!(field(&p, "ConsistentRead"), &Value::Bool(true));
+    }
+
+    #[test]
+    fn a_fail_closed_put_and_delete_are_the_originals() {
+        let g = [3u8; 64];
+        let p = params(false).put_if_absent(&key(false), "me", &g);
+        assert_eq!(
+            keys(&p),
+            ["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames"]
+        );
+        assert_eq!(keys(field(&p, "Item")), ["id", "owner", "guid"]);
+        assert_eq!(
+            field(&p, "ConditionExpression"),
+            &Value::str("attribute_not_exists(#partitionKey)")
+        );
+        let d = params(true).delete_if_guid(&key(true), &g);
+        assert_eq!(
+            keys(&d),
+            [
+                "TableName",
+                "Key",
+                "ConditionExpression",
+                "ExpressionAttributeNames",
+                "ExpressionAttributeValues"
+            ]
+        );
+        assert_eq!(
+            field(&d, "ConditionExpression"),
+            &Value::str("(attribute_exists(#partitionKey) and attribute_exists(#sortKey)) and guid = :guid")
+        );
+        assert_eq!(
+            field(&d, "ExpressionAttributeNames"),
+            &Value::map(vec![
+                ("#partitionKey", Value::str("id")),
+                ("#sortKey", Value::str("shard"))
+            ])
+        );
+        assert_eq!(
+            field(&d, "ExpressionAttributeValues"),
+            &Value::map(vec![(":guid", Value::Buf(g.to_vec()))])
+        );
+    }
+
+    #[test]
+    fn whole_item_puts_keep_the_originals_fields_and_order() {
+        let g = [3u8; 64];
+        let seen = Version {
+            guid: vec![9; 64],
+            fencing_token: Some(41),
+        };
+        let expect = Expect::AbsentOr(seen.clone());
+        let w = WholeItem {
+            owner: "me",
+            guid: &g,
+            fencing_token: 42,
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: Some(5),
+            expect: &expect,
+        };
+        let p = params(true).put_item(&key(true), &w);
+        assert_eq!(
+            keys(&p),
+            [
+                "TableName",
+                "Item",
+                "ConditionExpression",
+                "ExpressionAttributeNames",
+                "ExpressionAttributeValues"
+            ]
+        );
+        assert_eq!(
+            keys(field(&p, "Item")),
+            [
+                "id",
+                "fencingToken",
+                "leaseDurationMs",
+                "owner",
+                "guid",
+                "lockAcquiredTimeUnixMs",
+                "shard"
+            ]
+        );
+        assert_eq!(
+            field(&p, "ConditionExpression"),
+            &Value::str("(attribute_not_exists(#partitionKey) and attribute_not_exists(#sortKey)) or (guid = :guid and fencingToken = :fencingToken)")
+        );
+        assert_eq!(
+            field(&p, "ExpressionAttributeValues"),
+            &Value::map(vec![
+                (":fencingToken", Value::Num(41.0)),
+                (":guid", Value::Buf(vec![9; 64]))
+            ])
+        );
+        let absent = Expect::Absent;
+        let p = params(false).put_item(
+            &key(false),
+            &WholeItem {
+                expect: &absent,
+                lock_acquired_time_unix_ms: None,
+                ..w
+            },
+        );
+        assert_eq!(
+            keys(&p),
+            ["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames"]
+        );
+        assert_eq!(
+            keys(field(&p, "Item")),
+            ["id", "fencingToken", "leaseDurationMs", "owner", "guid"]
+        );
+        let mine = Expect::Guid(g);
+        let p = params(false).put_item(
+            &key(false),
+            &WholeItem {
+                expect: &mine,
+                lease_duration_ms: 1,
+                ..w
+            },
+        );
+        assert_eq!(
+            field(&p, "ConditionExpression"),
+            &Value::str("attribute_exists(#partitionKey) and guid = :guid")
+        );
+        assert_eq!(field(field(&p, "Item"), "leaseDurationMs"), &Value::Num(1.0));
+    }
+
+    #[test]
+    fn replies_and_errors_are_read_as_the_protocol_needs() {
+        let r = record(ObjectItem {
+            owner: Some("o".into()),
+            guid_hex: Some("0aff".into()),
+            fencing_token: Some(3.0),
+            lease_duration_ms: Some(-1.0),
+            lock_acquired_time_unix_ms: None,
+        });
+        assert_eq!(r.guid, Some(vec![0x0a, 0xff]));
+        assert_eq!(r.fencing_token, Some(3));
+        assert_eq!(r.lease_duration_ms, None, "a negative lease is no lease");
+        assert_eq!(from_hex("abc"), None);
+        let e = error(ObjectError {
+            id: 4,
+            code: "ConditionalCheckFailedException".into(),
+            message: "no".into(),
+            condition_failed: false,
+        });
+        assert!(e.is_condition_failed());
+        assert_eq!(e.js_id(), Some(4));
+        let e = error(ObjectError {
+            id: 5,
+            code: "Error".into(),
+            message: "boom".into(),
+            condition_failed: false,
+        });
+        assert!(!e.is_condition_failed() && e.is_transient() && !e.maybe_applied());
+    }
+}
