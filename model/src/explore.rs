@@ -265,6 +265,38 @@ impl Came {
     }
 }
 
+impl<S, A> Report<S, A> {
+    /// An initial state violates an invariant.
+    fn at_start(v: Violation, s: S, states: usize) -> Self {
+        Report {
+            states,
+            depth: 0,
+            transitions: 0,
+            violation: Some((v, s, Vec::new())),
+            truncated: false,
+        }
+    }
+}
+
+/// Records initial state `s` (the `k`th of `init`): its index, `None` if it was seen already,
+/// or the invariant it violates.
+fn record_initial<M: Model>(
+    model: &M,
+    s: &M::State,
+    k: usize,
+    visited: &mut Visited,
+    came: &mut Came,
+) -> Result<Option<u32>, Violation> {
+    let fp = fingerprint(s);
+    if visited.get(fp).is_some() {
+        return Ok(None);
+    }
+    model.invariant(s)?;
+    let i = visited.insert(fp);
+    came.push(ROOT, k);
+    Ok(Some(i))
+}
+
 /// Explores every state reachable from `model.init()`, up to `max_states`; stops at the first
 /// violation.
 pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
@@ -300,21 +332,11 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
     // discovery order; `head` is the index of the state at its front.
     let mut queue: std::collections::VecDeque<M::State> = std::collections::VecDeque::new();
     for (k, s) in model.init().into_iter().enumerate() {
-        let fp = fingerprint(&s);
-        if visited.get(fp).is_some() {
-            continue;
-        }
-        if let Err(v) = model.invariant(&s) {
-            return Report {
-                states: visited.len() + 1,
-                depth: 0,
-                transitions,
-                violation: Some((v, s, Vec::new())),
-                truncated,
-            };
-        }
-        let i = visited.insert(fp);
-        came.push(ROOT, k);
+        let i = match record_initial(model, &s, k, &mut visited, &mut came) {
+            Ok(Some(i)) => i,
+            Ok(None) => continue,
+            Err(v) => return Report::at_start(v, s, visited.len() + 1),
+        };
         mark(&s, i, &mut waiting, &mut served);
         queue.push_back(s);
     }
@@ -431,21 +453,11 @@ pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, 
     let mut truncated = false;
     let mut stack: Vec<Frame<M::State, M::Action>> = Vec::new();
     for (k, s) in model.init().into_iter().enumerate() {
-        let fp = fingerprint(&s);
-        if visited.get(fp).is_some() {
-            continue;
-        }
-        if let Err(v) = model.invariant(&s) {
-            return Report {
-                states: visited.len() + 1,
-                depth: 0,
-                transitions,
-                violation: Some((v, s, Vec::new())),
-                truncated,
-            };
-        }
-        let i = visited.insert(fp);
-        came.push(ROOT, k);
+        let i = match record_initial(model, &s, k, &mut visited, &mut came) {
+            Ok(Some(i)) => i,
+            Ok(None) => continue,
+            Err(v) => return Report::at_start(v, s, visited.len() + 1),
+        };
         let mut acts = Vec::new();
         model.actions(&s, &mut acts);
         stack.push(Frame { s, i, acts, next: 0 });

@@ -472,7 +472,10 @@ impl Machines {
     pub fn new(cfg: Config) -> Self {
         assert!(cfg.clients <= MAX_CLIENTS && cfg.locks >= 1);
         // The original's heartbeats are whole-item puts, which the model does not step.
-        assert!(!(cfg.original && cfg.beats > 0), "heartbeats of the native requests only");
+        assert!(
+            !(cfg.original && cfg.beats > 0),
+            "heartbeats of the native requests only"
+        );
         Machines { cfg }
     }
 
@@ -498,19 +501,23 @@ impl Machines {
         }
     }
 
-    /// Applies `req` to lock `k`'s item through the core's `op::apply`, with a broken store's
-    /// change around it.
-    fn apply(&self, s: &mut State, k: u8, req: &Request) -> Ans {
-        let lock = self.lock();
-        let slot = &mut s.items[k as usize];
-        let fields = OpenFields {
+    /// The holder's fields of a FailOpen write (the model keeps no owner, data or TTL).
+    fn fields(&self) -> OpenFields<'static> {
+        OpenFields {
             owner: "",
-            lease_duration_ms: lock.lease_duration_ms,
+            lease_duration_ms: self.lock().lease_duration_ms,
             lock_acquired_time_unix_ms: None,
             data: None,
             ttl: None,
             token_floor: 0,
-        };
+        }
+    }
+
+    /// Applies `req` to lock `k`'s item through the core's `op::apply`, with a broken store's
+    /// change around it.
+    fn apply(&self, s: &mut State, k: u8, req: &Request) -> Ans {
+        let slot = &mut s.items[k as usize];
+        let fields = self.fields();
         let taken_fields;
         let op = match req {
             Req::Get => core_op::Op::Get,
@@ -776,15 +783,7 @@ impl Machines {
 
     /// A heartbeat write lands on lock `k`'s item: whether it renewed the lease.
     fn renew(&self, s: &mut State, k: u8, guids: [G; 2], new: G) -> bool {
-        let lock = self.lock();
-        let fields = OpenFields {
-            owner: "",
-            lease_duration_ms: lock.lease_duration_ms,
-            lock_acquired_time_unix_ms: None,
-            data: None,
-            ttl: None,
-            token_floor: 0,
-        };
+        let fields = self.fields();
         let slot = &mut s.items[k as usize];
         // The broken variant writes whatever the item carries.
         let guids = match *slot {
