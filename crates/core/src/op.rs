@@ -11,6 +11,7 @@
 //! smaller abstraction of it that keeps only what conditions read (the model checker's item).
 //! The HTTP store states the same conditions as DynamoDB condition expressions.
 
+use crate::broken::{self, Broken};
 use crate::item::{Guid, LockData, LockRecord, Version, RELEASED_LEASE_MS};
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
@@ -84,6 +85,10 @@ pub trait Record: Clone {
     fn lock_acquired_time_unix_ms(&self) -> Option<u64>;
     fn ticket_next(&self) -> Option<u64>;
     fn queue_next(&self) -> Option<u64>;
+    /// `queueGranted`: the queue position of the last entry granted a Fifo head.
+    fn queue_granted(&self) -> Option<u64>;
+    /// The `guid`, if the item carries one that the protocol can write back.
+    fn guid(&self) -> Option<Self::Guid>;
     fn lock_waiting_unix_ms(&self) -> Option<u64>;
     fn lock_waiter(&self) -> Option<&str>;
     fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
@@ -323,7 +328,8 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         Op::FifoReserve { ticket } => tickets_below(item, *ticket),
         Op::FifoUntake { ticket, position, .. } => last_issued(item, *ticket, *position),
         Op::FifoGrant { ticket, waited_out, .. } => {
-            (free(item) || still_version(item, *waited_out)) && token_below(item, *ticket)
+            (free(item) || still_version(item, *waited_out))
+                && (token_below(item, *ticket) || broken::on(Broken::FifoGrantIgnoresToken))
         }
         Op::FifoDeleteFinished => released(item),
         Op::FifoTouchEntry { .. } => item.is_some() && !released(item),
@@ -517,6 +523,12 @@ impl Record for LockRecord {
     }
     fn queue_next(&self) -> Option<u64> {
         LockRecord::queue_next(self)
+    }
+    fn queue_granted(&self) -> Option<u64> {
+        LockRecord::queue_granted(self)
+    }
+    fn guid(&self) -> Option<Guid> {
+        self.guid.as_deref().and_then(|g| Guid::try_from(g).ok())
     }
     fn lock_waiting_unix_ms(&self) -> Option<u64> {
         self.lock_waiting_unix_ms
