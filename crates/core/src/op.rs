@@ -297,9 +297,12 @@ pub fn tickets_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
     })
 }
 
-/// `ticket` at `position` are still the last ticket and position issued.
+/// `ticket` at `position` are still the last ticket and position issued, and `ticket` was
+/// never granted (a grant that landed unseen keeps its ticket: given back, it would let the
+/// next ticket repeat a fencing token).
 pub fn last_issued<R: Record>(head: Option<&R>, ticket: u64, position: u64) -> bool {
     head.is_some_and(|h| h.queue_next() == Some(position) && h.ticket_next() == Some(ticket))
+        && token_below(head, ticket)
 }
 
 /// The head's fencing token is lower than `ticket` (or absent): grants go in ticket order.
@@ -714,5 +717,43 @@ mod tests {
                 queue_granted: None,
             })
         );
+    }
+
+    #[test]
+    fn a_granted_ticket_is_never_given_back() {
+        let (head, _) = apply(&Op::FifoTicket, Some(held(1, 4)));
+        let fields = OpenFields {
+            owner: "w",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        };
+        let released = LockRecord {
+            lease_duration_ms: Some(RELEASED_LEASE_MS),
+            ..head.unwrap()
+        };
+        // The grant lands (its answer is lost) and the waiter releases it as it gives up.
+        let grant = Op::FifoGrant {
+            fields: &fields,
+            guid: &[7; 64],
+            ticket: 5,
+            position: 1,
+            waited_out: None,
+        };
+        let (granted, reply) = apply(&grant, Some(released));
+        assert_eq!(reply, Reply::Done);
+        let untake = Op::FifoUntake {
+            ticket: 5,
+            position: 1,
+            previous_ticket: 4,
+        };
+        let (after, reply) = apply(&untake, granted.clone());
+        assert!(matches!(reply, Reply::Refused(_)), "{reply:?}");
+        assert_eq!(after, granted);
+        // So the next ticket is above the token: no ticket repeats a token, and none is out.
+        assert_eq!(last_ticket(after.as_ref()), 5);
+        assert!(no_ticket_out(after.as_ref()));
     }
 }
