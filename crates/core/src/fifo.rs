@@ -401,8 +401,6 @@ pub struct Acquire<R: Record, E> {
     /// Rounds of taking a ticket for every resource within this acquisition round.
     enter_rounds: u32,
     ticket: Option<u64>,
-    /// The ticket a reservation was refused with.
-    refused_ticket: u64,
     queued: Vec<Queued<R>>,
     /// The uncontended take: its `guid`, when it was sent, and the policy of its settling
     /// read.
@@ -449,7 +447,6 @@ where
             rounds: 0,
             enter_rounds: 0,
             ticket: None,
-            refused_ticket: 0,
             queued: Vec::new(),
             take_guid: None,
             take_sent_at: env.now,
