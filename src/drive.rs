@@ -112,7 +112,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
 }
 
 /// A store result as the machines read it.
-fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreError> {
+pub fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreError> {
     match r {
         Ok(reply) => Answer::Done(reply),
         Err(StoreError::ConditionFailed { current }) => Answer::Refused(current.map(|c| c.map(|b| *b))),

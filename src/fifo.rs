@@ -1,58 +1,36 @@
-//! Fifo: a fair lock. Each resource has a queue, and waiters are granted the resource in the
-//! order of their tickets; the ticket is the fencing token.
-//!
-//! Per resource there is a head item, key (resource, `"lock"`), shaped like a FailOpen lock
-//! item (`owner`, `guid`, `fencingToken`, `leaseDurationMs`, `1` once released) plus three
-//! counters: `ticketNext` (the last ticket issued), `queueNext` (the last queue position
-//! issued) and `queueGranted` (the position of the last entry granted the lock). Mutual
-//! exclusion and the rise of tokens live in the head item's conditional writes; the queue only
-//! decides whose turn it is.
-//!
-//! - Uncontended: one `UpdateItem` on the head takes it if it is free and no ticket is out.
-//! - Otherwise a waiter takes a ticket and a position (one `UpdateItem`), writes its queue
-//!   entry at (resource, `"q#"` + position) and watches only the entry just ahead of it. When
-//!   every entry between the holder and itself is finished, it is next in line and watches the
-//!   head; it is granted the head (one conditional `UpdateItem`) once it is free, or once the
-//!   holder's version has not changed for the holder's lease on the waiter's own clock.
-//! - Queue entries are heartbeated by the scheduler of held locks. An entry whose `guid` has
-//!   not changed for its lease is taken for dead: the waiter behind marks it finished
-//!   (`leaseDurationMs` 1, new `guid`, so that its owner learns it). A position whose entry is
-//!   still missing a lease after it was first seen missing (its owner died between taking the
-//!   ticket and writing the entry) gets a finished entry written in its place.
-//! - Several resources share one ticket, greater than every resource's `ticketNext`: every
-//!   queue orders the same tickets the same way, so the smallest live ticket is first
-//!   everywhere and two acquisitions of the same resources in any order cannot deadlock.
-//! - A release in this client wakes this client's next waiter at once, without a poll.
-//!
-//! Queue positions, not tickets, key the entries: tickets of several resources skip numbers in
-//! a queue, while positions leave no gap, so that a missing entry is always the one just ahead.
+//! Fifo: a fair lock, granted in ticket order (the ticket is the fencing token). The protocol
+//! is the core's (`dynamodb_lock_core::fifo`, which states it); this module steps its machine:
+//! it sends the requests the machine asks for to the resources' head items and queue entries,
+//! heartbeats the queue entries through the scheduler of held locks, builds the held locks,
+//! and keeps this client's registry of queues (`queues.rs`), so that a release or an abort in
+//! this client wakes its waiters behind at once, without a request. It makes no protocol
+//! decision.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::op;
+use dynamodb_lock_core::fifo::{Acquire, Act, Here, Input, Outcome, Request};
+use dynamodb_lock_core::request::Time;
 use futures_util::future::join_all;
+use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
+use crate::drive::{answer, Clock};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
-use crate::store::{attempt, Entry, Failed, OpenFields};
+use crate::store::{attempt, timed_out, Entry, OpenFields};
+
+pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
 
 /// The sort key value of a resource's head item.
 pub const HEAD_SORT_VALUE: &str = "lock";
 /// The sort key prefix of queue entries, followed by the 20-digit position.
 pub const ENTRY_PREFIX: &str = "q#";
-/// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
-/// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
-pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
-/// Tickets an acquisition takes before it gives up: a new one is taken only when waiters
-/// behind took this one for dead, or, for several resources, when another acquisition took a
-/// higher ticket for one of them meanwhile.
-const MAX_ROUNDS: u32 = 16;
 
 pub fn head_key(resource: &KeyValue) -> LockKey {
     LockKey {
@@ -136,10 +114,6 @@ fn explain(c: &Shared, e: LockError) -> LockError {
     })
 }
 
-async fn read(c: &Shared, key: &LockKey) -> Result<Option<LockRecord>, Failed> {
-    attempt(c.settings.policy(), || c.store.get(key)).await
-}
-
 /// Acquires every resource in `resources` with one ticket. `wait`: how long to wait for the
 /// turn (`None`: without end; zero: fail at once if anyone is ahead). A cancelled or timed
 /// out acquisition leaves neither a lock nor a live queue entry behind.
@@ -154,31 +128,15 @@ pub async fn acquire(
     if resources.is_empty() {
         return Err(LockError::Internal("a Fifo acquisition needs a resource".into()));
     }
-    let deadline = wait.and_then(|w| Instant::now().checked_add(w));
-    let locks = acquire_sorted(c, &resources, wait.is_some_and(|w| w.is_zero()), deadline, cancel)
-        .await
-        .map_err(|e| explain(c, e))?;
-    if cancel.is_cancelled() {
-        for l in &locks {
-            // Best effort: the release retries through transient faults on its own.
-            let _ = l.release().await;
-        }
-        return Err(LockError::Aborted);
-    }
-    // A lease counts from when its write was sent: a grant answered only after its whole lease
-    // is not held (the next in line may already have passed it by).
-    let now = Instant::now();
-    let mut late = false;
-    for l in &locks {
-        late |= l.lease.until().is_some_and(|at| at <= now);
-    }
-    if late {
-        for l in &locks {
-            let _ = l.release().await;
-        }
-        return Err(LockError::Lost(LostReason::LeaseExpired));
-    }
-    Ok(locks)
+    let mut d = Driver {
+        c,
+        resources: &resources,
+        clock: Clock::start(),
+        entries: vec![None; resources.len()],
+        held: vec![None; resources.len()],
+        joined: Vec::new(),
+    };
+    d.run(wait, cancel).await.map_err(|e| explain(c, e))
 }
 
 /// The order resources are queued in: the same in every process.
@@ -187,92 +145,6 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
         KeyValue::S(s) => (0, s.as_bytes()),
         KeyValue::N(n) => (1, n.as_bytes()),
         KeyValue::B(b) => (2, b.as_slice()),
-    }
-}
-
-async fn acquire_sorted(
-    c: &Arc<Shared>,
-    resources: &[KeyValue],
-    no_wait: bool,
-    deadline: Option<Instant>,
-    cancel: &Cancel,
-) -> Result<Vec<Arc<HeldLock>>, LockError> {
-    cancel.check()?;
-    if let [r] = resources {
-        // While this client itself waits for or holds the resource, the one-request path is
-        // refused for sure: go to the queue at once.
-        if no_wait || !c.fifo.busy_here(r) {
-            if let Some(lock) = take_free(c, r, no_wait).await? {
-                return Ok(vec![lock]);
-            }
-        }
-    }
-    for _ in 0..MAX_ROUNDS {
-        cancel.check()?;
-        let mut a = Acquisition {
-            c: c.clone(),
-            queued: Vec::with_capacity(resources.len()),
-        };
-        let outcome = match a.enter(resources).await {
-            Ok(()) => a.run(deadline, cancel).await,
-            Err(e) => Err(e),
-        };
-        match outcome {
-            Ok(()) => return Ok(a.finish().await),
-            Err(Stop::Dead) => {
-                a.give_up().await;
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(failed_to_acquire());
-                }
-            }
-            Err(Stop::Error(e)) => {
-                a.give_up().await;
-                return Err(e);
-            }
-        }
-    }
-    Err(failed_to_acquire())
-}
-
-/// The uncontended path: one request. `None` when the head is held or tickets are out.
-async fn take_free(c: &Arc<Shared>, r: &KeyValue, no_wait: bool) -> Result<Option<Arc<HeldLock>>, LockError> {
-    let head = head_key(r);
-    let guid = new_guid();
-    let f = fields(c);
-    let sent_at = Instant::now();
-    let budget = c.settings.budget();
-    match attempt(budget.writes, || c.store.fifo_take_free(&head, &f, &guid)).await {
-        Ok(token) => Ok(Some(hold(c, head, guid, token, sent_at))),
-        Err(Failed {
-            error: StoreError::ConditionFailed { current },
-            ambiguous,
-        }) => {
-            let current = match current {
-                Some(cur) => Some(cur.map(|r| *r)),
-                // An earlier attempt of this request may be what the condition met.
-                None if ambiguous => attempt(budget.settle, || c.store.get(&head)).await.ok(),
-                None => None,
-            };
-            if let Some(Some(h)) = &current {
-                if h.carries(&guid) {
-                    return Ok(Some(hold(c, head, guid, h.fencing_token.unwrap_or(0), sent_at)));
-                }
-                if no_wait && !op::free(Some(h)) {
-                    return Err(failed_to_acquire());
-                }
-            }
-            Ok(None)
-        }
-        Err(Failed { error, ambiguous }) => {
-            if ambiguous {
-                if let Ok(Some(h)) = attempt(budget.settle, || c.store.get(&head)).await {
-                    if h.carries(&guid) {
-                        return Ok(Some(hold(c, head, guid, h.fencing_token.unwrap_or(0), sent_at)));
-                    }
-                }
-            }
-            Err(LockError::Store(error))
-        }
     }
 }
 
@@ -302,636 +174,213 @@ fn schedule(c: &Shared, lock: &Arc<HeldLock>) {
     }
 }
 
-enum Stop {
-    /// Others took this acquisition's place in a queue for dead: take a new ticket.
-    Dead,
-    Error(LockError),
+/// One acquisition as the core's machine runs it: its resources, the queue entries it
+/// heartbeats, the locks it was granted, and where it waits in this client's registry.
+struct Driver<'a> {
+    c: &'a Arc<Shared>,
+    resources: &'a [KeyValue],
+    clock: Clock,
+    entries: Vec<Option<Arc<HeldLock>>>,
+    held: Vec<Option<Arc<HeldLock>>>,
+    /// Positions joined in the registry and not left yet.
+    joined: Vec<(usize, u64)>,
 }
 
-impl From<LockError> for Stop {
-    fn from(e: LockError) -> Self {
-        Stop::Error(e)
-    }
-}
-
-impl From<StoreError> for Stop {
-    fn from(e: StoreError) -> Self {
-        Stop::Error(LockError::Store(e))
-    }
-}
-
-enum Step {
-    Granted,
-    /// Nothing to do before `at` (or before this client's queue state changes).
-    Wait(Instant),
-    Dead,
-}
-
-/// What a waiter has seen of the item it watches, and since when on its own clock.
-#[derive(Clone, Debug)]
-enum Watch {
-    Nothing,
-    Entry { guid: Vec<u8>, since: Instant },
-    Missing { since: Instant },
-    Head { version: Version, since: Instant },
-}
-
-/// One resource of an acquisition: its ticket and place in the queue, and what it has seen.
-struct Queued {
-    c: Arc<Shared>,
-    resource: KeyValue,
-    head: LockKey,
-    ticket: u64,
-    position: u64,
-    /// `ticketNext` before this ticket: what giving the ticket back restores.
-    previous_ticket: u64,
-    /// The `guid` the head is granted with.
-    guid: Guid,
-    /// The heartbeated queue entry, once written.
-    entry: Option<Arc<HeldLock>>,
-    touch_at: Instant,
-    /// The position being looked at: everything between it and this one is finished.
-    cursor: u64,
-    /// The last granted position and token seen; everything up to it is finished or holds.
-    granted_position: u64,
-    head_token: u64,
-    /// A head item read and not yet acted on.
-    fresh_head: Option<Option<LockRecord>>,
-    next_read: Instant,
-    watch: Watch,
-    /// The token of a local release already acted on without a read.
-    local_release_tried: u64,
-    /// Another entry was found at this waiter's position: the position is not given back.
-    displaced: bool,
-    /// Finished entries passed, deleted once the lock is granted.
-    passed: Vec<u64>,
-    /// When the last grant was sent, and whether one may have landed unseen.
-    grant_sent_at: Instant,
-    maybe_granted: bool,
-    granted: Option<Arc<HeldLock>>,
-    /// Whether this client's registry still counts this entry as waiting.
-    joined: bool,
-}
-
-impl Drop for Queued {
+impl Drop for Driver<'_> {
     fn drop(&mut self) {
         // An acquisition dropped midway: waiters behind read the store from now on.
-        if self.joined {
-            self.c.fifo.leave(&self.resource, self.position, None);
+        for (r, p) in self.joined.drain(..) {
+            self.c.fifo.leave(&self.resources[r], p, None);
         }
     }
 }
 
-impl Queued {
-    fn new(c: &Arc<Shared>, resource: &KeyValue, ticket: u64, before: Option<LockRecord>) -> Queued {
-        let position = before.as_ref().and_then(|h| h.queue_next()).unwrap_or(0) + 1;
-        let now = Instant::now();
-        c.fifo.join(resource, position);
-        Queued {
-            c: c.clone(),
-            resource: resource.clone(),
-            head: head_key(resource),
-            ticket,
-            position,
-            previous_ticket: op::last_ticket(before.as_ref()),
-            guid: new_guid(),
-            entry: None,
-            touch_at: now,
-            cursor: position - 1,
-            granted_position: before.as_ref().and_then(|h| h.queue_granted()).unwrap_or(0),
-            head_token: before.as_ref().and_then(|h| h.fencing_token).unwrap_or(0),
-            // Taking the ticket changed none of the holder's attributes.
-            fresh_head: Some(before),
-            next_read: now,
-            watch: Watch::Nothing,
-            local_release_tried: 0,
-            displaced: false,
-            passed: Vec::new(),
-            grant_sent_at: now,
-            maybe_granted: false,
-            granted: None,
-            joined: true,
-        }
+impl Here<Guid> for Driver<'_> {
+    fn guid(&mut self) -> Guid {
+        new_guid()
     }
 
-    fn settle(&mut self, mine: Mine) {
-        if self.joined {
-            self.joined = false;
-            self.c.fifo.leave(&self.resource, self.position, Some(mine));
-        }
+    fn busy(&self, resource: usize) -> bool {
+        self.c.fifo.busy_here(&self.resources[resource])
     }
 
-    fn pass(&mut self, position: u64) {
-        self.passed.push(position);
-        self.cursor = position - 1;
-        self.watch = Watch::Nothing;
-        self.next_read = Instant::now();
+    fn entry(&self, resource: usize, position: u64) -> Option<Mine> {
+        self.c.fifo.local_entry(&self.resources[resource], position)
     }
 
-    /// Learns from a head item: the last grant, or that this waiter's own grant landed.
-    fn observe_head(&mut self, head: &Option<LockRecord>) -> Option<Step> {
-        if let Some(h) = head {
-            if h.carries(&self.guid) && h.fencing_token == Some(self.ticket) && !h.is_released() {
-                return Some(self.granted(self.grant_sent_at));
-            }
-            self.granted_position = self.granted_position.max(h.queue_granted().unwrap_or(0));
-            self.head_token = self.head_token.max(h.fencing_token.unwrap_or(0));
-        }
-        (self.head_token >= self.ticket || self.granted_position >= self.position).then_some(Step::Dead)
+    fn holder(&self, resource: usize, token: u64) -> Option<bool> {
+        self.c.fifo.holder(&self.resources[resource], token)
     }
 
-    fn granted(&mut self, sent_at: Instant) -> Step {
-        let lock = hold(&self.c, self.head.clone(), self.guid, self.ticket, sent_at);
-        self.granted = Some(lock);
-        self.maybe_granted = false;
-        self.settle(Mine::Granted(self.ticket));
-        Step::Granted
-    }
-
-    fn entry_lost(&self) -> bool {
-        self.entry
+    fn entry_lost(&self, resource: usize) -> bool {
+        self.entries[resource]
             .as_ref()
             .is_some_and(|e| e.state.try_lock().is_ok_and(|st| st.lost.is_some()))
     }
 
-    /// A read while waiting: `None` when it failed for now (the next poll tries again).
-    async fn read(&self, key: &LockKey) -> Result<Option<Option<LockRecord>>, Stop> {
-        match read(&self.c, key).await {
-            Ok(r) => Ok(Some(r)),
-            Err(Failed { error, .. }) if !error.is_transient() => Err(error.into()),
-            Err(_) => Ok(None),
-        }
+    fn held_until(&self, resource: usize) -> Option<Time> {
+        let until = self.held[resource].as_ref()?.lease.until()?;
+        Some(self.clock.time(until))
+    }
+}
+
+impl Driver<'_> {
+    fn leave(&mut self, resource: usize, position: u64, mine: Option<Mine>) {
+        self.joined.retain(|j| *j != (resource, position));
+        self.c.fifo.leave(&self.resources[resource], position, mine);
     }
 
-    /// Moves this waiter on as far as it can without waiting.
-    async fn step(&mut self) -> Result<Step, Stop> {
-        let c = self.c.clone();
-        let s = &c.settings;
+    async fn run(&mut self, wait: Option<Duration>, cancel: &Cancel) -> Result<Vec<Arc<HeldLock>>, LockError> {
+        let c = self.c;
+        let clock = self.clock;
+        let env = clock.env(Some(cancel));
+        let (mut m, mut act) =
+            Acquire::<LockRecord, StoreError>::start(c.settings.protocol(), self.resources.len(), wait, &env, self);
+        let mut changed: Option<Pin<Box<Notified<'_>>>> = None;
         loop {
-            if self.entry_lost() {
-                return Ok(Step::Dead);
-            }
-            let now = Instant::now();
-            if self.cursor > self.granted_position {
-                match c.fifo.local_entry(&self.resource, self.cursor) {
-                    // Alive, as this process is: wait for it to change.
-                    Some(Mine::Waiting) => return Ok(Step::Wait(now + s.lease())),
-                    Some(Mine::Finished) => {
-                        self.pass(self.cursor);
-                        continue;
-                    }
-                    Some(Mine::Granted(token)) => {
-                        self.granted_position = self.cursor;
-                        self.head_token = self.head_token.max(token);
-                        self.watch = Watch::Nothing;
-                        continue;
-                    }
-                    None => {}
-                }
-                if now < self.next_read {
-                    return Ok(Step::Wait(self.next_read));
-                }
-                let key = entry_key(&self.resource, self.cursor);
-                // The closer to the holder, the more often: the waiter whose entry ahead is
-                // next in line reads every two `rereadPeriodMs`, the one behind it every three,
-                // and so on up to the queue interval, so that each learns its turn is near
-                // soon after the grant ahead of it, and k waiters cost about
-                // 1000 / rereadPeriodMs × (1/2 + 1/3 + ... + 1/k) reads per second.
-                let distance = self.cursor.saturating_sub(self.granted_position).min(1 << 16) as u32;
-                let period = s
-                    .reread_period
-                    .saturating_mul(distance + 1)
-                    .min(s.queue_reread_period.max(s.reread_period));
-                let Some(entry) = self.read(&key).await? else {
-                    self.next_read = now + period;
-                    return Ok(Step::Wait(self.next_read));
-                };
-                self.next_read = now + period;
-                match entry {
-                    Some(e) if e.is_released() => self.pass(self.cursor),
-                    Some(e) => {
-                        let guid = e.guid.clone().unwrap_or_default();
-                        let lease = Duration::from_millis(e.lease_duration_ms.unwrap_or(s.lease_duration_ms));
-                        let since = match &self.watch {
-                            Watch::Entry { guid: seen, since } if *seen == guid => *since,
-                            _ => {
-                                self.watch = Watch::Entry { guid, since: now };
-                                return Ok(Step::Wait(self.next_read));
+            let input = match act {
+                Act::Send { req, timeout_at } => {
+                    let result = match clock.instant(timeout_at) {
+                        Some(at) if at > Instant::now() => {
+                            match tokio::time::timeout_at(at, send(c, self.resources, &req)).await {
+                                Ok(r) => r,
+                                Err(_) => Err(timed_out()),
                             }
-                        };
-                        if now.duration_since(since) < lease {
-                            return Ok(Step::Wait(self.next_read.min(since + lease)));
                         }
-                        // Not renewed for its lease: its owner is gone. Finished, for every
-                        // waiter behind; a new guid tells the owner, should it come back.
-                        let Ok(seen) = Guid::try_from(guid.as_slice()) else {
-                            self.pass(self.cursor);
-                            continue;
-                        };
-                        let (seen, rotated) = ([seen], new_guid());
-                        match attempt(s.policy(), || c.store.fifo_finish_entry(&key, &seen, &rotated)).await {
-                            Ok(())
-                            | Err(Failed {
-                                error: StoreError::ConditionFailed { current: Some(None) },
-                                ..
-                            }) => self.pass(self.cursor),
-                            // Renewed or finished meanwhile: look again.
-                            Err(Failed {
-                                error: StoreError::ConditionFailed { .. },
-                                ..
-                            }) => {
-                                self.watch = Watch::Nothing;
-                                self.next_read = now;
-                            }
-                            Err(_) => return Ok(Step::Wait(self.next_read)),
-                        }
-                    }
-                    None => {
-                        // Granted and removed, or not written yet: the head says which.
-                        let Some(head) = self.read(&self.head).await? else {
-                            return Ok(Step::Wait(self.next_read));
-                        };
-                        if let Some(step) = self.observe_head(&head) {
-                            return Ok(step);
-                        }
-                        if self.cursor <= self.granted_position {
-                            self.watch = Watch::Nothing;
-                            self.fresh_head = Some(head);
-                            continue;
-                        }
-                        let since = match self.watch {
-                            Watch::Missing { since } => since,
-                            _ => {
-                                self.watch = Watch::Missing { since: now };
-                                return Ok(Step::Wait(self.next_read));
-                            }
-                        };
-                        if now.duration_since(since) < s.lease() {
-                            return Ok(Step::Wait(self.next_read.min(since + s.lease())));
-                        }
-                        // Missing for a lease: its owner died between taking the ticket and
-                        // writing the entry. A finished entry takes its place, which also
-                        // refuses the owner's entry should it come back.
-                        let marker = new_guid();
-                        let finished = Entry {
-                            owner: &s.owner,
-                            guid: &marker,
-                            ticket: 0,
-                            lease_duration_ms: crate::item::RELEASED_LEASE_MS,
-                            ttl: (&c.fifo.ttl_attribute, entry_ttl(&c)),
-                        };
-                        match attempt(s.policy(), || c.store.fifo_put_entry(&key, &finished)).await {
-                            Ok(()) => self.pass(self.cursor),
-                            Err(Failed {
-                                error: StoreError::ConditionFailed { .. },
-                                ..
-                            }) => {
-                                self.watch = Watch::Nothing;
-                                self.next_read = now;
-                            }
-                            Err(_) => return Ok(Step::Wait(self.next_read)),
-                        }
-                    }
-                }
-                continue;
-            }
-            // Next in line: the holder, if any, has `head_token`.
-            if self.head_token >= self.ticket || self.granted_position >= self.position {
-                return Ok(Step::Dead);
-            }
-            let head = match self.fresh_head.take() {
-                Some(h) => h,
-                None => {
-                    match c.fifo.holder(&self.resource, self.head_token) {
-                        // Held here: its release wakes this waiter. Looked at again every
-                        // lease, without a request, in case the lock was lost.
-                        Some(false) => return Ok(Step::Wait(now + s.lease())),
-                        // Released here just now: the head is free (once; a refusal is
-                        // followed by reads).
-                        Some(true) if self.local_release_tried < self.head_token => {
-                            self.local_release_tried = self.head_token;
-                            if let Some(step) = self.grant(None).await? {
-                                return Ok(step);
-                            }
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    if now < self.next_read {
-                        return Ok(Step::Wait(self.next_read));
-                    }
-                    let Some(h) = self.read(&self.head).await? else {
-                        self.next_read = now + s.reread_period;
-                        return Ok(Step::Wait(self.next_read));
+                        Some(_) => Err(timed_out()),
+                        None => send(c, self.resources, &req).await,
                     };
-                    self.next_read = now + s.reread_period;
-                    h
+                    Input::Answer(answer(result))
                 }
-            };
-            if let Some(step) = self.observe_head(&head) {
-                return Ok(step);
-            }
-            let waited_out = match &head {
-                h if op::free(h.as_ref()) => None,
-                Some(h) => {
-                    let version = h.version();
-                    let lease = Duration::from_millis(h.lease_duration_ms.unwrap_or(s.lease_duration_ms));
-                    let since = match &self.watch {
-                        Watch::Head { version: seen, since } if *seen == version => *since,
-                        _ => {
-                            self.watch = Watch::Head { version, since: now };
-                            return Ok(Step::Wait(self.next_read));
-                        }
-                    };
-                    if now.duration_since(since) < lease {
-                        return Ok(Step::Wait(self.next_read.min(since + lease)));
-                    }
-                    Some(version)
-                }
-                None => None,
-            };
-            if let Some(step) = self.grant(waited_out).await? {
-                return Ok(step);
-            }
-        }
-    }
-
-    /// One grant attempt on the head. `None`: refused, with what was learnt kept for the next
-    /// step.
-    async fn grant(&mut self, waited_out: Option<Version>) -> Result<Option<Step>, Stop> {
-        let c = self.c.clone();
-        let f = fields(&c);
-        let (ticket, position) = (self.ticket, self.position);
-        self.grant_sent_at = Instant::now();
-        let result = attempt(c.settings.policy(), || {
-            c.store
-                .fifo_grant(&self.head, &f, &self.guid, ticket, position, waited_out.as_ref())
-        })
-        .await;
-        match result {
-            Ok(()) => Ok(Some(self.granted(self.grant_sent_at))),
-            Err(Failed {
-                error: StoreError::ConditionFailed { current },
-                ambiguous,
-            }) => {
-                self.maybe_granted |= ambiguous;
-                match current {
-                    Some(h) => self.fresh_head = Some(h.map(|r| *r)),
-                    None => self.next_read = Instant::now(),
-                }
-                self.watch = Watch::Nothing;
-                Ok(None)
-            }
-            Err(Failed { error, ambiguous }) => {
-                self.maybe_granted |= ambiguous;
-                if !error.is_transient() {
-                    return Err(error.into());
-                }
-                // Tried through transient faults already: the next poll tries again, and a
-                // grant that landed unseen shows on the head.
-                self.next_read = Instant::now() + c.settings.reread_period;
-                Ok(Some(Step::Wait(self.next_read)))
-            }
-        }
-    }
-
-    /// Writes this waiter's queue entry and has it heartbeated. `Dead` if a finished entry
-    /// was written in its place (it took longer than a lease to come).
-    async fn write_entry(&mut self) -> Result<(), Stop> {
-        if self.entry.is_some() || self.granted.is_some() {
-            return Ok(());
-        }
-        let c = self.c.clone();
-        let s = &c.settings;
-        let key = entry_key(&self.resource, self.position);
-        let guid = new_guid();
-        let e = Entry {
-            owner: &s.owner,
-            guid: &guid,
-            ticket: self.ticket,
-            lease_duration_ms: s.lease_duration_ms,
-            ttl: (&c.fifo.ttl_attribute, entry_ttl(&c)),
-        };
-        let sent_at = Instant::now();
-        let written = match attempt(s.policy(), || c.store.fifo_put_entry(&key, &e)).await {
-            Ok(()) => true,
-            Err(Failed {
-                error: StoreError::ConditionFailed { current },
-                ambiguous,
-            }) => {
-                let current = match current {
-                    Some(cur) => cur.map(|r| *r),
-                    None if ambiguous => read(&c, &key).await.map_err(|f| f.error)?,
-                    None => None,
-                };
-                current.is_some_and(|cur| cur.carries(&guid))
-            }
-            Err(Failed { error, .. }) => return Err(error.into()),
-        };
-        if !written {
-            self.displaced = true;
-            return Err(Stop::Dead);
-        }
-        let lock = Arc::new(HeldLock::new(
-            entries_client(&c),
-            key,
-            guid,
-            None,
-            Some(sent_at + s.lease()),
-        ));
-        schedule(&c, &lock);
-        self.entry = Some(lock);
-        self.touch_at = Instant::now() + ENTRY_TTL_MARGIN / 2;
-        Ok(())
-    }
-
-    /// Moves the entry's TTL on when it is due; returns when it is next due.
-    async fn touch(&mut self) -> Instant {
-        let Some(entry) = &self.entry else {
-            return Instant::now() + ENTRY_TTL_MARGIN;
-        };
-        if Instant::now() >= self.touch_at {
-            let ttl = (self.c.fifo.ttl_attribute.as_str(), entry_ttl(&self.c));
-            let c = &self.c;
-            self.touch_at = match attempt(c.settings.policy(), || c.store.fifo_touch_entry(&entry.key, ttl)).await {
-                // Refused: the entry was finished by others, which its heartbeat reports.
-                Ok(())
-                | Err(Failed {
-                    error: StoreError::ConditionFailed { .. },
-                    ..
-                }) => Instant::now() + ENTRY_TTL_MARGIN / 2,
-                Err(_) => Instant::now() + c.settings.queue_reread_period,
-            };
-        }
-        self.touch_at
-    }
-
-    /// Stops the entry's heartbeats; the `guid`s it may carry.
-    async fn stop_entry(&mut self) -> Option<(LockKey, Vec<Guid>)> {
-        let entry = self.entry.take()?;
-        entry.abandon();
-        Some((entry.key.clone(), entry_guids(&entry).await))
-    }
-
-    /// Leaves the queue without the lock: the entry goes, the ticket is given back if it is
-    /// still the last, and otherwise a finished entry stays for the waiters behind to pass.
-    async fn give_up(&mut self) {
-        let c = self.c.clone();
-        let s = &c.settings;
-        if let Some(lock) = self.granted.take() {
-            let _ = lock.release().await;
-            return;
-        }
-        if self.maybe_granted {
-            // A grant that may have landed unseen is released if it did.
-            let guids = [self.guid];
-            let _ = attempt(s.release_policy(), || c.store.release(&self.head, &guids, None, None)).await;
-        }
-        let key = entry_key(&self.resource, self.position);
-        // Whether the position is settled already: another entry is there (a finished one
-        // written by waiters behind), or ours could not be removed and is left to expire. A
-        // position given back while an entry is there would refuse the next waiter's entry.
-        let mut settled = self.displaced;
-        if let Some((key, guids)) = self.stop_entry().await {
-            settled = attempt(s.policy(), || c.store.delete_if_guid(&key, &guids))
-                .await
-                .is_err();
-        }
-        if !settled {
-            let (t, p, prev) = (self.ticket, self.position, self.previous_ticket);
-            let given_back = attempt(s.policy(), || c.store.fifo_untake(&self.head, t, p, prev))
-                .await
-                .is_ok();
-            if !given_back {
-                let marker = new_guid();
-                let e = Entry {
-                    owner: &s.owner,
-                    guid: &marker,
-                    ticket: self.ticket,
-                    lease_duration_ms: crate::item::RELEASED_LEASE_MS,
-                    ttl: (&c.fifo.ttl_attribute, entry_ttl(&c)),
-                };
-                let _ = attempt(s.policy(), || c.store.fifo_put_entry(&key, &e)).await;
-            }
-        }
-        self.settle(Mine::Finished);
-    }
-}
-
-/// One acquisition of one or more resources (sorted), with one ticket.
-struct Acquisition {
-    c: Arc<Shared>,
-    queued: Vec<Queued>,
-}
-
-impl Acquisition {
-    /// Takes the ticket and a queue position for every resource.
-    async fn enter(&mut self, resources: &[KeyValue]) -> Result<(), Stop> {
-        let c = self.c.clone();
-        let policy = c.settings.policy();
-        let mut ticket: Option<u64> = None;
-        'rounds: for _ in 0..MAX_ROUNDS {
-            for r in resources {
-                let head = head_key(r);
-                let before = match ticket {
-                    None => {
-                        let before = attempt(policy, || c.store.fifo_ticket(&head))
-                            .await
-                            .map_err(|f| f.error)?;
-                        ticket = Some(op::last_ticket(before.as_ref()) + 1);
-                        before
-                    }
-                    Some(t) => match attempt(policy, || c.store.fifo_reserve(&head, t)).await {
-                        Ok(before) => before,
-                        Err(Failed {
-                            error: StoreError::ConditionFailed { current },
-                            ..
-                        }) => {
-                            // A higher ticket was issued for this resource: every resource
-                            // takes one above it.
-                            let current = match current {
-                                Some(cur) => cur.map(|r| *r),
-                                None => read(&c, &head).await.map_err(|f| f.error)?,
+                Act::Wait { until, watch } => {
+                    let at = clock.instant(until);
+                    if watch {
+                        let sleep = async {
+                            let _ = match at {
+                                Some(at) => cancel.sleep_until(at).await,
+                                None => {
+                                    cancel.cancelled().await;
+                                    Ok(())
+                                }
                             };
-                            for mut q in self.queued.drain(..) {
-                                q.give_up().await;
+                        };
+                        let change = async {
+                            match changed.as_mut() {
+                                Some(n) => n.as_mut().await,
+                                None => std::future::pending().await,
                             }
-                            ticket = Some(op::last_ticket(current.as_ref()).max(t) + 1);
-                            continue 'rounds;
+                        };
+                        tokio::select! {
+                            _ = sleep => {}
+                            // This client's queue state changed: look again (without a
+                            // request, unless it concerns this waiter).
+                            _ = change => {}
                         }
-                        Err(f) => return Err(f.error.into()),
-                    },
-                };
-                let t = ticket.unwrap_or_default();
-                self.queued.push(Queued::new(&c, r, t, before));
-            }
-            return Ok(());
-        }
-        Err(failed_to_acquire().into())
-    }
-
-    /// Waits until every resource is granted, in order: each as soon as this waiter is next in
-    /// its queue and the head is free (or its holder's lease was waited out).
-    async fn run(&mut self, deadline: Option<Instant>, cancel: &Cancel) -> Result<(), Stop> {
-        let c = self.c.clone();
-        loop {
-            let changed = c.fifo.changes();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            cancel.check()?;
-            let mut wait = None;
-            for q in self.queued.iter_mut().filter(|q| q.granted.is_none()) {
-                match q.step().await? {
-                    Step::Granted => continue,
-                    Step::Dead => return Err(Stop::Dead),
-                    Step::Wait(at) => {
-                        wait = Some(at);
-                        break;
+                    } else {
+                        match at {
+                            Some(at) => tokio::time::sleep_until(at).await,
+                            None => std::future::pending::<()>().await,
+                        }
                     }
+                    Input::Resume
                 }
-            }
-            let Some(at) = wait else { return Ok(()) };
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(failed_to_acquire().into());
-            }
-            let written = join_all(self.queued.iter_mut().map(|q| q.write_entry())).await;
-            for w in written {
-                w?;
-            }
-            let mut until = at;
-            for q in self.queued.iter_mut() {
-                until = until.min(q.touch().await);
-            }
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            tokio::select! {
-                r = cancel.sleep_until(until) => r?,
-                // This client's queue state changed: look again (without a request, unless
-                // it concerns this waiter).
-                _ = &mut changed => {}
-            }
+                Act::Arm => {
+                    let mut n = Box::pin(c.fifo.changes());
+                    n.as_mut().enable();
+                    changed = Some(n);
+                    Input::Resume
+                }
+                Act::Join { resource, position } => {
+                    c.fifo.join(&self.resources[resource], position);
+                    self.joined.push((resource, position));
+                    Input::Resume
+                }
+                Act::Leave {
+                    resource,
+                    position,
+                    mine,
+                } => {
+                    self.leave(resource, position, mine);
+                    Input::Resume
+                }
+                Act::Entry {
+                    resource,
+                    position,
+                    guid,
+                    sent_at,
+                } => {
+                    let lock = Arc::new(HeldLock::new(
+                        entries_client(c),
+                        entry_key(&self.resources[resource], position),
+                        guid,
+                        None,
+                        Some(clock.base + sent_at + c.settings.lease()),
+                    ));
+                    schedule(c, &lock);
+                    self.entries[resource] = Some(lock);
+                    Input::Resume
+                }
+                Act::StopEntry { resource } => match self.entries[resource].take() {
+                    Some(entry) => {
+                        entry.abandon();
+                        Input::Guids(entry_guids(&entry).await)
+                    }
+                    None => Input::Guids(Vec::new()),
+                },
+                Act::Hold {
+                    resource,
+                    guid,
+                    token,
+                    sent_at,
+                    leave,
+                } => {
+                    let head = head_key(&self.resources[resource]);
+                    self.held[resource] = Some(hold(c, head, guid, token, clock.base + sent_at));
+                    if let Some(position) = leave {
+                        self.leave(resource, position, Some(Mine::Granted(token)));
+                    }
+                    Input::Resume
+                }
+                Act::ReleaseHeld { resource } => {
+                    if let Some(lock) = self.held[resource].take() {
+                        // Best effort: the release retries through transient faults on its own.
+                        let _ = lock.release().await;
+                    }
+                    Input::Resume
+                }
+                Act::Cleanup { entries, passed } => {
+                    self.cleanup(&entries, &passed);
+                    Input::Resume
+                }
+                Act::Done(outcome) => {
+                    return match outcome {
+                        Outcome::Granted => Ok(self.held.iter_mut().filter_map(Option::take).collect()),
+                        Outcome::NotAcquired => Err(failed_to_acquire()),
+                        Outcome::Aborted => Err(LockError::Aborted),
+                        Outcome::Lost => Err(LockError::Lost(LostReason::LeaseExpired)),
+                        Outcome::Failed(e) => Err(LockError::Store(e)),
+                    };
+                }
+            };
+            let env = clock.env(Some(cancel));
+            act = m.step(input, &env, self);
         }
     }
 
-    /// Every resource is granted: the queue entries go, and the finished ones passed.
-    async fn finish(mut self) -> Vec<Arc<HeldLock>> {
+    /// Removes the queue entries and the finished entries passed, in the background, after the
+    /// lock is handed to the caller: nobody waits for these entries any more (the head says
+    /// who holds the lock), so the caller need not wait for them either, nor for an entry's
+    /// heartbeat in flight, whose `guid` the removal needs. Best effort: DynamoDB's TTL
+    /// removes what is left.
+    fn cleanup(&mut self, entries: &[usize], passed: &[(usize, u64)]) {
         let c = self.c.clone();
-        let mut entries = Vec::new();
-        let mut passed = Vec::new();
-        for q in self.queued.iter_mut() {
-            if let Some(entry) = q.entry.take() {
-                // No heartbeat of the entry starts from here on.
-                entry.abandon();
-                entries.push(entry);
-            }
-            passed.extend(q.passed.drain(..).map(|p| entry_key(&q.resource, p)));
+        let entries: Vec<Arc<HeldLock>> = entries.iter().filter_map(|&r| self.entries[r].take()).collect();
+        for entry in &entries {
+            // No heartbeat of the entry starts from here on.
+            entry.abandon();
         }
+        let passed: Vec<LockKey> = passed.iter().map(|&(r, p)| entry_key(&self.resources[r], p)).collect();
         let policy = c.settings.policy();
-        // In the background, after the lock is handed to the caller: nobody waits for these
-        // entries any more (the head says who holds the lock), so the caller need not wait
-        // for them either, nor for an entry's heartbeat in flight, whose `guid` the removal
-        // needs. Best effort: DynamoDB's TTL removes what is left.
         tokio::spawn(async move {
             let c = &c;
             let mut own = Vec::with_capacity(entries.len());
@@ -949,15 +398,72 @@ impl Acquisition {
             );
             futures_util::future::join(own, passed).await;
         });
-        self.queued.iter_mut().filter_map(|q| q.granted.take()).collect()
     }
+}
 
-    /// Leaves every queue: granted heads are released, entries removed or finished.
-    async fn give_up(&mut self) {
-        for q in self.queued.iter_mut() {
-            q.give_up().await;
+/// Sends one of the machine's requests to the item it names, with what the client's settings
+/// add to it.
+async fn send(
+    c: &Shared,
+    resources: &[KeyValue],
+    req: &Request<Guid, Version>,
+) -> Result<dynamodb_lock_core::request::Reply<LockRecord>, StoreError> {
+    use dynamodb_lock_core::request::Reply;
+    let (r, position) = req.place();
+    let key = match position {
+        None => head_key(&resources[r]),
+        Some(p) => entry_key(&resources[r], p),
+    };
+    let (store, s) = (&c.store, &c.settings);
+    match req {
+        Request::Get { .. } => store.get(&key).await.map(Reply::Item),
+        Request::TakeFree { guid, .. } => store.fifo_take_free(&key, &fields(c), guid).await.map(Reply::Token),
+        Request::Ticket { .. } => store.fifo_ticket(&key).await.map(Reply::Item),
+        Request::Reserve { ticket, .. } => store.fifo_reserve(&key, *ticket).await.map(Reply::Item),
+        Request::Untake {
+            ticket,
+            position,
+            previous,
+            ..
+        } => store
+            .fifo_untake(&key, *ticket, *position, *previous)
+            .await
+            .map(|()| Reply::Done),
+        Request::PutEntry {
+            guid, ticket, finished, ..
+        } => {
+            let e = Entry {
+                owner: &s.owner,
+                guid,
+                ticket: *ticket,
+                lease_duration_ms: match finished {
+                    true => crate::item::RELEASED_LEASE_MS,
+                    false => s.lease_duration_ms,
+                },
+                ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
+            };
+            store.fifo_put_entry(&key, &e).await.map(|()| Reply::Done)
         }
-        self.queued.clear();
+        Request::Grant {
+            guid,
+            ticket,
+            position,
+            waited_out,
+            ..
+        } => store
+            .fifo_grant(&key, &fields(c), guid, *ticket, *position, waited_out.as_ref())
+            .await
+            .map(|()| Reply::Done),
+        Request::FinishEntry { seen, new_guid, .. } => store
+            .fifo_finish_entry(&key, &[*seen], new_guid)
+            .await
+            .map(|()| Reply::Done),
+        Request::TouchEntry { .. } => store
+            .fifo_touch_entry(&key, (&c.fifo.ttl_attribute, entry_ttl(c)))
+            .await
+            .map(|()| Reply::Done),
+        Request::ReleaseHead { guid, .. } => store.release(&key, &[*guid], None, None).await.map(Reply::WaitingMark),
+        Request::DeleteEntry { guids, .. } => store.delete_if_guid(&key, guids).await.map(Reply::WaitingMark),
     }
 }
 

@@ -33,7 +33,8 @@
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
 //! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
 //!   `drive`).
-//! - `fifo`: the fair lock's acquisition: a queue per resource, granted in ticket order.
+//! - `fifo`: the fair lock's acquisition (the core's Fifo machine): its requests to head
+//!   items and queue entries, the entries' heartbeats, and the held locks.
 //! - `client`: acquisition of every kind through the local line, and the start of a new
 //!   lock's heartbeats.
 //! - `testkit` (tests only): a client over the in-memory store, and a recorder of events.

@@ -89,12 +89,7 @@ impl Default for Queues {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mine {
-    Waiting,
-    Finished,
-    Granted(u64),
-}
+pub use dynamodb_lock_core::fifo::Mine;
 
 /// A head this client holds or held.
 enum Held {

@@ -165,11 +165,6 @@ impl Settings {
             settle: self.policy().until(end),
         }
     }
-
-    /// The budget of an acquisition's write: `max_attempts` request timeouts.
-    pub fn budget(&self) -> Budget {
-        self.budget_of(self.policy())
-    }
 }
 
 /// The retry policies of one write and of the read that settles it, sharing one deadline.

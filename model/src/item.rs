@@ -92,6 +92,12 @@ impl Record for Item {
     fn queue_next(&self) -> Option<u64> {
         self.qn.map(u64::from)
     }
+    fn queue_granted(&self) -> Option<u64> {
+        self.qg.map(u64::from)
+    }
+    fn guid(&self) -> Option<G> {
+        (self.guid != 0).then_some(self.guid)
+    }
     fn lock_waiting_unix_ms(&self) -> Option<u64> {
         None
     }

@@ -10,6 +10,10 @@
 //! - `machines`: FailClosed and FailOpen clients that are the core's acquisition and release
 //!   machines themselves, over the same store, with lost, throttled and timed-out requests,
 //!   crashes and skewed wall clocks, and the broken variants of the machines and the store.
+//! - `fifo_machines`: Fifo clients that are the core's Fifo acquisition and release machines
+//!   themselves (queues, entries, grants, give-up; one or several lock ids), over the same
+//!   store, with lost, throttled and timed-out requests, crashes, cancellations and clock
+//!   offsets, and the Fifo broken variants.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
 //! - `run`: the configurations checked and the report.
@@ -17,6 +21,7 @@
 //!   replays exactly.
 
 pub mod explore;
+pub mod fifo_machines;
 pub mod item;
 pub mod lease;
 pub mod lock;

@@ -1397,8 +1397,8 @@ pub const MAX_STATES: usize = 60_000_000;
 
 /// The configurations explored: the bounded ones of the test suite, or the full ones of
 /// `npm run model`: per kind, two clients with two faults (one lock id over 18 ticks, two ids
-/// over 16), three clients with one fault over 8 ticks, and for FailOpen, holders that
-/// heartbeat, with one fault over 14 ticks.
+/// over 16) and three clients; for FailOpen, holders that heartbeat, with one fault over 14
+/// ticks; and the original's requests.
 pub fn configs(full: bool) -> Vec<Config> {
     let closed = Config::new(Kind::FailClosed);
     let open = Config::new(Kind::FailOpen);
@@ -1428,7 +1428,7 @@ pub fn configs(full: bool) -> Vec<Config> {
             ..original(c)
         });
     }
-    for c in [closed, open.clone()] {
+    for c in [&closed, &open] {
         out.push(Config {
             faults: 2,
             horizon: 18,
@@ -1440,12 +1440,20 @@ pub fn configs(full: bool) -> Vec<Config> {
             horizon: 16,
             ..c.clone()
         });
-        out.push(Config {
-            clients: 3,
-            horizon: 8,
-            ..c
-        });
     }
+    // Three clients: FailClosed with a fault over 8 ticks; FailOpen, whose waits are longer,
+    // with its crash but no fault over 10.
+    out.push(Config {
+        clients: 3,
+        horizon: 8,
+        ..closed.clone()
+    });
+    out.push(Config {
+        clients: 3,
+        faults: 0,
+        horizon: 10,
+        ..open.clone()
+    });
     out.push(Config { beats: 1, ..open });
     out
 }

@@ -4,6 +4,7 @@
 //! property fails for the real protocol or a broken variant goes uncaught.
 
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::fifo_machines;
 use dynamodb_lock_model::lease;
 use dynamodb_lock_model::lock::{Bug, Kind};
 use dynamodb_lock_model::machines;
@@ -139,6 +140,79 @@ fn main() {
         machine_broken.push((bug, r.violation.map(|v| (v.0, v.2.len()))));
     }
     println!(
+        "The core's Fifo machines (acquisition with its queue entries, grant and give-up; release) over the \
+         core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
+         (properties: {})",
+        fifo_machines::PROPERTIES.join(", ")
+    );
+    let mut fifo_runs = Vec::new();
+    for cfg in fifo_machines::configs(size == Size::Full) {
+        let t = std::time::Instant::now();
+        let r = fifo_machines::check(cfg.clone(), fifo_machines::MAX_STATES);
+        let holds = r.violation.is_none() && !r.truncated;
+        println!(
+            "  {} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
+             attempts, {} faults, {} crash, {} cancellation, {} ticks: {} distinct states, depth {}, {:.1} s: {}",
+            cfg.clients,
+            cfg.locks,
+            if cfg.several {
+                " (one or both per acquisition)"
+            } else {
+                ""
+            },
+            cfg.acquisitions,
+            cfg.lease,
+            cfg.reread,
+            cfg.request_timeout,
+            cfg.max_attempts,
+            cfg.faults,
+            cfg.crashes,
+            cfg.aborts,
+            cfg.horizon,
+            r.states,
+            r.depth,
+            t.elapsed().as_secs_f64(),
+            if holds {
+                "every property holds"
+            } else if r.truncated {
+                "INCOMPLETE"
+            } else {
+                "FAILS"
+            }
+        );
+        if let Some((property, detail, steps)) = &r.violation {
+            println!("    {property}: {detail}");
+            for step in steps {
+                println!("      {step}");
+            }
+        }
+        ok &= holds;
+        fifo_runs.push((cfg, r.states, holds));
+    }
+    let mut fifo_broken = Vec::new();
+    for bug in Broken::FIFO {
+        let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
+        let expected = fifo_machines::property(bug);
+        match &r.violation {
+            Some((property, _, steps)) if *property == expected => {
+                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len());
+                for step in steps {
+                    println!("      {step}");
+                }
+            }
+            other => {
+                ok = false;
+                println!(
+                    "  {}: NOT CAUGHT ({} states; found: {:?})",
+                    bug.name(),
+                    r.states,
+                    other.as_ref().map(|v| v.0)
+                );
+            }
+        }
+        fifo_broken.push((bug, r.violation.map(|v| (v.0, v.2.len()))));
+    }
+    println!(
         "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost \
          answers (property: {})",
         lease::PROPERTY
@@ -243,11 +317,36 @@ fn main() {
             )
         })
         .collect();
+    let fifo_json: Vec<String> = fifo_runs
+        .iter()
+        .map(|(c, states, holds)| {
+            format!(
+                "{{\"clients\":{},\"locks\":{},\"several\":{},\"states\":{states},\"holds\":{holds}}}",
+                c.clients, c.locks, c.several
+            )
+        })
+        .collect();
+    let fifo_variants: Vec<String> = fifo_broken
+        .iter()
+        .map(|(bug, found)| {
+            let len = match found {
+                Some((p, n)) if *p == fifo_machines::property(*bug) => n.to_string(),
+                _ => "null".into(),
+            };
+            format!(
+                "{{\"name\":\"{}\",\"property\":\"{}\",\"counterexampleLength\":{len}}}",
+                bug.name(),
+                fifo_machines::property(*bug)
+            )
+        })
+        .collect();
     println!(
-        "{},\"machines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}}}",
+        "{},\"machines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}},\"fifoMachines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}}}",
         &json[..json.len() - 1],
         runs.join(","),
-        variants.join(",")
+        variants.join(","),
+        fifo_json.join(","),
+        fifo_variants.join(",")
     );
     if !ok {
         std::process::exit(1);

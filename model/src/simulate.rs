@@ -8,6 +8,11 @@
 //!   up to 8 lost, throttled or timed-out requests and 2 crashes, `trustLocalTime` on or off,
 //!   long horizons.
 //!
+//! - The Fifo machines model (`fifo_machines.rs`): 2 to 8 clients over 1 to 4 lock ids,
+//!   acquisitions of one id or of several with one ticket, up to 3 acquisitions each, leases
+//!   of 4 to 20 ticks, up to 8 lost, throttled or timed-out requests, 2 crashes and 2
+//!   cancellations, a finite wait for client 0, clock origins apart by up to 10 ticks.
+//!
 //! Each run draws its configuration and every choice (which event happens next, each
 //! request's fate, when time passes) from one seeded generator, so a failing seed replays
 //! exactly. The properties are the models'.
@@ -15,6 +20,7 @@
 use std::fmt::Debug;
 
 use crate::explore::Model;
+use crate::fifo_machines::{self, FifoMachines};
 use crate::lease::{Action, Config, LeaseModel};
 use crate::machines::{self, Machines};
 use dynamodb_lock_core::broken::Broken;
@@ -157,6 +163,57 @@ pub fn run_machines(seed: u64, bug: Option<machines::Bug>) -> (u64, Option<Failu
     walk(&model, &mut rng, bias, is_tick, |p| model.narrate(p)).map_failure(seed, text)
 }
 
+/// A Fifo machines configuration drawn from `rng`.
+fn draw_fifo(rng: &mut Rng, bug: Option<Broken>) -> fifo_machines::Config {
+    // Leases from 2 ticks where the variant needs a slow waiter's grant to outlast one.
+    let shortest = if bug == Some(Broken::FifoGrantIgnoresToken) {
+        2
+    } else {
+        4
+    };
+    let lease = rng.range(shortest, 20) as u16;
+    let several = rng.range(0, 1) == 1;
+    fifo_machines::Config {
+        clients: rng.range(2, 8) as usize,
+        locks: rng.range(1, 4) as usize,
+        acquisitions: rng.range(1, 3) as u8,
+        several,
+        lease,
+        reread: rng.range(1, 4) as u16,
+        request_timeout: rng.range(1, 4) as u16,
+        max_attempts: rng.range(1, 4) as u32,
+        wait: match rng.range(0, 2) {
+            0 => Some(rng.range(0, 2 * lease as u64) as u16),
+            _ => None,
+        },
+        faults: rng.range(0, 8) as u8,
+        crashes: rng.range(0, 2) as u8,
+        aborts: rng.range(0, 2) as u8,
+        // A slow process, whose entries others take for dead, now and then (always where the
+        // variant needs one to show).
+        beats: match rng.range(0, 3) {
+            _ if bug == Some(Broken::FifoGrantIgnoresToken) => Some(0),
+            0 => Some(rng.range(0, 2) as u8),
+            _ => None,
+        },
+        offset: rng.range(0, 10) as u16,
+        horizon: lease * rng.range(3, 6) as u16,
+        min_hold: rng.range(0, lease as u64 + 2) as u16,
+        bug,
+    }
+}
+
+/// One run of the Fifo machines model from `seed`.
+pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
+    let mut rng = Rng::new(seed);
+    let config = draw_fifo(&mut rng, bug);
+    let bias = rng.range(1, 7);
+    let text = format!("{config:?}, events first {bias} in {}", bias + 1);
+    let model = FifoMachines::new(config);
+    let is_tick = |a: &fifo_machines::Action| matches!(a, fifo_machines::Action::Tick);
+    walk(&model, &mut rng, bias, is_tick, |p| model.narrate(p)).map_failure(seed, text)
+}
+
 /// What one walk found: its length, and the failing property with the steps to it.
 struct Walk(u64, Option<(&'static str, Vec<String>)>);
 
@@ -237,6 +294,11 @@ pub fn simulate(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
 /// Runs of the machines model, as `simulate`.
 pub fn simulate_machines(seed: u64, steps: u64, bug: Option<machines::Bug>) -> Outcome {
     repeat(seed, steps, |s| run_machines(s, bug))
+}
+
+/// Runs of the Fifo machines model, as `simulate`.
+pub fn simulate_fifo(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
+    repeat(seed, steps, |s| run_fifo(s, bug))
 }
 
 fn repeat(seed: u64, steps: u64, run: impl Fn(u64) -> (u64, Option<Failure>)) -> Outcome {

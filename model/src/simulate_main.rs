@@ -1,16 +1,20 @@
 //! `npm run simulate -- [--seed N] [--steps M]`: seeded random runs of the lease model (the
 //! core's heartbeat machine against a waiter, with pauses and late and lost answers) and of the
 //! machines model (the core's acquisition and release machines, 2 to 8 clients over 1 to 4
-//! ids), first of the protocol as it ships, then of each broken variant, which a run must
+//! ids) and of the Fifo machines model (the core's Fifo acquisition and release, 2 to 8 clients
+//! over 1 to 4 ids, acquisitions of several ids with one ticket), first of the protocol as it ships, then of each broken variant, which a run must
 //! catch. Prints the
 //! runs, steps and properties, each variant's failing seed, and ends with one JSON line. Exits
 //! with 1 when the protocol fails a property (its seed replays the run exactly: `--seed` with
 //! `--steps 1`) or a variant goes uncaught.
 
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::fifo_machines;
 use dynamodb_lock_model::lease::PROPERTY;
 use dynamodb_lock_model::machines::Bug;
-use dynamodb_lock_model::simulate::{run_machines, run_one, simulate, simulate_machines, Failure};
+use dynamodb_lock_model::simulate::{
+    run_fifo, run_machines, run_one, simulate, simulate_fifo, simulate_machines, Failure,
+};
 
 fn arg(name: &str) -> Option<u64> {
     let args: Vec<String> = std::env::args().collect();
@@ -136,15 +140,81 @@ fn main() {
             b.steps
         ));
     }
+    println!(
+        "Fifo machines: acquisition with its queue entries, grant and give-up, one or several ids per \
+         acquisition; release (properties: {})",
+        fifo_machines::PROPERTIES.join(", ")
+    );
+    // A Fifo step costs more than another model's: a quarter of the steps.
+    let fifo_steps = (steps / 4).max(1);
+    let f = simulate_fifo(seed, fifo_steps, None);
+    println!(
+        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
+        f.runs,
+        f.steps,
+        if f.failure.is_none() { "holds" } else { "FAILS" }
+    );
+    if let Some(failure) = &f.failure {
+        ok = false;
+        show(failure);
+    }
+    println!("Broken variants (each must be caught):");
+    for bug in Broken::FIFO
+        .into_iter()
+        .filter(|b| !fifo_machines::SIMULATED.contains(b))
+    {
+        println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
+    }
+    for bug in fifo_machines::SIMULATED {
+        let b = simulate_fifo(seed, fifo_steps.max(500_000), Some(bug));
+        let expected = fifo_machines::property(bug);
+        match &b.failure {
+            Some(failure) if failure.property == expected => {
+                println!(
+                    "  {}: {} violated after {} runs, {} steps; replay with --seed {}",
+                    bug.name(),
+                    failure.property,
+                    b.runs,
+                    b.steps,
+                    failure.seed
+                );
+                let (_, again) = run_fifo(failure.seed, Some(bug));
+                if again.as_ref().map(|a| &a.steps) != Some(&failure.steps) {
+                    ok = false;
+                    println!("    its replay differs");
+                }
+            }
+            other => {
+                ok = false;
+                println!(
+                    "  {}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
+                    bug.name(),
+                    b.runs,
+                    b.steps,
+                    other.as_ref().map(|f| f.property)
+                );
+            }
+        }
+        variants.push(format!(
+            "{{\"name\":\"{}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
+            bug.name(),
+            b.failure.as_ref().is_some_and(|f| f.property == expected),
+            b.runs,
+            b.steps
+        ));
+    }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!(
-        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
+        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"fifo\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
         out.runs,
         out.steps,
         out.failure.is_none(),
         m.runs,
         m.steps,
         m.failure.is_none(),
+        f.runs,
+        f.steps,
+        f.failure.is_none(),
         variants.join(",")
     );
     if !ok {

@@ -991,11 +991,15 @@ impl Store for HttpStore {
             (":prev", Attr::N(previous_ticket)),
             (":pprev", Attr::N(position.saturating_sub(1))),
         ];
-        let names = [("#tn", item::TICKET_NEXT), ("#qn", item::QUEUE_NEXT)];
+        let names = [
+            ("#tn", item::TICKET_NEXT),
+            ("#qn", item::QUEUE_NEXT),
+            ("#ft", item::FENCING_TOKEN),
+        ];
         self.update(
             head,
             "SET #tn = :prev, #qn = :pprev",
-            "#qn = :p AND #tn = :t",
+            "#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)",
             &names,
             &values,
             "NONE",

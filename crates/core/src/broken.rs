@@ -23,11 +23,17 @@ pub enum Broken {
     /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
     /// `guid` it knows, and that heartbeat may land after it.
     ReleaseSkipsHeartbeat,
+    /// A Fifo grant without the condition that the head's token is below the ticket.
+    FifoGrantIgnoresToken,
+    /// A Fifo acquisition that gives up without releasing a grant that may have landed.
+    FifoGiveUpKeepsGrant,
 }
 
 impl Broken {
     /// The variants of the heartbeat's timing (the lease-timing model and the simulator).
     pub const TIMING: [Broken; 2] = [Broken::LateReplyExtends, Broken::LostAfterDeadline];
+    /// The variants of Fifo (the Fifo machines model and the simulator).
+    pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -38,6 +44,8 @@ impl Broken {
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
+            Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",
+            Broken::FifoGiveUpKeepsGrant => "Fifo give-up that keeps a grant that may have landed",
         }
     }
 }

@@ -14,6 +14,8 @@
 //! - `waiting`: a waiter's first place in line (the item's waiting mark).
 //! - `fail_closed`: a FailClosed acquisition as a state machine.
 //! - `fail_open`: a FailOpen acquisition (take, wait-out, `trustLocalTime`) as a state machine.
+//! - `fifo`: a Fifo acquisition (ticket, queue entry, watching the entry ahead, grant, give
+//!   up, dead entries; several resources with one ticket) as a state machine.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
@@ -29,6 +31,7 @@
 pub mod broken;
 pub mod fail_closed;
 pub mod fail_open;
+pub mod fifo;
 pub mod handover;
 pub mod heartbeat;
 pub mod held;

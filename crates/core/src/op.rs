@@ -11,6 +11,7 @@
 //! smaller abstraction of it that keeps only what conditions read (the model checker's item).
 //! The HTTP store states the same conditions as DynamoDB condition expressions.
 
+use crate::broken::{self, Broken};
 use crate::item::{Guid, LockData, LockRecord, Version, RELEASED_LEASE_MS};
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
@@ -84,6 +85,10 @@ pub trait Record: Clone {
     fn lock_acquired_time_unix_ms(&self) -> Option<u64>;
     fn ticket_next(&self) -> Option<u64>;
     fn queue_next(&self) -> Option<u64>;
+    /// `queueGranted`: the queue position of the last entry granted a Fifo head.
+    fn queue_granted(&self) -> Option<u64>;
+    /// The `guid`, if the item carries one that the protocol can write back.
+    fn guid(&self) -> Option<Self::Guid>;
     fn lock_waiting_unix_ms(&self) -> Option<u64>;
     fn lock_waiter(&self) -> Option<&str>;
     fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
@@ -313,9 +318,12 @@ pub fn tickets_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
     })
 }
 
-/// `ticket` at `position` are still the last ticket and position issued.
+/// `ticket` at `position` are still the last ticket and position issued, and `ticket` was
+/// never granted (a grant that landed unseen keeps its ticket: given back, it would let the
+/// next ticket repeat a fencing token).
 pub fn last_issued<R: Record>(head: Option<&R>, ticket: u64, position: u64) -> bool {
     head.is_some_and(|h| h.queue_next() == Some(position) && h.ticket_next() == Some(ticket))
+        && token_below(head, ticket)
 }
 
 /// The head's fencing token is lower than `ticket` (or absent): grants go in ticket order.
@@ -351,7 +359,8 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         Op::FifoReserve { ticket } => tickets_below(item, *ticket),
         Op::FifoUntake { ticket, position, .. } => last_issued(item, *ticket, *position),
         Op::FifoGrant { ticket, waited_out, .. } => {
-            (free(item) || still_version(item, *waited_out)) && token_below(item, *ticket)
+            (free(item) || still_version(item, *waited_out))
+                && (token_below(item, *ticket) || broken::on(Broken::FifoGrantIgnoresToken))
         }
         Op::FifoDeleteFinished => released(item),
         Op::FifoTouchEntry { .. } => item.is_some() && !released(item),
@@ -561,6 +570,12 @@ impl Record for LockRecord {
     }
     fn queue_next(&self) -> Option<u64> {
         LockRecord::queue_next(self)
+    }
+    fn queue_granted(&self) -> Option<u64> {
+        LockRecord::queue_granted(self)
+    }
+    fn guid(&self) -> Option<Guid> {
+        self.guid.as_deref().and_then(|g| Guid::try_from(g).ok())
     }
     fn lock_waiting_unix_ms(&self) -> Option<u64> {
         self.lock_waiting_unix_ms
@@ -818,5 +833,43 @@ mod tests {
                 queue_granted: None,
             })
         );
+    }
+
+    #[test]
+    fn a_granted_ticket_is_never_given_back() {
+        let (head, _) = apply(&Op::FifoTicket, Some(held(1, 4)));
+        let fields = OpenFields {
+            owner: "w",
+            lease_duration_ms: 1000,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+        };
+        let released = LockRecord {
+            lease_duration_ms: Some(RELEASED_LEASE_MS),
+            ..head.unwrap()
+        };
+        // The grant lands (its answer is lost) and the waiter releases it as it gives up.
+        let grant = Op::FifoGrant {
+            fields: &fields,
+            guid: &[7; 64],
+            ticket: 5,
+            position: 1,
+            waited_out: None,
+        };
+        let (granted, reply) = apply(&grant, Some(released));
+        assert_eq!(reply, Reply::Done);
+        let untake = Op::FifoUntake {
+            ticket: 5,
+            position: 1,
+            previous_ticket: 4,
+        };
+        let (after, reply) = apply(&untake, granted.clone());
+        assert!(matches!(reply, Reply::Refused(_)), "{reply:?}");
+        assert_eq!(after, granted);
+        // So the next ticket is above the token: no ticket repeats a token, and none is out.
+        assert_eq!(last_ticket(after.as_ref()), 5);
+        assert!(no_ticket_out(after.as_ref()));
     }
 }

@@ -1,0 +1,1886 @@
+//! Fifo acquisition as a state machine: a fair lock. Each resource has a queue, and waiters
+//! are granted the resource in the order of their tickets; the ticket is the fencing token.
+//!
+//! Per resource there is a head item, key (resource, `"lock"`), shaped like a FailOpen lock
+//! item (`owner`, `guid`, `fencingToken`, `leaseDurationMs`, `1` once released) plus three
+//! counters: `ticketNext` (the last ticket issued), `queueNext` (the last queue position
+//! issued) and `queueGranted` (the position of the last entry granted the lock). Mutual
+//! exclusion and the rise of tokens live in the head item's conditional writes; the queue only
+//! decides whose turn it is.
+//!
+//! - Uncontended: one `UpdateItem` on the head takes it if it is free and no ticket is out.
+//! - Otherwise a waiter takes a ticket and a position (one `UpdateItem`), writes its queue
+//!   entry at (resource, `"q#"` + position) and watches only the entry just ahead of it. When
+//!   every entry between the holder and itself is finished, it is next in line and watches the
+//!   head; it is granted the head (one conditional `UpdateItem`) once it is free, or once the
+//!   holder's version has not changed for the holder's lease on the waiter's own clock.
+//! - Queue entries are heartbeated by the scheduler of held locks. An entry whose `guid` has
+//!   not changed for its lease is taken for dead: the waiter behind marks it finished
+//!   (`leaseDurationMs` 1, new `guid`, so that its owner learns it). A position whose entry is
+//!   still missing a lease after it was first seen missing (its owner died between taking the
+//!   ticket and writing the entry) gets a finished entry written in its place.
+//! - Several resources share one ticket, greater than every resource's `ticketNext`: every
+//!   queue orders the same tickets the same way, so the smallest live ticket is first
+//!   everywhere and two acquisitions of the same resources in any order cannot deadlock.
+//! - A waiter that gives up (its wait ended, it was cancelled, or it may not wait at all)
+//!   removes its entry and gives its ticket back if it is still the last one issued;
+//!   otherwise a finished entry stays for the waiters behind to pass. A grant that may have
+//!   landed unseen is released.
+//! - A release in this client wakes this client's next waiter at once, without a poll.
+//!
+//! Queue positions, not tickets, key the entries: tickets of several resources skip numbers in
+//! a queue, while positions leave no gap, so that a missing entry is always the one just ahead.
+//!
+//! The machine (`Acquire`) does no I/O and reads no clock: it asks its caller for requests
+//! (`Request`, addressed to a resource's head or one of its entries), waits and effects on
+//! this client's own state (`Act`), and is told the time (`Env`) and what this client knows
+//! locally (`Here`: its own entries and held heads, which spare requests).
+
+use std::time::Duration;
+
+use crate::broken::{self, Broken};
+use crate::op::{self, Record};
+use crate::request::{Answer, Attempts, Ended, Env, Policy, Reply, Time};
+use crate::settings::Lock;
+
+/// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
+/// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
+pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
+/// Tickets an acquisition takes before it gives up: a new one is taken only when waiters
+/// behind took this one for dead, or, for several resources, when another acquisition took a
+/// higher ticket for one of them meanwhile.
+pub const MAX_ROUNDS: u32 = 16;
+
+/// One request of a Fifo acquisition, addressed to resource `resource` (an index into the
+/// acquisition's resources): its head item, or its queue entry at `position`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Request<G, V> {
+    /// A strongly consistent read of the head (`position` `None`) or of an entry.
+    Get { resource: usize, position: Option<u64> },
+    /// `Op::FifoTakeFree` on the head: the holder's fields with `guid`.
+    TakeFree { resource: usize, guid: G },
+    /// `Op::FifoTicket` on the head.
+    Ticket { resource: usize },
+    /// `Op::FifoReserve` on the head.
+    Reserve { resource: usize, ticket: u64 },
+    /// `Op::FifoUntake` on the head.
+    Untake {
+        resource: usize,
+        ticket: u64,
+        position: u64,
+        previous: u64,
+    },
+    /// `Op::FifoPutEntry` at `position`: a live entry with the client's lease, or a finished
+    /// one (`leaseDurationMs` 1).
+    PutEntry {
+        resource: usize,
+        position: u64,
+        guid: G,
+        ticket: u64,
+        finished: bool,
+    },
+    /// `Op::FifoGrant` on the head.
+    Grant {
+        resource: usize,
+        guid: G,
+        ticket: u64,
+        position: u64,
+        waited_out: Option<V>,
+    },
+    /// `Op::FifoFinishEntry` at `position`: if it still carries `seen`.
+    FinishEntry {
+        resource: usize,
+        position: u64,
+        seen: G,
+        new_guid: G,
+    },
+    /// `Op::FifoTouchEntry` at `position`.
+    TouchEntry { resource: usize, position: u64 },
+    /// `Op::Release` of the head, if it carries `guid` (a grant that may have landed unseen).
+    ReleaseHead { resource: usize, guid: G },
+    /// `Op::DeleteIfGuid` of the entry at `position`.
+    DeleteEntry {
+        resource: usize,
+        position: u64,
+        guids: Vec<G>,
+    },
+}
+
+impl<G, V> Request<G, V> {
+    /// The resource it goes to, and the entry position (`None`: the head).
+    pub fn place(&self) -> (usize, Option<u64>) {
+        match self {
+            Request::Get { resource, position } => (*resource, *position),
+            Request::TakeFree { resource, .. }
+            | Request::Ticket { resource }
+            | Request::Reserve { resource, .. }
+            | Request::Untake { resource, .. }
+            | Request::Grant { resource, .. }
+            | Request::ReleaseHead { resource, .. } => (*resource, None),
+            Request::PutEntry { resource, position, .. }
+            | Request::FinishEntry { resource, position, .. }
+            | Request::TouchEntry { resource, position }
+            | Request::DeleteEntry { resource, position, .. } => (*resource, Some(*position)),
+        }
+    }
+}
+
+/// What this client knows of one of its queue entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mine {
+    Waiting,
+    Finished,
+    Granted(u64),
+}
+
+/// What the machine is told of the client it runs in, besides answers and time: state this
+/// client keeps for all its acquisitions, and new `guid`s.
+pub trait Here<G> {
+    /// A new random `guid`.
+    fn guid(&mut self) -> G;
+    /// An acquisition of this client waits in `resource`'s queue, or a lock of this client
+    /// holds its head.
+    fn busy(&self, resource: usize) -> bool;
+    /// What this client knows of the entry at `position` of `resource`'s queue.
+    fn entry(&self, resource: usize, position: u64) -> Option<Mine>;
+    /// Whether this client holds `resource`'s head with `token` (`Some(false)`: its release
+    /// wakes the waiters) or released it just now (`Some(true)`).
+    fn holder(&self, resource: usize, token: u64) -> Option<bool>;
+    /// This acquisition's heartbeated entry in `resource`'s queue was found lost.
+    fn entry_lost(&self, resource: usize) -> bool;
+    /// Until when the lock this acquisition was granted on `resource` is held, as its
+    /// heartbeats know it.
+    fn held_until(&self, resource: usize) -> Option<Time>;
+}
+
+/// What the machine is stepped with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input<R: Record, E> {
+    /// An answer to the request the last `Act::Send` asked for.
+    Answer(Answer<R, E>),
+    /// The last wait ended (its time came, this client's queue state changed, or the
+    /// acquisition was cancelled), or the last effect was carried out.
+    Resume,
+    /// Every `guid` the entry stopped by `Act::StopEntry` may carry.
+    Guids(Vec<R::Guid>),
+}
+
+/// How an acquisition ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome<E> {
+    /// Every resource is held (`Act::Hold` named each lock).
+    Granted,
+    /// Waited as long as allowed (or not at all): `FailedToAcquireLock`.
+    NotAcquired,
+    Aborted,
+    /// A grant was answered only after its whole lease: it is released, not held.
+    Lost,
+    Failed(E),
+}
+
+/// What the caller does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Act<G, V, E> {
+    /// Send `req`, timing out at `timeout_at` (as `Step::Send`); step with its answer.
+    Send {
+        req: Request<G, V>,
+        timeout_at: Time,
+    },
+    /// Step again (`Resume`) at `until`. `watch`: or as soon as this client's queue state
+    /// changes (since the last `Arm`), or the acquisition is cancelled.
+    Wait {
+        until: Time,
+        watch: bool,
+    },
+    /// Start noticing changes of this client's queue state, before the machine reads it.
+    Arm,
+    /// This acquisition waits at `position` in `resource`'s queue.
+    Join {
+        resource: usize,
+        position: u64,
+    },
+    /// It no longer waits at `position`: the entry is `mine` now, or unknown (`None`).
+    Leave {
+        resource: usize,
+        position: u64,
+        mine: Option<Mine>,
+    },
+    /// The queue entry at `position`, carrying `guid`, is written: heartbeat it, its lease
+    /// counting from `sent_at`.
+    Entry {
+        resource: usize,
+        position: u64,
+        guid: G,
+        sent_at: Time,
+    },
+    /// Stop the entry's heartbeats; step with `Input::Guids`.
+    StopEntry {
+        resource: usize,
+    },
+    /// The head is held with `guid` and `token`, its lease counting from `sent_at`: a held
+    /// lock, heartbeated. `leave`: the position this acquisition waited at, now granted.
+    Hold {
+        resource: usize,
+        guid: G,
+        token: u64,
+        sent_at: Time,
+        leave: Option<u64>,
+    },
+    /// Release the lock held on `resource` (as a held lock's release does), then resume.
+    ReleaseHeld {
+        resource: usize,
+    },
+    /// In the background: stop and remove the entries of `entries` (`DeleteIfGuid` with every
+    /// `guid` they may carry) and the finished entries passed (`FifoDeleteFinished`).
+    Cleanup {
+        entries: Vec<usize>,
+        passed: Vec<(usize, u64)>,
+    },
+    Done(Outcome<E>),
+}
+
+/// Why the waiting stopped short of a grant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Stop<E> {
+    /// Others took this acquisition's place in a queue for dead: take a new ticket.
+    Dead,
+    End(Outcome<E>),
+}
+
+/// What a waiter has seen of the item it watches, and since when on its own clock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Watch<G, V> {
+    Nothing,
+    Entry { guid: Option<G>, since: Time },
+    Missing { since: Time },
+    Head { version: V, since: Time },
+}
+
+/// Where one resource's waiter is: the request it waits for, or the step of giving up.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum QPhase {
+    Idle,
+    /// Reading the entry at the cursor; `now` when the step began, `period` of re-reads.
+    ReadEntry {
+        now: Time,
+        period: Duration,
+    },
+    FinishEntry {
+        now: Time,
+    },
+    /// Reading the head after the entry at the cursor was missing.
+    ReadHeadMissing {
+        now: Time,
+    },
+    PutMarker {
+        now: Time,
+    },
+    ReadHead {
+        now: Time,
+    },
+    Grant,
+    /// The grant's `Hold` was carried out.
+    Granted,
+    WriteEntry {
+        guid_sent: Time,
+    },
+    /// Reading the entry back after a refused write that may have met our own.
+    WriteEntrySettle {
+        guid_sent: Time,
+    },
+    GiveUpHeld,
+    GiveUpMaybeGranted,
+    GiveUpStop,
+    GiveUpDelete,
+    GiveUpUntake,
+    GiveUpMarker,
+    GiveUpLeave,
+}
+
+/// One resource of an acquisition: its ticket and place in the queue, and what it has seen.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Queued<R: Record> {
+    resource: usize,
+    ticket: u64,
+    position: u64,
+    /// `ticketNext` before this ticket: what giving the ticket back restores.
+    previous_ticket: u64,
+    /// The `guid` the head is granted with.
+    guid: R::Guid,
+    /// A heartbeated queue entry was written (`Act::Entry`), and not stopped since.
+    entry: bool,
+    /// The `guid` of the entry being written.
+    entry_guid: Option<R::Guid>,
+    touch_at: Time,
+    /// The position being looked at: everything between it and this one is finished.
+    cursor: u64,
+    /// The last granted position and token seen; everything up to it is finished or holds.
+    granted_position: u64,
+    head_token: u64,
+    /// A head item read and not yet acted on.
+    fresh_head: Option<Option<R>>,
+    next_read: Time,
+    watch: Watch<R::Guid, R::Version>,
+    /// The token of a local release already acted on without a read.
+    local_release_tried: u64,
+    /// Another entry was found at this waiter's position: the position is not given back.
+    displaced: bool,
+    /// Finished entries passed, deleted once the lock is granted.
+    passed: Vec<u64>,
+    /// When the last grant was sent, and whether one may have landed unseen.
+    grant_sent_at: Time,
+    maybe_granted: bool,
+    granted: bool,
+    /// Whether this client's registry still counts this entry as waiting.
+    joined: bool,
+    /// Giving up: the position is settled already (not to be given back).
+    settled: bool,
+    phase: QPhase,
+}
+
+/// What a step of one waiter came to.
+enum QStep {
+    /// Nothing to do before this time (or before this client's queue state changes).
+    Wait(Time),
+}
+
+/// A waiter's step: an act to hand out (the waiter waits for its answer), or where it got.
+enum QRes<G, V, E> {
+    Act(Act<G, V, E>),
+    Step(QStep),
+}
+
+type QOut<R, E> = Result<Res<R, E>, Stop<E>>;
+
+/// What comes after giving up every resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum After<E> {
+    /// Enter again with this ticket (a higher one was issued for one of the resources).
+    Reenter(u64),
+    /// The acquisition's place was taken for dead: a new round, if the wait allows.
+    Dead,
+    End(Outcome<E>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase<E> {
+    TakeFree,
+    /// Reading the head after the uncontended take's failure (`Some`) or refusal (`None`).
+    TakeFreeSettle(Option<E>),
+    /// The uncontended take's `Hold` was carried out.
+    TakeFreeHeld,
+    Ticket,
+    Reserve,
+    ReserveRead,
+    /// The waiter just queued was joined.
+    Joined,
+    /// Giving up resource `usize` of every queued one.
+    GiveUp(usize, After<E>),
+    RunArm,
+    /// Stepping waiter `usize`.
+    Run(usize),
+    /// Writing the entry of waiter `usize`; `Time`: when the waiters step next.
+    Write(usize, Time),
+    Touch(usize, Time),
+    RunWait,
+    Cleanup,
+    /// Releasing the held lock of resource `usize`, then ending with the outcome.
+    Release(usize, Outcome<E>),
+    Over,
+}
+
+/// One Fifo acquisition of one or more resources (sorted, distinct), with one ticket.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Acquire<R: Record, E> {
+    s: Lock,
+    resources: usize,
+    no_wait: bool,
+    deadline: Option<Time>,
+    /// Acquisition rounds started (tickets taken for dead included).
+    rounds: u32,
+    /// Rounds of taking a ticket for every resource within this acquisition round.
+    enter_rounds: u32,
+    ticket: Option<u64>,
+    queued: Vec<Queued<R>>,
+    /// The uncontended take: its `guid`, when it was sent, and the policy of its settling
+    /// read.
+    take_guid: Option<R::Guid>,
+    take_sent_at: Time,
+    settle: Policy,
+    /// The waiters' next wake-up, and the first error of writing entries.
+    wait: Time,
+    write_error: Option<Stop<E>>,
+    /// Whether the last failed attempt was transient (a read that failed for now).
+    transient: bool,
+    /// A request is pausing between attempts.
+    retrying: bool,
+    pending: Sent<R::Guid, R::Version>,
+    phase: Phase<E>,
+}
+
+type A<R, E> = Act<<R as Record>::Guid, <R as Record>::Version, E>;
+/// The request in flight (or pausing between attempts), and its attempts.
+type Sent<G, V> = Option<(Request<G, V>, Attempts)>;
+type Res<R, E> = QRes<<R as Record>::Guid, <R as Record>::Version, E>;
+
+impl<R, E> Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone + PartialEq,
+    R::Version: Clone,
+    E: Clone,
+{
+    /// Starts an acquisition of `resources` resources. `wait`: how long to wait for the turn
+    /// (`None`: without end; zero: fail at once if anyone is ahead).
+    pub fn start(
+        s: Lock,
+        resources: usize,
+        wait: Option<Duration>,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> (Self, A<R, E>) {
+        let mut m = Acquire {
+            s,
+            resources,
+            no_wait: wait.is_some_and(|w| w.is_zero()),
+            deadline: wait.and_then(|w| env.now.checked_add(w)),
+            rounds: 0,
+            enter_rounds: 0,
+            ticket: None,
+            queued: Vec::new(),
+            take_guid: None,
+            take_sent_at: env.now,
+            settle: s.policy(s.max_attempts),
+            wait: env.now,
+            write_error: None,
+            transient: false,
+            retrying: false,
+            pending: None,
+            phase: Phase::Over,
+        };
+        let act = m.begin(env, here);
+        (m, act)
+    }
+
+    /// The machine is over.
+    pub fn is_over(&self) -> bool {
+        matches!(self.phase, Phase::Over)
+    }
+
+    fn policy(&self) -> Policy {
+        self.s.policy(self.s.max_attempts)
+    }
+
+    fn over(&mut self, o: Outcome<E>) -> A<R, E> {
+        self.phase = Phase::Over;
+        Act::Done(o)
+    }
+
+    /// Sends `req` under `policy`.
+    fn send(&mut self, req: Request<R::Guid, R::Version>, policy: Policy, env: &Env) -> A<R, E> {
+        let mut attempts = Attempts::new(policy);
+        let timeout_at = attempts.send(env.now);
+        self.pending = Some((req.clone(), attempts));
+        self.retrying = false;
+        Act::Send { req, timeout_at }
+    }
+
+    /// An answer to the pending request: how the request ended, or the act that retries it.
+    fn ended(&mut self, a: Answer<R, E>, env: &Env) -> Result<Ended<R, E>, A<R, E>> {
+        let Some((_, attempts)) = self.pending.as_mut() else {
+            unreachable!("an answer without a request");
+        };
+        match a {
+            Answer::Done(r) => Ok(Ended::Ok(r)),
+            Answer::Refused(current) => Ok(Ended::Refused {
+                current,
+                ambiguous: attempts.ambiguous,
+            }),
+            Answer::Failed {
+                error,
+                transient,
+                maybe_applied,
+            } => {
+                self.transient = transient;
+                match attempts.failed(transient, maybe_applied, env.now, env.random) {
+                    Some(until) => {
+                        self.retrying = true;
+                        Err(Act::Wait { until, watch: false })
+                    }
+                    None => Ok(Ended::Failed {
+                        error,
+                        ambiguous: attempts.ambiguous,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Steps the machine with `input`.
+    pub fn step(&mut self, input: Input<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match input {
+            Input::Answer(a) => match self.ended(a, env) {
+                Err(act) => act,
+                Ok(ended) => {
+                    self.pending = None;
+                    self.on_ended(ended, env, here)
+                }
+            },
+            Input::Resume if self.retrying => {
+                self.retrying = false;
+                let Some((req, attempts)) = self.pending.as_mut() else {
+                    unreachable!("a retry without a request");
+                };
+                let timeout_at = attempts.send(env.now);
+                Act::Send {
+                    req: req.clone(),
+                    timeout_at,
+                }
+            }
+            Input::Resume => self.on_resume(env, here),
+            Input::Guids(guids) => match self.phase {
+                Phase::GiveUp(i, _) if self.queued[i].phase == QPhase::GiveUpStop => {
+                    let q = &mut self.queued[i];
+                    q.phase = QPhase::GiveUpDelete;
+                    let req = Request::DeleteEntry {
+                        resource: q.resource,
+                        position: q.position,
+                        guids,
+                    };
+                    self.send(req, self.policy(), env)
+                }
+                _ => unreachable!("guids of an entry not stopped"),
+            },
+        }
+    }
+
+    fn begin(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
+        // While this client itself waits for or holds the resource, the one-request path is
+        // refused for sure: go to the queue at once.
+        if self.resources == 1 && (self.no_wait || !here.busy(0)) {
+            let guid = here.guid();
+            self.take_guid = Some(guid.clone());
+            self.take_sent_at = env.now;
+            let budget = self.s.budget(self.s.max_attempts, env.now);
+            self.settle = budget.settle;
+            self.phase = Phase::TakeFree;
+            return self.send(Request::TakeFree { resource: 0, guid }, budget.writes, env);
+        }
+        self.round(env, here)
+    }
+
+    /// The uncontended take landed with `token`: a held lock.
+    fn taken(&mut self, token: u64) -> A<R, E> {
+        self.phase = Phase::TakeFreeHeld;
+        let Some(guid) = self.take_guid.clone() else {
+            unreachable!("a take without a guid");
+        };
+        Act::Hold {
+            resource: 0,
+            guid,
+            token,
+            sent_at: self.take_sent_at,
+            leave: None,
+        }
+    }
+
+    /// The uncontended take was refused by `current`.
+    fn take_refused(&mut self, current: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if let Some(h) = &current {
+            if self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
+                return self.taken(h.fencing_token().unwrap_or(0));
+            }
+            if self.no_wait && !op::free(Some(h)) {
+                return self.over(Outcome::NotAcquired);
+            }
+        }
+        self.round(env, here)
+    }
+
+    /// A new round: a new ticket for every resource.
+    fn round(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if self.rounds >= MAX_ROUNDS {
+            return self.over(Outcome::NotAcquired);
+        }
+        self.rounds += 1;
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
+        self.enter_rounds = 0;
+        self.ticket = None;
+        self.queued.clear();
+        self.enter_round(env, here)
+    }
+
+    /// Takes the ticket and a queue position for every resource, from the first.
+    fn enter_round(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if self.enter_rounds >= MAX_ROUNDS {
+            return self.stop(Stop::End(Outcome::NotAcquired), env, here);
+        }
+        self.enter_rounds += 1;
+        self.enter_next(env)
+    }
+
+    fn enter_next(&mut self, env: &Env) -> A<R, E> {
+        let resource = self.queued.len();
+        if resource == self.resources {
+            self.phase = Phase::RunArm;
+            return Act::Arm;
+        }
+        match self.ticket {
+            None => {
+                self.phase = Phase::Ticket;
+                self.send(Request::Ticket { resource }, self.policy(), env)
+            }
+            Some(ticket) => {
+                self.phase = Phase::Reserve;
+                self.send(Request::Reserve { resource, ticket }, self.policy(), env)
+            }
+        }
+    }
+
+    /// The next resource is queued with the ticket, after `before` (the head before).
+    fn queue(&mut self, before: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        let resource = self.queued.len();
+        let before = before.as_ref();
+        let position = before.and_then(R::queue_next).unwrap_or(0) + 1;
+        let q = Queued {
+            resource,
+            ticket: self.ticket.unwrap_or_default(),
+            position,
+            previous_ticket: op::last_ticket(before),
+            guid: here.guid(),
+            entry: false,
+            entry_guid: None,
+            touch_at: env.now,
+            cursor: position - 1,
+            granted_position: before.and_then(R::queue_granted).unwrap_or(0),
+            head_token: before.and_then(R::fencing_token).unwrap_or(0),
+            // Taking the ticket changed none of the holder's attributes.
+            fresh_head: Some(before.cloned()),
+            next_read: env.now,
+            watch: Watch::Nothing,
+            local_release_tried: 0,
+            displaced: false,
+            passed: Vec::new(),
+            grant_sent_at: env.now,
+            maybe_granted: false,
+            granted: false,
+            joined: true,
+            settled: false,
+            phase: QPhase::Idle,
+        };
+        self.queued.push(q);
+        self.phase = Phase::Joined;
+        Act::Join { resource, position }
+    }
+
+    /// A reservation was refused: a higher ticket was issued for this resource, and every
+    /// resource takes one above it.
+    fn reserve_refused(&mut self, current: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        let t = self.ticket.unwrap_or_default();
+        let next = op::last_ticket(current.as_ref()).max(t) + 1;
+        self.give_up_all(After::Reenter(next), env, here)
+    }
+
+    fn on_ended(&mut self, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::TakeFree => match ended {
+                Ended::Ok(r) => self.taken(match r {
+                    Reply::Token(t) => t,
+                    _ => 0,
+                }),
+                Ended::Refused { current: Some(cur), .. } => self.take_refused(cur, env, here),
+                // An earlier attempt of this request may be what the condition met.
+                Ended::Refused {
+                    current: None,
+                    ambiguous: true,
+                } => {
+                    self.phase = Phase::TakeFreeSettle(None);
+                    self.send(
+                        Request::Get {
+                            resource: 0,
+                            position: None,
+                        },
+                        self.settle,
+                        env,
+                    )
+                }
+                Ended::Refused { current: None, .. } => self.round(env, here),
+                Ended::Failed { error, ambiguous: true } => {
+                    self.phase = Phase::TakeFreeSettle(Some(error));
+                    self.send(
+                        Request::Get {
+                            resource: 0,
+                            position: None,
+                        },
+                        self.settle,
+                        env,
+                    )
+                }
+                Ended::Failed { error, .. } => self.over(Outcome::Failed(error)),
+            },
+            Phase::TakeFreeSettle(failure) => {
+                let item = match ended {
+                    Ended::Ok(Reply::Item(i)) => Some(i),
+                    _ => None,
+                };
+                match (failure, item) {
+                    (None, Some(cur)) => self.take_refused(cur, env, here),
+                    (None, None) => self.round(env, here),
+                    (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
+                        true => self.taken(h.fencing_token().unwrap_or(0)),
+                        false => self.over(Outcome::Failed(error)),
+                    },
+                    (Some(error), _) => self.over(Outcome::Failed(error)),
+                }
+            }
+            Phase::Ticket => match ended {
+                Ended::Ok(r) => {
+                    let before = match r {
+                        Reply::Item(i) => i,
+                        _ => None,
+                    };
+                    self.ticket = Some(op::last_ticket(before.as_ref()) + 1);
+                    self.queue(before, env, here)
+                }
+                Ended::Refused { .. } => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+                Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
+            },
+            Phase::Reserve => match ended {
+                Ended::Ok(r) => {
+                    let before = match r {
+                        Reply::Item(i) => i,
+                        _ => None,
+                    };
+                    self.queue(before, env, here)
+                }
+                Ended::Refused { current: Some(cur), .. } => self.reserve_refused(cur, env, here),
+                Ended::Refused { current: None, .. } => {
+                    self.phase = Phase::ReserveRead;
+                    let resource = self.queued.len();
+                    self.send(
+                        Request::Get {
+                            resource,
+                            position: None,
+                        },
+                        self.policy(),
+                        env,
+                    )
+                }
+                Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
+            },
+            Phase::ReserveRead => match ended {
+                Ended::Ok(Reply::Item(cur)) => self.reserve_refused(cur, env, here),
+                Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
+                _ => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+            },
+            Phase::Run(k) => {
+                let res = self.q_answer(k, ended, env, here);
+                self.run_res(k, res, env, here)
+            }
+            Phase::Write(w, until) => {
+                self.wait = until;
+                self.write_answer(w, ended, env, here)
+            }
+            Phase::Touch(t, until) => {
+                let q = &mut self.queued[t];
+                q.touch_at = match ended {
+                    // Refused: the entry was finished by others, which its heartbeat reports.
+                    Ended::Ok(_) | Ended::Refused { .. } => env.now + ENTRY_TTL_MARGIN / 2,
+                    Ended::Failed { .. } => env.now + self.s.queue_reread,
+                };
+                let until = until.min(q.touch_at);
+                self.touch_from(t + 1, until, env)
+            }
+            Phase::GiveUp(i, after) => {
+                self.phase = Phase::GiveUp(i, after.clone());
+                let next = self.gu_answer(i, ended, env, here);
+                self.gu_then(i, next, after, env, here)
+            }
+            _ => unreachable!("an answer the machine did not ask for"),
+        }
+    }
+
+    fn on_resume(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::TakeFreeHeld | Phase::Cleanup => self.settle_held(env, here),
+            Phase::Joined => self.enter_next(env),
+            Phase::RunArm => {
+                if env.cancelled {
+                    return self.stop(Stop::End(Outcome::Aborted), env, here);
+                }
+                self.run_from(0, env, here)
+            }
+            Phase::Run(k) => {
+                // The grant's `Hold` was carried out.
+                self.queued[k].phase = QPhase::Idle;
+                self.run_from(k + 1, env, here)
+            }
+            Phase::Write(w, until) => {
+                self.wait = until;
+                self.write_from(w + 1, env, here)
+            }
+            Phase::RunWait => {
+                if env.cancelled {
+                    return self.stop(Stop::End(Outcome::Aborted), env, here);
+                }
+                self.phase = Phase::RunArm;
+                Act::Arm
+            }
+            Phase::GiveUp(i, after) => {
+                // A held lock released, or the registry told: this resource is given up.
+                self.queued[i].phase = QPhase::Idle;
+                self.give_up_next(i + 1, after, env, here)
+            }
+            Phase::Release(r, outcome) => self.release_from(r + 1, outcome),
+            _ => unreachable!("a resume the machine did not ask for"),
+        }
+    }
+
+    /// Every resource is held: unless the acquisition was cancelled meanwhile, or a grant was
+    /// answered only after its whole lease (the next in line may already have passed it by).
+    fn settle_held(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if env.cancelled {
+            return self.release_from(0, Outcome::Aborted);
+        }
+        let late = (0..self.resources).any(|r| here.held_until(r).is_some_and(|at| at <= env.now));
+        if late {
+            return self.release_from(0, Outcome::Lost);
+        }
+        self.over(Outcome::Granted)
+    }
+
+    fn release_from(&mut self, resource: usize, outcome: Outcome<E>) -> A<R, E> {
+        if resource >= self.resources {
+            return self.over(outcome);
+        }
+        self.phase = Phase::Release(resource, outcome);
+        Act::ReleaseHeld { resource }
+    }
+
+    // Waiting: every waiter steps in order until one has to wait.
+
+    fn run_res(&mut self, k: usize, res: QOut<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match res {
+            Ok(QRes::Act(a)) => {
+                self.phase = Phase::Run(k);
+                a
+            }
+            Ok(QRes::Step(QStep::Wait(at))) => self.run_waiting(at, env, here),
+            Err(stop) => self.stop(stop, env, here),
+        }
+    }
+
+    fn run_from(&mut self, k: usize, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        let Some(k) = (k..self.queued.len()).find(|&k| !self.queued[k].granted) else {
+            return self.finish();
+        };
+        let res = self.q_step(k, env, here);
+        self.run_res(k, res, env, here)
+    }
+
+    /// A waiter waits until `at`: the entries are written, their TTLs moved on, then the
+    /// acquisition waits.
+    fn run_waiting(&mut self, at: Time, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if self.deadline.is_some_and(|d| env.now >= d) {
+            return self.stop(Stop::End(Outcome::NotAcquired), env, here);
+        }
+        self.wait = at;
+        self.write_error = None;
+        self.write_from(0, env, here)
+    }
+
+    /// Writes the entries not written yet, from waiter `w` on.
+    fn write_from(&mut self, w: usize, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        if let Some(w) = (w..self.queued.len()).find(|&w| !self.queued[w].entry && !self.queued[w].granted) {
+            let guid = here.guid();
+            let q = &mut self.queued[w];
+            q.entry_guid = Some(guid.clone());
+            q.phase = QPhase::WriteEntry { guid_sent: env.now };
+            let req = Request::PutEntry {
+                resource: q.resource,
+                position: q.position,
+                guid,
+                ticket: q.ticket,
+                finished: false,
+            };
+            self.phase = Phase::Write(w, self.wait);
+            return self.send(req, self.policy(), env);
+        }
+        if let Some(e) = self.write_error.take() {
+            return self.stop(e, env, here);
+        }
+        let until = self.wait;
+        self.touch_from(0, until, env)
+    }
+
+    fn write_answer(&mut self, w: usize, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        let q = &mut self.queued[w];
+        let (QPhase::WriteEntry { guid_sent } | QPhase::WriteEntrySettle { guid_sent }) = q.phase else {
+            unreachable!("an entry write answer in {:?}", q.phase);
+        };
+        let settling = matches!(q.phase, QPhase::WriteEntrySettle { .. });
+        let guid = q.entry_guid.clone();
+        let carries = |cur: &Option<R>| {
+            cur.as_ref()
+                .is_some_and(|c| guid.as_ref().is_some_and(|g| c.carries(g)))
+        };
+        let written = match ended {
+            Ended::Ok(Reply::Item(cur)) if settling => carries(&cur),
+            Ended::Ok(_) if settling => false,
+            Ended::Ok(_) => true,
+            Ended::Refused { current: Some(cur), .. } => carries(&cur),
+            Ended::Refused {
+                current: None,
+                ambiguous: true,
+            } if !settling => {
+                q.phase = QPhase::WriteEntrySettle { guid_sent };
+                let req = Request::Get {
+                    resource: q.resource,
+                    position: Some(q.position),
+                };
+                self.phase = Phase::Write(w, self.wait);
+                return self.send(req, self.policy(), env);
+            }
+            Ended::Refused { .. } => false,
+            Ended::Failed { error, .. } => {
+                q.phase = QPhase::Idle;
+                self.write_error.get_or_insert(Stop::End(Outcome::Failed(error)));
+                return self.write_from(w + 1, env, here);
+            }
+        };
+        q.phase = QPhase::Idle;
+        if !written {
+            q.displaced = true;
+            self.write_error.get_or_insert(Stop::Dead);
+            return self.write_from(w + 1, env, here);
+        }
+        q.entry = true;
+        q.touch_at = env.now + ENTRY_TTL_MARGIN / 2;
+        self.phase = Phase::Write(w, self.wait);
+        Act::Entry {
+            resource: q.resource,
+            position: q.position,
+            guid: q
+                .entry_guid
+                .clone()
+                .unwrap_or_else(|| unreachable!("an entry without a guid")),
+            sent_at: guid_sent,
+        }
+    }
+
+    /// Moves the entries' TTLs on where due, from waiter `t` on; then waits until `until`.
+    fn touch_from(&mut self, t: usize, mut until: Time, env: &Env) -> A<R, E> {
+        for t in t..self.queued.len() {
+            let q = &self.queued[t];
+            if !q.entry {
+                until = until.min(env.now + ENTRY_TTL_MARGIN);
+                continue;
+            }
+            if env.now >= q.touch_at {
+                let req = Request::TouchEntry {
+                    resource: q.resource,
+                    position: q.position,
+                };
+                self.phase = Phase::Touch(t, until);
+                return self.send(req, self.policy(), env);
+            }
+            until = until.min(q.touch_at);
+        }
+        if let Some(d) = self.deadline {
+            until = until.min(d);
+        }
+        self.phase = Phase::RunWait;
+        Act::Wait { until, watch: true }
+    }
+
+    /// Every resource is granted: the queue entries go, and the finished ones passed.
+    fn finish(&mut self) -> A<R, E> {
+        let mut entries = Vec::new();
+        let mut passed = Vec::new();
+        for q in &mut self.queued {
+            if q.entry {
+                q.entry = false;
+                entries.push(q.resource);
+            }
+            passed.extend(q.passed.drain(..).map(|p| (q.resource, p)));
+        }
+        self.phase = Phase::Cleanup;
+        Act::Cleanup { entries, passed }
+    }
+
+    // One waiter's step: it moves on as far as it can without waiting.
+
+    fn q_step(&mut self, k: usize, env: &Env, here: &mut dyn Here<R::Guid>) -> QOut<R, E> {
+        let s = self.s;
+        loop {
+            let q = &mut self.queued[k];
+            if q.entry && here.entry_lost(q.resource) {
+                return Err(Stop::Dead);
+            }
+            let now = env.now;
+            if q.cursor > q.granted_position {
+                match here.entry(q.resource, q.cursor) {
+                    // Alive, as this process is: wait for it to change.
+                    Some(Mine::Waiting) => return Ok(QRes::Step(QStep::Wait(now + s.lease()))),
+                    Some(Mine::Finished) => {
+                        q.pass(q.cursor, now);
+                        continue;
+                    }
+                    Some(Mine::Granted(token)) => {
+                        q.granted_position = q.cursor;
+                        q.head_token = q.head_token.max(token);
+                        q.watch = Watch::Nothing;
+                        continue;
+                    }
+                    None => {}
+                }
+                if now < q.next_read {
+                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                }
+                // The closer to the holder, the more often: the waiter whose entry ahead is
+                // next in line reads every two `rereadPeriodMs`, the one behind it every three,
+                // and so on up to the queue interval, so that each learns its turn is near
+                // soon after the grant ahead of it, and k waiters cost about
+                // 1000 / rereadPeriodMs × (1/2 + 1/3 + ... + 1/k) reads per second.
+                let distance = q.cursor.saturating_sub(q.granted_position).min(1 << 16) as u32;
+                let period = s.reread.saturating_mul(distance + 1).min(s.queue_reread.max(s.reread));
+                q.phase = QPhase::ReadEntry { now, period };
+                let req = Request::Get {
+                    resource: q.resource,
+                    position: Some(q.cursor),
+                };
+                return Ok(QRes::Act(self.send(req, self.policy(), env)));
+            }
+            // Next in line: the holder, if any, has `head_token`.
+            if q.head_token >= q.ticket || q.granted_position >= q.position {
+                return Err(Stop::Dead);
+            }
+            let head = match q.fresh_head.take() {
+                Some(h) => h,
+                None => {
+                    match here.holder(q.resource, q.head_token) {
+                        // Held here: its release wakes this waiter. Looked at again every
+                        // lease, without a request, in case the lock was lost.
+                        Some(false) => return Ok(QRes::Step(QStep::Wait(now + s.lease()))),
+                        // Released here just now: the head is free (once; a refusal is
+                        // followed by reads).
+                        Some(true) if q.local_release_tried < q.head_token => {
+                            q.local_release_tried = q.head_token;
+                            return Ok(QRes::Act(self.grant(k, None, env)));
+                        }
+                        _ => {}
+                    }
+                    if now < q.next_read {
+                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                    }
+                    q.phase = QPhase::ReadHead { now };
+                    let req = Request::Get {
+                        resource: q.resource,
+                        position: None,
+                    };
+                    return Ok(QRes::Act(self.send(req, self.policy(), env)));
+                }
+            };
+            return self.q_head(k, head, now, env);
+        }
+    }
+
+    /// A read while waiting: `None` when it failed for now (the next poll tries again).
+    fn read(&self, ended: Ended<R, E>) -> Result<Option<Option<R>>, Stop<E>> {
+        match ended {
+            Ended::Ok(Reply::Item(i)) => Ok(Some(i)),
+            Ended::Failed { error, .. } if !self.transient => Err(Stop::End(Outcome::Failed(error))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Learns from a head item: the last grant, or that this waiter's own grant landed.
+    fn observe_head(&mut self, k: usize, head: &Option<R>) -> Result<Option<Res<R, E>>, Stop<E>> {
+        let q = &mut self.queued[k];
+        if let Some(h) = head {
+            if h.carries(&q.guid) && h.fencing_token() == Some(q.ticket) && !op::released(Some(h)) {
+                return Ok(Some(self.granted(k)));
+            }
+            q.granted_position = q.granted_position.max(h.queue_granted().unwrap_or(0));
+            q.head_token = q.head_token.max(h.fencing_token().unwrap_or(0));
+        }
+        match q.head_token >= q.ticket || q.granted_position >= q.position {
+            true => Err(Stop::Dead),
+            false => Ok(None),
+        }
+    }
+
+    fn granted(&mut self, k: usize) -> Res<R, E> {
+        let q = &mut self.queued[k];
+        q.granted = true;
+        q.maybe_granted = false;
+        let leave = q.joined.then_some(q.position);
+        q.joined = false;
+        q.phase = QPhase::Granted;
+        QRes::Act(Act::Hold {
+            resource: q.resource,
+            guid: q.guid.clone(),
+            token: q.ticket,
+            sent_at: q.grant_sent_at,
+            leave,
+        })
+    }
+
+    /// Next in line, with the head `head` read at `now`: granted if it is free, or once its
+    /// holder's version has not changed for the holder's lease.
+    fn q_head(&mut self, k: usize, head: Option<R>, now: Time, env: &Env) -> QOut<R, E> {
+        if let Some(res) = self.observe_head(k, &head)? {
+            return Ok(res);
+        }
+        let s = self.s;
+        let q = &mut self.queued[k];
+        let waited_out = match &head {
+            h if op::free(h.as_ref()) => None,
+            Some(h) => {
+                let version = h.version();
+                let lease = Duration::from_millis(h.lease_duration_ms().unwrap_or(s.lease_duration_ms));
+                let since = match &q.watch {
+                    Watch::Head { version: seen, since } if *seen == version => *since,
+                    _ => {
+                        q.watch = Watch::Head { version, since: now };
+                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                    }
+                };
+                if now.saturating_sub(since) < lease {
+                    return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + lease))));
+                }
+                Some(version)
+            }
+            None => None,
+        };
+        Ok(QRes::Act(self.grant(k, waited_out, env)))
+    }
+
+    /// One grant attempt on the head.
+    fn grant(&mut self, k: usize, waited_out: Option<R::Version>, env: &Env) -> A<R, E> {
+        let q = &mut self.queued[k];
+        q.grant_sent_at = env.now;
+        q.phase = QPhase::Grant;
+        let req = Request::Grant {
+            resource: q.resource,
+            guid: q.guid.clone(),
+            ticket: q.ticket,
+            position: q.position,
+            waited_out,
+        };
+        self.send(req, self.policy(), env)
+    }
+
+    /// The answer to waiter `k`'s request.
+    fn q_answer(&mut self, k: usize, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> QOut<R, E> {
+        let s = self.s;
+        let phase = std::mem::replace(&mut self.queued[k].phase, QPhase::Idle);
+        match phase {
+            QPhase::ReadEntry { now, period } => {
+                let read = self.read(ended)?;
+                let q = &mut self.queued[k];
+                q.next_read = now + period;
+                let Some(entry) = read else {
+                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                };
+                match entry {
+                    Some(e) if op::released(Some(&e)) => q.pass(q.cursor, env.now),
+                    Some(e) => {
+                        let guid = e.guid();
+                        let lease = Duration::from_millis(e.lease_duration_ms().unwrap_or(s.lease_duration_ms));
+                        let since = match &q.watch {
+                            Watch::Entry { guid: seen, since } if *seen == guid => *since,
+                            _ => {
+                                q.watch = Watch::Entry { guid, since: now };
+                                return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                            }
+                        };
+                        if now.saturating_sub(since) < lease {
+                            return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + lease))));
+                        }
+                        // Not renewed for its lease: its owner is gone. Finished, for every
+                        // waiter behind; a new guid tells the owner, should it come back.
+                        let Some(seen) = guid else {
+                            q.pass(q.cursor, env.now);
+                            return self.q_step(k, env, here);
+                        };
+                        let new_guid = here.guid();
+                        let q = &mut self.queued[k];
+                        q.phase = QPhase::FinishEntry { now };
+                        let req = Request::FinishEntry {
+                            resource: q.resource,
+                            position: q.cursor,
+                            seen,
+                            new_guid,
+                        };
+                        return Ok(QRes::Act(self.send(req, self.policy(), env)));
+                    }
+                    None => {
+                        // Granted and removed, or not written yet: the head says which.
+                        q.phase = QPhase::ReadHeadMissing { now };
+                        let req = Request::Get {
+                            resource: q.resource,
+                            position: None,
+                        };
+                        return Ok(QRes::Act(self.send(req, self.policy(), env)));
+                    }
+                }
+                self.q_step(k, env, here)
+            }
+            QPhase::FinishEntry { now } => {
+                let q = &mut self.queued[k];
+                match ended {
+                    Ended::Ok(_)
+                    | Ended::Refused {
+                        current: Some(None), ..
+                    } => q.pass(q.cursor, env.now),
+                    // Renewed or finished meanwhile: look again.
+                    Ended::Refused { .. } => {
+                        q.watch = Watch::Nothing;
+                        q.next_read = now;
+                    }
+                    Ended::Failed { .. } => return Ok(QRes::Step(QStep::Wait(q.next_read))),
+                }
+                self.q_step(k, env, here)
+            }
+            QPhase::ReadHeadMissing { now } => {
+                let Some(head) = self.read(ended)? else {
+                    return Ok(QRes::Step(QStep::Wait(self.queued[k].next_read)));
+                };
+                if let Some(res) = self.observe_head(k, &head)? {
+                    return Ok(res);
+                }
+                let q = &mut self.queued[k];
+                if q.cursor <= q.granted_position {
+                    q.watch = Watch::Nothing;
+                    q.fresh_head = Some(head);
+                    return self.q_step(k, env, here);
+                }
+                let since = match q.watch {
+                    Watch::Missing { since } => since,
+                    _ => {
+                        q.watch = Watch::Missing { since: now };
+                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                    }
+                };
+                if now.saturating_sub(since) < s.lease() {
+                    return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + s.lease()))));
+                }
+                // Missing for a lease: its owner died between taking the ticket and writing
+                // the entry. A finished entry takes its place, which also refuses the owner's
+                // entry should it come back.
+                let marker = here.guid();
+                let q = &mut self.queued[k];
+                q.phase = QPhase::PutMarker { now };
+                let req = Request::PutEntry {
+                    resource: q.resource,
+                    position: q.cursor,
+                    guid: marker,
+                    ticket: 0,
+                    finished: true,
+                };
+                Ok(QRes::Act(self.send(req, self.policy(), env)))
+            }
+            QPhase::PutMarker { now } => {
+                let q = &mut self.queued[k];
+                match ended {
+                    Ended::Ok(_) => q.pass(q.cursor, env.now),
+                    Ended::Refused { .. } => {
+                        q.watch = Watch::Nothing;
+                        q.next_read = now;
+                    }
+                    Ended::Failed { .. } => return Ok(QRes::Step(QStep::Wait(q.next_read))),
+                }
+                self.q_step(k, env, here)
+            }
+            QPhase::ReadHead { now } => {
+                let read = self.read(ended)?;
+                let q = &mut self.queued[k];
+                q.next_read = now + s.reread;
+                let Some(head) = read else {
+                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                };
+                self.q_head(k, head, now, env)
+            }
+            QPhase::Grant => {
+                let transient = self.transient;
+                let q = &mut self.queued[k];
+                match ended {
+                    Ended::Ok(_) => return Ok(self.granted(k)),
+                    Ended::Refused { current, ambiguous } => {
+                        q.maybe_granted |= ambiguous;
+                        match current {
+                            Some(h) => q.fresh_head = Some(h),
+                            None => q.next_read = env.now,
+                        }
+                        q.watch = Watch::Nothing;
+                    }
+                    Ended::Failed { error, ambiguous } => {
+                        q.maybe_granted |= ambiguous;
+                        if !transient {
+                            return Err(Stop::End(Outcome::Failed(error)));
+                        }
+                        // Tried through transient faults already: the next poll tries again,
+                        // and a grant that landed unseen shows on the head.
+                        q.next_read = env.now + s.reread;
+                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                    }
+                }
+                self.q_step(k, env, here)
+            }
+            phase => unreachable!("a waiter's answer in {phase:?}"),
+        }
+    }
+
+    // Giving up: granted heads are released, entries removed or finished, tickets given back.
+
+    fn stop(&mut self, stop: Stop<E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        let after = match stop {
+            Stop::Dead => After::Dead,
+            Stop::End(o) => After::End(o),
+        };
+        self.give_up_all(after, env, here)
+    }
+
+    fn give_up_all(&mut self, after: After<E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        for q in &mut self.queued {
+            q.phase = QPhase::Idle;
+        }
+        self.give_up_next(0, after, env, here)
+    }
+
+    fn give_up_next(&mut self, from: usize, after: After<E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        for i in from..self.queued.len() {
+            if let Some(a) = self.gu_begin(i, env) {
+                self.phase = Phase::GiveUp(i, after);
+                return a;
+            }
+        }
+        self.queued.clear();
+        match after {
+            After::Reenter(ticket) => {
+                self.ticket = Some(ticket);
+                self.enter_round(env, here)
+            }
+            After::Dead if self.deadline.is_some_and(|d| env.now >= d) => self.over(Outcome::NotAcquired),
+            After::Dead => self.round(env, here),
+            After::End(o) => self.over(o),
+        }
+    }
+
+    fn gu_then(
+        &mut self,
+        i: usize,
+        next: Option<A<R, E>>,
+        after: After<E>,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> A<R, E> {
+        match next {
+            Some(a) => {
+                self.phase = Phase::GiveUp(i, after);
+                a
+            }
+            None => self.give_up_next(i + 1, after, env, here),
+        }
+    }
+
+    /// Starts giving up waiter `i`; `None` when there is nothing to do.
+    fn gu_begin(&mut self, i: usize, env: &Env) -> Option<A<R, E>> {
+        let q = &mut self.queued[i];
+        if q.granted {
+            q.granted = false;
+            q.phase = QPhase::GiveUpHeld;
+            return Some(Act::ReleaseHeld { resource: q.resource });
+        }
+        if q.maybe_granted && !broken::on(Broken::FifoGiveUpKeepsGrant) {
+            // A grant that may have landed unseen is released if it did.
+            q.phase = QPhase::GiveUpMaybeGranted;
+            let req = Request::ReleaseHead {
+                resource: q.resource,
+                guid: q.guid.clone(),
+            };
+            return Some(self.send(req, self.s.policy(self.s.release_attempts()), env));
+        }
+        self.gu_entry(i, env)
+    }
+
+    /// Whether the position is settled already: another entry is there (a finished one
+    /// written by waiters behind), or ours could not be removed and is left to expire. A
+    /// position given back while an entry is there would refuse the next waiter's entry.
+    fn gu_entry(&mut self, i: usize, env: &Env) -> Option<A<R, E>> {
+        let q = &mut self.queued[i];
+        q.settled = q.displaced;
+        if q.entry {
+            q.entry = false;
+            q.phase = QPhase::GiveUpStop;
+            return Some(Act::StopEntry { resource: q.resource });
+        }
+        self.gu_untake(i, env)
+    }
+
+    fn gu_untake(&mut self, i: usize, env: &Env) -> Option<A<R, E>> {
+        let q = &mut self.queued[i];
+        if !q.settled {
+            q.phase = QPhase::GiveUpUntake;
+            let req = Request::Untake {
+                resource: q.resource,
+                ticket: q.ticket,
+                position: q.position,
+                previous: q.previous_ticket,
+            };
+            return Some(self.send(req, self.policy(), env));
+        }
+        self.gu_leave(i)
+    }
+
+    fn gu_leave(&mut self, i: usize) -> Option<A<R, E>> {
+        let q = &mut self.queued[i];
+        if q.joined {
+            q.joined = false;
+            q.phase = QPhase::GiveUpLeave;
+            return Some(Act::Leave {
+                resource: q.resource,
+                position: q.position,
+                mine: Some(Mine::Finished),
+            });
+        }
+        q.phase = QPhase::Idle;
+        None
+    }
+
+    fn gu_answer(&mut self, i: usize, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> Option<A<R, E>> {
+        let phase = std::mem::replace(&mut self.queued[i].phase, QPhase::Idle);
+        match phase {
+            QPhase::GiveUpMaybeGranted => self.gu_entry(i, env),
+            QPhase::GiveUpDelete => {
+                self.queued[i].settled = !matches!(ended, Ended::Ok(_));
+                self.gu_untake(i, env)
+            }
+            QPhase::GiveUpUntake => {
+                if matches!(ended, Ended::Ok(_)) {
+                    return self.gu_leave(i);
+                }
+                let guid = here.guid();
+                let q = &mut self.queued[i];
+                q.phase = QPhase::GiveUpMarker;
+                let req = Request::PutEntry {
+                    resource: q.resource,
+                    position: q.position,
+                    guid,
+                    ticket: q.ticket,
+                    finished: true,
+                };
+                Some(self.send(req, self.policy(), env))
+            }
+            QPhase::GiveUpMarker => self.gu_leave(i),
+            phase => unreachable!("a give-up answer in {phase:?}"),
+        }
+    }
+}
+
+impl<R: Record> Queued<R> {
+    /// Passes the finished entry at `position`: the one before it is looked at next.
+    fn pass(&mut self, position: u64, now: Time) {
+        self.passed.push(position);
+        self.cursor = position - 1;
+        self.watch = Watch::Nothing;
+        self.next_read = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::{Guid, LockRecord, QueueCounters};
+    use crate::settings::Kind;
+
+    type M = Acquire<LockRecord, &'static str>;
+    type Out = Act<Guid, crate::item::Version, &'static str>;
+
+    const LEASE: u64 = 1000;
+
+    fn lock() -> Lock {
+        Lock {
+            kind: Kind::Fifo,
+            retry_count: 1,
+            acquire_period: Duration::ZERO,
+            lease_duration_ms: LEASE,
+            trust_local_time: false,
+            reread: crate::settings::reread(LEASE),
+            queue_reread: crate::settings::queue_reread(LEASE, crate::settings::reread(LEASE)),
+            request_timeout: Duration::from_millis(250),
+            max_attempts: 4,
+            base_backoff: crate::settings::RETRY_BASE_BACKOFF,
+            max_backoff: crate::settings::RETRY_MAX_BACKOFF,
+        }
+    }
+
+    fn at(ms: u64) -> Env {
+        Env {
+            now: Duration::from_millis(ms),
+            unix_ms: 1_000_000 + ms,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    /// A client with nothing of its own in the queues.
+    #[derive(Default)]
+    struct Alone {
+        guids: u8,
+        held_until: Option<Time>,
+    }
+
+    impl Here<Guid> for Alone {
+        fn guid(&mut self) -> Guid {
+            self.guids += 1;
+            [self.guids; 64]
+        }
+        fn busy(&self, _: usize) -> bool {
+            false
+        }
+        fn entry(&self, _: usize, _: u64) -> Option<Mine> {
+            None
+        }
+        fn holder(&self, _: usize, _: u64) -> Option<bool> {
+            None
+        }
+        fn entry_lost(&self, _: usize) -> bool {
+            false
+        }
+        fn held_until(&self, _: usize) -> Option<Time> {
+            self.held_until
+        }
+    }
+
+    fn held_head(token: u64, guid: u8) -> LockRecord {
+        LockRecord {
+            owner: Some("other".into()),
+            guid: Some(vec![guid; 64]),
+            fencing_token: Some(token),
+            lease_duration_ms: Some(LEASE),
+            queue: Some(Box::new(QueueCounters {
+                ticket_next: Some(token),
+                queue_next: Some(0),
+                queue_granted: Some(0),
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn item(r: Option<LockRecord>) -> Input<LockRecord, &'static str> {
+        Input::Answer(Answer::Done(Reply::Item(r)))
+    }
+
+    fn done() -> Input<LockRecord, &'static str> {
+        Input::Answer(Answer::Done(Reply::Done))
+    }
+
+    fn sent(a: &Out) -> Request<Guid, crate::item::Version> {
+        match a {
+            Act::Send { req, .. } => req.clone(),
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    /// Steps through an uncontended take refused by `head`, the ticket, the join and the first
+    /// look at the head: the waiter is queued first in line at `t` ms.
+    fn queued_behind(head: &LockRecord, wait: Option<Duration>, here: &mut Alone) -> (M, Out) {
+        let (mut m, a) = M::start(lock(), 1, wait, &at(0), here);
+        assert!(matches!(sent(&a), Request::TakeFree { resource: 0, .. }));
+        let a = m.step(Input::Answer(Answer::Refused(Some(Some(head.clone())))), &at(1), here);
+        assert_eq!(sent(&a), Request::Ticket { resource: 0 });
+        let a = m.step(item(Some(head.clone())), &at(2), here);
+        assert_eq!(
+            a,
+            Act::Join {
+                resource: 0,
+                position: 1
+            }
+        );
+        assert_eq!(m.step(Input::Resume, &at(2), here), Act::Arm);
+        // Next in line at once (no entry ahead): the head as the ticket found it starts the
+        // wait-out; the entry is written before the waiter waits.
+        let a = m.step(Input::Resume, &at(2), here);
+        let Request::PutEntry {
+            position: 1,
+            ticket,
+            finished: false,
+            ..
+        } = sent(&a)
+        else {
+            panic!("{a:?}")
+        };
+        assert_eq!(ticket, head.fencing_token.unwrap() + 1);
+        let a = m.step(done(), &at(3), here);
+        assert!(matches!(a, Act::Entry { position: 1, sent_at, .. } if sent_at == Duration::from_millis(2)));
+        let a = m.step(Input::Resume, &at(3), here);
+        (m, a)
+    }
+
+    #[test]
+    fn an_uncontended_acquisition_is_one_request() {
+        let mut here = Alone::default();
+        let (mut m, a) = M::start(lock(), 1, None, &at(0), &mut here);
+        assert!(matches!(sent(&a), Request::TakeFree { resource: 0, guid } if guid == [1; 64]));
+        let a = m.step(Input::Answer(Answer::Done(Reply::Token(7))), &at(5), &mut here);
+        assert_eq!(
+            a,
+            Act::Hold {
+                resource: 0,
+                guid: [1; 64],
+                token: 7,
+                sent_at: Duration::ZERO,
+                leave: None
+            }
+        );
+        here.held_until = Some(Duration::from_millis(LEASE));
+        assert_eq!(m.step(Input::Resume, &at(5), &mut here), Act::Done(Outcome::Granted));
+        assert!(m.is_over());
+    }
+
+    #[test]
+    fn a_take_answered_after_its_lease_is_released_and_lost() {
+        let mut here = Alone::default();
+        let (mut m, _) = M::start(lock(), 1, None, &at(0), &mut here);
+        m.step(Input::Answer(Answer::Done(Reply::Token(1))), &at(1500), &mut here);
+        here.held_until = Some(Duration::from_millis(LEASE));
+        assert_eq!(
+            m.step(Input::Resume, &at(1500), &mut here),
+            Act::ReleaseHeld { resource: 0 }
+        );
+        assert_eq!(m.step(Input::Resume, &at(1501), &mut here), Act::Done(Outcome::Lost));
+    }
+
+    #[test]
+    fn wait_zero_fails_on_the_refusal_that_shows_a_holder() {
+        let mut here = Alone::default();
+        let (mut m, _) = M::start(lock(), 1, Some(Duration::ZERO), &at(0), &mut here);
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(held_head(3, 9))))),
+            &at(1),
+            &mut here,
+        );
+        assert_eq!(a, Act::Done(Outcome::NotAcquired));
+    }
+
+    #[test]
+    fn a_dead_holder_is_waited_out_for_its_lease_on_the_waiters_clock() {
+        let mut here = Alone::default();
+        let head = held_head(4, 9);
+        let (mut m, a) = queued_behind(&head, None, &mut here);
+        // Waits; every re-read that finds the same version keeps the wait from when it was
+        // first seen (at 2 ms).
+        assert_eq!(
+            a,
+            Act::Wait {
+                until: Duration::from_millis(2),
+                watch: true
+            }
+        );
+        let mut now = 2;
+        let mut reads = 0;
+        let waited_out = loop {
+            assert_eq!(m.step(Input::Resume, &at(now), &mut here), Act::Arm);
+            let a = m.step(Input::Resume, &at(now), &mut here);
+            match sent(&a) {
+                Request::Get { position: None, .. } => reads += 1,
+                Request::Grant {
+                    ticket: 5,
+                    position: 1,
+                    waited_out,
+                    ..
+                } => break waited_out,
+                other => panic!("{other:?}"),
+            }
+            let a = m.step(item(Some(head.clone())), &at(now), &mut here);
+            let (Act::Wait { until, watch: true } | Act::Send { timeout_at: until, .. }) = a else {
+                panic!("{a:?}")
+            };
+            if let Act::Send { req, .. } = &a {
+                assert!(matches!(req, Request::Grant { .. }), "{req:?}");
+                break match req {
+                    Request::Grant { waited_out, .. } => waited_out.clone(),
+                    _ => unreachable!(),
+                };
+            }
+            assert!(until <= Duration::from_millis(2 + LEASE));
+            now = until.as_millis() as u64;
+        };
+        assert_eq!(waited_out, Some(head.version()));
+        assert!(now >= 2 + LEASE, "the grant went out at {now} ms");
+        assert!(reads >= 10, "re-read at the re-read period: {reads}");
+        let a = m.step(done(), &at(now + 1), &mut here);
+        assert!(matches!(
+            a,
+            Act::Hold {
+                token: 5,
+                leave: Some(1),
+                ..
+            }
+        ));
+        let a = m.step(Input::Resume, &at(now + 1), &mut here);
+        assert_eq!(
+            a,
+            Act::Cleanup {
+                entries: vec![0],
+                passed: vec![]
+            }
+        );
+        assert_eq!(
+            m.step(Input::Resume, &at(now + 1), &mut here),
+            Act::Done(Outcome::Granted)
+        );
+    }
+
+    #[test]
+    fn a_finite_wait_removes_the_entry_and_gives_the_ticket_back() {
+        let mut here = Alone::default();
+        let head = held_head(4, 9);
+        let (mut m, a) = queued_behind(&head, Some(Duration::from_millis(300)), &mut here);
+        assert!(matches!(a, Act::Wait { watch: true, .. }));
+        let mut now = 2;
+        let a = loop {
+            let a = m.step(Input::Resume, &at(now), &mut here);
+            match a {
+                Act::Arm => continue,
+                Act::Send {
+                    req: Request::Get { .. },
+                    ..
+                } => {
+                    let a = m.step(item(Some(head.clone())), &at(now), &mut here);
+                    match a {
+                        Act::Wait { until, .. } => now = until.as_millis() as u64,
+                        a => break a,
+                    }
+                }
+                a => break a,
+            }
+        };
+        assert!(now >= 300, "{now}");
+        assert_eq!(a, Act::StopEntry { resource: 0 });
+        let a = m.step(Input::Guids(vec![[3; 64]]), &at(now), &mut here);
+        assert_eq!(
+            sent(&a),
+            Request::DeleteEntry {
+                resource: 0,
+                position: 1,
+                guids: vec![[3; 64]]
+            }
+        );
+        let a = m.step(
+            Input::Answer(Answer::Done(Reply::WaitingMark(None))),
+            &at(now),
+            &mut here,
+        );
+        assert_eq!(
+            sent(&a),
+            Request::Untake {
+                resource: 0,
+                ticket: 5,
+                position: 1,
+                previous: 4
+            }
+        );
+        let a = m.step(done(), &at(now), &mut here);
+        assert_eq!(
+            a,
+            Act::Leave {
+                resource: 0,
+                position: 1,
+                mine: Some(Mine::Finished)
+            }
+        );
+        assert_eq!(
+            m.step(Input::Resume, &at(now), &mut here),
+            Act::Done(Outcome::NotAcquired)
+        );
+    }
+
+    #[test]
+    fn an_entry_ahead_unchanged_for_its_lease_is_marked_finished_and_passed() {
+        let mut here = Alone::default();
+        let mut head = held_head(4, 9);
+        head.queue.as_mut().unwrap().ticket_next = Some(5);
+        head.queue.as_mut().unwrap().queue_next = Some(1);
+        let ahead = LockRecord {
+            guid: Some(vec![7; 64]),
+            fencing_token: Some(5),
+            lease_duration_ms: Some(LEASE),
+            ..Default::default()
+        };
+        let (mut m, _) = M::start(lock(), 1, None, &at(0), &mut here);
+        m.step(
+            Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+            &at(0),
+            &mut here,
+        );
+        let a = m.step(item(Some(head.clone())), &at(0), &mut here);
+        assert_eq!(
+            a,
+            Act::Join {
+                resource: 0,
+                position: 2
+            }
+        );
+        m.step(Input::Resume, &at(0), &mut here);
+        // Second in line: the entry ahead is read (position 1).
+        let a = m.step(Input::Resume, &at(0), &mut here);
+        assert_eq!(
+            sent(&a),
+            Request::Get {
+                resource: 0,
+                position: Some(1)
+            }
+        );
+        let mut now = 0;
+        let mut a = m.step(item(Some(ahead.clone())), &at(now), &mut here);
+        let finish = loop {
+            match a {
+                Act::Send {
+                    req: Request::PutEntry { .. },
+                    ..
+                } => a = m.step(done(), &at(now), &mut here),
+                Act::Entry { .. } | Act::Arm => a = m.step(Input::Resume, &at(now), &mut here),
+                Act::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    a = m.step(Input::Resume, &at(now), &mut here);
+                }
+                Act::Send {
+                    req: Request::Get { position: Some(1), .. },
+                    ..
+                } => a = m.step(item(Some(ahead.clone())), &at(now), &mut here),
+                Act::Send {
+                    req: req @ Request::FinishEntry { .. },
+                    ..
+                } => break req,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(now >= LEASE, "taken for dead after its lease: {now}");
+        assert!(matches!(finish, Request::FinishEntry { position: 1, seen, .. } if seen == [7; 64]));
+        // Passed: next in line. The head as the ticket found it starts the wait-out, and the
+        // head is read next.
+        let mut a = m.step(done(), &at(now), &mut here);
+        assert!(
+            matches!(a, Act::Wait { until, .. } if until == Duration::from_millis(now)),
+            "{a:?}"
+        );
+        while !matches!(a, Act::Send { .. }) {
+            a = m.step(Input::Resume, &at(now), &mut here);
+        }
+        assert_eq!(
+            sent(&a),
+            Request::Get {
+                resource: 0,
+                position: None
+            }
+        );
+    }
+}
