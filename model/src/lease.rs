@@ -524,10 +524,13 @@ pub struct LeaseResult {
     pub counterexample: Option<(&'static str, Vec<String>)>,
 }
 
+/// Beyond this many states a run stops and reports itself incomplete.
+const MAX_STATES: usize = 12_000_000;
+
 /// Explores the lease model of `config`.
 pub fn check(config: Config) -> LeaseResult {
     let m = LeaseModel { config };
-    let r = crate::explore::explore(&m, crate::run::MAX_STATES);
+    let r = crate::explore::explore(&m, MAX_STATES);
     let holds = r.holds();
     LeaseResult {
         states: r.states,

@@ -5,26 +5,24 @@
 //! - `item`: the model's lock item, a small view of the real one; the store operations on it
 //!   are the core's (`dynamodb_lock_core::op::apply`), the same the addon's in-memory store
 //!   applies.
-//! - `lock`: FailClosed, FailOpen and Fifo clients over that store, in an environment of lost,
-//!   late and repeated requests, crashes and clock offsets, and the broken variants.
-//! - `machines`: FailClosed and FailOpen clients that are the core's acquisition and release
-//!   machines themselves, over the same store, with lost, throttled and timed-out requests,
-//!   crashes and skewed wall clocks, and the broken variants of the machines and the store.
+//! - `machines`: FailClosed and FailOpen clients that are the core's acquisition, heartbeat,
+//!   held-lock and release machines themselves (and the original's requests for user
+//!   objects), over that store, with lost, throttled, timed-out and abandoned requests, crashes
+//!   and skewed wall clocks, and the broken variants of the machines and the store.
 //! - `fifo_machines`: Fifo clients that are the core's Fifo acquisition and release machines
 //!   themselves (queues, entries, grants, give-up; one or several lock ids), over the same
 //!   store, with lost, throttled and timed-out requests, crashes, cancellations and clock
 //!   offsets, and the Fifo broken variants.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
-//! - `run`: the configurations checked and the report.
-//! - `simulate`: seeded random walks through the lease model at larger scales; a failing seed
-//!   replays exactly.
+//! - `simulate`: seeded random walks through the lease, machines and Fifo models at larger
+//!   scales; a failing seed replays exactly.
+//!
+//! No client step is restated here: every decision a client makes is the core's machine's.
 
 pub mod explore;
 pub mod fifo_machines;
 pub mod item;
 pub mod lease;
-pub mod lock;
 pub mod machines;
-pub mod run;
 pub mod simulate;

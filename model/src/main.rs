@@ -1,95 +1,154 @@
-//! `npm run model`: explores every reachable state of each lock kind's model, checks each
-//! broken variant for a counterexample, prints a summary and ends with one JSON line.
-//! `--bounded` checks the smaller configurations the test suite uses. Exits with 1 when a
-//! property fails for the real protocol or a broken variant goes uncaught.
+//! `npm run model`: explores every reachable state of the core's machines in each
+//! configuration, checks each broken variant for a counterexample, prints a summary and ends
+//! with one JSON line. `--bounded` checks the smaller configurations the test suite uses. Exits
+//! with 1 when a property fails for the protocol as it ships or a broken variant goes uncaught.
+
+use std::time::Instant;
 
 use dynamodb_lock_core::broken::Broken;
-use dynamodb_lock_model::fifo_machines;
-use dynamodb_lock_model::lease;
-use dynamodb_lock_model::lock::{Bug, Kind};
-use dynamodb_lock_model::machines;
-use dynamodb_lock_model::run::{check_broken, check_config, check_kind, drift_config, json, late_landing_config, Size};
+use dynamodb_lock_model::{fifo_machines, lease, machines};
+
+/// What one exploration found: its states and depth, whether it covered the whole space, and
+/// the first violation (property, detail, steps).
+struct Found {
+    states: usize,
+    depth: usize,
+    truncated: bool,
+    violation: Option<(&'static str, String, Vec<String>)>,
+}
+
+/// The report so far: whether everything holds, and the JSON of each section.
+struct Report {
+    ok: bool,
+    json: Vec<String>,
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn steps(steps: &[String]) {
+    for step in steps {
+        println!("      {step}");
+    }
+}
+
+impl Report {
+    /// Prints one configuration's run; returns its JSON.
+    fn run(&mut self, label: String, f: Found, seconds: f64) -> String {
+        let holds = f.violation.is_none() && !f.truncated;
+        let verdict = if holds {
+            "every property holds"
+        } else if f.violation.is_none() {
+            "INCOMPLETE"
+        } else {
+            "FAILS"
+        };
+        println!(
+            "  {label}: {} distinct states, depth {}, {seconds:.1} s: {verdict}",
+            f.states, f.depth
+        );
+        if let Some((property, detail, path)) = &f.violation {
+            println!("    {property}: {detail}");
+            steps(path);
+        }
+        self.ok &= holds;
+        format!(
+            "{{\"config\":\"{}\",\"states\":{},\"holds\":{holds}}}",
+            esc(&label),
+            f.states
+        )
+    }
+
+    /// Prints one broken variant's counterexample; returns its JSON.
+    fn variant(&mut self, name: &str, expected: &str, f: Found) -> String {
+        let len = match &f.violation {
+            Some((property, _, path)) if *property == expected => {
+                println!("  {name}: {property} violated in {} steps", path.len());
+                steps(path);
+                path.len().to_string()
+            }
+            other => {
+                self.ok = false;
+                println!(
+                    "  {name}: NOT CAUGHT ({} states; found: {:?})",
+                    f.states,
+                    other.as_ref().map(|v| v.0)
+                );
+                "null".into()
+            }
+        };
+        format!(
+            "{{\"name\":\"{}\",\"property\":\"{expected}\",\"counterexampleLength\":{len}}}",
+            esc(name)
+        )
+    }
+
+    fn section(&mut self, key: &str, runs: Vec<String>, variants: Vec<String>) {
+        self.json.push(format!(
+            "\"{key}\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}",
+            runs.join(","),
+            variants.join(",")
+        ));
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let t = Instant::now();
+    let r = f();
+    (r, t.elapsed().as_secs_f64())
+}
+
+fn machines_found(r: machines::Checked) -> Found {
+    Found {
+        states: r.states,
+        depth: r.depth,
+        truncated: r.truncated,
+        violation: r.violation,
+    }
+}
+
+fn fifo_found(r: fifo_machines::Checked) -> Found {
+    Found {
+        states: r.states,
+        depth: r.depth,
+        truncated: r.truncated,
+        violation: r.violation,
+    }
+}
+
+fn lease_found(r: lease::LeaseResult) -> Found {
+    Found {
+        states: r.states,
+        depth: r.depth,
+        truncated: !r.holds && r.counterexample.is_none(),
+        // The last step is what the property found.
+        violation: r.counterexample.map(|(p, mut path)| {
+            let detail = path.pop().unwrap_or_default();
+            (p, detail, path)
+        }),
+    }
+}
 
 fn main() {
-    let size = if std::env::args().any(|a| a == "--bounded") {
-        Size::Bounded
-    } else {
-        Size::Full
+    let full = !std::env::args().any(|a| a == "--bounded");
+    let started = Instant::now();
+    let mut rep = Report {
+        ok: true,
+        json: Vec::new(),
     };
-    let started = std::time::Instant::now();
-    let mut ok = true;
-    let mut kinds = Vec::new();
-    for kind in [Kind::FailOpen, Kind::Fifo] {
-        let r = check_kind(kind, size);
-        println!("{}: properties {}", r.name, r.properties.join(", "));
-        for run in &r.runs {
-            let c = &run.config;
-            println!(
-                "  {} clients, {} lock ids, {} acquisitions each, lease {} ticks, heartbeat every {}, {} heartbeats \
-                 per hold, {} faults, {} crash, {} attempts per request, retryCount {} (client 0; the others \
-                 keep trying)",
-                c.clients,
-                c.locks,
-                c.acquisitions,
-                c.lease,
-                c.heartbeat,
-                c.beats,
-                c.faults,
-                c.crashes,
-                c.max_attempts,
-                c.retry_count
-            );
-            println!(
-                "    {} distinct states, depth {}, {} transitions, {:.1} s: {}",
-                run.states,
-                run.depth,
-                run.transitions,
-                run.seconds,
-                if run.holds { "every property holds" } else { "FAILS" }
-            );
-            if let Some(d) = &run.detail {
-                println!("{d}");
-            }
-        }
-        ok &= r.holds();
-        kinds.push(r);
-    }
-    let mut broken = Vec::new();
-    println!("Broken variants (each must yield a counterexample):");
-    for bug in Bug::ALL {
-        let b = check_broken(bug);
-        match (&b.counterexample, b.found) {
-            (Some(p), Some(f)) if f == b.property => {
-                println!("  {}: {} violated in {} steps", b.name, f, p.len());
-                for step in p {
-                    println!("      {step}");
-                }
-            }
-            (_, found) => {
-                ok = false;
-                println!(
-                    "  {}: NOT CAUGHT ({} states; found: {:?}, expected {})",
-                    b.name, b.states, found, b.property
-                );
-            }
-        }
-        broken.push(b);
-    }
+
     println!(
-        "The core's acquisition, heartbeat, held-lock and release machines (FailClosed, FailOpen, and the \
+        "FailClosed and FailOpen: the core's acquisition, heartbeat, held-lock and release machines (and the \
          original's requests for user objects) over the core's apply, with lost, throttled, slow and abandoned \
          requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost release, no orphan, \
          liveness)"
     );
-    let mut machine_runs = Vec::new();
-    for cfg in machines::configs(size == Size::Full) {
-        let t = std::time::Instant::now();
-        let r = machines::check(cfg.clone(), machines::MAX_STATES);
-        let holds = r.violation.is_none() && !r.truncated;
-        println!(
-            "  {:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
-             retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder: {} distinct states, \
-             depth {}, {:.1} s: {}",
+    let mut runs = Vec::new();
+    for cfg in machines::configs(full) {
+        let label = format!(
+            "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
+             retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
             cfg.kind,
             if cfg.original { " (the original's requests)" } else { "" },
             cfg.clients,
@@ -102,57 +161,29 @@ fn main() {
             cfg.faults,
             cfg.crashes,
             cfg.horizon,
-            cfg.beats,
-            r.states,
-            r.depth,
-            t.elapsed().as_secs_f64(),
-            if holds { "every property holds" } else { "FAILS" }
+            cfg.beats
         );
-        if let Some((property, detail, steps)) = &r.violation {
-            println!("    {property}: {detail}");
-            for step in steps {
-                println!("      {step}");
-            }
-        }
-        ok &= holds;
-        machine_runs.push((cfg, r.states, holds));
+        let (r, s) = timed(|| machines::check(cfg, machines::MAX_STATES));
+        runs.push(rep.run(label, machines_found(r), s));
     }
-    let mut machine_broken = Vec::new();
+    let mut variants = Vec::new();
     for bug in machines::Bug::ALL {
         let r = machines::check(machines::broken_config(bug), machines::MAX_STATES);
-        match &r.violation {
-            Some((property, _, steps)) if *property == bug.property() => {
-                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len());
-                for step in steps {
-                    println!("      {step}");
-                }
-            }
-            other => {
-                ok = false;
-                println!(
-                    "  {}: NOT CAUGHT ({} states; found: {:?})",
-                    bug.name(),
-                    r.states,
-                    other.as_ref().map(|v| v.0)
-                );
-            }
-        }
-        machine_broken.push((bug, r.violation.map(|v| (v.0, v.2.len()))));
+        variants.push(rep.variant(bug.name(), bug.property(), machines_found(r)));
     }
+    rep.section("machines", runs, variants);
+
     println!(
-        "The core's Fifo machines (acquisition with its queue entries, grant and give-up; release) over the \
-         core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
+        "Fifo: the core's Fifo machines (acquisition with its queue entries, grant and give-up; release) over \
+         the core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
          (properties: {})",
         fifo_machines::PROPERTIES.join(", ")
     );
-    let mut fifo_runs = Vec::new();
-    for cfg in fifo_machines::configs(size == Size::Full) {
-        let t = std::time::Instant::now();
-        let r = fifo_machines::check(cfg.clone(), fifo_machines::MAX_STATES);
-        let holds = r.violation.is_none() && !r.truncated;
-        println!(
-            "  {} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
-             attempts, {} faults, {} crash, {} cancellation, {} ticks: {} distinct states, depth {}, {:.1} s: {}",
+    let mut runs = Vec::new();
+    for cfg in fifo_machines::configs(full) {
+        let label = format!(
+            "{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
+             attempts, {} faults, {} crash, {} cancellation, {} ticks",
             cfg.clients,
             cfg.locks,
             if cfg.several {
@@ -168,96 +199,40 @@ fn main() {
             cfg.faults,
             cfg.crashes,
             cfg.aborts,
-            cfg.horizon,
-            r.states,
-            r.depth,
-            t.elapsed().as_secs_f64(),
-            if holds {
-                "every property holds"
-            } else if r.truncated {
-                "INCOMPLETE"
-            } else {
-                "FAILS"
-            }
+            cfg.horizon
         );
-        if let Some((property, detail, steps)) = &r.violation {
-            println!("    {property}: {detail}");
-            for step in steps {
-                println!("      {step}");
-            }
-        }
-        ok &= holds;
-        fifo_runs.push((cfg, r.states, holds));
+        let (r, s) = timed(|| fifo_machines::check(cfg, fifo_machines::MAX_STATES));
+        runs.push(rep.run(label, fifo_found(r), s));
     }
-    let mut fifo_broken = Vec::new();
+    let mut variants = Vec::new();
     for bug in Broken::FIFO {
         let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
-        let expected = fifo_machines::property(bug);
-        match &r.violation {
-            Some((property, _, steps)) if *property == expected => {
-                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len());
-                for step in steps {
-                    println!("      {step}");
-                }
-            }
-            other => {
-                ok = false;
-                println!(
-                    "  {}: NOT CAUGHT ({} states; found: {:?})",
-                    bug.name(),
-                    r.states,
-                    other.as_ref().map(|v| v.0)
-                );
-            }
-        }
-        fifo_broken.push((bug, r.violation.map(|v| (v.0, v.2.len()))));
+        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), fifo_found(r)));
     }
+    rep.section("fifoMachines", runs, variants);
+
     println!(
-        "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost \
-         answers (property: {})",
+        "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost answers \
+         (property: {})",
         lease::PROPERTY
     );
     let config = lease::Config::new();
-    let r = lease::check(config);
-    println!(
-        "  lease {} ticks, heartbeat every {}, network delay 0 or {}, one pause of {}, {} ticks: {} distinct states, \
-         depth {}: {}",
-        config.lease,
-        config.period,
-        config.delay,
-        config.pause,
-        config.horizon,
-        r.states,
-        r.depth,
-        if r.holds { "holds" } else { "FAILS" }
+    let label = format!(
+        "lease {} ticks, heartbeat every {}, network delay 0 or {}, one pause of {}, {} ticks",
+        config.lease, config.period, config.delay, config.pause, config.horizon
     );
-    if let Some((property, steps)) = &r.counterexample {
-        println!("    {property}:");
-        for step in steps {
-            println!("      {step}");
-        }
-    }
-    ok &= r.holds;
-    let mut lease_broken = Vec::new();
+    let (r, s) = timed(|| lease::check(config));
+    let runs = vec![rep.run(label, lease_found(r), s)];
+    let mut variants = Vec::new();
     for bug in Broken::TIMING {
-        let b = lease::check(lease::Config {
+        let r = lease::check(lease::Config {
             bug: Some(bug),
             ..lease::Config::new()
         });
-        match &b.counterexample {
-            Some((property, steps)) if *property == lease::PROPERTY => {
-                println!("  {}: {} violated in {} steps", bug.name(), property, steps.len() - 1);
-                for step in steps {
-                    println!("      {step}");
-                }
-            }
-            _ => {
-                ok = false;
-                println!("  {}: NOT CAUGHT ({} states)", bug.name(), b.states);
-            }
-        }
-        lease_broken.push((bug, b));
+        variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));
     }
+    rep.section("lease", runs, variants);
+
     println!("Outside the assumptions: the waiter's clock runs one tick fast over a lease");
     match lease::check(lease::Config {
         drift: 1,
@@ -266,89 +241,11 @@ fn main() {
     .counterexample
     {
         None => println!("  every property holds"),
-        Some((property, steps)) => println!("  {property} violated in {} steps", steps.len() - 1),
-    }
-    println!("Outside the assumptions: a timed-out request may land at any later time");
-    for kind in [Kind::FailOpen] {
-        match check_config(late_landing_config(kind)) {
-            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
-            (_, Some((property, steps))) => {
-                println!("  {kind:?}: {property} violated in {} steps", steps.len());
-                for step in steps {
-                    println!("      {step}");
-                }
-            }
-        }
-    }
-    println!("Outside the assumptions: one clock runs one tick ahead (rate drift) within a lease");
-    for kind in [Kind::FailOpen, Kind::Fifo] {
-        match check_config(drift_config(kind)) {
-            (n, None) => println!("  {kind:?}: every property holds ({n} states)"),
-            (_, Some((property, steps))) => {
-                println!("  {kind:?}: {property} violated in {} steps", steps.len());
-                for step in steps {
-                    println!("      {step}");
-                }
-            }
-        }
+        Some((property, path)) => println!("  {property} violated in {} steps", path.len() - 1),
     }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
-    let json = json(&kinds, &broken);
-    let runs: Vec<String> = machine_runs
-        .iter()
-        .map(|(c, states, holds)| {
-            format!(
-                "{{\"kind\":\"{:?}\",\"originalRequests\":{},\"clients\":{},\"locks\":{},\"states\":{states},\"holds\":{holds}}}",
-                c.kind, c.original, c.clients, c.locks
-            )
-        })
-        .collect();
-    let variants: Vec<String> = machine_broken
-        .iter()
-        .map(|(bug, found)| {
-            let len = match found {
-                Some((p, n)) if *p == bug.property() => n.to_string(),
-                _ => "null".into(),
-            };
-            format!(
-                "{{\"name\":\"{}\",\"property\":\"{}\",\"counterexampleLength\":{len}}}",
-                bug.name(),
-                bug.property()
-            )
-        })
-        .collect();
-    let fifo_json: Vec<String> = fifo_runs
-        .iter()
-        .map(|(c, states, holds)| {
-            format!(
-                "{{\"clients\":{},\"locks\":{},\"several\":{},\"states\":{states},\"holds\":{holds}}}",
-                c.clients, c.locks, c.several
-            )
-        })
-        .collect();
-    let fifo_variants: Vec<String> = fifo_broken
-        .iter()
-        .map(|(bug, found)| {
-            let len = match found {
-                Some((p, n)) if *p == fifo_machines::property(*bug) => n.to_string(),
-                _ => "null".into(),
-            };
-            format!(
-                "{{\"name\":\"{}\",\"property\":\"{}\",\"counterexampleLength\":{len}}}",
-                bug.name(),
-                fifo_machines::property(*bug)
-            )
-        })
-        .collect();
-    println!(
-        "{},\"machines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}},\"fifoMachines\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}}}",
-        &json[..json.len() - 1],
-        runs.join(","),
-        variants.join(","),
-        fifo_json.join(","),
-        fifo_variants.join(",")
-    );
-    if !ok {
+    println!("{{{}}}", rep.json.join(","));
+    if !rep.ok {
         std::process::exit(1);
     }
 }
