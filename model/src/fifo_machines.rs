@@ -1174,8 +1174,15 @@ pub struct Checked {
 
 /// Explores `cfg` (at most `max_states` states).
 pub fn check(cfg: Config, max_states: usize) -> Checked {
+    // As for the other machines: a variant breadth first (its shortest counterexample), the
+    // protocol as it ships depth first (only the visited set is kept).
+    let deep = cfg.bug.is_none();
     let m = FifoMachines::new(cfg);
-    let r = crate::explore::explore(&m, max_states);
+    let r = if deep {
+        crate::explore::explore_deep(&m, max_states)
+    } else {
+        crate::explore::explore(&m, max_states)
+    };
     Checked {
         states: r.states,
         depth: r.depth,

@@ -1,6 +1,6 @@
 //! `npm run simulate -- [--seed N] [--steps M]`: seeded random runs of the lease model (the
 //! core's heartbeat machine against a waiter, with pauses and late and lost answers) and of the
-//! machines model (the core's acquisition and release machines, 2 to 8 clients over 1 to 4
+//! machines model (the core's acquisition, heartbeat and release machines, 2 to 8 clients over 1 to 4
 //! ids) and of the Fifo machines model (the core's Fifo acquisition and release, 2 to 8 clients
 //! over 1 to 4 ids, acquisitions of several ids with one ticket), first of the protocol as it ships, then of each broken variant, which a run must
 //! catch. Prints the
@@ -88,7 +88,8 @@ fn main() {
         ));
     }
     println!(
-        "Machines: FailClosed and FailOpen acquisition and release (properties: mutual exclusion, fencing, no \
+        "Machines: FailClosed and FailOpen acquisition, heartbeats and release, with native or the original's \
+         requests (properties: mutual exclusion, fencing, no \
          lost release, no orphan, liveness)"
     );
     let m = simulate_machines(seed, steps, None);

@@ -815,12 +815,11 @@ impl Store for HttpStore {
             names.push(("#ttl", name));
         }
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        // Not released: a heartbeat that lands after the release must not take the lock back.
+        // Held (`op::free` is false: a lease that is not the released one): a heartbeat that
+        // lands after the release must not take the lock back. One comparison, which fails on
+        // an item without a lease as `free` says; engines evaluate it at little cost.
         values.push((":released", Attr::N(RELEASED_LEASE_MS)));
-        let cond = format!(
-            "{} AND (attribute_not_exists(#lease) OR #lease <> :released)",
-            guid_condition(guids, &mut values)?
-        );
+        let cond = format!("{} AND #lease <> :released", guid_condition(guids, &mut values)?);
         self.update(key, &update, &cond, &names, &values, "NONE").await?;
         Ok(())
     }

@@ -141,7 +141,7 @@ pub enum Op<'a, R: Record> {
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'a>>,
     },
-    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is ours and not released.
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is ours and held (not released).
     Renew {
         guids: &'a [R::Guid],
         new_guid: &'a R::Guid,
@@ -338,7 +338,7 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         Op::PutIfAbsent { .. } | Op::FifoPutEntry(_) => absent(item),
         // A heartbeat written before a release and landing after it must not take the lock
         // back: the release is final.
-        Op::Renew { guids, .. } => ours(item, guids) && !released(item),
+        Op::Renew { guids, .. } => ours(item, guids) && !free(item),
         Op::DeleteIfGuid { guids }
         | Op::Release { guids, .. }
         | Op::SetData { guids, .. }
