@@ -13,7 +13,7 @@ use dynamodb_lock_model::fifo_machines;
 use dynamodb_lock_model::lease::PROPERTY;
 use dynamodb_lock_model::machines::Bug;
 use dynamodb_lock_model::simulate::{
-    run_fifo, run_machines, run_one, simulate, simulate_fifo, simulate_machines, Failure,
+    run_fifo, run_machines, run_one, simulate, simulate_fifo, simulate_machines, Failure, Outcome,
 };
 
 fn arg(name: &str) -> Option<u64> {
@@ -35,112 +35,99 @@ fn show(f: &Failure) {
     }
 }
 
+/// Prints how the protocol as it ships fared; whether it holds.
+fn ships(o: &Outcome, seed: u64) -> bool {
+    println!(
+        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
+        o.runs,
+        o.steps,
+        if o.failure.is_none() { "holds" } else { "FAILS" }
+    );
+    if let Some(f) = &o.failure {
+        show(f);
+    }
+    o.failure.is_none()
+}
+
+/// Prints how variant `name` fared (`caught`: whether a failing property shows it), and
+/// checks that its failing run replays exactly from its seed (`replay`); returns whether it
+/// was caught and replayed, and its JSON.
+fn variant(
+    name: &str,
+    b: &Outcome,
+    caught: impl Fn(&str) -> bool,
+    replay: impl Fn(u64) -> Option<Failure>,
+) -> (bool, String) {
+    let mut ok = true;
+    match &b.failure {
+        Some(f) if caught(f.property) => {
+            println!(
+                "  {name}: {} violated after {} runs, {} steps; replay with --seed {}",
+                f.property, b.runs, b.steps, f.seed
+            );
+            if replay(f.seed).as_ref().map(|a| &a.steps) != Some(&f.steps) {
+                ok = false;
+                println!("    its replay differs");
+            }
+        }
+        other => {
+            ok = false;
+            println!(
+                "  {name}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
+                b.runs,
+                b.steps,
+                other.as_ref().map(|f| f.property)
+            );
+        }
+    }
+    let json = format!(
+        "{{\"name\":\"{name}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
+        b.failure.as_ref().is_some_and(|f| caught(f.property)),
+        b.runs,
+        b.steps
+    );
+    (ok, json)
+}
+
 fn main() {
     let seed = arg("--seed").unwrap_or(1);
     let steps = arg("--steps").unwrap_or(2_000_000);
     let started = std::time::Instant::now();
     let mut ok = true;
+    let mut variants = Vec::new();
+    let mut check = |(caught, json): (bool, String)| {
+        ok &= caught;
+        variants.push(json);
+    };
+
     println!("Property: {PROPERTY}");
     let out = simulate(seed, steps, None);
-    println!(
-        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
-        out.runs,
-        out.steps,
-        if out.failure.is_none() { "holds" } else { "FAILS" }
-    );
-    if let Some(f) = &out.failure {
-        ok = false;
-        show(f);
-    }
-    let mut variants = Vec::new();
+    let mut holds = ships(&out, seed);
     println!("Broken variants (each must be caught):");
     for bug in Broken::TIMING {
         // Each variant from the same seeds, until caught (or as many steps, and at least a
         // million: a rare schedule may be needed).
         let b = simulate(seed, steps.max(1_000_000), Some(bug));
-        match &b.failure {
-            Some(f) if f.property == PROPERTY => {
-                println!(
-                    "  {}: caught after {} runs, {} steps; replay with --seed {}",
-                    bug.name(),
-                    b.runs,
-                    b.steps,
-                    f.seed
-                );
-                // The failing run replays exactly.
-                let (_, again) = run_one(f.seed, Some(bug));
-                if again.as_ref().map(|a| &a.steps) != Some(&f.steps) {
-                    ok = false;
-                    println!("    its replay differs");
-                }
-            }
-            _ => {
-                ok = false;
-                println!("  {}: NOT CAUGHT in {} runs, {} steps", bug.name(), b.runs, b.steps);
-            }
-        }
-        variants.push(format!(
-            "{{\"name\":\"{}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
-            bug.name(),
-            b.failure.is_some(),
-            b.runs,
-            b.steps
-        ));
+        check(variant(bug.name(), &b, |p| p == PROPERTY, |s| run_one(s, Some(bug)).1));
     }
+
     println!(
         "Machines: FailClosed and FailOpen acquisition, heartbeats and release, with native or the original's \
-         requests (properties: mutual exclusion, fencing, no \
-         lost release, no orphan, liveness)"
+         requests (properties: mutual exclusion, fencing, no lost release, no orphan, liveness)"
     );
     let m = simulate_machines(seed, steps, None);
-    println!(
-        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
-        m.runs,
-        m.steps,
-        if m.failure.is_none() { "holds" } else { "FAILS" }
-    );
-    if let Some(f) = &m.failure {
-        ok = false;
-        show(f);
-    }
+    holds &= ships(&m, seed);
     println!("Broken variants (each must be caught):");
     for bug in Bug::ALL {
         let b = simulate_machines(seed, steps.max(1_000_000), Some(bug));
-        match &b.failure {
-            Some(f) if bug.caught_by(f.property) => {
-                println!(
-                    "  {}: {} violated after {} runs, {} steps; replay with --seed {}",
-                    bug.name(),
-                    f.property,
-                    b.runs,
-                    b.steps,
-                    f.seed
-                );
-                let (_, again) = run_machines(f.seed, Some(bug));
-                if again.as_ref().map(|a| &a.steps) != Some(&f.steps) {
-                    ok = false;
-                    println!("    its replay differs");
-                }
-            }
-            other => {
-                ok = false;
-                println!(
-                    "  {}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
-                    bug.name(),
-                    b.runs,
-                    b.steps,
-                    other.as_ref().map(|f| f.property)
-                );
-            }
-        }
-        variants.push(format!(
-            "{{\"name\":\"{}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
+        check(variant(
             bug.name(),
-            b.failure.as_ref().is_some_and(|f| bug.caught_by(f.property)),
-            b.runs,
-            b.steps
+            &b,
+            |p| bug.caught_by(p),
+            |s| run_machines(s, Some(bug)).1,
         ));
     }
+
     println!(
         "Fifo machines: acquisition with its queue entries, grant and give-up, one or several ids per \
          acquisition; release (properties: {})",
@@ -149,16 +136,7 @@ fn main() {
     // A Fifo step costs more than another model's: a quarter of the steps.
     let fifo_steps = (steps / 4).max(1);
     let f = simulate_fifo(seed, fifo_steps, None);
-    println!(
-        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
-        f.runs,
-        f.steps,
-        if f.failure.is_none() { "holds" } else { "FAILS" }
-    );
-    if let Some(failure) = &f.failure {
-        ok = false;
-        show(failure);
-    }
+    holds &= ships(&f, seed);
     println!("Broken variants (each must be caught):");
     for bug in Broken::FIFO
         .into_iter()
@@ -169,41 +147,9 @@ fn main() {
     for bug in fifo_machines::SIMULATED {
         let b = simulate_fifo(seed, fifo_steps.max(500_000), Some(bug));
         let expected = fifo_machines::property(bug);
-        match &b.failure {
-            Some(failure) if failure.property == expected => {
-                println!(
-                    "  {}: {} violated after {} runs, {} steps; replay with --seed {}",
-                    bug.name(),
-                    failure.property,
-                    b.runs,
-                    b.steps,
-                    failure.seed
-                );
-                let (_, again) = run_fifo(failure.seed, Some(bug));
-                if again.as_ref().map(|a| &a.steps) != Some(&failure.steps) {
-                    ok = false;
-                    println!("    its replay differs");
-                }
-            }
-            other => {
-                ok = false;
-                println!(
-                    "  {}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
-                    bug.name(),
-                    b.runs,
-                    b.steps,
-                    other.as_ref().map(|f| f.property)
-                );
-            }
-        }
-        variants.push(format!(
-            "{{\"name\":\"{}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
-            bug.name(),
-            b.failure.as_ref().is_some_and(|f| f.property == expected),
-            b.runs,
-            b.steps
-        ));
+        check(variant(bug.name(), &b, |p| p == expected, |s| run_fifo(s, Some(bug)).1));
     }
+    ok &= holds;
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!(
         "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"fifo\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
