@@ -812,6 +812,11 @@ pub(crate) async fn beat(
         danger_margin: s.danger_margin,
         request_timeout: s.request_timeout,
         timer_grain: TIMER_GRAIN,
+        writes_out: if s.original {
+            original::HEARTBEAT_WRITES_OUT
+        } else {
+            machine::MOST_WRITES_OUT
+        },
     };
     let (mut m, mut actions) = machine::Beat::start(config, t(due), t(lease_until), t(now), flight.round_trip());
     let mut watch = flight.watch(lock.id, base + m.urgent());
@@ -825,12 +830,6 @@ pub(crate) async fn beat(
         for action in actions.drain(..) {
             match action {
                 machine::Action::Write => {
-                    // The original's put is conditioned on the holder's guid alone: a second
-                    // write beside a slow one would be refused once the first has landed.
-                    if s.original && !out.is_empty() {
-                        m.write_not_sent();
-                        continue;
-                    }
                     writes += 1;
                     // The first write goes out in the scheduler's slot; an attempt's first
                     // write waits for a slot (and for the cap); one beside a slow write only

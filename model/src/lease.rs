@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::heartbeat::{Action as Step, Answer, Beat, Config as BeatConfig};
+use dynamodb_lock_core::heartbeat::{Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
 use dynamodb_lock_core::op::{self as core_op, Reply};
 
 use crate::explore::{Model, Violation};
@@ -174,6 +174,7 @@ impl LeaseModel {
             danger_margin: ms(c.danger_margin),
             request_timeout: ms(1000),
             timer_grain: ms(1),
+            writes_out: MOST_WRITES_OUT,
         }
     }
 

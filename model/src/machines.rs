@@ -216,6 +216,7 @@ impl Config {
             danger_margin: ms(1),
             request_timeout: ms(self.request_timeout),
             timer_grain: Duration::ZERO,
+            writes_out: heartbeat::MOST_WRITES_OUT,
         }
     }
 }

@@ -32,7 +32,8 @@ use crate::broken::{self, Broken};
 /// A point on the holder's monotonic clock, as the time since an origin the caller chooses.
 pub type Time = Duration;
 
-/// Writes of one heartbeat out at once: the first, and others sent beside it when it is slow.
+/// Writes of one heartbeat out at once, as a rule: the first, and others sent beside it when it
+/// is slow.
 pub const MOST_WRITES_OUT: u32 = 3;
 
 /// The code a write that did not answer in time is reported with.
@@ -51,6 +52,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// How late the caller's timers may fire: the loss is declared that much early.
     pub timer_grain: Duration,
+    /// Writes of one attempt out at once (`MOST_WRITES_OUT`, or 1 where a write beside a slow
+    /// one would be refused once the first landed).
+    pub writes_out: u32,
 }
 
 /// How a write was answered.
@@ -183,7 +187,7 @@ impl Beat {
                 ..
             } => {
                 let mut at = gives_up_at;
-                if out < MOST_WRITES_OUT {
+                if out < self.config.writes_out {
                     at = at.min(next_write);
                 }
                 if !slow_told {
@@ -241,7 +245,7 @@ impl Beat {
             }
             Phase::Writing {
                 out, next_write, hedge, ..
-            } if out < MOST_WRITES_OUT && now >= next_write => {
+            } if out < self.config.writes_out && now >= next_write => {
                 if let Phase::Writing { out, next_write, .. } = &mut self.phase {
                     *out += 1;
                     *next_write = now + hedge;
@@ -388,6 +392,7 @@ mod tests {
             danger_margin: ms(333),
             request_timeout: ms(5000),
             timer_grain: ms(1),
+            writes_out: MOST_WRITES_OUT,
         }
     }
 
@@ -438,6 +443,22 @@ mod tests {
             seen.iter().filter(|a| **a == Action::Write).count() >= 1,
             "a write beside the slow one: {seen:?}"
         );
+    }
+
+    #[test]
+    fn with_one_write_out_a_slow_write_gets_none_beside_it() {
+        let writes = |writes_out| {
+            let c = Config { writes_out, ..config() };
+            let (mut b, first) = Beat::start(c, ms(250), ms(1000), ms(250), Duration::ZERO);
+            let mut seen = first;
+            // No answer comes until the attempt gives up (the lease's end).
+            while let Some(at) = b.poll_timeout() {
+                seen.extend(b.timer(at, ms(25), Duration::ZERO));
+            }
+            seen.iter().filter(|a| **a == Action::Write).count()
+        };
+        assert_eq!(writes(1), 1, "the first write alone");
+        assert!(writes(MOST_WRITES_OUT) > 1, "writes beside the slow one");
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub fn refused_release_fails(s: &Lock) -> bool {
     s.kind == Kind::FailClosed
 }
 
+/// Writes of one heartbeat out at once: one. The whole-item put is conditioned on the holder's
+/// `guid` alone, so a second write beside a slow one would be refused once the first landed.
+pub const HEARTBEAT_WRITES_OUT: u32 = 1;
+
 /// The heartbeat write of a lock held with `guid` and `fencing_token`: the whole item with
 /// `new_guid` and a full lease, if the item still carries `guid`.
 pub fn heartbeat<G: Clone, V>(s: &Lock, guid: &G, new_guid: &G, fencing_token: Option<u64>, unix_ms: u64) -> Req<G, V> {
