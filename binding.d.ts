@@ -64,6 +64,13 @@ export declare class NativeClient {
    */
   close(abandon: boolean): void
   /**
+   * Answers `request` once every task of this client that may still speak to DynamoDB
+   * has ended (acquisitions that were cancelled, the releases of locks they took, undoing
+   * writes of unknown outcome, releases, heartbeats under way of abandoned locks), or after
+   * `closeWaitMs` whatever is left. For `close()`, after `close(abandon)`.
+   */
+  startSettle(request: number): void
+  /**
    * The native counters: `requests[operation][outcome]` (in the order of
    * `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
    */

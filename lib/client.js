@@ -88,9 +88,10 @@ function closable(self, signal, promise)
         });
 }
 
-// Closes a client: cancels pending acquisitions and waits for them to settle, then releases
-// (or, without `releaseLocks`, abandons) every lock it holds, each on its own. Resolves with
-// one outcome per lock.
+// Closes a client: cancels pending acquisitions (and, without `releaseLocks`, abandons every
+// lock it holds, whose heartbeats stop at once) and waits for them to settle, then releases
+// every lock it holds, each on its own, when asked. Resolves with one outcome per lock, once
+// nothing the client started still speaks to DynamoDB (within the native bound, `closeWait`).
 async function closeClient(self, releaseLocks)
 {
     // A campaign's lock is released by the campaign itself when it stops, or with the others.
@@ -105,25 +106,27 @@ async function closeClient(self, releaseLocks)
     }
     if (client)
     {
-        client.close(false);
+        client.close(!releaseLocks);
     }
     await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
     const locks = [...self._metrics.live];
-    if (!releaseLocks)
-    {
-        if (client)
-        {
-            client.close(true);
-        }
-        return locks.map(lock =>
+    const outcomes = releaseLocks
+        ? await Promise.all(locks.map(lock => lock.release().then(
+            () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
+            error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))))
+        : locks.map(lock =>
         {
             lock._abandon();
             return { id: lock._track.id, fencingToken: lock.fencingToken, released: false };
         });
+    if (client)
+    {
+        // An aborted acquisition's write may still be on the wire, and its undo after it: the
+        // process may exit once close() resolves, so those must be over first. Past the bound,
+        // close() resolves all the same.
+        await bridge.ask(request => client.startSettle(request));
     }
-    return Promise.all(locks.map(lock => lock.release().then(
-        () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
-        error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))));
+    return outcomes;
 }
 
 // getLock(id[, callback]): the lock item as one consistent read finds it, or null.

@@ -35,7 +35,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
             if undo {
                 // Unknown whether the write landed: remove it if it did, so that no lock is
                 // left held by nobody.
-                undo_later(&c.store, &c.settings, key, guid);
+                undo_later(&c.tasks, &c.store, &c.settings, key, guid);
             }
             Err(LockError::Store(error))
         }

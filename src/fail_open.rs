@@ -53,7 +53,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
         }),
         Outcome::Failed { error, undo } => {
             if undo {
-                undo_later(&c.store, &c.settings, key, guid);
+                undo_later(&c.tasks, &c.store, &c.settings, key, guid);
             }
             Err(LockError::Store(error))
         }

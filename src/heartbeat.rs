@@ -530,12 +530,17 @@ impl Heartbeats {
         let micros = period.as_micros().max(1) as u64;
         let offset = Duration::from_micros(rand::thread_rng().gen_range(1..=micros));
         let now = Instant::now();
-        let sent = lock
-            .lease
-            .until()
-            .and_then(|until| until.checked_sub(lock.client.settings.lease()))
-            .map_or(now, |sent| sent.min(now));
-        self.schedule(lock, (sent + offset).max(now));
+        let s = &lock.client.settings;
+        let due = match lock.lease.until() {
+            // With a period longer than the lease, the first heartbeat may fall after the
+            // lease's end: the core then has it due at the loss moment instead.
+            Some(until) => {
+                let sent = until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+                sent + machine::due(&beat_config(s, period), offset, until.saturating_duration_since(sent))
+            }
+            None => now + offset,
+        };
+        self.schedule(lock, due.max(now));
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -806,18 +811,7 @@ pub(crate) async fn beat(
     // The machine's clock: time since the earliest instant it is told of.
     let base = due.min(now).min(lease_until);
     let t = |i: Instant| i.saturating_duration_since(base);
-    let config = machine::Config {
-        lease: s.lease(),
-        period,
-        danger_margin: s.danger_margin,
-        request_timeout: s.request_timeout,
-        timer_grain: TIMER_GRAIN,
-        writes_out: if s.original {
-            original::HEARTBEAT_WRITES_OUT
-        } else {
-            machine::MOST_WRITES_OUT
-        },
-    };
+    let config = beat_config(s, period);
     let (mut m, mut actions) = machine::Beat::start(config, t(due), t(lease_until), t(now), flight.round_trip());
     let mut watch = flight.watch(lock.id, base + m.urgent());
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
@@ -829,6 +823,9 @@ pub(crate) async fn beat(
     loop {
         for action in actions.drain(..) {
             match action {
+                // Nothing goes out once the lock is released or abandoned: a release waits
+                // for the writes already out, and writes with every `guid` they may leave.
+                machine::Action::Write if lock.is_stopping() => m.write_not_sent(),
                 machine::Action::Write => {
                     writes += 1;
                     // The first write goes out in the scheduler's slot; an attempt's first
@@ -904,7 +901,8 @@ pub(crate) async fn beat(
             biased;
             // Between attempts, a release stops the heartbeat at once; while a write is out it
             // waits for the answer.
-            _ = &mut woken, if out.is_empty() => return None,
+            // An abandoned lock (its client closed, its thread ended) stops at once.
+            _ = &mut woken, if out.is_empty() || lock.is_abandoned() => return None,
             _ = tokio::time::sleep_until(wake_at) => {
                 actions = m.timer(t(Instant::now()), backoff, flight.round_trip());
             }
@@ -929,6 +927,22 @@ pub(crate) async fn beat(
                 actions = m.answer(t(now), answer, backoff);
             }
         }
+    }
+}
+
+/// What the core's heartbeat machine reads of a client's settings.
+fn beat_config(s: &crate::settings::Settings, period: Duration) -> machine::Config {
+    machine::Config {
+        lease: s.lease(),
+        period,
+        danger_margin: s.danger_margin,
+        request_timeout: s.request_timeout,
+        timer_grain: TIMER_GRAIN,
+        writes_out: if s.original {
+            original::HEARTBEAT_WRITES_OUT
+        } else {
+            machine::MOST_WRITES_OUT
+        },
     }
 }
 

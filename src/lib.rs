@@ -447,13 +447,14 @@ impl JsOutcome {
 
 /// Runs `work` on the runtime and sends its answer through `answers`; a panic is answered
 /// as an internal error, so that no request is left without an answer.
-fn answer<F>(answers: &Arc<WeakHandler<JsOutcome>>, request: u32, work: F)
+/// The task is one of `tasks`, which `close()` waits for.
+fn answer<F>(answers: &Arc<WeakHandler<JsOutcome>>, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
 where
     F: std::future::Future<Output = JsOutcome> + Send + 'static,
 {
     use futures_util::FutureExt;
     let answers = answers.clone();
-    napi::bindgen_prelude::spawn(async move {
+    napi::bindgen_prelude::spawn(tasks.track_future(async move {
         let outcome = std::panic::AssertUnwindSafe(work)
             .catch_unwind()
             .await
@@ -464,7 +465,7 @@ where
                 )
             });
         answers.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);
-    });
+    }));
 }
 
 fn ms(v: Option<f64>) -> Option<Duration> {
@@ -483,7 +484,39 @@ fn abandon_locks(client: &std::sync::Weak<Client>) {
         .collect();
     for lock in abandoned {
         lock.abandon();
+        // A heartbeat under way ends at once; `close()` waits for that too.
+        // On the addon's runtime: this runs on JavaScript's thread.
+        napi::bindgen_prelude::spawn(client.tasks.track_future(async move { lock.settled().await }));
     }
+}
+
+/// The environment that made a client is being torn down (a worker thread ended, or the
+/// process exits): its pending acquisitions are cancelled (a lock one of them takes meanwhile
+/// is released, since nobody is left to hold it) and its held locks abandoned.
+fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
+    cancels.close();
+    abandon_locks(client);
+}
+
+/// Makes acquired `held` locks known to JavaScript, unless their acquisition was cancelled
+/// (an `AbortSignal`, `close()`, the end of the environment) before it could: then they are
+/// released, and the acquisition ends with `Aborted`. Checked with the registry locked, so
+/// that a cancellation either comes first or finds the locks there to abandon.
+async fn register_locks(held: Vec<Arc<HeldLock>>, cancel: &Cancel) -> Result<Vec<Arc<HeldLock>>> {
+    {
+        let mut registry = locks();
+        if !cancel.is_cancelled() {
+            for lock in &held {
+                registry.insert(lock.id, lock.clone());
+            }
+            return Ok(held);
+        }
+    }
+    for lock in held {
+        // Best effort: the release retries through transient faults on its own.
+        let _ = lock.release().await;
+    }
+    Err(Error::from_reason("cancelled"))
 }
 
 /// Every `guid` the lock `key` of `client` may carry on the item now (none if this client
@@ -685,13 +718,16 @@ impl NativeClient {
             ),
             queues,
         ));
+        let cancels: Arc<Cancels> = Default::default();
         // The hook runs when this environment ends (a worker thread, or the process).
-        env.add_env_cleanup_hook(Arc::downgrade(&inner), |client| abandon_locks(&client))?;
+        env.add_env_cleanup_hook((Arc::downgrade(&inner), cancels.clone()), |(client, cancels)| {
+            environment_ended(&client, &cancels)
+        })?;
         Ok(NativeClient {
             inner,
             admin: store,
             answers: Arc::new(weak_handler(on_answer)?),
-            cancels: Default::default(),
+            cancels,
         })
     }
 
@@ -717,24 +753,26 @@ impl NativeClient {
         let cancels = self.cancels.clone();
         // The local line's turns follow the order of the calls, not of the tasks' first polls.
         let place = client.join(&key);
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
             let result = client.acquire_joined(key, place, data.as_ref(), &cancel).await;
+            let result = match result {
+                Ok(lock) => register_locks(vec![lock], &cancel)
+                    .await
+                    .map_err(|_| LockError::Aborted),
+                Err(e) => Err(e),
+            };
             cancels.forget(id);
             match result {
-                Ok(lock) => {
-                    let out = JsOutcome {
-                        request,
-                        error: None,
-                        lock_id: Some(lock.id as f64),
-                        fencing_token: lock.fencing_token.map(|t| t as f64),
-                        lock_ids: None,
-                        info: None,
-                        body: None,
-                    };
-                    locks().insert(lock.id, lock);
-                    out
-                }
+                Ok(held) => JsOutcome {
+                    request,
+                    error: None,
+                    lock_id: held.first().map(|l| l.id as f64),
+                    fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
+                    lock_ids: None,
+                    info: None,
+                    body: None,
+                },
                 Err(e) => JsOutcome::done(request, Some(&e)),
             }
         });
@@ -759,27 +797,23 @@ impl NativeClient {
         let wait = (wait_ms.is_finite() && wait_ms >= 0.0).then(|| Duration::from_millis(wait_ms as u64));
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = fifo::acquire(&client.shared, resources, wait, &cancel).await;
+            let result = match fifo::acquire(&client.shared, resources, wait, &cancel).await {
+                Ok(held) => register_locks(held, &cancel).await.map_err(|_| LockError::Aborted),
+                Err(e) => Err(e),
+            };
             cancels.forget(id);
             match result {
-                Ok(held) => {
-                    let out = JsOutcome {
-                        request,
-                        error: None,
-                        lock_id: held.first().map(|l| l.id as f64),
-                        fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
-                        lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
-                        info: None,
-                        body: None,
-                    };
-                    let mut registry = locks();
-                    for lock in held {
-                        registry.insert(lock.id, lock);
-                    }
-                    out
-                }
+                Ok(held) => JsOutcome {
+                    request,
+                    error: None,
+                    lock_id: held.first().map(|l| l.id as f64),
+                    fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
+                    lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
+                    info: None,
+                    body: None,
+                },
                 Err(e) => JsOutcome::done(request, Some(&e)),
             }
         });
@@ -792,7 +826,7 @@ impl NativeClient {
     pub fn start_release(&self, request: u32, lock_id: f64) {
         let id = lock_id as u64;
         let kind = self.inner.settings.kind;
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => {
@@ -822,7 +856,7 @@ impl NativeClient {
     pub fn start_update(&self, request: u32, lock_id: f64, data: Option<DataInput>) -> Result<()> {
         let id = lock_id as u64;
         let data = data.map(lock_data).transpose()?;
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => lock.update_data(data).await,
@@ -846,7 +880,7 @@ impl NativeClient {
             },
         };
         let client = self.inner.clone();
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             match lock_info(&client, &key).await {
                 Ok(info) => JsOutcome {
                     info,
@@ -864,7 +898,7 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn start_admin(&self, request: u32, operation: String, body: String) {
         let store = self.admin.clone();
-        answer(&self.answers, request, async move {
+        answer(&self.answers, &self.inner.tasks, request, async move {
             let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
                 .await
                 .unwrap_or_else(|_| Err(store::timed_out()));
@@ -900,6 +934,28 @@ impl NativeClient {
         if abandon {
             abandon_locks(&Arc::downgrade(&self.inner));
         }
+    }
+
+    /// Answers `request` once every task of this client that may still speak to DynamoDB
+    /// has ended (acquisitions that were cancelled, the releases of locks they took, undoing
+    /// writes of unknown outcome, releases, heartbeats under way of abandoned locks), or after
+    /// `closeWaitMs` whatever is left. For `close()`, after `close(abandon)`.
+    #[napi(catch_unwind)]
+    pub fn start_settle(&self, request: u32) {
+        let tasks = self.inner.tasks.clone();
+        let bound = self.inner.settings.close_wait();
+        let answers = self.answers.clone();
+        tasks.close();
+        napi::bindgen_prelude::spawn(async move {
+            let error = tokio::time::timeout(bound, tasks.wait())
+                .await
+                .err()
+                .map(|_| LockError::Store(store::timed_out()));
+            answers.call(
+                JsOutcome::done(request, error.as_ref()),
+                ThreadsafeFunctionCallMode::NonBlocking,
+            );
+        });
     }
 
     /// The native counters: `requests[operation][outcome]` (in the order of

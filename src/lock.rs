@@ -73,6 +73,9 @@ pub struct Shared {
     /// Fifo: what the locks that are queue entries share, made on first use. Their heartbeats
     /// report to nobody: a waiter learns from its entry's state.
     pub entries: OnceLock<Arc<Shared>>,
+    /// Every task that speaks to DynamoDB for this client (requests from JavaScript, undoing
+    /// writes of unknown outcome, the end of abandoned heartbeats): `close()` waits for them.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 impl Shared {
@@ -92,6 +95,7 @@ impl Shared {
             lines: Default::default(),
             fifo,
             entries: OnceLock::new(),
+            tasks: tokio_util::task::TaskTracker::new(),
         }
     }
 }
@@ -165,6 +169,8 @@ pub struct HeldLock {
     pub client: Arc<Shared>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
     pub(crate) stopping: AtomicBool,
+    /// Set by `abandon()`: a heartbeat under way stops at once, without its answer.
+    abandoned: AtomicBool,
     left_line: AtomicBool,
     pub(crate) wake: Notify,
     pub lease: Lease,
@@ -198,6 +204,7 @@ impl HeldLock {
             contended: false,
             client,
             stopping: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             lease: Lease::new(lease_until),
@@ -205,8 +212,10 @@ impl HeldLock {
         }
     }
 
-    /// Stops this lock's heartbeats without releasing it: its lease lapses.
+    /// Stops this lock's heartbeats without releasing it: its lease lapses. A heartbeat under
+    /// way stops at once, dropping its writes (`settled` waits for that).
     pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
         self.lease.end();
         self.wake.notify_waiters();
@@ -215,6 +224,15 @@ impl HeldLock {
 
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
+    /// Once no heartbeat of this lock is under way: nothing more goes out for it.
+    pub async fn settled(&self) {
+        drop(self.state.lock().await);
     }
 
     pub(crate) fn emit(&self, event: LockEvent) {

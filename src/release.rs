@@ -81,15 +81,22 @@ pub async fn release_head(
 
 /// Undoes, in the background, an acquisition write whose outcome could not be read, so
 /// that no lock is left held by nobody: FailClosed deletes the item, FailOpen marks it
-/// released, each only if it carries `guid`. Tries for about a minute.
-pub fn undo_later(store: &Arc<dyn Store>, settings: &Settings, key: &LockKey, guid: Guid) {
+/// released, each only if it carries `guid`. Tries for about a minute, as one of the client's
+/// `tasks`: `close()` waits for it (within its bound).
+pub fn undo_later(
+    tasks: &tokio_util::task::TaskTracker,
+    store: &Arc<dyn Store>,
+    settings: &Settings,
+    key: &LockKey,
+    guid: Guid,
+) {
     let store = store.clone();
     let key = key.clone();
     let policy = settings.release_policy();
     let kind = settings.kind;
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let guids = [guid];
-        for _ in 0..12 {
+        for _ in 0..UNDO_TRIES {
             let result = match kind {
                 Kind::FailClosed => attempt(policy, || store.delete_if_guid(&key, &guids)).await.map(|_| ()),
                 Kind::FailOpen | Kind::Fifo => attempt(policy, || store.release(&key, &guids, None, None))
@@ -102,8 +109,12 @@ pub fn undo_later(store: &Arc<dyn Store>, settings: &Settings, key: &LockKey, gu
                     error: StoreError::ConditionFailed { .. },
                     ..
                 }) => return,
-                Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
+                Err(_) => tokio::time::sleep(UNDO_PAUSE).await,
             }
         }
     });
 }
+
+/// Rounds of retries of an undo, and the pause between them.
+const UNDO_TRIES: u32 = 12;
+const UNDO_PAUSE: Duration = Duration::from_secs(5);

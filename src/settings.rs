@@ -151,6 +151,14 @@ impl Settings {
         )
     }
 
+    /// The longest `close()` waits for the client's requests under way: an acquisition's
+    /// write with its retries, then the release of what it took (or the undoing of a write of
+    /// unknown outcome) with its own, each attempt a request timeout at most.
+    pub fn close_wait(&self) -> Duration {
+        let attempts = self.max_attempts.max(1) + self.release_policy().max_attempts;
+        self.request_timeout.saturating_mul(attempts)
+    }
+
     /// One operation's time against a silent endpoint: its write attempts end one request
     /// timeout before `attempts` of them would, which leaves that last timeout to the read
     /// that settles a write that may have landed. So an operation takes at most `attempts`

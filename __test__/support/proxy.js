@@ -30,6 +30,8 @@
 //        cumulative rates in the order throttle, error, dropBefore, dropAfter,
 //        hang (so the rates are exclusive fractions; their sum should be <= 1).
 //        `random` is only called when at least one rate is > 0.
+// - `replyDelayMs` (a property of the proxy; number or `(op, body) => ms`) holds back the
+//   engine's answer after the request was applied.
 // - `latencyMs` (number or `(op, body) => ms`) applies to every request whose
 //   operation matches `operations`, before the fault is acted on (a throttle is
 //   answered late, a forward is sent late). A `{ delayMs }` one-shot adds to it.
@@ -401,6 +403,10 @@ async function startProxy(options = {}) {
         api.hookErrors.push(err);
       }
     }
+    // `replyDelayMs` (number or `(op, body) => ms`): the request has reached the engine (it
+    // applied), and its answer is held back this long.
+    const replyDelay = typeof api.replyDelayMs === "function" ? api.replyDelayMs(op, json) : api.replyDelayMs;
+    if (replyDelay > 0 && !(await sleep(replyDelay))) return;
     if (closed) return;
     if (kind === "dropAfter") {
       faultCounts.droppedAfter += 1;

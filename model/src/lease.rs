@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::heartbeat::{Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
+use dynamodb_lock_core::heartbeat::{self, Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
 use dynamodb_lock_core::op::{self as core_op, Reply};
 
 use crate::explore::{Model, Violation};
@@ -327,8 +327,16 @@ impl Model for LeaseModel {
 
     fn init(&self) -> Vec<State> {
         // The holder took the lock at tick 0 with `guid` 1; its first heartbeat is due
-        // anywhere in the first period.
-        (1..=self.config.period)
+        // anywhere in the first period, and never past the lease's loss moment (the core's
+        // `due`, as the addon's scheduler asks it).
+        let _variant = Variant::set(self.config.bug);
+        let config = self.beat_config();
+        let lease = ms(self.config.lease);
+        let mut dues: Vec<Tick> = (1..=self.config.period)
+            .map(|d| tick(heartbeat::due(&config, ms(d), lease)))
+            .collect();
+        dues.dedup();
+        dues.into_iter()
             .map(|due| State {
                 now: 0,
                 item: Item {

@@ -222,13 +222,25 @@ fn main() {
         config.lease, config.period, config.delay, config.pause, config.horizon
     );
     let (r, s) = timed(|| lease::check(config));
-    let runs = vec![rep.run(label, lease_found(r), s)];
+    let mut runs = vec![rep.run(label, lease_found(r), s)];
+    // A heartbeat period longer than the lease: the loss is watched between heartbeats.
+    let long = lease::Config {
+        period: config.lease + config.lease / 2,
+        ..config
+    };
+    let (r, s) = timed(|| lease::check(long));
+    runs.push(rep.run(
+        format!("the same with a heartbeat every {} ticks", long.period),
+        lease_found(r),
+        s,
+    ));
     let mut variants = Vec::new();
-    for bug in Broken::TIMING {
-        let r = lease::check(lease::Config {
-            bug: Some(bug),
-            ..lease::Config::new()
-        });
+    for (bug, base) in Broken::TIMING
+        .iter()
+        .map(|b| (*b, config))
+        .chain(Broken::LONG_PERIOD.iter().map(|b| (*b, long)))
+    {
+        let r = lease::check(lease::Config { bug: Some(bug), ..base });
         variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));
     }
     rep.section("lease", runs, variants);

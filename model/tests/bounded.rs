@@ -124,6 +124,25 @@ fn the_heartbeat_machine_declares_the_loss_before_a_rival_is_granted() {
     assert!(r.states > 1000, "{} states", r.states);
 }
 
+/// With a heartbeat period longer than the lease, the loss is still declared at the lease's
+/// end, before a rival's grant; the variant that waits for the next heartbeat is caught.
+#[test]
+fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted() {
+    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    let long = Config {
+        period: 9,
+        ..Config::new()
+    };
+    let r = check(long);
+    assert!(r.holds, "{:?}", r.counterexample);
+    for bug in dynamodb_lock_core::broken::Broken::LONG_PERIOD {
+        let r = check(Config { bug: Some(bug), ..long });
+        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(property, PROPERTY, "{}", bug.name());
+        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len() - 1, steps.join("\n  "));
+    }
+}
+
 /// Each broken variant of the heartbeat machine is caught by that property.
 #[test]
 fn every_broken_heartbeat_variant_is_caught() {

@@ -11,6 +11,9 @@ pub enum Broken {
     /// The loss of a lease is decided only when a heartbeat attempt starts, not at the
     /// deadline itself.
     LostAfterDeadline,
+    /// The next heartbeat is due a period after the last, even past the lease's end: with a
+    /// period as long as the lease or longer, the loss waits for that heartbeat.
+    LossUnwatchedBetweenBeats,
     /// A FailClosed acquisition whose write may have landed reports its failure without
     /// reading the item back or undoing the write.
     AmbiguousNotResolved,
@@ -32,6 +35,9 @@ pub enum Broken {
 impl Broken {
     /// The variants of the heartbeat's timing (the lease-timing model and the simulator).
     pub const TIMING: [Broken; 2] = [Broken::LateReplyExtends, Broken::LostAfterDeadline];
+    /// The variants of the heartbeat's timing that show with a period as long as the lease or
+    /// longer (the lease-timing model with such a period).
+    pub const LONG_PERIOD: [Broken; 1] = [Broken::LossUnwatchedBetweenBeats];
     /// The variants of Fifo (the Fifo machines model and the simulator).
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
 
@@ -39,6 +45,7 @@ impl Broken {
         match self {
             Broken::LateReplyExtends => "heartbeat answer after the lease's end extends the lease",
             Broken::LostAfterDeadline => "loss of the lease decided after the deadline",
+            Broken::LossUnwatchedBetweenBeats => "loss deadline not watched between heartbeats",
             Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",

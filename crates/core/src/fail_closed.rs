@@ -161,6 +161,10 @@ where
         if held.as_ref().is_some_and(|r| r.carries(&self.guid)) {
             return self.over(Outcome::Acquired);
         }
+        // Cancelled: nothing of ours is on the item, so nothing is left to settle or wait for.
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
         if env.now >= self.give_up_at {
             if held.is_some() {
                 return self.over(Outcome::Held(held));
@@ -182,6 +186,10 @@ where
 
     /// Reads the mark on the holder's item, and claims or renews the first place if it may.
     fn observe(&mut self, held: &R, env: &Env) -> St<R, E> {
+        // A cancelled waiter neither claims the first place nor reads again.
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
         let w = self
             .waiting
             .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));

@@ -16,7 +16,8 @@
 //!   carries our `guid` is ours, with its token. A failure after such a write is settled by
 //!   reading; when even the read fails, the outcome says so (`undo`) and the caller marks the
 //!   write released if it landed.
-//! - A cancellation ends a wait at once; a write out is settled first.
+//! - A cancellation ends a wait at once; a write out is settled first, and a cancelled
+//!   acquisition sends nothing after that (no first-in-line mark, no re-read).
 
 use std::time::Duration;
 
@@ -215,6 +216,10 @@ where
             let r = r.clone();
             return self.taken(&r);
         }
+        // Cancelled: nothing of ours is on the item, so nothing is left to settle or wait for.
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
         let Some(held) = current.filter(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)) else {
             // Another waiter took the free lock first and released it already, or the item
             // went away: try again at once. Losing a race is waiting, not a failed attempt.
@@ -237,6 +242,10 @@ where
     /// Reads the mark on `held`, claims or renews the first place if it may, then goes on
     /// waiting (`start`: the wait-out begins with `held`; otherwise `held` was re-read).
     fn observe(&mut self, held: R, start: bool, env: &Env) -> St<R, E> {
+        // A cancelled waiter neither claims the first place nor reads again.
+        if env.cancelled {
+            return self.over(Outcome::Aborted);
+        }
         let w = self
             .waiting
             .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));

@@ -23,7 +23,10 @@
 //!   when the heartbeat started, whichever comes later); errors are reported at most once per
 //!   period for one cause; an error no retry can mend waits for the end of the lease.
 //! - A renewed lock's next heartbeat is due a period after this one was due, or after it
-//!   started if it started late, and at once if the answer took longer than that.
+//!   started if it started late, and at once if the answer took longer than that; but never
+//!   after the renewed lease's loss moment (`due`). A heartbeat due at or after that moment is
+//!   the loss itself, with no write: with a period as long as the lease or longer, the loss is
+//!   still declared when the lease ends, not when the next heartbeat would have started.
 
 use std::time::Duration;
 
@@ -135,6 +138,21 @@ pub struct Beat {
     phase: Phase,
 }
 
+/// When the next heartbeat of a lock whose lease ends at `until` is due, if a period would
+/// make it `next`: never past the moment the loss is declared, so that the loss is watched
+/// between heartbeats too, whatever the period.
+pub fn due(config: &Config, next: Time, until: Time) -> Time {
+    if broken::on(Broken::LossUnwatchedBetweenBeats) {
+        return next;
+    }
+    next.min(lost_at(config, until))
+}
+
+/// The moment the loss of a lease that ends at `until` is declared: a timer grain early.
+fn lost_at(config: &Config, until: Time) -> Time {
+    until.checked_sub(config.timer_grain).unwrap_or(until)
+}
+
 impl Beat {
     /// Starts the heartbeat due at `due` of a lock whose lease ends at `until`. `round_trip`
     /// is the usual round trip of heartbeat writes (zero if none is known yet).
@@ -155,7 +173,9 @@ impl Beat {
             phase: Phase::Done,
         };
         let mut actions = Vec::new();
-        if now >= beat.lost_at() {
+        // A heartbeat due at the loss moment is the loss (`due`): it writes nothing, even when
+        // the caller starts it a little early to share a wake-up with others.
+        if now.max(due) >= beat.lost_at() {
             beat.lose(Loss::Lapsed, &mut actions);
         } else {
             beat.attempt(now, round_trip, &mut actions);
@@ -165,7 +185,7 @@ impl Beat {
 
     /// The moment the loss is declared: the end of the lease, a timer grain early.
     pub fn lost_at(&self) -> Time {
-        self.until.checked_sub(self.config.timer_grain).unwrap_or(self.until)
+        lost_at(&self.config, self.until)
     }
 
     /// Whether the heartbeat is over (renewed or lost).
@@ -288,10 +308,11 @@ impl Beat {
                 if late {
                     self.lose(Loss::Lapsed, &mut actions);
                 } else {
+                    let until = self.started + self.config.lease;
                     let next = (self.due.max(self.started) + self.config.period).max(now);
                     actions.push(Action::Renewed {
-                        until: self.started + self.config.lease,
-                        next,
+                        until,
+                        next: due(&self.config, next, until),
                     });
                     self.phase = Phase::Done;
                 }
