@@ -476,18 +476,18 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 /// Stops the heartbeats of `client`'s locks and forgets them: the JavaScript environment that
 /// held them is gone (a worker thread ended), so nothing will release them or hear their
 /// events. Their leases then lapse, as when a process ends.
-fn abandon_locks(client: &std::sync::Weak<Client>) {
-    let Some(client) = client.upgrade() else { return };
+fn abandon_locks(client: &std::sync::Weak<Client>) -> Vec<Arc<HeldLock>> {
+    let Some(client) = client.upgrade() else {
+        return Vec::new();
+    };
     let abandoned: Vec<Arc<HeldLock>> = locks()
         .extract_if(|_, l| Arc::ptr_eq(&l.client, &client.shared))
         .map(|(_, l)| l)
         .collect();
-    for lock in abandoned {
+    for lock in &abandoned {
         lock.abandon();
-        // A heartbeat under way ends at once; `close()` waits for that too.
-        // On the addon's runtime: this runs on JavaScript's thread.
-        napi::bindgen_prelude::spawn(client.tasks.track_future(async move { lock.settled().await }));
     }
+    abandoned
 }
 
 /// The environment that made a client is being torn down (a worker thread ended, or the
@@ -932,7 +932,11 @@ impl NativeClient {
     pub fn close(&self, abandon: bool) {
         self.cancels.close();
         if abandon {
-            abandon_locks(&Arc::downgrade(&self.inner));
+            for lock in abandon_locks(&Arc::downgrade(&self.inner)) {
+                // A heartbeat under way ends at once; `close()` waits for that too. On the
+                // addon's runtime: this runs on JavaScript's thread.
+                napi::bindgen_prelude::spawn(self.inner.tasks.track_future(async move { lock.settled().await }));
+            }
         }
     }
 
