@@ -30,7 +30,7 @@ use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::item::{self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS};
 use crate::stats::{Outcome, Stats};
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
@@ -436,11 +436,19 @@ impl HttpStore {
 
 /// The condition that a version a waiter waited out is still there, with its values.
 fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr<'a>)>) -> String {
-    let guid_is = if v.guid.is_empty() {
-        "attribute_not_exists(#guid)"
-    } else {
-        values.push((":eguid", Attr::B(&v.guid)));
-        "#guid = :eguid"
+    let guid_is = match &v.guid {
+        None => "attribute_not_exists(#guid)",
+        Some(g) => {
+            values.push((
+                ":eguid",
+                match g {
+                    GuidValue::B(b) => Attr::B(b),
+                    GuidValue::S(s) => Attr::S(s),
+                    GuidValue::N(n) => Attr::NText(n),
+                },
+            ));
+            "#guid = :eguid"
+        }
     };
     let token_is = match v.fencing_token {
         Some(t) => {
@@ -778,16 +786,27 @@ impl Store for HttpStore {
             &mut values,
         );
         let update = expression(&set, &remove);
-        let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
+        let mut cond = "(attribute_not_exists(#pk) OR #lease = :released".to_string();
         if let Some(v) = waited_out {
             cond.push_str(" OR ");
             cond.push_str(&waited_out_condition(v, &mut values));
         }
+        // Only a token that can rise to a safe integer is raised (`item::MAX_FENCING_TOKEN`): an
+        // item whose token is of another type, negative or too large is refused as it is, and
+        // the refusal carries it (or a read follows) for the core to name. A fractional token
+        // is the one no condition can tell apart: the write lands, its new token is refused
+        // when read back, and the lock is given back.
+        cond.push_str(") AND (attribute_not_exists(#ft) OR (attribute_type(#ft, :ntype) AND #ft BETWEEN :zero_ft AND :below_max))");
+        values.extend([
+            (":ntype", Attr::S("N")),
+            (":zero_ft", Attr::N(0)),
+            (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
+        ]);
         let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
         reply
             .record
             .and_then(|r| r.fencing_token)
-            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+            .ok_or_else(|| invalid_response("DynamoDB did not return a new fencingToken that reads as one"))
     }
 
     async fn renew(

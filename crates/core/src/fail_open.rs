@@ -39,6 +39,13 @@ pub enum Outcome<R, E> {
     },
     /// The lock stayed held: the holder's item.
     Held(R),
+    /// The item is refused (`Record::corrupt`): no token is handed out from it. `landed`: our
+    /// take was applied to it all the same (a fractional token, which no condition can
+    /// exclude) and the caller gives the lock back.
+    Corrupt {
+        item: R,
+        landed: bool,
+    },
     /// A request failed. `undo`: the write may have landed and could not be read back; the
     /// caller releases it if it did.
     Failed {
@@ -150,7 +157,14 @@ where
         step
     }
 
+    /// Our take landed on `r`.
     fn taken(&mut self, r: &R) -> St<R, E> {
+        if r.corrupt() {
+            return self.over(Outcome::Corrupt {
+                item: r.clone(),
+                landed: true,
+            });
+        }
         let fencing_token = r.fencing_token().unwrap_or(1);
         self.won(fencing_token)
     }
@@ -214,6 +228,14 @@ where
         if let Some(r) = current.as_ref().filter(|r| r.carries(&self.guid)) {
             let r = r.clone();
             return self.taken(&r);
+        }
+        // The take's condition excludes the tokens it can (another type, out of range): the
+        // refusal is for the item, not for contention, and is not waited out.
+        if let Some(r) = current.as_ref().filter(|r| r.corrupt()) {
+            return self.over(Outcome::Corrupt {
+                item: r.clone(),
+                landed: false,
+            });
         }
         let Some(held) = current.filter(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)) else {
             // Another waiter took the free lock first and released it already, or the item
@@ -355,6 +377,7 @@ where
             }
             Phase::Reread => match ended {
                 Ended::Ok(Reply::Item(None)) => self.waited(env),
+                Ended::Ok(Reply::Item(Some(r))) if r.corrupt() => self.over(Outcome::Corrupt { item: r, landed: false }),
                 Ended::Ok(Reply::Item(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => self.waited(env),
                 Ended::Ok(Reply::Item(Some(r))) => self.observe(r, false, env),
                 // A failed re-read changes nothing: the deadline still decides.
@@ -421,7 +444,7 @@ mod tests {
 
     fn held(guid: u8, token: u64) -> LockRecord {
         LockRecord {
-            guid: Some(vec![guid; 4]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; 4])),
             fencing_token: Some(token),
             lease_duration_ms: Some(1000),
             ..Default::default()
@@ -551,7 +574,7 @@ mod tests {
             }
         ));
         let ours = LockRecord {
-            guid: Some(guid(1).to_vec()),
+            guid: Some(crate::item::GuidValue::B(guid(1).to_vec())),
             fencing_token: Some(4),
             lease_duration_ms: Some(1000),
             ..Default::default()

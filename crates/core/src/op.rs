@@ -12,7 +12,7 @@
 //! The HTTP store states the same conditions as DynamoDB condition expressions.
 
 use crate::broken::{self, Broken};
-use crate::item::{Guid, LockData, LockRecord, Version, RELEASED_LEASE_MS};
+use crate::item::{Guid, GuidValue, LockData, LockRecord, Version, RELEASED_LEASE_MS};
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
 pub type Ttl<'a> = (&'a str, u64);
@@ -93,6 +93,12 @@ pub trait Record: Clone {
     fn lock_waiter(&self) -> Option<&str>;
     fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
     fn mark(&self) -> Mark;
+    /// The item is refused (`LockRecord::refusal`): an attribute in a form the protocol cannot
+    /// act on, or a token that cannot rise. A record no reply was decoded into (the model
+    /// checker's) never is.
+    fn corrupt(&self) -> bool {
+        false
+    }
 
     fn set_owner(&mut self, owner: &str);
     fn set_guid(&mut self, guid: &Self::Guid);
@@ -575,7 +581,10 @@ impl Record for LockRecord {
         LockRecord::queue_granted(self)
     }
     fn guid(&self) -> Option<Guid> {
-        self.guid.as_deref().and_then(|g| Guid::try_from(g).ok())
+        match &self.guid {
+            Some(GuidValue::B(g)) => Guid::try_from(g.as_slice()).ok(),
+            _ => None,
+        }
     }
     fn lock_waiting_unix_ms(&self) -> Option<u64> {
         self.lock_waiting_unix_ms
@@ -593,12 +602,15 @@ impl Record for LockRecord {
             waiting_since_unix_ms: self.lock_waiting_since_unix_ms,
         }
     }
+    fn corrupt(&self) -> bool {
+        self.refusal().is_some()
+    }
 
     fn set_owner(&mut self, owner: &str) {
         self.owner = Some(owner.into());
     }
     fn set_guid(&mut self, guid: &Guid) {
-        self.guid = Some(guid.to_vec());
+        self.guid = Some(GuidValue::B(guid.to_vec()));
     }
     fn set_fencing_token(&mut self, token: u64) {
         self.fencing_token = Some(token);
@@ -636,7 +648,7 @@ mod tests {
     fn held(guid: u8, token: u64) -> LockRecord {
         LockRecord {
             owner: Some("o".into()),
-            guid: Some(vec![guid; crate::item::GUID_LEN]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; crate::item::GUID_LEN])),
             fencing_token: Some(token),
             lease_duration_ms: Some(1000),
             ..Default::default()
@@ -683,7 +695,7 @@ mod tests {
         // On the version waited out; a holder that renewed since keeps its lock.
         let (after, _) = apply(&put(Expect::AbsentOr(marked.version())), Some(marked.clone()));
         let after = after.unwrap();
-        assert_eq!(after.guid.as_deref(), Some(&g[..]));
+        assert!(after.carries(&g));
         assert_eq!(after.lock_waiting_unix_ms, None, "the whole item replaces the old one");
         assert_eq!(after.data, None);
         let seen = held(1, 3).version();
@@ -796,7 +808,7 @@ mod tests {
     #[test]
     fn free_released_and_absent_differ_on_a_lock_without_a_lease() {
         let failclosed = LockRecord {
-            guid: Some(vec![1]),
+            guid: Some(crate::item::GuidValue::B(vec![1])),
             ..Default::default()
         };
         let mut released_lock = held(1, 3);
