@@ -50,9 +50,9 @@ pub async fn acquire(
             original: refusal.unwrap_or_else(StoreError::condition_failed),
         }),
         Outcome::Failed(error) => Err(LockError::Store(error)),
-        Outcome::Corrupt(item) => Err(names.refusal(key, &item).unwrap_or_else(|| {
-            LockError::Internal("an item refused by the core was accepted by its record".into())
-        })),
+        Outcome::Corrupt(item) => Err(names
+            .refusal(key, &item)
+            .unwrap_or_else(|| LockError::Internal("an item refused by the core was accepted by its record".into()))),
         Outcome::Aborted => Err(LockError::Aborted),
     }
 }

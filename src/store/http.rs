@@ -30,7 +30,9 @@ use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS};
+use crate::item::{
+    self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+};
 use crate::stats::{Outcome, Stats};
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).

@@ -333,8 +333,14 @@ mod tests {
             .unwrap()
             .record
             .unwrap();
-        assert_eq!(r.malformed.map(|m| (m.attribute, m.found)), Some((item::GUID, "a value of type BOOL".into())));
-        let r = read_reply(br#"{"Item":{"fencingToken":{"SS":["1"]}}}"#).unwrap().record.unwrap();
+        assert_eq!(
+            r.malformed.map(|m| (m.attribute, m.found)),
+            Some((item::GUID, "a value of type BOOL".into()))
+        );
+        let r = read_reply(br#"{"Item":{"fencingToken":{"SS":["1"]}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
         assert_eq!(r.malformed.map(|m| m.found), Some("a value of type SS".into()));
     }
 

@@ -680,7 +680,11 @@ mod tests {
             attributes: vec![attr("guid", "S", "abc"), attr("leaseDurationMs", "N", "-1")],
         });
         assert_eq!(r.guid, Some(GuidValue::S("abc".into())));
-        assert_eq!(r.malformed.map(|m| m.attribute), Some("leaseDurationMs"), "a negative lease is refused");
+        assert_eq!(
+            r.malformed.map(|m| m.attribute),
+            Some("leaseDurationMs"),
+            "a negative lease is refused"
+        );
         let r = record(ObjectItem {
             attributes: vec![attr("fencingToken", "N", "1152921504606847000")],
         });

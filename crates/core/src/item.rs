@@ -349,7 +349,10 @@ mod tests {
 
     #[test]
     fn leases_that_are_not_whole_milliseconds_are_refused() {
-        assert_eq!(read(LEASE_DURATION_MS, Found::N("1000".into())).lease_duration_ms, Some(1000));
+        assert_eq!(
+            read(LEASE_DURATION_MS, Found::N("1000".into())).lease_duration_ms,
+            Some(1000)
+        );
         for bad in [Found::N("-1".into()), Found::N("0.5".into()), Found::S("1000".into())] {
             let r = read(LEASE_DURATION_MS, bad);
             assert_eq!(r.malformed.map(|m| m.attribute), Some(LEASE_DURATION_MS));

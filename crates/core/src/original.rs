@@ -625,6 +625,22 @@ mod tests {
     }
 
     #[test]
+    fn fail_open_computes_no_token_from_a_corrupt_item() {
+        for (name, value) in [
+            (crate::item::FENCING_TOKEN, crate::item::Found::N("-5".into())),
+            (crate::item::LEASE_DURATION_MS, crate::item::Found::S("1000".into())),
+        ] {
+            let mut item = held(2, 3, Some(1000));
+            item.read(name, value);
+            let (mut m, _) = start(lock(Kind::FailOpen));
+            assert_eq!(
+                m.answer(self::item(Some(item.clone())), &env(1)),
+                Step::Done(Outcome::Corrupt(item))
+            );
+        }
+    }
+
+    #[test]
     fn a_cancellation_ends_a_wait_at_once() {
         let (mut m, _) = start(lock(Kind::FailClosed));
         m.answer(refused(), &env(0));
