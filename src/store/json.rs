@@ -179,7 +179,7 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
             other => return Err(unexpected(other)),
         };
-        if !LOCK_ATTRIBUTES.contains(&name.as_ref()) {
+        if !item::READ_ATTRIBUTES.contains(&name.as_ref()) {
             skip_value(tokens)?;
             continue;
         }
@@ -189,23 +189,6 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
     }
     Ok(Some(r))
 }
-
-/// The attributes `LockRecord::read` reads; anything else another writer put on the item is
-/// skipped.
-const LOCK_ATTRIBUTES: [&str; 12] = [
-    item::OWNER,
-    item::GUID,
-    item::FENCING_TOKEN,
-    item::LEASE_DURATION_MS,
-    item::LOCK_ACQUIRED_TIME_UNIX_MS,
-    item::LOCK_WAITING_UNIX_MS,
-    item::LOCK_WAITER,
-    item::LOCK_WAITING_SINCE_UNIX_MS,
-    item::LOCK_DATA,
-    item::TICKET_NEXT,
-    item::QUEUE_NEXT,
-    item::QUEUE_GRANTED,
-];
 
 /// One attribute value, `{"<type>": value}`: S, N and B as found (B decoded from base64),
 /// any other type by its name.

@@ -25,6 +25,22 @@ pub const QUEUE_NEXT: &str = "queueNext";
 /// Fifo head item: the queue position of the last entry granted the lock.
 pub const QUEUE_GRANTED: &str = "queueGranted";
 
+/// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.
+pub const READ_ATTRIBUTES: [&str; 12] = [
+    OWNER,
+    GUID,
+    FENCING_TOKEN,
+    LEASE_DURATION_MS,
+    LOCK_ACQUIRED_TIME_UNIX_MS,
+    LOCK_WAITING_UNIX_MS,
+    LOCK_WAITER,
+    LOCK_WAITING_SINCE_UNIX_MS,
+    LOCK_DATA,
+    TICKET_NEXT,
+    QUEUE_NEXT,
+    QUEUE_GRANTED,
+];
+
 /// Names a key attribute may not take, because the lock item uses them.
 pub const RESERVED_NAMES: [&str; 5] = [
     FENCING_TOKEN,
