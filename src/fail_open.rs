@@ -189,6 +189,24 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_corrupt_token_is_refused_by_name_and_left_as_it_was() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut rec = LockRecord {
+            owner: Some("tool".into()),
+            guid: Some(GuidValue::B(vec![9; 64])),
+            lease_duration_ms: Some(1),
+            ..Default::default()
+        };
+        rec.read(crate::item::FENCING_TOKEN, crate::item::Found::N("-5".into()));
+        store.set(&key("a"), rec.clone());
+        let (c, _) = client(&store, open_settings("me", 1000, None));
+        let e = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(e.code(), "CorruptLockItem");
+        assert_eq!(e.attribute(), Some("fencingToken"));
+        assert_eq!(store.record(&key("a")), Some(rec), "the item is left as it was");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn trust_local_time_shortens_the_wait_but_never_lengthens_it() {
         let store = Arc::new(MemoryStore::new(true));
         let rec = |acquired: u64| LockRecord {

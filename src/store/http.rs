@@ -793,7 +793,7 @@ impl Store for HttpStore {
             cond.push_str(" OR ");
             cond.push_str(&waited_out_condition(v, &mut values));
         }
-        // Only a token that can rise to a safe integer is raised (`item::MAX_FENCING_TOKEN`): an
+        // Only a token that can rise to a safe integer is raised (`op::token_can_rise`): an
         // item whose token is of another type, negative or too large is refused as it is, and
         // the refusal carries it (or a read follows) for the core to name. A fractional token
         // is the one no condition can tell apart: the write lands, its new token is refused

@@ -12,7 +12,9 @@
 //! The HTTP store states the same conditions as DynamoDB condition expressions.
 
 use crate::broken::{self, Broken};
-use crate::item::{Guid, GuidValue, LockData, LockRecord, Version, RELEASED_LEASE_MS};
+use crate::item::{
+    Guid, GuidValue, LockData, LockRecord, Version, FENCING_TOKEN, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+};
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
 pub type Ttl<'a> = (&'a str, u64);
@@ -98,6 +100,10 @@ pub trait Record: Clone {
     /// checker's) never is.
     fn corrupt(&self) -> bool {
         false
+    }
+    /// See `token_can_rise`.
+    fn token_can_rise(&self) -> bool {
+        true
     }
 
     fn set_owner(&mut self, owner: &str);
@@ -284,6 +290,15 @@ pub fn still_version<R: Record>(item: Option<&R>, waited_out: Option<&R::Version
     item.is_some_and(|r| waited_out.is_some_and(|v| r.version() == *v))
 }
 
+/// The item's `fencingToken`, if it has one, can rise by one and stay a token: an N from 0 to
+/// `MAX_FENCING_TOKEN - 1`. A fraction is the one refused token this cannot exclude on
+/// DynamoDB (no condition tells it from an integer): the HTTP store's take lands on it, and
+/// the acquisition refuses the token it reads back. A record that keeps no such value (the
+/// model checker's) always can.
+pub fn token_can_rise<R: Record>(item: Option<&R>) -> bool {
+    item.is_none_or(|r| r.token_can_rise())
+}
+
 /// The item carries one of our `guid`s (a write of ours, or a heartbeat of ours that may have
 /// landed).
 pub fn ours<R: Record>(item: Option<&R>, guids: &[R::Guid]) -> bool {
@@ -349,7 +364,9 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         | Op::Release { guids, .. }
         | Op::SetData { guids, .. }
         | Op::FifoFinishEntry { guids, .. } => ours(item, guids),
-        Op::Take { waited_out, .. } => absent(item) || released(item) || still_version(item, *waited_out),
+        Op::Take { waited_out, .. } => {
+            (absent(item) || released(item) || still_version(item, *waited_out)) && token_can_rise(item)
+        }
         Op::PutItem { expect, .. } => match expect {
             Expect::Absent => absent(item),
             Expect::AbsentOr(seen) => absent(item) || still_version(item, Some(seen)),
@@ -605,6 +622,10 @@ impl Record for LockRecord {
     fn corrupt(&self) -> bool {
         self.refusal().is_some()
     }
+    fn token_can_rise(&self) -> bool {
+        self.fencing_token.is_none_or(|t| t < MAX_FENCING_TOKEN)
+            && self.malformed.as_ref().is_none_or(|m| m.attribute != FENCING_TOKEN)
+    }
 
     fn set_owner(&mut self, owner: &str) {
         self.owner = Some(owner.into());
@@ -664,6 +685,32 @@ mod tests {
             ttl: None,
             token_floor: 0,
         }
+    }
+
+    #[test]
+    fn a_take_raises_only_a_token_that_can_rise() {
+        let g = [1u8; crate::item::GUID_LEN];
+        let f = fields();
+        let take = Op::Take {
+            fields: &f,
+            guid: &g,
+            waited_out: None,
+            clear_mark: false,
+        };
+        let released = |token: crate::item::Found| {
+            let mut r = held(2, 0);
+            r.fencing_token = None;
+            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
+            r.read(FENCING_TOKEN, token);
+            r
+        };
+        for bad in ["-5", "9007199254740991", "9007199254740992"] {
+            let item = released(crate::item::Found::N(bad.into()));
+            assert!(!allowed(&take, Some(&item)), "{bad}");
+        }
+        assert!(!allowed(&take, Some(&released(crate::item::Found::S("7".into())))));
+        let below = released(crate::item::Found::N("9007199254740990".into()));
+        assert_eq!(apply(&take, Some(below)).1, Reply::Token(MAX_FENCING_TOKEN));
     }
 
     #[test]
