@@ -85,7 +85,9 @@ for (const engineName of selectedEngines())
                         assert.equal(lock, undefined, `no lock is handed out (token ${lock && lock.fencingToken})`);
                         // A fraction is read back after the take raised it (below).
                         assertRefused(error, id, "fencingToken", name === "1.5" ? `the number ${2.5 + k}` : found);
-                        assert.ok(Date.now() - started < 900, "refused at once, not waited out");
+                        // Not retried as contention: one take (and a read where the engine
+                        // returns no item with a refusal). The bound allows a cold engine.
+                        assert.ok(Date.now() - started < 5000, "refused at once, not retried");
                     }
                     await assert.rejects(client.getLock(id), e => e.code === "CorruptLockItem" && e.attribute === "fencingToken");
                     const left = await engine.getItem(TABLE, { id: { S: id } });
@@ -124,7 +126,7 @@ for (const engineName of selectedEngines())
                 const started = Date.now();
                 const { error } = await acquireCb(client, id);
                 assertRefused(error, id, "fencingToken", "the number -5");
-                assert.ok(Date.now() - started < 900, "not waited out");
+                assert.ok(Date.now() - started < 10000, "not waited out (the lease is 60 s)");
             });
 
         it("refuses an item whose leaseDurationMs is a string, and one whose guid is a boolean", async () =>
