@@ -17,6 +17,11 @@
 //!   reading; when even the read fails, the outcome says so (`undo`) and the caller marks the
 //!   write released if it landed.
 //! - A cancellation ends a wait at once; a write out is settled first.
+//! - An item the record refuses (`Record::corrupt`: a token that is not a safe integer, a
+//!   lease that is not whole milliseconds, a `guid` of an unnamable type) ends the acquisition
+//!   at once, from a refusal, a read or a re-read: it is not contention and is not waited out.
+//!   The take's condition keeps it from landing on a token it refuses, except a fraction; a
+//!   take that landed on one ends with `landed`, for the caller to give the lock back.
 
 use std::time::Duration;
 
