@@ -105,6 +105,23 @@ for (const engineName of selectedEngines())
                 });
         }
 
+        it("hands out 2^53 - 1 once, then neither hands the lock over nor takes it again", async () =>
+            {
+                const id = uniqueId("top");
+                await engine.putItem(TABLE, item(id, { fencingToken: { N: "9007199254740990" }, leaseDurationMs: { N: "1" } }));
+                const first = await acquireCb(client, id);
+                assert.ifError(first.error);
+                assert.equal(first.lock.fencingToken, Number.MAX_SAFE_INTEGER);
+                // A second acquisition in this client waits for a hand-over on release.
+                const next = acquireCb(client, id);
+                assert.ifError(await releaseCb(first.lock));
+                const { error, lock } = await next;
+                assert.equal(lock, undefined, `no lock is handed out (token ${lock && lock.fencingToken})`);
+                assertRefused(error, id, "fencingToken", "the number 9007199254740991");
+                const left = await engine.getItem(TABLE, { id: { S: id } });
+                assert.deepEqual([left.fencingToken.N, left.leaseDurationMs.N], ["9007199254740991", "1"], "released at the top");
+            });
+
         it("refuses a released item whose token is 2^53 - 1, from which no token can rise, and takes one at 2^53 - 2", async () =>
             {
                 const id = uniqueId("top");

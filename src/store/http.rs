@@ -462,6 +462,20 @@ fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr
     format!("({guid_is} AND {token_is})")
 }
 
+/// `op::token_can_rise`: only a token that can rise to a safe integer (`item::MAX_FENCING_TOKEN`)
+/// is raised. An item whose token is of another type, negative or too large is refused as it
+/// is, and the refusal carries it (or a read follows) for the core to name. A fractional token
+/// is the one no condition can tell apart: the write lands, its new token is refused when read
+/// back, and the lock is given back.
+fn token_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
+    values.extend([
+        (":ntype", Attr::S("N")),
+        (":zero_ft", Attr::N(0)),
+        (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
+    ]);
+    "(attribute_not_exists(#ft) OR (attribute_type(#ft, :ntype) AND #ft BETWEEN :zero_ft AND :below_max))"
+}
+
 /// Names of the Fifo head item's attributes in expressions.
 const FIFO_NAMES: [(&str, &str); 8] = [
     ("#owner", item::OWNER),
@@ -793,17 +807,8 @@ impl Store for HttpStore {
             cond.push_str(" OR ");
             cond.push_str(&waited_out_condition(v, &mut values));
         }
-        // Only a token that can rise to a safe integer is raised (`op::token_can_rise`): an
-        // item whose token is of another type, negative or too large is refused as it is, and
-        // the refusal carries it (or a read follows) for the core to name. A fractional token
-        // is the one no condition can tell apart: the write lands, its new token is refused
-        // when read back, and the lock is given back.
-        cond.push_str(") AND (attribute_not_exists(#ft) OR (attribute_type(#ft, :ntype) AND #ft BETWEEN :zero_ft AND :below_max))");
-        values.extend([
-            (":ntype", Attr::S("N")),
-            (":zero_ft", Attr::N(0)),
-            (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
-        ]);
+        cond.push_str(") AND ");
+        cond.push_str(token_can_rise(&mut values));
         let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
         reply
             .record
@@ -910,10 +915,14 @@ impl Store for HttpStore {
         // The next holder brings its own data, if any, with a write of its own.
         data_and_ttl(None, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
         let update = expression(&set, &remove);
-        let cond = format!(
+        let mut cond = format!(
             "({}) AND (attribute_not_exists(#w) OR #w < :fresh)",
             guid_condition(guids, &mut values)?
         );
+        if fields.is_some() {
+            cond.push_str(" AND ");
+            cond.push_str(token_can_rise(&mut values));
+        }
         let returns = if fields.is_some() { "UPDATED_NEW" } else { "NONE" };
         let reply = self.update(key, &update, &cond, &names, &values, returns).await?;
         match fields {

@@ -374,9 +374,14 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         },
         Op::HandOver {
             guids,
+            fields,
             marks_fresh_since_unix_ms,
             ..
-        } => ours(item, guids) && !marked_since(item, *marks_fresh_since_unix_ms),
+        } => {
+            ours(item, guids)
+                && !marked_since(item, *marks_fresh_since_unix_ms)
+                && (fields.is_none() || token_can_rise(item))
+        }
         Op::MarkWaiting(mark) => place_open(item, mark),
         Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item),
         Op::FifoReserve { ticket } => tickets_below(item, *ticket),
@@ -710,7 +715,22 @@ mod tests {
         }
         assert!(!allowed(&take, Some(&released(crate::item::Found::S("7".into())))));
         let below = released(crate::item::Found::N("9007199254740990".into()));
-        assert_eq!(apply(&take, Some(below)).1, Reply::Token(MAX_FENCING_TOKEN));
+        let (after, reply) = apply(&take, Some(below));
+        assert_eq!(reply, Reply::Token(MAX_FENCING_TOKEN));
+        // The holder at the top hands over to no one: the next token would not be one.
+        let next = [3u8; crate::item::GUID_LEN];
+        let hand_over = |fields| Op::HandOver {
+            guids: std::slice::from_ref(&g),
+            new_guid: &next,
+            fields,
+            marks_fresh_since_unix_ms: 0,
+            ttl: None,
+        };
+        assert!(!allowed(&hand_over(Some(&f)), after.as_ref()));
+        assert!(
+            allowed(&hand_over(None), after.as_ref()),
+            "a FailClosed hand-over raises no token"
+        );
     }
 
     #[test]
