@@ -189,6 +189,8 @@ export interface NativeError {
   detail?: string
   /** The `owner` of the item that kept the lock, when the failure returned it. */
   holder?: string
+  /** `CorruptLockItem`: the attribute the item holds in a form that is refused. */
+  attribute?: string
   /**
    * The user's `dynamodb` object gave this error: JavaScript keeps it under this number
    * (lib/object-store.js) and hands it back as it came.
@@ -258,6 +260,20 @@ export interface NativeStats {
   heartbeatsFailed: number
 }
 
+/**
+ * One attribute of an item, as `lib/object-store.js` passes it on for the core's rule
+ * (`LockRecord::read`) to read.
+ */
+export interface ObjectAttribute {
+  name: string
+  /**
+   * `S` (a string), `N` (a number or bigint, `value` its decimal text), `B` (a Buffer or
+   * typed array, `value` in hex), or the JavaScript type of anything else.
+   */
+  kind: string
+  value: string
+}
+
 /** A failure of the user's method: the error object is kept in JavaScript under `id`. */
 export interface ObjectError {
   id: number
@@ -266,16 +282,9 @@ export interface ObjectError {
   conditionFailed: boolean
 }
 
-/**
- * The attributes of an item the protocol reads, as `lib/object-store.js` passes them on:
- * numbers that are finite, and `guid` in hex when it is binary.
- */
+/** The lock's attributes of an item. */
 export interface ObjectItem {
-  owner?: string
-  guidHex?: string
-  fencingToken?: number
-  leaseDurationMs?: number
-  lockAcquiredTimeUnixMs?: number
+  attributes: Array<ObjectAttribute>
 }
 
 /** How a call of the user's method ended. */

@@ -205,7 +205,7 @@ export interface CreateTableResult {
  */
 export declare function createTable(options: CreateTableOptions): Promise<CreateTableResult>;
 
-/** Errors carry a `code`: `FailedToAcquireLock`, `FailedToReleaseLock`, an AWS error name, ... */
+/** Errors carry a `code`: `FailedToAcquireLock`, `FailedToReleaseLock`, `CorruptLockItem`, an AWS error name, ... */
 export interface LockError extends Error {
     code: string;
     /** The DynamoDB error behind `FailedToAcquireLock` and `FailedToReleaseLock`. */
@@ -214,6 +214,8 @@ export interface LockError extends Error {
     lockId?: unknown;
     /** `FailedToAcquireLock`, `FailedToReleaseLock`: the `owner` of the item that holds the lock, when known. */
     owner?: string;
+    /** `CorruptLockItem`: the attribute the lock item holds in a form that is refused (`fencingToken`, `leaseDurationMs`, `guid`). */
+    attribute?: string;
     /** The chain of causes behind the message (e.g. `CredentialsError`), or an abort's reason. */
     cause?: unknown;
 }

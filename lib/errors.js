@@ -19,6 +19,7 @@ const OWN_CODES = new Set([
     "InternalError",
     "ClientClosed",
     "NotSupported",
+    "CorruptLockItem",
 ]);
 
 class ValidationError extends Error
@@ -66,6 +67,10 @@ function toError(e)
     if (e.holder)
     {
         err.owner = e.holder;
+    }
+    if (e.attribute)
+    {
+        err.attribute = e.attribute;
     }
     return err;
 }

@@ -45,28 +45,45 @@ function describe(error)
     };
 }
 
-// A number attribute as the protocol reads it: what Number() makes of it, when finite.
-function number(v)
+// The lock's attributes, as the core reads them (src/store/object.rs).
+const LOCK_ATTRIBUTES = ["owner", "guid", "fencingToken", "leaseDurationMs", "lockAcquiredTimeUnixMs"];
+
+// One attribute as the core's rule reads it: its DynamoDB type where it has one (numbers in
+// their decimal text, binary in hex), otherwise its JavaScript type; the core decides what is
+// refused.
+function attributeOf(name, v)
 {
-    const n = Number(v);
-    return v !== undefined && Number.isFinite(n) ? n : undefined;
+    if (typeof v === "string")
+    {
+        return { name, kind: "S", value: v };
+    }
+    if (typeof v === "number" || typeof v === "bigint")
+    {
+        return { name, kind: "N", value: String(v) };
+    }
+    if (v instanceof Uint8Array)
+    {
+        return { name, kind: "B", value: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("hex") };
+    }
+    return { name, kind: v === null ? "null" : typeof v, value: "" };
 }
 
-// What the protocol reads of an item: its owner, guid (binary, in hex) and numbers.
+// What the protocol reads of an item: the lock's attributes it carries.
 function itemOf(item)
 {
     if (!item)
     {
         return undefined;
     }
-    const g = item.guid;
-    return {
-        owner: typeof item.owner === "string" ? item.owner : undefined,
-        guidHex: g instanceof Uint8Array ? Buffer.from(g.buffer, g.byteOffset, g.byteLength).toString("hex") : undefined,
-        fencingToken: number(item.fencingToken),
-        leaseDurationMs: number(item.leaseDurationMs),
-        lockAcquiredTimeUnixMs: number(item.lockAcquiredTimeUnixMs),
-    };
+    const attributes = [];
+    for (const name of LOCK_ATTRIBUTES)
+    {
+        if (item[name] !== undefined)
+        {
+            attributes.push(attributeOf(name, item[name]));
+        }
+    }
+    return { attributes };
 }
 
 // The function the core calls with a method name and its parameters.

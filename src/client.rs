@@ -83,7 +83,7 @@ impl Client {
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.original {
             // The original's sequence: every acquisition speaks to the store for itself.
-            let taken = original::acquire(&*self.store, &self.settings, &key, cancel).await?;
+            let taken = original::acquire(&*self.store, &self.settings, &self.fifo.names, &key, cancel).await?;
             let lease_until = (self.settings.kind == Kind::FailOpen).then(|| taken.sent_at + self.settings.lease());
             let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, lease_until);
             return self.start_lock(Arc::new(lock), cancel).await;
@@ -433,7 +433,7 @@ mod tests {
             .await
             .unwrap();
         let mut rec = store.record(&key("k")).unwrap();
-        rec.guid = Some(vec![7; 64]);
+        rec.guid = Some(crate::item::GuidValue::B(vec![7; 64]));
         store.set(&key("k"), rec);
         let err = lock.update_data(Some(LockData::S("b".into()))).await.unwrap_err();
         assert_eq!(err, LockError::Lost(LostReason::NotOwner));

@@ -157,6 +157,31 @@ pub enum LockError {
     Lost(LostReason),
     /// A fault inside this library, e.g. a caught panic.
     Internal(String),
+    /// The lock item holds `attribute` in a form the protocol refuses (`LockRecord::refusal`):
+    /// no lock is handed out from it, and `getLock` does not report it as a lock. `id` is the
+    /// lock's key as people read it; `found`, what the attribute holds.
+    CorruptLockItem {
+        table: String,
+        id: String,
+        attribute: &'static str,
+        found: String,
+    },
+}
+
+/// A lock's key as people read it: `name "value"`, with the sort key after a comma; numbers
+/// bare, binary values in hex.
+pub fn shown_key(partition_key: &str, sort_key: Option<&str>, key: &crate::item::LockKey) -> String {
+    use crate::item::KeyValue;
+    let value = |v: &KeyValue| match v {
+        KeyValue::S(s) => format!("{s:?}"),
+        KeyValue::N(n) => n.clone(),
+        KeyValue::B(b) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+    };
+    let mut shown = format!("{partition_key} {}", value(&key.partition));
+    if let (Some(name), Some(v)) = (sort_key, &key.sort) {
+        shown.push_str(&format!(", {name} {}", value(v)));
+    }
+    shown
 }
 
 impl LockError {
@@ -169,6 +194,7 @@ impl LockError {
             LockError::Lost(LostReason::NotOwner) => "LockLost",
             LockError::Lost(LostReason::LeaseExpired) => "LeaseExpired",
             LockError::Internal(_) => "InternalError",
+            LockError::CorruptLockItem { .. } => "CorruptLockItem",
         }
     }
 
@@ -185,6 +211,16 @@ impl LockError {
                 "No heartbeat succeeded before the lease ran out: the lock may be taken by another owner.".into()
             }
             LockError::Internal(m) => format!("Internal error in dynamodb-lock-native: {m}"),
+            LockError::CorruptLockItem {
+                table,
+                id,
+                attribute,
+                found,
+            } => format!(
+                "The lock item {id} in the table \"{table}\" is refused: its {attribute} holds {found}, which \
+                 neither library writes. No lock is handed out from it until the attribute is corrected or the \
+                 item deleted."
+            ),
         }
     }
 
@@ -192,6 +228,14 @@ impl LockError {
     pub fn detail(&self) -> Option<&str> {
         match self {
             LockError::Store(e) => e.detail(),
+            _ => None,
+        }
+    }
+
+    /// The attribute a refused lock item holds in a form the protocol refuses.
+    pub fn attribute(&self) -> Option<&str> {
+        match self {
+            LockError::CorruptLockItem { attribute, .. } => Some(attribute),
             _ => None,
         }
     }
@@ -244,6 +288,28 @@ mod tests {
         };
         assert_eq!(LockError::from(rnf).code(), "ResourceNotFoundException");
         assert_eq!(LockError::Aborted.code(), "AbortError");
+    }
+
+    #[test]
+    fn a_corrupt_item_is_named_with_its_table_id_and_attribute() {
+        let key = crate::item::LockKey {
+            partition: crate::item::KeyValue::S("m0".into()),
+            sort: Some(crate::item::KeyValue::N("3".into())),
+        };
+        let e = LockError::CorruptLockItem {
+            table: "locks".into(),
+            id: shown_key("id", Some("shard"), &key),
+            attribute: crate::item::FENCING_TOKEN,
+            found: "the number -5".into(),
+        };
+        assert_eq!(e.code(), "CorruptLockItem");
+        assert_eq!(e.attribute(), Some("fencingToken"));
+        assert!(
+            e.message()
+                .starts_with("The lock item id \"m0\", shard 3 in the table \"locks\" is refused: its fencingToken holds the number -5"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

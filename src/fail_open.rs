@@ -12,6 +12,7 @@ use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
 use crate::release::undo_later;
+use crate::store::attempt;
 
 pub struct Taken {
     pub guid: Guid,
@@ -51,6 +52,20 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
                 current: Some(Some(Box::new(held))),
             },
         }),
+        Outcome::Corrupt { item, landed } => {
+            if landed {
+                // Our take raised a token that is refused: the lock is given back before the
+                // refusal is reported, and later if the release cannot be made now.
+                let guids = [guid];
+                let released = attempt(c.settings.release_policy(), || c.store.release(key, &guids, None, None)).await;
+                if matches!(&released, Err(f) if !f.error.is_condition_failed()) {
+                    undo_later(&c.tasks, &c.store, &c.settings, key, guid);
+                }
+            }
+            Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
+                LockError::Internal("an item refused by the core was accepted by its record".into())
+            }))
+        }
         Outcome::Failed { error, undo } => {
             if undo {
                 undo_later(&c.tasks, &c.store, &c.settings, key, guid);
@@ -71,7 +86,7 @@ mod tests {
     use crate::cancel::Cancel;
     use crate::client::Client;
     use crate::error::{LockError, LostReason, StoreError};
-    use crate::item::{unix_now_ms, LockRecord};
+    use crate::item::{unix_now_ms, GuidValue, LockRecord};
     use crate::lock::LockEvent;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;
@@ -174,11 +189,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_corrupt_token_is_refused_by_name_and_left_as_it_was() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut rec = LockRecord {
+            owner: Some("tool".into()),
+            guid: Some(GuidValue::B(vec![9; 64])),
+            lease_duration_ms: Some(1),
+            ..Default::default()
+        };
+        rec.read(crate::item::FENCING_TOKEN, crate::item::Found::N("-5".into()));
+        store.set(&key("a"), rec.clone());
+        let (c, _) = client(&store, open_settings("me", 1000, None));
+        let e = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
+        assert_eq!(e.code(), "CorruptLockItem");
+        assert_eq!(e.attribute(), Some("fencingToken"));
+        assert_eq!(store.record(&key("a")), Some(rec), "the item is left as it was");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn trust_local_time_shortens_the_wait_but_never_lengthens_it() {
         let store = Arc::new(MemoryStore::new(true));
         let rec = |acquired: u64| LockRecord {
             owner: Some("other".into()),
-            guid: Some(vec![9; 64]),
+            guid: Some(GuidValue::B(vec![9; 64])),
             fencing_token: Some(7),
             lease_duration_ms: Some(1000),
             lock_acquired_time_unix_ms: Some(acquired),
@@ -304,7 +337,7 @@ mod tests {
         store.set(
             &key("a"),
             LockRecord {
-                guid: Some(vec![1; 64]),
+                guid: Some(GuidValue::B(vec![1; 64])),
                 lease_duration_ms: Some(1000),
                 ..Default::default()
             },
@@ -319,7 +352,7 @@ mod tests {
         lock.release().await.expect("releasing a lost FailOpen lock is quiet");
         assert_eq!(
             store.record(&key("a")).unwrap().guid,
-            Some(vec![1; 64]),
+            Some(GuidValue::B(vec![1; 64])),
             "the new owner's item is untouched"
         );
     }

@@ -177,6 +177,8 @@ pub struct NativeError {
     pub detail: Option<String>,
     /// The `owner` of the item that kept the lock, when the failure returned it.
     pub holder: Option<String>,
+    /// `CorruptLockItem`: the attribute the item holds in a form that is refused.
+    pub attribute: Option<String>,
     /// The user's `dynamodb` object gave this error: JavaScript keeps it under this number
     /// (lib/object-store.js) and hands it back as it came.
     pub js_error: Option<u32>,
@@ -193,6 +195,7 @@ impl From<&LockError> for NativeError {
             original_message: e.original().map(|o| o.message().to_string()),
             detail: e.detail().map(str::to_string),
             holder: e.holder().map(str::to_string),
+            attribute: e.attribute().map(str::to_string),
             js_error: match e {
                 LockError::Store(s) => s.js_id(),
                 _ => None,
@@ -546,6 +549,9 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         .await
         .map_err(|f| LockError::Store(f.error))?;
     let Some(r) = record else { return Ok(None) };
+    if let Some(refused) = client.shared.fifo.names.refusal(key, &r) {
+        return Err(refused);
+    }
     guids.extend(held_guids(client, key).await);
     let released = match client.settings.kind {
         Kind::FailClosed => false,

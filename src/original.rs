@@ -10,6 +10,7 @@ use crate::cancel::Cancel;
 use crate::drive::{run_keeping_refusal, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
+use crate::queues::TableNames;
 use crate::settings::Settings;
 use crate::store::Store;
 
@@ -23,6 +24,7 @@ pub struct Taken {
 pub async fn acquire(
     store: &dyn Store,
     settings: &Settings,
+    names: &TableNames,
     key: &LockKey,
     cancel: &Cancel,
 ) -> Result<Taken, LockError> {
@@ -48,6 +50,9 @@ pub async fn acquire(
             original: refusal.unwrap_or_else(StoreError::condition_failed),
         }),
         Outcome::Failed(error) => Err(LockError::Store(error)),
+        Outcome::Corrupt(item) => Err(names
+            .refusal(key, &item)
+            .unwrap_or_else(|| LockError::Internal("an item refused by the core was accepted by its record".into()))),
         Outcome::Aborted => Err(LockError::Aborted),
     }
 }

@@ -9,8 +9,8 @@ use dynamodb_lock_core::settings;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
-use crate::error::{LockError, StoreError};
-use crate::item::KeyValue;
+use crate::error::{shown_key, LockError, StoreError};
+use crate::item::{KeyValue, LockKey, LockRecord};
 
 /// A held head as the registry sees it (a held lock).
 pub trait Head: Send + Sync {
@@ -31,6 +31,19 @@ pub struct TableNames {
 }
 
 impl TableNames {
+    /// The refusal of a lock item the protocol cannot act on (`LockRecord::refusal`), naming
+    /// this table, the lock's key and the attribute; `None` for an item that is fine.
+    pub fn refusal(&self, key: &LockKey, record: &LockRecord) -> Option<LockError> {
+        let m = record.refusal()?;
+        let sort_key = (!self.sort_key.is_empty()).then_some(self.sort_key.as_str());
+        Some(LockError::CorruptLockItem {
+            table: self.table.clone(),
+            id: shown_key(&self.partition_key, sort_key, key),
+            attribute: m.attribute,
+            found: m.found,
+        })
+    }
+
     /// A readable message for DynamoDB's refusal of a request's key (a key attribute named or
     /// typed otherwise than the table's): names the table and what `what` needs of its key
     /// (`needs`), and keeps DynamoDB's words at the end. Other errors are returned as they are.

@@ -246,7 +246,7 @@ enum Out {
     Closed(fail_closed::Outcome<Item, Fail>),
     Open(fail_open::Outcome<Item, Fail>),
     Release(release::Outcome<Fail>),
-    Original(original::Outcome<Fail>),
+    Original(original::Outcome<Item, Fail>),
     OriginalRelease(original::Released<Fail>),
 }
 

@@ -30,7 +30,9 @@ use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{Entry, OpenFields, Store, Ttl, WaitMark};
 use crate::error::StoreError;
-use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::item::{
+    self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+};
 use crate::stats::{Outcome, Stats};
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
@@ -436,11 +438,19 @@ impl HttpStore {
 
 /// The condition that a version a waiter waited out is still there, with its values.
 fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr<'a>)>) -> String {
-    let guid_is = if v.guid.is_empty() {
-        "attribute_not_exists(#guid)"
-    } else {
-        values.push((":eguid", Attr::B(&v.guid)));
-        "#guid = :eguid"
+    let guid_is = match &v.guid {
+        None => "attribute_not_exists(#guid)",
+        Some(g) => {
+            values.push((
+                ":eguid",
+                match g {
+                    GuidValue::B(b) => Attr::B(b),
+                    GuidValue::S(s) => Attr::S(s),
+                    GuidValue::N(n) => Attr::NText(n),
+                },
+            ));
+            "#guid = :eguid"
+        }
     };
     let token_is = match v.fencing_token {
         Some(t) => {
@@ -450,6 +460,20 @@ fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr
         None => "attribute_not_exists(#ft)",
     };
     format!("({guid_is} AND {token_is})")
+}
+
+/// `op::token_can_rise`: only a token that can rise to a safe integer (`item::MAX_FENCING_TOKEN`)
+/// is raised. An item whose token is of another type, negative or too large is refused as it
+/// is, and the refusal carries it (or a read follows) for the core to name. A fractional token
+/// is the one no condition can tell apart: the write lands, its new token is refused when read
+/// back, and the lock is given back.
+fn token_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
+    values.extend([
+        (":ntype", Attr::S("N")),
+        (":zero_ft", Attr::N(0)),
+        (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
+    ]);
+    "(attribute_not_exists(#ft) OR (attribute_type(#ft, :ntype) AND #ft BETWEEN :zero_ft AND :below_max))"
 }
 
 /// Names of the Fifo head item's attributes in expressions.
@@ -778,16 +802,18 @@ impl Store for HttpStore {
             &mut values,
         );
         let update = expression(&set, &remove);
-        let mut cond = "attribute_not_exists(#pk) OR #lease = :released".to_string();
+        let mut cond = "(attribute_not_exists(#pk) OR #lease = :released".to_string();
         if let Some(v) = waited_out {
             cond.push_str(" OR ");
             cond.push_str(&waited_out_condition(v, &mut values));
         }
+        cond.push_str(") AND ");
+        cond.push_str(token_can_rise(&mut values));
         let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
         reply
             .record
             .and_then(|r| r.fencing_token)
-            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+            .ok_or_else(|| invalid_response("DynamoDB did not return a new fencingToken that reads as one"))
     }
 
     async fn renew(
@@ -889,10 +915,14 @@ impl Store for HttpStore {
         // The next holder brings its own data, if any, with a write of its own.
         data_and_ttl(None, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
         let update = expression(&set, &remove);
-        let cond = format!(
+        let mut cond = format!(
             "({}) AND (attribute_not_exists(#w) OR #w < :fresh)",
             guid_condition(guids, &mut values)?
         );
+        if fields.is_some() {
+            cond.push_str(" AND ");
+            cond.push_str(token_can_rise(&mut values));
+        }
         let returns = if fields.is_some() { "UPDATED_NEW" } else { "NONE" };
         let reply = self.update(key, &update, &cond, &names, &values, returns).await?;
         match fields {

@@ -8,7 +8,7 @@ use aws_smithy_json::deserialize::{json_token_iter, Token};
 use aws_smithy_json::serialize::JsonValueWriter;
 use aws_smithy_types::base64;
 
-use crate::item::{self, KeyValue, LockKey, LockRecord, TableSpec};
+use crate::item::{self, Found, KeyValue, LockKey, LockRecord, TableSpec};
 
 /// An attribute value in a request.
 pub enum Attr<'a> {
@@ -164,7 +164,8 @@ fn read_string(tokens: &mut Tokens<'_>) -> Result<Option<String>, JsonError> {
     }
 }
 
-/// An item's attributes, for the ones a lock has; `null` is no item.
+/// An item's attributes, for the ones a lock has, read by the core's one rule
+/// (`LockRecord::read`); `null` is no item.
 fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError> {
     if let Some(Ok(Token::ValueNull { .. })) = tokens.peek() {
         tokens.next();
@@ -178,77 +179,44 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
             other => return Err(unexpected(other)),
         };
-        if name.as_ref() == item::LOCK_DATA {
-            r.data = read_data(tokens)?.map(Box::new);
+        if !item::READ_ATTRIBUTES.contains(&name.as_ref()) {
+            skip_value(tokens)?;
             continue;
         }
-        let wanted = match name.as_ref() {
-            item::OWNER | item::LOCK_WAITER => "S",
-            item::GUID => "B",
-            item::FENCING_TOKEN
-            | item::LEASE_DURATION_MS
-            | item::LOCK_ACQUIRED_TIME_UNIX_MS
-            | item::LOCK_WAITING_UNIX_MS
-            | item::LOCK_WAITING_SINCE_UNIX_MS
-            | item::TICKET_NEXT
-            | item::QUEUE_NEXT
-            | item::QUEUE_GRANTED => "N",
-            _ => {
-                skip_value(tokens)?;
-                continue;
-            }
-        };
-        // `{"<type>": value}`: only the expected type is taken; anything else reads as absent.
-        let mut value = None;
-        expect_start_object(tokens)?;
-        loop {
-            match tokens.next().transpose()? {
-                Some(Token::EndObject { .. }) => break,
-                Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == wanted => {
-                    value = read_string(tokens)?;
-                }
-                Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
-                other => return Err(unexpected(other)),
-            }
-        }
-        let Some(value) = value else { continue };
-        match name.as_ref() {
-            item::OWNER => r.owner = Some(value),
-            item::LOCK_WAITER => r.lock_waiter = Some(value),
-            item::GUID => r.guid = base64::decode(&value).ok(),
-            item::FENCING_TOKEN => r.fencing_token = item::parse_u64(&value),
-            item::LEASE_DURATION_MS => r.lease_duration_ms = item::parse_u64(&value),
-            item::LOCK_ACQUIRED_TIME_UNIX_MS => r.lock_acquired_time_unix_ms = item::parse_u64(&value),
-            item::LOCK_WAITING_SINCE_UNIX_MS => r.lock_waiting_since_unix_ms = item::parse_u64(&value),
-            item::TICKET_NEXT => r.queue_mut().ticket_next = item::parse_u64(&value),
-            item::QUEUE_NEXT => r.queue_mut().queue_next = item::parse_u64(&value),
-            item::QUEUE_GRANTED => r.queue_mut().queue_granted = item::parse_u64(&value),
-            _ => r.lock_waiting_unix_ms = item::parse_u64(&value),
+        if let Some(value) = read_value(tokens)? {
+            r.read(&name, value);
         }
     }
     Ok(Some(r))
 }
 
-/// `lockData`: `{"S": ...}` or `{"B": "<base64>"}`; any other type reads as absent.
-fn read_data(tokens: &mut Tokens<'_>) -> Result<Option<item::LockData>, JsonError> {
-    let mut data = None;
+/// One attribute value, `{"<type>": value}`: S, N and B as found (B decoded from base64),
+/// any other type by its name.
+fn read_value(tokens: &mut Tokens<'_>) -> Result<Option<Found>, JsonError> {
+    let mut value = None;
     expect_start_object(tokens)?;
     loop {
         match tokens.next().transpose()? {
             Some(Token::EndObject { .. }) => break,
-            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "S" => {
-                data = read_string(tokens)?.map(item::LockData::S);
+            Some(Token::ObjectKey { key, .. }) => {
+                let kind = key.to_unescaped()?.into_owned();
+                value = match kind.as_str() {
+                    "S" => read_string(tokens)?.map(Found::S),
+                    "N" => read_string(tokens)?.map(Found::N),
+                    "B" => read_string(tokens)?.map(|b| match base64::decode(&b) {
+                        Ok(bytes) => Found::B(bytes),
+                        Err(_) => Found::Other("B (not base64)".into()),
+                    }),
+                    _ => {
+                        skip_value(tokens)?;
+                        Some(Found::Other(kind))
+                    }
+                };
             }
-            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "B" => {
-                data = read_string(tokens)?
-                    .and_then(|b| base64::decode(&b).ok())
-                    .map(item::LockData::B);
-            }
-            Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
             other => return Err(unexpected(other)),
         }
     }
-    Ok(data)
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -310,7 +278,7 @@ mod tests {
             r.record,
             Some(LockRecord {
                 owner: Some("hé".into()),
-                guid: Some(vec![1, 2, 3]),
+                guid: Some(item::GuidValue::B(vec![1, 2, 3])),
                 fencing_token: Some(42),
                 lease_duration_ms: Some(1),
                 lock_acquired_time_unix_ms: None,
@@ -331,6 +299,32 @@ mod tests {
             (r.fencing_token, r.ticket_next(), r.queue_next(), r.queue_granted()),
             (Some(7), Some(9), Some(4), Some(2))
         );
+    }
+
+    #[test]
+    fn replies_name_the_attributes_they_hold_in_a_refused_form() {
+        let r = read_reply(br#"{"Item":{"fencingToken":{"N":"-5"},"guid":{"S":"abc"},"owner":{"N":"3"}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!(r.fencing_token, None);
+        assert_eq!(r.guid, Some(item::GuidValue::S("abc".into())));
+        assert_eq!(r.owner, None);
+        let m = r.malformed.unwrap();
+        assert_eq!((m.attribute, m.found.as_str()), (item::FENCING_TOKEN, "the number -5"));
+        let r = read_reply(br#"{"Item":{"guid":{"BOOL":true},"fencingToken":{"S":"7"}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!(
+            r.malformed.map(|m| (m.attribute, m.found)),
+            Some((item::GUID, "a value of type BOOL".into()))
+        );
+        let r = read_reply(br#"{"Item":{"fencingToken":{"SS":["1"]}}}"#)
+            .unwrap()
+            .record
+            .unwrap();
+        assert_eq!(r.malformed.map(|m| m.found), Some("a value of type SS".into()));
     }
 
     #[test]
@@ -358,7 +352,7 @@ mod tests {
         let r = read_reply(body).unwrap();
         assert_eq!(r.error_type.as_deref(), Some("ConditionalCheckFailedException"));
         assert_eq!(r.message.as_deref(), Some("The conditional request failed"));
-        assert_eq!(r.record.unwrap().guid, Some(vec![1]));
+        assert_eq!(r.record.unwrap().guid, Some(item::GuidValue::B(vec![1])));
         let r = read_reply(br#"{"__type":"ThrottlingException","Message":"slow"}"#).unwrap();
         assert_eq!(r.error_type.as_deref(), Some("ThrottlingException"));
         assert_eq!(r.message.as_deref(), Some("slow"));

@@ -352,7 +352,7 @@ mod model_agreement {
     use super::model_item::{Item, G};
     use super::MemoryStore;
     use crate::error::StoreError;
-    use crate::item::{Guid, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
+    use crate::item::{Guid, GuidValue, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
     use crate::store::{OpenFields, Store};
     use crate::testkit::key;
 
@@ -363,7 +363,7 @@ mod model_agreement {
     fn record(i: &Option<Item>) -> Option<LockRecord> {
         i.map(|i| LockRecord {
             owner: Some("o".into()),
-            guid: (i.guid > 0).then(|| guid(i.guid).to_vec()),
+            guid: (i.guid > 0).then(|| GuidValue::B(guid(i.guid).to_vec())),
             fencing_token: (i.token > 0).then_some(i.token as u64),
             lease_duration_ms: match (i.holderless, i.released) {
                 (true, _) => None,
@@ -387,7 +387,10 @@ mod model_agreement {
     fn item(r: &Option<LockRecord>) -> Option<Abs> {
         let n = |v: Option<u64>| v.map(|v| v as u8);
         r.as_ref().map(|r| {
-            let g = r.guid.as_ref().map_or(0, |g| g[0]);
+            let g = match &r.guid {
+                Some(GuidValue::B(g)) => g[0],
+                _ => 0,
+            };
             (
                 g,
                 r.fencing_token.unwrap_or(0) as u8,
@@ -520,7 +523,7 @@ mod model_agreement {
                 for g in [1, 3] {
                     for w in [None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))] {
                         let v = w.map(|(g, t): (G, u8)| Version {
-                            guid: guid(g).to_vec(),
+                            guid: Some(GuidValue::B(guid(g).to_vec())),
                             fencing_token: (t > 0).then_some(t as u64),
                         });
                         let mem = on_memory(&start, async |s| {
@@ -576,7 +579,7 @@ mod model_agreement {
                 let expects: Vec<Both> = std::iter::once((m::Expect::Absent, m::Expect::Absent))
                     .chain(versions.iter().map(|&(vg, t)| {
                         let v = Version {
-                            guid: guid(vg).to_vec(),
+                            guid: Some(GuidValue::B(guid(vg).to_vec())),
                             fencing_token: (t > 0).then_some(t as u64),
                         };
                         (m::Expect::AbsentOr(v), m::Expect::AbsentOr((vg, t)))
@@ -692,7 +695,7 @@ mod model_agreement {
             for ticket in [1, 2, 3] {
                 for w in [None, Some((1, 1)), Some((2, 2))] {
                     let v = w.map(|(g, t): (G, u8)| Version {
-                        guid: guid(g).to_vec(),
+                        guid: Some(GuidValue::B(guid(g).to_vec())),
                         fencing_token: (t > 0).then_some(t as u64),
                     });
                     let mem = on_memory(&start, async |s| {

@@ -22,7 +22,7 @@ use napi_derive::napi;
 
 use super::{Entry, OpenFields, Store, Ttl, WaitMark, WholeItem};
 use crate::error::StoreError;
-use crate::item::{Guid, KeyValue, LockData, LockKey, LockRecord, TableSpec, Version};
+use crate::item::{Found, Guid, GuidValue, KeyValue, LockData, LockKey, LockRecord, TableSpec, Version};
 use crate::stats::{Outcome, Stats};
 
 /// A JavaScript value as a request's parameters hold it: strings, numbers, Buffers and objects
@@ -64,15 +64,21 @@ impl ToNapiValue for Value {
     }
 }
 
-/// The attributes of an item the protocol reads, as `lib/object-store.js` passes them on:
-/// numbers that are finite, and `guid` in hex when it is binary.
+/// One attribute of an item, as `lib/object-store.js` passes it on for the core's rule
+/// (`LockRecord::read`) to read.
+#[napi(object)]
+pub struct ObjectAttribute {
+    pub name: String,
+    /// `S` (a string), `N` (a number or bigint, `value` its decimal text), `B` (a Buffer or
+    /// typed array, `value` in hex), or the JavaScript type of anything else.
+    pub kind: String,
+    pub value: String,
+}
+
+/// The lock's attributes of an item.
 #[napi(object)]
 pub struct ObjectItem {
-    pub owner: Option<String>,
-    pub guid_hex: Option<String>,
-    pub fencing_token: Option<f64>,
-    pub lease_duration_ms: Option<f64>,
-    pub lock_acquired_time_unix_ms: Option<f64>,
+    pub attributes: Vec<ObjectAttribute>,
 }
 
 /// A failure of the user's method: the error object is kept in JavaScript under `id`.
@@ -210,7 +216,16 @@ impl Params {
                         seen.fencing_token
                             .map_or(Value::Num(f64::NAN), |t| Value::Num(t as f64)),
                     ),
-                    (":guid", Value::Buf(seen.guid.clone())),
+                    (
+                        ":guid",
+                        match &seen.guid {
+                            Some(GuidValue::B(b)) => Value::Buf(b.clone()),
+                            Some(GuidValue::S(s)) => Value::str(s),
+                            Some(GuidValue::N(n)) => Value::Num(n.parse().unwrap_or(f64::NAN)),
+                            // An item without a guid: no put on its version can apply.
+                            None => Value::Buf(Vec::new()),
+                        },
+                    ),
                 ])),
             ),
             Expect::Guid(g) => (
@@ -242,15 +257,17 @@ fn key_value(v: &KeyValue) -> Value {
 
 /// The item as the protocol reads it.
 pub fn record(item: ObjectItem) -> LockRecord {
-    let whole = |n: Option<f64>| n.filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
-    LockRecord {
-        owner: item.owner,
-        guid: item.guid_hex.as_deref().and_then(from_hex),
-        fencing_token: whole(item.fencing_token),
-        lease_duration_ms: whole(item.lease_duration_ms),
-        lock_acquired_time_unix_ms: whole(item.lock_acquired_time_unix_ms),
-        ..Default::default()
+    let mut r = LockRecord::default();
+    for a in item.attributes {
+        let value = match a.kind.as_str() {
+            "S" => Found::S(a.value),
+            "N" => Found::N(a.value),
+            "B" => from_hex(&a.value).map_or_else(|| Found::Other("B".into()), Found::B),
+            _ => Found::Other(a.kind),
+        };
+        r.read(&a.name, value);
     }
+    r
 }
 
 fn from_hex(s: &str) -> Option<Vec<u8>> {
@@ -562,7 +579,7 @@ mod tests {
     fn whole_item_puts_keep_the_originals_fields_and_order() {
         let g = [3u8; 64];
         let seen = Version {
-            guid: vec![9; 64],
+            guid: Some(GuidValue::B(vec![9; 64])),
             fencing_token: Some(41),
         };
         let expect = Expect::AbsentOr(seen.clone());
@@ -643,16 +660,35 @@ mod tests {
 
     #[test]
     fn replies_and_errors_are_read_as_the_protocol_needs() {
+        let attr = |name: &str, kind: &str, value: &str| ObjectAttribute {
+            name: name.into(),
+            kind: kind.into(),
+            value: value.into(),
+        };
         let r = record(ObjectItem {
-            owner: Some("o".into()),
-            guid_hex: Some("0aff".into()),
-            fencing_token: Some(3.0),
-            lease_duration_ms: Some(-1.0),
-            lock_acquired_time_unix_ms: None,
+            attributes: vec![
+                attr("owner", "S", "o"),
+                attr("guid", "B", "0aff"),
+                attr("fencingToken", "N", "3"),
+                attr("leaseDurationMs", "N", "1000"),
+            ],
         });
-        assert_eq!(r.guid, Some(vec![0x0a, 0xff]));
-        assert_eq!(r.fencing_token, Some(3));
-        assert_eq!(r.lease_duration_ms, None, "a negative lease is no lease");
+        assert_eq!(r.guid, Some(GuidValue::B(vec![0x0a, 0xff])));
+        assert_eq!((r.fencing_token, r.lease_duration_ms), (Some(3), Some(1000)));
+        assert_eq!(r.malformed, None);
+        let r = record(ObjectItem {
+            attributes: vec![attr("guid", "S", "abc"), attr("leaseDurationMs", "N", "-1")],
+        });
+        assert_eq!(r.guid, Some(GuidValue::S("abc".into())));
+        assert_eq!(
+            r.malformed.map(|m| m.attribute),
+            Some("leaseDurationMs"),
+            "a negative lease is refused"
+        );
+        let r = record(ObjectItem {
+            attributes: vec![attr("fencingToken", "N", "1152921504606847000")],
+        });
+        assert_eq!(r.malformed.map(|m| m.attribute), Some("fencingToken"), "past 2^53");
         assert_eq!(from_hex("abc"), None);
         let e = error(ObjectError {
             id: 4,

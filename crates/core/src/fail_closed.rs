@@ -327,7 +327,7 @@ mod tests {
 
     fn holder() -> LockRecord {
         LockRecord {
-            guid: Some(vec![2; 64]),
+            guid: Some(crate::item::GuidValue::B(vec![2; 64])),
             ..Default::default()
         }
     }
@@ -398,7 +398,7 @@ mod tests {
         let step = m.answer(Answer::Refused(None), &env(30));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
         let ours = LockRecord {
-            guid: Some(vec![1; 64]),
+            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
             ..Default::default()
         };
         assert_eq!(

@@ -18,6 +18,11 @@
 //!   write released if it landed.
 //! - A cancellation ends a wait at once; a write out is settled first, and a cancelled
 //!   acquisition sends nothing after that (no first-in-line mark, no re-read).
+//! - An item the record refuses (`Record::corrupt`: a token that is not a safe integer, a
+//!   lease that is not whole milliseconds, a `guid` of an unnamable type) ends the acquisition
+//!   at once, from a refusal, a read or a re-read: it is not contention and is not waited out.
+//!   The take's condition keeps it from landing on a token it refuses, except a fraction; a
+//!   take that landed on one ends with `landed`, for the caller to give the lock back.
 
 use std::time::Duration;
 
@@ -40,6 +45,13 @@ pub enum Outcome<R, E> {
     },
     /// The lock stayed held: the holder's item.
     Held(R),
+    /// The item is refused (`Record::corrupt`): no token is handed out from it. `landed`: our
+    /// take was applied to it all the same (a fractional token, which no condition can
+    /// exclude) and the caller gives the lock back.
+    Corrupt {
+        item: R,
+        landed: bool,
+    },
     /// A request failed. `undo`: the write may have landed and could not be read back; the
     /// caller releases it if it did.
     Failed {
@@ -151,7 +163,14 @@ where
         step
     }
 
+    /// Our take landed on `r`.
     fn taken(&mut self, r: &R) -> St<R, E> {
+        if r.corrupt() {
+            return self.over(Outcome::Corrupt {
+                item: r.clone(),
+                landed: true,
+            });
+        }
         let fencing_token = r.fencing_token().unwrap_or(1);
         self.won(fencing_token)
     }
@@ -215,6 +234,14 @@ where
         if let Some(r) = current.as_ref().filter(|r| r.carries(&self.guid)) {
             let r = r.clone();
             return self.taken(&r);
+        }
+        // The take's condition excludes the tokens it can (another type, out of range): the
+        // refusal is for the item, not for contention, and is not waited out.
+        if let Some(r) = current.as_ref().filter(|r| r.corrupt()) {
+            return self.over(Outcome::Corrupt {
+                item: r.clone(),
+                landed: false,
+            });
         }
         // Cancelled: nothing of ours is on the item, so nothing is left to settle or wait for.
         if env.cancelled {
@@ -364,6 +391,9 @@ where
             }
             Phase::Reread => match ended {
                 Ended::Ok(Reply::Item(None)) => self.waited(env),
+                Ended::Ok(Reply::Item(Some(r))) if r.corrupt() => {
+                    self.over(Outcome::Corrupt { item: r, landed: false })
+                }
                 Ended::Ok(Reply::Item(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => self.waited(env),
                 Ended::Ok(Reply::Item(Some(r))) => self.observe(r, false, env),
                 // A failed re-read changes nothing: the deadline still decides.
@@ -430,7 +460,7 @@ mod tests {
 
     fn held(guid: u8, token: u64) -> LockRecord {
         LockRecord {
-            guid: Some(vec![guid; 4]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; 4])),
             fencing_token: Some(token),
             lease_duration_ms: Some(1000),
             ..Default::default()
@@ -482,6 +512,77 @@ mod tests {
                 other => return (other, 0),
             }
         }
+    }
+
+    fn corrupt(token: &str) -> LockRecord {
+        let mut r = LockRecord::default();
+        r.read(crate::item::GUID, crate::item::Found::B(vec![2; 4]));
+        r.read(crate::item::LEASE_DURATION_MS, crate::item::Found::N("1".into()));
+        r.read(crate::item::FENCING_TOKEN, crate::item::Found::N(token.into()));
+        r
+    }
+
+    #[test]
+    fn a_refused_take_on_a_corrupt_item_ends_with_it_at_once() {
+        for token in ["-5", "9007199254740992", "9007199254740991"] {
+            let item = corrupt(token);
+            let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+            let done = m.answer(Answer::Refused(Some(Some(item.clone()))), &env(1));
+            assert_eq!(done, Step::Done(Outcome::Corrupt { item, landed: false }), "{token}");
+        }
+        // A backend that does not return the item: the read that follows finds it.
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let step = m.answer(Answer::Refused(None), &env(1));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }));
+        let done = m.answer(Answer::Done(Reply::Item(Some(corrupt("1.5")))), &env(2));
+        assert!(matches!(done, Step::Done(Outcome::Corrupt { landed: false, .. })));
+    }
+
+    #[test]
+    fn a_take_that_landed_on_a_fractional_token_is_given_back_not_handed_out() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        // The new token could not be read: the write may have landed, and a read settles it.
+        let step = m.answer(
+            Answer::Failed {
+                error: "unreadable token",
+                transient: false,
+                maybe_applied: true,
+            },
+            &env(1),
+        );
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
+        let mut ours = corrupt("2.5");
+        ours.read(crate::item::GUID, crate::item::Found::B(guid(1).to_vec()));
+        let done = m.answer(Answer::Done(Reply::Item(Some(ours.clone()))), &env(2));
+        assert_eq!(
+            done,
+            Step::Done(Outcome::Corrupt {
+                item: ours,
+                landed: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_corrupt_item_met_while_waiting_ends_the_wait() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let step = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &env(1));
+        let mut turned = corrupt("x");
+        turned.lease_duration_ms = Some(1000);
+        let mut step = settle(&mut m, step, 1, &held(2, 3));
+        for _ in 0..1000 {
+            if let Step::Wait { until, .. } = step {
+                let now = until.as_millis() as u64;
+                let t = m.timer(&env(now));
+                step = settle(&mut m, t, now, &turned);
+            } else {
+                break;
+            }
+        }
+        assert!(
+            matches!(step, Step::Done(Outcome::Corrupt { landed: false, .. })),
+            "{step:?}"
+        );
     }
 
     #[test]
@@ -560,7 +661,7 @@ mod tests {
             }
         ));
         let ours = LockRecord {
-            guid: Some(guid(1).to_vec()),
+            guid: Some(crate::item::GuidValue::B(guid(1).to_vec())),
             fencing_token: Some(4),
             lease_duration_ms: Some(1000),
             ..Default::default()

@@ -1562,7 +1562,7 @@ mod tests {
     fn held_head(token: u64, guid: u8) -> LockRecord {
         LockRecord {
             owner: Some("other".into()),
-            guid: Some(vec![guid; 64]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; 64])),
             fencing_token: Some(token),
             lease_duration_ms: Some(LEASE),
             queue: Some(Box::new(QueueCounters {
@@ -1810,7 +1810,7 @@ mod tests {
         head.queue.as_mut().unwrap().ticket_next = Some(5);
         head.queue.as_mut().unwrap().queue_next = Some(1);
         let ahead = LockRecord {
-            guid: Some(vec![7; 64]),
+            guid: Some(crate::item::GuidValue::B(vec![7; 64])),
             fencing_token: Some(5),
             lease_duration_ms: Some(LEASE),
             ..Default::default()

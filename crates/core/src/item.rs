@@ -25,6 +25,22 @@ pub const QUEUE_NEXT: &str = "queueNext";
 /// Fifo head item: the queue position of the last entry granted the lock.
 pub const QUEUE_GRANTED: &str = "queueGranted";
 
+/// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.
+pub const READ_ATTRIBUTES: [&str; 12] = [
+    OWNER,
+    GUID,
+    FENCING_TOKEN,
+    LEASE_DURATION_MS,
+    LOCK_ACQUIRED_TIME_UNIX_MS,
+    LOCK_WAITING_UNIX_MS,
+    LOCK_WAITER,
+    LOCK_WAITING_SINCE_UNIX_MS,
+    LOCK_DATA,
+    TICKET_NEXT,
+    QUEUE_NEXT,
+    QUEUE_GRANTED,
+];
+
 /// Names a key attribute may not take, because the lock item uses them.
 pub const RESERVED_NAMES: [&str; 5] = [
     FENCING_TOKEN,
@@ -71,12 +87,59 @@ pub struct LockKey {
     pub sort: Option<KeyValue>,
 }
 
+/// The largest fencing token: JavaScript's `Number.MAX_SAFE_INTEGER` (2^53 - 1). Above it a
+/// token no longer reaches JavaScript exactly, and two holders could see the same number.
+pub const MAX_FENCING_TOKEN: u64 = (1 << 53) - 1;
+
+/// A `guid` as an item carries it. Both libraries write B (64 random bytes); another writer
+/// may have left an S or an N, which is kept as found: the original compares guids by value
+/// whatever their type, and a waiter names in its takeover's condition the very value it saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuidValue {
+    B(Vec<u8>),
+    S(String),
+    /// A number in its decimal text form.
+    N(String),
+}
+
 /// What identifies one holder's tenure as seen by a waiter: a heartbeat changes `guid`, a new
-/// acquisition changes both.
+/// acquisition changes both. `guid` `None`: the item has none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Version {
-    pub guid: Vec<u8>,
+    pub guid: Option<GuidValue>,
     pub fencing_token: Option<u64>,
+}
+
+/// An attribute value as a reply carries it, before the lock reads it: DynamoDB's scalar types,
+/// or the name of any other type (`BOOL`, `NULL`, `L`, `M`, `SS`, ...; for a user's object,
+/// the JavaScript type).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    S(String),
+    /// A number in its decimal text form.
+    N(String),
+    B(Vec<u8>),
+    Other(String),
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Found::S(s) => write!(f, "the string {s:?}"),
+            Found::N(n) => write!(f, "the number {n}"),
+            Found::B(b) => write!(f, "{} bytes of binary", b.len()),
+            Found::Other(t) => write!(f, "a value of type {t}"),
+        }
+    }
+}
+
+/// An attribute of the lock that holds what neither library writes and the protocol cannot
+/// act on safely: the item is refused by name (`CorruptLockItem`), never rounded or replaced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Malformed {
+    pub attribute: &'static str,
+    /// What was found, for people: its type and value.
+    pub found: String,
 }
 
 /// The decoded lock item. Every field is optional: the table may hold items written by other
@@ -84,7 +147,7 @@ pub struct Version {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockRecord {
     pub owner: Option<String>,
-    pub guid: Option<Vec<u8>>,
+    pub guid: Option<GuidValue>,
     pub fencing_token: Option<u64>,
     pub lease_duration_ms: Option<u64>,
     pub lock_acquired_time_unix_ms: Option<u64>,
@@ -95,6 +158,9 @@ pub struct LockRecord {
     pub data: Option<Box<LockData>>,
     /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
     pub queue: Option<Box<QueueCounters>>,
+    /// The first attribute the item holds in a form the protocol refuses (`LockRecord::read`).
+    /// Boxed: almost every item has none.
+    pub malformed: Option<Box<Malformed>>,
 }
 
 /// A Fifo head item's counters.
@@ -114,7 +180,83 @@ impl LockRecord {
     }
 
     pub fn carries(&self, guid: &[u8]) -> bool {
-        self.guid.as_deref() == Some(guid)
+        matches!(&self.guid, Some(GuidValue::B(b)) if b == guid)
+    }
+
+    /// Reads one attribute of a reply into the record. This is the one rule for what each lock
+    /// attribute may hold, whoever decodes the reply (DynamoDB's JSON, a user's object):
+    /// - `fencingToken`: an integer N in `0..=MAX_FENCING_TOKEN`. Anything else (negative,
+    ///   fractional, 2^53 or more, another type) is refused: a token handed out from it would
+    ///   be rounded, repeated or reset, and two holders could share one.
+    /// - `guid`: B, or an S or N kept by value (the original takes such an item over after its
+    ///   lease, and so does a waiter here). Any other type is refused: it cannot be named in a
+    ///   condition as it was seen.
+    /// - `leaseDurationMs`: an integer N in `0..=MAX_FENCING_TOKEN`. Anything else is refused:
+    ///   no waiter could tell how long the holder believes it holds the lock.
+    /// - `lockAcquiredTimeUnixMs` (it may only shorten a `trustLocalTime` wait), `owner`
+    ///   (informational) and the waiting marks (fairness only), in another form, read as
+    ///   absent: the whole lease is waited out, nobody is named.
+    /// - The Fifo counters in another form read as absent, as before any ticket was issued.
+    ///
+    /// The first refused attribute is kept in `malformed`.
+    pub fn read(&mut self, name: &str, value: Found) {
+        let integer = |v: &Found| match v {
+            Found::N(n) => parse_u64(n).filter(|t| *t <= MAX_FENCING_TOKEN),
+            _ => None,
+        };
+        match name {
+            FENCING_TOKEN => match integer(&value) {
+                Some(t) => self.fencing_token = Some(t),
+                None => self.refuse(FENCING_TOKEN, &value),
+            },
+            LEASE_DURATION_MS => match integer(&value) {
+                Some(ms) => self.lease_duration_ms = Some(ms),
+                None => self.refuse(LEASE_DURATION_MS, &value),
+            },
+            GUID => match value {
+                Found::B(b) => self.guid = Some(GuidValue::B(b)),
+                Found::S(s) => self.guid = Some(GuidValue::S(s)),
+                Found::N(n) => self.guid = Some(GuidValue::N(n)),
+                Found::Other(_) => self.refuse(GUID, &value),
+            },
+            OWNER => self.owner = text(value),
+            LOCK_WAITER => self.lock_waiter = text(value),
+            LOCK_ACQUIRED_TIME_UNIX_MS => self.lock_acquired_time_unix_ms = number(&value),
+            LOCK_WAITING_UNIX_MS => self.lock_waiting_unix_ms = number(&value),
+            LOCK_WAITING_SINCE_UNIX_MS => self.lock_waiting_since_unix_ms = number(&value),
+            TICKET_NEXT => self.queue_mut().ticket_next = number(&value),
+            QUEUE_NEXT => self.queue_mut().queue_next = number(&value),
+            QUEUE_GRANTED => self.queue_mut().queue_granted = number(&value),
+            LOCK_DATA => {
+                self.data = match value {
+                    Found::S(s) => Some(Box::new(LockData::S(s))),
+                    Found::B(b) => Some(Box::new(LockData::B(b))),
+                    _ => None,
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Why an acquisition or `getLock` refuses the item, if it does: the attribute `read` refused,
+    /// or a `fencingToken` of `MAX_FENCING_TOKEN`, from which no acquisition can rise.
+    pub fn refusal(&self) -> Option<Malformed> {
+        if let Some(m) = &self.malformed {
+            return Some((**m).clone());
+        }
+        (self.fencing_token == Some(MAX_FENCING_TOKEN)).then(|| Malformed {
+            attribute: FENCING_TOKEN,
+            found: format!("the number {MAX_FENCING_TOKEN}, the largest token, which no acquisition can raise"),
+        })
+    }
+
+    fn refuse(&mut self, attribute: &'static str, value: &Found) {
+        self.malformed.get_or_insert_with(|| {
+            Box::new(Malformed {
+                attribute,
+                found: value.to_string(),
+            })
+        });
     }
 
     pub fn ticket_next(&self) -> Option<u64> {
@@ -136,9 +278,23 @@ impl LockRecord {
 
     pub fn version(&self) -> Version {
         Version {
-            guid: self.guid.clone().unwrap_or_default(),
+            guid: self.guid.clone(),
             fencing_token: self.fencing_token,
         }
+    }
+}
+
+fn text(v: Found) -> Option<String> {
+    match v {
+        Found::S(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn number(v: &Found) -> Option<u64> {
+    match v {
+        Found::N(n) => parse_u64(n),
+        _ => None,
     }
 }
 
@@ -174,6 +330,82 @@ mod tests {
         assert_eq!(parse_u64("-1"), None);
         assert_eq!(parse_u64("1.5"), None);
         assert_eq!(parse_u64("x"), None);
+    }
+
+    fn read(name: &str, value: Found) -> LockRecord {
+        let mut r = LockRecord::default();
+        r.read(name, value);
+        r
+    }
+
+    #[test]
+    fn fencing_tokens_outside_the_safe_integers_are_refused_by_name() {
+        assert_eq!(read(FENCING_TOKEN, Found::N("41".into())).fencing_token, Some(41));
+        assert_eq!(
+            read(FENCING_TOKEN, Found::N("9007199254740991".into())).fencing_token,
+            Some(MAX_FENCING_TOKEN)
+        );
+        for bad in [
+            Found::N("-5".into()),
+            Found::N("1.5".into()),
+            Found::N("9007199254740992".into()),
+            Found::N("1152921504606846976".into()),
+            Found::S("7".into()),
+            Found::B(vec![7]),
+            Found::Other("BOOL".into()),
+        ] {
+            let r = read(FENCING_TOKEN, bad.clone());
+            assert_eq!(r.fencing_token, None, "{bad:?}");
+            let m = r.malformed.expect("refused");
+            assert_eq!((m.attribute, m.found), (FENCING_TOKEN, bad.to_string()));
+        }
+        assert_eq!(Found::N("-5".into()).to_string(), "the number -5");
+        assert_eq!(Found::S("x".into()).to_string(), "the string \"x\"");
+    }
+
+    #[test]
+    fn leases_that_are_not_whole_milliseconds_are_refused() {
+        assert_eq!(
+            read(LEASE_DURATION_MS, Found::N("1000".into())).lease_duration_ms,
+            Some(1000)
+        );
+        for bad in [Found::N("-1".into()), Found::N("0.5".into()), Found::S("1000".into())] {
+            let r = read(LEASE_DURATION_MS, bad);
+            assert_eq!(r.malformed.map(|m| m.attribute), Some(LEASE_DURATION_MS));
+        }
+    }
+
+    #[test]
+    fn guids_of_another_writer_are_kept_by_value() {
+        let r = read(GUID, Found::S("abc".into()));
+        assert_eq!(r.guid, Some(GuidValue::S("abc".into())));
+        assert_eq!(r.version().guid, Some(GuidValue::S("abc".into())));
+        assert!(r.malformed.is_none());
+        assert!(!r.carries(b"abc"), "a string guid is never ours");
+        assert_eq!(read(GUID, Found::N("12".into())).guid, Some(GuidValue::N("12".into())));
+        let r = read(GUID, Found::Other("BOOL".into()));
+        assert_eq!(r.malformed.map(|m| m.attribute), Some(GUID));
+    }
+
+    #[test]
+    fn informational_and_shortening_attributes_in_another_form_read_as_absent() {
+        for (name, bad) in [
+            (OWNER, Found::N("1".into())),
+            (LOCK_ACQUIRED_TIME_UNIX_MS, Found::S("now".into())),
+            (LOCK_ACQUIRED_TIME_UNIX_MS, Found::N("-3".into())),
+            (LOCK_WAITING_UNIX_MS, Found::S("x".into())),
+        ] {
+            let r = read(name, bad);
+            assert_eq!(r, LockRecord::default(), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_first_refused_attribute_is_kept() {
+        let mut r = LockRecord::default();
+        r.read(GUID, Found::Other("NULL".into()));
+        r.read(FENCING_TOKEN, Found::N("-1".into()));
+        assert_eq!(r.malformed.map(|m| m.attribute), Some(GUID));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! The HTTP store states the same conditions as DynamoDB condition expressions.
 
 use crate::broken::{self, Broken};
-use crate::item::{Guid, LockData, LockRecord, Version, RELEASED_LEASE_MS};
+use crate::item::{
+    Guid, GuidValue, LockData, LockRecord, Version, FENCING_TOKEN, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+};
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
 pub type Ttl<'a> = (&'a str, u64);
@@ -93,6 +95,16 @@ pub trait Record: Clone {
     fn lock_waiter(&self) -> Option<&str>;
     fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
     fn mark(&self) -> Mark;
+    /// The item is refused (`LockRecord::refusal`): an attribute in a form the protocol cannot
+    /// act on, or a token that cannot rise. A record no reply was decoded into (the model
+    /// checker's) never is.
+    fn corrupt(&self) -> bool {
+        false
+    }
+    /// See `token_can_rise`.
+    fn token_can_rise(&self) -> bool {
+        true
+    }
 
     fn set_owner(&mut self, owner: &str);
     fn set_guid(&mut self, guid: &Self::Guid);
@@ -278,6 +290,15 @@ pub fn still_version<R: Record>(item: Option<&R>, waited_out: Option<&R::Version
     item.is_some_and(|r| waited_out.is_some_and(|v| r.version() == *v))
 }
 
+/// The item's `fencingToken`, if it has one, can rise by one and stay a token: an N from 0 to
+/// `MAX_FENCING_TOKEN - 1`. A fraction is the one refused token this cannot exclude on
+/// DynamoDB (no condition tells it from an integer): the HTTP store's take lands on it, and
+/// the acquisition refuses the token it reads back. A record that keeps no such value (the
+/// model checker's) always can.
+pub fn token_can_rise<R: Record>(item: Option<&R>) -> bool {
+    item.is_none_or(|r| r.token_can_rise())
+}
+
 /// The item carries one of our `guid`s (a write of ours, or a heartbeat of ours that may have
 /// landed).
 pub fn ours<R: Record>(item: Option<&R>, guids: &[R::Guid]) -> bool {
@@ -343,7 +364,9 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         | Op::Release { guids, .. }
         | Op::SetData { guids, .. }
         | Op::FifoFinishEntry { guids, .. } => ours(item, guids),
-        Op::Take { waited_out, .. } => absent(item) || released(item) || still_version(item, *waited_out),
+        Op::Take { waited_out, .. } => {
+            (absent(item) || released(item) || still_version(item, *waited_out)) && token_can_rise(item)
+        }
         Op::PutItem { expect, .. } => match expect {
             Expect::Absent => absent(item),
             Expect::AbsentOr(seen) => absent(item) || still_version(item, Some(seen)),
@@ -351,9 +374,14 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         },
         Op::HandOver {
             guids,
+            fields,
             marks_fresh_since_unix_ms,
             ..
-        } => ours(item, guids) && !marked_since(item, *marks_fresh_since_unix_ms),
+        } => {
+            ours(item, guids)
+                && !marked_since(item, *marks_fresh_since_unix_ms)
+                && (fields.is_none() || token_can_rise(item))
+        }
         Op::MarkWaiting(mark) => place_open(item, mark),
         Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item),
         Op::FifoReserve { ticket } => tickets_below(item, *ticket),
@@ -575,7 +603,10 @@ impl Record for LockRecord {
         LockRecord::queue_granted(self)
     }
     fn guid(&self) -> Option<Guid> {
-        self.guid.as_deref().and_then(|g| Guid::try_from(g).ok())
+        match &self.guid {
+            Some(GuidValue::B(g)) => Guid::try_from(g.as_slice()).ok(),
+            _ => None,
+        }
     }
     fn lock_waiting_unix_ms(&self) -> Option<u64> {
         self.lock_waiting_unix_ms
@@ -593,12 +624,19 @@ impl Record for LockRecord {
             waiting_since_unix_ms: self.lock_waiting_since_unix_ms,
         }
     }
+    fn corrupt(&self) -> bool {
+        self.refusal().is_some()
+    }
+    fn token_can_rise(&self) -> bool {
+        self.fencing_token.is_none_or(|t| t < MAX_FENCING_TOKEN)
+            && self.malformed.as_ref().is_none_or(|m| m.attribute != FENCING_TOKEN)
+    }
 
     fn set_owner(&mut self, owner: &str) {
         self.owner = Some(owner.into());
     }
     fn set_guid(&mut self, guid: &Guid) {
-        self.guid = Some(guid.to_vec());
+        self.guid = Some(GuidValue::B(guid.to_vec()));
     }
     fn set_fencing_token(&mut self, token: u64) {
         self.fencing_token = Some(token);
@@ -636,7 +674,7 @@ mod tests {
     fn held(guid: u8, token: u64) -> LockRecord {
         LockRecord {
             owner: Some("o".into()),
-            guid: Some(vec![guid; crate::item::GUID_LEN]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; crate::item::GUID_LEN])),
             fencing_token: Some(token),
             lease_duration_ms: Some(1000),
             ..Default::default()
@@ -652,6 +690,47 @@ mod tests {
             ttl: None,
             token_floor: 0,
         }
+    }
+
+    #[test]
+    fn a_take_raises_only_a_token_that_can_rise() {
+        let g = [1u8; crate::item::GUID_LEN];
+        let f = fields();
+        let take = Op::Take {
+            fields: &f,
+            guid: &g,
+            waited_out: None,
+            clear_mark: false,
+        };
+        let released = |token: crate::item::Found| {
+            let mut r = held(2, 0);
+            r.fencing_token = None;
+            r.lease_duration_ms = Some(RELEASED_LEASE_MS);
+            r.read(FENCING_TOKEN, token);
+            r
+        };
+        for bad in ["-5", "9007199254740991", "9007199254740992"] {
+            let item = released(crate::item::Found::N(bad.into()));
+            assert!(!allowed(&take, Some(&item)), "{bad}");
+        }
+        assert!(!allowed(&take, Some(&released(crate::item::Found::S("7".into())))));
+        let below = released(crate::item::Found::N("9007199254740990".into()));
+        let (after, reply) = apply(&take, Some(below));
+        assert_eq!(reply, Reply::Token(MAX_FENCING_TOKEN));
+        // The holder at the top hands over to no one: the next token would not be one.
+        let next = [3u8; crate::item::GUID_LEN];
+        let hand_over = |fields| Op::HandOver {
+            guids: std::slice::from_ref(&g),
+            new_guid: &next,
+            fields,
+            marks_fresh_since_unix_ms: 0,
+            ttl: None,
+        };
+        assert!(!allowed(&hand_over(Some(&f)), after.as_ref()));
+        assert!(
+            allowed(&hand_over(None), after.as_ref()),
+            "a FailClosed hand-over raises no token"
+        );
     }
 
     #[test]
@@ -683,7 +762,7 @@ mod tests {
         // On the version waited out; a holder that renewed since keeps its lock.
         let (after, _) = apply(&put(Expect::AbsentOr(marked.version())), Some(marked.clone()));
         let after = after.unwrap();
-        assert_eq!(after.guid.as_deref(), Some(&g[..]));
+        assert!(after.carries(&g));
         assert_eq!(after.lock_waiting_unix_ms, None, "the whole item replaces the old one");
         assert_eq!(after.data, None);
         let seen = held(1, 3).version();
@@ -796,7 +875,7 @@ mod tests {
     #[test]
     fn free_released_and_absent_differ_on_a_lock_without_a_lease() {
         let failclosed = LockRecord {
-            guid: Some(vec![1]),
+            guid: Some(crate::item::GuidValue::B(vec![1])),
             ..Default::default()
         };
         let mut released_lock = held(1, 3);

@@ -36,7 +36,7 @@ use crate::settings::{Kind, Lock};
 
 /// How an acquisition ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome<E> {
+pub enum Outcome<R, E> {
     /// The lock is ours: its fencing token (FailOpen) and when the winning put was sent.
     Taken {
         fencing_token: Option<u64>,
@@ -46,6 +46,9 @@ pub enum Outcome<E> {
     Refused,
     /// A request failed: its error.
     Failed(E),
+    /// The item read is refused (`Record::corrupt`): no token is computed from it, and it is
+    /// not waited out.
+    Corrupt(R),
     Aborted,
 }
 
@@ -66,7 +69,7 @@ enum Phase<V> {
     Over,
 }
 
-type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<R, E>>;
 type ReleaseStep<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Released<E>>;
 
 /// One acquisition in the original's sequence.
@@ -243,7 +246,7 @@ where
         self.put(req, Some(fencing_token), env)
     }
 
-    fn over(&mut self, o: Outcome<E>) -> St<R, E> {
+    fn over(&mut self, o: Outcome<R, E>) -> St<R, E> {
         self.phase = Phase::Over;
         Step::Done(o)
     }
@@ -263,12 +266,15 @@ where
     R::Guid: Clone,
     R::Version: Clone,
 {
-    type Out = Outcome<E>;
+    type Out = Outcome<R, E>;
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Over);
         match (phase, a) {
             (_, Answer::Failed { error, .. }) => self.over(Outcome::Failed(error)),
+            (Phase::Read, Answer::Done(Reply::Item(Some(holder)))) if holder.corrupt() => {
+                self.over(Outcome::Corrupt(holder))
+            }
             (Phase::Read, Answer::Done(Reply::Item(Some(holder)))) => {
                 let until = env.now + wait_out(&self.s, &holder, env.unix_ms);
                 self.phase = Phase::WaitOut {
@@ -366,7 +372,7 @@ mod tests {
 
     fn held(guid: u8, token: u64, lease: Option<u64>) -> LockRecord {
         LockRecord {
-            guid: Some(vec![guid; 4]),
+            guid: Some(crate::item::GuidValue::B(vec![guid; 4])),
             fencing_token: Some(token),
             lease_duration_ms: lease,
             ..Default::default()
@@ -616,6 +622,22 @@ mod tests {
             Step::Done(Released::Failed("boom")),
             "not retried"
         );
+    }
+
+    #[test]
+    fn fail_open_computes_no_token_from_a_corrupt_item() {
+        for (name, value) in [
+            (crate::item::FENCING_TOKEN, crate::item::Found::N("-5".into())),
+            (crate::item::LEASE_DURATION_MS, crate::item::Found::S("1000".into())),
+        ] {
+            let mut item = held(2, 3, Some(1000));
+            item.read(name, value);
+            let (mut m, _) = start(lock(Kind::FailOpen));
+            assert_eq!(
+                m.answer(self::item(Some(item.clone())), &env(1)),
+                Step::Done(Outcome::Corrupt(item))
+            );
+        }
     }
 
     #[test]

@@ -263,7 +263,7 @@ mod tests {
         let mut s = lock(Kind::FailOpen);
         s.max_attempts = 1;
         let ours = LockRecord {
-            guid: Some(vec![1; 64]),
+            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
             lease_duration_ms: Some(1000),
             ..Default::default()
         };
