@@ -1,6 +1,7 @@
 /// <reference types="node" />
 
 import { EventEmitter } from "events";
+import * as self from "./index.js";
 
 // Public types of dynamodb-lock-native: a superset of @types/dynamodb-lock-client 0.7, so
 // code written against those types compiles unchanged, plus Promises, AbortSignal,
@@ -485,15 +486,50 @@ export declare const Fifo: {
 
 /**
  * The module as one object, for `import DynamoDBLockClient from "dynamodb-lock-native"` (with
- * or without `esModuleInterop`) and `require("dynamodb-lock-native").default`.
+ * or without `esModuleInterop`) and `require("dynamodb-lock-native").default`. A namespace, so
+ * that its types are named through it too (`DynamoDBLockClient.FailOpen`,
+ * `DynamoDBLockClient.Lock`), as code written against `@types/dynamodb-lock-client` names them.
  */
-declare const dynamodbLockNative: {
-    FailClosed: typeof FailClosed;
-    FailOpen: typeof FailOpen;
-    Fifo: typeof Fifo;
-    Lock: typeof Lock;
-    ValidationError: typeof ValidationError;
-    createTable: typeof createTable;
-    Campaign: typeof Campaign;
-};
+declare namespace dynamodbLockNative {
+    export import AcquireCallback = self.AcquireCallback;
+    export import AcquireOptions = self.AcquireOptions;
+    export import AcquiredMessage = self.AcquiredMessage;
+    export import Campaign = self.Campaign;
+    export import CampaignOptions = self.CampaignOptions;
+    export import ClientControl = self.ClientControl;
+    export import CloseOptions = self.CloseOptions;
+    export import CloseOutcome = self.CloseOutcome;
+    export import CreateTableOptions = self.CreateTableOptions;
+    export import CreateTableResult = self.CreateTableResult;
+    export import Deposition = self.Deposition;
+    export import DynamoDBInput = self.DynamoDBInput;
+    export import DynamoDBObject = self.DynamoDBObject;
+    export import DynamoDBOptions = self.DynamoDBOptions;
+    export import DynamoDBSdkV3Client = self.DynamoDBSdkV3Client;
+    export import Election = self.Election;
+    export import FailClosed = self.FailClosed;
+    export import FailClosedConfig = self.FailClosedConfig;
+    export import FailClosedLock = self.FailClosedLock;
+    export import FailOpen = self.FailOpen;
+    export import FailOpenConfig = self.FailOpenConfig;
+    export import Fifo = self.Fifo;
+    export import FifoAcquireOptions = self.FifoAcquireOptions;
+    export import FifoConfig = self.FifoConfig;
+    export import FifoLockId = self.FifoLockId;
+    export import Lock = self.Lock;
+    export import LockClient = self.LockClient;
+    export import LockData = self.LockData;
+    export import LockError = self.LockError;
+    export import LockEvents = self.LockEvents;
+    export import LockId = self.LockId;
+    export import LockInfo = self.LockInfo;
+    export import LockListener = self.LockListener;
+    export import LockMessage = self.LockMessage;
+    export import Metrics = self.Metrics;
+    export import RequestCounts = self.RequestCounts;
+    export import StaticCredentials = self.StaticCredentials;
+    export import UpdateOptions = self.UpdateOptions;
+    export import ValidationError = self.ValidationError;
+    export import createTable = self.createTable;
+}
 export default dynamodbLockNative;
