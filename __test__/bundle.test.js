@@ -183,6 +183,17 @@ describe("bundled handlers", { timeout: 300000 }, () =>
         }
     );
 
+    it("a bundle that requires its copy of the addon, not shipped, says only what applies to a bundle", () =>
+        {
+            const r = runElsewhere(out["esbuild copy"], { endpoint: "http://127.0.0.1:9", region: "us-east-1", credentials: { accessKeyId: "a", secretAccessKey: "b" }, id: "x" }, { dropNode: true });
+            assert.notEqual(r.status, 0);
+            assert.match(r.stderr, /this bundle could not load its native addon/);
+            assert.match(r.stderr, /Cannot find module '\.\/dynamodb-lock-native\.[\w-]+\.node'/);
+            assert.match(r.stderr, /Ship the \.node file the bundler wrote beside the bundle \(the first file named above/);
+            assert.doesNotMatch(r.stderr, /Rust|npm rebuild|npm has a bug/);
+        }
+    );
+
     for (const engineName of selectedEngines())
     {
         describe(`on ${engineName}`, () =>

@@ -30,13 +30,24 @@ function isEmptyKeyValue(value)
     return value === "" || ((Buffer.isBuffer(value) || value instanceof Uint8Array) && value.length === 0);
 }
 
+// DynamoDB's limits on key values, in bytes (UTF-8 for strings).
+const PARTITION_VALUE_MAX_BYTES = 2048;
+const SORT_VALUE_MAX_BYTES = 1024;
+
 // A key value as the native core takes it: one of string, number (as decimal text), binary.
-function keyInput(value, what)
+// `maxBytes`: DynamoDB's limit for this part of the key, checked before any request.
+function keyInput(value, what, maxBytes)
 {
     if (isEmptyKeyValue(value))
     {
         // DynamoDB refuses empty key values.
         throw invalidId(`Lock ID ${what} must not be empty`);
+    }
+    const bytes = typeof value === "string" ? Buffer.byteLength(value, "utf8")
+        : (Buffer.isBuffer(value) || value instanceof Uint8Array) ? value.byteLength : 0;
+    if (bytes > maxBytes)
+    {
+        throw invalidId(`Lock ID ${what} is ${bytes} bytes: DynamoDB allows at most ${maxBytes} bytes for a ${maxBytes === SORT_VALUE_MAX_BYTES ? "sort" : "partition"} key value`);
     }
     if (typeof value === "string")
     {
@@ -111,8 +122,8 @@ function splitId(config, id)
 function lockKey(config, id)
 {
     const { partitionID, sortID } = splitId(config, id);
-    const partition = keyInput(partitionID, "partition value");
-    const sort = config.sortKey ? keyInput(sortID, "sort value") : undefined;
+    const partition = keyInput(partitionID, "partition value", PARTITION_VALUE_MAX_BYTES);
+    const sort = config.sortKey ? keyInput(sortID, "sort value", SORT_VALUE_MAX_BYTES) : undefined;
     return { partition, sort };
 }
 
@@ -128,7 +139,7 @@ function fifoResource(id, what)
     {
         throw invalidId(`Lock ID${what} must be a string, number or Buffer: a Fifo lock ID is the resource's partition value`);
     }
-    return keyInput(id, `${what ? what + " " : ""}value`.trim());
+    return keyInput(id, `${what ? what + " " : ""}value`.trim(), PARTITION_VALUE_MAX_BYTES);
 }
 
 // A lock id as text for a message: strings quoted, Buffers in hex, objects key by key.

@@ -22,8 +22,15 @@ function attempts(error)
     return reasons;
 }
 
+// Bundled, this file's code lives in the bundle's file, not in lib/native.js.
+const bundled = path.basename(__filename) !== "native.js";
+
 function notLoaded(cause)
 {
+    if (bundled)
+    {
+        return notShipped(cause);
+    }
     const suffix = platformSuffix();
     const file = path.join(root, binaryName());
     const pkg = `dynamodb-lock-native-${suffix}`;
@@ -42,6 +49,21 @@ function notLoaded(cause)
     ];
     const error = new Error(lines.join("\n"));
     error.cause = cause;
+    return error;
+}
+
+// A bundle whose loader still requires the addon's copy (esbuild's `--loader:.node=copy`) and
+// did not find it: building from source or reinstalling does not apply to a bundle.
+function notShipped(cause)
+{
+    const reasons = attempts(cause).filter(r => !/wasi/i.test(r));
+    const error = new Error([
+        `dynamodb-lock-native: this bundle could not load its native addon (${platformSuffix()}):`,
+        ...(reasons.length ? reasons : [String(cause && cause.message)]).map(r => `  - ${r}`),
+        "Ship the .node file the bundler wrote beside the bundle (the first file named above, in the same directory as"
+            + " the bundle's .js file), or leave the package out of the bundle and ship it in node_modules.",
+    ].join("\n"));
+    // No `cause`: the loader's own error advises reinstalling with npm, which a bundle never does.
     return error;
 }
 

@@ -162,14 +162,28 @@ function endpointOptions(config)
     }
 }
 
-// Lock data: a string, a Buffer or a Uint8Array (or undefined: none).
+// The most lock data one item carries: DynamoDB's 400 KB item, less what the lock's own
+// attributes take at their largest (a 2,048-byte partition and 1,024-byte sort value, the
+// owner, guid, token, lease, marks and their names).
+const DATA_MAX_BYTES = 400 * 1024 - 8 * 1024;
+
+// Lock data: a string, a Buffer or a Uint8Array (or undefined: none), within the item's size.
 function checkData(data)
 {
-    if (data === undefined || typeof data === "string" || Buffer.isBuffer(data) || data instanceof Uint8Array)
+    if (data === undefined)
     {
         return undefined;
     }
-    return invalidArgument("lock data must be a string or a Buffer");
+    if (typeof data !== "string" && !Buffer.isBuffer(data) && !(data instanceof Uint8Array))
+    {
+        return invalidArgument("lock data must be a string or a Buffer");
+    }
+    const bytes = typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.byteLength;
+    if (bytes > DATA_MAX_BYTES)
+    {
+        return invalidArgument(`lock data is ${bytes} bytes: a DynamoDB item holds at most 400 KB, which leaves at most ${DATA_MAX_BYTES} bytes of data beside the lock's own attributes`);
+    }
+    return undefined;
 }
 
 // Lock data as the native core takes it.

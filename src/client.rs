@@ -123,7 +123,7 @@ impl Client {
 
     /// A refusal of the lock's key by DynamoDB (a key attribute named or typed otherwise than
     /// the table's), told with the table, the key attributes and the types this lock id has.
-    fn explain_keys(&self, e: LockError, key: &LockKey) -> LockError {
+    pub fn explain_keys(&self, e: LockError, key: &LockKey) -> LockError {
         self.fifo.names.explain_keys(e, "this client's lock ids", |n| {
             let mut needs = format!(
                 "its partition key must be \"{}\" of type {}, as the lock id is",

@@ -892,6 +892,10 @@ impl NativeClient {
                     info,
                     ..JsOutcome::done(request, None)
                 },
+                // Told as an acquisition tells it: the table's key and the id's types.
+                Err(e) if client.settings.kind != Kind::Fifo => {
+                    JsOutcome::done(request, Some(&client.explain_keys(e, &key)))
+                }
                 Err(e) => JsOutcome::done(request, Some(&e)),
             }
         });
