@@ -114,6 +114,19 @@ export declare function forgetLock(lockId: number): void
 /** Number of locks this process holds (for tests and benchmarks). */
 export declare function heldLockCount(): number
 
+/**
+ * What `lock.conditionCheck()` is made of: the lock item's table and key, and, for a
+ * FailClosed lock, the `guid` it carries while this acquisition holds it.
+ */
+export interface JsConditionTarget {
+  tableName: string
+  partitionKey: string
+  sortKey?: string
+  partition: KeyInput
+  sort?: KeyInput
+  guid?: Buffer
+}
+
 /** Credentials as the JavaScript side resolves them. */
 export interface JsCredentials {
   accessKeyId: string
@@ -176,6 +189,13 @@ export interface KeyInput {
  * released; `Infinity` for a held lock without a lease (FailClosed).
  */
 export declare function leaseRemainingMs(lockId: number): number
+
+/**
+ * The item a held lock is, for a condition in the user's own transaction; `None` once the
+ * lock is released or lost (or, for a FailClosed lock, while a release or update of it is
+ * under way).
+ */
+export declare function lockConditionTarget(lockId: number): JsConditionTarget | null
 
 /** An error for JavaScript to rethrow with its `code`. */
 export interface NativeError {

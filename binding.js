@@ -840,5 +840,6 @@ module.exports.defaults = nativeBinding.defaults
 module.exports.forgetLock = nativeBinding.forgetLock
 module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.leaseRemainingMs = nativeBinding.leaseRemainingMs
+module.exports.lockConditionTarget = nativeBinding.lockConditionTarget
 module.exports.panicForTest = nativeBinding.panicForTest
 module.exports.validateConfig = nativeBinding.validateConfig

@@ -267,6 +267,14 @@ export declare class Lock<T extends number | undefined = number> {
     /** FailClosed, FailOpen: writes new data at once, if the lock is still ours (`code` `LockLost` if not). */
     update(options: UpdateOptions, callback: (error: LockError) => void): void;
     update(options: UpdateOptions): Promise<void>;
+    /**
+     * FailClosed, FailOpen: the `ConditionCheck` entry of a `TransactWriteItems` that holds
+     * exactly while this acquisition holds the lock item (FailOpen: its fencing token, not
+     * released; FailClosed: its `guid`). DocumentClient shape by default; `{ marshalled: true }`
+     * for the low-level client. Throws `code` `LockLost` once the lock is released, lost or lapsed.
+     */
+    conditionCheck(options?: { marshalled?: false }): { ConditionCheck: ConditionCheck<any> };
+    conditionCheck(options: { marshalled: true }): { ConditionCheck: ConditionCheck<{ [type: string]: string | Uint8Array }> };
     [Symbol.asyncDispose](): Promise<void>;
 
     /** `"error"`: a heartbeat failed; `"danger"`: the lease is about to lapse; `"lost"`: the lock is no longer ours. */
@@ -285,6 +293,15 @@ export declare class Lock<T extends number | undefined = number> {
     eventNames(): Array<keyof LockEvents>;
     setMaxListeners(n: number): this;
     getMaxListeners(): number;
+}
+
+/** A `TransactWriteItems` condition on a lock item (`lock.conditionCheck()`). */
+export interface ConditionCheck<V> {
+    TableName: string;
+    Key: { [attribute: string]: V };
+    ConditionExpression: string;
+    ExpressionAttributeNames: { [name: string]: string };
+    ExpressionAttributeValues: { [name: string]: V };
 }
 
 export interface CloseOptions {
@@ -498,6 +515,7 @@ declare namespace dynamodbLockNative {
     export import CampaignOptions = self.CampaignOptions;
     export import ClientControl = self.ClientControl;
     export import CloseOptions = self.CloseOptions;
+    export import ConditionCheck = self.ConditionCheck;
     export import CloseOutcome = self.CloseOutcome;
     export import CreateTableOptions = self.CreateTableOptions;
     export import CreateTableResult = self.CreateTableResult;

@@ -213,6 +213,7 @@ module.exports = {
     defaults,
     validateConfig: (kind, config) => native.validateConfig(kind, config),
     leaseRemainingMs: lockId => native.leaseRemainingMs(lockId),
+    lockConditionTarget: lockId => native.lockConditionTarget(lockId),
     holdProcess,
     nativeClient,
     ask,

@@ -104,6 +104,14 @@ function clientClosed()
     return err;
 }
 
+// An operation on a lock that is no longer held (released, lost or lapsed).
+function lockNotHeld(message)
+{
+    const err = new Error(message);
+    err.code = "LockLost";
+    return err;
+}
+
 function notSupported(message)
 {
     const err = new Error(message);
@@ -121,4 +129,4 @@ function abortError(signal)
     return err;
 }
 
-module.exports = { ValidationError, toError, internalError, invalidId, invalidArgument, clientClosed, notSupported, abortError };
+module.exports = { ValidationError, toError, internalError, invalidId, invalidArgument, clientClosed, notSupported, abortError, lockNotHeld };

@@ -7,7 +7,7 @@
 
 const { EventEmitter } = require("events");
 const bridge = require("./bridge.js");
-const { toError, internalError, invalidArgument } = require("./errors.js");
+const { toError, internalError, invalidArgument, lockNotHeld, notSupported } = require("./errors.js");
 const { withLockId } = require("./lock-id.js");
 const { checkData, dataInput, copyData } = require("./options.js");
 const { settle } = require("./settle.js");
@@ -130,6 +130,11 @@ class Lock extends EventEmitter
         // Overridden per instance by the client that made the lock.
     }
 
+    conditionCheck()
+    {
+        throw notSupported("lock.conditionCheck() is for FailClosed and FailOpen locks: a Fifo lock is several items");
+    }
+
     release(callback)
     {
         this._stopHeartbeats();
@@ -240,6 +245,50 @@ class NativeLock extends Lock
     _leaseRemainingMs()
     {
         return bridge.leaseRemainingMs(this._id);
+    }
+
+    /**
+     * The `ConditionCheck` entry of a `TransactWriteItems` that holds exactly while this
+     * acquisition holds the lock item: FailOpen, the item carries this lock's fencing token and
+     * is not released; FailClosed, it carries this lock's `guid`. In the DocumentClient's shape,
+     * or in the low-level client's (attribute values marshalled) with `{ marshalled: true }`.
+     */
+    conditionCheck(options)
+    {
+        const marshalled = Boolean(options && options.marshalled);
+        if (this._lost !== undefined)
+        {
+            throw lockNotHeld(`the lock is lost (${this._lost.code}): no condition can hold for it`);
+        }
+        const target = this._released ? null : bridge.lockConditionTarget(this._id);
+        if (!target)
+        {
+            throw lockNotHeld("the lock is released, lost or lapsed: no condition can hold for it");
+        }
+        const value = v => (v.s !== undefined && v.s !== null ? (marshalled ? { S: v.s } : v.s)
+            : v.n !== undefined && v.n !== null ? (marshalled ? { N: v.n } : Number(v.n))
+                : (marshalled ? { B: v.b } : v.b));
+        const Key = { [target.partitionKey]: value(target.partition) };
+        if (target.sortKey && target.sort)
+        {
+            Key[target.sortKey] = value(target.sort);
+        }
+        const check = { TableName: target.tableName, Key };
+        if (target.guid)
+        {
+            check.ConditionExpression = "#guid = :guid";
+            check.ExpressionAttributeNames = { "#guid": "guid" };
+            check.ExpressionAttributeValues = { ":guid": marshalled ? { B: target.guid } : target.guid };
+        }
+        else
+        {
+            check.ConditionExpression = "#fencingToken = :fencingToken AND #leaseDurationMs <> :released";
+            check.ExpressionAttributeNames = { "#fencingToken": "fencingToken", "#leaseDurationMs": "leaseDurationMs" };
+            check.ExpressionAttributeValues = marshalled
+                ? { ":fencingToken": { N: String(this.fencingToken) }, ":released": { N: "1" } }
+                : { ":fencingToken": this.fencingToken, ":released": 1 };
+        }
+        return { ConditionCheck: check };
     }
 }
 

@@ -1017,6 +1017,62 @@ pub fn lease_remaining_ms(lock_id: f64) -> f64 {
     }
 }
 
+/// What `lock.conditionCheck()` is made of: the lock item's table and key, and, for a
+/// FailClosed lock, the `guid` it carries while this acquisition holds it.
+#[napi(object)]
+pub struct JsConditionTarget {
+    pub table_name: String,
+    pub partition_key: String,
+    pub sort_key: Option<String>,
+    pub partition: KeyInput,
+    pub sort: Option<KeyInput>,
+    pub guid: Option<Buffer>,
+}
+
+fn key_output(v: &KeyValue) -> KeyInput {
+    let mut k = KeyInput {
+        s: None,
+        n: None,
+        b: None,
+    };
+    match v {
+        KeyValue::S(s) => k.s = Some(s.clone()),
+        KeyValue::N(n) => k.n = Some(n.clone()),
+        KeyValue::B(b) => k.b = Some(b.clone().into()),
+    }
+    k
+}
+
+/// The item a held lock is, for a condition in the user's own transaction; `None` once the
+/// lock is released or lost (or, for a FailClosed lock, while a release or update of it is
+/// under way).
+#[napi(catch_unwind)]
+pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
+    let lock = locks().get(&(lock_id as u64)).cloned()?;
+    if lock.is_stopping() || lock.lease.until().is_some_and(|u| u <= tokio::time::Instant::now()) {
+        return None;
+    }
+    let guid = match lock.client.settings.kind {
+        Kind::FailClosed => {
+            let st = lock.state.try_lock().ok()?;
+            if st.lost.is_some() || st.released {
+                return None;
+            }
+            Some(Buffer::from(st.guid.to_vec()))
+        }
+        Kind::FailOpen | Kind::Fifo => None,
+    };
+    let names = &lock.client.fifo.names;
+    Some(JsConditionTarget {
+        table_name: names.table.clone(),
+        partition_key: names.partition_key.clone(),
+        sort_key: (!names.sort_key.is_empty()).then(|| names.sort_key.clone()),
+        partition: key_output(&lock.key.partition),
+        sort: lock.key.sort.as_ref().map(key_output),
+        guid,
+    })
+}
+
 /// JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
 /// keeps its heartbeats, as in the original library).
 #[napi(catch_unwind)]
