@@ -199,6 +199,7 @@ impl Config {
             acquire_period: ms(self.acquire_period),
             lease_duration_ms: self.lease.into(),
             trust_local_time: self.trust_local_time,
+            heartbeat_period: ms(self.period),
             reread: ms(self.reread),
             queue_reread: ms(self.reread),
             request_timeout: ms(self.request_timeout),

@@ -346,6 +346,7 @@ mod tests {
             acquire_period: ms(50),
             lease_duration_ms: 1000,
             trust_local_time: false,
+            heartbeat_period: Duration::ZERO,
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(100),

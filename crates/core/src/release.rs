@@ -173,6 +173,7 @@ mod tests {
             acquire_period: Duration::ZERO,
             lease_duration_ms: 1000,
             trust_local_time: false,
+            heartbeat_period: ms(300),
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(50),
