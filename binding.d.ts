@@ -20,10 +20,11 @@ export declare class NativeClient {
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
-   * `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
-   * key.
+   * `cancelAcquisition`; `data` is stored with the lock; `untilAborted` (FailOpen): wait
+   * until the lock is taken or the acquisition cancelled, whatever `retryCount` says. Throws
+   * at once only for an invalid key.
    */
-  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null, data?: DataInput | undefined | null): void
+  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null, data?: DataInput | undefined | null, untilAborted?: boolean | undefined | null): void
   /**
    * Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
    * long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without

@@ -697,8 +697,9 @@ impl NativeClient {
 
     /// Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
     /// token, or an error to rethrow. `cancel_id` names the acquisition for
-    /// `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
-    /// key.
+    /// `cancelAcquisition`; `data` is stored with the lock; `untilAborted` (FailOpen): wait
+    /// until the lock is taken or the acquisition cancelled, whatever `retryCount` says. Throws
+    /// at once only for an invalid key.
     #[napi(catch_unwind)]
     pub fn start_acquire(
         &self,
@@ -707,6 +708,7 @@ impl NativeClient {
         sort: Option<KeyInput>,
         cancel_id: Option<u32>,
         data: Option<DataInput>,
+        until_aborted: Option<bool>,
     ) -> Result<()> {
         let key = LockKey {
             partition: key_value(partition)?,
@@ -719,7 +721,10 @@ impl NativeClient {
         let place = client.join(&key);
         answer(&self.answers, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = client.acquire_joined(key, place, data.as_ref(), &cancel).await;
+            let until_aborted = until_aborted.unwrap_or(false);
+            let result = client
+                .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
+                .await;
             cancels.forget(id);
             match result {
                 Ok(lock) => {
