@@ -66,7 +66,8 @@ export declare class NativeClient {
   close(abandon: boolean): void
   /**
    * The native counters: `requests[operation][outcome]` (in the order of
-   * `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+   * `requestOperations` and `requestOutcomes`), `byPurpose` (in the order of
+   * `requestPurposes`), and the heartbeat attempts.
    */
   stats(): NativeStats
 }
@@ -246,6 +247,10 @@ export interface NativeStats {
   requestOutcomes: Array<string>
   /** Requests by operation, then by outcome. */
   requests: Array<Array<number>>
+  /** The purposes of `byPurpose`, in its order. */
+  requestPurposes: Array<string>
+  /** Requests the lock protocol sent, by purpose. */
+  byPurpose: Array<number>
   throttles: number
   heartbeatsSent: number
   heartbeatsRetried: number

@@ -334,6 +334,14 @@ export interface Metrics {
     locks: { held: number; lost: number };
     /** Requests sent, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`); with a user `dynamodb` object, its `get`, `put` and `delete` calls. */
     requests: { [operation: string]: RequestCounts };
+    /**
+     * Requests the lock protocol sent (every attempt), by why: taking locks (`acquiring`),
+     * waiting for held ones (re-reads, the first-in-line mark, a Fifo waiter's reads and queue
+     * upkeep), keeping held ones (`heartbeats`, a Fifo queue entry's too) and giving them up
+     * (`releasing`, hand-overs included). Data updates, `getLock` and table administration are
+     * not among them.
+     */
+    requestsByPurpose: { acquiring: number; waiting: number; heartbeats: number; releasing: number };
     /** Requests answered with a throttle, all operations. */
     throttles: number;
 }

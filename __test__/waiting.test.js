@@ -61,11 +61,20 @@ for (const engineName of selectedEngines())
 
         // Starts `wait()` (an acquisition through `proxy`), lets it wait WAIT_MS while the lock is
         // held, checks what it sent, then `release()`s the holder and awaits the acquisition.
-        async function waitFor(what, proxy, wait, release, mostWrites, leastReads = 5)
+        async function waitFor(what, proxy, wait, release, mostWrites, leastReads = 5, client = undefined)
         {
             const waiting = wait();
             await sleep(WAIT_MS);
             const reads = count(proxy, "GetItem");
+            if (client)
+            {
+                // metrics() tells the waiting apart: every read, and the mark or queue upkeep.
+                const byPurpose = client.metrics().requestsByPurpose;
+                const sent = Object.values(proxy.counts).reduce((a, b) => a + b, 0);
+                assert.equal(byPurpose.acquiring + byPurpose.waiting + byPurpose.heartbeats + byPurpose.releasing, sent,
+                    `${what}: ${JSON.stringify(byPurpose)} against ${JSON.stringify(proxy.counts)}`);
+                assert.ok(byPurpose.waiting >= reads, `${what}: ${JSON.stringify(byPurpose)}`);
+            }
             assert.ok(reads >= leastReads && reads <= MOST_READS, `${what}: ${reads} reads in ${WAIT_MS} ms of waiting`);
             assert.ok(writes(proxy) <= mostWrites, `${what}: ${writes(proxy)} writes in ${WAIT_MS} ms: ${JSON.stringify(proxy.counts)}`);
             await release();
@@ -83,7 +92,7 @@ for (const engineName of selectedEngines())
                 const waiter = open({ dynamodb, retryCount: 100 });
                 // The refused take, the first-in-line mark, and its renewal past a heartbeat
                 // period.
-                const lock = await waitFor("FailOpen", proxy, () => waiter.acquireLock(id), () => held.release(), 3);
+                const lock = await waitFor("FailOpen", proxy, () => waiter.acquireLock(id), () => held.release(), 3, 5, waiter);
                 assert.equal(lock.fencingToken, 2);
                 await lock.release();
             }
@@ -99,7 +108,7 @@ for (const engineName of selectedEngines())
                 // item with a refusal (dynalite) leaves the waiter unaware that it is first: it
                 // does not read at all, and only tries again after acquirePeriodMs.
                 const leastReads = engineName === "dynalite" ? 0 : 5;
-                const lock = await waitFor("FailClosed", proxy, () => waiter.acquireLock(id), () => held.release(), 2, leastReads);
+                const lock = await waitFor("FailClosed", proxy, () => waiter.acquireLock(id), () => held.release(), 2, leastReads, waiter);
                 await lock.release();
             }
         );
@@ -112,7 +121,7 @@ for (const engineName of selectedEngines())
                 const waiter = fifo({ dynamodb });
                 // The refused take, the ticket and the place in the queue, the queue entry, and the
                 // entry's heartbeat.
-                const lock = await waitFor("Fifo", proxy, () => waiter.acquireLock(id, { waitMs: 60000 }), () => held.release(), 5);
+                const lock = await waitFor("Fifo", proxy, () => waiter.acquireLock(id, { waitMs: 60000 }), () => held.release(), 5, 5, waiter);
                 assert.equal(lock.fencingToken, 2);
                 await lock.release();
             }

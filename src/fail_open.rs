@@ -79,6 +79,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use dynamodb_lock_core::request::Purpose;
     use tokio::time::Instant;
 
     use crate::cancel::Cancel;
@@ -706,7 +707,14 @@ mod tests {
             let gets = store.count("get");
             if until_aborted {
                 assert!(gets <= 150, "at most 0.25 reads a second over ten minutes: {gets}");
-                assert_eq!(store.count("take"), 2, "the refused take and the winning one");
+                // metrics() counts them as waiting: every re-read, and the mark.
+                let waiting = w.settings.stats.purpose(Purpose::Waiting as usize);
+                assert_eq!(waiting as usize, gets + store.count("mark"));
+                assert_eq!(
+                    w.settings.stats.purpose(Purpose::Acquiring as usize),
+                    1,
+                    "the refused take"
+                );
             } else {
                 assert!(gets > 300, "each acquisition starts the pace over: {gets}");
             }
@@ -715,6 +723,11 @@ mod tests {
                 let (won, attempts) = waiting.await.unwrap();
                 assert!(won.is_ok(), "{won:?}");
                 assert_eq!(attempts, 1);
+                assert_eq!(
+                    store.count("take"),
+                    3,
+                    "the holder's, the refused one and the winning one"
+                );
             } else {
                 cancel.cancel();
                 let _ = waiting.await;

@@ -240,6 +240,7 @@ impl Driver<'_> {
         loop {
             let input = match act {
                 Act::Send { req, timeout_at } => {
+                    c.settings.stats.count_purpose(req.purpose());
                     let result = match clock.instant(timeout_at) {
                         Some(at) if at > Instant::now() => {
                             match tokio::time::timeout_at(at, send(c, self.resources, &req)).await {

@@ -76,6 +76,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::op;
+use dynamodb_lock_core::request::PURPOSES;
 use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -908,7 +909,8 @@ impl NativeClient {
     }
 
     /// The native counters: `requests[operation][outcome]` (in the order of
-    /// `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+    /// `requestOperations` and `requestOutcomes`), `byPurpose` (in the order of
+    /// `requestPurposes`), and the heartbeat attempts.
     #[napi(catch_unwind)]
     pub fn stats(&self) -> NativeStats {
         let s = &self.inner.settings.stats;
@@ -918,6 +920,8 @@ impl NativeClient {
             requests: (0..stats::OPERATIONS.len())
                 .map(|op| (0..stats::OUTCOMES.len()).map(|o| s.requests(op, o) as f64).collect())
                 .collect(),
+            request_purposes: PURPOSES.iter().map(|p| p.to_string()).collect(),
+            by_purpose: (0..PURPOSES.len()).map(|p| s.purpose(p) as f64).collect(),
             throttles: s.throttles() as f64,
             heartbeats_sent: stats::Stats::get(&s.heartbeats_sent) as f64,
             heartbeats_retried: stats::Stats::get(&s.heartbeats_retried) as f64,
@@ -933,6 +937,10 @@ pub struct NativeStats {
     pub request_outcomes: Vec<String>,
     /// Requests by operation, then by outcome.
     pub requests: Vec<Vec<f64>>,
+    /// The purposes of `byPurpose`, in its order.
+    pub request_purposes: Vec<String>,
+    /// Requests the lock protocol sent, by purpose.
+    pub by_purpose: Vec<f64>,
     pub throttles: f64,
     pub heartbeats_sent: f64,
     pub heartbeats_retried: f64,

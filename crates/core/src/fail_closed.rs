@@ -18,7 +18,7 @@
 
 use crate::broken::{self, Broken};
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
@@ -214,6 +214,13 @@ where
     E: Clone,
 {
     type Out = Outcome<R, E>;
+
+    fn purpose(&self) -> Purpose {
+        match self.phase {
+            Phase::Mark | Phase::Pausing | Phase::Reread => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {

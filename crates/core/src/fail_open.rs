@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
@@ -322,6 +322,13 @@ where
     E: Clone,
 {
     type Out = Outcome<R, E>;
+
+    fn purpose(&self) -> Purpose {
+        match self.phase {
+            Phase::Mark(_) | Phase::Waiting | Phase::Reread => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::broken::{self, Broken};
 use crate::op::{self, Record};
-use crate::request::{Answer, Attempts, Ended, Env, Policy, Reply, Time};
+use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
 use crate::waiting::Pace;
 
@@ -108,6 +108,19 @@ pub enum Request<G, V> {
 }
 
 impl<G, V> Request<G, V> {
+    /// Why it is sent: a waiter's reads of what it watches and the upkeep of the queue ahead
+    /// of it (dead entries finished, missing ones filled, its own entry's TTL moved on) are
+    /// waiting; the rest (ticket, entry, grant, clean-up, giving up) is acquiring.
+    pub fn purpose(&self) -> Purpose {
+        match self {
+            Request::Get { .. }
+            | Request::FinishEntry { .. }
+            | Request::TouchEntry { .. }
+            | Request::PutEntry { finished: true, .. } => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
+
     /// The resource it goes to, and the entry position (`None`: the head).
     pub fn place(&self) -> (usize, Option<u64>) {
         match self {

@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::item::RELEASED_LEASE_MS;
 pub use crate::op::Expect;
 use crate::op::Record;
-use crate::request::{Answer, Env, Machine, Reply, Req, Step, Time};
+use crate::request::{Answer, Env, Machine, Purpose, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
 
 /// How an acquisition ended.
@@ -158,6 +158,10 @@ where
 {
     type Out = Released<E>;
 
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
+
     fn answer(&mut self, a: Answer<R, E>, _env: &Env) -> ReleaseStep<R, E> {
         self.over = true;
         Step::Done(match a {
@@ -264,6 +268,11 @@ where
     R::Version: Clone,
 {
     type Out = Outcome<E>;
+
+    /// The original's sequence sleeps out the lease it read: every request is an attempt.
+    fn purpose(&self) -> Purpose {
+        Purpose::Acquiring
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Over);

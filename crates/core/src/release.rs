@@ -18,7 +18,7 @@
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step};
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
 
@@ -128,6 +128,10 @@ where
     E: Clone,
 {
     type Out = Outcome<E>;
+
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
