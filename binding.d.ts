@@ -20,10 +20,11 @@ export declare class NativeClient {
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
-   * `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
-   * key.
+   * `cancelAcquisition`; `data` is stored with the lock; `untilAborted` (FailOpen): wait
+   * until the lock is taken or the acquisition cancelled, whatever `retryCount` says. Throws
+   * at once only for an invalid key.
    */
-  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null, data?: DataInput | undefined | null): void
+  startAcquire(request: number, partition: KeyInput, sort?: KeyInput | undefined | null, cancelId?: number | undefined | null, data?: DataInput | undefined | null, untilAborted?: boolean | undefined | null): void
   /**
    * Fifo: starts acquiring every resource in `resources` with one ticket. `waitMs`: how
    * long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
@@ -72,7 +73,8 @@ export declare class NativeClient {
   startSettle(request: number): void
   /**
    * The native counters: `requests[operation][outcome]` (in the order of
-   * `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+   * `requestOperations` and `requestOutcomes`), `byPurpose` (in the order of
+   * `requestPurposes`), and the heartbeat attempts.
    */
   stats(): NativeStats
 }
@@ -274,6 +276,10 @@ export interface NativeStats {
   requestOutcomes: Array<string>
   /** Requests by operation, then by outcome. */
   requests: Array<Array<number>>
+  /** The purposes of `byPurpose`, in its order. */
+  requestPurposes: Array<string>
+  /** Requests the lock protocol sent, by purpose. */
+  byPurpose: Array<number>
   throttles: number
   heartbeatsSent: number
   heartbeatsRetried: number

@@ -61,7 +61,7 @@ interface GenericConfig {
     retryCount?: number;
     /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
     requestTimeoutMs?: number;
-    /** How often the first waiter in line re-reads a held lock, in ms. Default: 10 (FailOpen: lease/4 if shorter). */
+    /** A waiter's first pause between re-reads of a held lock, in ms; each pause is this plus half the time waited for the same holder, up to half the lease (FailClosed: half of `acquirePeriodMs`). Default: 10 (FailOpen: lease/4 if shorter). */
     rereadPeriodMs?: number;
     /** `"sdk"`: the native core does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
     transport?: "auto" | "sdk" | "object";
@@ -116,7 +116,7 @@ export interface FifoConfig {
     leaseDurationMs: number;
     /** Period of the heartbeats of the lock and of queue entries, in ms. Default: a third of the lease. */
     heartbeatPeriodMs?: number;
-    /** How often the waiter next in line reads the head of a holder in another process, in ms (others: every quarter lease, at most 250 ms). Default: 10. */
+    /** The first pause of the waiter next in line between reads of the head of a holder in another process, in ms; each pause is this plus half the time it has watched the same holder, up to half the lease (others: at least every quarter lease, at most 250 ms, slowing the same way). Default: 10. */
     rereadPeriodMs?: number;
     /** Longest wait for one DynamoDB answer, in ms. Default: 5000. */
     requestTimeoutMs?: number;
@@ -354,6 +354,14 @@ export interface Metrics {
     locks: { held: number; lost: number };
     /** Requests sent, by DynamoDB operation (`GetItem`, `PutItem`, `UpdateItem`, `DeleteItem`); with a user `dynamodb` object, its `get`, `put` and `delete` calls. */
     requests: { [operation: string]: RequestCounts };
+    /**
+     * Requests the lock protocol sent (every attempt), by why: taking locks (`acquiring`),
+     * waiting for held ones (re-reads, the first-in-line mark, a Fifo waiter's reads and queue
+     * upkeep), keeping held ones (`heartbeats`, a Fifo queue entry's too) and giving them up
+     * (`releasing`, hand-overs included). Data updates, `getLock` and table administration are
+     * not among them.
+     */
+    requestsByPurpose: { acquiring: number; waiting: number; heartbeats: number; releasing: number };
     /** Requests answered with a throttle, all operations. */
     throttles: number;
 }

@@ -97,6 +97,7 @@ for (const engineName of selectedEngines())
                         heartbeats: { sent: 0, retried: 0, failed: 0 },
                         locks: { held: 0, lost: 0 },
                         requests: { GetItem: zero, PutItem: zero, UpdateItem: zero, DeleteItem: zero },
+                        requestsByPurpose: { acquiring: 0, waiting: 0, heartbeats: 0, releasing: 0 },
                         throttles: 0,
                     });
                     const ids = [uniqueId("m-a"), uniqueId("m-b"), uniqueId("m-c")];
@@ -122,6 +123,7 @@ for (const engineName of selectedEngines())
                     assert.ok(m.waits.p50Ms > 0 && m.waits.p50Ms <= m.waits.p99Ms, JSON.stringify(m.waits));
                     // One UpdateItem per acquisition and per release, nothing else.
                     assert.deepEqual(m.requests, { GetItem: zero, PutItem: zero, UpdateItem: Object.assign({}, zero, { ok: 5 }), DeleteItem: zero });
+                    assert.deepEqual(m.requestsByPurpose, { acquiring: 3, waiting: 0, heartbeats: 0, releasing: 2 });
                     assert.deepEqual(totals(m), proxied(proxy));
                     assert.equal(m.throttles, 0);
                     // The channels saw the same run.

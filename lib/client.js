@@ -14,7 +14,7 @@ const { Metrics } = require("./metrics.js");
 const { Campaign } = require("./campaign.js");
 const { invalidArgument, clientClosed, notSupported } = require("./errors.js");
 const { lockKey, fifoResource } = require("./lock-id.js");
-const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions } = require("./options.js");
+const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions, UNTIL_ABORTED } = require("./options.js");
 const { settle } = require("./settle.js");
 
 // Sets up `self` as a client of `kind` ("FailClosed", "FailOpen" or "Fifo"): validates the
@@ -184,8 +184,11 @@ function campaign(self, id, options)
         lockKey(self._config, id);
     }
     const signal = options === undefined || options === null ? undefined : options.signal;
-    // Fifo candidates wait in line for as long as the campaign lasts.
-    const acquireOptions = self._kind === "Fifo" ? stop => ({ signal: stop, waitMs: Infinity }) : stop => ({ signal: stop });
+    // Candidates wait for as long as the campaign lasts: Fifo ones in line, FailOpen ones in one
+    // acquisition, whose re-reads keep slowing while the same leader leads.
+    const acquireOptions = self._kind === "Fifo"
+        ? stop => ({ signal: stop, waitMs: Infinity })
+        : stop => ({ signal: stop, [UNTIL_ABORTED]: true });
     const c = new Campaign(stop => self.acquireLock(id, acquireOptions(stop)), signal, ended => self._campaigns.delete(ended));
     if (self._closing)
     {

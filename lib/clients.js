@@ -9,7 +9,7 @@ const { setUp, acquisition, clientMethods } = require("./client.js");
 const { NativeLock, FifoLock } = require("./lock.js");
 const { invalidId, invalidArgument, abortError } = require("./errors.js");
 const { lockKey, fifoResource, withLockId } = require("./lock-id.js");
-const { checkAcquireOptions, checkWaitMs, waitMsOf, dataInput, copyData } = require("./options.js");
+const { checkAcquireOptions, checkWaitMs, waitMsOf, dataInput, copyData, UNTIL_ABORTED } = require("./options.js");
 const { settle } = require("./settle.js");
 
 // acquireLock(id[, options][, callback]) of FailClosed and FailOpen.
@@ -31,10 +31,11 @@ function acquire(self, id, options, callback)
     {
         return settle(Promise.reject(invalidArgument("lock data needs the native transport: a dynamodb object's get/put/delete do not write it")), callback);
     }
-    return acquisition(self, id, signal, () => nativeAcquire(self, id, signal, data), callback);
+    const untilAborted = options !== undefined && options !== null && options[UNTIL_ABORTED] === true;
+    return acquisition(self, id, signal, () => nativeAcquire(self, id, signal, data, untilAborted), callback);
 }
 
-async function nativeAcquire(self, id, signal, data)
+async function nativeAcquire(self, id, signal, data, untilAborted)
 {
     const { partition, sort } = lockKey(self._config, id);
     if (signal && signal.aborted)
@@ -46,7 +47,7 @@ async function nativeAcquire(self, id, signal, data)
     let outcome;
     try
     {
-        outcome = await bridge.askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data)),
+        outcome = await bridge.askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data), untilAborted),
             late => bridge.releaseAbandoned(client, [late.lockId]));
     }
     catch (err)

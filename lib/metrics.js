@@ -185,6 +185,12 @@ class Metrics
                     requests[op] = byOutcome;
                 });
         }
+        // Requests the lock protocol sent (each attempt), by why they were sent.
+        const requestsByPurpose = { acquiring: 0, waiting: 0, heartbeats: 0, releasing: 0 };
+        if (native && native.requestPurposes)
+        {
+            native.requestPurposes.forEach((purpose, i) => (requestsByPurpose[purpose] = native.byPurpose[i]));
+        }
         return {
             kind: this.kind,
             acquisitions: { succeeded: this.succeeded, failed: this.failed, byCode: Object.assign({}, this.byCode) },
@@ -195,6 +201,7 @@ class Metrics
                 : { sent: 0, retried: 0, failed: 0 },
             locks: { held: this.live.size, lost: this.lost },
             requests,
+            requestsByPurpose,
             throttles: native ? native.throttles : 0,
         };
     }

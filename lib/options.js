@@ -209,6 +209,11 @@ function copyData(data)
 
 // The acquisition options: an object whose `signal`, if any, is an AbortSignal, and whose
 // `data`, if any, is a string or a Buffer.
+// An acquisition option of campaign() candidates only: a FailOpen acquisition that waits until
+// it takes the lock or is aborted, whatever `retryCount` says, so that its re-reads keep their
+// slowed pace for as long as a leader leads. A symbol: no user option can set it.
+const UNTIL_ABORTED = Symbol("untilAborted");
+
 function checkAcquireOptions(options)
 {
     if (options === undefined || options === null)
@@ -266,4 +271,5 @@ module.exports = {
     checkAcquireOptions,
     checkWaitMs,
     waitMsOf,
+    UNTIL_ABORTED,
 };

@@ -78,6 +78,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
         step = match step {
             Step::Done(out) => return out,
             Step::Send { req, timeout_at } => {
+                to.settings.stats.count_purpose(m.purpose());
                 let result = match clock.instant(timeout_at) {
                     Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
                         Ok(r) => r,

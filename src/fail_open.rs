@@ -23,12 +23,25 @@ pub struct Taken {
     pub contended: bool,
 }
 
-pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Taken, LockError> {
+/// `until_aborted`: the acquisition waits until it takes the lock or is cancelled, whatever
+/// `retryCount` says (a `campaign()` candidate: a new acquisition after each refusal would start
+/// the pace of its re-reads over).
+pub async fn acquire(
+    c: &Shared,
+    key: &LockKey,
+    data: Option<&LockData>,
+    until_aborted: bool,
+    cancel: &Cancel,
+) -> Result<Taken, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.handoff.turn(key).map(|t| clock.time(t));
     let env = clock.env(Some(cancel));
-    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
+    let mut s = c.settings.protocol();
+    if until_aborted {
+        s.retry_count = u32::MAX;
+    }
+    let (mut m, step) = machine::Acquire::start(s, guid, stand_back, &env);
     let to = Target {
         store: &*c.store,
         key,
@@ -81,6 +94,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use dynamodb_lock_core::request::Purpose;
     use tokio::time::Instant;
 
     use crate::cancel::Cancel;
@@ -145,13 +159,15 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(350)).await;
         held.release().await.unwrap();
         let lock = waiter.await.unwrap().unwrap();
+        // Re-reads at 100, 250 and 475 ms (`rereadPeriodMs` plus half the time waited): the
+        // one that sees the release takes the lock, within a pace of the release.
         assert!(
-            start.elapsed() <= Duration::from_millis(450),
+            start.elapsed() <= Duration::from_millis(350 + 100 + 350 / 2),
             "took {:?}",
             start.elapsed()
         );
         assert_eq!(lock.fencing_token, Some(2));
-        assert!(store.count("get") <= 5, "bounded re-reads: {}", store.count("get"));
+        assert_eq!(store.count("get"), 3, "the re-reads");
     }
 
     #[tokio::test(start_paused = true)]
@@ -689,5 +705,66 @@ mod tests {
             (100..=writes / 2).contains(&errors),
             "{errors} throttled heartbeats reported"
         );
+    }
+
+    /// One process waits ten minutes for a lock another holds and heartbeats, at the README's
+    /// settings: its reads slow to one per half lease. A wait until aborted (a campaign's)
+    /// keeps that pace, where acquisitions of `retryCount` 1 after one another each start it
+    /// over.
+    #[tokio::test(start_paused = true)]
+    async fn a_long_wait_costs_a_few_reads_a_minute() {
+        for until_aborted in [true, false] {
+            let store = Arc::new(MemoryStore::new(true));
+            let (holder, _) = client(&store, open_settings("holder", 10_000, Some(3_000)));
+            let held = holder.acquire(key("k"), &Cancel::default()).await.unwrap();
+            let (w, _) = client(&store, open_settings("waiter", 10_000, Some(3_000)));
+            let cancel = Arc::new(Cancel::default());
+            let waiting = tokio::spawn({
+                let (w, cancel) = (w.clone(), cancel.clone());
+                async move {
+                    let end = Instant::now() + Duration::from_secs(600);
+                    let mut attempts = 0;
+                    loop {
+                        attempts += 1;
+                        let place = w.join(&key("k"));
+                        match w.acquire_joined(key("k"), place, None, until_aborted, &cancel).await {
+                            Err(LockError::FailedToAcquireLock { .. }) if Instant::now() < end => continue,
+                            other => break (other.map(|_| ()), attempts),
+                        }
+                    }
+                }
+            });
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            // (The mark's renewals go by the wall clock, which paused time does not move: the
+            // core's tests count them.)
+            let gets = store.count("get");
+            if until_aborted {
+                assert!(gets <= 150, "at most 0.25 reads a second over ten minutes: {gets}");
+                // metrics() counts them as waiting: every re-read, and the mark.
+                let waiting = w.settings.stats.purpose(Purpose::Waiting as usize);
+                assert_eq!(waiting as usize, gets + store.count("mark"));
+                assert_eq!(
+                    w.settings.stats.purpose(Purpose::Acquiring as usize),
+                    1,
+                    "the refused take"
+                );
+            } else {
+                assert!(gets > 300, "each acquisition starts the pace over: {gets}");
+            }
+            held.release().await.unwrap();
+            if until_aborted {
+                let (won, attempts) = waiting.await.unwrap();
+                assert!(won.is_ok(), "{won:?}");
+                assert_eq!(attempts, 1);
+                assert_eq!(
+                    store.count("take"),
+                    3,
+                    "the holder's, the refused one and the winning one"
+                );
+            } else {
+                cancel.cancel();
+                let _ = waiting.await;
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -14,17 +15,19 @@ const HANDOFF_KEYS: usize = 4096;
 
 /// Locks this client released while others were waiting for them. A releaser that asks again
 /// at once needs one request and wins nearly every time, while a waiter first has to re-read
-/// and see the release. So for a re-read period and a half after such a release, this
-/// client's next acquisition of the same lock stands back, and a waiter that re-reads at the
-/// usual interval takes its turn. Waiters make themselves known on the item
-/// (`lockWaitingUnixMs`, written when they start waiting and when the mark grows stale), which
-/// the release reads back; a holder that itself waited for the lock knows anyway.
+/// and see the release. So after such a release this client's next acquisition of the same
+/// lock stands back for as long as the core says a waiter may pause after waiting as long as
+/// the lock was held (`Lock::stand_back`), and the waiter takes its turn. Waiters make
+/// themselves known on the item (`lockWaitingUnixMs`, written when they start waiting and
+/// renewed while they wait), which the release reads back; a holder that itself waited for
+/// the lock knows anyway.
 #[derive(Default)]
 pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
 
 impl Handoff {
-    pub fn released(&self, key: &LockKey, settings: &Settings) {
-        let until = Instant::now() + settings.reread_period + settings.reread_period / 2;
+    /// `key` was released after being held `held_for` while others waited.
+    pub fn released(&self, key: &LockKey, settings: &Settings, held_for: Duration) {
+        let until = Instant::now() + settings.protocol().stand_back(held_for);
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if m.len() >= HANDOFF_KEYS {
             let now = Instant::now();

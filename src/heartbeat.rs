@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use dynamodb_lock_core::heartbeat as machine;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::original;
+use dynamodb_lock_core::request::Purpose;
 
 use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
@@ -841,6 +842,7 @@ pub(crate) async fn beat(
                         continue;
                     }
                     Stats::add(&s.stats.heartbeats_sent);
+                    s.stats.count_purpose(Purpose::Heartbeat);
                     if writes > 1 {
                         Stats::add(&s.stats.heartbeats_retried);
                     }

@@ -76,6 +76,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::op;
+use dynamodb_lock_core::request::PURPOSES;
 use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -739,8 +740,9 @@ impl NativeClient {
 
     /// Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
     /// token, or an error to rethrow. `cancel_id` names the acquisition for
-    /// `cancelAcquisition`; `data` is stored with the lock. Throws at once only for an invalid
-    /// key.
+    /// `cancelAcquisition`; `data` is stored with the lock; `untilAborted` (FailOpen): wait
+    /// until the lock is taken or the acquisition cancelled, whatever `retryCount` says. Throws
+    /// at once only for an invalid key.
     #[napi(catch_unwind)]
     pub fn start_acquire(
         &self,
@@ -749,6 +751,7 @@ impl NativeClient {
         sort: Option<KeyInput>,
         cancel_id: Option<u32>,
         data: Option<DataInput>,
+        until_aborted: Option<bool>,
     ) -> Result<()> {
         let key = LockKey {
             partition: key_value(partition)?,
@@ -761,7 +764,10 @@ impl NativeClient {
         let place = client.join(&key);
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            let result = client.acquire_joined(key, place, data.as_ref(), &cancel).await;
+            let until_aborted = until_aborted.unwrap_or(false);
+            let result = client
+                .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
+                .await;
             let result = match result {
                 Ok(lock) => register_locks(vec![lock], &cancel)
                     .await
@@ -973,7 +979,8 @@ impl NativeClient {
     }
 
     /// The native counters: `requests[operation][outcome]` (in the order of
-    /// `requestOperations` and `requestOutcomes`), and the heartbeat attempts.
+    /// `requestOperations` and `requestOutcomes`), `byPurpose` (in the order of
+    /// `requestPurposes`), and the heartbeat attempts.
     #[napi(catch_unwind)]
     pub fn stats(&self) -> NativeStats {
         let s = &self.inner.settings.stats;
@@ -983,6 +990,8 @@ impl NativeClient {
             requests: (0..stats::OPERATIONS.len())
                 .map(|op| (0..stats::OUTCOMES.len()).map(|o| s.requests(op, o) as f64).collect())
                 .collect(),
+            request_purposes: PURPOSES.iter().map(|p| p.to_string()).collect(),
+            by_purpose: (0..PURPOSES.len()).map(|p| s.purpose(p) as f64).collect(),
             throttles: s.throttles() as f64,
             heartbeats_sent: stats::Stats::get(&s.heartbeats_sent) as f64,
             heartbeats_retried: stats::Stats::get(&s.heartbeats_retried) as f64,
@@ -998,6 +1007,10 @@ pub struct NativeStats {
     pub request_outcomes: Vec<String>,
     /// Requests by operation, then by outcome.
     pub requests: Vec<Vec<f64>>,
+    /// The purposes of `byPurpose`, in its order.
+    pub request_purposes: Vec<String>,
+    /// Requests the lock protocol sent, by purpose.
+    pub by_purpose: Vec<f64>,
     pub throttles: f64,
     pub heartbeats_sent: f64,
     pub heartbeats_retried: f64,

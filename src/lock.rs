@@ -165,6 +165,9 @@ pub struct HeldLock {
     pub fencing_token: Option<u64>,
     /// Others wanted this lock when it was taken: its release hands it over (`Handoff`).
     pub contended: bool,
+    /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
+    /// holder at most since then, which bounds its pause (`Handoff`).
+    pub taken_at: Instant,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
@@ -202,6 +205,7 @@ impl HeldLock {
             key,
             fencing_token,
             contended: false,
+            taken_at: Instant::now(),
             client,
             stopping: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
@@ -399,7 +403,7 @@ impl HeldLock {
         let result = result.map(|marked| {
             // Someone else waits, or this holder waited itself: stand back once for them.
             if marked || self.contended {
-                c.handoff.released(&self.key, &c.settings);
+                c.handoff.released(&self.key, &c.settings, self.taken_at.elapsed());
             }
         });
         self.leave_line();

@@ -130,6 +130,7 @@ impl Settings {
             acquire_period: self.acquire_period,
             lease_duration_ms: self.lease_duration_ms,
             trust_local_time: self.trust_local_time,
+            heartbeat_period: self.heartbeat_period.unwrap_or_default(),
             reread: self.reread_period,
             queue_reread: self.queue_reread_period,
             request_timeout: self.request_timeout,

@@ -1,9 +1,12 @@
 //! Counters of one client, kept by the native core where JavaScript cannot see: the requests
-//! sent by operation and outcome, throttled answers, and heartbeat attempts. Relaxed atomic
+//! sent by operation and outcome, and by purpose (the core's `Purpose`), throttled answers,
+//! and heartbeat attempts. Relaxed atomic
 //! increments only, so counting costs nothing measurable on the heartbeat path; `metrics()` in
 //! JavaScript reads a snapshot.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use dynamodb_lock_core::request::{Purpose, PURPOSES};
 
 /// The DynamoDB operations the lock protocol sends, in the order of `Stats::requests`.
 pub const OPERATIONS: [&str; 4] = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
@@ -27,6 +30,8 @@ pub const OUTCOMES: [&str; 4] = ["ok", "conditionFailed", "throttled", "error"];
 #[derive(Debug, Default)]
 pub struct Stats {
     requests: [[AtomicU64; 4]; 4],
+    /// Requests the lock protocol sent (each attempt), by purpose.
+    purposes: [AtomicU64; PURPOSES.len()],
     /// Heartbeat writes started, first attempts and retries alike.
     pub heartbeats_sent: AtomicU64,
     /// Heartbeat writes that retried a failed one.
@@ -40,6 +45,15 @@ impl Stats {
         if let Some(op) = OPERATIONS.iter().position(|o| *o == operation) {
             self.requests[op][outcome as usize].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub fn count_purpose(&self, purpose: Purpose) {
+        self.purposes[purpose as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests sent for the purpose of index `purpose` (in the order of `PURPOSES`).
+    pub fn purpose(&self, purpose: usize) -> u64 {
+        self.purposes[purpose].load(Ordering::Relaxed)
     }
 
     /// Requests of `operation` that ended with `outcome`.

@@ -118,6 +118,7 @@ impl Config {
             acquire_period: Duration::ZERO,
             lease_duration_ms: self.lease.into(),
             trust_local_time: false,
+            heartbeat_period: Duration::ZERO,
             reread: ms(self.reread),
             queue_reread: ms(self.reread),
             request_timeout: ms(self.request_timeout),

@@ -108,6 +108,9 @@ impl Bug {
     pub fn caught_by(self, property: &str) -> bool {
         property == self.property()
             || (self.property() == "mutual exclusion" && self.kind() == Kind::FailOpen && property == "fencing")
+            // A heartbeat without the guid condition that lands on the next holder's item
+            // rather than on the release takes the lock from that holder.
+            || (self == Bug::RenewWithoutGuid && property == "mutual exclusion")
     }
 
     /// The property its shortest counterexample violates.
@@ -199,6 +202,7 @@ impl Config {
             acquire_period: ms(self.acquire_period),
             lease_duration_ms: self.lease.into(),
             trust_local_time: self.trust_local_time,
+            heartbeat_period: ms(self.period),
             reread: ms(self.reread),
             queue_reread: ms(self.reread),
             request_timeout: ms(self.request_timeout),
@@ -1363,11 +1367,12 @@ impl Machines {
 }
 
 impl Machines {
-    /// Bounded liveness, FailClosed: a lock whose item is gone is granted, within a re-read
-    /// interval and three request timeouts of its going (or of the start of the acquisition,
-    /// if later), to a client that keeps trying, when no fault happened.
+    /// Bounded liveness, FailClosed: a lock whose item is gone is granted, within a waiter's
+    /// pause after waiting as long as it had (the core's `reread_interval`, or the next
+    /// attempt if sooner) and three request timeouts of its going (or of the start of the
+    /// acquisition, if later), to a client that keeps trying, when no fault happened.
     fn check_closed_liveness(&self, s: &State) -> Result<(), Violation> {
-        let bound = self.cfg.reread.min(self.cfg.acquire_period) + 3 * self.cfg.request_timeout + 1;
+        let lock = self.lock();
         for k in 0..self.cfg.locks {
             if s.items[k].is_some() {
                 continue;
@@ -1375,8 +1380,12 @@ impl Machines {
             let at = s.freed_at[k];
             for i in 1..self.cfg.clients {
                 let c = &s.clients[i];
+                let waited = Duration::from_millis(at.saturating_sub(c.since).into());
+                let pause = lock.reread_interval(true, waited).min(lock.acquire_period);
+                let pause = Tick::try_from(pause.as_millis()).unwrap_or(Tick::MAX);
+                let bound = pause.saturating_add(3 * self.cfg.request_timeout + 1);
                 let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
-                if acquiring && s.now > at.max(c.since) + bound {
+                if acquiring && s.now > at.max(c.since).saturating_add(bound) {
                     return Err(Violation {
                         property: "liveness",
                         detail: format!(

@@ -129,10 +129,11 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         horizon: lease * rng.range(3, 6) as u16,
         min_hold: rng.range(0, lease as u64 + 2) as u16,
         // Only FailOpen holders heartbeat (and only their runs draw for it).
-        beats: if kind == Kind::FailOpen {
-            rng.range(0, 2) as u8
-        } else {
-            0
+        beats: match kind {
+            // A variant of the heartbeat's write needs heartbeats to show.
+            Kind::FailOpen if bug == Some(machines::Bug::RenewWithoutGuid) => rng.range(1, 2) as u8,
+            Kind::FailOpen => rng.range(0, 2) as u8,
+            _ => 0,
         },
         period: if kind == Kind::FailOpen {
             rng.range(1, lease as u64 / 2) as u16

@@ -7,7 +7,8 @@
 //!   apart, then `FailedToAcquireLock` naming the holder (the item, read once if the refusal
 //!   did not carry it).
 //! - Between attempts a waiter claims the first place in line (`waiting`); the first waiter
-//!   re-reads the item at `rereadPeriodMs` and tries at once when it is gone.
+//!   re-reads the item, from `rereadPeriodMs` at a pace that slows with the time it has waited
+//!   for this holder, and tries at once when it is gone.
 //! - After an attempt that may have landed (a timeout, a dropped connection), a refusal may
 //!   have met our own write: the item is read, and an item carrying our `guid` is ours. A
 //!   failure after such an attempt is settled by reading too; when even the read fails, the
@@ -17,7 +18,7 @@
 
 use crate::broken::{self, Broken};
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
@@ -65,7 +66,7 @@ type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<R, E>>;
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiting: Option<Waiting>,
+    waiting: Option<Waiting<R::Version>>,
     give_up_at: Time,
     next_attempt: Time,
     settle: Policy,
@@ -178,7 +179,7 @@ where
             Some(h) => self.observe(&h, env),
             None => {
                 self.waiting
-                    .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
+                    .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
                 self.pause(env)
             }
         }
@@ -192,7 +193,9 @@ where
         }
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
+        // Without heartbeats a holder keeps its `guid`: another one is another holder.
+        w.pace.seen(held.version(), env.now);
         match w.observe(&self.s, held, env.unix_ms) {
             Some(mark) => {
                 self.phase = Phase::Mark;
@@ -219,6 +222,13 @@ where
     E: Clone,
 {
     type Out = Outcome<R, E>;
+
+    fn purpose(&self) -> Purpose {
+        match self.phase {
+            Phase::Mark | Phase::Pausing | Phase::Reread => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
@@ -275,6 +285,9 @@ where
             Phase::Pausing if env.cancelled => self.over(Outcome::Aborted),
             Phase::Pausing if env.now >= self.next_attempt => self.put(env),
             Phase::Pausing => {
+                if let Some(w) = self.waiting.as_mut() {
+                    w.pace.reading(env.now);
+                }
                 self.phase = Phase::Reread;
                 self.send(Req::Get, self.s.policy(self.s.max_attempts), env)
             }
@@ -305,6 +318,7 @@ mod tests {
             acquire_period: ms(100),
             lease_duration_ms: 0,
             trust_local_time: false,
+            heartbeat_period: Duration::ZERO,
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(50),
@@ -443,5 +457,74 @@ mod tests {
             ..env(5)
         };
         assert_eq!(m.timer(&cancelled), Step::Done(Outcome::Aborted));
+    }
+
+    /// Steps one waiter with `s` against `holder()` until it releases at `release_at` (the item
+    /// goes) or `end`: the reads, the marks, the puts and when it acquired.
+    fn wait_against(s: Lock, release_at: Option<u64>, end: u64) -> (u32, u32, u32, Option<u64>) {
+        let (mut reads, mut marks, mut puts) = (0, 0, 1);
+        let mut item = holder();
+        let present = |now: u64| release_at.is_none_or(|t| now < t);
+        let (mut m, _) = M::start(s, [1; 64], None, &env(0));
+        let mut now = 0;
+        let mut step = m.answer(Answer::Refused(Some(Some(item.clone()))), &env(now));
+        loop {
+            step = match step {
+                Step::Send {
+                    req: Req::PutIfAbsent { .. },
+                    ..
+                } => {
+                    puts += 1;
+                    match present(now) {
+                        true => m.answer(Answer::Refused(Some(Some(item.clone()))), &env(now)),
+                        false => m.answer(Answer::Done(Reply::Done), &env(now)),
+                    }
+                }
+                Step::Send { req: Req::Get, .. } => {
+                    reads += 1;
+                    let cur = present(now).then(|| item.clone());
+                    m.answer(Answer::Done(Reply::Item(cur)), &env(now))
+                }
+                Step::Send {
+                    req: Req::MarkWaiting {
+                        waiter, now_unix_ms, ..
+                    },
+                    ..
+                } => {
+                    marks += 1;
+                    item.lock_waiting_unix_ms = Some(now_unix_ms);
+                    item.lock_waiter = Some(waiter);
+                    m.answer(Answer::Done(Reply::Done), &env(now))
+                }
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    if now >= end {
+                        return (reads, marks, puts, None);
+                    }
+                    m.timer(&env(now))
+                }
+                Step::Done(Outcome::Acquired) => return (reads, marks, puts, Some(now)),
+                other => panic!("{other:?}"),
+            };
+        }
+    }
+
+    #[test]
+    fn a_long_wait_reads_at_most_twice_per_acquire_period_and_marks_once() {
+        // acquirePeriodMs 10 s, ten minutes of retries.
+        let mut s = lock();
+        s.acquire_period = ms(10_000);
+        s.retry_count = 60;
+        let (reads, marks, puts, taken) = wait_against(s, None, 600_000);
+        assert_eq!(taken, None);
+        assert_eq!(puts, 60, "an attempt per acquirePeriodMs, as the original");
+        assert!(reads <= 150, "at most 0.25 reads a second over ten minutes: {reads}");
+        assert!(marks <= 60, "at most a mark per acquirePeriodMs: {marks}");
+        // A release is seen within half the time waited for it.
+        for w in [5, 100, 1000, 4000, 7000, 95_000] {
+            let (_, _, _, taken) = wait_against(s, Some(w), 600_000);
+            let at = taken.expect("acquired");
+            assert!(at >= w && at <= w + w / 2 + 10, "released at {w}, acquired at {at}");
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! - The lease counts from when the winning write was sent, on the taker's clock.
 //! - A waiter waits the holder's whole lease on its own monotonic clock from when it saw the
 //!   item. With `trustLocalTime` the holder's `lockAcquiredTimeUnixMs` may shorten that wait,
-//!   never lengthen it. It re-reads meanwhile (the first in line at `rereadPeriodMs`, others
-//!   at the queue interval): a released or deleted item is taken at once; a new holder
+//!   never lengthen it. It re-reads meanwhile, at a pace that slows with the time it has
+//!   waited for this holder (`waiting`), and at the deadline whatever the pace: a released or
+//!   deleted item is taken at once; a new holder
 //!   restarts the wait at no cost; a holder that renewed costs one of `retryCount` at the old
 //!   deadline and restarts the wait from when the renewal was seen.
 //! - The takeover write is conditioned on the version waited out: a holder that renewed
@@ -29,7 +30,7 @@ use std::time::Duration;
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
@@ -105,7 +106,7 @@ pub fn wait_for<R: Record>(s: &Lock, rec: &R, seen_unix_ms: u64) -> Duration {
 pub struct Acquire<R: Record, E> {
     s: Lock,
     guid: R::Guid,
-    waiting: Option<Waiting>,
+    waiting: Option<Waiting<Option<u64>>>,
     retries_left: u32,
     /// The version the next take may overwrite, and its token.
     waited_out: Option<(R::Version, Option<u64>)>,
@@ -275,7 +276,10 @@ where
         }
         let w = self
             .waiting
-            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms));
+            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
+        // The holder is its token: a heartbeat (same token, new guid) keeps the pace, a new
+        // acquisition starts it over.
+        w.pace.seen(held.fencing_token(), env.now);
         let mark = w.observe(&self.s, &held, env.unix_ms);
         let then = if start { Then::WaitOut(held) } else { Then::Reread(held) };
         match mark {
@@ -355,6 +359,13 @@ where
 {
     type Out = Outcome<R, E>;
 
+    fn purpose(&self) -> Purpose {
+        match self.phase {
+            Phase::Mark(_) | Phase::Waiting | Phase::Reread => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
+
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
             return Step::Wait {
@@ -412,6 +423,9 @@ where
             Phase::StandBack => self.take(env),
             Phase::Waiting if env.now >= self.deadline => self.wait(env),
             Phase::Waiting => {
+                if let Some(w) = self.waiting.as_mut() {
+                    w.pace.reading(env.now);
+                }
                 self.phase = Phase::Reread;
                 self.send(Req::Get, self.s.policy(self.s.max_attempts), env)
             }
@@ -440,6 +454,7 @@ mod tests {
             acquire_period: Duration::ZERO,
             lease_duration_ms: 1000,
             trust_local_time: false,
+            heartbeat_period: ms(300),
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(100),
@@ -715,5 +730,169 @@ mod tests {
             "{step:?}"
         );
         assert_eq!(now, 400, "what was left of the holder's lease by its clock");
+    }
+
+    /// The README's settings: lease 10 s, heartbeats every 3 s, a waiter that keeps trying.
+    fn readme_lock() -> Lock {
+        let mut s = lock();
+        s.lease_duration_ms = 10_000;
+        s.heartbeat_period = ms(3000);
+        s.retry_count = u32::MAX;
+        s.request_timeout = ms(5000);
+        s
+    }
+
+    /// What a waiter sent while it waited.
+    #[derive(Debug, Default)]
+    struct Sent {
+        reads: u32,
+        marks: u32,
+        takes: u32,
+    }
+
+    /// Steps one waiter against a lock held by one holder that heartbeats every 3 s (a new
+    /// `guid`, same token), answering at once, until `release_at` (the holder then releases:
+    /// `None`, never) or `end`; the requests sent and the outcome with its time, if any.
+    fn wait_against_a_holder(release_at: Option<u64>, end: u64) -> (Sent, Option<(S, u64)>) {
+        let mut sent = Sent::default();
+        let mut item = held(2, 3);
+        item.lease_duration_ms = Some(10_000);
+        let item_at = |item: &LockRecord, now: u64| {
+            let mut r = item.clone();
+            r.guid = Some(crate::item::GuidValue::B(vec![(now / 3000) as u8; 4]));
+            if release_at.is_some_and(|t| now >= t) {
+                r.lease_duration_ms = Some(RELEASED_LEASE_MS);
+            }
+            r
+        };
+        let (mut m, mut step) = M::start(readme_lock(), guid(1), None, &env(0));
+        let mut now = 0;
+        loop {
+            step = match step {
+                Step::Send {
+                    req: Req::Take { .. }, ..
+                } => {
+                    sent.takes += 1;
+                    let cur = item_at(&item, now);
+                    if cur.lease_duration_ms == Some(RELEASED_LEASE_MS) {
+                        m.answer(Answer::Done(Reply::Token(4)), &env(now))
+                    } else {
+                        m.answer(Answer::Refused(Some(Some(cur))), &env(now))
+                    }
+                }
+                Step::Send { req: Req::Get, .. } => {
+                    sent.reads += 1;
+                    m.answer(Answer::Done(Reply::Item(Some(item_at(&item, now)))), &env(now))
+                }
+                Step::Send {
+                    req:
+                        Req::MarkWaiting {
+                            waiter,
+                            since_unix_ms,
+                            now_unix_ms,
+                            ..
+                        },
+                    ..
+                } => {
+                    sent.marks += 1;
+                    item.lock_waiting_unix_ms = Some(now_unix_ms);
+                    item.lock_waiter = Some(waiter);
+                    item.lock_waiting_since_unix_ms = Some(since_unix_ms);
+                    m.answer(Answer::Done(Reply::Done), &env(now))
+                }
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    if now >= end {
+                        return (sent, None);
+                    }
+                    m.timer(&env(now))
+                }
+                Step::Done(o) => return (sent, Some((Step::Done(o), now))),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_wait_costs_a_few_reads_a_minute_and_a_mark_per_heartbeat_at_most() {
+        let (sent, out) = wait_against_a_holder(None, 60_000);
+        assert!(out.is_none(), "{out:?}");
+        assert!(sent.reads <= 30, "at most 0.5 reads a second over a minute: {sent:?}");
+        assert!(sent.marks <= 20, "at most a mark per heartbeat period: {sent:?}");
+        let (sent, out) = wait_against_a_holder(None, 600_000);
+        assert!(out.is_none(), "{out:?}");
+        assert!(
+            sent.reads <= 150,
+            "at most 0.25 reads a second over ten minutes: {sent:?}"
+        );
+        assert!(sent.marks <= 200, "{sent:?}");
+        // At each deadline a renewal seen costs a retry, with no request of its own.
+        assert_eq!(sent.takes, 1, "{sent:?}");
+    }
+
+    #[test]
+    fn a_release_is_seen_within_half_the_time_waited() {
+        for w in [5, 30, 200, 1000, 4000, 9000, 20_000, 300_000] {
+            let (_, out) = wait_against_a_holder(Some(w), 700_000);
+            let Some((Step::Done(Outcome::Taken { sent_at, .. }), _)) = out else {
+                panic!("released at {w}: {out:?}");
+            };
+            let at = sent_at.as_millis() as u64;
+            assert!(at >= w && at <= w + w / 2 + 10, "released at {w}, taken at {at}");
+            assert!(
+                at <= w + 5000 + 10,
+                "within half a lease: released at {w}, taken at {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_crashed_holder_is_taken_over_a_lease_after_its_last_version_was_seen() {
+        // The holder heartbeats until 30 s and then crashes: its last version (written at
+        // 30 s) is seen by the first read after it, and taken over a lease after that read,
+        // however slow the pace had grown.
+        let s = readme_lock();
+        let mut item = held(2, 3);
+        item.lease_duration_ms = Some(10_000);
+        let at = |now: u64| {
+            let mut r = item.clone();
+            r.guid = Some(crate::item::GuidValue::B(vec![(now.min(30_000) / 3000) as u8; 4]));
+            r
+        };
+        let (mut m, mut step) = M::start(s, guid(1), None, &env(0));
+        let mut now = 0;
+        let mut last_read_of_last_version = None;
+        let taken_at = loop {
+            step = match step {
+                Step::Send {
+                    req: Req::Take { waited_out, .. },
+                    ..
+                } => {
+                    if waited_out == Some(at(now).version()) {
+                        break now;
+                    }
+                    m.answer(Answer::Refused(Some(Some(at(now)))), &env(now))
+                }
+                Step::Send { req: Req::Get, .. } => {
+                    if now >= 30_000 && last_read_of_last_version.is_none() {
+                        last_read_of_last_version = Some(now);
+                    }
+                    m.answer(Answer::Done(Reply::Item(Some(at(now)))), &env(now))
+                }
+                Step::Send {
+                    req: Req::MarkWaiting { .. },
+                    ..
+                } => m.answer(Answer::Done(Reply::Done), &env(now)),
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    assert!(now < 100_000, "no takeover");
+                    m.timer(&env(now))
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        let seen = last_read_of_last_version.expect("the last version was read");
+        assert!(seen <= 30_000 + 5000, "seen within a pause: {seen}");
+        assert_eq!(taken_at, seen + 10_000, "a lease after it was seen");
     }
 }

@@ -40,8 +40,9 @@ use std::time::Duration;
 
 use crate::broken::{self, Broken};
 use crate::op::{self, Record};
-use crate::request::{Answer, Attempts, Ended, Env, Policy, Reply, Time};
+use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
+use crate::waiting::Pace;
 
 /// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
 /// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
@@ -107,6 +108,19 @@ pub enum Request<G, V> {
 }
 
 impl<G, V> Request<G, V> {
+    /// Why it is sent: a waiter's reads of what it watches and the upkeep of the queue ahead
+    /// of it (dead entries finished, missing ones filled, its own entry's TTL moved on) are
+    /// waiting; the rest (ticket, entry, grant, clean-up, giving up) is acquiring.
+    pub fn purpose(&self) -> Purpose {
+        match self {
+            Request::Get { .. }
+            | Request::FinishEntry { .. }
+            | Request::TouchEntry { .. }
+            | Request::PutEntry { finished: true, .. } => Purpose::Waiting,
+            _ => Purpose::Acquiring,
+        }
+    }
+
     /// The resource it goes to, and the entry position (`None`: the head).
     pub fn place(&self) -> (usize, Option<u64>) {
         match self {
@@ -247,6 +261,14 @@ enum Stop<E> {
     End(Outcome<E>),
 }
 
+/// What a waiter watches, for the pace of its reads: the entry at a position, or the head
+/// held with a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Watched {
+    Entry(u64),
+    Head(u64),
+}
+
 /// What a waiter has seen of the item it watches, and since when on its own clock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Watch<G, V> {
@@ -320,6 +342,9 @@ struct Queued<R: Record> {
     /// A head item read and not yet acted on.
     fresh_head: Option<Option<R>>,
     next_read: Time,
+    /// The pace of this waiter's reads of what it watches: the entry ahead (its position) or
+    /// the head's holder (its token).
+    pace: Pace<Watched>,
     watch: Watch<R::Guid, R::Version>,
     /// The token of a local release already acted on without a read.
     local_release_tried: u64,
@@ -662,6 +687,7 @@ where
             // Taking the ticket changed none of the holder's attributes.
             fresh_head: Some(before.cloned()),
             next_read: env.now,
+            pace: Pace::new(env.now),
             watch: Watch::Nothing,
             local_release_tried: 0,
             displaced: false,
@@ -1045,10 +1071,16 @@ where
                 // The closer to the holder, the more often: the waiter whose entry ahead is
                 // next in line reads every two `rereadPeriodMs`, the one behind it every three,
                 // and so on up to the queue interval, so that each learns its turn is near
-                // soon after the grant ahead of it, and k waiters cost about
-                // 1000 / rereadPeriodMs × (1/2 + 1/3 + ... + 1/k) reads per second.
+                // soon after the grant ahead of it. And the longer the same entry stays ahead,
+                // the slower (the pace of `waiting`), so that a long wait costs a few reads a
+                // minute.
                 let distance = q.cursor.saturating_sub(q.granted_position).min(1 << 16) as u32;
-                let period = s.reread.saturating_mul(distance + 1).min(s.queue_reread.max(s.reread));
+                q.pace.seen(Watched::Entry(q.cursor), now);
+                let period = s
+                    .reread
+                    .saturating_mul(distance + 1)
+                    .min(s.queue_reread.max(s.reread))
+                    .max(q.pace.pause(&s, true));
                 q.phase = QPhase::ReadEntry { now, period };
                 let req = Request::Get {
                     resource: q.resource,
@@ -1152,7 +1184,9 @@ where
                     }
                 };
                 if now.saturating_sub(since) < lease {
-                    return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + lease))));
+                    // The next read is due at the deadline at the latest, whatever the pace.
+                    q.next_read = q.next_read.min(since + lease);
+                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
                 }
                 Some(version)
             }
@@ -1201,7 +1235,9 @@ where
                             }
                         };
                         if now.saturating_sub(since) < lease {
-                            return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + lease))));
+                            // The next read is due at the deadline at the latest, whatever the pace.
+                            q.next_read = q.next_read.min(since + lease);
+                            return Ok(QRes::Step(QStep::Wait(q.next_read)));
                         }
                         // Not renewed for its lease: its owner is gone. Finished, for every
                         // waiter behind; a new guid tells the owner, should it come back.
@@ -1269,7 +1305,9 @@ where
                     }
                 };
                 if now.saturating_sub(since) < s.lease() {
-                    return Ok(QRes::Step(QStep::Wait(q.next_read.min(since + s.lease()))));
+                    // The next read is due at the deadline at the latest, whatever the pace.
+                    q.next_read = q.next_read.min(since + s.lease());
+                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
                 }
                 // Missing for a lease: its owner died between taking the ticket and writing
                 // the entry. A finished entry takes its place, which also refuses the owner's
@@ -1301,7 +1339,13 @@ where
             QPhase::ReadHead { now } => {
                 let read = self.read(ended)?;
                 let q = &mut self.queued[k];
-                q.next_read = now + s.reread;
+                // The head's holder is its token: a heartbeat keeps the pace, a grant to
+                // another starts it over.
+                match &read {
+                    Some(Some(h)) => q.pace.seen(Watched::Head(h.fencing_token().unwrap_or(0)), now),
+                    _ => q.pace.reading(now),
+                }
+                q.next_read = now + q.pace.pause(&s, true);
                 let Some(head) = read else {
                     return Ok(QRes::Step(QStep::Wait(q.next_read)));
                 };
@@ -1512,6 +1556,7 @@ mod tests {
             acquire_period: Duration::ZERO,
             lease_duration_ms: LEASE,
             trust_local_time: false,
+            heartbeat_period: Duration::ZERO,
             reread: crate::settings::reread(LEASE),
             queue_reread: crate::settings::queue_reread(LEASE, crate::settings::reread(LEASE)),
             request_timeout: Duration::from_millis(250),
@@ -1882,5 +1927,79 @@ mod tests {
                 position: None
             }
         );
+    }
+
+    /// Steps a waiter with a lease of 10 s for `end` ms: next in line behind a holder
+    /// (`behind_entry` false) or second in line behind a live entry, both renewed every
+    /// third of the lease (a new `guid`); the reads it sent.
+    fn fifo_wait(behind_entry: bool, end: u64) -> u32 {
+        let lease = 10_000;
+        let mut s = lock();
+        s.lease_duration_ms = lease;
+        let mut here = Alone::default();
+        let mut head = held_head(4, 9);
+        head.lease_duration_ms = Some(lease);
+        if behind_entry {
+            head.queue.as_mut().unwrap().ticket_next = Some(5);
+            head.queue.as_mut().unwrap().queue_next = Some(1);
+        }
+        let ahead = LockRecord {
+            fencing_token: Some(5),
+            lease_duration_ms: Some(lease),
+            ..Default::default()
+        };
+        let renewed = |r: &LockRecord, now: u64| LockRecord {
+            guid: Some(crate::item::GuidValue::B(vec![(now / (lease / 3)) as u8; 64])),
+            ..r.clone()
+        };
+        let (mut m, _) = M::start(s, 1, None, &at(0), &mut here);
+        let mut a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+            &at(0),
+            &mut here,
+        );
+        let (mut now, mut reads) = (0, 0);
+        loop {
+            a = match a {
+                Act::Send {
+                    req: Request::Ticket { .. },
+                    ..
+                } => m.step(item(Some(head.clone())), &at(now), &mut here),
+                Act::Send {
+                    req: Request::PutEntry { .. },
+                    ..
+                } => m.step(done(), &at(now), &mut here),
+                Act::Send {
+                    req: Request::Get { position, .. },
+                    ..
+                } => {
+                    reads += 1;
+                    let r = match position {
+                        Some(_) => renewed(&ahead, now),
+                        None => renewed(&head, now),
+                    };
+                    m.step(item(Some(r)), &at(now), &mut here)
+                }
+                Act::Join { .. } | Act::Entry { .. } | Act::Arm => m.step(Input::Resume, &at(now), &mut here),
+                Act::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    if now >= end {
+                        return reads;
+                    }
+                    m.step(Input::Resume, &at(now), &mut here)
+                }
+                other => panic!("at {now}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_wait_behind_a_holder_or_an_entry_costs_a_few_reads_a_minute() {
+        for behind_entry in [false, true] {
+            let reads = fifo_wait(behind_entry, 60_000);
+            assert!(reads <= 30, "at most 0.5 reads a second over a minute: {reads}");
+            let reads = fifo_wait(behind_entry, 600_000);
+            assert!(reads <= 150, "at most 0.25 reads a second over ten minutes: {reads}");
+        }
     }
 }

@@ -12,7 +12,7 @@
 //!   those the release accepts when the write may have landed.
 
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Reply, Req, Step, Time};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Purpose, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
 
 /// How a hand-over ended.
@@ -67,6 +67,10 @@ where
     R::Version: Clone,
 {
     type Out = Outcome<R::Guid>;
+
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R> {
         match self.pending.answer::<R, E, Outcome<R::Guid>>(a, env) {

@@ -10,8 +10,10 @@
 //! - `settings`: the lock kinds, every default of a client's settings, and the lease
 //!   arithmetic that derives one setting from another.
 //! - `request`: one request as the machines send it (`Req`), its `Answer`, the `Step` a machine
-//!   asks its caller for, and the attempts of a request through transient faults.
-//! - `waiting`: a waiter's first place in line (the item's waiting mark).
+//!   asks its caller for, why it is sent (`Purpose`), and the attempts of a request through
+//!   transient faults.
+//! - `waiting`: a waiter's first place in line (the item's waiting mark) and the pace of its
+//!   re-reads (`Pace`).
 //! - `fail_closed`: a FailClosed acquisition as a state machine.
 //! - `fail_open`: a FailOpen acquisition (take, wait-out, `trustLocalTime`) as a state machine.
 //! - `fifo`: a Fifo acquisition (ticket, queue entry, watching the entry ahead, grant, give

@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::item::RELEASED_LEASE_MS;
 pub use crate::op::Expect;
 use crate::op::Record;
-use crate::request::{Answer, Env, Machine, Reply, Req, Step, Time};
+use crate::request::{Answer, Env, Machine, Purpose, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
 
 /// How an acquisition ended.
@@ -161,6 +161,10 @@ where
 {
     type Out = Released<E>;
 
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
+
     fn answer(&mut self, a: Answer<R, E>, _env: &Env) -> ReleaseStep<R, E> {
         self.over = true;
         Step::Done(match a {
@@ -268,6 +272,11 @@ where
 {
     type Out = Outcome<R, E>;
 
+    /// The original's sequence sleeps out the lease it read: every request is an attempt.
+    fn purpose(&self) -> Purpose {
+        Purpose::Acquiring
+    }
+
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Over);
         match (phase, a) {
@@ -352,6 +361,7 @@ mod tests {
             acquire_period: ms(50),
             lease_duration_ms: 1000,
             trust_local_time: false,
+            heartbeat_period: Duration::ZERO,
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(100),

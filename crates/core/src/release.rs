@@ -18,7 +18,7 @@
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Reply, Req, Step};
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step};
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
 
@@ -129,6 +129,10 @@ where
 {
     type Out = Outcome<E>;
 
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
+
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
             return Step::Done(Outcome::Released { waiter: false });
@@ -173,6 +177,7 @@ mod tests {
             acquire_period: Duration::ZERO,
             lease_duration_ms: 1000,
             trust_local_time: false,
+            heartbeat_period: ms(300),
             reread: ms(10),
             queue_reread: ms(250),
             request_timeout: ms(50),

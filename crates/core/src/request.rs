@@ -121,9 +121,25 @@ pub enum Step<G, V, O> {
 
 /// A machine that sends requests: its caller sends what a `Step` asks for and steps it again
 /// with the answer, or when the time it waits for comes.
+/// Why a request is sent, for the bill (`metrics()` counts requests by purpose): taking a
+/// lock, waiting for one (re-reads, the first-in-line mark, a Fifo waiter's reads and entry
+/// upkeep), keeping a held lock (heartbeats), giving one up (release, hand-over).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    Acquiring = 0,
+    Waiting = 1,
+    Heartbeat = 2,
+    Releasing = 3,
+}
+
+/// The purposes' names, in the order of their values.
+pub const PURPOSES: [&str; 4] = ["acquiring", "waiting", "heartbeats", "releasing"];
+
 pub trait Machine<R: Record, E> {
     /// What the machine ends with.
     type Out;
+    /// Why the request of its last step is sent.
+    fn purpose(&self) -> Purpose;
     /// An answer to the request the last step sent.
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> Step<R::Guid, R::Version, Self::Out>;
     /// The time the last step waited for has come, or the wait was cancelled

@@ -71,16 +71,10 @@ pub fn fifo_heartbeat(lease_duration_ms: u64) -> Duration {
     Duration::from_millis((lease_duration_ms / 3).max(1))
 }
 
-/// How long a first-in-line mark stays fresh: a mark older than this no longer makes its writer
-/// first in line, and the first waiter renews it at half this age. Four of the waiter's re-read
-/// intervals (FailClosed: of `acquirePeriodMs`, up to 250 ms), and at least 200 ms.
-pub fn mark_fresh(kind: Kind, queue_reread_period: Duration, acquire_period: Duration) -> Duration {
-    let base = match kind {
-        Kind::FailOpen | Kind::Fifo => queue_reread_period,
-        Kind::FailClosed => acquire_period.min(Duration::from_millis(250)),
-    };
-    (base * 4).max(Duration::from_millis(200))
-}
+/// The shortest age at which a FailClosed waiter renews its first-in-line mark, where
+/// `acquirePeriodMs` is shorter: a waiter that tries again at once must not write its mark at
+/// every try.
+pub const MARK_RENEW_MIN: Duration = Duration::from_millis(1000);
 
 /// What the acquisition and release machines need to know of a client's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,7 +88,10 @@ pub struct Lock {
     pub lease_duration_ms: u64,
     /// `trustLocalTime`.
     pub trust_local_time: bool,
-    /// The first waiter's re-read interval (`rereadPeriodMs`).
+    /// FailOpen: the holder's `heartbeatPeriodMs` (zero: none). A waiter renews its
+    /// first-in-line mark no more often than a holder renews its lease.
+    pub heartbeat_period: Duration,
+    /// The first waiter's first re-read interval (`rereadPeriodMs`).
     pub reread: Duration,
     /// Other waiters' re-read interval.
     pub queue_reread: Duration,
@@ -118,19 +115,66 @@ impl Lock {
         self.max_attempts.max(RELEASE_MAX_ATTEMPTS)
     }
 
-    pub fn mark_fresh(&self) -> Duration {
-        mark_fresh(self.kind, self.queue_reread, self.acquire_period)
+    /// The longest pause between a waiter's re-reads: half the lease (FailOpen, Fifo), half of
+    /// `acquirePeriodMs` (FailClosed), and never less than `rereadPeriodMs`. A long wait costs
+    /// a read per this; a lock released during it is seen within this.
+    pub fn reread_ceiling(&self) -> Duration {
+        let half = match self.kind {
+            Kind::FailOpen | Kind::Fifo => self.lease() / 2,
+            Kind::FailClosed => self.acquire_period / 2,
+        };
+        half.max(self.reread)
     }
 
-    /// How long a waiter waits before it reads the item again: the first in line at
-    /// `rereadPeriodMs`, the others at the slower queue interval; other FailClosed waiters
-    /// only try at `acquirePeriodMs`, as the original does (`Duration::MAX`).
-    pub fn reread_interval(&self, first: bool) -> Duration {
+    /// How long a waiter pauses before it reads the item again, having waited `waited` for
+    /// the same holder: `rereadPeriodMs` plus half of `waited`, up to `reread_ceiling`. So a
+    /// lock released after a wait of W is seen within `rereadPeriodMs` + W/2 (a short hold is
+    /// handed over within a fraction of its length), a long hold costs a read per ceiling, and
+    /// a new holder starts the pace over. Waiters other than the first in line pause at least
+    /// the queue interval; other FailClosed waiters only try at `acquirePeriodMs`, as the
+    /// original does (`Duration::MAX`).
+    pub fn reread_interval(&self, first: bool, waited: Duration) -> Duration {
+        // Whole milliseconds: callers that count time in milliseconds wake when it is due.
+        let half = Duration::from_millis((waited.as_millis() / 2).min(u64::MAX.into()) as u64);
+        let grown = (self.reread + half).min(self.reread_ceiling());
         match (first, self.kind) {
-            (true, _) => self.reread,
-            (false, Kind::FailOpen | Kind::Fifo) => self.queue_reread,
+            (true, _) => grown,
+            (false, Kind::FailOpen | Kind::Fifo) => grown.max(self.queue_reread.min(self.reread_ceiling())),
             (false, Kind::FailClosed) => Duration::MAX,
         }
+    }
+
+    /// The age at which the first waiter renews its first-in-line mark, when it reads the
+    /// item: a heartbeat period (FailOpen without heartbeats: a third of the lease), FailClosed
+    /// `acquirePeriodMs` and at least `MARK_RENEW_MIN`. So a waiting process writes its mark
+    /// no more often than a holder writes its heartbeats.
+    pub fn mark_renew(&self) -> Duration {
+        let d = match self.kind {
+            Kind::FailOpen | Kind::Fifo if self.heartbeat_period.is_zero() => {
+                Duration::from_millis(self.lease_duration_ms / 3)
+            }
+            Kind::FailOpen | Kind::Fifo => self.heartbeat_period,
+            Kind::FailClosed => self.acquire_period.max(MARK_RENEW_MIN),
+        };
+        d.max(Duration::from_millis(1))
+    }
+
+    /// How long a first-in-line mark stays fresh: a mark older than this no longer makes its
+    /// writer first in line, and a releaser that reads it back no longer stands back for it.
+    /// The first waiter renews its mark at the first read after `mark_renew`; reads come at
+    /// most `reread_ceiling` apart, so a renewal is due within `mark_renew` and one ceiling,
+    /// and one more ceiling covers a renewal that failed (the write is best effort).
+    pub fn mark_fresh(&self) -> Duration {
+        self.mark_renew() + self.reread_ceiling() * 2
+    }
+
+    /// How long a client that released a lock while another process's waiter had marked it
+    /// (or after waiting for it itself) stands back from taking it again, the lock having been
+    /// held `held_for`: the first waiter's longest pause after a wait that long, and half a
+    /// re-read more for its read's round trip. A waiter saw this holder at most `held_for`
+    /// ago, so its next read falls within this and it takes the lock first.
+    pub fn stand_back(&self, held_for: Duration) -> Duration {
+        self.reread_interval(true, held_for) + self.reread / 2
     }
 }
 
@@ -156,12 +200,65 @@ mod tests {
         assert_eq!(fifo_heartbeat(2), Duration::from_millis(1), "never a zero period");
     }
 
+    fn lock(kind: Kind) -> Lock {
+        Lock {
+            kind,
+            retry_count: 1,
+            acquire_period: Duration::from_millis(5000),
+            lease_duration_ms: 10_000,
+            trust_local_time: false,
+            heartbeat_period: Duration::from_millis(3000),
+            reread: reread(10_000),
+            queue_reread: queue_reread(10_000, reread(10_000)),
+            request_timeout: REQUEST_TIMEOUT,
+            max_attempts: MAX_ATTEMPTS,
+            base_backoff: RETRY_BASE_BACKOFF,
+            max_backoff: RETRY_MAX_BACKOFF,
+        }
+    }
+
     #[test]
-    fn a_mark_stays_fresh_for_four_rereads_and_at_least_200_ms() {
+    fn a_waiters_pause_grows_by_half_the_time_waited_up_to_half_the_lease() {
         let ms = Duration::from_millis;
-        assert_eq!(mark_fresh(Kind::FailOpen, ms(250), ms(0)), ms(1000));
-        assert_eq!(mark_fresh(Kind::Fifo, ms(10), ms(0)), ms(200));
-        assert_eq!(mark_fresh(Kind::FailClosed, ms(250), ms(5000)), ms(1000));
-        assert_eq!(mark_fresh(Kind::FailClosed, ms(250), ms(0)), ms(200));
+        let s = lock(Kind::FailOpen);
+        assert_eq!(s.reread_interval(true, ms(0)), ms(10));
+        assert_eq!(s.reread_interval(true, ms(100)), ms(60));
+        assert_eq!(s.reread_interval(true, ms(60_000)), ms(5000), "half the lease");
+        assert_eq!(s.reread_interval(false, ms(0)), ms(250), "others: the queue interval");
+        assert_eq!(s.reread_interval(false, ms(1000)), ms(510));
+        let c = lock(Kind::FailClosed);
+        assert_eq!(c.reread_interval(true, ms(60_000)), ms(2500), "half of acquirePeriodMs");
+        assert_eq!(c.reread_interval(false, ms(0)), Duration::MAX);
+        // A tiny lease: from a quarter of it, up to half of it.
+        let mut tiny = s;
+        tiny.lease_duration_ms = 4;
+        tiny.reread = reread(4);
+        assert_eq!(tiny.reread_interval(true, ms(0)), ms(1));
+        assert_eq!(tiny.reread_interval(true, ms(100)), ms(2));
+    }
+
+    #[test]
+    fn a_mark_is_renewed_per_heartbeat_and_stays_fresh_across_two_pauses() {
+        let ms = Duration::from_millis;
+        let s = lock(Kind::FailOpen);
+        assert_eq!(s.mark_renew(), ms(3000));
+        assert_eq!(s.mark_fresh(), ms(13_000));
+        let mut beatless = s;
+        beatless.heartbeat_period = Duration::ZERO;
+        assert_eq!(beatless.mark_renew(), ms(3333), "a third of the lease");
+        let mut c = lock(Kind::FailClosed);
+        assert_eq!(c.mark_renew(), ms(5000), "acquirePeriodMs");
+        c.acquire_period = Duration::ZERO;
+        assert_eq!(c.mark_renew(), MARK_RENEW_MIN);
+        assert_eq!(c.mark_fresh(), MARK_RENEW_MIN + ms(20));
+    }
+
+    #[test]
+    fn a_releaser_stands_back_for_the_first_waiters_pause() {
+        let ms = Duration::from_millis;
+        let s = lock(Kind::FailOpen);
+        assert_eq!(s.stand_back(ms(0)), ms(15));
+        assert_eq!(s.stand_back(ms(40)), ms(35));
+        assert_eq!(s.stand_back(ms(3_600_000)), ms(5005));
     }
 }

@@ -1,30 +1,91 @@
-//! A waiter's place among the waiters of every process. The first in line (the one whose mark
-//! the item carries: `lockWaitingUnixMs`, `lockWaiter`, `lockWaitingSinceUnixMs`) re-reads at
-//! `rereadPeriodMs`, the others at the slower queue interval; a waiter that has waited longer
-//! than the marked one takes its place. The mark is best effort: a failed write of it costs
-//! fairness only, never safety. A holder's release reads the mark back, and a releaser that
-//! finds it fresh stands back for a moment before it asks again.
+//! A waiter's place among the waiters of every process, and the pace of its re-reads.
+//!
+//! - The pace: a waiter pauses between re-reads `rereadPeriodMs` plus half the time it has
+//!   waited for the holder it sees, up to a ceiling tied to the lock's timing
+//!   (`Lock::reread_interval`); a new holder starts the pace over. A short hold is handed over
+//!   soon after its release, a long one costs a few reads a minute. The takeover deadline of a
+//!   FailOpen wait does not depend on the pace: every pause ends at it (`next_read`).
+//! - The first in line (the one whose mark the item carries: `lockWaitingUnixMs`,
+//!   `lockWaiter`, `lockWaitingSinceUnixMs`) starts its pace at `rereadPeriodMs`, the others at
+//!   the slower queue interval; a waiter that has waited longer than the marked one takes its
+//!   place. The first renews its mark no more often than a holder heartbeats
+//!   (`Lock::mark_renew`). The mark is best effort: a failed write of it costs fairness only,
+//!   never safety. A holder's release reads the mark back, and a releaser that finds it fresh
+//!   stands back long enough for the first waiter's next read (`Lock::stand_back`).
+
+use std::time::Duration;
 
 use crate::op::Record;
 use crate::request::{Req, Time};
 use crate::settings::Lock;
 
+/// The pace of a waiter's re-reads: the holder it last saw, since when (the start of the
+/// pace), and when it last read. `H` names a holder: what changes when the lock changes hands
+/// (FailOpen: the fencing token; FailClosed: the holder's `guid`; Fifo: the entry or the head
+/// holder watched).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Waiting {
+pub struct Pace<H> {
+    holder: Option<H>,
+    since: Time,
+    read_at: Time,
+}
+
+impl<H: PartialEq> Pace<H> {
+    pub fn new(now: Time) -> Self {
+        Pace {
+            holder: None,
+            since: now,
+            read_at: now,
+        }
+    }
+
+    /// A read at `now` found the lock held by `holder`: a holder other than the last one seen
+    /// starts the pace over.
+    pub fn seen(&mut self, holder: H, now: Time) {
+        if self.holder.as_ref() != Some(&holder) {
+            self.holder = Some(holder);
+            self.since = now;
+        }
+        self.read_at = now;
+    }
+
+    /// A read is sent at `now`: should it fail, the next one still waits a pause.
+    pub fn reading(&mut self, now: Time) {
+        self.read_at = now;
+    }
+
+    /// The pause after the last read (`first`: of the first in line).
+    pub fn pause(&self, s: &Lock, first: bool) -> Duration {
+        s.reread_interval(first, self.read_at.saturating_sub(self.since))
+    }
+
+    /// When the next read is due: a pause after the last one, not before `now`, and never
+    /// after `limit`.
+    pub fn next(&self, s: &Lock, first: bool, now: Time, limit: Time) -> Time {
+        let at = self.read_at.checked_add(self.pause(s, first)).unwrap_or(limit);
+        at.max(now).min(limit)
+    }
+}
+
+/// One acquisition's waiting: its first place in line, and the pace of its re-reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Waiting<H> {
     id: String,
     since_unix_ms: u64,
     /// The item carries this waiter's mark.
     pub first: bool,
+    pub pace: Pace<H>,
 }
 
-impl Waiting {
+impl<H: PartialEq> Waiting<H> {
     /// A waiter named `id` (random, unique among waiters) that started waiting at
-    /// `since_unix_ms`.
-    pub fn new(id: String, since_unix_ms: u64) -> Self {
+    /// `since_unix_ms` on the wall clock and `now` on the monotonic one.
+    pub fn new(id: String, since_unix_ms: u64, now: Time) -> Self {
         Waiting {
             id,
             since_unix_ms,
             first: false,
+            pace: Pace::new(now),
         }
     }
 
@@ -36,7 +97,7 @@ impl Waiting {
         let fresh = age.is_some_and(|a| a < fresh_ms);
         let mine = fresh && held.lock_waiter() == Some(self.id.as_str());
         let write = if mine {
-            age.is_some_and(|a| a >= fresh_ms / 2)
+            age.is_some_and(|a| a >= s.mark_renew().as_millis() as u64)
         } else {
             !fresh
                 || held
@@ -66,9 +127,12 @@ pub fn marked_recently(s: &Lock, mark: Option<u64>, now_unix_ms: u64) -> bool {
     mark.is_some_and(|w| now_unix_ms.saturating_sub(w) < s.mark_fresh().as_millis() as u64)
 }
 
-/// When a waiter (`None`: one not in line yet) next reads the item: a re-read interval from
-/// `now`, and never after `limit` (the next attempt, or the end of the wait).
-pub fn next_read(s: &Lock, waiting: Option<&Waiting>, now: Time, limit: Time) -> Time {
-    let first = waiting.is_some_and(|w| w.first);
-    now.checked_add(s.reread_interval(first)).unwrap_or(limit).min(limit)
+/// When a waiter (`None`: one not in line yet) next reads the item: its pause after its last
+/// read (and not before `now`), and never after `limit` (the next attempt, or the takeover
+/// deadline).
+pub fn next_read<H: PartialEq>(s: &Lock, waiting: Option<&Waiting<H>>, now: Time, limit: Time) -> Time {
+    match waiting {
+        Some(w) => w.pace.next(s, w.first, now, limit),
+        None => Pace::<H>::new(now).next(s, false, now, limit),
+    }
 }
