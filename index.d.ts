@@ -295,6 +295,50 @@ export declare class Lock<T extends number | undefined = number> {
     getMaxListeners(): number;
 }
 
+/** Where `listLocks`, `showLock`, `forceRelease` and `checkTable` look: the key comes from the table. */
+export interface TableOptions {
+    dynamodb?: DynamoDBOptions | DynamoDBSdkV3Client;
+    lockTable: string;
+}
+
+/** One lock item, as a person reads it. */
+export interface LockListing {
+    /** The partition value; on a FailClosed or FailOpen table with a sort key, `{ [partitionKey]: v, [sortKey]: v }`. */
+    id: string | number | Buffer | { [key: string]: string | number | Buffer };
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    owner?: string;
+    fencingToken?: number;
+    /** FailClosed: always (the item is the lock); FailOpen and Fifo: not released. A lapsed lease still counts as held here. */
+    held: boolean;
+    leaseDurationMs?: number;
+    /** The item's `guid` in hex: a FailOpen holder that heartbeats changes it every period. */
+    guid?: string;
+    lockAcquiredTimeUnixMs?: number;
+    /** The first waiter in line, if one marked the item. */
+    waiter?: string;
+    /** Fifo: queue entries of the resource. */
+    waiters?: number;
+}
+
+/** Every lock in a table (Fifo queue entries are counted in their resource's `waiters`). */
+export declare function listLocks(options: TableOptions): AsyncIterable<LockListing>;
+/** One lock item as one consistent read finds it; `sortValue` on a table with a sort key (Fifo: the head when omitted). */
+export declare function showLock(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer }): Promise<LockListing | null>;
+/** Frees a dead holder's lock on the version read (`code` `LockChanged` if it changed meanwhile). */
+export declare function forceRelease(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer }): Promise<{ action: "deleted" | "released" | "already-free" | "absent"; lock: LockListing | null }>;
+/** Whether a table can keep a lock: key schema, TTL, billing, global-table mode, and the problems found. */
+export declare function checkTable(options: TableOptions & { partitionKey?: string; sortKey?: string }): Promise<{
+    table: string;
+    status: string;
+    partitionKey: { name: string; type: "S" | "N" | "B" };
+    sortKey?: { name: string; type: "S" | "N" | "B" };
+    billingMode: string;
+    ttl: { status: string; attribute?: string; error?: string };
+    global?: { replicas: string[]; consistency: "EVENTUAL" | "STRONG" };
+    problems: string[];
+    ok: boolean;
+}>;
+
 /** A `TransactWriteItems` condition on a lock item (`lock.conditionCheck()`). */
 export interface ConditionCheck<V> {
     TableName: string;
@@ -523,6 +567,12 @@ declare namespace dynamodbLockNative {
     export import CampaignOptions = self.CampaignOptions;
     export import ClientControl = self.ClientControl;
     export import CloseOptions = self.CloseOptions;
+    export import TableOptions = self.TableOptions;
+    export import LockListing = self.LockListing;
+    export import listLocks = self.listLocks;
+    export import showLock = self.showLock;
+    export import forceRelease = self.forceRelease;
+    export import checkTable = self.checkTable;
     export import ConditionCheck = self.ConditionCheck;
     export import CloseOutcome = self.CloseOutcome;
     export import CreateTableOptions = self.CreateTableOptions;

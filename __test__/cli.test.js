@@ -22,7 +22,8 @@ it("--help exits 0 and states the exit statuses", () =>
     {
         const r = cli("--help");
         assert.equal(r.status, 0);
-        assert.match(r.stdout, /Exit status: 0 when the table is ACTIVE, 1 when it could not be made or differs, 2 on a\s+usage error/);
+        assert.match(r.stdout, /Exit status: 0 on success \(create-table: the table is ACTIVE;/);
+        assert.match(r.stdout, /2 on a usage error/);
     }
 );
 
@@ -35,7 +36,10 @@ const cases = [
     [["create-table", "--table", "t", "--partition-key", "id", "--ttl-attribute", "id"], /--ttl-attribute must differ from --partition-key and --sort-key/],
     [["create-table", "--table", "t", "--partition-key", "id", "--endpoint", "localhost:8000"], /--endpoint must be an http or https URL, not "localhost:8000"/],
     [["create-table", "--table", "t", "--partition-key", "id", "--colour", "red"], /Unknown option '--colour'/],
-    [["drop-table"], /expected the command create-table/],
+    [["drop-table"], /expected a command: create-table, list, show, release, check-table/],
+    [["list"], /--table is required/],
+    [["show", "--table", "t"], /show takes the lock id/],
+    [["release", "x", "--table", "t"], /release needs --force/],
 ];
 for (const [args, message] of cases)
 {
@@ -45,7 +49,7 @@ for (const [args, message] of cases)
             assert.equal(r.status, 2, r.stderr);
             assert.match(r.stderr, message);
             assert.doesNotMatch(r.stderr, /"(lockTable|partitionKey|partitionKeyType|billingMode|readCapacityUnits|ttlAttribute|sortKey)"/);
-            assert.match(r.stderr, /Usage: dynamodb-lock-native create-table/);
+            assert.match(r.stderr, /Usage: dynamodb-lock-native <command>/);
             assert.equal(r.stdout, "");
         }
     );

@@ -1,19 +1,36 @@
 #!/usr/bin/env node
 "use strict";
 
-// Command line of dynamodb-lock-native. One command for now:
+// Command line of dynamodb-lock-native:
 //
 //   npx dynamodb-lock-native create-table --table locks --partition-key id [options]
+//   npx dynamodb-lock-native list --table locks [--json]
+//   npx dynamodb-lock-native show ID --table locks [--sort-value V] [--json]
+//   npx dynamodb-lock-native release ID --table locks --force [--sort-value V] [--json]
+//   npx dynamodb-lock-native check-table --table locks [--partition-key id] [--json]
 //
 // Region, endpoint and credentials come from the flags or the standard AWS environment
 // (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE, AWS_ACCESS_KEY_ID, ...).
 
 const { parseArgs } = require("util");
 
-const USAGE = `Usage: dynamodb-lock-native create-table --table <name> --partition-key <name> [options]
+const USAGE = `Usage: dynamodb-lock-native <command> --table <name> [options]
 
-Creates a lock table (on-demand unless told), waits until it is ACTIVE, and enables TTL when
---ttl-attribute is given. A table that exists with the same key schema is success.
+Commands:
+  create-table --partition-key <name>   creates a lock table (on-demand unless told), waits
+                                        until it is ACTIVE, and enables TTL when
+                                        --ttl-attribute is given; a table that exists with the
+                                        same key schema is success
+  list                                  every lock in the table: id, kind, owner, fencing
+                                        token, held or released, first waiter (Fifo: waiters)
+  show <id>                             one lock, as one consistent read finds it
+  release <id> --force                  frees a dead holder's lock on the version just read:
+                                        FailClosed deletes the item if it still carries that
+                                        guid; FailOpen and Fifo mark it released with a new
+                                        guid, so a live holder's next heartbeat fails and it
+                                        hears "lost"; says whom it displaced
+  check-table                           key schema, TTL, billing, global-table mode; fails on
+                                        a table that cannot keep a lock
 
 Options:
   --table <name>                 the lock table (lockTable)
@@ -21,17 +38,23 @@ Options:
   --partition-key-type <S|N|B>   its type (default S)
   --sort-key <name>              a sort key attribute (sortKey; Fifo needs one, of type S)
   --sort-key-type <S|N|B>        its type (default S)
+  --sort-value <value>           show, release: the lock's sort value (Fifo: the head)
   --ttl-attribute <name>         enable TTL on this Number attribute (ttlAttribute)
   --billing-mode <mode>          PAY_PER_REQUEST (default) or PROVISIONED
   --read-capacity <n>            PROVISIONED read capacity units (default 1)
   --write-capacity <n>           PROVISIONED write capacity units (default 1)
   --wait-ms <ms>                 longest wait for the table to become ACTIVE (default 300000)
+  --force                        release: required, the release is not the holder's own
+  --json                         list, show, release, check-table: JSON for scripts
   --region <region>              default: the AWS environment
   --endpoint <url>               default: the AWS environment, else the region's endpoint
   -h, --help                     this text
 
-Exit status: 0 when the table is ACTIVE, 1 when it could not be made or differs, 2 on a
-usage error (a flag missing or malformed).`;
+Exit status: 0 on success (create-table: the table is ACTIVE; show: the lock exists;
+release: the lock is free; check-table: the table can keep a lock), 1 when it failed (the
+table could not be made or differs, no such lock, the item changed since it was read, a
+table that cannot keep a lock, a DynamoDB error), 2 on a usage error (a flag missing or
+malformed).`;
 
 const OPTIONS = {
     table: { type: "string" },
@@ -44,6 +67,9 @@ const OPTIONS = {
     "read-capacity": { type: "string" },
     "write-capacity": { type: "string" },
     "wait-ms": { type: "string" },
+    "sort-value": { type: "string" },
+    force: { type: "boolean" },
+    json: { type: "boolean" },
     region: { type: "string" },
     endpoint: { type: "string" },
     help: { type: "boolean", short: "h" },
@@ -110,7 +136,8 @@ function integer(text, flag)
     return n;
 }
 
-async function createTable(values)
+// Where the commands reach DynamoDB, from --region and --endpoint.
+function dynamodbOf(values)
 {
     const dynamodb = {};
     if (values.region !== undefined)
@@ -125,6 +152,12 @@ async function createTable(values)
         }
         dynamodb.endpoint = values.endpoint;
     }
+    return dynamodb;
+}
+
+async function createTable(values)
+{
+    const dynamodb = dynamodbOf(values);
     const options = {
         dynamodb,
         lockTable: values.table,
@@ -150,6 +183,121 @@ async function createTable(values)
     process.stdout.write(`Table "${result.tableName}" ${result.created ? "created" : "already exists"} and is ACTIVE${ttl}.\n`);
 }
 
+function print(values, json, text)
+{
+    process.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${text}\n`);
+}
+
+function tableOf(values)
+{
+    if (!values.table)
+    {
+        throw new UsageError("--table is required");
+    }
+    return { dynamodb: dynamodbOf(values), lockTable: values.table };
+}
+
+// A lock listing as one line for people.
+function line(lock)
+{
+    const id = typeof lock.id === "object" && !Buffer.isBuffer(lock.id) ? JSON.stringify(lock.id) : String(lock.id);
+    const parts = [id, lock.kind, lock.held ? "held" : "released"];
+    if (lock.owner !== undefined)
+    {
+        parts.push(`owner ${JSON.stringify(lock.owner)}`);
+    }
+    if (lock.fencingToken !== undefined)
+    {
+        parts.push(`fencingToken ${lock.fencingToken}`);
+    }
+    if (lock.held && lock.leaseDurationMs !== undefined)
+    {
+        parts.push(`lease ${lock.leaseDurationMs} ms`);
+    }
+    if (lock.waiter !== undefined)
+    {
+        parts.push(`first waiter ${lock.waiter}`);
+    }
+    if (lock.waiters)
+    {
+        parts.push(`${lock.waiters} waiting`);
+    }
+    return parts.join("  ");
+}
+
+const COMMANDS = {
+    "create-table": { args: 0, run: values => createTable(values) },
+    list: {
+        args: 0,
+        async run(values)
+        {
+            const all = [];
+            for await (const lock of require("..").listLocks(tableOf(values)))
+            {
+                all.push(lock);
+                if (!values.json)
+                {
+                    process.stdout.write(`${line(lock)}\n`);
+                }
+            }
+            if (values.json)
+            {
+                print(values, all);
+            }
+        },
+    },
+    show: {
+        args: 1,
+        async run(values, [id])
+        {
+            const lock = await require("..").showLock(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
+            print(values, lock, lock ? line(lock) : `no lock ${JSON.stringify(id)} in table "${values.table}"`);
+            if (!lock)
+            {
+                process.exitCode = 1;
+            }
+        },
+    },
+    release: {
+        args: 1,
+        async run(values, [id])
+        {
+            if (!values.force)
+            {
+                throw new UsageError("release needs --force: it frees a lock its holder did not release (use it only for a holder known to be dead)");
+            }
+            const r = await require("..").forceRelease(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
+            const whom = r.lock ? ` (was held by ${r.lock.owner === undefined ? "an unnamed owner" : JSON.stringify(r.lock.owner)}${r.lock.fencingToken === undefined ? "" : `, fencingToken ${r.lock.fencingToken}`})` : "";
+            const said = {
+                deleted: `deleted the lock item of ${JSON.stringify(id)}${whom}`,
+                released: `released ${JSON.stringify(id)}${whom}; a holder still alive hears "lost" at its next heartbeat`,
+                "already-free": `${JSON.stringify(id)} was already released: nothing done`,
+                absent: `no lock ${JSON.stringify(id)} in table "${values.table}": nothing done`,
+            }[r.action];
+            print(values, r, said);
+        },
+    },
+    "check-table": {
+        args: 0,
+        async run(values)
+        {
+            const r = await require("..").checkTable(Object.assign(tableOf(values), { partitionKey: values["partition-key"], sortKey: values["sort-key"] }));
+            const key = `${r.partitionKey.name} (${r.partitionKey.type})${r.sortKey ? `, sort key ${r.sortKey.name} (${r.sortKey.type})` : ""}`;
+            const text = [
+                `Table "${r.table}": ${r.status}, key ${key}, billing ${r.billingMode}, TTL ${r.ttl.status}${r.ttl.attribute ? ` on "${r.ttl.attribute}"` : ""}`,
+                r.global ? `Global table in Regions ${r.global.replicas.join(", ")}, ${r.global.consistency} consistency` : "Not a global table",
+                ...r.problems.map(p => `Problem: ${p}`),
+                r.ok ? "It can keep a lock." : "It cannot keep a lock.",
+            ].join("\n");
+            print(values, r, text);
+            if (!r.ok)
+            {
+                process.exitCode = 1;
+            }
+        },
+    },
+};
+
 async function main(argv)
 {
     let parsed;
@@ -167,13 +315,18 @@ async function main(argv)
         process.stdout.write(`${USAGE}\n`);
         return;
     }
-    if (positionals.length !== 1 || positionals[0] !== "create-table")
+    const command = COMMANDS[positionals[0]];
+    if (!command)
     {
-        return fail(`expected the command create-table\n\n${USAGE}`);
+        return fail(`expected a command: ${Object.keys(COMMANDS).join(", ")}\n\n${USAGE}`);
+    }
+    if (positionals.length !== command.args + 1)
+    {
+        return fail(`${positionals[0]} takes ${command.args === 0 ? "no argument" : "the lock id"}\n\n${USAGE}`);
     }
     try
     {
-        await createTable(values);
+        await command.run(values, positionals.slice(1));
     }
     catch (err)
     {

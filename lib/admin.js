@@ -10,11 +10,12 @@ const { chooseTransport, isSdkClient, sdkClientOptions, sdkOptionsFrom } = requi
 const { invalidArgument } = require("./errors.js");
 const { DEFAULT_OWNER } = require("./options.js");
 
-async function adminCaller(dynamodb)
+// `what` names the caller in errors.
+async function adminCaller(dynamodb, what = "createTable")
 {
     if (chooseTransport(dynamodb) === "object")
     {
-        throw invalidArgument("createTable needs options for the native core or an AWS SDK client as `dynamodb`, not an object of get/put/delete");
+        throw invalidArgument(`${what} needs options for the native core or an AWS SDK client as \`dynamodb\`, not an object of get/put/delete`);
     }
     const options = { kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER };
     let client;
@@ -44,4 +45,4 @@ async function createTable(options)
     return table.createTable(options, call);
 }
 
-module.exports = { createTable };
+module.exports = { createTable, adminCaller };

@@ -6,7 +6,6 @@
 // and util.inspect show.
 
 const util = require("util");
-const { performance } = require("perf_hooks");
 const bridge = require("./bridge.js");
 const { objectCaller } = require("./object-store.js");
 const { chooseTransport, isSdkClient, sdkClientOptions, credentialsProvider, withoutCredentials } = require("./transport.js");
@@ -54,12 +53,11 @@ function setUp(self, kind, config)
 // refused once the client is closing, cancelled by `close()`.
 function acquisition(self, id, signal, start, callback)
 {
-    const startedAt = performance.now();
     if (self._closing)
     {
-        return settle(self._metrics.acquisition(id, startedAt, Promise.reject(clientClosed())), callback);
+        return settle(self._metrics.acquisition(id, () => Promise.reject(clientClosed())), callback);
     }
-    return settle(self._metrics.acquisition(id, startedAt, closable(self, signal, start())), callback);
+    return settle(self._metrics.acquisition(id, () => closable(self, signal, start())), callback);
 }
 
 // An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted

@@ -139,9 +139,8 @@ class Lock extends EventEmitter
     {
         this._stopHeartbeats();
         this._released = true;
-        const released = this._release();
         // The original passes on what the AWS SDK v2 gives its callback: `null` on success.
-        return settle(this._track ? this._track.released(this, released) : released, callback, null);
+        return settle(this._track ? this._track.released(this, () => this._release()) : this._release(), callback, null);
     }
 
     // Stops heartbeats and forgets the lock without releasing it (`close()` without

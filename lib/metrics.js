@@ -12,10 +12,42 @@ const { performance } = require("node:perf_hooks");
 const channels =
 {
     acquired: diagnostics.channel("dynamodb-lock-native:acquired"),
+    acquireFailed: diagnostics.channel("dynamodb-lock-native:acquire-failed"),
     released: diagnostics.channel("dynamodb-lock-native:released"),
     heartbeatFailed: diagnostics.channel("dynamodb-lock-native:heartbeat-failed"),
     lost: diagnostics.channel("dynamodb-lock-native:lost"),
 };
+
+// Tracing channels around each acquisition and release (start, end, asyncStart, asyncEnd,
+// error, with one context object), which OpenTelemetry instrumentations and APM agents
+// subscribe to for spans.
+const tracing =
+{
+    acquire: diagnostics.tracingChannel("dynamodb-lock-native:acquire"),
+    release: diagnostics.tracingChannel("dynamodb-lock-native:release"),
+};
+
+// Whether anyone listens on a tracing channel (its `hasSubscribers` is newer than Node 20.13).
+function traced(channel)
+{
+    return channel.hasSubscribers === undefined
+        ? ["start", "end", "asyncStart", "asyncEnd", "error"].some(e => channel[e].hasSubscribers)
+        : channel.hasSubscribers;
+}
+
+// Runs `fn` (which returns a promise) inside `channel`'s trace with `context`, if anyone
+// listens; otherwise just runs it.
+function trace(channel, fn, context)
+{
+    return traced(channel) ? channel.tracePromise(fn, context) : fn();
+}
+
+// How an acquisition that did not grant a lock ended, by its error's code.
+function failure(error)
+{
+    const code = error && error.code;
+    return code === "AbortError" ? "aborted" : code === "ClientClosed" ? "closed" : "failed";
+}
 
 const OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
 
@@ -55,10 +87,11 @@ class Track
         }
     }
 
-    // Wraps the promise of a release.
-    released(lock, promise)
+    // Wraps the release that `release()` starts.
+    released(lock, release)
     {
         const m = this.metrics;
+        const promise = trace(tracing.release, release, { id: this.id, kind: m.kind, fencingToken: lock.fencingToken });
         return promise.then(
             value =>
             {
@@ -134,10 +167,11 @@ class Metrics
         this.pending = new Set();
     }
 
-    // Wraps the promise of an acquisition started at `startedAt` (performance.now()).
-    acquisition(id, startedAt, promise)
+    // Wraps the acquisition of `id` that `start` begins (returning its promise).
+    acquisition(id, start)
     {
-        const tracked = promise.then(
+        const startedAt = performance.now();
+        const tracked = trace(tracing.acquire, start, { id, kind: this.kind }).then(
             lock =>
             {
                 this.pending.delete(tracked);
@@ -159,6 +193,10 @@ class Metrics
                 this.failed++;
                 const code = (error && error.code) || "Error";
                 this.byCode[code] = (this.byCode[code] || 0) + 1;
+                if (channels.acquireFailed.hasSubscribers)
+                {
+                    channels.acquireFailed.publish({ id, kind: this.kind, outcome: failure(error), waitMs: performance.now() - startedAt, error });
+                }
                 throw error;
             });
         this.pending.add(tracked);
@@ -207,4 +245,4 @@ class Metrics
     }
 }
 
-module.exports = { Metrics, channels, WAIT_SAMPLES };
+module.exports = { Metrics, channels, tracing, WAIT_SAMPLES };

@@ -1,0 +1,117 @@
+"use strict";
+
+// The tracing channels around acquisitions and releases (start, end, asyncStart, asyncEnd and
+// error with one context object, as OpenTelemetry instrumentations subscribe to them), and the
+// message of every acquisition that did not grant a lock: failed, aborted or closed.
+
+const { describe, it, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const diagnostics = require("node:diagnostics_channel");
+const { selectedEngines, startEngine } = require("./engines.js");
+const { failOpen, failClosed, uniqueId } = require("./helpers.js");
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+// Every event of the acquire and release tracing channels, and the acquire-failed messages,
+// while `fn` runs.
+async function traced(fn)
+{
+    const events = [];
+    const handlers = {};
+    for (const name of ["acquire", "release"])
+    {
+        const channel = diagnostics.tracingChannel(`dynamodb-lock-native:${name}`);
+        handlers[name] = {};
+        for (const event of ["start", "end", "asyncStart", "asyncEnd", "error"])
+        {
+            handlers[name][event] = context => events.push({ name, event, context });
+        }
+        channel.subscribe(handlers[name]);
+    }
+    const failed = [];
+    const onFailed = message => failed.push(message);
+    diagnostics.subscribe("dynamodb-lock-native:acquire-failed", onFailed);
+    try
+    {
+        await fn();
+    }
+    finally
+    {
+        for (const name of Object.keys(handlers))
+        {
+            diagnostics.tracingChannel(`dynamodb-lock-native:${name}`).unsubscribe(handlers[name]);
+        }
+        diagnostics.unsubscribe("dynamodb-lock-native:acquire-failed", onFailed);
+    }
+    return { events, failed };
+}
+
+for (const engineName of selectedEngines())
+{
+    describe(`tracing channels on ${engineName}`, { timeout: 120000 }, () =>
+    {
+        let engine;
+        before(async () =>
+        {
+            engine = await startEngine(engineName);
+            await engine.createTable("locks", { partitionKey: "id" });
+        });
+        after(async () => engine && engine.stop());
+
+        it("an acquisition and its release each make one span: start, end, asyncStart, asyncEnd on one context", async () =>
+        {
+            const client = failOpen(engine, { leaseDurationMs: 60000 });
+            const id = uniqueId("trace");
+            let lock;
+            const { events, failed } = await traced(async () =>
+            {
+                lock = await client.acquireLock(id);
+                await lock.release();
+            });
+            assert.deepEqual(events.map(e => `${e.name}:${e.event}`),
+                ["acquire:start", "acquire:end", "acquire:asyncStart", "acquire:asyncEnd", "release:start", "release:end", "release:asyncStart", "release:asyncEnd"]);
+            const acquire = events.filter(e => e.name === "acquire").map(e => e.context);
+            assert.ok(acquire.every(c => c === acquire[0]), "one context across the async boundary");
+            assert.equal(acquire[0].id, id);
+            assert.equal(acquire[0].kind, "FailOpen");
+            assert.equal(acquire[0].result, lock, "the span ends with the lock");
+            const release = events.filter(e => e.name === "release").map(e => e.context);
+            assert.ok(release.every(c => c === release[0]));
+            assert.deepEqual([release[0].id, release[0].fencingToken], [id, lock.fencingToken]);
+            assert.deepEqual(failed, []);
+            await client.close();
+        });
+
+        it("every acquisition that grants no lock says how it ended: failed, aborted, closed; its span ends in error", async () =>
+        {
+            const holder = failOpen(engine, { leaseDurationMs: 60000 });
+            const busy = uniqueId("trace-busy");
+            const held = await holder.acquireLock(busy);
+            const client = failOpen(engine, { leaseDurationMs: 60000, retryCount: 0, rereadPeriodMs: 50 });
+            const { events, failed } = await traced(async () =>
+            {
+                await assert.rejects(client.acquireLock(busy, { signal: AbortSignal.timeout(200) }), { code: "AbortError" });
+                const waiting = client.acquireLock(busy).catch(e => e);
+                await new Promise(resolve => setTimeout(resolve, 100));
+                await client.close();
+                assert.equal((await waiting).code, "ClientClosed");
+                await assert.rejects(client.acquireLock(busy), { code: "ClientClosed" });
+            });
+            // FailClosed with no retries: a held lock fails the acquisition at once.
+            const closedHolder = failClosed(engine);
+            const closedId = uniqueId("trace-closed");
+            const closedLock = await closedHolder.acquireLock(closedId);
+            const failing = await traced(() => assert.rejects(failClosed(engine, { retryCount: 0 }).acquireLock(closedId), { code: "FailedToAcquireLock" }));
+            assert.deepEqual(failed.map(f => f.outcome), ["aborted", "closed", "closed"]);
+            assert.ok(failed.every(f => f.id === busy && f.kind === "FailOpen" && f.waitMs >= 0 && f.error instanceof Error));
+            const errors = events.filter(e => e.name === "acquire" && e.event === "error");
+            assert.equal(errors.length, 3);
+            assert.deepEqual(errors.map(e => e.context.error.code), ["AbortError", "ClientClosed", "ClientClosed"]);
+            assert.deepEqual(failing.failed.map(f => [f.id, f.kind, f.outcome, f.error.code]), [[closedId, "FailClosed", "failed", "FailedToAcquireLock"]]);
+            assert.deepEqual(failing.events.map(e => `${e.name}:${e.event}`), ["acquire:start", "acquire:end", "acquire:error", "acquire:asyncStart", "acquire:asyncEnd"]);
+            await held.release();
+            await closedLock.release();
+            await Promise.all([holder.close(), closedHolder.close()]);
+        });
+    });
+}
