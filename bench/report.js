@@ -528,6 +528,30 @@ function fifoRows(rows, fifo)
     }
 }
 
+function waitingRows(rows, res)
+{
+    const S = "8. One process waiting for a held lock (lease 10 s, heartbeat 3 s)";
+    const o = res.ours || {};
+    const g = res.original || {};
+    if (o.error || g.error)
+    {
+        rows.add(S, "scenario failed", null, null, { oursText: errText(o) || "ok", originalText: errText(g) || "ok" });
+        return;
+    }
+    const window = `over ${fmt((o.windowMs || 0) / 1000)} s`;
+    rows.add(S, `reads a second ${window}`, o.readsPerSecond, g.readsPerSecond, {
+        oursText: num(o.readsPerSecond) ? `${fmt(o.readsPerSecond)} (${breakdown(o.counts)})` : "n/a",
+        originalText: num(g.readsPerSecond) ? `${fmt(g.readsPerSecond)} (${breakdown(g.counts)})` : "n/a",
+        target: { text: "ours <= 0.5", test: v => v <= 0.5 },
+    });
+    rows.add(S, `writes a second ${window}`, o.writesPerSecond, g.writesPerSecond, {
+        target: { text: "ours <= 0.34", test: v => v <= 0.34 },
+    });
+    rows.add(S, "hand-over after the release (ms)", o.handOverMs, g.handOverMs, {
+        target: { text: "ours <= half the wait + 50 ms", test: v => v <= (o.waitedMs || 0) / 2 + 50 },
+    });
+}
+
 function latencyRows(rows, latency)
 {
     const total = counts => Object.values(counts || {}).reduce((a, b) => a + b, 0);
@@ -627,6 +651,10 @@ function renderMarkdown(report)
     if (r.latency)
     {
         latencyRows(rows, r.latency);
+    }
+    if (r.waiting)
+    {
+        waitingRows(rows, r.waiting);
     }
 
     const m = report.machine;

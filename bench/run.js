@@ -9,7 +9,8 @@
 //   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
 //
 // Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5), fifo (6; ours only,
-// the original has no fair lock), latency (7; leases kept against added round trip).
+// the original has no fair lock), latency (7; leases kept against added round trip), waiting (8;
+// what one process waiting for a held lock sends, and its hand-over).
 // Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
 // Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
@@ -42,7 +43,7 @@ const { summary, jain, spread } = require("./stats.js");
 const { renderMarkdown } = require("./report.js");
 const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
 
-const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo", "latency"];
+const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo", "latency", "waiting"];
 const LIBS = ["ours", "original"];
 
 // ---------------------------------------------------------------------------------------
@@ -142,6 +143,7 @@ function parameters(quick)
             pool: poolParameters(3000),
             fifo: fifoParameters(3000, 5000),
             latency: latencyParameters([0, 200]),
+            waiting: { leaseMs: 10000, periodMs: 3000, windowMs: 10000 },
         };
     }
     return {
@@ -160,6 +162,7 @@ function parameters(quick)
         pool: poolParameters(10000),
         fifo: fifoParameters(10000, 10000),
         latency: latencyParameters([0, 50, 100, 200, 250]),
+        waiting: { leaseMs: 10000, periodMs: 3000, windowMs: 60000 },
     };
 }
 
@@ -810,6 +813,21 @@ async function scenarioRequests(ctx, p)
         log(`requests: ${lib}`);
         const tables = { failClosed: await newTable(ctx, `req_fc_${lib}`), failOpen: await newTable(ctx, `req_fo_${lib}`) };
         out[lib] = await runWorker(ctx, { scenario: "requests", lib, tables, params: p }, 60000);
+    }
+    return out;
+}
+
+// Scenario 8: what a process waiting for a held lock costs, at the README's settings (lease
+// 10 s, heartbeat 3 s), and how soon it gets the lock once released.
+async function scenarioWaiting(ctx, p)
+{
+    const out = {};
+    for (const lib of LIBS)
+    {
+        log(`waiting: ${lib}`);
+        const tables = { main: await newTable(ctx, `wait_${lib}`) };
+        out[lib] = await runWorker(ctx, { scenario: "waiting", lib, tables, params: p }, 2 * p.windowMs + 3 * p.leaseMs + 60000);
+        await dropTable(ctx, tables.main);
     }
     return out;
 }
@@ -1603,6 +1621,10 @@ async function main()
             else if (s === "latency")
             {
                 results.latency = await scenarioLatency(ctx, params.latency);
+            }
+            else if (s === "waiting")
+            {
+                results.waiting = await scenarioWaiting(ctx, params.waiting);
             }
             log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         }

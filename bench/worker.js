@@ -2,7 +2,7 @@
 
 // One benchmark scenario for one library, in a fresh Node process so that CPU time and RSS
 // belong to that library alone. Started by bench/run.js with a JSON job in argv[2]:
-//   { scenario: "requests"|"cycles"|"held"|"latency", lib: "ours"|"original", endpoint, region,
+//   { scenario: "requests"|"cycles"|"held"|"latency"|"waiting", lib: "ours"|"original", endpoint, region,
 //     credentials, tables: {...}, params: {...} }
 // All traffic goes to `endpoint`, the parent's counting proxy on 127.0.0.1. Every loop is
 // bounded in count and in time.
@@ -459,7 +459,51 @@ async function latency()
     }, rec);
 }
 
-const SCENARIOS = { requests, cycles, held, latency };
+// Waiting: what one process waiting for a held lock costs. A holder of the same library holds
+// the lock (heartbeats at the README's settings) for a window alone, then for the same window
+// with a waiter; the waiter's requests are the difference. Then the holder releases and the
+// hand-over is timed.
+async function waiting()
+{
+    const p = job.params;
+    const config = failOpenConfig(job.tables.main, { leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs, retryCount: 1000000 });
+    const holder = lib.create("FailOpen", Object.assign({}, config, { owner: "holder" }));
+    const waiter = lib.create("FailOpen", Object.assign({}, config, { owner: "waiter" }));
+    // Warm-up of both clients' connections, not counted.
+    await holder.release(await holder.acquire("warm-h"));
+    await waiter.release(await waiter.acquire("warm-w"));
+    const lock = await holder.acquire("w-1");
+    await rpc("reset");
+    await sleep(p.windowMs);
+    const alone = await rpc("counts");
+    await rpc("reset");
+    const t0 = performance.now();
+    let grantedAt;
+    const waited = waiter.acquire("w-1").then(l => ((grantedAt = performance.now()), l));
+    await sleep(p.windowMs);
+    const both = await rpc("counts");
+    const releasedAt = performance.now();
+    await holder.release(lock);
+    const taken = await waited;
+    const counts = {};
+    for (const op of new Set([...Object.keys(alone), ...Object.keys(both)]))
+    {
+        counts[op] = Math.max(0, (both[op] || 0) - (alone[op] || 0));
+    }
+    await waiter.release(taken);
+    const reads = counts.GetItem || 0;
+    const writes = (counts.UpdateItem || 0) + (counts.PutItem || 0);
+    return {
+        windowMs: p.windowMs,
+        waitedMs: releasedAt - t0,
+        counts,
+        readsPerSecond: reads / (p.windowMs / 1000),
+        writesPerSecond: writes / (p.windowMs / 1000),
+        handOverMs: grantedAt - releasedAt,
+    };
+}
+
+const SCENARIOS = { requests, cycles, held, latency, waiting };
 
 (async () =>
 {
