@@ -9,19 +9,13 @@
 const crypto = require("crypto");
 const { adminCaller } = require("./admin.js");
 const { invalidArgument } = require("./errors.js");
+const { codedError } = require("./table.js");
 
 // The sort value of a Fifo head item, and the prefix of its queue entries (docs/fifo.md).
 const FIFO_HEAD = "lock";
 const FIFO_ENTRY = "q#";
 // `leaseDurationMs` of a released FailOpen lock or Fifo head.
 const RELEASED = "1";
-
-function codedError(code, message)
-{
-    const err = new Error(message);
-    err.code = code;
-    return err;
-}
 
 // The table's description and its key: names and types.
 async function tableOf(call, tableName)

@@ -253,4 +253,4 @@ async function createTable(options, call)
     return { tableName, created, ttlAttribute: options.ttlAttribute };
 }
 
-module.exports = { createTable, difference, tableKeys, wantedKeys };
+module.exports = { createTable, difference, tableKeys, wantedKeys, codedError };
