@@ -817,17 +817,28 @@ async function scenarioRequests(ctx, p)
     return out;
 }
 
-// Scenario 8: what a process waiting for a held lock costs, at the README's settings (lease
-// 10 s, heartbeat 3 s), and how soon it gets the lock once released.
+// Scenario 8: what waiting for a held lock costs, at the README's settings (lease 10 s,
+// heartbeat 3 s), and how soon the lock is handed over once released: one waiting process,
+// five on one key, a campaign() follower and a Fifo waiter (the last two: ours only; the
+// original's follower is a waiter, and it has no fair lock).
 async function scenarioWaiting(ctx, p)
 {
     const out = {};
     for (const lib of LIBS)
     {
-        log(`waiting: ${lib}`);
-        const tables = { main: await newTable(ctx, `wait_${lib}`) };
-        out[lib] = await runWorker(ctx, { scenario: "waiting", lib, tables, params: p }, 2 * p.windowMs + 3 * p.leaseMs + 60000);
-        await dropTable(ctx, tables.main);
+        out[lib] = {};
+        for (const waiter of ["one", "five", "follower", "fifo"])
+        {
+            if (lib !== "ours" && (waiter === "follower" || waiter === "fifo"))
+            {
+                continue;
+            }
+            log(`waiting: ${lib}: ${waiter}`);
+            const table = await newTable(ctx, `wait_${waiter}_${lib}`, waiter === "fifo" ? "sk" : undefined);
+            out[lib][waiter] = await runWorker(ctx, { scenario: "waiting", lib, tables: { main: table }, params: Object.assign({ waiter }, p) },
+                2 * p.windowMs + 3 * p.leaseMs + 60000);
+            await dropTable(ctx, table);
+        }
     }
     return out;
 }

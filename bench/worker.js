@@ -459,19 +459,30 @@ async function latency()
     }, rec);
 }
 
-// Waiting: what one process waiting for a held lock costs. A holder of the same library holds
-// the lock (heartbeats at the README's settings) for a window alone, then for the same window
-// with a waiter; the waiter's requests are the difference. Then the holder releases and the
-// hand-over is timed.
+// Waiting: what waiting for a held lock costs. A holder of the same library holds the lock
+// (heartbeats at the README's settings) for a window alone, then for the same window with the
+// waiters; the waiters' requests are the difference. Then the holder releases and the
+// hand-over is timed. `p.waiter`: "one" (one FailOpen client waiting), "five" (five FailOpen
+// clients on the one key), "follower" (a campaign() follower of a leader that keeps leading),
+// "fifo" (a Fifo waiter behind a holder that keeps holding).
 async function waiting()
 {
     const p = job.params;
-    const config = failOpenConfig(job.tables.main, { leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs, retryCount: 1000000 });
-    const holder = lib.create("FailOpen", Object.assign({}, config, { owner: "holder" }));
-    const waiter = lib.create("FailOpen", Object.assign({}, config, { owner: "waiter" }));
-    // Warm-up of both clients' connections, not counted.
+    const fifo = p.waiter === "fifo";
+    const kind = fifo ? "Fifo" : "FailOpen";
+    const table = fifo ? { lockTable: job.tables.main, partitionKey: "id", sortKey: "sk" } : {};
+    const config = Object.assign(
+        failOpenConfig(job.tables.main, { leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs, retryCount: 1000000 }),
+        table);
+    const holder = lib.create(kind, Object.assign({}, config, { owner: "holder" }));
+    const count = p.waiter === "five" ? 5 : 1;
+    const waiters = Array.from({ length: count }, (_, i) => lib.create(kind, Object.assign({}, config, { owner: `waiter-${i}` })));
+    // Warm-up of every client's connections, not counted.
     await holder.release(await holder.acquire("warm-h"));
-    await waiter.release(await waiter.acquire("warm-w"));
+    for (const [i, w] of waiters.entries())
+    {
+        await w.release(await w.acquire(`warm-w${i}`));
+    }
     const lock = await holder.acquire("w-1");
     await rpc("reset");
     await sleep(p.windowMs);
@@ -479,21 +490,36 @@ async function waiting()
     await rpc("reset");
     const t0 = performance.now();
     let grantedAt;
-    const waited = waiter.acquire("w-1").then(l => ((grantedAt = performance.now()), l));
+    let campaign;
+    let waited;
+    if (p.waiter === "follower")
+    {
+        campaign = waiters[0].raw.campaign("w-1");
+        waited = new Promise(resolve => campaign.once("elected", () => resolve((grantedAt = performance.now()))));
+    }
+    else
+    {
+        waited = Promise.all(waiters.map(w => w.acquire("w-1").then(l => ((grantedAt = grantedAt || performance.now()), w.release(l)))));
+    }
     await sleep(p.windowMs);
     const both = await rpc("counts");
     const releasedAt = performance.now();
     await holder.release(lock);
-    const taken = await waited;
+    await waited;
+    if (campaign)
+    {
+        await campaign.resign();
+    }
     const counts = {};
     for (const op of new Set([...Object.keys(alone), ...Object.keys(both)]))
     {
         counts[op] = Math.max(0, (both[op] || 0) - (alone[op] || 0));
     }
-    await waiter.release(taken);
     const reads = counts.GetItem || 0;
     const writes = (counts.UpdateItem || 0) + (counts.PutItem || 0);
     return {
+        waiter: p.waiter,
+        waiters: count,
         windowMs: p.windowMs,
         waitedMs: releasedAt - t0,
         counts,

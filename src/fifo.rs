@@ -61,9 +61,12 @@ async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
 fn entries_client(c: &Shared) -> Arc<Shared> {
     c.entries
         .get_or_init(|| {
+            // Entries renew at their own pace (`settings::Lock::entry_renew`).
+            let mut settings = c.settings.clone();
+            settings.heartbeat_period = Some(c.settings.protocol().entry_renew());
             Arc::new(Shared::new(
                 c.store.clone(),
-                c.settings.clone(),
+                settings,
                 Arc::new(Quiet),
                 Box::new(LazyHeartbeats::new(None)),
                 Queues::default(),

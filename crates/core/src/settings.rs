@@ -159,6 +159,16 @@ impl Lock {
         d.max(Duration::from_millis(1))
     }
 
+    /// How often a Fifo waiter renews its queue entry: a heartbeat period, but no more often
+    /// than every half lease. An entry is judged gone once it shows one version for a whole
+    /// lease on a reader's clock, so half a lease leaves the other half for the write's round
+    /// trip; and a waiter behind a long hold writes a few times a minute, not at a holder's
+    /// pace (the head's holder heartbeats at its own period). A missed renewal costs the
+    /// waiter its place in line, never a lock held twice.
+    pub fn entry_renew(&self) -> Duration {
+        self.mark_renew().max(Duration::from_millis(self.lease_duration_ms / 2))
+    }
+
     /// How long a first-in-line mark stays fresh: a mark older than this no longer makes its
     /// writer first in line, and a releaser that reads it back no longer stands back for it.
     /// The first waiter renews its mark at the first read after `mark_renew`; reads come at
@@ -198,6 +208,14 @@ mod tests {
         assert_eq!(danger_margin(3000), Duration::from_millis(1000));
         assert_eq!(fifo_heartbeat(3000), Duration::from_millis(1000));
         assert_eq!(fifo_heartbeat(2), Duration::from_millis(1), "never a zero period");
+    }
+
+    #[test]
+    fn a_queue_entry_is_renewed_at_most_every_half_lease() {
+        let mut s = lock(Kind::Fifo);
+        assert_eq!(s.entry_renew(), Duration::from_millis(5000), "half of a 10 s lease, not the 3 s heartbeat");
+        s.heartbeat_period = Duration::from_millis(8000);
+        assert_eq!(s.entry_renew(), Duration::from_millis(8000), "a period longer than half the lease stays");
     }
 
     fn lock(kind: Kind) -> Lock {
