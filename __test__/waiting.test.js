@@ -119,9 +119,10 @@ for (const engineName of selectedEngines())
                 const held = await fifo().acquireLock(id);
                 const { proxy, dynamodb } = await viaProxy();
                 const waiter = fifo({ dynamodb });
-                // The refused take, the ticket and the place in the queue, the queue entry, and the
-                // entry's heartbeat.
-                const lock = await waitFor("Fifo", proxy, () => waiter.acquireLock(id, { waitMs: 60000 }), () => held.release(), 5, 5, waiter);
+                // The refused take, the ticket and the place in the queue, the queue entry, and at
+                // most one renewal of the entry in 4 s: entries renew every half lease (5 s), not
+                // at the 3 s heartbeat period.
+                const lock = await waitFor("Fifo", proxy, () => waiter.acquireLock(id, { waitMs: 60000 }), () => held.release(), 4, 5, waiter);
                 assert.equal(lock.fencingToken, 2);
                 await lock.release();
             }

@@ -471,8 +471,9 @@ async function waiting()
     const fifo = p.waiter === "fifo";
     const kind = fifo ? "Fifo" : "FailOpen";
     const table = fifo ? { lockTable: job.tables.main, partitionKey: "id", sortKey: "sk" } : {};
+    // A Fifo waiter waits as long as it takes (it has no retryCount).
     const config = Object.assign(
-        failOpenConfig(job.tables.main, { leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs, retryCount: 1000000 }),
+        failOpenConfig(job.tables.main, Object.assign({ leaseDurationMs: p.leaseMs, heartbeatPeriodMs: p.periodMs }, fifo ? {} : { retryCount: 1000000 })),
         table);
     const holder = lib.create(kind, Object.assign({}, config, { owner: "holder" }));
     const count = p.waiter === "five" ? 5 : 1;
