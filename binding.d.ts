@@ -138,13 +138,23 @@ export interface JsCredentials {
   expirationMs?: number
 }
 
-/** An event on a held lock: `error`, `danger` or `lost`. */
+/**
+ * An event on a held lock (`error`, `danger` or `lost`), or on a pending acquisition
+ * (`waiting`: it found the lock held; `lockId` 0 and its `request`).
+ */
 export interface JsLockEvent {
   lockId: number
   event: string
   error?: NativeError
-  /** `danger`: milliseconds of lease left. */
+  /** `danger`, `error`: milliseconds of lease left (`error`: absent without a lease). */
   remainingMs?: number
+  /**
+   * `error`: the lease is at risk: no retry can mend the failure, or the lease has no more
+   * than the danger margin left.
+   */
+  leaseAtRisk?: boolean
+  /** `waiting`: the request number of the acquisition. */
+  request?: number
 }
 
 /** A lock item as `getLock` reports it. */
@@ -176,6 +186,8 @@ export interface JsOutcome {
   info?: JsLockInfo
   /** `startAdmin`: the response body (JSON text). */
   body?: string
+  /** An acquisition: it found the lock held at some point (it waited, or gave up). */
+  waited?: boolean
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */

@@ -219,11 +219,19 @@ export interface LockError extends Error {
     attribute?: string;
     /** The chain of causes behind the message (e.g. `CredentialsError`), or an abort's reason. */
     cause?: unknown;
+    /**
+     * A lock's `"error"` (a failed heartbeat): `false` when a retry will mend it (a retryable
+     * failure with more than `dangerMarginMs` of lease left), `true` when the lease is at risk
+     * (no retry mends the failure, or no more than the danger margin is left).
+     */
+    leaseAtRisk?: boolean;
+    /** A lock's `"error"`: ms of lease left when the heartbeat failed (absent without a lease). */
+    leaseRemainingMs?: number;
 }
 
 /** The events of a `Lock` and their arguments. */
 export interface LockEvents {
-    /** A heartbeat failed (at most once per heartbeat period for one cause). */
+    /** A heartbeat failed (at most once per heartbeat period for one cause); `error.leaseAtRisk` says whether a retry will mend it. */
     error: [error: LockError];
     /** The lease is about to lapse without a successful heartbeat. */
     danger: [info: { remainingMs: number }];
@@ -375,6 +383,28 @@ export interface RequestCounts {
     error: number;
 }
 
+/**
+ * A histogram of one latency since the client was made: `counts[i]` counts the samples above
+ * `boundsMs[i - 1]` and at most `boundsMs[i]`; the last count, those above the last bound
+ * (`+Inf`). The bounds are the same for every client, so counts add up across a fleet.
+ */
+export interface LatencyHistogram {
+    /** 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000. */
+    boundsMs: number[];
+    /** One more than `boundsMs`. */
+    counts: number[];
+    /** The sum of every sample, in ms. */
+    sumMs: number;
+}
+
+/** One latency: percentiles of its latest 1024 samples, and a histogram of them all. */
+export interface LatencyMetrics {
+    count: number;
+    p50Ms: number;
+    p99Ms: number;
+    histogram: LatencyHistogram;
+}
+
 /** Counters (since the client was made) and gauges (now) of one client. */
 export interface Metrics {
     kind: "FailClosed" | "FailOpen" | "Fifo";
@@ -383,9 +413,15 @@ export interface Metrics {
         failed: number;
         /** Failed acquisitions by error `code`. */
         byCode: { [code: string]: number };
+        /** Acquisitions that found the lock held (FailClosed, FailOpen): the `waiting` channel. */
+        waited: number;
+        /** Of those, the ones granted the lock: the `handed-over` channel. */
+        handedOver: number;
     };
-    /** Time from `acquireLock` to the lock, of successful acquisitions; percentiles of the latest 1024. */
-    waits: { count: number; p50Ms: number; p99Ms: number };
+    /** Time from `acquireLock` to the lock, of successful acquisitions. */
+    waits: LatencyMetrics;
+    /** Time from the lock to its release or loss, of released and lost locks. */
+    holds: LatencyMetrics;
     releases: { succeeded: number; failed: number };
     /**
      * Heartbeat writes sent (a heartbeat's retries and the writes sent beside a slow one
@@ -417,6 +453,25 @@ export interface AcquiredMessage {
     fencingToken: number | undefined;
     /** From `acquireLock` to the lock, in ms. */
     waitMs: number;
+}
+
+/** Message of the `dynamodb-lock-native:waiting` diagnostics channel: an acquisition found the lock held. */
+export interface WaitingMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    /** From `acquireLock` to finding the lock held, in ms. */
+    waitMs: number;
+}
+
+/** Message of the `dynamodb-lock-native:handed-over` diagnostics channel: an acquisition that waited was granted the lock. */
+export interface HandedOverMessage {
+    id: unknown;
+    kind: "FailClosed" | "FailOpen" | "Fifo";
+    fencingToken: number | undefined;
+    /** From `acquireLock` to the lock, in ms. */
+    waitMs: number;
+    /** From the `waiting` message to the lock, in ms. */
+    waitedMs: number;
 }
 
 /** Message of the `released`, `heartbeat-failed` and `lost` diagnostics channels. */
@@ -595,6 +650,9 @@ declare namespace dynamodbLockNative {
     export import Lock = self.Lock;
     export import LockClient = self.LockClient;
     export import LockData = self.LockData;
+    export import HandedOverMessage = self.HandedOverMessage;
+    export import LatencyHistogram = self.LatencyHistogram;
+    export import LatencyMetrics = self.LatencyMetrics;
     export import LockError = self.LockError;
     export import LockEvents = self.LockEvents;
     export import LockId = self.LockId;
@@ -606,6 +664,7 @@ declare namespace dynamodbLockNative {
     export import StaticCredentials = self.StaticCredentials;
     export import UpdateOptions = self.UpdateOptions;
     export import ValidationError = self.ValidationError;
+    export import WaitingMessage = self.WaitingMessage;
     export import createTable = self.createTable;
 }
 export default dynamodbLockNative;

@@ -63,6 +63,46 @@ async function listening(fn)
 
 const zero = { ok: 0, conditionFailed: 0, throttled: 0, error: 0 };
 
+// The histogram bounds every client uses, in ms; a last bucket counts what is above them.
+const BOUNDS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
+
+describe("latency histograms", () =>
+{
+    const { Metrics } = require("../lib/metrics.js");
+
+    it("count each sample in the bucket whose bound is the first at or above it, and add up across clients", () =>
+        {
+            const a = new Metrics("FailOpen");
+            const b = new Metrics("FailOpen");
+            for (const ms of [0.2, 1, 1.01, 5, 5.5, 60000, 60001, 1e9])
+            {
+                a.waits.record(ms);
+            }
+            for (let i = 0; i < 2000; i++)
+            {
+                b.waits.record(3);
+            }
+            const ha = a.snapshot().waits.histogram;
+            const hb = b.snapshot().waits.histogram;
+            assert.deepEqual(ha.boundsMs, BOUNDS);
+            assert.deepEqual(ha.counts, [2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+            assert.equal(ha.sumMs, 0.2 + 1 + 1.01 + 5 + 5.5 + 60000 + 60001 + 1e9);
+            // Counts since the client started, past the 1,024 samples of the percentiles.
+            assert.equal(hb.counts[2], 2000);
+            assert.equal(b.snapshot().waits.count, 2000);
+            assert.equal(b.snapshot().waits.p99Ms, 3);
+            const fleet = ha.counts.map((n, i) => n + hb.counts[i]);
+            assert.equal(fleet[2], 2001);
+            assert.equal(fleet.reduce((x, y) => x + y, 0), 2008);
+            // A snapshot is a copy: changing it changes nothing in the client.
+            ha.counts[0] = 99;
+            ha.boundsMs[0] = 99;
+            assert.equal(a.snapshot().waits.histogram.counts[0], 2);
+            assert.equal(a.snapshot().waits.histogram.boundsMs[0], 1);
+        }
+    );
+});
+
 for (const engineName of selectedEngines())
 {
     describe(`metrics on ${engineName}`, { timeout: 180000 }, () =>
@@ -73,6 +113,14 @@ for (const engineName of selectedEngines())
                 engine = await startEngine(engineName);
                 await engine.createTable("locks", { partitionKey: "id" });
                 await engine.createTable("fifo", { partitionKey: "pk", sortKey: "sk" });
+                // DynamoDB Local's first requests can outlast the 1 s leases below on a busy
+                // machine: warm it up with a long lease first.
+                const warm = failOpen(engine, { leaseDurationMs: 60000 });
+                for (let i = 0; i < 3; i++)
+                {
+                    await (await warm.acquireLock(uniqueId("m-warm"))).release();
+                }
+                await warm.close();
             }
         );
         after(async () => engine && engine.stop());
@@ -91,8 +139,9 @@ for (const engineName of selectedEngines())
                     const client = failOpen(engine, { dynamodb: await viaProxy() });
                     assert.deepEqual(client.metrics(), {
                         kind: "FailOpen",
-                        acquisitions: { succeeded: 0, failed: 0, byCode: {} },
-                        waits: { count: 0, p50Ms: 0, p99Ms: 0 },
+                        acquisitions: { succeeded: 0, failed: 0, byCode: {}, waited: 0, handedOver: 0 },
+                        waits: { count: 0, p50Ms: 0, p99Ms: 0, histogram: { boundsMs: BOUNDS, counts: new Array(16).fill(0), sumMs: 0 } },
+                        holds: { count: 0, p50Ms: 0, p99Ms: 0, histogram: { boundsMs: BOUNDS, counts: new Array(16).fill(0), sumMs: 0 } },
                         releases: { succeeded: 0, failed: 0 },
                         heartbeats: { sent: 0, retried: 0, failed: 0 },
                         locks: { held: 0, lost: 0 },
@@ -115,12 +164,21 @@ for (const engineName of selectedEngines())
                             await assert.rejects(client.acquireLock(uniqueId("m-x"), { signal: AbortSignal.abort() }), { code: "AbortError" });
                         });
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 3, failed: 2, byCode: { InvalidLockId: 1, AbortError: 1 } });
+                    assert.deepEqual(m.acquisitions, { succeeded: 3, failed: 2, byCode: { InvalidLockId: 1, AbortError: 1 }, waited: 0, handedOver: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.deepEqual(m.locks, { held: 1, lost: 0 });
                     assert.deepEqual(m.heartbeats, { sent: 0, retried: 0, failed: 0 });
                     assert.equal(m.waits.count, 3);
                     assert.ok(m.waits.p50Ms > 0 && m.waits.p50Ms <= m.waits.p99Ms, JSON.stringify(m.waits));
+                    // Every wait in the histogram, each in the bucket its value falls in.
+                    assert.deepEqual(m.waits.histogram.boundsMs, BOUNDS);
+                    assert.equal(m.waits.histogram.counts.reduce((a, b) => a + b, 0), 3);
+                    const bucketOf = ms => BOUNDS.findIndex(b => ms <= b) < 0 ? BOUNDS.length : BOUNDS.findIndex(b => ms <= b);
+                    assert.equal(m.waits.histogram.counts[bucketOf(m.waits.p99Ms)] > 0, true, JSON.stringify(m.waits));
+                    assert.ok(m.waits.histogram.sumMs >= m.waits.p99Ms, JSON.stringify(m.waits));
+                    // Two locks released: two holds.
+                    assert.equal(m.holds.count, 2);
+                    assert.equal(m.holds.histogram.counts.reduce((a, b) => a + b, 0), 2);
                     // One UpdateItem per acquisition and per release, nothing else.
                     assert.deepEqual(m.requests, { GetItem: zero, PutItem: zero, UpdateItem: Object.assign({}, zero, { ok: 5 }), DeleteItem: zero });
                     assert.deepEqual(m.requestsByPurpose, { acquiring: 3, waiting: 0, heartbeats: 0, releasing: 2 });
@@ -205,7 +263,7 @@ for (const engineName of selectedEngines())
                     await engine.deleteItem("locks", { id: { S: id } });
                     await assert.rejects(lock.release(), { code: "FailedToReleaseLock" });
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 1, failed: 1, byCode: { FailedToAcquireLock: 1 } });
+                    assert.deepEqual(m.acquisitions, { succeeded: 1, failed: 1, byCode: { FailedToAcquireLock: 1 }, waited: 1, handedOver: 0 });
                     assert.deepEqual(m.releases, { succeeded: 0, failed: 1 });
                     assert.deepEqual(m.locks, { held: 0, lost: 0 });
                     assert.equal(m.requests.PutItem.ok, 1);
@@ -261,7 +319,7 @@ for (const engineName of selectedEngines())
                         await lock.release();
                     }
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {} });
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {}, waited: 0, handedOver: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.equal(m.heartbeats.failed, 1);
                     assert.equal(m.heartbeats.retried, 1);
@@ -291,7 +349,7 @@ for (const engineName of selectedEngines())
                     await assert.rejects(client.acquireLock([]), { code: "InvalidLockId" });
                     await sleep(100);
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 1, byCode: { InvalidLockId: 1 } });
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 1, byCode: { InvalidLockId: 1 }, waited: 0, handedOver: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.deepEqual(m.locks, { held: 0, lost: 0 });
                     assert.equal(m.waits.count, 2);

@@ -1,14 +1,15 @@
 "use strict";
 
 // The tracing channels around acquisitions and releases (start, end, asyncStart, asyncEnd and
-// error with one context object, as OpenTelemetry instrumentations subscribe to them), and the
-// message of every acquisition that did not grant a lock: failed, aborted or closed.
+// error with one context object, as OpenTelemetry instrumentations subscribe to them), the
+// message of every acquisition that did not grant a lock (failed, aborted or closed), and the
+// messages of contention: a wait that starts, and a hand-over that ends it.
 
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const diagnostics = require("node:diagnostics_channel");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { failOpen, failClosed, uniqueId } = require("./helpers.js");
+const { failOpen, failClosed, uniqueId, until } = require("./helpers.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
@@ -44,6 +45,22 @@ async function traced(fn)
         diagnostics.unsubscribe("dynamodb-lock-native:acquire-failed", onFailed);
     }
     return { events, failed };
+}
+
+// The messages of the `waiting`, `handed-over` and `acquired` channels while they are recorded;
+// `stop()` unsubscribes.
+function contention()
+{
+    const seen = { waiting: [], handedOver: [], acquired: [] };
+    const names = { waiting: "waiting", handedOver: "handed-over", acquired: "acquired" };
+    const handlers = {};
+    for (const key of Object.keys(names))
+    {
+        handlers[key] = message => seen[key].push(message);
+        diagnostics.subscribe(`dynamodb-lock-native:${names[key]}`, handlers[key]);
+    }
+    seen.stop = () => Object.keys(names).forEach(key => diagnostics.unsubscribe(`dynamodb-lock-native:${names[key]}`, handlers[key]));
+    return seen;
 }
 
 for (const engineName of selectedEngines())
@@ -112,6 +129,94 @@ for (const engineName of selectedEngines())
             await held.release();
             await closedLock.release();
             await Promise.all([holder.close(), closedHolder.close()]);
+        });
+
+        it("an acquisition that finds the lock held publishes waiting once; granted after the release, handed-over", async () =>
+        {
+            const holder = failOpen(engine, { leaseDurationMs: 60000 });
+            const waiter = failOpen(engine, { leaseDurationMs: 60000, rereadPeriodMs: 50 });
+            const id = uniqueId("trace-wait");
+            const free = uniqueId("trace-free");
+            const seen = contention();
+            try
+            {
+                const held = await holder.acquireLock(id);
+                const uncontended = await waiter.acquireLock(free);
+                assert.deepEqual([seen.waiting.length, seen.handedOver.length], [0, 0], "an uncontended acquisition is no wait");
+                const waiting = waiter.acquireLock(id);
+                await until(async () => seen.waiting.length > 0, 10000, "the waiting message");
+                assert.equal(seen.waiting.length, 1);
+                assert.equal(seen.waiting[0].id, id);
+                assert.equal(seen.waiting[0].kind, "FailOpen");
+                assert.ok(seen.waiting[0].waitMs >= 0 && seen.waiting[0].waitMs < 10000, JSON.stringify(seen.waiting[0]));
+                // Re-reads go on while the lock is held, with no second message.
+                await new Promise(resolve => setTimeout(resolve, 300));
+                assert.equal(seen.waiting.length, 1);
+                assert.equal(seen.handedOver.length, 0);
+                await held.release();
+                const lock = await waiting;
+                assert.equal(seen.handedOver.length, 1);
+                const handed = seen.handedOver[0];
+                assert.deepEqual([handed.id, handed.kind, handed.fencingToken], [id, "FailOpen", lock.fencingToken]);
+                assert.ok(handed.waitedMs >= 300 && handed.waitMs >= handed.waitedMs, JSON.stringify(handed));
+                const acquired = seen.acquired.find(m => m.id === id && m.fencingToken === lock.fencingToken);
+                assert.equal(acquired.waitMs, handed.waitMs);
+                const { acquisitions } = waiter.metrics();
+                assert.deepEqual([acquisitions.succeeded, acquisitions.waited, acquisitions.handedOver], [2, 1, 1]);
+                await Promise.all([lock.release(), uncontended.release()]);
+            }
+            finally
+            {
+                seen.stop();
+                await Promise.all([holder.close(), waiter.close()]);
+            }
+        });
+
+        it("a second acquisition of one id by one client waits in line and is handed the lock by the first's release", async () =>
+        {
+            const client = failOpen(engine, { leaseDurationMs: 60000 });
+            const id = uniqueId("trace-line");
+            const seen = contention();
+            try
+            {
+                const first = await client.acquireLock(id);
+                const second = client.acquireLock(id);
+                await until(async () => seen.waiting.length > 0, 10000, "the waiting message");
+                assert.deepEqual(seen.waiting.map(m => [m.id, m.kind]), [[id, "FailOpen"]]);
+                await first.release();
+                const lock = await second;
+                assert.deepEqual(seen.handedOver.map(m => [m.id, m.fencingToken]), [[id, lock.fencingToken]]);
+                assert.equal(lock.fencingToken, first.fencingToken + 1);
+                await lock.release();
+            }
+            finally
+            {
+                seen.stop();
+                await client.close();
+            }
+        });
+
+        it("a FailClosed acquisition refused for a held lock publishes waiting, then acquire-failed, and no hand-over", async () =>
+        {
+            const holder = failClosed(engine);
+            const id = uniqueId("trace-refused");
+            const held = await holder.acquireLock(id);
+            const seen = contention();
+            const client = failClosed(engine, { retryCount: 0 });
+            try
+            {
+                const { failed } = await traced(() => assert.rejects(client.acquireLock(id), { code: "FailedToAcquireLock" }));
+                assert.deepEqual(seen.waiting.map(m => [m.id, m.kind]), [[id, "FailClosed"]]);
+                assert.equal(seen.handedOver.length, 0);
+                assert.deepEqual(failed.map(f => f.outcome), ["failed"]);
+                assert.deepEqual([client.metrics().acquisitions.waited, client.metrics().acquisitions.handedOver], [1, 0]);
+            }
+            finally
+            {
+                seen.stop();
+                await held.release();
+                await Promise.all([holder.close(), client.close()]);
+            }
         });
     });
 }

@@ -31,11 +31,17 @@ function holdProcess(delta)
 }
 
 // Lock events arrive from the native core by lock id. One that arrives before its lock
-// object exists (the acquisition's answer and the event travel separately) waits here.
+// object exists (the acquisition's answer and the event travel separately) waits here. A
+// pending acquisition's `waiting` (it found the lock held) comes by request number instead.
 const liveLocks = new Map();
 const earlyEvents = new Map();
 function onNativeEvent(ev)
 {
+    if (ev.event === "waiting")
+    {
+        const onWaiting = waitingHandlers.get(ev.request);
+        return onWaiting && onWaiting();
+    }
     const lock = liveLocks.get(ev.lockId);
     if (lock)
     {
@@ -71,6 +77,7 @@ function stopEvents(lockId)
 // Answers to acquisitions and releases arrive from the native core by request number, all
 // through one channel per client.
 const awaiting = new Map();
+const waitingHandlers = new Map();
 let nextRequest = 1;
 function onNativeAnswer(outcome)
 {
@@ -78,6 +85,7 @@ function onNativeAnswer(outcome)
     if (resolve)
     {
         awaiting.delete(outcome.request);
+        waitingHandlers.delete(outcome.request);
         holdProcess(-1);
         resolve(outcome);
     }
@@ -91,8 +99,9 @@ function nativeClient(options, credentials, objectCall)
     return new native.NativeClient(options, credentials, onNativeEvent, onNativeAnswer, objectCall);
 }
 
-// Starts a native request under a fresh number; resolves with its answer.
-function ask(start)
+// Starts a native request under a fresh number; resolves with its answer. `onWaiting`, for
+// an acquisition, is called when it finds the lock held (perhaps more than once).
+function ask(start, onWaiting)
 {
     return new Promise(resolve =>
     {
@@ -101,6 +110,10 @@ function ask(start)
         start(request);
         holdProcess(+1);
         awaiting.set(request, resolve);
+        if (onWaiting)
+        {
+            waitingHandlers.set(request, onWaiting);
+        }
     });
 }
 
@@ -128,8 +141,8 @@ let nextCancelId = 1;
 // Starts a native acquisition that `signal` may cancel; resolves with its successful
 // outcome, or throws its error. An abort rejects at once with an AbortError, even while a
 // request is on the wire; the native acquisition is cancelled, and a lock it still returns
-// is released in the background by `undo`.
-async function askCancellable(client, signal, start, undo)
+// is released in the background by `undo`. `onWaiting` as for `ask`.
+async function askCancellable(client, signal, start, undo, onWaiting)
 {
     let cancelId, onAbort;
     let answered;
@@ -151,7 +164,7 @@ async function askCancellable(client, signal, start, undo)
     let outcome;
     try
     {
-        answered = ask(request => start(request, cancelId));
+        answered = ask(request => start(request, cancelId), onWaiting);
         outcome = await (signal ? Promise.race([answered, abort]) : answered);
     }
     catch (err)
@@ -171,6 +184,11 @@ async function askCancellable(client, signal, start, undo)
                 // A signal-like object that throws here must not orphan an acquired lock.
             }
         }
+    }
+    // The answer and the `waiting` event travel separately: the answer says it too.
+    if (outcome !== aborted && outcome.waited && onWaiting)
+    {
+        onWaiting();
     }
     if (outcome === aborted)
     {

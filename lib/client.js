@@ -50,14 +50,15 @@ function setUp(self, kind, config)
 }
 
 // The course of one acquisition of `id` that `start` begins: counted in the client's metrics,
-// refused once the client is closing, cancelled by `close()`.
+// refused once the client is closing, cancelled by `close()`. `start` is given the course
+// (lib/metrics.js), to say when the acquisition finds the lock held.
 function acquisition(self, id, signal, start, callback)
 {
     if (self._closing)
     {
         return settle(self._metrics.acquisition(id, () => Promise.reject(clientClosed())), callback);
     }
-    return settle(self._metrics.acquisition(id, () => closable(self, signal, start())), callback);
+    return settle(self._metrics.acquisition(id, course => closable(self, signal, start(course))), callback);
 }
 
 // An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted

@@ -32,10 +32,10 @@ function acquire(self, id, options, callback)
         return settle(Promise.reject(invalidArgument("lock data needs the native transport: a dynamodb object's get/put/delete do not write it")), callback);
     }
     const untilAborted = options !== undefined && options !== null && options[UNTIL_ABORTED] === true;
-    return acquisition(self, id, signal, () => nativeAcquire(self, id, signal, data, untilAborted), callback);
+    return acquisition(self, id, signal, course => nativeAcquire(self, id, signal, data, untilAborted, course), callback);
 }
 
-async function nativeAcquire(self, id, signal, data, untilAborted)
+async function nativeAcquire(self, id, signal, data, untilAborted, course)
 {
     const { partition, sort } = lockKey(self._config, id);
     if (signal && signal.aborted)
@@ -48,7 +48,7 @@ async function nativeAcquire(self, id, signal, data, untilAborted)
     try
     {
         outcome = await bridge.askCancellable(client, signal, (request, cancelId) => client.startAcquire(request, partition, sort, cancelId, dataInput(data), untilAborted),
-            late => bridge.releaseAbandoned(client, [late.lockId]));
+            late => bridge.releaseAbandoned(client, [late.lockId]), course.waiting);
     }
     catch (err)
     {
@@ -77,10 +77,10 @@ function fifoAcquire(self, ids, options, callback)
         return settle(Promise.reject(problem), callback);
     }
     const signal = options && options.signal;
-    return acquisition(self, ids, signal, () => nativeFifoAcquire(self, ids, options || {}), callback);
+    return acquisition(self, ids, signal, course => nativeFifoAcquire(self, ids, options || {}, course), callback);
 }
 
-async function nativeFifoAcquire(self, ids, options)
+async function nativeFifoAcquire(self, ids, options, course)
 {
     const list = Array.isArray(ids) ? ids : [ids];
     if (list.length === 0)
@@ -99,7 +99,7 @@ async function nativeFifoAcquire(self, ids, options)
     try
     {
         outcome = await bridge.askCancellable(client, signal, (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId),
-            late => bridge.releaseAbandoned(client, late.lockIds));
+            late => bridge.releaseAbandoned(client, late.lockIds), course.waiting);
     }
     catch (err)
     {

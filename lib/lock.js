@@ -12,6 +12,20 @@ const { withLockId } = require("./lock-id.js");
 const { checkData, dataInput, copyData } = require("./options.js");
 const { settle } = require("./settle.js");
 
+// The error of a failed heartbeat: `leaseAtRisk` says whether the lease is at risk (no retry
+// mends the failure, or no more than the danger margin is left) or a retry within the lease
+// will do; `leaseRemainingMs`, what was left of the lease when it failed.
+function heartbeatError(ev)
+{
+    const error = toError(ev.error);
+    error.leaseAtRisk = ev.leaseAtRisk !== false;
+    if (typeof ev.remainingMs === "number")
+    {
+        error.leaseRemainingMs = ev.remainingMs;
+    }
+    return error;
+}
+
 class Lock extends EventEmitter
 {
     constructor(release, fencingToken, heartbeats)
@@ -90,13 +104,13 @@ class Lock extends EventEmitter
         {
             if (this._track)
             {
-                this._track.heartbeatFailed(this, () => toError(ev.error));
+                this._track.heartbeatFailed(this, () => heartbeatError(ev));
             }
             // The original emits "error" for each failed heartbeat. An EventEmitter with no
             // "error" listener would throw it and end the process; a lock library must not.
             if (this.listenerCount("error") > 0)
             {
-                this.emit("error", toError(ev.error));
+                this.emit("error", heartbeatError(ev));
             }
         }
         else if (ev.event === "danger")

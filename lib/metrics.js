@@ -13,6 +13,8 @@ const channels =
 {
     acquired: diagnostics.channel("dynamodb-lock-native:acquired"),
     acquireFailed: diagnostics.channel("dynamodb-lock-native:acquire-failed"),
+    waiting: diagnostics.channel("dynamodb-lock-native:waiting"),
+    handedOver: diagnostics.channel("dynamodb-lock-native:handed-over"),
     released: diagnostics.channel("dynamodb-lock-native:released"),
     heartbeatFailed: diagnostics.channel("dynamodb-lock-native:heartbeat-failed"),
     lost: diagnostics.channel("dynamodb-lock-native:lost"),
@@ -53,6 +55,58 @@ const OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem"];
 
 // Percentiles of waits are taken over this many of the latest acquisitions.
 const WAIT_SAMPLES = 1024;
+
+// Upper bounds (ms) of the histogram buckets, the same for every client and process, so that
+// the counts of a fleet add up; a last bucket counts what is above the last bound.
+const BUCKET_BOUNDS_MS = Object.freeze([1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000]);
+
+// Nearest-rank percentile of sorted samples.
+function percentile(sorted, p)
+{
+    if (sorted.length === 0)
+    {
+        return 0;
+    }
+    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))];
+}
+
+// One latency: percentiles of its latest samples, and a histogram of all of them since the
+// client was made.
+class Latency
+{
+    constructor()
+    {
+        this.samples = new Float64Array(WAIT_SAMPLES);
+        this.count = 0;
+        this.sum = 0;
+        this.buckets = new Array(BUCKET_BOUNDS_MS.length + 1).fill(0);
+    }
+
+    record(ms)
+    {
+        this.samples[this.count % WAIT_SAMPLES] = ms;
+        this.count++;
+        this.sum += ms;
+        let i = 0;
+        while (i < BUCKET_BOUNDS_MS.length && ms > BUCKET_BOUNDS_MS[i])
+        {
+            i++;
+        }
+        this.buckets[i]++;
+    }
+
+    snapshot()
+    {
+        const n = Math.min(this.count, WAIT_SAMPLES);
+        const sorted = Array.from(this.samples.subarray(0, n)).sort((a, b) => a - b);
+        return {
+            count: this.count,
+            p50Ms: percentile(sorted, 0.5),
+            p99Ms: percentile(sorted, 0.99),
+            histogram: { boundsMs: BUCKET_BOUNDS_MS.slice(), counts: this.buckets.slice(), sumMs: this.sum },
+        };
+    }
+}
 
 // The record of one lock a client handed out: what the messages about it carry, and whether
 // it still counts as held.
@@ -96,6 +150,10 @@ class Track
             value =>
             {
                 m.releases.succeeded++;
+                if (this.held)
+                {
+                    m.holds.record(performance.now() - this.acquiredAt);
+                }
                 this.done(lock);
                 if (channels.released.hasSubscribers)
                 {
@@ -131,22 +189,13 @@ class Track
             return;
         }
         this.metrics.lost++;
+        this.metrics.holds.record(performance.now() - this.acquiredAt);
         this.done(lock);
         if (channels.lost.hasSubscribers)
         {
             channels.lost.publish(this.message(lock, { error }));
         }
     }
-}
-
-// Nearest-rank percentile of sorted samples.
-function percentile(sorted, p)
-{
-    if (sorted.length === 0)
-    {
-        return 0;
-    }
-    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))];
 }
 
 class Metrics
@@ -157,8 +206,11 @@ class Metrics
         this.succeeded = 0;
         this.failed = 0;
         this.byCode = Object.create(null);
-        this.waits = new Float64Array(WAIT_SAMPLES);
-        this.waitCount = 0;
+        this.waits = new Latency();
+        this.holds = new Latency();
+        // Acquisitions that found the lock held, and those of them granted the lock.
+        this.waited = 0;
+        this.handedOver = 0;
         this.releases = { succeeded: 0, failed: 0 };
         this.lost = 0;
         // The locks handed out and still held, for `locks.held` and `close()`.
@@ -167,23 +219,50 @@ class Metrics
         this.pending = new Set();
     }
 
-    // Wraps the acquisition of `id` that `start` begins (returning its promise).
+    // Wraps the acquisition of `id` that `start` begins (returning its promise). `start` is
+    // given the acquisition's course, whose `waiting()` its code calls when the acquisition
+    // finds the lock held (as often as it likes: the first call counts).
     acquisition(id, start)
     {
         const startedAt = performance.now();
-        const tracked = trace(tracing.acquire, start, { id, kind: this.kind }).then(
+        const course =
+        {
+            waitingAt: undefined,
+            waiting: () =>
+            {
+                if (course.waitingAt !== undefined)
+                {
+                    return;
+                }
+                course.waitingAt = performance.now();
+                this.waited++;
+                if (channels.waiting.hasSubscribers)
+                {
+                    channels.waiting.publish({ id, kind: this.kind, waitMs: course.waitingAt - startedAt });
+                }
+            },
+        };
+        const tracked = trace(tracing.acquire, () => start(course), { id, kind: this.kind }).then(
             lock =>
             {
                 this.pending.delete(tracked);
-                const waitMs = performance.now() - startedAt;
+                const now = performance.now();
+                const waitMs = now - startedAt;
                 this.succeeded++;
-                this.waits[this.waitCount % WAIT_SAMPLES] = waitMs;
-                this.waitCount++;
-                lock._track = new Track(this, id, performance.now());
+                this.waits.record(waitMs);
+                lock._track = new Track(this, id, now);
                 this.live.add(lock);
                 if (channels.acquired.hasSubscribers)
                 {
                     channels.acquired.publish({ id, kind: this.kind, fencingToken: lock.fencingToken, waitMs });
+                }
+                if (course.waitingAt !== undefined)
+                {
+                    this.handedOver++;
+                    if (channels.handedOver.hasSubscribers)
+                    {
+                        channels.handedOver.publish({ id, kind: this.kind, fencingToken: lock.fencingToken, waitMs, waitedMs: now - course.waitingAt });
+                    }
                 }
                 return lock;
             },
@@ -207,8 +286,6 @@ class Metrics
     // core's, or the user-object transport's), if it has been made yet.
     snapshot(native)
     {
-        const n = Math.min(this.waitCount, WAIT_SAMPLES);
-        const sorted = Array.from(this.waits.subarray(0, n)).sort((a, b) => a - b);
         const requests = {};
         for (const op of OPERATIONS)
         {
@@ -231,8 +308,16 @@ class Metrics
         }
         return {
             kind: this.kind,
-            acquisitions: { succeeded: this.succeeded, failed: this.failed, byCode: Object.assign({}, this.byCode) },
-            waits: { count: this.waitCount, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) },
+            acquisitions:
+            {
+                succeeded: this.succeeded,
+                failed: this.failed,
+                byCode: Object.assign({}, this.byCode),
+                waited: this.waited,
+                handedOver: this.handedOver,
+            },
+            waits: this.waits.snapshot(),
+            holds: this.holds.snapshot(),
             releases: { succeeded: this.releases.succeeded, failed: this.releases.failed },
             heartbeats: native
                 ? { sent: native.heartbeatsSent, retried: native.heartbeatsRetried, failed: native.heartbeatsFailed }
@@ -245,4 +330,4 @@ class Metrics
     }
 }
 
-module.exports = { Metrics, channels, tracing, WAIT_SAMPLES };
+module.exports = { Metrics, channels, tracing, WAIT_SAMPLES, BUCKET_BOUNDS_MS };

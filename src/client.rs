@@ -99,7 +99,11 @@ impl Client {
         };
         let handed = match place {
             Place::Head => None,
-            Place::Queued(waiter) => self.wait_in_line(&key, waiter, cancel).await?,
+            Place::Queued(waiter) => {
+                // Another acquisition of this client holds the lock or asks for it first.
+                cancel.waiting();
+                self.wait_in_line(&key, waiter, cancel).await?
+            }
         };
         let lock = match handed {
             // A hand-over removes the previous holder's data: this holder writes its own.

@@ -90,6 +90,10 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                 if let Err(e) = &result {
                     if e.is_condition_failed() {
                         *refusal = Some(e.clone());
+                        // An acquisition's condition failed: someone else holds the lock.
+                        if let Some(cancel) = to.cancel {
+                            cancel.waiting();
+                        }
                     }
                 }
                 let env = clock.env(to.cancel);

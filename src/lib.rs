@@ -206,33 +206,68 @@ impl From<&LockError> for NativeError {
     }
 }
 
-/// An event on a held lock: `error`, `danger` or `lost`.
+/// An event on a held lock (`error`, `danger` or `lost`), or on a pending acquisition
+/// (`waiting`: it found the lock held; `lockId` 0 and its `request`).
 #[napi(object)]
 pub struct JsLockEvent {
     pub lock_id: f64,
     pub event: String,
     pub error: Option<NativeError>,
-    /// `danger`: milliseconds of lease left.
+    /// `danger`, `error`: milliseconds of lease left (`error`: absent without a lease).
     pub remaining_ms: Option<f64>,
+    /// `error`: the lease is at risk: no retry can mend the failure, or the lease has no more
+    /// than the danger margin left.
+    pub lease_at_risk: Option<bool>,
+    /// `waiting`: the request number of the acquisition.
+    pub request: Option<u32>,
+}
+
+impl JsLockEvent {
+    fn new(lock_id: u64, event: &str) -> Self {
+        JsLockEvent {
+            lock_id: lock_id as f64,
+            event: event.into(),
+            error: None,
+            remaining_ms: None,
+            lease_at_risk: None,
+            request: None,
+        }
+    }
 }
 
 /// Sends a client's lock events to the JavaScript environment that made the client.
-struct JsEvents(WeakHandler<JsLockEvent>);
+struct JsEvents(Arc<WeakHandler<JsLockEvent>>);
+
+/// What is left of held lock `lock_id`'s lease now, and whether a heartbeat that failed with
+/// `e` puts it at risk: the failure is one no retry mends, or the lease is down to the danger
+/// margin, where the next attempt has no room left before `"danger"`.
+fn lease_at_risk(lock_id: u64, e: &LockError) -> (Option<f64>, bool) {
+    let mendable = matches!(e, LockError::Store(s) if s.is_transient());
+    let lock = locks().get(&lock_id).cloned();
+    let remaining = lock
+        .as_ref()
+        .and_then(|l| l.lease.remaining(tokio::time::Instant::now()).map(|r| (r, l.client.settings.danger_margin)));
+    match remaining {
+        Some((left, margin)) => (Some(left.as_secs_f64() * 1000.0), !mendable || left <= margin),
+        None => (None, !mendable),
+    }
+}
 
 impl EventSink for JsEvents {
     fn emit(&self, lock_id: u64, event: LockEvent) {
         let ev = match &event {
-            LockEvent::Error(e) => JsLockEvent {
-                lock_id: lock_id as f64,
-                event: "error".into(),
-                error: Some(e.into()),
-                remaining_ms: None,
-            },
+            LockEvent::Error(e) => {
+                let (remaining_ms, at_risk) = lease_at_risk(lock_id, e);
+                JsLockEvent {
+                    error: Some(e.into()),
+                    remaining_ms,
+                    lease_at_risk: Some(at_risk),
+                    ..JsLockEvent::new(lock_id, "error")
+                }
+            }
             LockEvent::Danger { remaining_ms } => JsLockEvent {
-                lock_id: lock_id as f64,
-                event: "danger".into(),
-                error: None,
                 remaining_ms: Some(*remaining_ms as f64),
+                ..JsLockEvent::new(lock_id, "danger")
             },
             LockEvent::Lost(reason) => {
                 // A lock whose lease ran out may still be on the item, unclaimed: it stays
@@ -242,15 +277,24 @@ impl EventSink for JsEvents {
                     locks().remove(&lock_id);
                 }
                 JsLockEvent {
-                    lock_id: lock_id as f64,
-                    event: "lost".into(),
                     error: Some((&LockError::Lost(*reason)).into()),
-                    remaining_ms: None,
+                    ..JsLockEvent::new(lock_id, "lost")
                 }
             }
         };
         self.0.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
     }
+}
+
+/// Sends a `waiting` event for acquisition `request` when it first finds the lock held.
+fn tell_waiting(cancel: &Cancel, events: Arc<WeakHandler<JsLockEvent>>, request: u32) {
+    cancel.on_wait(move || {
+        let ev = JsLockEvent {
+            request: Some(request),
+            ..JsLockEvent::new(0, "waiting")
+        };
+        events.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+    });
 }
 
 /// A JavaScript handler callable from any thread, which does not keep Node alive.
@@ -433,6 +477,8 @@ pub struct JsOutcome {
     pub info: Option<JsLockInfo>,
     /// `startAdmin`: the response body (JSON text).
     pub body: Option<String>,
+    /// An acquisition: it found the lock held at some point (it waited, or gave up).
+    pub waited: Option<bool>,
 }
 
 impl JsOutcome {
@@ -445,6 +491,7 @@ impl JsOutcome {
             lock_ids: None,
             info: None,
             body: None,
+            waited: None,
         }
     }
 }
@@ -589,6 +636,8 @@ pub struct NativeClient {
     /// thread-safe function per request (each would be a libuv handle to open and close, and
     /// a lock both threads contend for).
     answers: Arc<WeakHandler<JsOutcome>>,
+    /// Where lock events go; also where a pending acquisition says it waits.
+    events: Arc<WeakHandler<JsLockEvent>>,
     cancels: Arc<Cancels>,
 }
 
@@ -714,10 +763,11 @@ impl NativeClient {
             Some(o) => o,
             None => store.clone(),
         };
+        let events = Arc::new(weak_handler(on_event)?);
         let inner = Arc::new(Client::new(
             protocol_store,
             s,
-            Arc::new(JsEvents(weak_handler(on_event)?)),
+            Arc::new(JsEvents(events.clone())),
             LazyHeartbeats::new(
                 o.max_heartbeats_per_second
                     .filter(|r| r.is_finite() && *r >= 1.0)
@@ -734,6 +784,7 @@ impl NativeClient {
             inner,
             admin: store,
             answers: Arc::new(weak_handler(on_answer)?),
+            events,
             cancels,
         })
     }
@@ -760,10 +811,12 @@ impl NativeClient {
         let data = data.map(lock_data).transpose()?;
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
+        let events = self.events.clone();
         // The local line's turns follow the order of the calls, not of the tasks' first polls.
         let place = client.join(&key);
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
+            tell_waiting(&cancel, events, request);
             let until_aborted = until_aborted.unwrap_or(false);
             let result = client
                 .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
@@ -774,6 +827,7 @@ impl NativeClient {
                     .map_err(|_| LockError::Aborted),
                 Err(e) => Err(e),
             };
+            let waited = cancel.waited();
             cancels.forget(id);
             match result {
                 Ok(held) => JsOutcome {
@@ -784,8 +838,12 @@ impl NativeClient {
                     lock_ids: None,
                     info: None,
                     body: None,
+                    waited: Some(waited),
                 },
-                Err(e) => JsOutcome::done(request, Some(&e)),
+                Err(e) => JsOutcome {
+                    waited: Some(waited),
+                    ..JsOutcome::done(request, Some(&e))
+                },
             }
         });
         Ok(())
@@ -809,12 +867,15 @@ impl NativeClient {
         let wait = (wait_ms.is_finite() && wait_ms >= 0.0).then(|| Duration::from_millis(wait_ms as u64));
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
+        let events = self.events.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
+            tell_waiting(&cancel, events, request);
             let result = match fifo::acquire(&client.shared, resources, wait, &cancel).await {
                 Ok(held) => register_locks(held, &cancel).await.map_err(|_| LockError::Aborted),
                 Err(e) => Err(e),
             };
+            let waited = cancel.waited();
             cancels.forget(id);
             match result {
                 Ok(held) => JsOutcome {
@@ -825,8 +886,12 @@ impl NativeClient {
                     lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
                     info: None,
                     body: None,
+                    waited: Some(waited),
                 },
-                Err(e) => JsOutcome::done(request, Some(&e)),
+                Err(e) => JsOutcome {
+                    waited: Some(waited),
+                    ..JsOutcome::done(request, Some(&e))
+                },
             }
         });
         Ok(())

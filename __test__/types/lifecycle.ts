@@ -1,6 +1,6 @@
 // close(), metrics() and the diagnostics channel messages.
 import diagnostics from "node:diagnostics_channel";
-import { AcquiredMessage, Campaign, CloseOutcome, FailClosed, FailOpen, Fifo, LockMessage, Metrics } from "dynamodb-lock-native";
+import { AcquiredMessage, Campaign, CloseOutcome, FailClosed, FailOpen, Fifo, HandedOverMessage, LatencyHistogram, LockError, LockMessage, Metrics, WaitingMessage } from "dynamodb-lock-native";
 
 async function main(): Promise<void> {
     const dynamodb = { region: "us-east-1", endpoint: "http://127.0.0.1:8000", credentials: { accessKeyId: "a", secretAccessKey: "b" } };
@@ -16,6 +16,19 @@ async function main(): Promise<void> {
         console.log(m.id, m.kind, m.fencingToken, m.waitMs);
     });
     diagnostics.subscribe("dynamodb-lock-native:lost", message => console.log((message as LockMessage).heldMs));
+    diagnostics.subscribe("dynamodb-lock-native:waiting", message => console.log((message as WaitingMessage).waitMs));
+    diagnostics.subscribe("dynamodb-lock-native:handed-over", message => {
+        const h = message as HandedOverMessage;
+        console.log(h.fencingToken, h.waitMs - h.waitedMs);
+    });
+    const histogram: LatencyHistogram = m.waits.histogram;
+    const fleet: number[] = histogram.counts.map((n, i) => n + m.holds.histogram.counts[i]);
+    console.log(fleet, histogram.boundsMs.length, histogram.sumMs, m.acquisitions.waited + m.acquisitions.handedOver);
+    const lock = await open.acquireLock("typed");
+    lock.on("error", (e: LockError) => {
+        const atRisk: boolean | undefined = e.leaseAtRisk;
+        console.log(atRisk, e.leaseRemainingMs?.toFixed(0));
+    });
     const outcomes: CloseOutcome[] = await open.close({ releaseLocks: true });
     for (const o of outcomes) {
         console.log(o.id, o.fencingToken, o.released, o.error?.code);

@@ -1,0 +1,109 @@
+"use strict";
+
+// A failed heartbeat's "error" says whether a retry will mend it or the lease is at risk
+// (`error.leaseAtRisk`, with `error.leaseRemainingMs`): failures a retry mends early in the
+// lease are the mended kind, those with the lease down to the danger margin, or that no retry
+// mends, the at-risk kind. Heartbeats fail through a fault-injecting proxy.
+
+const { describe, it, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const diagnostics = require("node:diagnostics_channel");
+const { selectedEngines, startEngine } = require("./engines.js");
+const { startProxy } = require("./support/proxy.js");
+const { failOpen, uniqueId, until } = require("./helpers.js");
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+const LEASE = 3000;
+// The default danger margin: a third of the lease.
+const MARGIN = LEASE / 3;
+
+for (const engineName of selectedEngines())
+{
+    describe(`heartbeat errors on ${engineName}`, { timeout: 120000 }, () =>
+    {
+        let engine;
+        let proxy;
+        before(async () =>
+        {
+            engine = await startEngine(engineName);
+            await engine.createTable("locks", { partitionKey: "id" });
+            proxy = await startProxy({ target: engine.endpoint });
+        });
+        after(async () =>
+        {
+            if (proxy)
+            {
+                await proxy.close();
+            }
+            if (engine)
+            {
+                await engine.stop();
+            }
+        });
+
+        function viaProxy(extra)
+        {
+            return failOpen(engine, Object.assign({
+                dynamodb: { endpoint: proxy.endpoint, region: engine.region, credentials: engine.credentials },
+                leaseDurationMs: LEASE,
+                heartbeatPeriodMs: 500,
+            }, extra));
+        }
+
+        it("heartbeats failing with 500s: mended early in the lease, at risk once the danger margin is reached, then lost", async () =>
+        {
+            const client = viaProxy();
+            const lock = await client.acquireLock(uniqueId("hb-transient"));
+            const errors = [];
+            const published = [];
+            const onFailed = message => published.push(message.error);
+            diagnostics.subscribe("dynamodb-lock-native:heartbeat-failed", onFailed);
+            let lost;
+            lock.on("error", error => errors.push(error));
+            lock.on("lost", error => (lost = error));
+            try
+            {
+                proxy.setFaults({ errorRate: 1, operations: ["UpdateItem"] });
+                await until(async () => lost !== undefined, 15000, "the loss");
+            }
+            finally
+            {
+                proxy.clearFaults();
+                diagnostics.unsubscribe("dynamodb-lock-native:heartbeat-failed", onFailed);
+            }
+            const seen = errors.map(e => ({ code: e.code, leaseAtRisk: e.leaseAtRisk, leaseRemainingMs: Math.round(e.leaseRemainingMs) }));
+            assert.ok(errors.length >= 2, JSON.stringify(seen));
+            assert.ok(errors.every(e => e.code === "InternalServerError"), JSON.stringify(seen));
+            assert.equal(errors[0].leaseAtRisk, false, `the first failure leaves room for retries: ${JSON.stringify(seen)}`);
+            assert.ok(errors[0].leaseRemainingMs > MARGIN, JSON.stringify(seen));
+            assert.ok(errors.some(e => e.leaseAtRisk === true), `a failure near the end of the lease is at risk: ${JSON.stringify(seen)}`);
+            for (const e of errors)
+            {
+                assert.equal(typeof e.leaseRemainingMs, "number");
+                // The at-risk kind is exactly the one with no more than the margin left.
+                assert.equal(e.leaseAtRisk, e.leaseRemainingMs <= MARGIN, JSON.stringify(seen));
+            }
+            assert.equal(lost.code, "LeaseExpired");
+            assert.deepEqual(published.map(e => e.leaseAtRisk), errors.map(e => e.leaseAtRisk), "the channel's errors say the same");
+            await lock.release().catch(() => {});
+            await client.close();
+        });
+
+        it("a heartbeat refused with an error no retry mends is at risk at once, early in the lease", async () =>
+        {
+            const client = viaProxy();
+            const lock = await client.acquireLock(uniqueId("hb-fatal"));
+            const errors = [];
+            lock.on("error", error => errors.push(error));
+            lock.on("lost", () => {});
+            proxy.nextFault({ respond: { status: 400, type: "ValidationException", message: "refused by the test" } }, { operation: "UpdateItem" });
+            await until(async () => errors.length > 0, 5000, "the refused heartbeat");
+            assert.equal(errors[0].code, "ValidationException");
+            assert.equal(errors[0].leaseAtRisk, true);
+            assert.ok(errors[0].leaseRemainingMs > MARGIN, `early in the lease: ${errors[0].leaseRemainingMs}`);
+            await lock.release().catch(() => {});
+            await client.close();
+        });
+    });
+}
