@@ -9,7 +9,7 @@ const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const diagnostics = require("node:diagnostics_channel");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { failOpen, failClosed, uniqueId, until } = require("./helpers.js");
+const { DynamoDBLockClient, dynamodbOptions, failOpen, failClosed, uniqueId, until } = require("./helpers.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
@@ -72,6 +72,7 @@ for (const engineName of selectedEngines())
         {
             engine = await startEngine(engineName);
             await engine.createTable("locks", { partitionKey: "id" });
+            await engine.createTable("fifo", { partitionKey: "pk", sortKey: "sk" });
         });
         after(async () => engine && engine.stop());
 
@@ -193,6 +194,34 @@ for (const engineName of selectedEngines())
             {
                 seen.stop();
                 await client.close();
+            }
+        });
+
+        it("a Fifo acquisition that joins the queue publishes waiting once, and handed-over when its turn comes", async () =>
+        {
+            const fifo = owner => new DynamoDBLockClient.Fifo({ dynamodb: dynamodbOptions(engine), lockTable: "fifo",
+                partitionKey: "pk", sortKey: "sk", leaseDurationMs: 60000, heartbeatPeriodMs: 20000, owner });
+            const holder = fifo("holder");
+            const waiter = fifo("waiter");
+            const id = uniqueId("trace-fifo");
+            const seen = contention();
+            try
+            {
+                const held = await holder.acquireLock(id);
+                assert.equal(seen.waiting.length, 0, "an uncontended Fifo acquisition is no wait");
+                const waiting = waiter.acquireLock(id);
+                await until(async () => seen.waiting.length > 0, 10000, "the waiting message");
+                assert.deepEqual(seen.waiting.map(m => [m.id, m.kind]), [[id, "Fifo"]]);
+                await held.release();
+                const lock = await waiting;
+                assert.deepEqual(seen.handedOver.map(m => [m.id, m.kind, m.fencingToken]), [[id, "Fifo", lock.fencingToken]]);
+                assert.deepEqual([waiter.metrics().acquisitions.waited, waiter.metrics().acquisitions.handedOver], [1, 1]);
+                await lock.release();
+            }
+            finally
+            {
+                seen.stop();
+                await Promise.all([holder.close(), waiter.close()]);
             }
         });
 

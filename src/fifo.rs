@@ -295,6 +295,8 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
+                    // Someone is ahead in the queue: this acquisition waits.
+                    cancel.waiting();
                     c.fifo.join(&self.resources[resource], position);
                     self.joined.push((resource, position));
                     Input::Resume
