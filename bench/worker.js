@@ -500,7 +500,9 @@ async function waiting()
     }
     else
     {
-        waited = Promise.all(waiters.map(w => w.acquire("w-1").then(l => ((grantedAt = grantedAt || performance.now()), w.release(l)))));
+        // A Fifo waiter gives up after `waitMs` (60 s by default): it waits longer than the window.
+        const acquire = w => (fifo ? w.raw.acquireLock("w-1", { waitMs: 10 * p.windowMs }) : w.acquire("w-1"));
+        waited = Promise.all(waiters.map(w => acquire(w).then(l => ((grantedAt = grantedAt || performance.now()), w.release(l)))));
     }
     await sleep(p.windowMs);
     const both = await rpc("counts");
