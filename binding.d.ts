@@ -168,6 +168,11 @@ export interface JsLockInfo {
   dataB?: Buffer
   /** The item carries the `guid` of a lock this client holds. */
   heldByThisClient: boolean
+  /**
+   * `lockWrittenUnixMs`: when this library last wrote the item (Unix ms, the writer's
+   * clock), for people; absent when unknown (the original's writes drop it).
+   */
+  lastWrittenUnixMs?: number
 }
 
 /**

@@ -65,6 +65,12 @@ interface GenericConfig {
     rereadPeriodMs?: number;
     /** `"sdk"`: the native core does the I/O; `"object"`: call `dynamodb.get/put/delete`. Default: `"auto"`. */
     transport?: "auto" | "sdk" | "object";
+    /**
+     * Take locks on a global table in the eventually consistent mode, where two Regions can grant
+     * one lock at once. Without it such a table is refused (code `EventuallyConsistentGlobalTable`),
+     * as the client learns with one `DescribeTable` beside its first acquisition. Default: false.
+     */
+    allowEventuallyConsistentGlobalTable?: boolean;
 }
 
 export interface FailClosedConfig extends GenericConfig {
@@ -165,6 +171,8 @@ export interface LockInfo {
     data?: string | Buffer;
     /** A lock this client holds now. */
     heldByThisClient: boolean;
+    /** When this package last wrote the item (`lockWrittenUnixMs`, Unix ms, the writer's clock), for people; never used to decide anything. Undefined when unknown (the original library's writes drop it). */
+    lastWrittenUnixMs?: number;
 }
 
 export interface CreateTableOptions {
@@ -322,6 +330,8 @@ export interface LockListing {
     /** The item's `guid` in hex: a FailOpen holder that heartbeats changes it every period. */
     guid?: string;
     lockAcquiredTimeUnixMs?: number;
+    /** When this package last wrote the item (`lockWrittenUnixMs`, Unix ms, the writer's clock), for people. Undefined when unknown (the original library's writes drop it). */
+    lastWrittenUnixMs?: number;
     /** The first waiter in line, if one marked the item. */
     waiter?: string;
     /** Fifo: queue entries of the resource. */

@@ -31,7 +31,7 @@ for (const engineName of selectedEngines())
                 assert.equal(error, undefined);
                 assert.equal(lock.fencingToken, undefined);
                 const item = await engine.getItem("locks", { id: { S: id } });
-                assert.deepEqual(Object.keys(item).sort(), ["guid", "id", "owner"]);
+                assert.deepEqual(Object.keys(item).sort(), ["guid", "id", "lockWrittenUnixMs", "owner"]);
                 assert.equal(item.owner.S, "worker-1");
                 assert.equal(Buffer.from(item.guid.B).length, 64);
                 assert.equal(await releaseCb(lock), null);

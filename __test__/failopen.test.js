@@ -31,7 +31,7 @@ for (const engineName of selectedEngines())
                 assert.equal(first.error, undefined);
                 assert.equal(first.lock.fencingToken, 1);
                 const item = await engine.getItem("locks", { id: { S: id } });
-                assert.deepEqual(Object.keys(item).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"]);
+                assert.deepEqual(Object.keys(item).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
                 assert.equal(item.owner.S, "w1");
                 assert.equal(item.leaseDurationMs.N, "1000");
                 assert.equal(item.fencingToken.N, "1");

@@ -47,7 +47,7 @@ for (const engineName of selectedEngines())
                 assert.equal(first.lock.fencingToken, 1);
                 const item = await head(id);
                 assert.deepEqual(Object.keys(item).sort(),
-                    ["fencingToken", "guid", "leaseDurationMs", "owner", "pk", "queueGranted", "sk", "ticketNext"]);
+                    ["fencingToken", "guid", "leaseDurationMs", "lockWrittenUnixMs", "owner", "pk", "queueGranted", "sk", "ticketNext"]);
                 assert.equal(item.owner.S, "me");
                 assert.equal(item.leaseDurationMs.N, String(LEASE));
                 assert.equal(Buffer.from(item.guid.B).length, 64);

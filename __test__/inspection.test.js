@@ -34,7 +34,11 @@ for (const engineName of selectedEngines())
                 const other = failOpen(engine, { owner: "other" });
                 assert.equal(await mine.getLock(id), null);
                 const lock = await mine.acquireLock(id);
+                const t0 = Date.now();
                 const seen = await mine.getLock(id);
+                // When the item was last written (its writer's clock), for people.
+                assert.ok(Math.abs(seen.lastWrittenUnixMs - t0) < 5000, JSON.stringify(seen));
+                delete seen.lastWrittenUnixMs;
                 assert.deepEqual(seen, {
                     owner: "me",
                     fencingToken: lock.fencingToken,
@@ -82,6 +86,8 @@ for (const engineName of selectedEngines())
                 const lock = await client.acquireLock(id);
                 const { error, info } = await getLockCb(client, id);
                 assert.equal(error, undefined);
+                assert.ok(Math.abs(info.lastWrittenUnixMs - Date.now()) < 5000, JSON.stringify(info));
+                delete info.lastWrittenUnixMs;
                 assert.deepEqual(info, {
                     owner: "closer",
                     fencingToken: undefined,

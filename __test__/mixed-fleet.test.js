@@ -327,7 +327,9 @@ for (const engineName of selectedEngines())
                     {
                         const item = await engine.getItem("locks", key);
                         assert.ok(item, `${who}: the item exists`);
-                        assert.deepEqual(Object.keys(item).sort(), expectedKeys, `${who}: attributes ${JSON.stringify(item)}`);
+                        // Ours also records when it wrote (lockWrittenUnixMs); the original's put drops it.
+                        const expected = owner === "native" ? expectedKeys.concat(["lockWrittenUnixMs"]).sort() : expectedKeys;
+                        assert.deepEqual(Object.keys(item).sort(), expected, `${who}: attributes ${JSON.stringify(item)}`);
                         assert.equal(item.owner.S, owner, `${who}: owner`);
                         assert.equal(Buffer.from(item.guid.B).length, 64, `${who}: guid is 64 bytes`);
                         assert.equal(item.fencingToken.N, String(token), `${who}: fencingToken`);
@@ -359,7 +361,7 @@ for (const engineName of selectedEngines())
                     await checkItem("original", 2, 2000, "held by the original");
                     assert.equal(await releaseOriginal(second.lock), undefined);
                     const originalReleased = await checkItem("original", 2, 1, "released by the original");
-                    assert.deepEqual(Object.keys(oursReleased).sort(), Object.keys(originalReleased).sort(),
+                    assert.deepEqual(Object.keys(oursReleased).filter(k => k !== "lockWrittenUnixMs").sort(), Object.keys(originalReleased).sort(),
                         "ours leaves a released item with the original's attributes");
 
                     proxy.resetCounts();
@@ -436,10 +438,10 @@ for (const engineName of selectedEngines())
                 const lock = await failOpen(engine, { owner: "native" }).acquireLock(id);
                 assert.equal(lock.fencingToken, 2);
                 const held = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(held).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"]);
+                assert.deepEqual(Object.keys(held).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
                 await lock.release();
                 const released = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(released).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "owner"]);
+                assert.deepEqual(Object.keys(released).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
                 assert.equal(released.leaseDurationMs.N, "1");
             }
         );
@@ -451,7 +453,7 @@ for (const engineName of selectedEngines())
                 const ours = failOpen(engine, { owner: "native", heartbeatPeriodMs: 250, ttlAttribute: "expires" });
                 const held = await ours.acquireLock(id, { data: Buffer.from([1, 2, 3]) });
                 const ourItem = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(ourItem).sort(), ["expires", "fencingToken", "guid", "id", "leaseDurationMs", "lockData", "owner"]);
+                assert.deepEqual(Object.keys(ourItem).sort(), ["expires", "fencingToken", "guid", "id", "leaseDurationMs", "lockData", "lockWrittenUnixMs", "owner"]);
                 // The original reads our item (TTL attribute, binary data and all) and waits it out.
                 const busy = await acquireOriginal(originalFailOpen(engine, { retryCount: 0, owner: "original" }), id);
                 assert.equal(busy.error && busy.error.code, "FailedToAcquireLock", "our heartbeats keep the lock ours");
@@ -488,7 +490,7 @@ for (const engineName of selectedEngines())
                     lockTable: "fclocks", acquirePeriodMs: 100, retryCount, owner: "native", ttlAttribute: "expires", ttlSeconds: 3600,
                 });
                 const held = await ours(0).acquireLock(id, { data: "ours" });
-                assert.deepEqual(Object.keys(await engine.getItem("fclocks", key)).sort(), ["expires", "guid", "id", "lockData", "owner"]);
+                assert.deepEqual(Object.keys(await engine.getItem("fclocks", key)).sort(), ["expires", "guid", "id", "lockData", "lockWrittenUnixMs", "owner"]);
                 const refused = await acquireOriginal(original(0), id);
                 assert.equal(refused.error && refused.error.code, "FailedToAcquireLock");
                 await held.release();

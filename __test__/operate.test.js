@@ -98,6 +98,47 @@ for (const name of selectedEngines())
             await Promise.all([open.close(), closed.close()]);
         });
 
+        it("every write records when it was made (lockWrittenUnixMs): getLock, list and show report it", async () =>
+        {
+            const written = async id => Number((await engine.getItem("ops", { id: { S: id } })).lockWrittenUnixMs.N);
+            const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 60000, heartbeatPeriodMs: 300, owner: "stamped" }));
+            const id = uniqueId("ops-written");
+            const t0 = Date.now();
+            const lock = await open.acquireLock(id);
+            const acquired = await written(id);
+            assert.ok(acquired >= t0 - 1000 && acquired <= Date.now() + 1000, `${acquired} near ${t0}`);
+            await sleep(800);
+            const renewed = await written(id);
+            assert.ok(renewed > acquired, `a heartbeat moves it forward: ${acquired} -> ${renewed}`);
+            const info = await open.getLock(id);
+            assert.ok(info.lastWrittenUnixMs >= renewed, JSON.stringify(info));
+
+            const shown = await cli(engine.endpoint, "show", id, "--table", "ops", "--json");
+            assert.equal(shown.status, 0, shown.stderr);
+            assert.ok(JSON.parse(shown.stdout).lastWrittenUnixMs >= renewed, shown.stdout);
+            const text = await cli(engine.endpoint, "list", "--table", "ops");
+            assert.match(text.stdout, new RegExp(`${id}  FailOpen  held  owner "stamped"  fencingToken 1  lease 60000 ms  renewed \\d+ s ago`));
+
+            await sleep(20);
+            await lock.release();
+            const released = await written(id);
+            assert.ok(released > renewed, `the release moves it forward: ${renewed} -> ${released}`);
+            const after = await cli(engine.endpoint, "show", id, "--table", "ops");
+            assert.match(after.stdout, new RegExp(`${id}  FailOpen  released  owner "stamped"  fencingToken 1  last written \\d+ s ago`));
+
+            // FailClosed's PutItem carries it too; an item without it reads as unknown.
+            const closed = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50 }));
+            const other = uniqueId("ops-written");
+            await closed.acquireLock(other);
+            assert.ok(await written(other) >= t0 - 1000);
+            await closed.close({ releaseLocks: true });
+            const bare = uniqueId("ops-bare");
+            await engine.putItem("ops", { id: { S: bare }, owner: { S: "original" }, guid: { B: Buffer.alloc(64) } });
+            const listed = await DynamoDBLockClient.showLock({ dynamodb: dynamodbOptions(engine), lockTable: "ops", id: bare });
+            assert.equal(listed.lastWrittenUnixMs, undefined);
+            await open.close();
+        });
+
         it("the API lists Fifo heads with their waiters, and check-table reports a lock table", async () =>
         {
             const fifo = new DynamoDBLockClient.Fifo({ dynamodb: dynamodbOptions(engine), lockTable: "opsfifo", partitionKey: "resource", sortKey: "entry", leaseDurationMs: 10000 });
@@ -115,6 +156,11 @@ for (const name of selectedEngines())
             assert.equal(head.kind, "Fifo");
             assert.equal(head.held, true);
             assert.equal(head.waiters, 1);
+            // The head and the queue entry carry the time of their last write.
+            assert.ok(head.lastWrittenUnixMs > Date.now() - 60000, JSON.stringify(head));
+            const entries = (await engine.scan("opsfifo")).filter(i => i.resource.S === r && i.entry.S !== "lock");
+            assert.equal(entries.length, 1);
+            assert.ok(Number(entries[0].lockWrittenUnixMs.N) > Date.now() - 60000, JSON.stringify(entries[0]));
             await held.release();
             await (await waiting).release();
             await fifo.close();

@@ -96,13 +96,13 @@ for (const engineName of selectedEngines())
                 const lock = await failClosed(engine, { ttlAttribute: "expires", ttlSeconds: 86400 }).acquireLock(id, { data: "d" });
                 const held = await item(id);
                 within(Number(held.expires.N), t0 + 86400, nowS() + 86400, "held");
-                assert.deepEqual(Object.keys(held).sort(), ["expires", "guid", "id", "lockData", "owner"]);
+                assert.deepEqual(Object.keys(held).sort(), ["expires", "guid", "id", "lockData", "lockWrittenUnixMs", "owner"]);
                 await lock.update({ data: "e" });
                 within(Number((await item(id)).expires.N), t0 + 86400, nowS() + 86400, "updated");
                 await lock.release();
                 assert.equal(await item(id), undefined);
                 const plain = await failClosed(engine).acquireLock(id);
-                assert.deepEqual(Object.keys(await item(id)).sort(), ["guid", "id", "owner"]);
+                assert.deepEqual(Object.keys(await item(id)).sort(), ["guid", "id", "lockWrittenUnixMs", "owner"]);
                 await plain.release();
             }
         );

@@ -197,6 +197,22 @@ function tableOf(values)
     return { dynamodb: dynamodbOf(values), lockTable: values.table };
 }
 
+// How long ago `unixMs` was, for people: "2 s", "5 min", "3 h", "4 days" ("0 s" for a time
+// ahead of this host's clock, which may be a little off the writer's).
+function ago(unixMs, now = Date.now())
+{
+    const s = Math.max(0, Math.round((now - unixMs) / 1000));
+    if (s < 120)
+    {
+        return `${s} s`;
+    }
+    if (s < 7200)
+    {
+        return `${Math.round(s / 60)} min`;
+    }
+    return s < 172800 ? `${Math.round(s / 3600)} h` : `${Math.round(s / 86400)} days`;
+}
+
 // A lock listing as one line for people.
 function line(lock)
 {
@@ -213,6 +229,10 @@ function line(lock)
     if (lock.held && lock.leaseDurationMs !== undefined)
     {
         parts.push(`lease ${lock.leaseDurationMs} ms`);
+    }
+    if (lock.lastWrittenUnixMs !== undefined)
+    {
+        parts.push(`${lock.held && lock.kind !== "FailClosed" ? "renewed" : "last written"} ${ago(lock.lastWrittenUnixMs)} ago`);
     }
     if (lock.waiter !== undefined)
     {

@@ -15,6 +15,11 @@ const { invalidArgument, clientClosed, notSupported } = require("./errors.js");
 const { lockKey, fifoResource } = require("./lock-id.js");
 const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions, UNTIL_ABORTED } = require("./options.js");
 const { settle } = require("./settle.js");
+const { checked } = require("./global-table.js");
+
+// The longest wait for the table check's answer once a lock is granted (the default
+// `requestTimeoutMs`).
+const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
 
 // Sets up `self` as a client of `kind` ("FailClosed", "FailOpen" or "Fifo"): validates the
 // configuration, then makes the native client, whose requests go to DynamoDB or through the
@@ -50,15 +55,17 @@ function setUp(self, kind, config)
 }
 
 // The course of one acquisition of `id` that `start` begins: counted in the client's metrics,
-// refused once the client is closing, cancelled by `close()`. `start` is given the course
-// (lib/metrics.js), to say when the acquisition finds the lock held.
+// refused once the client is closing, cancelled by `close()`, and refused on a table where locks
+// are unsafe (lib/global-table.js). `start` is given the course (lib/metrics.js), to say when
+// the acquisition finds the lock held.
 function acquisition(self, id, signal, start, callback)
 {
     if (self._closing)
     {
         return settle(self._metrics.acquisition(id, () => Promise.reject(clientClosed())), callback);
     }
-    return settle(self._metrics.acquisition(id, course => closable(self, signal, start(course))), callback);
+    const waitMs = self._config.requestTimeoutMs || DEFAULT_REQUEST_TIMEOUT_MS;
+    return settle(self._metrics.acquisition(id, course => closable(self, signal, checked(self, () => start(course), waitMs))), callback);
 }
 
 // An acquisition that `close()` may cancel: cancelled, it fails with `ClientClosed`; granted
@@ -150,6 +157,9 @@ async function getLock(self, id)
         released: info.released,
         data: info.dataS !== undefined && info.dataS !== null ? info.dataS : value(info.dataB),
         heldByThisClient: info.heldByThisClient,
+        // When this library last wrote the item (its writer's clock), for people; undefined
+        // when unknown.
+        lastWrittenUnixMs: value(info.lastWrittenUnixMs),
     };
 }
 

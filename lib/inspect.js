@@ -78,6 +78,14 @@ function plain(attr)
     return undefined;
 }
 
+// `lockWrittenUnixMs` as a number, or undefined when absent or not a number (unknown: the
+// original's writes drop it).
+function writtenAt(item)
+{
+    const n = item.lockWrittenUnixMs && Number(item.lockWrittenUnixMs.N);
+    return Number.isFinite(n) ? n : undefined;
+}
+
 // What an item says to a person: the lock's id, kind, holder and state.
 function describeItem(item, key)
 {
@@ -94,6 +102,8 @@ function describeItem(item, key)
         leaseDurationMs: lease === undefined ? undefined : Number(lease),
         guid: item.guid && item.guid.B !== undefined ? Buffer.from(item.guid.B, "base64").toString("hex") : undefined,
         lockAcquiredTimeUnixMs: item.lockAcquiredTimeUnixMs ? Number(item.lockAcquiredTimeUnixMs.N) : undefined,
+        // When this library last wrote the item, by its writer's clock: for people only.
+        lastWrittenUnixMs: writtenAt(item),
         waiter: item.lockWaiter && item.lockWaiter.S,
     };
     return out;
@@ -106,7 +116,7 @@ function isFifoEntry(item, key)
 
 /**
  * Every lock in a table, one Scan page at a time: `{ id, kind, owner, fencingToken, held,
- * leaseDurationMs, guid, lockAcquiredTimeUnixMs, waiter, waiters }`. Fifo queue entries are
+ * leaseDurationMs, guid, lockAcquiredTimeUnixMs, lastWrittenUnixMs, waiter, waiters }`. Fifo queue entries are
  * counted in their resource's `waiters`, not listed.
  */
 async function* listLocks(options)
@@ -227,10 +237,10 @@ async function forceWrite(call, tableName, Key, item, lock)
     await call("UpdateItem", {
         TableName: tableName,
         Key,
-        UpdateExpression: "SET #lease = :released, #guid = :new",
+        UpdateExpression: "SET #lease = :released, #guid = :new, #lw = :lw",
         ConditionExpression: guidCondition.ConditionExpression,
-        ExpressionAttributeNames: Object.assign({ "#lease": "leaseDurationMs" }, names),
-        ExpressionAttributeValues: Object.assign({ ":released": { N: RELEASED }, ":new": { B: crypto.randomBytes(64).toString("base64") } },
+        ExpressionAttributeNames: Object.assign({ "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs" }, names),
+        ExpressionAttributeValues: Object.assign({ ":released": { N: RELEASED }, ":new": { B: crypto.randomBytes(64).toString("base64") }, ":lw": { N: String(Date.now()) } },
             guidCondition.ExpressionAttributeValues),
     });
     return "released";

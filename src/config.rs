@@ -80,6 +80,7 @@ const FAIL_CLOSED: &[Field] = &[
     f("transport", Rule::OneOf(TRANSPORTS), false),
     f("ttlAttribute", Rule::Str { reserved: true }, false),
     f("ttlSeconds", Rule::Int { min: 1 }, false),
+    f("allowEventuallyConsistentGlobalTable", Rule::Bool, false),
 ];
 
 const FAIL_OPEN: &[Field] = &[
@@ -99,6 +100,7 @@ const FAIL_OPEN: &[Field] = &[
     f("transport", Rule::OneOf(TRANSPORTS), false),
     f("ttlAttribute", Rule::Str { reserved: true }, false),
     f("ttlSeconds", Rule::Int { min: 1 }, false),
+    f("allowEventuallyConsistentGlobalTable", Rule::Bool, false),
 ];
 
 /// Fifo: a table with a string sort key; this library's own options only.
@@ -114,17 +116,19 @@ const FIFO: &[Field] = &[
     f("rereadPeriodMs", Rule::Int { min: 1 }, false),
     f("dangerMarginMs", Rule::Int { min: 0 }, false),
     f("ttlAttribute", Rule::Str { reserved: true }, false),
+    f("allowEventuallyConsistentGlobalTable", Rule::Bool, false),
 ];
 
 /// Attribute names of the Fifo head item, which its key and TTL attribute names may not take.
 const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
 
 /// Attributes only this library writes, which key and TTL attribute names may not take.
-const OWN_NAMES: [&str; 4] = [
+const OWN_NAMES: [&str; 5] = [
     item::LOCK_DATA,
     item::LOCK_WAITING_UNIX_MS,
     item::LOCK_WAITER,
     item::LOCK_WAITING_SINCE_UNIX_MS,
+    item::LOCK_WRITTEN_UNIX_MS,
 ];
 
 /// The methods a user-supplied `dynamodb` object must have (the original's requirement).

@@ -460,6 +460,9 @@ pub struct JsLockInfo {
     pub data_b: Option<Buffer>,
     /// The item carries the `guid` of a lock this client holds.
     pub held_by_this_client: bool,
+    /// `lockWrittenUnixMs`: when this library last wrote the item (Unix ms, the writer's
+    /// clock), for people; absent when unknown (the original's writes drop it).
+    pub last_written_unix_ms: Option<f64>,
 }
 
 /// The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
@@ -620,6 +623,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         released,
         data_s,
         data_b,
+        last_written_unix_ms: r.lock_written_unix_ms.map(|t| t as f64),
     }))
 }
 

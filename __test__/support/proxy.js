@@ -42,6 +42,9 @@
 // - `setFaults(f)` REPLACES the random fault configuration (unspecified
 //   fields go back to their defaults) and keeps pending one-shots.
 //   `clearFaults()` removes random faults AND pending one-shots.
+// - DescribeTable (a lock client's global table check, docs/tables.md) is forwarded without
+//   counting, hooks, faults or latency, and counted in `describeTables` instead, unless
+//   `faultDescribeTable` is set.
 // - `resetCounts()` zeroes `counts` and `faultCounts` in place (the objects
 //   keep their identity).
 // - If the target cannot be reached the client gets HTTP 502 (which both SDKs
@@ -329,6 +332,15 @@ async function startProxy(options = {}) {
 
   async function handle(req, res, body) {
     const op = operationOf(req.headers);
+    // A lock client's one DescribeTable (its global table check) is forwarded as it is: it
+    // is not counted with the item requests, seen by the hooks, faulted or delayed.
+    if (op === "DescribeTable" && !api.faultDescribeTable) {
+      api.describeTables += 1;
+      const upstream = await forward(req, body);
+      if (closed) return;
+      if (!upstream) return sendJson(res, 502, { __type: "ProxyUpstreamError", message: "unreachable" });
+      return relay(res, upstream);
+    }
     counts[op] = (counts[op] || 0) + 1;
 
     let json = null;
@@ -456,6 +468,9 @@ async function startProxy(options = {}) {
     target,
     counts,
     faultCounts,
+    /** DescribeTable requests, forwarded apart from `counts` and faults unless `faultDescribeTable`. */
+    describeTables: 0,
+    faultDescribeTable: false,
     upstreamErrors: 0,
     lastUpstreamError: null,
     hookErrors: [],

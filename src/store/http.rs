@@ -82,6 +82,11 @@ const THROTTLES: &[&str] = &[
     "LimitExceededException",
 ];
 
+/// A write to a global table in the strongly consistent mode that met a concurrent write of
+/// the same item from another Region: nothing was written, and it may be retried like a
+/// throttle (it is not counted as one).
+const REPLICATED_WRITE_CONFLICT: &str = "ReplicatedWriteConflictException";
+
 /// Everything resolved once per client.
 struct Link {
     host: String,
@@ -372,7 +377,12 @@ impl HttpStore {
             message = format!("{message} (the lock table \"{}\")", self.table.name);
         }
         Err(StoreError::Service {
-            transient: status >= 500 || status == 429 || THROTTLES.contains(&code.as_str()) || skewed_clock || expired,
+            transient: status >= 500
+                || status == 429
+                || THROTTLES.contains(&code.as_str())
+                || code == REPLICATED_WRITE_CONFLICT
+                || skewed_clock
+                || expired,
             message,
             code,
             maybe_applied: status >= 500,
@@ -400,18 +410,12 @@ impl HttpStore {
         values: &[(&str, Attr<'_>)],
         returns: &str,
     ) -> Result<Reply, StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        b.str("UpdateExpression", update);
-        b.str("ConditionExpression", condition);
-        b.names(names);
-        b.values(values);
-        b.str("ReturnValues", returns);
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("UpdateItem", b.finish()).await
+        self.update_maybe(key, update, Some(condition), names, values, returns)
+            .await
     }
 
-    /// One `UpdateItem`, conditional or not.
+    /// One `UpdateItem`, conditional or not. Every one also sets `lockWrittenUnixMs` (one more
+    /// `SET`, in the same request).
     async fn update_maybe(
         &self,
         key: &LockKey,
@@ -421,18 +425,39 @@ impl HttpStore {
         values: &[(&str, Attr<'_>)],
         returns: &str,
     ) -> Result<Reply, StoreError> {
-        match condition {
-            Some(c) => self.update(key, update, c, names, values, returns).await,
-            None => {
-                let mut b = Body::new(&self.table.name);
-                b.item("Key", &self.table, key, &[]);
-                b.str("UpdateExpression", update);
-                b.names(names);
-                b.values(values);
-                b.str("ReturnValues", returns);
-                self.call("UpdateItem", b.finish()).await
-            }
+        let mut names = names.to_vec();
+        names.push(("#lw", item::LOCK_WRITTEN_UNIX_MS));
+        let mut values = values.to_vec();
+        values.push((":lw", Attr::N(written_now())));
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        b.str("UpdateExpression", &stamped(update));
+        if let Some(c) = condition {
+            b.str("ConditionExpression", c);
         }
+        b.names(&names);
+        b.values(&values);
+        b.str("ReturnValues", returns);
+        if condition.is_some() {
+            b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        }
+        self.call("UpdateItem", b.finish()).await
+    }
+}
+
+/// `lockWrittenUnixMs` of a write sent now: this host's clock, in Unix ms.
+fn written_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `update` with `#lw = :lw` (`lockWrittenUnixMs`) first in its `SET` clause.
+fn stamped(update: &str) -> String {
+    match update.strip_prefix("SET ") {
+        Some(rest) => format!("SET #lw = :lw, {rest}"),
+        None if update.is_empty() => "SET #lw = :lw".to_string(),
+        None => format!("SET #lw = :lw {update}"),
     }
 }
 
@@ -716,7 +741,11 @@ impl Store for HttpStore {
         ttl: Option<Ttl<'_>>,
     ) -> Result<(), StoreError> {
         let mut b = Body::new(&self.table.name);
-        let mut attrs = vec![(item::OWNER, Attr::S(owner)), (item::GUID, Attr::B(guid))];
+        let mut attrs = vec![
+            (item::OWNER, Attr::S(owner)),
+            (item::GUID, Attr::B(guid)),
+            (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
+        ];
         if let Some(d) = data {
             attrs.push((item::LOCK_DATA, data_attr(d)));
         }
@@ -1046,6 +1075,7 @@ impl Store for HttpStore {
                 (item::GUID, Attr::B(entry.guid)),
                 (item::FENCING_TOKEN, Attr::N(entry.ticket)),
                 (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
+                (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
                 (entry.ttl.0, Attr::N(entry.ttl.1)),
             ],
         );
@@ -1212,6 +1242,15 @@ mod tests {
         data_and_ttl(None, true, None, (&mut set, &mut remove), &mut names, &mut values);
         assert_eq!(expression(&set, &remove), "REMOVE #data");
         assert!(values.is_empty());
+    }
+
+    #[test]
+    fn every_update_also_sets_the_time_it_was_written() {
+        assert_eq!(stamped("SET #a = :a REMOVE #t"), "SET #lw = :lw, #a = :a REMOVE #t");
+        assert_eq!(stamped("REMOVE #data"), "SET #lw = :lw REMOVE #data");
+        assert_eq!(stamped(""), "SET #lw = :lw");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(written_now().abs_diff(now) < 5_000);
     }
 
     fn store(endpoint: &str) -> HttpStore {

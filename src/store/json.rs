@@ -11,6 +11,7 @@ use aws_smithy_types::base64;
 use crate::item::{self, Found, KeyValue, LockKey, LockRecord, TableSpec};
 
 /// An attribute value in a request.
+#[derive(Clone, Copy)]
 pub enum Attr<'a> {
     S(&'a str),
     N(u64),

@@ -104,6 +104,11 @@ impl MemoryStore {
                 }),
                 (after, reply) => {
                     match after {
+                        // Every write also records when it was made, as the HTTP store does.
+                        Some(mut rec) if name != "get" => {
+                            rec.lock_written_unix_ms = Some(written_now());
+                            items.insert(key.clone(), rec)
+                        }
                         Some(rec) => items.insert(key.clone(), rec),
                         None => items.remove(key),
                     };
@@ -119,6 +124,13 @@ impl MemoryStore {
             _ => result,
         }
     }
+}
+
+/// `lockWrittenUnixMs` of a write made now (Unix ms, this host's clock).
+fn written_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The reply of an operation that answers with nothing.

@@ -24,9 +24,14 @@ pub const TICKET_NEXT: &str = "ticketNext";
 pub const QUEUE_NEXT: &str = "queueNext";
 /// Fifo head item: the queue position of the last entry granted the lock.
 pub const QUEUE_GRANTED: &str = "queueGranted";
+/// When this library last wrote the item (Unix ms, the writer's clock): every acquisition,
+/// heartbeat, release, hand-over, waiting mark and Fifo write sets it. For people only (how
+/// long ago a lock was renewed): nothing is ever decided from it. The original ignores it, and
+/// its full-item writes drop it.
+pub const LOCK_WRITTEN_UNIX_MS: &str = "lockWrittenUnixMs";
 
 /// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.
-pub const READ_ATTRIBUTES: [&str; 12] = [
+pub const READ_ATTRIBUTES: [&str; 13] = [
     OWNER,
     GUID,
     FENCING_TOKEN,
@@ -39,6 +44,7 @@ pub const READ_ATTRIBUTES: [&str; 12] = [
     TICKET_NEXT,
     QUEUE_NEXT,
     QUEUE_GRANTED,
+    LOCK_WRITTEN_UNIX_MS,
 ];
 
 /// Names a key attribute may not take, because the lock item uses them.
@@ -154,6 +160,8 @@ pub struct LockRecord {
     pub lock_waiting_unix_ms: Option<u64>,
     pub lock_waiter: Option<String>,
     pub lock_waiting_since_unix_ms: Option<u64>,
+    /// `lockWrittenUnixMs`: when this library last wrote the item, for people only.
+    pub lock_written_unix_ms: Option<u64>,
     /// `lockData`. Boxed: most items carry none.
     pub data: Option<Box<LockData>>,
     /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
@@ -196,6 +204,7 @@ impl LockRecord {
     /// - `lockAcquiredTimeUnixMs` (it may only shorten a `trustLocalTime` wait), `owner`
     ///   (informational) and the waiting marks (fairness only), in another form, read as
     ///   absent: the whole lease is waited out, nobody is named.
+    /// - `lockWrittenUnixMs` (for people only) in another form reads as unknown.
     /// - The Fifo counters in another form read as absent, as before any ticket was issued.
     ///
     /// The first refused attribute is kept in `malformed`.
@@ -224,6 +233,7 @@ impl LockRecord {
             LOCK_ACQUIRED_TIME_UNIX_MS => self.lock_acquired_time_unix_ms = number(&value),
             LOCK_WAITING_UNIX_MS => self.lock_waiting_unix_ms = number(&value),
             LOCK_WAITING_SINCE_UNIX_MS => self.lock_waiting_since_unix_ms = number(&value),
+            LOCK_WRITTEN_UNIX_MS => self.lock_written_unix_ms = number(&value),
             TICKET_NEXT => self.queue_mut().ticket_next = number(&value),
             QUEUE_NEXT => self.queue_mut().queue_next = number(&value),
             QUEUE_GRANTED => self.queue_mut().queue_granted = number(&value),

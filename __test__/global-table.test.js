@@ -1,0 +1,227 @@
+"use strict";
+
+// Global tables: a loopback stand-in in front of dynalite answers DescribeTable as DynamoDB
+// does for a global table (eventually or strongly consistent, or with AccessDeniedException),
+// and can answer one write with ReplicatedWriteConflictException; everything else reaches
+// dynalite.
+
+const { describe, it, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const http = require("node:http");
+const { startEngine } = require("./engines.js");
+const { DynamoDBLockClient, dynamodbOptions, uniqueId } = require("./helpers.js");
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+describe("a global table (a loopback stand-in for DescribeTable in front of dynalite)", { timeout: 120000 }, () =>
+{
+    let engine, server, endpoint;
+    // What the stand-in does: `mode` "EVENTUAL", "STRONG", "NONE" (replicas without
+    // MultiRegionConsistency), "DENIED", or undefined (DescribeTable reaches dynalite);
+    // `conflicts`: UpdateItems to answer with ReplicatedWriteConflictException.
+    const stand = { mode: undefined, conflicts: 0, seen: [] };
+    const count = op => stand.seen.filter(o => o === op).length;
+
+    function answer(res, status, body)
+    {
+        res.writeHead(status, { "content-type": "application/x-amz-json-1.0" });
+        res.end(JSON.stringify(body));
+    }
+
+    function forward(req, res, body)
+    {
+        const target = new URL(engine.endpoint);
+        const out = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, r =>
+        {
+            res.writeHead(r.statusCode, r.headers);
+            r.pipe(res);
+        });
+        out.on("error", () => res.destroy());
+        out.end(body);
+    }
+
+    before(async () =>
+    {
+        engine = await startEngine("dynalite");
+        await engine.createTable("global", { partitionKey: "id" });
+        server = http.createServer((req, res) =>
+        {
+            const chunks = [];
+            req.on("data", d => chunks.push(d));
+            req.on("end", () =>
+            {
+                const body = Buffer.concat(chunks);
+                const op = String(req.headers["x-amz-target"]).split(".").pop();
+                stand.seen.push(op);
+                if (op === "DescribeTable" && stand.mode === "DENIED")
+                {
+                    return answer(res, 400, { __type: "com.amazonaws.dynamodb.v20120810#AccessDeniedException", message: "not authorized to perform dynamodb:DescribeTable" });
+                }
+                if (op === "DescribeTable" && stand.mode)
+                {
+                    const consistency = stand.mode === "NONE" ? {} : { MultiRegionConsistency: stand.mode };
+                    return answer(res, 200, { Table: Object.assign({
+                        TableName: "global", TableStatus: "ACTIVE",
+                        KeySchema: [{ AttributeName: "id", KeyType: "HASH" }],
+                        AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }],
+                        Replicas: [{ RegionName: "us-east-1", ReplicaStatus: "ACTIVE" }, { RegionName: "eu-west-1", ReplicaStatus: "ACTIVE" }],
+                    }, consistency) });
+                }
+                if (op === "UpdateItem" && stand.conflicts > 0)
+                {
+                    stand.conflicts -= 1;
+                    return answer(res, 400, { __type: "com.amazonaws.dynamodb.v20120810#ReplicatedWriteConflictException", message: "One or more items in this request are being modified by a request in another Region." });
+                }
+                forward(req, res, body);
+            });
+        });
+        await new Promise(resolve => server.listen(0, "127.0.0.1", resolve));
+        endpoint = `http://127.0.0.1:${server.address().port}`;
+    });
+    after(async () =>
+    {
+        if (server)
+        {
+            server.closeAllConnections();
+            await new Promise(resolve => server.close(resolve));
+        }
+        if (engine)
+        {
+            await engine.stop();
+        }
+    });
+
+    const config = extra => Object.assign({ dynamodb: dynamodbOptions(engine, endpoint), lockTable: "global", partitionKey: "id" }, extra);
+    const reset = mode => Object.assign(stand, { mode, conflicts: 0, seen: [] });
+
+    it("the eventually consistent mode is refused with its code, no lock remains, and later acquisitions refuse at once", async () =>
+    {
+        for (const mode of ["EVENTUAL", "NONE"])
+        {
+            reset(mode);
+            const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000, heartbeatPeriodMs: 3000 }));
+            const id = uniqueId("gt-open");
+            const err = await open.acquireLock(id).then(() => assert.fail("acquired"), e => e);
+            assert.equal(err.code, "EventuallyConsistentGlobalTable", err.stack);
+            assert.equal(err.tableName, "global");
+            assert.deepEqual(err.regions, ["us-east-1", "eu-west-1"]);
+            assert.match(err.message, /"global".*us-east-1, eu-west-1/);
+            const item = await engine.getItem("global", { id: { S: id } });
+            assert.ok(item === undefined || item.leaseDurationMs.N === "1", `the lock was released: ${JSON.stringify(item)}`);
+            const writes = count("UpdateItem");
+            const again = await open.acquireLock(uniqueId("gt-open")).then(() => assert.fail("acquired"), e => e);
+            assert.equal(again.code, "EventuallyConsistentGlobalTable");
+            assert.equal(count("UpdateItem"), writes, "a later acquisition sends nothing");
+            assert.equal(count("DescribeTable"), 1, "one DescribeTable per client");
+            await open.close();
+        }
+        const closed = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50 }));
+        const id = uniqueId("gt-closed");
+        const err = await closed.acquireLock(id).then(() => assert.fail("acquired"), e => e);
+        assert.equal(err.code, "EventuallyConsistentGlobalTable");
+        assert.equal(await engine.getItem("global", { id: { S: id } }), undefined, "the FailClosed item was deleted");
+        await closed.close();
+    });
+
+    it("allowEventuallyConsistentGlobalTable: true takes locks there, with no DescribeTable; a non-boolean is refused", async () =>
+    {
+        reset("EVENTUAL");
+        const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000, allowEventuallyConsistentGlobalTable: true }));
+        const lock = await open.acquireLock(uniqueId("gt-allowed"));
+        assert.equal(lock.fencingToken, 1);
+        await lock.release();
+        assert.equal(count("DescribeTable"), 0);
+        await open.close();
+        assert.throws(() => new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000, allowEventuallyConsistentGlobalTable: "yes" })),
+            e => e.name === "ValidationError" && /allowEventuallyConsistentGlobalTable/.test(e.message));
+    });
+
+    it("the strongly consistent mode works, and ReplicatedWriteConflictException is retried", async () =>
+    {
+        reset("STRONG");
+        const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000 }));
+        stand.conflicts = 1;
+        const lock = await open.acquireLock(uniqueId("gt-strong"));
+        assert.equal(lock.fencingToken, 1);
+        assert.equal(count("UpdateItem"), 2, "the conflicted write was sent again");
+        const fifo = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50 }));
+        await (await fifo.acquireLock(uniqueId("gt-strong"))).release();
+        await lock.release();
+        assert.equal(count("DescribeTable"), 2, "one per client");
+        await Promise.all([open.close(), fifo.close()]);
+    });
+
+    it("a DescribeTable refused (AccessDeniedException) is warned about once, and locking proceeds", async () =>
+    {
+        reset("DENIED");
+        const warnings = [];
+        const onWarning = w => warnings.push(w);
+        process.on("warning", onWarning);
+        try
+        {
+            const a = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000 }));
+            const b = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50 }));
+            for (const client of [a, b, a])
+            {
+                await (await client.acquireLock(uniqueId("gt-denied"))).release();
+            }
+            await new Promise(resolve => setImmediate(resolve));
+            const ours = warnings.filter(w => w.code === "DYNAMODB_LOCK_NATIVE_TABLE_MODE_UNKNOWN");
+            assert.equal(ours.length, 1, warnings.map(w => w.message).join("\n"));
+            assert.match(ours[0].message, /AccessDeniedException/);
+            assert.equal(count("DescribeTable"), 2, "one per client");
+            await Promise.all([a.close(), b.close()]);
+        }
+        finally
+        {
+            process.off("warning", onWarning);
+        }
+    });
+
+    it("a table DescribeTable describes without replicas (dynalite's answer) costs no warning", async () =>
+    {
+        reset(undefined);
+        const warnings = [];
+        const onWarning = w => warnings.push(w);
+        process.on("warning", onWarning);
+        try
+        {
+            const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000 }));
+            await (await open.acquireLock(uniqueId("gt-plain"))).release();
+            await open.close();
+            assert.equal(count("DescribeTable"), 1);
+            assert.deepEqual(warnings.map(w => w.code), []);
+        }
+        finally
+        {
+            process.off("warning", onWarning);
+        }
+    });
+
+    it("over a user's object, describeTable is asked when it exists", async () =>
+    {
+        const items = new Map();
+        const mock = {
+            get: (p, cb) => setImmediate(() => cb(null, { Item: items.get(p.Key.id) })),
+            put: (p, cb) => setImmediate(() =>
+            {
+                items.set(p.Item.id, p.Item);
+                cb(null, {});
+            }),
+            delete: (p, cb) => setImmediate(() =>
+            {
+                items.delete(p.Key.id);
+                cb(null, {});
+            }),
+        };
+        const plain = new DynamoDBLockClient.FailClosed({ dynamodb: mock, lockTable: "global", partitionKey: "id", acquirePeriodMs: 50 });
+        await (await plain.acquireLock("a")).release();
+        await plain.close();
+        mock.describeTable = (p, cb) => setImmediate(() => cb(null, { Table: { TableName: p.TableName, Replicas: [{ RegionName: "us-east-1" }, { RegionName: "us-west-2" }] } }));
+        const global = new DynamoDBLockClient.FailClosed({ dynamodb: mock, lockTable: "global", partitionKey: "id", acquirePeriodMs: 50 });
+        const err = await global.acquireLock("b").then(() => assert.fail("acquired"), e => e);
+        assert.equal(err.code, "EventuallyConsistentGlobalTable");
+        assert.equal(items.has("b"), false, "the lock was released");
+        await global.close();
+    });
+});

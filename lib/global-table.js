@@ -1,0 +1,151 @@
+"use strict";
+
+// Refusing a global table in the eventually consistent mode (docs/tables.md, "Global tables").
+// There a conditional write is checked against its own Region's copy and the last writer wins,
+// so two Regions can grant one lock at once. A client learns the table's mode with one
+// DescribeTable, sent beside its first acquisition so that it adds no latency: if the table is
+// such a one, that acquisition's lock is released and the error returned, and every later
+// acquisition refuses at once. A DescribeTable that fails (e.g. AccessDeniedException) is
+// warned about once per table, and locking proceeds. `allowEventuallyConsistentGlobalTable:
+// true` turns the check off. Over a user's own object, the check calls its `describeTable`
+// when it has one, and is skipped silently when it has none.
+
+const bridge = require("./bridge.js");
+
+const REFUSED = "EventuallyConsistentGlobalTable";
+const UNKNOWN_MODE = "DYNAMODB_LOCK_NATIVE_TABLE_MODE_UNKNOWN";
+
+// Tables whose failed DescribeTable was already warned about, in this process.
+const warned = new Set();
+
+// The refusal of `table` (DescribeTable's `Table`), or undefined when locks are safe on it.
+function refusalOf(table, tableName)
+{
+    const replicas = ((table && table.Replicas) || []).map(r => r.RegionName);
+    const consistency = table && table.MultiRegionConsistency;
+    if (replicas.length === 0 || (consistency !== undefined && consistency !== "EVENTUAL"))
+    {
+        return undefined;
+    }
+    const err = new Error(`Lock table "${tableName}" is a global table in the eventually consistent mode (Regions ${replicas.join(", ")}): `
+        + "a conditional write is checked against its own Region's copy and the last writer wins, so two Regions could grant one lock at once. "
+        + "Use a table in one Region or a global table with strong consistency, or set allowEventuallyConsistentGlobalTable: true to lock on it anyway.");
+    err.code = REFUSED;
+    err.tableName = tableName;
+    err.regions = replicas;
+    return err;
+}
+
+function warnOnce(tableName, error)
+{
+    if (warned.has(tableName))
+    {
+        return;
+    }
+    warned.add(tableName);
+    const cause = (error && (error.code || error.name)) || "Error";
+    process.emitWarning(
+        `DescribeTable on lock table "${tableName}" failed (${cause}): whether it is a global table in the eventually consistent mode,`
+            + " on which locks are unsafe, could not be checked, and locking proceeds. Allow dynamodb:DescribeTable on the table,"
+            + " or set allowEventuallyConsistentGlobalTable: true to skip the check.",
+        { type: "DynamoDBLockNativeWarning", code: UNKNOWN_MODE });
+}
+
+// DescribeTable's `Table` through the user's object (`describeTable(params, callback)`, or a
+// returned promise); undefined when the object has no such method.
+function describeThroughObject(db, tableName)
+{
+    if (!db || typeof db.describeTable !== "function")
+    {
+        return Promise.resolve(undefined);
+    }
+    return new Promise((resolve, reject) =>
+    {
+        const done = (err, out) => (err ? reject(err) : resolve(out && out.Table ? out.Table : null));
+        const returned = db.describeTable({ TableName: tableName }, done);
+        const promise = returned && typeof returned.promise === "function" ? returned.promise() : returned;
+        if (promise && typeof promise.then === "function")
+        {
+            promise.then(out => done(null, out), done);
+        }
+    });
+}
+
+async function describeTable(self)
+{
+    const tableName = self._config.lockTable;
+    if (self._transport === "object")
+    {
+        return describeThroughObject(self._config.dynamodb, tableName);
+    }
+    const client = self._native || await self._nativeReady;
+    const outcome = await bridge.request(request => client.startAdmin(request, "DescribeTable", JSON.stringify({ TableName: tableName })));
+    return (outcome.body ? JSON.parse(outcome.body) : {}).Table || null;
+}
+
+// The client's one check of its table: resolves with the refusal, or undefined.
+function tableCheck(self)
+{
+    if (!self._tableCheck)
+    {
+        const tableName = self._config.lockTable;
+        self._tableCheck = describeTable(self).then(
+            table =>
+            {
+                self._tableRefusal = table === undefined ? undefined : refusalOf(table, tableName);
+                return self._tableRefusal;
+            },
+            error =>
+            {
+                warnOnce(tableName, error);
+                return undefined;
+            });
+    }
+    return self._tableCheck;
+}
+
+// The check's answer, waited for at most `ms` (then undefined: locking proceeds, and a later
+// answer still refuses later acquisitions).
+function within(check, ms)
+{
+    let timer;
+    const late = new Promise(resolve =>
+    {
+        timer = setTimeout(resolve, ms);
+        timer.unref();
+    });
+    return Promise.race([check, late]).finally(() => clearTimeout(timer));
+}
+
+// The acquisition `start` begins, checked against the table's mode. `waitMs`: the longest
+// wait for the check's answer once the lock is granted.
+function checked(self, start, waitMs)
+{
+    if (self._config.allowEventuallyConsistentGlobalTable === true)
+    {
+        return start();
+    }
+    if (self._tableRefusal)
+    {
+        return Promise.reject(self._tableRefusal);
+    }
+    const check = tableCheck(self);
+    return start().then(
+        lock => within(check, waitMs).then(refusal =>
+        {
+            if (!refusal)
+            {
+                return lock;
+            }
+            return lock.release().catch(() => {}).then(() =>
+            {
+                throw refusal;
+            });
+        }),
+        error =>
+        {
+            throw self._tableRefusal || error;
+        });
+}
+
+module.exports = { checked, refusalOf };
