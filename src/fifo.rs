@@ -257,6 +257,10 @@ impl Driver<'_> {
                     Input::Answer(answer(result))
                 }
                 Act::Wait { until, watch } => {
+                    // Someone is ahead in a queue or holds the head: this acquisition waits
+                    // (joining a queue alone is no wait: an acquisition of several resources
+                    // always joins theirs).
+                    cancel.waiting();
                     let at = clock.instant(until);
                     if watch {
                         let sleep = async {
@@ -295,8 +299,6 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
-                    // Someone is ahead in the queue: this acquisition waits.
-                    cancel.waiting();
                     c.fifo.join(&self.resources[resource], position);
                     self.joined.push((resource, position));
                     Input::Resume
