@@ -178,6 +178,30 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
         }
     });
 
+    it("a missing table is the acquisition's error alone, with no warning, and is checked again once it exists", async () =>
+    {
+        reset(undefined);
+        const warnings = [];
+        const onWarning = w => warnings.push(w);
+        process.on("warning", onWarning);
+        const table = `missing-${Date.now()}`;
+        try
+        {
+            const client = new DynamoDBLockClient.FailOpen(config({ lockTable: table, leaseDurationMs: 10000 }));
+            await assert.rejects(client.acquireLock(uniqueId("gt-missing")), { code: "ResourceNotFoundException" });
+            await engine.createTable(table, { partitionKey: "id" });
+            await (await client.acquireLock(uniqueId("gt-missing"))).release();
+            await client.close();
+            await new Promise(resolve => setImmediate(resolve));
+            assert.deepEqual(warnings.map(w => w.code).filter(c => c && c.startsWith("DYNAMODB_LOCK_NATIVE")), []);
+            assert.equal(count("DescribeTable"), 2, "the table checked again once it exists");
+        }
+        finally
+        {
+            process.off("warning", onWarning);
+        }
+    });
+
     it("a table DescribeTable describes without replicas (dynalite's answer) costs no warning", async () =>
     {
         reset(undefined);

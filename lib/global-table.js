@@ -97,6 +97,13 @@ function tableCheck(self)
             },
             error =>
             {
+                // A missing table is the acquisition's own error to report, not a warning;
+                // the next acquisition checks again, on the table once it exists.
+                if (error && (error.code || error.name) === "ResourceNotFoundException")
+                {
+                    self._tableCheck = undefined;
+                    return undefined;
+                }
                 warnOnce(tableName, error);
                 return undefined;
             });
