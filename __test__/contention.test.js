@@ -4,11 +4,11 @@
 // in arrival order without polling; waiting for a busy lock is not a failed attempt; the
 // original library sharing the lock is still excluded and fencing tokens keep rising.
 
-const { describe, it, before, after } = require("node:test");
+const { describe, it } = require("node:test");
 const assert = require("node:assert/strict");
-const { selectedEngines, startEngine } = require("./engines.js");
+const { selectedEngines } = require("./engines.js");
 const { DynamoDBLockClient, dynamodbOptions, sleep, uniqueId } = require("./helpers.js");
-const { startProxy } = require("./support/proxy.js");
+const { engineAndProxy } = require("./support/engine-and-proxy.js");
 const { documentClient } = require("./support/v2.js");
 const Original = require("dynamodb-lock-client");
 
@@ -46,34 +46,16 @@ for (const engineName of selectedEngines())
 {
     describe(`contended locks on ${engineName}`, { timeout: 120000 }, () =>
     {
-        let engine;
-        let proxy;
-        before(async () =>
-            {
-                engine = await startEngine(engineName);
-                await engine.createTable("locks", { partitionKey: "id" });
-                proxy = await startProxy({ target: engine.endpoint });
-            });
-        after(async () =>
-            {
-                if (proxy)
-                {
-                    await proxy.close();
-                }
-                if (engine)
-                {
-                    await engine.stop();
-                }
-            });
+        const env = engineAndProxy(engineName, { locks: { partitionKey: "id" } });
 
         const viaProxy = extra => Object.assign(
-            { dynamodb: dynamodbOptions(engine, proxy.endpoint), lockTable: "locks", partitionKey: "id" }, extra);
+            { dynamodb: dynamodbOptions(env.engine, env.proxy.endpoint), lockTable: "locks", partitionKey: "id" }, extra);
         const counted = async run =>
         {
-            const before = Object.assign({}, proxy.counts);
+            const before = Object.assign({}, env.proxy.counts);
             await run();
             const delta = {};
-            for (const [op, n] of Object.entries(proxy.counts))
+            for (const [op, n] of Object.entries(env.proxy.counts))
             {
                 delta[op] = n - (before[op] || 0);
             }
@@ -95,7 +77,7 @@ for (const engineName of selectedEngines())
                 // One write per grant and one release: the first acquisition, then hand-overs,
                 // and whatever the line's end costs (a task that finds the lock released).
                 assert.ok(requests.UpdateItem <= 20 + 5, `requests: ${JSON.stringify(requests)}`);
-                const item = await engine.getItem("locks", { id: { S: id } });
+                const item = await env.engine.getItem("locks", { id: { S: id } });
                 assert.equal(item.leaseDurationMs.N, "1", "released at the end");
                 assert.equal(item.fencingToken.N, "20");
             });
@@ -111,7 +93,7 @@ for (const engineName of selectedEngines())
                 assert.deepEqual(grants.slice(0, 10).map(g => g.task), [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]);
                 assert.equal(requests.GetItem || 0, 0, `no waiter polled: ${JSON.stringify(requests)}`);
                 assert.ok(requests.UpdateItem >= 15, `hand-overs are writes: ${JSON.stringify(requests)}`);
-                assert.equal(await engine.getItem("locks", { id: { S: id } }), undefined, "deleted at the end");
+                assert.equal(await env.engine.getItem("locks", { id: { S: id } }), undefined, "deleted at the end");
             });
 
         it("a local waiter gives up on one holder after retryCount + 1 leases", async () =>
@@ -181,7 +163,7 @@ for (const engineName of selectedEngines())
                 const id = uniqueId("mixed-line");
                 const ours = new DynamoDBLockClient.FailOpen(viaProxy({ leaseDurationMs: 1000, heartbeatPeriodMs: 250 }));
                 const original = new Original.FailOpen({
-                    dynamodb: documentClient(engine), lockTable: "locks", partitionKey: "id",
+                    dynamodb: documentClient(env.engine), lockTable: "locks", partitionKey: "id",
                     leaseDurationMs: 1000, heartbeatPeriodMs: 250, retryCount: 100,
                 });
                 const theirs = [];

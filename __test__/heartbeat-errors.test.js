@@ -5,11 +5,11 @@
 // lease are the mended kind, those with the lease down to the danger margin, or that no retry
 // mends, the at-risk kind. Heartbeats fail through a fault-injecting proxy.
 
-const { describe, it, before, after } = require("node:test");
+const { describe, it } = require("node:test");
 const assert = require("node:assert/strict");
 const diagnostics = require("node:diagnostics_channel");
-const { selectedEngines, startEngine } = require("./engines.js");
-const { startProxy } = require("./support/proxy.js");
+const { selectedEngines } = require("./engines.js");
+const { engineAndProxy } = require("./support/engine-and-proxy.js");
 const { failOpen, uniqueId, until } = require("./helpers.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
@@ -22,30 +22,12 @@ for (const engineName of selectedEngines())
 {
     describe(`heartbeat errors on ${engineName}`, { timeout: 120000 }, () =>
     {
-        let engine;
-        let proxy;
-        before(async () =>
-        {
-            engine = await startEngine(engineName);
-            await engine.createTable("locks", { partitionKey: "id" });
-            proxy = await startProxy({ target: engine.endpoint });
-        });
-        after(async () =>
-        {
-            if (proxy)
-            {
-                await proxy.close();
-            }
-            if (engine)
-            {
-                await engine.stop();
-            }
-        });
+        const env = engineAndProxy(engineName, { locks: { partitionKey: "id" } });
 
         function viaProxy(extra)
         {
-            return failOpen(engine, Object.assign({
-                dynamodb: { endpoint: proxy.endpoint, region: engine.region, credentials: engine.credentials },
+            return failOpen(env.engine, Object.assign({
+                dynamodb: { endpoint: env.proxy.endpoint, region: env.engine.region, credentials: env.engine.credentials },
                 leaseDurationMs: LEASE,
                 heartbeatPeriodMs: 500,
             }, extra));
@@ -64,12 +46,12 @@ for (const engineName of selectedEngines())
             lock.on("lost", error => (lost = error));
             try
             {
-                proxy.setFaults({ errorRate: 1, operations: ["UpdateItem"] });
+                env.proxy.setFaults({ errorRate: 1, operations: ["UpdateItem"] });
                 await until(async () => lost !== undefined, 15000, "the loss");
             }
             finally
             {
-                proxy.clearFaults();
+                env.proxy.clearFaults();
                 diagnostics.unsubscribe("dynamodb-lock-native:heartbeat-failed", onFailed);
             }
             const seen = errors.map(e => ({ code: e.code, leaseAtRisk: e.leaseAtRisk, leaseRemainingMs: Math.round(e.leaseRemainingMs) }));
@@ -97,7 +79,7 @@ for (const engineName of selectedEngines())
             const errors = [];
             lock.on("error", error => errors.push(error));
             lock.on("lost", () => {});
-            proxy.nextFault({ respond: { status: 400, type: "ValidationException", message: "refused by the test" } }, { operation: "UpdateItem" });
+            env.proxy.nextFault({ respond: { status: 400, type: "ValidationException", message: "refused by the test" } }, { operation: "UpdateItem" });
             await until(async () => errors.length > 0, 5000, "the refused heartbeat");
             assert.equal(errors[0].code, "ValidationException");
             assert.equal(errors[0].leaseAtRisk, true);

@@ -4,14 +4,14 @@
 // close() resolves only once an aborted write is undone and sends nothing after that, and a
 // heartbeat period longer than the lease still brings "lost" before a rival's grant.
 
-const { describe, it, before, after } = require("node:test");
+const { describe, it } = require("node:test");
 const assert = require("node:assert/strict");
 const path = require("node:path");
 const { Worker } = require("node:worker_threads");
-const { selectedEngines, startEngine } = require("./engines.js");
+const { selectedEngines } = require("./engines.js");
 const { DynamoDBLockClient, dynamodbOptions, uniqueId, sleep } = require("./helpers.js");
 const { runScript } = require("./support/spawn.js");
-const { startProxy } = require("./support/proxy.js");
+const { engineAndProxy } = require("./support/engine-and-proxy.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
@@ -31,34 +31,16 @@ for (const name of selectedEngines())
 {
     describe(`nothing outlives its owner (${name})`, { timeout: 180000 }, () =>
     {
-        let engine;
-        let proxy;
-        before(async () =>
-        {
-            engine = await startEngine(name);
-            await engine.createTable(TABLE, { partitionKey: "id" });
-            proxy = await startProxy({ target: engine.endpoint });
-        });
-        after(async () =>
-        {
-            if (proxy)
-            {
-                await proxy.close();
-            }
-            if (engine)
-            {
-                await engine.stop();
-            }
-        });
+        const env = engineAndProxy(name, { [TABLE]: { partitionKey: "id" } });
 
         it("a Worker terminated while its acquisitions wait takes no lock: the holder's releases leave the items free", async () =>
         {
             const ids = [0, 1, 2].map(i => uniqueId(`worker-wait-${i}`));
             const settings = { leaseDurationMs: 2000, heartbeatPeriodMs: 500 };
-            const main = new DynamoDBLockClient.FailOpen(config(engine, undefined, Object.assign({ owner: "main" }, settings)));
+            const main = new DynamoDBLockClient.FailOpen(config(env.engine, undefined, Object.assign({ owner: "main" }, settings)));
             const held = await Promise.all(ids.map(id => main.acquireLock(id)));
             const worker = new Worker(path.join(__dirname, "support", "waiting-worker.js"), {
-                workerData: { ids, config: config(engine, undefined, Object.assign({ owner: "worker", retryCount: 100 }, settings)) },
+                workerData: { ids, config: config(env.engine, undefined, Object.assign({ owner: "worker", retryCount: 100 }, settings)) },
             });
             const messages = [];
             worker.on("message", m => messages.push(m));
@@ -75,7 +57,7 @@ for (const name of selectedEngines())
             await sleep(1500);
             for (const id of ids)
             {
-                const item = await engine.getItem(TABLE, { id: { S: id } });
+                const item = await env.engine.getItem(TABLE, { id: { S: id } });
                 assert.equal(item.leaseDurationMs.N, "1", `${id} stays released: ${JSON.stringify(item)}`);
                 assert.equal(item.owner.S, "main", `${id} was not taken by the Worker`);
             }
@@ -94,16 +76,16 @@ for (const name of selectedEngines())
             it(`${kind}: close() resolves only once an aborted write that landed is undone, so process.exit leaves the lock free`, async () =>
             {
                 const id = uniqueId(`abort-exit-${kind}`);
-                proxy.clearFaults();
+                env.proxy.clearFaults();
                 // Each request is applied at once and answered 300 ms later.
-                proxy.replyDelayMs = 300;
+                env.proxy.replyDelayMs = 300;
                 try
                 {
                     const child = runScript("abort-exit-child.js", {
                         kind,
                         id,
                         abortMs: 100,
-                        config: config(engine, proxy.endpoint, kind === "FailOpen" ? { leaseDurationMs: 60000, heartbeatPeriodMs: 10000 } : { acquirePeriodMs: 100 }),
+                        config: config(env.engine, env.proxy.endpoint, kind === "FailOpen" ? { leaseDurationMs: 60000, heartbeatPeriodMs: 10000 } : { acquirePeriodMs: 100 }),
                     }, { timeoutMs: 30000 });
                     const closed = await child.next(l => l.closed || l.failed);
                     assert.ok(closed.closed, JSON.stringify(child.lines));
@@ -113,9 +95,9 @@ for (const name of selectedEngines())
                 }
                 finally
                 {
-                    proxy.replyDelayMs = 0;
+                    env.proxy.replyDelayMs = 0;
                 }
-                const item = await engine.getItem(TABLE, { id: { S: id } });
+                const item = await env.engine.getItem(TABLE, { id: { S: id } });
                 if (kind === "FailClosed")
                 {
                     assert.equal(item, undefined, `the aborted write's item is deleted: ${JSON.stringify(item)}`);
@@ -130,25 +112,25 @@ for (const name of selectedEngines())
 
         it("once close() resolves the client sends nothing: held locks' heartbeats and pending acquisitions end with it", async () =>
         {
-            proxy.clearFaults();
+            env.proxy.clearFaults();
             const settings = { leaseDurationMs: 1000, heartbeatPeriodMs: 100 };
             const ids = Array.from({ length: 20 }, (_, i) => uniqueId(`after-close-${i}`));
             const busy = Array.from({ length: 10 }, (_, i) => uniqueId(`after-close-busy-${i}`));
-            const other = new DynamoDBLockClient.FailOpen(config(engine, undefined, Object.assign({ owner: "other" }, settings)));
+            const other = new DynamoDBLockClient.FailOpen(config(env.engine, undefined, Object.assign({ owner: "other" }, settings)));
             const blockers = await Promise.all(busy.map(id => other.acquireLock(id)));
-            const client = new DynamoDBLockClient.FailOpen(config(engine, proxy.endpoint, Object.assign({ retryCount: 100 }, settings)));
+            const client = new DynamoDBLockClient.FailOpen(config(env.engine, env.proxy.endpoint, Object.assign({ retryCount: 100 }, settings)));
             await Promise.all(ids.map(id => client.acquireLock(id)));
             // Pending: waiting on the other client's locks, and in line behind this client's own.
             const pending = [...busy, ...ids.slice(0, 10)].map(id => client.acquireLock(id).then(() => "acquired", e => e.code));
             await sleep(300);
-            const before = total(proxy.counts);
+            const before = total(env.proxy.counts);
             assert.ok(before > 0);
             await client.close();
             assert.deepEqual([...new Set(await Promise.all(pending))], ["ClientClosed"]);
-            proxy.resetCounts();
+            env.proxy.resetCounts();
             // Ten heartbeat periods.
             await sleep(1000);
-            assert.deepEqual(proxy.counts, {}, "no request after close() resolved");
+            assert.deepEqual(env.proxy.counts, {}, "no request after close() resolved");
             await Promise.all(blockers.map(lock => lock.release()));
             await other.close();
         });
@@ -160,13 +142,13 @@ for (const name of selectedEngines())
                 const id = uniqueId(`long-period-${trial}`);
                 const holder = runScript("timely-holder.js", {
                     id,
-                    config: config(engine, undefined, { leaseDurationMs: 1000, heartbeatPeriodMs: 1500 }),
+                    config: config(env.engine, undefined, { leaseDurationMs: 1000, heartbeatPeriodMs: 1500 }),
                 }, { timeoutMs: 30000 });
                 try
                 {
                     const first = await holder.next(l => l.acquired || l.error);
                     assert.ok(first.acquired, JSON.stringify(holder.lines));
-                    const rival = new DynamoDBLockClient.FailOpen(config(engine, undefined, { leaseDurationMs: 1000, heartbeatPeriodMs: 300, retryCount: 20, owner: "rival" }));
+                    const rival = new DynamoDBLockClient.FailOpen(config(env.engine, undefined, { leaseDurationMs: 1000, heartbeatPeriodMs: 300, retryCount: 20, owner: "rival" }));
                     const lock = await rival.acquireLock(id);
                     const grantedAt = Date.now();
                     const lost = await holder.next(l => l.lost);
