@@ -213,9 +213,17 @@ mod tests {
     #[test]
     fn a_queue_entry_is_renewed_at_most_every_half_lease() {
         let mut s = lock(Kind::Fifo);
-        assert_eq!(s.entry_renew(), Duration::from_millis(5000), "half of a 10 s lease, not the 3 s heartbeat");
+        assert_eq!(
+            s.entry_renew(),
+            Duration::from_millis(5000),
+            "half of a 10 s lease, not the 3 s heartbeat"
+        );
         s.heartbeat_period = Duration::from_millis(8000);
-        assert_eq!(s.entry_renew(), Duration::from_millis(8000), "a period longer than half the lease stays");
+        assert_eq!(
+            s.entry_renew(),
+            Duration::from_millis(8000),
+            "a period longer than half the lease stays"
+        );
     }
 
     fn lock(kind: Kind) -> Lock {
