@@ -198,11 +198,12 @@ pub async fn agreement_run(options: AgreementOptions) -> napi::Result<AgreementR
 }
 
 /// Sets aside what may differ between the engine's answer and `op::apply`'s: the item a
-/// refusal carries where the request does not ask for it (`fifo_delete_finished`) or the
-/// engine does not return it (dynalite ignores `ReturnValuesOnConditionCheckFailure`).
+/// refusal carries where the request does not ask for it (`fifo_delete_finished`, and the
+/// original's `put_item`, whose parameters are the original's) or the engine does not return
+/// it (dynalite ignores `ReturnValuesOnConditionCheckFailure`).
 fn normalise(step: &Step, mem: &mut Outcome, eng: &mut Outcome, ignore_refusal_items: bool) {
     if let (Outcome::Refused(m), Outcome::Refused(e)) = (&mut *mem, &mut *eng) {
-        if e.is_none() || ignore_refusal_items || matches!(step, Step::FifoDeleteFinished) {
+        if e.is_none() || ignore_refusal_items || matches!(step, Step::FifoDeleteFinished | Step::PutItem { .. }) {
             *m = None;
             *e = None;
         }
