@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
+module.exports.agreementRun = nativeBinding.agreementRun
 module.exports.defaults = nativeBinding.defaults
 module.exports.forgetLock = nativeBinding.forgetLock
 module.exports.heldLockCount = nativeBinding.heldLockCount

@@ -37,6 +37,9 @@
 //!   items and queue entries, the entries' heartbeats, and the held locks.
 //! - `client`: acquisition of every kind through the local line, and the start of a new
 //!   lock's heartbeats.
+//! - `agreement`: seeded runs of every store operation on a real engine through the HTTP
+//!   store and through `op::apply`, compared step by step (internal: for
+//!   `__test__/agreement.test.js`).
 //! - `testkit` (tests only): a client over the in-memory store, and a recorder of events.
 //!
 //! This file is only the N-API surface: it converts values and keeps the registry of held
@@ -44,6 +47,7 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
+mod agreement;
 mod cancel;
 mod client;
 mod config;
@@ -244,9 +248,11 @@ struct JsEvents(Arc<WeakHandler<JsLockEvent>>);
 fn lease_at_risk(lock_id: u64, e: &LockError) -> (Option<f64>, bool) {
     let mendable = matches!(e, LockError::Store(s) if s.is_transient());
     let lock = locks().get(&lock_id).cloned();
-    let remaining = lock
-        .as_ref()
-        .and_then(|l| l.lease.remaining(tokio::time::Instant::now()).map(|r| (r, l.client.settings.danger_margin)));
+    let remaining = lock.as_ref().and_then(|l| {
+        l.lease
+            .remaining(tokio::time::Instant::now())
+            .map(|r| (r, l.client.settings.danger_margin))
+    });
     match remaining {
         Some((left, margin)) => (Some(left.as_secs_f64() * 1000.0), !mendable || left <= margin),
         None => (None, !mendable),

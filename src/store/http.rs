@@ -869,10 +869,14 @@ impl Store for HttpStore {
         }
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
         // Held (`op::free` is false: a lease that is not the released one): a heartbeat that
-        // lands after the release must not take the lock back. One comparison, which fails on
-        // an item without a lease as `free` says; engines evaluate it at little cost.
+        // lands after the release must not take the lock back. `<>` alone is true on an item
+        // without a lease (DynamoDB Local applies it; the agreement test caught it), which
+        // `free` counts as free: the lease must exist too.
         values.push((":released", Attr::N(RELEASED_LEASE_MS)));
-        let cond = format!("{} AND #lease <> :released", guid_condition(guids, &mut values)?);
+        let cond = format!(
+            "{} AND attribute_exists(#lease) AND #lease <> :released",
+            guid_condition(guids, &mut values)?
+        );
         self.update(key, &update, &cond, &names, &values, "NONE").await?;
         Ok(())
     }
@@ -919,10 +923,17 @@ impl Store for HttpStore {
         let mut set = vec!["#guid = :new"];
         let mut remove = vec![];
         if let Some(f) = fields {
-            set.extend(["#owner = :owner", "#lease = :lease", "#ft = #ft + :one"]);
+            // An item without a token counts from 0, as `op::apply` does (`#ft + :one` alone
+            // is a ValidationException there).
+            set.extend([
+                "#owner = :owner",
+                "#lease = :lease",
+                "#ft = if_not_exists(#ft, :zero) + :one",
+            ]);
             values.extend([
                 (":owner", Attr::S(f.owner)),
                 (":lease", Attr::N(f.lease_duration_ms)),
+                (":zero", Attr::N(0)),
                 (":one", Attr::N(1)),
             ]);
             names.extend([

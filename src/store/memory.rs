@@ -1,7 +1,7 @@
-//! An in-memory `Store` for unit tests: each method is one of the core's operations
-//! (`dynamodb_lock_core::op::Op`), applied to the item through `op::apply`, the same conditions
-//! as DynamoDB's; plus scripted faults (errors before or after the write is applied, hung
-//! requests, delays) and a request log.
+//! An in-memory `Store` for unit tests and the agreement test (`crate::agreement`): each
+//! method is one of the core's operations (`dynamodb_lock_core::op::Op`), applied to the item
+//! through `op::apply`, the same conditions as DynamoDB's; plus scripted faults (errors before
+//! or after the write is applied, hung requests, delays) and a request log.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -348,6 +348,7 @@ impl Store for MemoryStore {
 }
 
 /// The model checker's item (model/src/item.rs), checked against this store's.
+#[cfg(test)]
 #[path = "../../model/src/item.rs"]
 mod model_item;
 
