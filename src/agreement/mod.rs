@@ -215,11 +215,13 @@ fn normalise(step: &Step, mem: &mut Outcome, eng: &mut Outcome, ignore_refusal_i
     }
 }
 
-/// A record as compared: queue counters that are all absent are no counters.
+/// A record as compared: queue counters that are all absent are no counters, and of the write
+/// time (each side's own clock) only whether it is there.
 fn plain(mut r: LockRecord) -> LockRecord {
     if r.queue.as_ref().is_some_and(|q| **q == Default::default()) {
         r.queue = None;
     }
+    r.lock_written_unix_ms = r.lock_written_unix_ms.map(|_| 0);
     r
 }
 

@@ -104,8 +104,9 @@ impl MemoryStore {
                 }),
                 (after, reply) => {
                     match after {
-                        // Every write also records when it was made, as the HTTP store does.
-                        Some(mut rec) if name != "get" => {
+                        // Every write of this package also records when it was made, as the
+                        // HTTP store does; the original's whole-item write does not.
+                        Some(mut rec) if name != "get" && name != "put_item" => {
                             rec.lock_written_unix_ms = Some(written_now());
                             items.insert(key.clone(), rec)
                         }
