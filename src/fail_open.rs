@@ -339,9 +339,12 @@ mod tests {
             .count();
         let attempts = store.count("renew");
         assert!(attempts > 5, "{attempts} attempts: retried with (jittered) backoff");
+        // The first heartbeat falls anywhere in the first period and the pauses between
+        // attempts are jittered and grow, so failures are told 2 to 5 times: again after a
+        // period, never twice within one.
         assert!(
-            (3..=5).contains(&errors),
-            "{errors} \"error\" events in 3.5 s of failures, period 1 s"
+            (2..=5).contains(&errors),
+            "{errors} \"error\" events in 3.5 to 4.5 s of failures, period 1 s"
         );
     }
 
