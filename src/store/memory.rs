@@ -1,4 +1,4 @@
-//! An in-memory `Store` for unit tests and the agreement test (`crate::agreement`): each
+//! An in-memory `Store` for unit tests and the agreement test (`src/agreement`): each
 //! method is one of the core's operations (`dynamodb_lock_core::op::Op`), applied to the item
 //! through `op::apply`, the same conditions as DynamoDB's; plus scripted faults (errors before
 //! or after the write is applied, hung requests, delays) and a request log.

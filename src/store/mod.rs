@@ -2,8 +2,9 @@
 //! them. Each method is one of the core's operations (`dynamodb_lock_core::op::Op`), whose
 //! conditions `op::apply` states. `http.rs` speaks DynamoDB's HTTP API, stating the same
 //! conditions as condition expressions (bodies in `json.rs`, signatures in `sigv4.rs`,
-//! connections in `transport.rs`); `memory.rs` (unit tests, and the agreement test on real engines) keeps items in a map, applies each
-//! operation through `op::apply`, and injects faults. `attempt` wraps any operation with
+//! connections in `transport.rs`); `memory.rs` (unit tests, and the agreement test on real
+//! engines) keeps items in a map, applies each operation through `op::apply`, and injects
+//! faults. `attempt` wraps any operation with
 //! per-attempt timeouts and bounded, jittered retries of transient failures, and remembers
 //! whether a failed attempt may have been applied, so callers can resolve ambiguous outcomes
 //! by reading.
