@@ -69,7 +69,7 @@ impl Client {
     /// Takes this acquisition's place in the local line of `key` (FailClosed, FailOpen; Fifo
     /// has none): the order of the calls is the order of the turns.
     pub fn join(&self, key: &LockKey) -> Option<Place> {
-        (self.settings.kind != Kind::Fifo && !self.settings.original).then(|| self.lines.join(key))
+        (self.settings.kind != Kind::Fifo && !self.settings.original_requests).then(|| self.lines.join(key))
     }
 
     /// Acquires `key` from the place `join` gave, storing `data` with the lock (FailClosed,
@@ -83,7 +83,7 @@ impl Client {
         until_aborted: bool,
         cancel: &Cancel,
     ) -> Result<Arc<HeldLock>, LockError> {
-        if self.settings.original {
+        if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
             let taken = original::acquire(&*self.store, &self.settings, &self.fifo.names, &key, cancel).await?;
             let lease_until = (self.settings.kind == Kind::FailOpen).then(|| taken.sent_at + self.settings.lease());

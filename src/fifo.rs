@@ -503,7 +503,7 @@ mod tests {
         s.lease_duration_ms = lease_ms;
         s.heartbeat_period = Some(settings::fifo_heartbeat(lease_ms));
         s.reread_period = settings::reread(lease_ms);
-        s.queue_reread_period = settings::queue_reread(lease_ms, s.reread_period);
+        s.later_waiter_reread_period = settings::later_waiter_reread(lease_ms, s.reread_period);
         s.danger_margin = settings::danger_margin(lease_ms);
         s.request_timeout = Duration::from_millis(lease_ms / 4);
         s
@@ -743,7 +743,7 @@ mod tests {
         let left = entries(&store, "a");
         assert_eq!(left.len(), 2);
         assert!(left[0].1.is_released() && !left[1].1.is_released(), "{left:?}");
-        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::later_waiter_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         held[0].release().await.unwrap();
         let waited = long_since.elapsed();
@@ -810,7 +810,7 @@ mod tests {
         cancel.cancel();
         assert_eq!(aborted.await.unwrap().unwrap_err(), LockError::Aborted);
         // The waiter behind, in another process, sees it at its next read of the entry.
-        settle_for(settings::queue_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
+        settle_for(settings::later_waiter_reread(1000, settings::reread(1000)).as_millis() as u64 + 10).await;
         let released_at = Instant::now();
         let waited = behind_since.elapsed();
         held[0].release().await.unwrap();

@@ -848,7 +848,7 @@ pub(crate) async fn beat(
                     }
                     let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
                     let slots = flight.slots.clone();
-                    let renew: Renew<'_> = if s.original {
+                    let renew: Renew<'_> = if s.original_requests {
                         let req =
                             original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
                         Box::pin(async move { send(to, &req).await.map(drop) })
@@ -940,7 +940,7 @@ fn beat_config(s: &crate::settings::Settings, period: Duration) -> machine::Conf
         danger_margin: s.danger_margin,
         request_timeout: s.request_timeout,
         timer_grain: TIMER_GRAIN,
-        writes_out: if s.original {
+        writes_out: if s.original_requests {
             original::HEARTBEAT_WRITES_OUT
         } else {
             machine::MOST_WRITES_OUT

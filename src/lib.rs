@@ -22,7 +22,7 @@
 //!   follow from them.
 //! - `cancel`: cancellation of one pending acquisition.
 //! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over.
-//! - `handoff`: locks this client released while others waited, which it stands back from.
+//! - `stand_back`: locks this client released while others waited, which it stands back from.
 //! - `queues`: Fifo's state in one client (its queue entries and held heads), and the table's
 //!   names for error messages.
 //! - `drive`: runs the core's acquisition and release machines over a `Store`.
@@ -57,7 +57,6 @@ mod error;
 mod fail_closed;
 mod fail_open;
 mod fifo;
-mod handoff;
 mod heartbeat;
 mod item;
 mod js_credentials;
@@ -68,6 +67,7 @@ mod queues;
 mod release;
 mod runtime;
 mod settings;
+mod stand_back;
 mod stats;
 mod store;
 #[cfg(test)]
@@ -682,7 +682,7 @@ impl NativeClient {
         s.reread_period = ms(o.reread_period_ms)
             .filter(|d| !d.is_zero())
             .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
-        s.queue_reread_period = core_settings::queue_reread(s.lease_duration_ms, s.reread_period);
+        s.later_waiter_reread_period = core_settings::later_waiter_reread(s.lease_duration_ms, s.reread_period);
         if let Some(t) = ms(o.request_timeout_ms) {
             s.request_timeout = t;
         }
@@ -748,7 +748,7 @@ impl NativeClient {
                     .callee_handled::<false>()
                     .weak::<true>()
                     .build()?;
-                s.original = true;
+                s.original_requests = true;
                 Some(Arc::new(store::object::ObjectStore::new(
                     call,
                     table.clone(),

@@ -17,11 +17,11 @@ use dynamodb_lock_core::{handover, held};
 use crate::config::Kind;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::handoff::Handoff;
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::queues::{Head, Queues};
 use crate::settings::Settings;
+use crate::stand_back::StandBack;
 use crate::store::{attempt, Failed, Store};
 use crate::{original, release};
 
@@ -67,7 +67,7 @@ pub struct Shared {
     pub settings: Settings,
     pub events: Arc<dyn EventSink>,
     pub heartbeats: Box<dyn Scheduler>,
-    pub handoff: Handoff,
+    pub stand_back: StandBack,
     pub lines: Lines,
     pub fifo: Queues,
     /// Fifo: what the locks that are queue entries share, made on first use. Their heartbeats
@@ -91,7 +91,7 @@ impl Shared {
             settings,
             events,
             heartbeats,
-            handoff: Default::default(),
+            stand_back: Default::default(),
             lines: Default::default(),
             fifo,
             entries: OnceLock::new(),
@@ -163,10 +163,10 @@ pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
-    /// Others wanted this lock when it was taken: its release hands it over (`Handoff`).
+    /// Others wanted this lock when it was taken: its release hands it over (`StandBack`).
     pub contended: bool,
     /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
-    /// holder at most since then, which bounds its pause (`Handoff`).
+    /// holder at most since then, which bounds its pause (`StandBack`).
     pub taken_at: Instant,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
@@ -358,7 +358,7 @@ impl HeldLock {
             }
             held::Release::Wait => unreachable!("no heartbeat write is on the wire"),
         };
-        if self.client.settings.original {
+        if self.client.settings.original_requests {
             // The original's release: one request with the newest guid, even after a loss.
             let result = original::release(
                 &*self.client.store,
@@ -403,7 +403,7 @@ impl HeldLock {
         let result = result.map(|marked| {
             // Someone else waits, or this holder waited itself: stand back once for them.
             if marked || self.contended {
-                c.handoff.released(&self.key, &c.settings, self.taken_at.elapsed());
+                c.stand_back.released(&self.key, &c.settings, self.taken_at.elapsed());
             }
         });
         self.leave_line();

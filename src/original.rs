@@ -99,7 +99,7 @@ mod tests {
     use crate::testkit::*;
 
     fn original(mut s: Settings) -> Settings {
-        s.original = true;
+        s.original_requests = true;
         s
     }
 

@@ -29,7 +29,7 @@ pub struct Settings {
     /// release.
     pub reread_period: Duration,
     /// Other FailOpen waiters re-read at this interval.
-    pub queue_reread_period: Duration,
+    pub later_waiter_reread_period: Duration,
     /// Longest wait for one DynamoDB answer.
     pub request_timeout: Duration,
     /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
@@ -43,7 +43,7 @@ pub struct Settings {
     /// The store has no `UpdateItem` (a user's `dynamodb` object): acquisitions, heartbeats
     /// and releases send the original library's requests (`dynamodb_lock_core::original`),
     /// and each acquisition speaks to the store itself (no local line, no hand-over).
-    pub original: bool,
+    pub original_requests: bool,
 }
 
 /// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
@@ -67,13 +67,13 @@ impl Settings {
             heartbeat_period: None,
             trust_local_time: settings::TRUST_LOCAL_TIME,
             reread_period: settings::REREAD_PERIOD,
-            queue_reread_period: settings::QUEUE_REREAD_PERIOD,
+            later_waiter_reread_period: settings::LATER_WAITER_REREAD_PERIOD,
             request_timeout: settings::REQUEST_TIMEOUT,
             danger_margin: settings::DANGER_MARGIN,
             max_attempts: settings::MAX_ATTEMPTS,
             ttl: None,
             stats: Default::default(),
-            original: false,
+            original_requests: false,
         }
     }
 
@@ -132,7 +132,7 @@ impl Settings {
             trust_local_time: self.trust_local_time,
             heartbeat_period: self.heartbeat_period.unwrap_or_default(),
             reread: self.reread_period,
-            queue_reread: self.queue_reread_period,
+            later_waiter_reread: self.later_waiter_reread_period,
             request_timeout: self.request_timeout,
             max_attempts: self.max_attempts,
             base_backoff: settings::RETRY_BASE_BACKOFF,

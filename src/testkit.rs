@@ -48,7 +48,7 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
     s.lease_duration_ms = lease_ms;
     s.heartbeat_period = heartbeat_ms.map(Duration::from_millis);
     s.reread_period = settings::reread(lease_ms);
-    s.queue_reread_period = settings::queue_reread(lease_ms, s.reread_period);
+    s.later_waiter_reread_period = settings::later_waiter_reread(lease_ms, s.reread_period);
     s.danger_margin = settings::danger_margin(lease_ms);
     s.request_timeout = Duration::from_millis(lease_ms / 4);
     s

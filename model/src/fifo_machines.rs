@@ -120,7 +120,7 @@ impl Config {
             trust_local_time: false,
             heartbeat_period: Duration::ZERO,
             reread: ms(self.reread),
-            queue_reread: ms(self.reread),
+            later_waiter_reread: ms(self.reread),
             request_timeout: ms(self.request_timeout),
             max_attempts: self.max_attempts,
             base_backoff: ms(1),

@@ -204,7 +204,7 @@ impl Config {
             trust_local_time: self.trust_local_time,
             heartbeat_period: ms(self.period),
             reread: ms(self.reread),
-            queue_reread: ms(self.reread),
+            later_waiter_reread: ms(self.reread),
             request_timeout: ms(self.request_timeout),
             max_attempts: self.max_attempts,
             base_backoff: ms(1),

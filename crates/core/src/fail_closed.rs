@@ -320,7 +320,7 @@ mod tests {
             trust_local_time: false,
             heartbeat_period: Duration::ZERO,
             reread: ms(10),
-            queue_reread: ms(250),
+            later_waiter_reread: ms(250),
             request_timeout: ms(50),
             max_attempts: 2,
             base_backoff: ms(10),

@@ -817,7 +817,7 @@ where
                 q.touch_at = match ended {
                     // Refused: the entry was finished by others, which its heartbeat reports.
                     Ended::Ok(_) | Ended::Refused { .. } => env.now + ENTRY_TTL_MARGIN / 2,
-                    Ended::Failed { .. } => env.now + self.s.queue_reread,
+                    Ended::Failed { .. } => env.now + self.s.later_waiter_reread,
                 };
                 let until = until.min(q.touch_at);
                 self.touch_from(t + 1, until, env)
@@ -1079,7 +1079,7 @@ where
                 let period = s
                     .reread
                     .saturating_mul(distance + 1)
-                    .min(s.queue_reread.max(s.reread))
+                    .min(s.later_waiter_reread.max(s.reread))
                     .max(q.pace.pause(&s, true));
                 q.phase = QPhase::ReadEntry { now, period };
                 let req = Request::Get {
@@ -1558,7 +1558,7 @@ mod tests {
             trust_local_time: false,
             heartbeat_period: Duration::ZERO,
             reread: crate::settings::reread(LEASE),
-            queue_reread: crate::settings::queue_reread(LEASE, crate::settings::reread(LEASE)),
+            later_waiter_reread: crate::settings::later_waiter_reread(LEASE, crate::settings::reread(LEASE)),
             request_timeout: Duration::from_millis(250),
             max_attempts: 4,
             base_backoff: crate::settings::RETRY_BASE_BACKOFF,

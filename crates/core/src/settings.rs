@@ -22,8 +22,8 @@ pub const LEASE_DURATION_MS: u64 = 0;
 pub const TRUST_LOCAL_TIME: bool = false;
 /// `rereadPeriodMs`, where a lease does not make it shorter (`reread`).
 pub const REREAD_PERIOD: Duration = Duration::from_millis(10);
-/// The re-read interval of FailOpen waiters other than the first, at most (`queue_reread`).
-pub const QUEUE_REREAD_PERIOD: Duration = Duration::from_millis(250);
+/// The re-read interval of FailOpen waiters other than the first, at most (`later_waiter_reread`).
+pub const LATER_WAITER_REREAD_PERIOD: Duration = Duration::from_millis(250);
 /// `requestTimeoutMs`: the longest wait for one DynamoDB answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(5000);
 /// `dangerMarginMs` without a lease to take a third of (`danger_margin`).
@@ -55,9 +55,9 @@ pub fn reread(lease_duration_ms: u64) -> Duration {
 
 /// Other waiters re-read at a quarter of the lease, between the first waiter's interval
 /// `reread` and 250 ms.
-pub fn queue_reread(lease_duration_ms: u64, reread: Duration) -> Duration {
+pub fn later_waiter_reread(lease_duration_ms: u64, reread: Duration) -> Duration {
     Duration::from_millis(lease_duration_ms / 4)
-        .min(QUEUE_REREAD_PERIOD)
+        .min(LATER_WAITER_REREAD_PERIOD)
         .max(reread)
 }
 
@@ -94,7 +94,7 @@ pub struct Lock {
     /// The first waiter's first re-read interval (`rereadPeriodMs`).
     pub reread: Duration,
     /// Other waiters' re-read interval.
-    pub queue_reread: Duration,
+    pub later_waiter_reread: Duration,
     /// `requestTimeoutMs`.
     pub request_timeout: Duration,
     /// Attempts of one request through transient faults.
@@ -139,7 +139,7 @@ impl Lock {
         let grown = (self.reread + half).min(self.reread_ceiling());
         match (first, self.kind) {
             (true, _) => grown,
-            (false, Kind::FailOpen | Kind::Fifo) => grown.max(self.queue_reread.min(self.reread_ceiling())),
+            (false, Kind::FailOpen | Kind::Fifo) => grown.max(self.later_waiter_reread.min(self.reread_ceiling())),
             (false, Kind::FailClosed) => Duration::MAX,
         }
     }
@@ -198,9 +198,9 @@ mod tests {
         assert_eq!(reread(20), Duration::from_millis(5));
         assert_eq!(reread(2), Duration::from_millis(1));
         assert_eq!(reread(60_000), Duration::from_millis(10));
-        assert_eq!(queue_reread(400, reread(400)), Duration::from_millis(100));
-        assert_eq!(queue_reread(60_000, reread(60_000)), Duration::from_millis(250));
-        assert_eq!(queue_reread(8, reread(8)), Duration::from_millis(2));
+        assert_eq!(later_waiter_reread(400, reread(400)), Duration::from_millis(100));
+        assert_eq!(later_waiter_reread(60_000, reread(60_000)), Duration::from_millis(250));
+        assert_eq!(later_waiter_reread(8, reread(8)), Duration::from_millis(2));
     }
 
     #[test]
@@ -235,7 +235,7 @@ mod tests {
             trust_local_time: false,
             heartbeat_period: Duration::from_millis(3000),
             reread: reread(10_000),
-            queue_reread: queue_reread(10_000, reread(10_000)),
+            later_waiter_reread: later_waiter_reread(10_000, reread(10_000)),
             request_timeout: REQUEST_TIMEOUT,
             max_attempts: MAX_ATTEMPTS,
             base_backoff: RETRY_BASE_BACKOFF,

@@ -1,4 +1,4 @@
-//! The hand-off: locks this client released while others waited for them, from which its
+//! The stand-back: locks this client released while others waited for them, from which its
 //! next acquisition stands back for a moment.
 
 use std::collections::HashMap;
@@ -11,7 +11,7 @@ use crate::item::LockKey;
 use crate::settings::Settings;
 
 /// How many recently released locks a client remembers standing back from.
-const HANDOFF_KEYS: usize = 4096;
+const STAND_BACK_KEYS: usize = 4096;
 
 /// Locks this client released while others were waiting for them. A releaser that asks again
 /// at once needs one request and wins nearly every time, while a waiter first has to re-read
@@ -22,18 +22,18 @@ const HANDOFF_KEYS: usize = 4096;
 /// renewed while they wait), which the release reads back; a holder that itself waited for
 /// the lock knows anyway.
 #[derive(Default)]
-pub struct Handoff(Mutex<HashMap<LockKey, Instant>>);
+pub struct StandBack(Mutex<HashMap<LockKey, Instant>>);
 
-impl Handoff {
+impl StandBack {
     /// `key` was released after being held `held_for` while others waited.
     pub fn released(&self, key: &LockKey, settings: &Settings, held_for: Duration) {
         let until = Instant::now() + settings.protocol().stand_back(held_for);
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= HANDOFF_KEYS {
+        if m.len() >= STAND_BACK_KEYS {
             let now = Instant::now();
             m.retain(|_, t| *t > now);
         }
-        if m.len() < HANDOFF_KEYS {
+        if m.len() < STAND_BACK_KEYS {
             m.insert(key.clone(), until);
         }
     }
