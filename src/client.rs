@@ -302,7 +302,7 @@ mod tests {
     use crate::item::unix_now_ms;
     use crate::lock::HeldLock;
     use crate::store::memory::MemoryStore;
-    use crate::store::{Store, WaitMark};
+    use crate::store::{StoreOps, WaitMark};
     use crate::testkit::*;
 
     /// `n` tasks of one client ask for one lock at once, each holds it `hold` and releases;

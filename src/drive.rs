@@ -13,7 +13,7 @@ use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
-use crate::store::{timed_out, Store, WaitMark, WholeItem};
+use crate::store::{timed_out, Store, StoreOps, WaitMark, WholeItem};
 
 pub type Request = Req<Guid, Version>;
 

@@ -12,7 +12,7 @@ use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
 use crate::release::undo_later;
-use crate::store::attempt;
+use crate::store::{attempt, StoreOps};
 
 pub struct Taken {
     pub guid: Guid,

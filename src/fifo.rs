@@ -23,7 +23,7 @@ use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
-use crate::store::{attempt, timed_out, Entry, OpenFields};
+use crate::store::{attempt, timed_out, Entry, OpenFields, StoreOps};
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
 
@@ -491,7 +491,7 @@ mod tests {
     use crate::queues::TableNames;
     use crate::settings::Settings;
     use crate::store::memory::{Fault, MemoryStore};
-    use crate::store::Store;
+    use crate::store::StoreOps;
     use crate::testkit::client;
 
     fn res(id: &str) -> KeyValue {

@@ -35,7 +35,7 @@ use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, unix_now_ms};
 use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
 use crate::stats::Stats;
-use crate::store::timed_out;
+use crate::store::{timed_out, StoreOps};
 
 /// Heartbeats in flight at once, per scheduler, to begin with. Each in-flight request holds a
 /// connection; 64 at a few milliseconds each sustain thousands of heartbeats per second.

@@ -95,6 +95,7 @@ use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
+use crate::store::StoreOps;
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
 #[global_allocator]

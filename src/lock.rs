@@ -22,7 +22,7 @@ use crate::line::{Lines, Turn};
 use crate::queues::{Head, Queues};
 use crate::settings::Settings;
 use crate::stand_back::StandBack;
-use crate::store::{attempt, Failed, Store};
+use crate::store::{attempt, Failed, Store, StoreOps};
 use crate::{original, release};
 
 /// What a held lock reports while it is held.

@@ -13,7 +13,7 @@ use crate::error::{LockError, StoreError};
 use crate::item::{Guid, LockKey};
 use crate::queues::Queues;
 use crate::settings::Settings;
-use crate::store::{attempt, Failed, Store};
+use crate::store::{attempt, Failed, Store, StoreOps};
 
 /// Releases a FailClosed or FailOpen lock whose item may carry any of `guids`. Returns
 /// whether a waiter marked it recently.

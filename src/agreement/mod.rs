@@ -19,7 +19,7 @@ use crate::fifo::{entry_key, head_key};
 use crate::item::{GuidValue, KeyValue, LockKey, LockRecord, TableSpec};
 use crate::store::http::{HttpOptions, HttpStore};
 use crate::store::memory::MemoryStore;
-use crate::store::Store;
+use crate::store::StoreOps;
 use run::Outcome;
 use step::{guid_number, Gen, Rng, Step};
 

@@ -8,7 +8,7 @@ use crate::item::{Guid, LockKey, LockRecord, TableSpec};
 use crate::store::http::HttpStore;
 use crate::store::json::{Attr, Body};
 use crate::store::object::{Params, Value};
-use crate::store::{Entry, Store, WaitMark, WholeItem};
+use crate::store::{Entry, Store, StoreOps, WaitMark, WholeItem};
 
 /// What a store answered.
 #[derive(Clone, Debug, PartialEq)]

@@ -25,10 +25,10 @@ use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoin
 use aws_smithy_types::error::display::DisplayErrorContext;
 use tokio::sync::OnceCell;
 
-use super::json::{read_reply, Attr, Body, Reply};
+use super::json::{read_response, Attr, Body, Response};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
-use super::{Entry, OpenFields, Store, Ttl, WaitMark};
+use super::{not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
 use crate::error::StoreError;
 use crate::item::{
     self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
@@ -271,7 +271,7 @@ impl HttpStore {
 
     /// One signed request, counted in the client's `Stats` by operation and outcome (a request
     /// dropped before its answer, on a timeout, counts as an error).
-    async fn call(&self, operation: &str, body: String) -> Result<Reply, StoreError> {
+    async fn call(&self, operation: &str, body: String) -> Result<Response, StoreError> {
         let mut counting = Counting {
             stats: &self.stats,
             operation,
@@ -296,7 +296,7 @@ impl HttpStore {
     }
 
     /// One signed request; the reply and the body it was read from, or the error they amount to.
-    async fn exchange(&self, operation: &str, body: String) -> Result<(Reply, bytes::Bytes), StoreError> {
+    async fn exchange(&self, operation: &str, body: String) -> Result<(Response, bytes::Bytes), StoreError> {
         let link = self.link().await?;
         let credentials = link.credentials().await?;
         let target = ["DynamoDB_20120810.", operation].concat();
@@ -338,7 +338,7 @@ impl HttpStore {
                 .and_then(|d| skew_from_date(d, SystemTime::now())),
         };
         let bytes = response.body;
-        let reply = read_reply(&bytes);
+        let reply = read_response(&bytes);
         if (200..300).contains(&status) {
             return reply.map(|r| (r, bytes)).map_err(|e| StoreError::Service {
                 code: "InvalidResponse".into(),
@@ -409,7 +409,7 @@ impl HttpStore {
         names: &[(&str, &str)],
         values: &[(&str, Attr<'_>)],
         returns: &str,
-    ) -> Result<Reply, StoreError> {
+    ) -> Result<Response, StoreError> {
         self.update_maybe(key, update, Some(condition), names, values, returns)
             .await
     }
@@ -424,7 +424,7 @@ impl HttpStore {
         names: &[(&str, &str)],
         values: &[(&str, Attr<'_>)],
         returns: &str,
-    ) -> Result<Reply, StoreError> {
+    ) -> Result<Response, StoreError> {
         let mut names = names.to_vec();
         names.push(("#lw", item::LOCK_WRITTEN_UNIX_MS));
         let mut values = values.to_vec();
@@ -725,6 +725,84 @@ fn invalid_response(message: &str) -> StoreError {
 
 #[async_trait]
 impl Store for HttpStore {
+    /// The one way an operation reaches DynamoDB: each `Op` is one request, whose condition
+    /// states `op::allowed` and whose update states `op::apply` (the agreement test,
+    /// `src/agreement`, holds the two side by side on real engines).
+    async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
+        match *op {
+            Op::Get => self.get(key).await.map(Reply::Before),
+            Op::PutIfAbsent { owner, guid, data, ttl } => {
+                self.put_if_absent(key, owner, guid, data, ttl).await.map(|()| Reply::Done)
+            }
+            Op::DeleteIfGuid { guids } => self.delete_if_guid(key, guids).await.map(Reply::WaitingMark),
+            Op::Take {
+                fields,
+                guid,
+                waited_out,
+                clear_mark,
+            } => self.take(key, fields, guid, waited_out, clear_mark).await.map(Reply::Token),
+            Op::HandOver {
+                guids,
+                new_guid,
+                fields,
+                marks_fresh_since_unix_ms,
+                ttl,
+            } => self
+                .hand_over(key, guids, new_guid, fields, marks_fresh_since_unix_ms, ttl)
+                .await
+                .map(Reply::HandedOver),
+            Op::Renew {
+                guids,
+                new_guid,
+                fields,
+            } => self.renew(key, guids, new_guid, fields).await.map(|()| Reply::Done),
+            Op::PutItem { .. } => Err(not_supported(
+                "the original's whole-item put is sent only through a dynamodb object; this store writes the lock item with UpdateItem".into(),
+            )),
+            Op::Release {
+                guids,
+                lock_acquired_time_unix_ms,
+                ttl,
+            } => self
+                .release(key, guids, lock_acquired_time_unix_ms, ttl)
+                .await
+                .map(Reply::WaitingMark),
+            Op::SetData { guids, data, ttl } => self.set_data(key, guids, data, ttl).await.map(|()| Reply::Done),
+            Op::MarkWaiting(mark) => self.mark_waiting(key, mark).await.map(|()| Reply::Done),
+            Op::FifoTakeFree { fields, guid } => self.fifo_take_free(key, fields, guid).await.map(Reply::Token),
+            Op::FifoTicket => self.fifo_ticket(key).await.map(Reply::Before),
+            Op::FifoReserve { ticket } => self.fifo_reserve(key, ticket).await.map(Reply::Before),
+            Op::FifoUntake {
+                ticket,
+                position,
+                previous_ticket,
+            } => self
+                .fifo_untake(key, ticket, position, previous_ticket)
+                .await
+                .map(|()| Reply::Done),
+            Op::FifoPutEntry(entry) => self.fifo_put_entry(key, entry).await.map(|()| Reply::Done),
+            Op::FifoGrant {
+                fields,
+                guid,
+                ticket,
+                position,
+                waited_out,
+            } => self
+                .fifo_grant(key, fields, guid, ticket, position, waited_out)
+                .await
+                .map(|()| Reply::Done),
+            Op::FifoFinishEntry { guids, new_guid } => {
+                self.fifo_finish_entry(key, guids, new_guid).await.map(|()| Reply::Done)
+            }
+            Op::FifoDeleteFinished => self.fifo_delete_finished(key).await.map(|()| Reply::Done),
+            Op::FifoTouchEntry { ttl } => self.fifo_touch_entry(key, ttl).await.map(|()| Reply::Done),
+        }
+    }
+}
+
+/// Each operation's DynamoDB request: its condition and update expressions, and what the
+/// reply is read for.
+impl HttpStore {
     async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         let mut b = Body::new(&self.table.name);
         b.item("Key", &self.table, key, &[]);

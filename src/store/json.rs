@@ -109,7 +109,7 @@ fn attr(w: JsonValueWriter<'_>, v: &Attr<'_>) {
 
 /// What a response body says, in the parts the lock protocol reads.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Reply {
+pub struct Response {
     /// `"Item"` (GetItem, or a failed condition with `ALL_OLD`) or `"Attributes"` (UpdateItem
     /// with `ReturnValues`), decoded.
     pub record: Option<LockRecord>,
@@ -121,8 +121,8 @@ pub struct Reply {
 type Tokens<'a> = std::iter::Peekable<aws_smithy_json::deserialize::JsonTokenIterator<'a>>;
 type JsonError = aws_smithy_json::deserialize::error::DeserializeError;
 
-pub fn read_reply(body: &[u8]) -> Result<Reply, JsonError> {
-    let mut reply = Reply::default();
+pub fn read_response(body: &[u8]) -> Result<Response, JsonError> {
+    let mut reply = Response::default();
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(reply);
     }
@@ -274,7 +274,7 @@ mod tests {
             "leaseDurationMs":{"N":"1"},"other":{"M":{"x":{"L":[{"N":"1"},{"BOOL":true},{"NULL":true}]}}},
             "lockAcquiredTimeUnixMs":{"S":"not a number"},"lockWaitingUnixMs":{"N":"17"},
             "lockWaiter":{"S":"w1"},"lockWaitingSinceUnixMs":{"N":"12"}},"ConsumedCapacity":null}"#;
-        let r = read_reply(body).unwrap();
+        let r = read_response(body).unwrap();
         assert_eq!(
             r.record,
             Some(LockRecord {
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn replies_yield_the_fifo_counters_of_a_head_item() {
         let body = br#"{"Attributes":{"fencingToken":{"N":"7"},"ticketNext":{"N":"9"},"queueNext":{"N":"4"},"queueGranted":{"N":"2"},"ttl":{"N":"5"}}}"#;
-        let r = read_reply(body).unwrap().record.unwrap();
+        let r = read_response(body).unwrap().record.unwrap();
         assert_eq!(
             (r.fencing_token, r.ticket_next(), r.queue_next(), r.queue_granted()),
             (Some(7), Some(9), Some(4), Some(2))
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn replies_name_the_attributes_they_hold_in_a_refused_form() {
-        let r = read_reply(br#"{"Item":{"fencingToken":{"N":"-5"},"guid":{"S":"abc"},"owner":{"N":"3"}}}"#)
+        let r = read_response(br#"{"Item":{"fencingToken":{"N":"-5"},"guid":{"S":"abc"},"owner":{"N":"3"}}}"#)
             .unwrap()
             .record
             .unwrap();
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(r.owner, None);
         let m = r.malformed.unwrap();
         assert_eq!((m.attribute, m.found.as_str()), (item::FENCING_TOKEN, "the number -5"));
-        let r = read_reply(br#"{"Item":{"guid":{"BOOL":true},"fencingToken":{"S":"7"}}}"#)
+        let r = read_response(br#"{"Item":{"guid":{"BOOL":true},"fencingToken":{"S":"7"}}}"#)
             .unwrap()
             .record
             .unwrap();
@@ -321,7 +321,7 @@ mod tests {
             r.malformed.map(|m| (m.attribute, m.found)),
             Some((item::GUID, "a value of type BOOL".into()))
         );
-        let r = read_reply(br#"{"Item":{"fencingToken":{"SS":["1"]}}}"#)
+        let r = read_response(br#"{"Item":{"fencingToken":{"SS":["1"]}}}"#)
             .unwrap()
             .record
             .unwrap();
@@ -330,17 +330,17 @@ mod tests {
 
     #[test]
     fn replies_yield_lock_data_as_string_or_binary() {
-        let r = read_reply(br#"{"Item":{"lockData":{"S":"h\u00e9"}}}"#)
+        let r = read_response(br#"{"Item":{"lockData":{"S":"h\u00e9"}}}"#)
             .unwrap()
             .record
             .unwrap();
         assert_eq!(r.data.as_deref(), Some(&item::LockData::S("hé".into())));
-        let r = read_reply(br#"{"Item":{"lockData":{"B":"AQID"}}}"#)
+        let r = read_response(br#"{"Item":{"lockData":{"B":"AQID"}}}"#)
             .unwrap()
             .record
             .unwrap();
         assert_eq!(r.data.as_deref(), Some(&item::LockData::B(vec![1, 2, 3])));
-        let r = read_reply(br#"{"Item":{"lockData":{"N":"1"},"owner":{"S":"o"}}}"#)
+        let r = read_response(br#"{"Item":{"lockData":{"N":"1"},"owner":{"S":"o"}}}"#)
             .unwrap()
             .record
             .unwrap();
@@ -350,16 +350,16 @@ mod tests {
     #[test]
     fn error_replies_give_name_message_and_old_item() {
         let body = br#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed","Item":{"guid":{"B":"AQ=="}}}"#;
-        let r = read_reply(body).unwrap();
+        let r = read_response(body).unwrap();
         assert_eq!(r.error_type.as_deref(), Some("ConditionalCheckFailedException"));
         assert_eq!(r.message.as_deref(), Some("The conditional request failed"));
         assert_eq!(r.record.unwrap().guid, Some(item::GuidValue::B(vec![1])));
-        let r = read_reply(br#"{"__type":"ThrottlingException","Message":"slow"}"#).unwrap();
+        let r = read_response(br#"{"__type":"ThrottlingException","Message":"slow"}"#).unwrap();
         assert_eq!(r.error_type.as_deref(), Some("ThrottlingException"));
         assert_eq!(r.message.as_deref(), Some("slow"));
-        assert_eq!(read_reply(b"{}").unwrap(), Reply::default());
-        assert_eq!(read_reply(b"").unwrap(), Reply::default());
-        assert!(read_reply(b"<html>").is_err());
-        assert!(read_reply(br#"{"Item":[1]}"#).is_err());
+        assert_eq!(read_response(b"{}").unwrap(), Response::default());
+        assert_eq!(read_response(b"").unwrap(), Response::default());
+        assert!(read_response(b"<html>").is_err());
+        assert!(read_response(br#"{"Item":[1]}"#).is_err());
     }
 }

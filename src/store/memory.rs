@@ -1,7 +1,7 @@
-//! An in-memory `Store` for unit tests and the agreement test (`src/agreement`): each
-//! method is one of the core's operations (`dynamodb_lock_core::op::Op`), applied to the item
-//! through `op::apply`, the same conditions as DynamoDB's; plus scripted faults (errors before
-//! or after the write is applied, hung requests, delays) and a request log.
+//! An in-memory `Store` for unit tests and the agreement test (`src/agreement`): it applies
+//! each of the core's operations (`dynamodb_lock_core::op::Op`) to the item through
+//! `op::apply`, the conditions the model checks; plus scripted faults (errors before or after
+//! the write is applied, hung requests, delays) and a request log.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -10,9 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dynamodb_lock_core::op::{self, Op, Reply};
 
-use super::{Entry, OpenFields, Store, Ttl, WaitMark};
+use super::Store;
 use crate::error::StoreError;
-use crate::item::{Guid, LockData, LockKey, LockRecord, Version};
+use crate::item::{LockKey, LockRecord};
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -86,7 +86,7 @@ impl MemoryStore {
         &self,
         name: &'static str,
         key: &LockKey,
-        op: Op<'_, LockRecord>,
+        op: &Op<'_, LockRecord>,
     ) -> Result<Reply<LockRecord>, StoreError> {
         self.log.lock().unwrap().push(name);
         let fault = self.take_fault(name);
@@ -98,7 +98,7 @@ impl MemoryStore {
         }
         let result = {
             let mut items = self.items.lock().unwrap();
-            match op::apply(&op, items.get(key).cloned()) {
+            match op::apply(op, items.get(key).cloned()) {
                 (_, Reply::Refused(before)) => Err(StoreError::ConditionFailed {
                     current: self.returns_old.then(|| before.map(Box::new)),
                 }),
@@ -134,217 +134,35 @@ fn written_now() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The reply of an operation that answers with nothing.
-fn done(r: Reply<LockRecord>) {
-    debug_assert!(matches!(r, Reply::Done), "{r:?}");
-}
-
-fn token(r: Reply<LockRecord>) -> u64 {
-    match r {
-        Reply::Token(t) => t,
-        other => panic!("a token was due: {other:?}"),
-    }
-}
-
-fn before(r: Reply<LockRecord>) -> Option<LockRecord> {
-    match r {
-        Reply::Before(b) => b,
-        other => panic!("the item before was due: {other:?}"),
-    }
-}
-
-fn waiting_mark(r: Reply<LockRecord>) -> Option<u64> {
-    match r {
-        Reply::WaitingMark(m) => m,
-        other => panic!("a waiting mark was due: {other:?}"),
+/// The name an operation is logged and faulted by.
+fn name(op: &Op<'_, LockRecord>) -> &'static str {
+    match op {
+        Op::Get => "get",
+        Op::PutIfAbsent { .. } => "put",
+        Op::DeleteIfGuid { .. } => "delete",
+        Op::Take { .. } => "take",
+        Op::HandOver { .. } => "handover",
+        Op::Renew { .. } => "renew",
+        Op::PutItem { .. } => "put_item",
+        Op::Release { .. } => "release",
+        Op::SetData { .. } => "set_data",
+        Op::MarkWaiting(_) => "mark",
+        Op::FifoTakeFree { .. } => "fifo_take",
+        Op::FifoTicket => "ticket",
+        Op::FifoReserve { .. } => "reserve",
+        Op::FifoUntake { .. } => "untake",
+        Op::FifoPutEntry(_) => "enqueue",
+        Op::FifoGrant { .. } => "grant",
+        Op::FifoFinishEntry { .. } => "finish",
+        Op::FifoDeleteFinished => "delete_finished",
+        Op::FifoTouchEntry { .. } => "touch",
     }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.run("get", key, Op::Get).await.map(before)
-    }
-
-    async fn put_if_absent(
-        &self,
-        key: &LockKey,
-        owner: &str,
-        guid: &Guid,
-        data: Option<&LockData>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        let op = Op::PutIfAbsent { owner, guid, data, ttl };
-        self.run("put", key, op).await.map(done)
-    }
-
-    async fn set_data(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        data: Option<&LockData>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        self.run("set_data", key, Op::SetData { guids, data, ttl })
-            .await
-            .map(done)
-    }
-
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
-        self.run("delete", key, Op::DeleteIfGuid { guids })
-            .await
-            .map(waiting_mark)
-    }
-
-    async fn take(
-        &self,
-        key: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        waited_out: Option<&Version>,
-        clear_mark: bool,
-    ) -> Result<u64, StoreError> {
-        let op = Op::Take {
-            fields,
-            guid,
-            waited_out,
-            clear_mark,
-        };
-        self.run("take", key, op).await.map(token)
-    }
-
-    async fn put_item(&self, key: &LockKey, w: &super::WholeItem<'_>) -> Result<(), StoreError> {
-        let op = Op::PutItem {
-            owner: w.owner,
-            guid: w.guid,
-            fencing_token: w.fencing_token,
-            lease_duration_ms: w.lease_duration_ms,
-            lock_acquired_time_unix_ms: w.lock_acquired_time_unix_ms,
-            expect: w.expect,
-        };
-        self.run("put_item", key, op).await.map(done)
-    }
-
-    async fn renew(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        new_guid: &Guid,
-        fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError> {
-        let op = Op::Renew {
-            guids,
-            new_guid,
-            fields,
-        };
-        self.run("renew", key, op).await.map(done)
-    }
-
-    async fn release(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        lock_acquired_time_unix_ms: Option<u64>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        let op = Op::Release {
-            guids,
-            lock_acquired_time_unix_ms,
-            ttl,
-        };
-        self.run("release", key, op).await.map(waiting_mark)
-    }
-
-    async fn hand_over(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        new_guid: &Guid,
-        fields: Option<&OpenFields<'_>>,
-        marks_fresh_since_unix_ms: u64,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        let op = Op::HandOver {
-            guids,
-            new_guid,
-            fields,
-            marks_fresh_since_unix_ms,
-            ttl,
-        };
-        self.run("handover", key, op).await.map(|r| match r {
-            Reply::HandedOver(t) => t,
-            other => panic!("a hand-over's token was due: {other:?}"),
-        })
-    }
-
-    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
-        self.run("fifo_take", head, Op::FifoTakeFree { fields, guid })
-            .await
-            .map(token)
-    }
-
-    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        self.run("ticket", head, Op::FifoTicket).await.map(before)
-    }
-
-    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        self.run("reserve", head, Op::FifoReserve { ticket }).await.map(before)
-    }
-
-    async fn fifo_untake(
-        &self,
-        head: &LockKey,
-        ticket: u64,
-        position: u64,
-        previous_ticket: u64,
-    ) -> Result<(), StoreError> {
-        let op = Op::FifoUntake {
-            ticket,
-            position,
-            previous_ticket,
-        };
-        self.run("untake", head, op).await.map(done)
-    }
-
-    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
-        self.run("enqueue", key, Op::FifoPutEntry(entry)).await.map(done)
-    }
-
-    async fn fifo_grant(
-        &self,
-        head: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        ticket: u64,
-        position: u64,
-        waited_out: Option<&Version>,
-    ) -> Result<(), StoreError> {
-        let op = Op::FifoGrant {
-            fields,
-            guid,
-            ticket,
-            position,
-            waited_out,
-        };
-        self.run("grant", head, op).await.map(done)
-    }
-
-    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
-        self.run("finish", key, Op::FifoFinishEntry { guids, new_guid })
-            .await
-            .map(done)
-    }
-
-    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
-        self.run("delete_finished", key, Op::FifoDeleteFinished).await.map(done)
-    }
-
-    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
-        self.run("touch", key, Op::FifoTouchEntry { ttl }).await.map(done)
-    }
-
-    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        self.run("mark", key, Op::MarkWaiting(mark)).await.map(done)
+    async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
+        self.run(name(op), key, op).await
     }
 }
 
@@ -367,7 +185,7 @@ mod model_agreement {
     use super::MemoryStore;
     use crate::error::StoreError;
     use crate::item::{Guid, GuidValue, LockRecord, QueueCounters, Version, RELEASED_LEASE_MS};
-    use crate::store::{OpenFields, Store};
+    use crate::store::{OpenFields, StoreOps};
     use crate::testkit::key;
 
     fn guid(g: G) -> Guid {

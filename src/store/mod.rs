@@ -1,13 +1,15 @@
-//! The `Store` trait: the few conditional operations the lock protocol needs, whatever carries
-//! them. Each method is one of the core's operations (`dynamodb_lock_core::op::Op`), whose
-//! conditions `op::apply` states. `http.rs` speaks DynamoDB's HTTP API, stating the same
-//! conditions as condition expressions (bodies in `json.rs`, signatures in `sigv4.rs`,
-//! connections in `transport.rs`); `memory.rs` (unit tests, and the agreement test on real
-//! engines) keeps items in a map, applies each operation through `op::apply`, and injects
-//! faults. `attempt` wraps any operation with
-//! per-attempt timeouts and bounded, jittered retries of transient failures, and remembers
-//! whether a failed attempt may have been applied, so callers can resolve ambiguous outcomes
-//! by reading.
+//! The `Store` trait: where the core's operations (`dynamodb_lock_core::op::Op`) meet a
+//! carrier. A store has one method, `apply`: one operation on the item at one key, in one
+//! request, answered as `op::apply` answers. `StoreOps` names each operation for the code that
+//! sends it. `http.rs` is the one translation of every `Op` into DynamoDB's HTTP API, stating
+//! `op::allowed` and `op::apply` as condition and update expressions (bodies in `json.rs`,
+//! signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the original
+//! library's operations through a user's `dynamodb` object and refuses the others by name;
+//! `memory.rs` (unit tests, and the agreement test on real engines) keeps items in a map,
+//! applies each operation through `op::apply`, and injects faults. `attempt` wraps any
+//! operation with per-attempt timeouts and bounded, jittered retries of transient failures,
+//! and remembers whether a failed attempt may have been applied, so callers can resolve
+//! ambiguous outcomes by reading.
 
 use std::future::Future;
 use std::time::Duration;
@@ -30,7 +32,7 @@ mod sigv4;
 mod transport;
 pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
-pub use dynamodb_lock_core::op::{Entry, Expect, OpenFields, Ttl, WaitMark};
+pub use dynamodb_lock_core::op::{Entry, Expect, Op, OpenFields, Reply, Ttl, WaitMark};
 
 /// A put of the whole FailOpen item, as the original library writes it
 /// (`dynamodb_lock_core::original`): an acquisition, a heartbeat or a release.
@@ -44,10 +46,23 @@ pub struct WholeItem<'a> {
     pub expect: &'a Expect<Guid, Version>,
 }
 
+/// A store of lock items: it applies one of the core's operations (`op::Op`) to the item at a
+/// key, in one request, with the conditions `op::apply` states, and answers as `op::apply`
+/// does. A refused condition is `StoreError::ConditionFailed`, carrying the item as it was when
+/// the store returns it (never `Reply::Refused`). An operation the store cannot carry is
+/// `NotSupported`.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError>;
+}
+
+/// Each operation by name: `Store::apply` of its `Op`, and the part of the reply it answers.
+#[async_trait]
+pub trait StoreOps: Store {
     /// Strongly consistent read of the lock item.
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError>;
+    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        self.apply(key, &Op::Get).await.and_then(before)
+    }
 
     /// FailClosed acquisition: write `{key, owner, guid}` (and the holder's data and the TTL
     /// attribute, when given) if no item exists.
@@ -58,11 +73,18 @@ pub trait Store: Send + Sync + 'static {
         guid: &Guid,
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::PutIfAbsent { owner, guid, data, ttl };
+        self.apply(key, &op).await.and_then(done)
+    }
 
     /// FailClosed release: delete the item if its `guid` is one of `guids`. Returns the
     /// item's `lockWaitingUnixMs` as it was.
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError>;
+    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
+        self.apply(key, &Op::DeleteIfGuid { guids })
+            .await
+            .and_then(waiting_mark)
+    }
 
     /// FailOpen acquisition in one request: set owner, `guid`, lease and `fencingToken + 1`
     /// if the item is absent, released, or still carries `waited_out`. Returns the new token.
@@ -74,7 +96,15 @@ pub trait Store: Send + Sync + 'static {
         guid: &Guid,
         waited_out: Option<&Version>,
         clear_mark: bool,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, StoreError> {
+        let op = Op::Take {
+            fields,
+            guid,
+            waited_out,
+            clear_mark,
+        };
+        self.apply(key, &op).await.and_then(token)
+    }
 
     /// Hands a held lock from one acquisition of this client to the next: rotate `guid` to
     /// `new_guid` if it is one of `guids` and no waiter marked the item at or after
@@ -90,27 +120,49 @@ pub trait Store: Send + Sync + 'static {
         fields: Option<&OpenFields<'_>>,
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError>;
-
-    /// A put of the whole FailOpen item on `item.expect` (the original's request sequence,
-    /// for a store without `UpdateItem`). Only the user-object store sends it.
-    async fn put_item(&self, _key: &LockKey, _item: &WholeItem<'_>) -> Result<(), StoreError> {
-        Err(StoreError::Service {
-            code: "NotSupported".into(),
-            message: "this store writes the lock item with UpdateItem".into(),
-            transient: false,
-            maybe_applied: false,
-        })
+    ) -> Result<Option<u64>, StoreError> {
+        let op = Op::HandOver {
+            guids,
+            new_guid,
+            fields,
+            marks_fresh_since_unix_ms,
+            ttl,
+        };
+        match self.apply(key, &op).await? {
+            Reply::HandedOver(t) => Ok(t),
+            other => Err(unexpected("HandOver", &other)),
+        }
     }
 
-    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids`.
+    /// A put of the whole FailOpen item on `item.expect` (the original's request sequence,
+    /// for a store without `UpdateItem`). Only the user-object store carries it.
+    async fn put_item(&self, key: &LockKey, w: &WholeItem<'_>) -> Result<(), StoreError> {
+        let op = Op::PutItem {
+            owner: w.owner,
+            guid: w.guid,
+            fencing_token: w.fencing_token,
+            lease_duration_ms: w.lease_duration_ms,
+            lock_acquired_time_unix_ms: w.lock_acquired_time_unix_ms,
+            expect: w.expect,
+        };
+        self.apply(key, &op).await.and_then(done)
+    }
+
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids` and held.
     async fn renew(
         &self,
         key: &LockKey,
         guids: &[Guid],
         new_guid: &Guid,
         fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::Renew {
+            guids,
+            new_guid,
+            fields,
+        };
+        self.apply(key, &op).await.and_then(done)
+    }
 
     /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and
     /// its `fencingToken` stay (with `ttl`, until DynamoDB deletes it). Returns the item's
@@ -121,7 +173,14 @@ pub trait Store: Send + Sync + 'static {
         guids: &[Guid],
         lock_acquired_time_unix_ms: Option<u64>,
         ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError>;
+    ) -> Result<Option<u64>, StoreError> {
+        let op = Op::Release {
+            guids,
+            lock_acquired_time_unix_ms,
+            ttl,
+        };
+        self.apply(key, &op).await.and_then(waiting_mark)
+    }
 
     /// `lock.update({ data })`: set (or, with `None`, remove) the holder's data if `guid` is
     /// one of `guids`; `guid` itself is not rotated. Writes `ttl` too, when given.
@@ -131,26 +190,38 @@ pub trait Store: Send + Sync + 'static {
         guids: &[Guid],
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.apply(key, &Op::SetData { guids, data, ttl }).await.and_then(done)
+    }
 
     /// A waiter puts itself first in line on the item, if there is one, and the place is
     /// free, stale, already its own, or held by a waiter that started waiting later. A failed
     /// condition means another waiter is first.
-    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError>;
+    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
+        self.apply(key, &Op::MarkWaiting(mark)).await.and_then(done)
+    }
 
     /// Fifo, uncontended: take the head item if it is free (absent, or released) and no
     /// ticket is outstanding (`ticketNext` absent or equal to `fencingToken`). The ticket and
     /// the token become `ticketNext + 1` (from `fencingToken`, or 0, when absent), and
     /// `queueGranted` becomes `queueNext`. Returns the token.
-    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError>;
+    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
+        self.apply(head, &Op::FifoTakeFree { fields, guid })
+            .await
+            .and_then(token)
+    }
 
     /// Fifo: take the next ticket and queue position (`ticketNext + 1`, `queueNext + 1`),
     /// unconditionally. Returns the head item as it was before.
-    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError>;
+    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
+        self.apply(head, &Op::FifoTicket).await.and_then(before)
+    }
 
     /// Fifo, several resources: set `ticketNext` to `ticket` and take the next queue position,
     /// if every ticket issued for this resource is lower. Returns the head item as it was.
-    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError>;
+    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
+        self.apply(head, &Op::FifoReserve { ticket }).await.and_then(before)
+    }
 
     /// Fifo: give back ticket `ticket` at queue position `position`, if both are still the
     /// last issued: `ticketNext` becomes `previous_ticket`, `queueNext` `position - 1`.
@@ -160,10 +231,19 @@ pub trait Store: Send + Sync + 'static {
         ticket: u64,
         position: u64,
         previous_ticket: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::FifoUntake {
+            ticket,
+            position,
+            previous_ticket,
+        };
+        self.apply(head, &op).await.and_then(done)
+    }
 
     /// Fifo: write a queue entry if there is none at `key`.
-    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError>;
+    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
+        self.apply(key, &Op::FifoPutEntry(entry)).await.and_then(done)
+    }
 
     /// Fifo: grant the head item to `ticket` (queue position `position`): set owner, `guid`,
     /// lease, `fencingToken = ticket`, `queueGranted = position`, if the item is free (or
@@ -176,17 +256,85 @@ pub trait Store: Send + Sync + 'static {
         ticket: u64,
         position: u64,
         waited_out: Option<&Version>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let op = Op::FifoGrant {
+            fields,
+            guid,
+            ticket,
+            position,
+            waited_out,
+        };
+        self.apply(head, &op).await.and_then(done)
+    }
 
     /// Fifo: mark a queue entry finished (`leaseDurationMs` 1, `guid` rotated to `new_guid`
     /// so that its owner's heartbeats fail) if its `guid` is one of `guids`.
-    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError>;
+    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
+        self.apply(key, &Op::FifoFinishEntry { guids, new_guid })
+            .await
+            .and_then(done)
+    }
 
     /// Fifo: delete a queue entry if it is finished.
-    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError>;
+    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
+        self.apply(key, &Op::FifoDeleteFinished).await.and_then(done)
+    }
 
     /// Fifo: move a live queue entry's TTL attribute to `ttl` (Unix seconds).
-    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError>;
+    async fn fifo_touch_entry(&self, key: &LockKey, ttl: Ttl<'_>) -> Result<(), StoreError> {
+        self.apply(key, &Op::FifoTouchEntry { ttl }).await.and_then(done)
+    }
+}
+
+impl<S: Store + ?Sized> StoreOps for S {}
+
+/// A reply of another kind than the operation answers: a store that does not keep to
+/// `op::apply`'s replies.
+fn unexpected(op: &str, reply: &Reply<LockRecord>) -> StoreError {
+    StoreError::Service {
+        code: "InvalidResponse".into(),
+        message: format!("the store answered {op} with {reply:?}"),
+        transient: false,
+        maybe_applied: true,
+    }
+}
+
+fn done(r: Reply<LockRecord>) -> Result<(), StoreError> {
+    match r {
+        Reply::Done => Ok(()),
+        other => Err(unexpected("a write", &other)),
+    }
+}
+
+fn token(r: Reply<LockRecord>) -> Result<u64, StoreError> {
+    match r {
+        Reply::Token(t) => Ok(t),
+        other => Err(unexpected("a write that raises the token", &other)),
+    }
+}
+
+fn before(r: Reply<LockRecord>) -> Result<Option<LockRecord>, StoreError> {
+    match r {
+        Reply::Before(b) => Ok(b),
+        other => Err(unexpected("a read", &other)),
+    }
+}
+
+fn waiting_mark(r: Reply<LockRecord>) -> Result<Option<u64>, StoreError> {
+    match r {
+        Reply::WaitingMark(m) => Ok(m),
+        other => Err(unexpected("a release", &other)),
+    }
+}
+
+/// An operation a store cannot carry.
+pub fn not_supported(message: String) -> StoreError {
+    StoreError::Service {
+        code: "NotSupported".into(),
+        message,
+        transient: false,
+        maybe_applied: false,
+    }
 }
 
 /// How hard to try one logical operation.

@@ -20,9 +20,9 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{sys, JsValue, Status};
 use napi_derive::napi;
 
-use super::{Entry, OpenFields, Store, Ttl, WaitMark, WholeItem};
+use super::{not_supported, Op, Reply, Store, WholeItem};
 use crate::error::StoreError;
-use crate::item::{Found, Guid, GuidValue, KeyValue, LockData, LockKey, LockRecord, TableSpec, Version};
+use crate::item::{Found, Guid, GuidValue, KeyValue, LockKey, LockRecord, TableSpec};
 use crate::stats::{Outcome, Stats};
 
 /// A JavaScript value as a request's parameters hold it: strings, numbers, Buffers and objects
@@ -334,158 +334,76 @@ impl ObjectStore {
     }
 }
 
+/// An operation a dynamodb object of `get`, `put` and `delete` cannot carry.
 fn unsupported(what: &str) -> StoreError {
-    StoreError::Service {
-        code: "NotSupported".into(),
-        message: format!("{what} needs the native transport: a dynamodb object of get/put/delete has no UpdateItem"),
-        transient: false,
-        maybe_applied: false,
-    }
+    not_supported(format!(
+        "{what} needs the native transport: a dynamodb object of get/put/delete has no UpdateItem"
+    ))
 }
 
+/// The original library's requests, the only ones a dynamodb object of `get`, `put` and
+/// `delete` can carry: a read, the FailClosed put and delete, and the whole-item put of
+/// FailOpen acquisitions, heartbeats and releases (`dynamodb_lock_core::original`).
 #[async_trait]
 impl Store for ObjectStore {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        Ok(self.call("get", "GetItem", self.params.get(key)).await?.map(record))
-    }
-
-    async fn put_if_absent(
-        &self,
-        key: &LockKey,
-        owner: &str,
-        guid: &Guid,
-        _data: Option<&LockData>,
-        _ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        self.call("put", "PutItem", self.params.put_if_absent(key, owner, guid))
-            .await
-            .map(drop)
-    }
-
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
-        let guid = guids.first().ok_or_else(|| unsupported("a release without a guid"))?;
-        self.call("delete", "DeleteItem", self.params.delete_if_guid(key, guid))
-            .await
-            .map(|_| None)
-    }
-
-    async fn put_item(&self, key: &LockKey, item: &WholeItem<'_>) -> Result<(), StoreError> {
-        self.call("put", "PutItem", self.params.put_item(key, item))
-            .await
-            .map(drop)
-    }
-
-    async fn take(
-        &self,
-        _key: &LockKey,
-        _fields: &OpenFields<'_>,
-        _guid: &Guid,
-        _waited_out: Option<&Version>,
-        _clear_mark: bool,
-    ) -> Result<u64, StoreError> {
-        Err(unsupported("a one-request FailOpen acquisition"))
-    }
-
-    async fn hand_over(
-        &self,
-        _key: &LockKey,
-        _guids: &[Guid],
-        _new_guid: &Guid,
-        _fields: Option<&OpenFields<'_>>,
-        _marks_fresh_since_unix_ms: u64,
-        _ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        Err(unsupported("a hand-over"))
-    }
-
-    async fn renew(
-        &self,
-        _key: &LockKey,
-        _guids: &[Guid],
-        _new_guid: &Guid,
-        _fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError> {
-        Err(unsupported("an UpdateItem heartbeat"))
-    }
-
-    async fn release(
-        &self,
-        _key: &LockKey,
-        _guids: &[Guid],
-        _lock_acquired_time_unix_ms: Option<u64>,
-        _ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        Err(unsupported("an UpdateItem release"))
-    }
-
-    async fn set_data(
-        &self,
-        _key: &LockKey,
-        _guids: &[Guid],
-        _data: Option<&LockData>,
-        _ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        Err(unsupported("lock.update"))
-    }
-
-    async fn mark_waiting(&self, _key: &LockKey, _mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        Err(unsupported("the first-in-line mark"))
-    }
-
-    async fn fifo_take_free(&self, _head: &LockKey, _fields: &OpenFields<'_>, _guid: &Guid) -> Result<u64, StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_ticket(&self, _head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_reserve(&self, _head: &LockKey, _ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_untake(
-        &self,
-        _head: &LockKey,
-        _ticket: u64,
-        _position: u64,
-        _previous_ticket: u64,
-    ) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_put_entry(&self, _key: &LockKey, _entry: &Entry<'_>) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_grant(
-        &self,
-        _head: &LockKey,
-        _fields: &OpenFields<'_>,
-        _guid: &Guid,
-        _ticket: u64,
-        _position: u64,
-        _waited_out: Option<&Version>,
-    ) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_finish_entry(&self, _key: &LockKey, _guids: &[Guid], _new_guid: &Guid) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_delete_finished(&self, _key: &LockKey) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
-    }
-
-    async fn fifo_touch_entry(&self, _key: &LockKey, _ttl: (&str, u64)) -> Result<(), StoreError> {
-        Err(unsupported("Fifo"))
+    async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
+        match *op {
+            Op::Get => Ok(Reply::Before(
+                self.call("get", "GetItem", self.params.get(key)).await?.map(record),
+            )),
+            Op::PutIfAbsent { owner, guid, .. } => self
+                .call("put", "PutItem", self.params.put_if_absent(key, owner, guid))
+                .await
+                .map(|_| Reply::Done),
+            Op::DeleteIfGuid { guids } => {
+                let guid = guids.first().ok_or_else(|| unsupported("a release without a guid"))?;
+                self.call("delete", "DeleteItem", self.params.delete_if_guid(key, guid))
+                    .await
+                    .map(|_| Reply::WaitingMark(None))
+            }
+            Op::PutItem {
+                owner,
+                guid,
+                fencing_token,
+                lease_duration_ms,
+                lock_acquired_time_unix_ms,
+                expect,
+            } => {
+                let w = WholeItem {
+                    owner,
+                    guid,
+                    fencing_token,
+                    lease_duration_ms,
+                    lock_acquired_time_unix_ms,
+                    expect,
+                };
+                self.call("put", "PutItem", self.params.put_item(key, &w))
+                    .await
+                    .map(|_| Reply::Done)
+            }
+            Op::Take { .. } => Err(unsupported("a one-request FailOpen acquisition")),
+            Op::HandOver { .. } => Err(unsupported("a hand-over")),
+            Op::Renew { .. } => Err(unsupported("an UpdateItem heartbeat")),
+            Op::Release { .. } => Err(unsupported("an UpdateItem release")),
+            Op::SetData { .. } => Err(unsupported("lock.update")),
+            Op::MarkWaiting(_) => Err(unsupported("the first-in-line mark")),
+            Op::FifoTakeFree { .. }
+            | Op::FifoTicket
+            | Op::FifoReserve { .. }
+            | Op::FifoUntake { .. }
+            | Op::FifoPutEntry(_)
+            | Op::FifoGrant { .. }
+            | Op::FifoFinishEntry { .. }
+            | Op::FifoDeleteFinished
+            | Op::FifoTouchEntry { .. } => Err(unsupported("Fifo")),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::item::Version;
 
     fn params(sort: bool) -> Params {
         Params {

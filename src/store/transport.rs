@@ -72,7 +72,7 @@ impl std::fmt::Display for TransportError {
 }
 
 /// A reply: its status, its `Date` header (for clock-skew errors) and its body.
-pub struct Reply {
+pub struct HttpResponse {
     pub status: u16,
     pub date: Option<String>,
     pub body: Bytes,
@@ -254,7 +254,7 @@ impl Transport {
     }
 
     /// Sends `request` and reads the whole reply, checking its `x-amz-crc32`.
-    pub async fn send(&self, mut request: http::Request<Full<Bytes>>) -> Result<Reply, TransportError> {
+    pub async fn send(&self, mut request: http::Request<Full<Bytes>>) -> Result<HttpResponse, TransportError> {
         // The semaphore is never closed.
         let pool = POOL.with(std::cell::Cell::get);
         let _slot = self.slots[pool].acquire().await.ok();
@@ -295,7 +295,7 @@ impl Transport {
                 return Err(TransportError::Checksum { expected, actual });
             }
         }
-        Ok(Reply {
+        Ok(HttpResponse {
             status: parts.status.as_u16(),
             date: header("date").map(str::to_string),
             body,
