@@ -4,8 +4,8 @@
 //! the machine allows it), and feeds back answers, timers, both clocks and random numbers. It
 //! makes no protocol decision.
 
-use dynamodb_lock_core::op::OpenFields;
-use dynamodb_lock_core::request::{Answer, Env, Machine, Reply, Req, Step, Time};
+use dynamodb_lock_core::op::{self, OpenFields};
+use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine, Req, Step, Time};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -13,7 +13,7 @@ use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
-use crate::store::{timed_out, Store, StoreOps, WaitMark, WholeItem};
+use crate::store::{timed_out, Store};
 
 pub type Request = Req<Guid, Version>;
 
@@ -116,10 +116,10 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
     }
 }
 
-/// A store result as the machines read it.
-pub fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreError> {
+/// A store's answer as the machines take it.
+pub fn answer(r: Result<op::Reply<LockRecord>, StoreError>) -> Answer<LockRecord, StoreError> {
     match r {
-        Ok(reply) => Answer::Done(reply),
+        Ok(reply) => answer_of(reply),
         Err(StoreError::ConditionFailed { current }) => Answer::Refused(current.map(|c| c.map(|b| *b))),
         Err(e) if e.is_condition_failed() => Answer::Refused(None),
         Err(error) => Answer::Failed {
@@ -130,91 +130,16 @@ pub fn answer(r: Result<Reply<LockRecord>, StoreError>) -> Answer<LockRecord, St
     }
 }
 
-/// Sends one request, with what the client's settings add to it.
-pub async fn send(to: &Target<'_>, req: &Request) -> Result<Reply<LockRecord>, StoreError> {
-    let (store, key, s) = (to.store, to.key, to.settings);
-    match req {
-        Req::Get => store.get(key).await.map(Reply::Item),
-        Req::PutIfAbsent { guid } => store
-            .put_if_absent(key, &s.owner, guid, to.data, s.ttl_held())
-            .await
-            .map(|()| Reply::Done),
-        Req::DeleteIfGuid { guids } => store.delete_if_guid(key, guids).await.map(Reply::WaitingMark),
-        Req::Take {
-            guid,
-            waited_out,
-            clear_mark,
-            lock_acquired_time_unix_ms,
-        } => {
-            let fields = OpenFields {
-                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
-                data: to.data,
-                ..s.open_fields()
-            };
-            store
-                .take(key, &fields, guid, waited_out.as_ref(), *clear_mark)
-                .await
-                .map(Reply::Token)
-        }
-        Req::Release {
-            guids,
-            lock_acquired_time_unix_ms,
-        } => store
-            .release(key, guids, *lock_acquired_time_unix_ms, s.ttl_released())
-            .await
-            .map(Reply::WaitingMark),
-        Req::HandOver {
-            guids,
-            new_guid,
-            renew,
-            marks_fresh_since_unix_ms,
-        } => {
-            let fields = renew.then(|| s.open_fields());
-            store
-                .hand_over(
-                    key,
-                    guids,
-                    new_guid,
-                    fields.as_ref(),
-                    *marks_fresh_since_unix_ms,
-                    s.ttl_held(),
-                )
-                .await
-                .map(|token| token.map_or(Reply::Done, Reply::Token))
-        }
-        Req::PutItem {
-            guid,
-            fencing_token,
-            lease_duration_ms,
-            lock_acquired_time_unix_ms,
-            expect,
-        } => store
-            .put_item(
-                key,
-                &WholeItem {
-                    owner: &s.owner,
-                    guid,
-                    fencing_token: *fencing_token,
-                    lease_duration_ms: *lease_duration_ms,
-                    lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
-                    expect,
-                },
-            )
-            .await
-            .map(|()| Reply::Done),
-        Req::MarkWaiting {
-            waiter,
-            since_unix_ms,
-            now_unix_ms,
-            stale_before_unix_ms,
-        } => {
-            let mark = WaitMark {
-                waiter,
-                since_unix_ms: *since_unix_ms,
-                now_unix_ms: *now_unix_ms,
-                stale_before_unix_ms: *stale_before_unix_ms,
-            };
-            store.mark_waiting(key, &mark).await.map(|()| Reply::Done)
-        }
-    }
+/// Sends one request as the operation it is, with what the client's settings add to it.
+pub async fn send(to: &Target<'_>, req: &Request) -> Result<op::Reply<LockRecord>, StoreError> {
+    let s = to.settings;
+    let adds = Adds {
+        fields: OpenFields {
+            data: to.data,
+            ..s.open_fields()
+        },
+        ttl_released: s.ttl_released(),
+    };
+    let parts = req.parts(&adds);
+    to.store.apply(to.key, &req.op(&adds, &parts)).await
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dynamodb_lock_core::fifo::{Acquire, Act, Here, Input, Outcome, Request};
+use dynamodb_lock_core::op::{Op, Reply};
 use dynamodb_lock_core::request::Time;
 use futures_util::future::join_all;
 use tokio::sync::futures::Notified;
@@ -409,38 +410,41 @@ impl Driver<'_> {
     }
 }
 
-/// Sends one of the machine's requests to the item it names, with what the client's settings
-/// add to it.
+/// Sends one of the machine's requests to the item it names, as the operation it is, with
+/// what the client's settings add to it.
 async fn send(
     c: &Shared,
     resources: &[KeyValue],
     req: &Request<Guid, Version>,
-) -> Result<dynamodb_lock_core::request::Reply<LockRecord>, StoreError> {
-    use dynamodb_lock_core::request::Reply;
+) -> Result<Reply<LockRecord>, StoreError> {
     let (r, position) = req.place();
     let key = match position {
         None => head_key(&resources[r]),
         Some(p) => entry_key(&resources[r], p),
     };
-    let (store, s) = (&c.store, &c.settings);
-    match req {
-        Request::Get { .. } => store.get(&key).await.map(Reply::Item),
-        Request::TakeFree { guid, .. } => store.fifo_take_free(&key, &fields(c), guid).await.map(Reply::Token),
-        Request::Ticket { .. } => store.fifo_ticket(&key).await.map(Reply::Item),
-        Request::Reserve { ticket, .. } => store.fifo_reserve(&key, *ticket).await.map(Reply::Item),
+    let s = &c.settings;
+    let fields = fields(c);
+    let entry;
+    let guids;
+    let op = match req {
+        Request::Get { .. } => Op::Get,
+        Request::TakeFree { guid, .. } => Op::FifoTakeFree { fields: &fields, guid },
+        Request::Ticket { .. } => Op::FifoTicket,
+        Request::Reserve { ticket, .. } => Op::FifoReserve { ticket: *ticket },
         Request::Untake {
             ticket,
             position,
             previous,
             ..
-        } => store
-            .fifo_untake(&key, *ticket, *position, *previous)
-            .await
-            .map(|()| Reply::Done),
+        } => Op::FifoUntake {
+            ticket: *ticket,
+            position: *position,
+            previous_ticket: *previous,
+        },
         Request::PutEntry {
             guid, ticket, finished, ..
         } => {
-            let e = Entry {
+            entry = Entry {
                 owner: &s.owner,
                 guid,
                 ticket: *ticket,
@@ -450,7 +454,7 @@ async fn send(
                 },
                 ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
             };
-            store.fifo_put_entry(&key, &e).await.map(|()| Reply::Done)
+            Op::FifoPutEntry(&entry)
         }
         Request::Grant {
             guid,
@@ -458,21 +462,34 @@ async fn send(
             position,
             waited_out,
             ..
-        } => store
-            .fifo_grant(&key, &fields(c), guid, *ticket, *position, waited_out.as_ref())
-            .await
-            .map(|()| Reply::Done),
-        Request::FinishEntry { seen, new_guid, .. } => store
-            .fifo_finish_entry(&key, &[*seen], new_guid)
-            .await
-            .map(|()| Reply::Done),
-        Request::TouchEntry { .. } => store
-            .fifo_touch_entry(&key, (&c.fifo.ttl_attribute, entry_ttl(c)))
-            .await
-            .map(|()| Reply::Done),
-        Request::ReleaseHead { guid, .. } => store.release(&key, &[*guid], None, None).await.map(Reply::WaitingMark),
-        Request::DeleteEntry { guids, .. } => store.delete_if_guid(&key, guids).await.map(Reply::WaitingMark),
-    }
+        } => Op::FifoGrant {
+            fields: &fields,
+            guid,
+            ticket: *ticket,
+            position: *position,
+            waited_out: waited_out.as_ref(),
+        },
+        Request::FinishEntry { seen, new_guid, .. } => {
+            guids = [*seen];
+            Op::FifoFinishEntry {
+                guids: &guids,
+                new_guid,
+            }
+        }
+        Request::TouchEntry { .. } => Op::FifoTouchEntry {
+            ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
+        },
+        Request::ReleaseHead { guid, .. } => {
+            guids = [*guid];
+            Op::Release {
+                guids: &guids,
+                lock_acquired_time_unix_ms: None,
+                ttl: None,
+            }
+        }
+        Request::DeleteEntry { guids, .. } => Op::DeleteIfGuid { guids },
+    };
+    c.store.apply(&key, &op).await
 }
 
 #[cfg(test)]

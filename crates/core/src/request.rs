@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::op::{Expect, Record};
+use crate::op::{self, Expect, Op, OpenFields, Record, Ttl, WaitMark};
 use crate::settings::{self, Lock};
 
 /// A point on the caller's monotonic clock, as the time since an origin the caller chooses
@@ -73,6 +73,138 @@ pub enum Req<G, V> {
         now_unix_ms: u64,
         stale_before_unix_ms: u64,
     },
+}
+
+/// What a caller's settings add to its requests when they become operations (`Req::op`):
+/// the holder's fields of its writes (owner, lease, data, TTL attribute, token floor) and the
+/// TTL attribute a FailOpen release writes.
+#[derive(Clone, Debug)]
+pub struct Adds<'a> {
+    pub fields: OpenFields<'a>,
+    pub ttl_released: Option<Ttl<'a>>,
+}
+
+/// What an operation borrows that its request holds in another form (`Req::parts`).
+#[derive(Clone, Debug)]
+pub struct Parts<'a> {
+    fields: OpenFields<'a>,
+    mark: WaitMark<'a>,
+}
+
+impl<G, V> Req<G, V> {
+    /// The pieces `op` borrows: the holder's fields as this request writes them, and a
+    /// waiter's mark.
+    pub fn parts<'a>(&'a self, adds: &Adds<'a>) -> Parts<'a> {
+        let fields = match self {
+            Req::Take {
+                lock_acquired_time_unix_ms,
+                ..
+            } => OpenFields {
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                ..adds.fields.clone()
+            },
+            // The next holder brings its own data, if any, with a write of its own.
+            Req::HandOver { .. } => OpenFields {
+                data: None,
+                ..adds.fields.clone()
+            },
+            _ => adds.fields.clone(),
+        };
+        let mark = match self {
+            Req::MarkWaiting {
+                waiter,
+                since_unix_ms,
+                now_unix_ms,
+                stale_before_unix_ms,
+            } => WaitMark {
+                waiter,
+                since_unix_ms: *since_unix_ms,
+                now_unix_ms: *now_unix_ms,
+                stale_before_unix_ms: *stale_before_unix_ms,
+            },
+            _ => WaitMark {
+                waiter: "",
+                since_unix_ms: 0,
+                now_unix_ms: 0,
+                stale_before_unix_ms: 0,
+            },
+        };
+        Parts { fields, mark }
+    }
+
+    /// The operation this request is, with what the caller adds (`parts` from
+    /// `self.parts(adds)`): the one translation from the machines' requests to the store's
+    /// operations.
+    pub fn op<'a, R: Record<Guid = G, Version = V>>(&'a self, adds: &'a Adds<'a>, parts: &'a Parts<'a>) -> Op<'a, R> {
+        match self {
+            Req::Get => Op::Get,
+            Req::PutIfAbsent { guid } => Op::PutIfAbsent {
+                owner: adds.fields.owner,
+                guid,
+                data: adds.fields.data,
+                ttl: adds.fields.ttl,
+            },
+            Req::DeleteIfGuid { guids } => Op::DeleteIfGuid { guids },
+            Req::Take {
+                guid,
+                waited_out,
+                clear_mark,
+                ..
+            } => Op::Take {
+                fields: &parts.fields,
+                guid,
+                waited_out: waited_out.as_ref(),
+                clear_mark: *clear_mark,
+            },
+            Req::Release {
+                guids,
+                lock_acquired_time_unix_ms,
+            } => Op::Release {
+                guids,
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                ttl: adds.ttl_released,
+            },
+            Req::HandOver {
+                guids,
+                new_guid,
+                renew,
+                marks_fresh_since_unix_ms,
+            } => Op::HandOver {
+                guids,
+                new_guid,
+                fields: renew.then_some(&parts.fields),
+                marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
+                ttl: adds.fields.ttl,
+            },
+            Req::PutItem {
+                guid,
+                fencing_token,
+                lease_duration_ms,
+                lock_acquired_time_unix_ms,
+                expect,
+            } => Op::PutItem {
+                owner: adds.fields.owner,
+                guid,
+                fencing_token: *fencing_token,
+                lease_duration_ms: *lease_duration_ms,
+                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                expect,
+            },
+            Req::MarkWaiting { .. } => Op::MarkWaiting(&parts.mark),
+        }
+    }
+}
+
+/// How an operation's reply reaches a machine: a refusal as `Answer::Refused` with the item
+/// as it was, a hand-over's new token (FailOpen) as a token.
+pub fn answer_of<R, E>(reply: op::Reply<R>) -> Answer<R, E> {
+    match reply {
+        op::Reply::Done | op::Reply::HandedOver(None) => Answer::Done(Reply::Done),
+        op::Reply::Token(t) | op::Reply::HandedOver(Some(t)) => Answer::Done(Reply::Token(t)),
+        op::Reply::Before(i) => Answer::Done(Reply::Item(i)),
+        op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
+        op::Reply::Refused(i) => Answer::Refused(Some(i)),
+    }
 }
 
 /// How an operation ended, as the machines need to know it. `E` is the caller's error, kept
