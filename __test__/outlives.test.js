@@ -113,7 +113,9 @@ for (const name of selectedEngines())
         it("once close() resolves the client sends nothing: held locks' heartbeats and pending acquisitions end with it", async () =>
         {
             env.proxy.clearFaults();
-            const settings = { leaseDurationMs: 1000, heartbeatPeriodMs: 100 };
+            // A lease long enough for 20 acquisitions at once on a busy machine (a grant that
+            // comes after its whole lease is refused as LeaseExpired); heartbeats every 100 ms.
+            const settings = { leaseDurationMs: 4000, heartbeatPeriodMs: 100 };
             const ids = Array.from({ length: 20 }, (_, i) => uniqueId(`after-close-${i}`));
             const busy = Array.from({ length: 10 }, (_, i) => uniqueId(`after-close-busy-${i}`));
             const other = new DynamoDBLockClient.FailOpen(config(env.engine, undefined, Object.assign({ owner: "other" }, settings)));

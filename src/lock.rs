@@ -304,7 +304,7 @@ impl HeldLock {
         let mut policy = s.policy();
         if let Some(until) = self.lease.until() {
             let now = Instant::now();
-            policy.deadline = Some(now + until.saturating_duration_since(now) / 2);
+            policy = policy.until(now + until.saturating_duration_since(now) / 2);
         }
         match attempt(policy, || {
             c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::settings;
+use dynamodb_lock_core::{request, settings};
 use tokio::time::Instant;
 
 use crate::config::Kind;
@@ -140,15 +140,17 @@ impl Settings {
         }
     }
 
+    /// One request's retry policy: the client's attempts (`retryCount`), each given
+    /// `requestTimeoutMs`, as the core states it (`settings::Lock::policy`).
     pub fn policy(&self) -> RetryPolicy {
-        RetryPolicy::new(self.max_attempts, self.request_timeout)
+        RetryPolicy::new(self.protocol().policy(self.max_attempts))
     }
 
     /// Releases try harder than other requests: a lost release leaves a lock held.
     pub fn release_policy(&self) -> RetryPolicy {
         RetryPolicy::new(
-            self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS),
-            self.request_timeout,
+            self.protocol()
+                .policy(self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS)),
         )
     }
 
@@ -156,22 +158,18 @@ impl Settings {
     /// write with its retries, then the release of what it took (or the undoing of a write of
     /// unknown outcome) with its own, each attempt a request timeout at most.
     pub fn close_wait(&self) -> Duration {
-        let attempts = self.max_attempts.max(1) + self.release_policy().max_attempts;
+        let attempts = self.max_attempts.max(1) + self.release_policy().policy.max_attempts;
         self.request_timeout.saturating_mul(attempts)
     }
 
-    /// One operation's time against a silent endpoint: its write attempts end one request
-    /// timeout before `attempts` of them would, which leaves that last timeout to the read
-    /// that settles a write that may have landed. So an operation takes at most `attempts`
-    /// request timeouts, whatever happens.
+    /// The core's budget (`request::Budget`) of a write under `policy` and of the read that
+    /// settles it, from now: at most `attempts` request timeouts, whatever happens.
     pub fn budget_of(&self, policy: RetryPolicy) -> Budget {
-        let start = Instant::now();
-        let n = policy.max_attempts.max(1);
-        let end = start + self.request_timeout.saturating_mul(n);
-        let writes_end = start + self.request_timeout.saturating_mul(n.saturating_sub(1).max(1));
+        let read = self.policy();
+        let b = request::Budget::new(policy.policy, read.policy, policy.time(Instant::now()));
         Budget {
-            writes: policy.until(writes_end),
-            settle: self.policy().until(end),
+            writes: policy.with(b.writes),
+            settle: policy.with(b.settle),
         }
     }
 }

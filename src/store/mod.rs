@@ -15,7 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dynamodb_lock_core::settings;
+use dynamodb_lock_core::request::{Attempts, Policy, Time};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -337,42 +337,48 @@ pub fn not_supported(message: String) -> StoreError {
     }
 }
 
-/// How hard to try one logical operation.
+/// How hard to try one logical operation: the core's retry policy (`request::Policy`: the
+/// attempts, their timeout, the jittered pauses, the deadline), anchored to the instant its
+/// times count from.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub attempt_timeout: Duration,
-    /// No attempt starts, and no attempt runs, past this instant.
-    pub deadline: Option<Instant>,
-    pub base_backoff: Duration,
-    pub max_backoff: Duration,
+    pub policy: Policy,
+    origin: Instant,
 }
 
 impl RetryPolicy {
-    pub fn new(max_attempts: u32, attempt_timeout: Duration) -> Self {
+    /// `policy`, its times counted from now.
+    pub fn new(policy: Policy) -> Self {
         RetryPolicy {
-            max_attempts: max_attempts.max(1),
-            attempt_timeout,
-            deadline: None,
-            base_backoff: settings::RETRY_BASE_BACKOFF,
-            max_backoff: settings::RETRY_MAX_BACKOFF,
+            policy,
+            origin: Instant::now(),
         }
     }
 
     /// The same policy, with no attempt running past `deadline`.
     pub fn until(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
+        self.policy = self.policy.until(self.time(deadline));
         self
     }
 
-    /// Full-jitter exponential backoff before attempt `n` (1-based, n >= 2).
+    /// `policy` in place of this one, its times counted from the same instant.
+    pub fn with(self, policy: Policy) -> Self {
+        RetryPolicy { policy, ..self }
+    }
+
+    /// `at` as the policy's time.
+    pub fn time(&self, at: Instant) -> Time {
+        at.saturating_duration_since(self.origin)
+    }
+
+    /// The policy's time `t` as an instant.
+    pub fn instant(&self, t: Time) -> Instant {
+        self.origin + t
+    }
+
+    /// The pause before attempt `n` (1-based, n >= 2), with fresh jitter.
     pub fn backoff(&self, n: u32) -> Duration {
-        let exp = self
-            .base_backoff
-            .saturating_mul(1u32 << (n - 2).min(16))
-            .min(self.max_backoff);
-        let ms = exp.as_millis() as u64;
-        Duration::from_millis(rand::thread_rng().gen_range(ms / 2..=ms.max(1)))
+        self.policy.backoff(n, rand::thread_rng().gen())
     }
 }
 
@@ -383,27 +389,22 @@ pub struct Failed {
     pub ambiguous: bool,
 }
 
-/// Runs `op` until it succeeds, fails for good, or the policy runs out. Each attempt gets a
-/// timeout (a timed-out attempt may still land: it counts as ambiguous). Condition failures
-/// are returned at once: they are answers, not faults.
-pub async fn attempt<T, F, Fut>(policy: RetryPolicy, mut op: F) -> Result<T, Failed>
+/// Runs `op` until it succeeds, fails for good, or the policy runs out, as the core's
+/// `request::Attempts` decides: each attempt gets a timeout (a timed-out attempt may still
+/// land: it counts as ambiguous); condition failures are returned at once: they are answers,
+/// not faults.
+pub async fn attempt<T, F, Fut>(retry: RetryPolicy, mut op: F) -> Result<T, Failed>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let mut ambiguous = false;
-    let mut n = 0u32;
+    let mut attempts = Attempts::new(retry.policy);
     loop {
-        n += 1;
-        let now = Instant::now();
-        let mut timeout = policy.attempt_timeout;
-        if let Some(deadline) = policy.deadline {
-            timeout = timeout.min(deadline.saturating_duration_since(now));
-        }
-        let result = if timeout.is_zero() {
+        let timeout_at = retry.instant(attempts.send(retry.time(Instant::now())));
+        let result = if timeout_at <= Instant::now() {
             Err(timed_out())
         } else {
-            match tokio::time::timeout(timeout, op()).await {
+            match tokio::time::timeout_at(timeout_at, op()).await {
                 Ok(r) => r,
                 Err(_) => Err(timed_out()),
             }
@@ -412,17 +413,17 @@ where
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
-        ambiguous |= error.maybe_applied();
-        if !error.is_transient() || n >= policy.max_attempts {
-            return Err(Failed { error, ambiguous });
-        }
-        let pause = policy.backoff(n + 1);
-        if let Some(deadline) = policy.deadline {
-            if Instant::now() + pause >= deadline {
-                return Err(Failed { error, ambiguous });
+        let now = retry.time(Instant::now());
+        let random = rand::thread_rng().gen();
+        match attempts.failed(error.is_transient(), error.maybe_applied(), now, random) {
+            Some(at) => tokio::time::sleep_until(retry.instant(at)).await,
+            None => {
+                return Err(Failed {
+                    error,
+                    ambiguous: attempts.ambiguous,
+                })
             }
         }
-        tokio::time::sleep(pause).await;
     }
 }
 
@@ -451,7 +452,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn transient_errors_are_retried_then_reported() {
         let calls = AtomicU32::new(0);
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(3, Duration::from_secs(1)), || async {
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(3, Duration::from_secs(1))), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(throttled())
         })
@@ -465,7 +466,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn condition_failures_are_not_retried() {
         let calls = AtomicU32::new(0);
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(5, Duration::from_secs(1)), || async {
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(5, Duration::from_secs(1))), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(StoreError::condition_failed())
         })
@@ -478,7 +479,7 @@ mod tests {
     async fn a_hung_attempt_times_out_and_is_ambiguous() {
         let calls = AtomicU32::new(0);
         let start = Instant::now();
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(2, Duration::from_millis(100)), || async {
+        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(2, Duration::from_millis(100))), || async {
             if calls.fetch_add(1, Ordering::SeqCst) == 0 {
                 std::future::pending::<()>().await;
             }
@@ -494,7 +495,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn nothing_runs_past_the_deadline() {
         let start = Instant::now();
-        let policy = RetryPolicy::new(100, Duration::from_secs(10)).until(start + Duration::from_millis(300));
+        let policy =
+            RetryPolicy::new(Policy::new(100, Duration::from_secs(10))).until(start + Duration::from_millis(300));
         let r: Result<(), Failed> = attempt(policy, || async {
             std::future::pending::<()>().await;
             Ok(())
