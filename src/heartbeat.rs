@@ -528,18 +528,17 @@ impl Heartbeats {
     /// the write that took the lock was sent, as its lease does: after an answer slower than
     /// the period, the first heartbeat starts at once.
     pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
-        let micros = period.as_micros().max(1) as u64;
-        let offset = Duration::from_micros(rand::thread_rng().gen_range(1..=micros));
         let now = Instant::now();
         let s = &lock.client.settings;
+        let random = rand::thread_rng().gen();
+        let config = beat_config(s, period);
         let due = match lock.lease.until() {
-            // With a period longer than the lease, the first heartbeat may fall after the
-            // lease's end: the core then has it due at the loss moment instead.
+            // The core has it due within the period, and not past the lease's loss moment.
             Some(until) => {
                 let sent = until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
-                sent + machine::due(&beat_config(s, period), offset, until.saturating_duration_since(sent))
+                sent + machine::first_due(&config, random, until.saturating_duration_since(sent))
             }
-            None => now + offset,
+            None => now + machine::first_due(&config, random, Duration::MAX),
         };
         self.schedule(lock, due.max(now));
     }

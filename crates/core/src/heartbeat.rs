@@ -148,6 +148,16 @@ pub fn due(config: &Config, next: Time, until: Time) -> Time {
     next.min(lost_at(config, until))
 }
 
+/// When the first heartbeat of a lock is due, counted from when the write that took it was
+/// sent (its lease counts from then too, and ends at `until`): at a point of the period that
+/// `random` picks, so that locks taken together renew spread evenly over the period, and
+/// never past the loss moment (`due`).
+pub fn first_due(config: &Config, random: u64, until: Time) -> Time {
+    let micros = config.period.as_micros().clamp(1, u128::from(u64::MAX)) as u64;
+    let offset = Duration::from_micros(1 + random % micros);
+    due(config, offset, until)
+}
+
 /// The moment the loss of a lease that ends at `until` is declared: a timer grain early.
 fn lost_at(config: &Config, until: Time) -> Time {
     until.checked_sub(config.timer_grain).unwrap_or(until)
@@ -415,6 +425,23 @@ mod tests {
             timer_grain: ms(1),
             writes_out: MOST_WRITES_OUT,
         }
+    }
+
+    #[test]
+    fn the_first_heartbeat_falls_within_the_period_and_before_the_loss() {
+        let c = config();
+        let spread: Vec<Time> = (0..1000u64).map(|r| first_due(&c, r * 7919, ms(1000))).collect();
+        assert!(
+            spread.iter().all(|d| *d > Duration::ZERO && *d <= c.period),
+            "{spread:?}"
+        );
+        assert!(
+            spread.iter().any(|d| *d < ms(50)) && spread.iter().any(|d| *d > ms(200)),
+            "spread over the period"
+        );
+        // A period longer than the lease: due at the loss moment at the latest.
+        let long = Config { period: ms(1500), ..c };
+        assert!((0..1000u64).all(|r| first_due(&long, r * 7919, ms(1000)) <= ms(999)));
     }
 
     #[test]
