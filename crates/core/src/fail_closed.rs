@@ -178,8 +178,7 @@ where
         match held {
             Some(h) => self.observe(&h, env),
             None => {
-                self.waiting
-                    .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
+                self.waiting.get_or_insert_with(|| Waiting::at(env));
                 self.pause(env)
             }
         }
@@ -191,9 +190,7 @@ where
         if env.cancelled {
             return self.over(Outcome::Aborted);
         }
-        let w = self
-            .waiting
-            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
+        let w = self.waiting.get_or_insert_with(|| Waiting::at(env));
         // Without heartbeats a holder keeps its `guid`: another one is another holder.
         w.pace.seen(held.version(), env.now);
         match w.observe(&self.s, held, env.unix_ms) {

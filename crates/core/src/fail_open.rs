@@ -274,9 +274,7 @@ where
         if env.cancelled {
             return self.over(Outcome::Aborted);
         }
-        let w = self
-            .waiting
-            .get_or_insert_with(|| Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now));
+        let w = self.waiting.get_or_insert_with(|| Waiting::at(env));
         // The holder is its token: a heartbeat (same token, new guid) keeps the pace, a new
         // acquisition starts it over.
         w.pace.seen(held.fencing_token(), env.now);

@@ -269,14 +269,18 @@ enum Watched {
     Head(u64),
 }
 
-/// What a waiter has seen of the item it watches, and since when on its own clock.
+/// What a waiter has seen of the item it watches: the entry ahead with its `guid`, the entry
+/// ahead missing, or the head held with a version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Watch<G, V> {
-    Nothing,
-    Entry { guid: Option<G>, since: Time },
-    Missing { since: Time },
-    Head { version: V, since: Time },
+    Entry(Option<G>),
+    Missing,
+    Head(V),
 }
+
+/// What a waiter has seen of the item it watches, and since when on its own clock (`None`:
+/// nothing yet, or it starts over).
+type Seen<G, V> = Option<(Watch<G, V>, Time)>;
 
 /// Where one resource's waiter is: the request it waits for, or the step of giving up.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -345,7 +349,7 @@ struct Queued<R: Record> {
     /// The pace of this waiter's reads of what it watches: the entry ahead (its position) or
     /// the head's holder (its token).
     pace: Pace<Watched>,
-    watch: Watch<R::Guid, R::Version>,
+    watch: Seen<R::Guid, R::Version>,
     /// The token of a local release already acted on without a read.
     local_release_tried: u64,
     /// Another entry was found at this waiter's position: the position is not given back.
@@ -688,7 +692,7 @@ where
             fresh_head: Some(before.cloned()),
             next_read: env.now,
             pace: Pace::new(env.now),
-            watch: Watch::Nothing,
+            watch: None,
             local_release_tried: 0,
             displaced: false,
             passed: Vec::new(),
@@ -714,91 +718,10 @@ where
 
     fn on_ended(&mut self, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
         match std::mem::replace(&mut self.phase, Phase::Over) {
-            Phase::TakeFree => match ended {
-                Ended::Ok(r) => self.taken(match r {
-                    Reply::Token(t) => t,
-                    _ => 0,
-                }),
-                Ended::Refused { current: Some(cur), .. } => self.take_refused(cur, env, here),
-                // An earlier attempt of this request may be what the condition met.
-                Ended::Refused {
-                    current: None,
-                    ambiguous: true,
-                } => {
-                    self.phase = Phase::TakeFreeSettle(None);
-                    self.send(
-                        Request::Get {
-                            resource: 0,
-                            position: None,
-                        },
-                        self.settle,
-                        env,
-                    )
-                }
-                Ended::Refused { current: None, .. } => self.round(env, here),
-                Ended::Failed { error, ambiguous: true } => {
-                    self.phase = Phase::TakeFreeSettle(Some(error));
-                    self.send(
-                        Request::Get {
-                            resource: 0,
-                            position: None,
-                        },
-                        self.settle,
-                        env,
-                    )
-                }
-                Ended::Failed { error, .. } => self.over(Outcome::Failed(error)),
-            },
-            Phase::TakeFreeSettle(failure) => {
-                let item = match ended {
-                    Ended::Ok(Reply::Item(i)) => Some(i),
-                    _ => None,
-                };
-                match (failure, item) {
-                    (None, Some(cur)) => self.take_refused(cur, env, here),
-                    (None, None) => self.round(env, here),
-                    (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
-                        true => self.taken(h.fencing_token().unwrap_or(0)),
-                        false => self.over(Outcome::Failed(error)),
-                    },
-                    (Some(error), _) => self.over(Outcome::Failed(error)),
-                }
-            }
-            Phase::Ticket => match ended {
-                Ended::Ok(r) => {
-                    let before = match r {
-                        Reply::Item(i) => i,
-                        _ => None,
-                    };
-                    self.ticket = Some(op::last_ticket(before.as_ref()) + 1);
-                    self.queue(before, env, here)
-                }
-                Ended::Refused { .. } => self.stop(Stop::End(Outcome::NotAcquired), env, here),
-                Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
-            },
-            Phase::Reserve => match ended {
-                Ended::Ok(r) => {
-                    let before = match r {
-                        Reply::Item(i) => i,
-                        _ => None,
-                    };
-                    self.queue(before, env, here)
-                }
-                Ended::Refused { current: Some(cur), .. } => self.reserve_refused(cur, env, here),
-                Ended::Refused { current: None, .. } => {
-                    self.phase = Phase::ReserveRead;
-                    let resource = self.queued.len();
-                    self.send(
-                        Request::Get {
-                            resource,
-                            position: None,
-                        },
-                        self.policy(),
-                        env,
-                    )
-                }
-                Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
-            },
+            Phase::TakeFree => self.take_free_answer(ended, env, here),
+            Phase::TakeFreeSettle(failure) => self.take_settle_answer(failure, ended, env, here),
+            Phase::Ticket => self.ticket_answer(ended, env, here),
+            Phase::Reserve => self.reserve_answer(ended, env, here),
             Phase::ReserveRead => match ended {
                 Ended::Ok(Reply::Item(cur)) => self.reserve_refused(cur, env, here),
                 Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
@@ -812,16 +735,7 @@ where
                 self.wait = until;
                 self.write_answer(w, ended, env, here)
             }
-            Phase::Touch(t, until) => {
-                let q = &mut self.queued[t];
-                q.touch_at = match ended {
-                    // Refused: the entry was finished by others, which its heartbeat reports.
-                    Ended::Ok(_) | Ended::Refused { .. } => env.now + ENTRY_TTL_MARGIN / 2,
-                    Ended::Failed { .. } => env.now + self.s.later_waiter_reread,
-                };
-                let until = until.min(q.touch_at);
-                self.touch_from(t + 1, until, env)
-            }
+            Phase::Touch(t, until) => self.touch_answer(t, until, ended, env),
             Phase::GiveUp(i, after) => {
                 self.phase = Phase::GiveUp(i, after.clone());
                 let next = self.gu_answer(i, ended, env, here);
@@ -829,6 +743,117 @@ where
             }
             _ => unreachable!("an answer the machine did not ask for"),
         }
+    }
+
+    /// The answer to the uncontended take.
+    fn take_free_answer(&mut self, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match ended {
+            Ended::Ok(r) => self.taken(match r {
+                Reply::Token(t) => t,
+                _ => 0,
+            }),
+            Ended::Refused { current: Some(cur), .. } => self.take_refused(cur, env, here),
+            // An earlier attempt of this request may be what the condition met.
+            Ended::Refused {
+                current: None,
+                ambiguous: true,
+            } => self.settle_take(None, env),
+            Ended::Refused { current: None, .. } => self.round(env, here),
+            Ended::Failed { error, ambiguous: true } => self.settle_take(Some(error), env),
+            Ended::Failed { error, .. } => self.over(Outcome::Failed(error)),
+        }
+    }
+
+    /// Reads the head after the uncontended take's refusal (`failure` `None`) or failure, when
+    /// an attempt of the take may have landed.
+    fn settle_take(&mut self, failure: Option<E>, env: &Env) -> A<R, E> {
+        self.phase = Phase::TakeFreeSettle(failure);
+        let req = Request::Get {
+            resource: 0,
+            position: None,
+        };
+        self.send(req, self.settle, env)
+    }
+
+    /// The head read back after the uncontended take's refusal (`failure` `None`) or failure:
+    /// an item that carries our `guid` is ours.
+    fn take_settle_answer(
+        &mut self,
+        failure: Option<E>,
+        ended: Ended<R, E>,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> A<R, E> {
+        let item = match ended {
+            Ended::Ok(Reply::Item(i)) => Some(i),
+            _ => None,
+        };
+        match (failure, item) {
+            (None, Some(cur)) => self.take_refused(cur, env, here),
+            (None, None) => self.round(env, here),
+            (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
+                true => self.taken(h.fencing_token().unwrap_or(0)),
+                false => self.over(Outcome::Failed(error)),
+            },
+            (Some(error), _) => self.over(Outcome::Failed(error)),
+        }
+    }
+
+    /// The answer to the ticket: the first resource is queued with it.
+    fn ticket_answer(&mut self, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match ended {
+            Ended::Ok(r) => {
+                let before = match r {
+                    Reply::Item(i) => i,
+                    _ => None,
+                };
+                self.ticket = Some(op::last_ticket(before.as_ref()) + 1);
+                self.queue(before, env, here)
+            }
+            Ended::Refused { .. } => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+            Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
+        }
+    }
+
+    /// The answer to the ticket's reservation on the next resource: queued, or refused by a
+    /// higher ticket (the head is read for it when the refusal did not carry it).
+    fn reserve_answer(&mut self, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
+        match ended {
+            Ended::Ok(r) => {
+                let before = match r {
+                    Reply::Item(i) => i,
+                    _ => None,
+                };
+                self.queue(before, env, here)
+            }
+            Ended::Refused { current: Some(cur), .. } => self.reserve_refused(cur, env, here),
+            Ended::Refused { current: None, .. } => {
+                self.phase = Phase::ReserveRead;
+                let resource = self.queued.len();
+                self.send(
+                    Request::Get {
+                        resource,
+                        position: None,
+                    },
+                    self.policy(),
+                    env,
+                )
+            }
+            Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
+        }
+    }
+
+    /// The answer to moving waiter `t`'s entry TTL on; then the entries after it, and the
+    /// waiters wait until `until` at the latest.
+    fn touch_answer(&mut self, t: usize, until: Time, ended: Ended<R, E>, env: &Env) -> A<R, E> {
+        let q = &mut self.queued[t];
+        q.touch_at = match ended {
+            // Refused: the entry was finished by others, which its heartbeat reports.
+            Ended::Ok(_) | Ended::Refused { .. } => env.now + ENTRY_TTL_MARGIN / 2,
+            Ended::Failed { .. } => env.now + self.s.later_waiter_reread,
+        };
+        let until = until.min(q.touch_at);
+        self.touch_from(t + 1, until, env)
     }
 
     fn on_resume(&mut self, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
@@ -1060,7 +1085,7 @@ where
                     Some(Mine::Granted(token)) => {
                         q.granted_position = q.cursor;
                         q.head_token = q.head_token.max(token);
-                        q.watch = Watch::Nothing;
+                        q.watch = None;
                         continue;
                     }
                     None => {}
@@ -1176,17 +1201,8 @@ where
             Some(h) => {
                 let version = h.version();
                 let lease = Duration::from_millis(h.lease_duration_ms().unwrap_or(s.lease_duration_ms));
-                let since = match &q.watch {
-                    Watch::Head { version: seen, since } if *seen == version => *since,
-                    _ => {
-                        q.watch = Watch::Head { version, since: now };
-                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                    }
-                };
-                if now.saturating_sub(since) < lease {
-                    // The next read is due at the deadline at the latest, whatever the pace.
-                    q.next_read = q.next_read.min(since + lease);
-                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
+                if let Some(at) = q.waiting_out(Watch::Head(version.clone()), lease, now) {
+                    return Ok(QRes::Step(QStep::Wait(at)));
                 }
                 Some(version)
             }
@@ -1212,173 +1228,197 @@ where
 
     /// The answer to waiter `k`'s request.
     fn q_answer(&mut self, k: usize, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> QOut<R, E> {
-        let s = self.s;
-        let phase = std::mem::replace(&mut self.queued[k].phase, QPhase::Idle);
-        match phase {
+        match std::mem::replace(&mut self.queued[k].phase, QPhase::Idle) {
             QPhase::ReadEntry { now, period } => {
                 let read = self.read(ended)?;
                 let q = &mut self.queued[k];
                 q.next_read = now + period;
-                let Some(entry) = read else {
-                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                };
-                match entry {
-                    Some(e) if op::released(Some(&e)) => q.pass(q.cursor, env.now),
-                    Some(e) => {
-                        let guid = e.guid();
-                        let lease = Duration::from_millis(e.lease_duration_ms().unwrap_or(s.lease_duration_ms));
-                        let since = match &q.watch {
-                            Watch::Entry { guid: seen, since } if *seen == guid => *since,
-                            _ => {
-                                q.watch = Watch::Entry { guid, since: now };
-                                return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                            }
-                        };
-                        if now.saturating_sub(since) < lease {
-                            // The next read is due at the deadline at the latest, whatever the pace.
-                            q.next_read = q.next_read.min(since + lease);
-                            return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                        }
-                        // Not renewed for its lease: its owner is gone. Finished, for every
-                        // waiter behind; a new guid tells the owner, should it come back.
-                        let Some(seen) = guid else {
-                            q.pass(q.cursor, env.now);
-                            return self.q_step(k, env, here);
-                        };
-                        let new_guid = here.guid();
-                        let q = &mut self.queued[k];
-                        q.phase = QPhase::FinishEntry { now };
-                        let req = Request::FinishEntry {
-                            resource: q.resource,
-                            position: q.cursor,
-                            seen,
-                            new_guid,
-                        };
-                        return Ok(QRes::Act(self.send(req, self.policy(), env)));
-                    }
-                    None => {
-                        // Granted and removed, or not written yet: the head says which.
-                        q.phase = QPhase::ReadHeadMissing { now };
-                        let req = Request::Get {
-                            resource: q.resource,
-                            position: None,
-                        };
-                        return Ok(QRes::Act(self.send(req, self.policy(), env)));
-                    }
+                match read {
+                    Some(entry) => self.q_entry(k, entry, now, env, here),
+                    None => Ok(QRes::Step(QStep::Wait(q.next_read))),
                 }
-                self.q_step(k, env, here)
             }
             QPhase::FinishEntry { now } => {
-                let q = &mut self.queued[k];
-                match ended {
-                    Ended::Ok(_)
-                    | Ended::Refused {
-                        current: Some(None), ..
-                    } => q.pass(q.cursor, env.now),
-                    // Renewed or finished meanwhile: look again.
-                    Ended::Refused { .. } => {
-                        q.watch = Watch::Nothing;
-                        q.next_read = now;
+                // No entry is left to finish: passed as well.
+                let gone = matches!(
+                    ended,
+                    Ended::Refused {
+                        current: Some(None),
+                        ..
                     }
-                    Ended::Failed { .. } => return Ok(QRes::Step(QStep::Wait(q.next_read))),
-                }
-                self.q_step(k, env, here)
+                );
+                self.q_pass_answer(k, ended, gone, now, env, here)
             }
-            QPhase::ReadHeadMissing { now } => {
-                let Some(head) = self.read(ended)? else {
-                    return Ok(QRes::Step(QStep::Wait(self.queued[k].next_read)));
-                };
-                if let Some(res) = self.observe_head(k, &head)? {
-                    return Ok(res);
-                }
-                let q = &mut self.queued[k];
-                if q.cursor <= q.granted_position {
-                    q.watch = Watch::Nothing;
-                    q.fresh_head = Some(head);
-                    return self.q_step(k, env, here);
-                }
-                let since = match q.watch {
-                    Watch::Missing { since } => since,
-                    _ => {
-                        q.watch = Watch::Missing { since: now };
-                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                    }
-                };
-                if now.saturating_sub(since) < s.lease() {
-                    // The next read is due at the deadline at the latest, whatever the pace.
-                    q.next_read = q.next_read.min(since + s.lease());
-                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                }
-                // Missing for a lease: its owner died between taking the ticket and writing
-                // the entry. A finished entry takes its place, which also refuses the owner's
-                // entry should it come back.
-                let marker = here.guid();
-                let q = &mut self.queued[k];
-                q.phase = QPhase::PutMarker { now };
-                let req = Request::PutEntry {
-                    resource: q.resource,
-                    position: q.cursor,
-                    guid: marker,
-                    ticket: 0,
-                    finished: true,
-                };
-                Ok(QRes::Act(self.send(req, self.policy(), env)))
-            }
-            QPhase::PutMarker { now } => {
-                let q = &mut self.queued[k];
-                match ended {
-                    Ended::Ok(_) => q.pass(q.cursor, env.now),
-                    Ended::Refused { .. } => {
-                        q.watch = Watch::Nothing;
-                        q.next_read = now;
-                    }
-                    Ended::Failed { .. } => return Ok(QRes::Step(QStep::Wait(q.next_read))),
-                }
-                self.q_step(k, env, here)
-            }
-            QPhase::ReadHead { now } => {
-                let read = self.read(ended)?;
-                let q = &mut self.queued[k];
-                // The head's holder is its token: a heartbeat keeps the pace, a grant to
-                // another starts it over.
-                match &read {
-                    Some(Some(h)) => q.pace.seen(Watched::Head(h.fencing_token().unwrap_or(0)), now),
-                    _ => q.pace.reading(now),
-                }
-                q.next_read = now + q.pace.pause(&s, true);
-                let Some(head) = read else {
-                    return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                };
-                self.q_head(k, head, now, env)
-            }
-            QPhase::Grant => {
-                let transient = self.transient;
-                let q = &mut self.queued[k];
-                match ended {
-                    Ended::Ok(_) => return Ok(self.granted(k)),
-                    Ended::Refused { current, ambiguous } => {
-                        q.maybe_granted |= ambiguous;
-                        match current {
-                            Some(h) => q.fresh_head = Some(h),
-                            None => q.next_read = env.now,
-                        }
-                        q.watch = Watch::Nothing;
-                    }
-                    Ended::Failed { error, ambiguous } => {
-                        q.maybe_granted |= ambiguous;
-                        if !transient {
-                            return Err(Stop::End(Outcome::Failed(error)));
-                        }
-                        // Tried through transient faults already: the next poll tries again,
-                        // and a grant that landed unseen shows on the head.
-                        q.next_read = env.now + s.reread;
-                        return Ok(QRes::Step(QStep::Wait(q.next_read)));
-                    }
-                }
-                self.q_step(k, env, here)
-            }
+            QPhase::ReadHeadMissing { now } => self.q_missing(k, ended, now, env, here),
+            QPhase::PutMarker { now } => self.q_pass_answer(k, ended, false, now, env, here),
+            QPhase::ReadHead { now } => self.q_head_read(k, ended, now, env),
+            QPhase::Grant => self.q_grant_answer(k, ended, env, here),
             phase => unreachable!("a waiter's answer in {phase:?}"),
         }
+    }
+
+    /// The entry ahead, read at `now` (`None`: there is none): passed if it is finished,
+    /// finished if its `guid` has not changed for its lease, looked up on the head if missing.
+    fn q_entry(
+        &mut self,
+        k: usize,
+        entry: Option<R>,
+        now: Time,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> QOut<R, E> {
+        let q = &mut self.queued[k];
+        let e = match entry {
+            Some(e) if op::released(Some(&e)) => {
+                q.pass(q.cursor, env.now);
+                return self.q_step(k, env, here);
+            }
+            Some(e) => e,
+            None => {
+                // Granted and removed, or not written yet: the head says which.
+                q.phase = QPhase::ReadHeadMissing { now };
+                let req = Request::Get {
+                    resource: q.resource,
+                    position: None,
+                };
+                return Ok(QRes::Act(self.send(req, self.policy(), env)));
+            }
+        };
+        let guid = e.guid();
+        let lease = Duration::from_millis(e.lease_duration_ms().unwrap_or(self.s.lease_duration_ms));
+        if let Some(at) = q.waiting_out(Watch::Entry(guid.clone()), lease, now) {
+            return Ok(QRes::Step(QStep::Wait(at)));
+        }
+        // Not renewed for its lease: its owner is gone. Finished, for every waiter behind; a
+        // new guid tells the owner, should it come back.
+        let Some(seen) = guid else {
+            q.pass(q.cursor, env.now);
+            return self.q_step(k, env, here);
+        };
+        let new_guid = here.guid();
+        let q = &mut self.queued[k];
+        q.phase = QPhase::FinishEntry { now };
+        let req = Request::FinishEntry {
+            resource: q.resource,
+            position: q.cursor,
+            seen,
+            new_guid,
+        };
+        Ok(QRes::Act(self.send(req, self.policy(), env)))
+    }
+
+    /// The head, read after the entry ahead was missing at `now`: the entry was granted and
+    /// removed if the head's last grant is at or past it. Otherwise, once it has stayed missing
+    /// for a lease, its owner died between taking the ticket and writing the entry: a finished
+    /// entry takes its place, which also refuses the owner's entry should it come back.
+    fn q_missing(
+        &mut self,
+        k: usize,
+        ended: Ended<R, E>,
+        now: Time,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> QOut<R, E> {
+        let Some(head) = self.read(ended)? else {
+            return Ok(QRes::Step(QStep::Wait(self.queued[k].next_read)));
+        };
+        if let Some(res) = self.observe_head(k, &head)? {
+            return Ok(res);
+        }
+        let lease = self.s.lease();
+        let q = &mut self.queued[k];
+        if q.cursor <= q.granted_position {
+            q.watch = None;
+            q.fresh_head = Some(head);
+            return self.q_step(k, env, here);
+        }
+        if let Some(at) = q.waiting_out(Watch::Missing, lease, now) {
+            return Ok(QRes::Step(QStep::Wait(at)));
+        }
+        let marker = here.guid();
+        let q = &mut self.queued[k];
+        q.phase = QPhase::PutMarker { now };
+        let req = Request::PutEntry {
+            resource: q.resource,
+            position: q.cursor,
+            guid: marker,
+            ticket: 0,
+            finished: true,
+        };
+        Ok(QRes::Act(self.send(req, self.policy(), env)))
+    }
+
+    /// The answer to a write that lets waiter `k` pass the entry ahead (finished as dead, or a
+    /// finished one in place of a missing one), decided on a read at `now`: the entry is passed
+    /// once written (or `gone`); refused, it changed meanwhile and is looked at again; failed,
+    /// it is read again at the next poll.
+    fn q_pass_answer(
+        &mut self,
+        k: usize,
+        ended: Ended<R, E>,
+        gone: bool,
+        now: Time,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> QOut<R, E> {
+        let q = &mut self.queued[k];
+        match ended {
+            Ended::Ok(_) => q.pass(q.cursor, env.now),
+            Ended::Refused { .. } if gone => q.pass(q.cursor, env.now),
+            Ended::Refused { .. } => {
+                q.watch = None;
+                q.next_read = now;
+            }
+            Ended::Failed { .. } => return Ok(QRes::Step(QStep::Wait(q.next_read))),
+        }
+        self.q_step(k, env, here)
+    }
+
+    /// The head, read at `now` by the next in line. The head's holder is its token: a
+    /// heartbeat keeps the pace of the reads, a grant to another starts it over.
+    fn q_head_read(&mut self, k: usize, ended: Ended<R, E>, now: Time, env: &Env) -> QOut<R, E> {
+        let read = self.read(ended)?;
+        let s = self.s;
+        let q = &mut self.queued[k];
+        match &read {
+            Some(Some(h)) => q.pace.seen(Watched::Head(h.fencing_token().unwrap_or(0)), now),
+            _ => q.pace.reading(now),
+        }
+        q.next_read = now + q.pace.pause(&s, true);
+        let Some(head) = read else {
+            return Ok(QRes::Step(QStep::Wait(q.next_read)));
+        };
+        self.q_head(k, head, now, env)
+    }
+
+    /// The answer to waiter `k`'s grant. One that may have landed unseen is remembered, to be
+    /// released if the waiter gives up.
+    fn q_grant_answer(&mut self, k: usize, ended: Ended<R, E>, env: &Env, here: &mut dyn Here<R::Guid>) -> QOut<R, E> {
+        let s = self.s;
+        let transient = self.transient;
+        let q = &mut self.queued[k];
+        match ended {
+            Ended::Ok(_) => return Ok(self.granted(k)),
+            Ended::Refused { current, ambiguous } => {
+                q.maybe_granted |= ambiguous;
+                match current {
+                    Some(h) => q.fresh_head = Some(h),
+                    None => q.next_read = env.now,
+                }
+                q.watch = None;
+            }
+            Ended::Failed { error, ambiguous } => {
+                q.maybe_granted |= ambiguous;
+                if !transient {
+                    return Err(Stop::End(Outcome::Failed(error)));
+                }
+                // Tried through transient faults already: the next poll tries again, and a
+                // grant that landed unseen shows on the head.
+                q.next_read = env.now + s.reread;
+                return Ok(QRes::Step(QStep::Wait(q.next_read)));
+            }
+        }
+        self.q_step(k, env, here)
     }
 
     // Giving up: granted heads are released, entries removed or finished, tickets given back.
@@ -1533,8 +1573,30 @@ impl<R: Record> Queued<R> {
     fn pass(&mut self, position: u64, now: Time) {
         self.passed.push(position);
         self.cursor = position - 1;
-        self.watch = Watch::Nothing;
+        self.watch = None;
         self.next_read = now;
+    }
+
+    /// Waits out what this waiter watches, `seen` as read at `now`: while it has not stayed the
+    /// same for `lease` on this waiter's clock (a change starts the count over), when to read
+    /// it next; `None` once it has.
+    fn waiting_out(&mut self, seen: Watch<R::Guid, R::Version>, lease: Duration, now: Time) -> Option<Time>
+    where
+        R::Guid: PartialEq,
+    {
+        let since = match &self.watch {
+            Some((watched, since)) if *watched == seen => *since,
+            _ => {
+                self.watch = Some((seen, now));
+                return Some(self.next_read);
+            }
+        };
+        if now.saturating_sub(since) < lease {
+            // The next read is due at the deadline at the latest, whatever the pace.
+            self.next_read = self.next_read.min(since + lease);
+            return Some(self.next_read);
+        }
+        None
     }
 }
 

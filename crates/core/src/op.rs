@@ -410,45 +410,15 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
     }
     match *op {
         Op::Get => (item.clone(), Reply::Before(item)),
-        Op::PutIfAbsent { owner, guid, data, .. } => {
-            let mut r = R::empty();
-            r.set_owner(owner);
-            r.set_guid(guid);
-            r.set_data(data);
-            (Some(r), Reply::Done)
-        }
+        Op::PutIfAbsent { owner, guid, data, .. } => put_if_absent(owner, guid, data),
         Op::DeleteIfGuid { .. } => (None, Reply::WaitingMark(item.and_then(|r| r.lock_waiting_unix_ms()))),
         Op::Take {
             fields,
             guid,
             clear_mark,
             ..
-        } => {
-            let token = item.as_ref().and_then(R::fencing_token).unwrap_or(fields.token_floor) + 1;
-            let mut r = R::empty();
-            if let Some(old) = item.as_ref().filter(|_| !clear_mark) {
-                r.set_mark(old.mark());
-            }
-            hold(&mut r, fields, guid);
-            r.set_fencing_token(token);
-            r.set_data(fields.data);
-            (Some(r), Reply::Token(token))
-        }
-        Op::HandOver { new_guid, fields, .. } => {
-            let mut token = None;
-            let item = item.map(|mut r| {
-                r.set_guid(new_guid);
-                r.set_data(None);
-                if let Some(f) = fields {
-                    hold(&mut r, f, new_guid);
-                    let t = r.fencing_token().unwrap_or(0) + 1;
-                    r.set_fencing_token(t);
-                    token = Some(t);
-                }
-                r
-            });
-            (item, Reply::HandedOver(token))
-        }
+        } => take(item, fields, guid, clear_mark),
+        Op::HandOver { new_guid, fields, .. } => hand_over(item, new_guid, fields),
         Op::PutItem {
             owner,
             guid,
@@ -456,118 +426,203 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             lease_duration_ms,
             lock_acquired_time_unix_ms,
             ..
-        } => {
-            let mut r = R::empty();
-            r.set_owner(owner);
-            r.set_guid(guid);
-            r.set_fencing_token(fencing_token);
-            r.set_lease_duration_ms(lease_duration_ms);
-            r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
-            (Some(r), Reply::Done)
-        }
-        Op::Renew { new_guid, fields, .. } => (
-            item.map(|mut r| {
-                hold(&mut r, fields, new_guid);
-                r
-            }),
-            Reply::Done,
+        } => put_item(
+            owner,
+            guid,
+            fencing_token,
+            lease_duration_ms,
+            lock_acquired_time_unix_ms,
         ),
+        Op::Renew { new_guid, fields, .. } => (changed(item, |r| hold(r, fields, new_guid)), Reply::Done),
         Op::Release {
             lock_acquired_time_unix_ms,
             ..
-        } => {
-            let mark = item.as_ref().and_then(R::lock_waiting_unix_ms);
-            let item = item.map(|mut r| {
-                r.set_lease_duration_ms(RELEASED_LEASE_MS);
-                r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
-                r
-            });
-            (item, Reply::WaitingMark(mark))
-        }
-        Op::SetData { data, .. } => (
-            item.map(|mut r| {
-                r.set_data(data);
-                r
-            }),
-            Reply::Done,
-        ),
-        Op::MarkWaiting(mark) => (
-            item.map(|mut r| {
-                r.set_mark(Mark {
-                    waiting_unix_ms: Some(mark.now_unix_ms),
-                    waiter: Some(mark.waiter.into()),
-                    waiting_since_unix_ms: Some(mark.since_unix_ms),
-                });
-                r
-            }),
-            Reply::Done,
-        ),
-        Op::FifoTakeFree { fields, guid } => {
-            let token = last_ticket(item.as_ref()) + 1;
-            let mut r = item.unwrap_or_else(R::empty);
-            hold(&mut r, fields, guid);
-            r.set_fencing_token(token);
-            r.set_ticket_next(token);
-            r.set_queue_granted(r.queue_next().unwrap_or(0));
-            (Some(r), Reply::Token(token))
-        }
+        } => release(item, lock_acquired_time_unix_ms),
+        Op::SetData { data, .. } => (changed(item, |r| r.set_data(data)), Reply::Done),
+        Op::MarkWaiting(mark) => mark_waiting(item, mark),
+        Op::FifoTakeFree { fields, guid } => fifo_take_free(item, fields, guid),
         Op::FifoTicket => {
             let ticket = last_ticket(item.as_ref()) + 1;
-            let mut r = item.clone().unwrap_or_else(R::empty);
-            r.set_ticket_next(ticket);
-            r.set_queue_next(r.queue_next().unwrap_or(0) + 1);
-            (Some(r), Reply::Before(item))
+            fifo_issue(item, ticket)
         }
-        Op::FifoReserve { ticket } => {
-            let mut r = item.clone().unwrap_or_else(R::empty);
-            r.set_ticket_next(ticket);
-            r.set_queue_next(r.queue_next().unwrap_or(0) + 1);
-            (Some(r), Reply::Before(item))
-        }
+        Op::FifoReserve { ticket } => fifo_issue(item, ticket),
         Op::FifoUntake {
             position,
             previous_ticket,
             ..
-        } => (
-            item.map(|mut r| {
-                r.set_ticket_next(previous_ticket);
-                r.set_queue_next(position.saturating_sub(1));
-                r
-            }),
-            Reply::Done,
-        ),
-        Op::FifoPutEntry(e) => {
-            let mut r = R::empty();
-            r.set_owner(e.owner);
-            r.set_guid(e.guid);
-            r.set_fencing_token(e.ticket);
-            r.set_lease_duration_ms(e.lease_duration_ms);
-            (Some(r), Reply::Done)
-        }
+        } => fifo_untake(item, position, previous_ticket),
+        Op::FifoPutEntry(e) => fifo_put_entry(e),
         Op::FifoGrant {
             fields,
             guid,
             ticket,
             position,
             ..
-        } => {
-            let mut r = item.unwrap_or_else(R::empty);
-            hold(&mut r, fields, guid);
-            r.set_fencing_token(ticket);
-            r.set_queue_granted(position);
-            (Some(r), Reply::Done)
-        }
-        Op::FifoFinishEntry { new_guid, .. } => (
-            item.map(|mut r| {
-                r.set_lease_duration_ms(RELEASED_LEASE_MS);
-                r.set_guid(new_guid);
-                r
-            }),
-            Reply::Done,
-        ),
+        } => fifo_grant(item, fields, guid, ticket, position),
+        Op::FifoFinishEntry { new_guid, .. } => fifo_finish_entry(item, new_guid),
         Op::FifoDeleteFinished => (None, Reply::Done),
         Op::FifoTouchEntry { .. } => (item, Reply::Done),
     }
+}
+
+// What each operation writes once its condition holds, and its reply. An operation whose
+// condition requires the item changes it (`changed`); a Fifo head's writes change the head or
+// create it; the others write a new item in place of whatever was there.
+
+/// The item after an operation, and the reply (as `apply` answers).
+type Applied<R> = (Option<R>, Reply<R>);
+
+/// The item with `change` made to it, for an operation whose condition requires an item.
+fn changed<R: Record>(item: Option<R>, change: impl FnOnce(&mut R)) -> Option<R> {
+    item.map(|mut r| {
+        change(&mut r);
+        r
+    })
+}
+
+/// `PutIfAbsent`: the FailClosed item, `{owner, guid}` and the holder's data.
+fn put_if_absent<R: Record>(owner: &str, guid: &R::Guid, data: Option<&LockData>) -> Applied<R> {
+    let mut r = R::empty();
+    r.set_owner(owner);
+    r.set_guid(guid);
+    r.set_data(data);
+    (Some(r), Reply::Done)
+}
+
+/// `Take`: the holder's fields and data on a new item, with the token one above the item's
+/// (or the floor's), which the reply carries; the first-in-line mark stays unless
+/// `clear_mark`.
+fn take<R: Record>(item: Option<R>, fields: &OpenFields<'_>, guid: &R::Guid, clear_mark: bool) -> Applied<R> {
+    let token = item.as_ref().and_then(R::fencing_token).unwrap_or(fields.token_floor) + 1;
+    let mut r = R::empty();
+    if let Some(old) = item.as_ref().filter(|_| !clear_mark) {
+        r.set_mark(old.mark());
+    }
+    hold(&mut r, fields, guid);
+    r.set_fencing_token(token);
+    r.set_data(fields.data);
+    (Some(r), Reply::Token(token))
+}
+
+/// `HandOver`: `new_guid` and no data; with `fields` (FailOpen), the holder's fields and the
+/// token one up, which the reply carries.
+fn hand_over<R: Record>(item: Option<R>, new_guid: &R::Guid, fields: Option<&OpenFields<'_>>) -> Applied<R> {
+    let mut token = None;
+    let item = changed(item, |r| {
+        r.set_guid(new_guid);
+        r.set_data(None);
+        if let Some(f) = fields {
+            hold(r, f, new_guid);
+            let t = r.fencing_token().unwrap_or(0) + 1;
+            r.set_fencing_token(t);
+            token = Some(t);
+        }
+    });
+    (item, Reply::HandedOver(token))
+}
+
+/// `PutItem`: the whole FailOpen item as the original library writes it.
+fn put_item<R: Record>(
+    owner: &str,
+    guid: &R::Guid,
+    fencing_token: u64,
+    lease_duration_ms: u64,
+    lock_acquired_time_unix_ms: Option<u64>,
+) -> Applied<R> {
+    let mut r = R::empty();
+    r.set_owner(owner);
+    r.set_guid(guid);
+    r.set_fencing_token(fencing_token);
+    r.set_lease_duration_ms(lease_duration_ms);
+    r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
+    (Some(r), Reply::Done)
+}
+
+/// `Release`: the lease set to 1; the reply carries the item's `lockWaitingUnixMs` as it was.
+fn release<R: Record>(item: Option<R>, lock_acquired_time_unix_ms: Option<u64>) -> Applied<R> {
+    let mark = item.as_ref().and_then(R::lock_waiting_unix_ms);
+    let item = changed(item, |r| {
+        r.set_lease_duration_ms(RELEASED_LEASE_MS);
+        r.set_lock_acquired_time_unix_ms(lock_acquired_time_unix_ms);
+    });
+    (item, Reply::WaitingMark(mark))
+}
+
+/// `MarkWaiting`: the waiter's first-in-line mark.
+fn mark_waiting<R: Record>(item: Option<R>, mark: &WaitMark<'_>) -> Applied<R> {
+    let item = changed(item, |r| {
+        r.set_mark(Mark {
+            waiting_unix_ms: Some(mark.now_unix_ms),
+            waiter: Some(mark.waiter.into()),
+            waiting_since_unix_ms: Some(mark.since_unix_ms),
+        })
+    });
+    (item, Reply::Done)
+}
+
+/// `FifoTakeFree`: the head held with the next ticket as its token, issued and granted at
+/// once (the last position issued is the last granted); the reply carries the token.
+fn fifo_take_free<R: Record>(item: Option<R>, fields: &OpenFields<'_>, guid: &R::Guid) -> Applied<R> {
+    let token = last_ticket(item.as_ref()) + 1;
+    let mut r = item.unwrap_or_else(R::empty);
+    hold(&mut r, fields, guid);
+    r.set_fencing_token(token);
+    r.set_ticket_next(token);
+    r.set_queue_granted(r.queue_next().unwrap_or(0));
+    (Some(r), Reply::Token(token))
+}
+
+/// `FifoTicket`, `FifoReserve`: `ticket` issued, and the next queue position with it; the
+/// reply carries the head as it was.
+fn fifo_issue<R: Record>(item: Option<R>, ticket: u64) -> Applied<R> {
+    let mut r = item.clone().unwrap_or_else(R::empty);
+    r.set_ticket_next(ticket);
+    r.set_queue_next(r.queue_next().unwrap_or(0) + 1);
+    (Some(r), Reply::Before(item))
+}
+
+/// `FifoUntake`: the last ticket and `position` given back, the counters where they were.
+fn fifo_untake<R: Record>(item: Option<R>, position: u64, previous_ticket: u64) -> Applied<R> {
+    let item = changed(item, |r| {
+        r.set_ticket_next(previous_ticket);
+        r.set_queue_next(position.saturating_sub(1));
+    });
+    (item, Reply::Done)
+}
+
+/// `FifoPutEntry`: a queue entry.
+fn fifo_put_entry<R: Record>(e: &Entry<'_, R::Guid>) -> Applied<R> {
+    let mut r = R::empty();
+    r.set_owner(e.owner);
+    r.set_guid(e.guid);
+    r.set_fencing_token(e.ticket);
+    r.set_lease_duration_ms(e.lease_duration_ms);
+    (Some(r), Reply::Done)
+}
+
+/// `FifoGrant`: the head held by the waiter at `position`, with its `ticket` as the token.
+fn fifo_grant<R: Record>(
+    item: Option<R>,
+    fields: &OpenFields<'_>,
+    guid: &R::Guid,
+    ticket: u64,
+    position: u64,
+) -> Applied<R> {
+    let mut r = item.unwrap_or_else(R::empty);
+    hold(&mut r, fields, guid);
+    r.set_fencing_token(ticket);
+    r.set_queue_granted(position);
+    (Some(r), Reply::Done)
+}
+
+/// `FifoFinishEntry`: the entry finished (released), its `guid` rotated to `new_guid` so that
+/// its owner learns it.
+fn fifo_finish_entry<R: Record>(item: Option<R>, new_guid: &R::Guid) -> Applied<R> {
+    let item = changed(item, |r| {
+        r.set_lease_duration_ms(RELEASED_LEASE_MS);
+        r.set_guid(new_guid);
+    });
+    (item, Reply::Done)
 }
 
 /// The whole decoded item: what the addon's in-memory store keeps.

@@ -28,6 +28,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::fail_open::wait_for;
 use crate::item::RELEASED_LEASE_MS;
 pub use crate::op::Expect;
 use crate::op::Record;
@@ -186,14 +187,10 @@ where
 
 /// How long a waiter waits out `holder` (a FailOpen item it read): the holder's lease, or the
 /// client's own when the item carries none; with `trustLocalTime`, what is left of it by the
-/// holder's `lockAcquiredTimeUnixMs`, when the item carries one.
+/// holder's `lockAcquiredTimeUnixMs`, when the item carries one. The same wait as a FailOpen
+/// acquisition's (`fail_open::wait_for`).
 pub fn wait_out<R: Record>(s: &Lock, holder: &R, unix_ms: u64) -> Duration {
-    let lease = holder.lease_duration_ms().unwrap_or(s.lease_duration_ms);
-    let left = match holder.lock_acquired_time_unix_ms() {
-        Some(acquired) if s.trust_local_time => lease.saturating_sub(unix_ms.saturating_sub(acquired)),
-        _ => lease,
-    };
-    Duration::from_millis(left)
+    wait_for(s, holder, unix_ms)
 }
 
 impl<R, E> Acquire<R, E>

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use crate::op::Record;
-use crate::request::{Req, Time};
+use crate::request::{Env, Req, Time};
 use crate::settings::Lock;
 
 /// The pace of a waiter's re-reads: the holder it last saw, since when (the start of the
@@ -87,6 +87,11 @@ impl<H: PartialEq> Waiting<H> {
             first: false,
             pace: Pace::new(now),
         }
+    }
+
+    /// A waiter that starts waiting at `env`'s time, named by `env`'s random number.
+    pub fn at(env: &Env) -> Self {
+        Waiting::new(format!("{:016x}", env.random), env.unix_ms, env.now)
     }
 
     /// Reads the mark on `held`: the mark to write when this waiter claims the first place or
