@@ -10,8 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::fifo::{Acquire, Act, Here, Input, Outcome, Request};
-use dynamodb_lock_core::op::{Op, Reply};
+use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, Outcome, Request};
+use dynamodb_lock_core::op::Reply;
 use dynamodb_lock_core::request::Time;
 use futures_util::future::join_all;
 use tokio::sync::futures::Notified;
@@ -24,7 +24,7 @@ use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
-use crate::store::{attempt, timed_out, Entry, OpenFields, StoreOps};
+use crate::store::{attempt, timed_out, OpenFields, StoreOps};
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
 
@@ -422,74 +422,11 @@ async fn send(
         None => head_key(&resources[r]),
         Some(p) => entry_key(&resources[r], p),
     };
-    let s = &c.settings;
-    let fields = fields(c);
-    let entry;
-    let guids;
-    let op = match req {
-        Request::Get { .. } => Op::Get,
-        Request::TakeFree { guid, .. } => Op::FifoTakeFree { fields: &fields, guid },
-        Request::Ticket { .. } => Op::FifoTicket,
-        Request::Reserve { ticket, .. } => Op::FifoReserve { ticket: *ticket },
-        Request::Untake {
-            ticket,
-            position,
-            previous,
-            ..
-        } => Op::FifoUntake {
-            ticket: *ticket,
-            position: *position,
-            previous_ticket: *previous,
-        },
-        Request::PutEntry {
-            guid, ticket, finished, ..
-        } => {
-            entry = Entry {
-                owner: &s.owner,
-                guid,
-                ticket: *ticket,
-                lease_duration_ms: match finished {
-                    true => crate::item::RELEASED_LEASE_MS,
-                    false => s.lease_duration_ms,
-                },
-                ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
-            };
-            Op::FifoPutEntry(&entry)
-        }
-        Request::Grant {
-            guid,
-            ticket,
-            position,
-            waited_out,
-            ..
-        } => Op::FifoGrant {
-            fields: &fields,
-            guid,
-            ticket: *ticket,
-            position: *position,
-            waited_out: waited_out.as_ref(),
-        },
-        Request::FinishEntry { seen, new_guid, .. } => {
-            guids = [*seen];
-            Op::FifoFinishEntry {
-                guids: &guids,
-                new_guid,
-            }
-        }
-        Request::TouchEntry { .. } => Op::FifoTouchEntry {
-            ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
-        },
-        Request::ReleaseHead { guid, .. } => {
-            guids = [*guid];
-            Op::Release {
-                guids: &guids,
-                lock_acquired_time_unix_ms: None,
-                ttl: None,
-            }
-        }
-        Request::DeleteEntry { guids, .. } => Op::DeleteIfGuid { guids },
+    let adds = Adds {
+        fields: fields(c),
+        entry_ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
     };
-    c.store.apply(&key, &op).await
+    c.store.apply(&key, &req.op(&adds)).await
 }
 
 #[cfg(test)]

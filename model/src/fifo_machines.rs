@@ -454,7 +454,7 @@ impl FifoMachines {
                         lease_duration_ms: if *finished { 1 } else { self.cfg.lease.into() },
                         ttl: ("", 0),
                     };
-                    core_op::Op::FifoPutEntry(&entry)
+                    core_op::Op::FifoPutEntry(entry)
                 }
                 Request::Grant {
                     guid,

@@ -768,7 +768,7 @@ impl Store for HttpStore {
                 .await
                 .map(Reply::WaitingMark),
             Op::SetData { guids, data, ttl } => self.set_data(key, guids, data, ttl).await.map(|()| Reply::Done),
-            Op::MarkWaiting(mark) => self.mark_waiting(key, mark).await.map(|()| Reply::Done),
+            Op::MarkWaiting(ref mark) => self.mark_waiting(key, mark).await.map(|()| Reply::Done),
             Op::FifoTakeFree { fields, guid } => self.fifo_take_free(key, fields, guid).await.map(Reply::Token),
             Op::FifoTicket => self.fifo_ticket(key).await.map(Reply::Before),
             Op::FifoReserve { ticket } => self.fifo_reserve(key, ticket).await.map(Reply::Before),
@@ -780,7 +780,7 @@ impl Store for HttpStore {
                 .fifo_untake(key, ticket, position, previous_ticket)
                 .await
                 .map(|()| Reply::Done),
-            Op::FifoPutEntry(entry) => self.fifo_put_entry(key, entry).await.map(|()| Reply::Done),
+            Op::FifoPutEntry(ref entry) => self.fifo_put_entry(key, entry).await.map(|()| Reply::Done),
             Op::FifoGrant {
                 fields,
                 guid,

@@ -198,7 +198,7 @@ pub trait StoreOps: Store {
     /// free, stale, already its own, or held by a waiter that started waiting later. A failed
     /// condition means another waiter is first.
     async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        self.apply(key, &Op::MarkWaiting(mark)).await.and_then(done)
+        self.apply(key, &Op::MarkWaiting(mark.clone())).await.and_then(done)
     }
 
     /// Fifo, uncontended: take the head item if it is free (absent, or released) and no
@@ -242,7 +242,7 @@ pub trait StoreOps: Store {
 
     /// Fifo: write a queue entry if there is none at `key`.
     async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
-        self.apply(key, &Op::FifoPutEntry(entry)).await.and_then(done)
+        self.apply(key, &Op::FifoPutEntry(entry.clone())).await.and_then(done)
     }
 
     /// Fifo: grant the head item to `ticket` (queue position `position`): set owner, `guid`,

@@ -39,7 +39,7 @@
 use std::time::Duration;
 
 use crate::broken::{self, Broken};
-use crate::op::{self, Record};
+use crate::op::{self, Entry, Op, OpenFields, Record, Ttl};
 use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
 use crate::waiting::Pace;
@@ -135,6 +135,77 @@ impl<G, V> Request<G, V> {
             | Request::FinishEntry { resource, position, .. }
             | Request::TouchEntry { resource, position }
             | Request::DeleteEntry { resource, position, .. } => (*resource, Some(*position)),
+        }
+    }
+}
+
+/// What a Fifo client's settings add to its requests when they become operations
+/// (`Request::op`): the holder's fields of a grant or take (owner, lease), and the TTL
+/// attribute a queue entry carries.
+#[derive(Clone, Debug)]
+pub struct Adds<'a> {
+    pub fields: OpenFields<'a>,
+    pub entry_ttl: Ttl<'a>,
+}
+
+impl<G, V> Request<G, V> {
+    /// The operation this request is, on the item `place` names, with what the caller adds:
+    /// the one translation from this machine's requests to the store's operations.
+    pub fn op<'a, R: Record<Guid = G, Version = V>>(&'a self, adds: &'a Adds<'a>) -> Op<'a, R> {
+        match self {
+            Request::Get { .. } => Op::Get,
+            Request::TakeFree { guid, .. } => Op::FifoTakeFree {
+                fields: &adds.fields,
+                guid,
+            },
+            Request::Ticket { .. } => Op::FifoTicket,
+            Request::Reserve { ticket, .. } => Op::FifoReserve { ticket: *ticket },
+            Request::Untake {
+                ticket,
+                position,
+                previous,
+                ..
+            } => Op::FifoUntake {
+                ticket: *ticket,
+                position: *position,
+                previous_ticket: *previous,
+            },
+            Request::PutEntry {
+                guid, ticket, finished, ..
+            } => Op::FifoPutEntry(Entry {
+                owner: adds.fields.owner,
+                guid,
+                ticket: *ticket,
+                lease_duration_ms: match finished {
+                    true => crate::item::RELEASED_LEASE_MS,
+                    false => adds.fields.lease_duration_ms,
+                },
+                ttl: adds.entry_ttl,
+            }),
+            Request::Grant {
+                guid,
+                ticket,
+                position,
+                waited_out,
+                ..
+            } => Op::FifoGrant {
+                fields: &adds.fields,
+                guid,
+                ticket: *ticket,
+                position: *position,
+                waited_out: waited_out.as_ref(),
+            },
+            Request::FinishEntry { seen, new_guid, .. } => Op::FifoFinishEntry {
+                guids: std::slice::from_ref(seen),
+                new_guid,
+            },
+            Request::TouchEntry { .. } => Op::FifoTouchEntry { ttl: adds.entry_ttl },
+            Request::ReleaseHead { guid, .. } => Op::Release {
+                guids: std::slice::from_ref(guid),
+                lock_acquired_time_unix_ms: None,
+                ttl: None,
+            },
+            Request::DeleteEntry { guids, .. } => Op::DeleteIfGuid { guids },
         }
     }
 }

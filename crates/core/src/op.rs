@@ -182,7 +182,7 @@ pub enum Op<'a, R: Record> {
         ttl: Option<Ttl<'a>>,
     },
     /// A waiter puts itself first in line on an existing item, if the place is open to it.
-    MarkWaiting(&'a WaitMark<'a>),
+    MarkWaiting(WaitMark<'a>),
     /// Fifo, uncontended: take the head if it is free and no ticket is out.
     FifoTakeFree {
         fields: &'a OpenFields<'a>,
@@ -200,7 +200,7 @@ pub enum Op<'a, R: Record> {
         previous_ticket: u64,
     },
     /// Fifo: write a queue entry if there is none.
-    FifoPutEntry(&'a Entry<'a, R::Guid>),
+    FifoPutEntry(Entry<'a, R::Guid>),
     /// Fifo: grant the head to `ticket` at `position` if it is free (or still at
     /// `waited_out`) and its token is lower than `ticket`.
     FifoGrant {
@@ -439,7 +439,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             ..
         } => release(item, lock_acquired_time_unix_ms),
         Op::SetData { data, .. } => (changed(item, |r| r.set_data(data)), Reply::Done),
-        Op::MarkWaiting(mark) => mark_waiting(item, mark),
+        Op::MarkWaiting(ref mark) => mark_waiting(item, mark),
         Op::FifoTakeFree { fields, guid } => fifo_take_free(item, fields, guid),
         Op::FifoTicket => {
             let ticket = last_ticket(item.as_ref()) + 1;
@@ -451,7 +451,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             previous_ticket,
             ..
         } => fifo_untake(item, position, previous_ticket),
-        Op::FifoPutEntry(e) => fifo_put_entry(e),
+        Op::FifoPutEntry(ref e) => fifo_put_entry(e),
         Op::FifoGrant {
             fields,
             guid,

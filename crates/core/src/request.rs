@@ -84,16 +84,15 @@ pub struct Adds<'a> {
     pub ttl_released: Option<Ttl<'a>>,
 }
 
-/// What an operation borrows that its request holds in another form (`Req::parts`).
+/// What an operation borrows that its request holds in another form (`Req::parts`): the
+/// holder's fields as the request writes them.
 #[derive(Clone, Debug)]
 pub struct Parts<'a> {
     fields: OpenFields<'a>,
-    mark: WaitMark<'a>,
 }
 
 impl<G, V> Req<G, V> {
-    /// The pieces `op` borrows: the holder's fields as this request writes them, and a
-    /// waiter's mark.
+    /// The pieces `op` borrows: the holder's fields as this request writes them.
     pub fn parts<'a>(&'a self, adds: &Adds<'a>) -> Parts<'a> {
         let fields = match self {
             Req::Take {
@@ -110,26 +109,7 @@ impl<G, V> Req<G, V> {
             },
             _ => adds.fields.clone(),
         };
-        let mark = match self {
-            Req::MarkWaiting {
-                waiter,
-                since_unix_ms,
-                now_unix_ms,
-                stale_before_unix_ms,
-            } => WaitMark {
-                waiter,
-                since_unix_ms: *since_unix_ms,
-                now_unix_ms: *now_unix_ms,
-                stale_before_unix_ms: *stale_before_unix_ms,
-            },
-            _ => WaitMark {
-                waiter: "",
-                since_unix_ms: 0,
-                now_unix_ms: 0,
-                stale_before_unix_ms: 0,
-            },
-        };
-        Parts { fields, mark }
+        Parts { fields }
     }
 
     /// The operation this request is, with what the caller adds (`parts` from
@@ -190,7 +170,17 @@ impl<G, V> Req<G, V> {
                 lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
                 expect,
             },
-            Req::MarkWaiting { .. } => Op::MarkWaiting(&parts.mark),
+            Req::MarkWaiting {
+                waiter,
+                since_unix_ms,
+                now_unix_ms,
+                stale_before_unix_ms,
+            } => Op::MarkWaiting(WaitMark {
+                waiter,
+                since_unix_ms: *since_unix_ms,
+                now_unix_ms: *now_unix_ms,
+                stale_before_unix_ms: *stale_before_unix_ms,
+            }),
         }
     }
 }
