@@ -498,7 +498,7 @@ impl FifoMachines {
         match reply {
             core_op::Reply::Done | core_op::Reply::HandedOver(_) => Answer::Done(Reply::Done),
             core_op::Reply::Token(t) => Answer::Done(Reply::Token(t)),
-            core_op::Reply::Before(i) => Answer::Done(Reply::Item(i)),
+            core_op::Reply::Before(i) => Answer::Done(Reply::Before(i)),
             core_op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
             core_op::Reply::Refused(i) => Answer::Refused(Some(i)),
         }

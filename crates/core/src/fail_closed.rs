@@ -242,17 +242,17 @@ where
         match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::Put => self.put_ended(ended, env),
             Phase::SettleRefusal => match ended {
-                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
+                Ended::Ok(Reply::Before(cur)) => self.refused(cur, env),
                 Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
                 Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
             },
             Phase::SettleFailure(error) => match ended {
-                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.over(Outcome::Acquired),
+                Ended::Ok(Reply::Before(Some(r))) if r.carries(&self.guid) => self.over(Outcome::Acquired),
                 Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
                 Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
             },
             Phase::ReadHolder => match ended {
-                Ended::Ok(Reply::Item(held)) => self.over(Outcome::Held(held)),
+                Ended::Ok(Reply::Before(held)) => self.over(Outcome::Held(held)),
                 _ => self.over(Outcome::Held(None)),
             },
             Phase::Mark => {
@@ -263,8 +263,8 @@ where
                 self.pause(env)
             }
             Phase::Reread => match ended {
-                Ended::Ok(Reply::Item(None)) => self.put(env),
-                Ended::Ok(Reply::Item(Some(r))) => self.observe(&r, env),
+                Ended::Ok(Reply::Before(None)) => self.put(env),
+                Ended::Ok(Reply::Before(Some(r))) => self.observe(&r, env),
                 _ => self.pause(env),
             },
             Phase::StandBack | Phase::Pausing | Phase::Over => self.over(Outcome::Aborted),
@@ -373,7 +373,7 @@ mod tests {
                     puts += 1;
                     m.answer(Answer::Refused(Some(Some(holder()))), &env(now))
                 }
-                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Item(Some(holder()))), &env(now)),
+                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Before(Some(holder()))), &env(now)),
                 Step::Send {
                     req: Req::MarkWaiting { .. },
                     ..
@@ -413,7 +413,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            m.answer(Answer::Done(Reply::Item(Some(ours))), &env(31)),
+            m.answer(Answer::Done(Reply::Before(Some(ours))), &env(31)),
             Step::Done(Outcome::Acquired)
         );
     }
@@ -480,7 +480,7 @@ mod tests {
                 Step::Send { req: Req::Get, .. } => {
                     reads += 1;
                     let cur = present(now).then(|| item.clone());
-                    m.answer(Answer::Done(Reply::Item(cur)), &env(now))
+                    m.answer(Answer::Done(Reply::Before(cur)), &env(now))
                 }
                 Step::Send {
                     req: Req::MarkWaiting {

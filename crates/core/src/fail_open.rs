@@ -379,12 +379,12 @@ where
         match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::Take => self.take_ended(ended, env),
             Phase::SettleRefusal => match ended {
-                Ended::Ok(Reply::Item(cur)) => self.refused(cur, env),
+                Ended::Ok(Reply::Before(cur)) => self.refused(cur, env),
                 Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
                 Ended::Ok(_) | Ended::Refused { .. } => self.refused(None, env),
             },
             Phase::SettleFailure(error) => match ended {
-                Ended::Ok(Reply::Item(Some(r))) if r.carries(&self.guid) => self.taken(&r),
+                Ended::Ok(Reply::Before(Some(r))) if r.carries(&self.guid) => self.taken(&r),
                 Ended::Ok(_) | Ended::Refused { .. } => self.over(Outcome::Failed { error, undo: false }),
                 Ended::Failed { .. } => self.over(Outcome::Failed { error, undo: true }),
             },
@@ -399,12 +399,14 @@ where
                 }
             }
             Phase::Reread => match ended {
-                Ended::Ok(Reply::Item(None)) => self.waited(env),
-                Ended::Ok(Reply::Item(Some(r))) if r.corrupt() => {
+                Ended::Ok(Reply::Before(None)) => self.waited(env),
+                Ended::Ok(Reply::Before(Some(r))) if r.corrupt() => {
                     self.over(Outcome::Corrupt { item: r, landed: false })
                 }
-                Ended::Ok(Reply::Item(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => self.waited(env),
-                Ended::Ok(Reply::Item(Some(r))) => self.observe(r, false, env),
+                Ended::Ok(Reply::Before(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => {
+                    self.waited(env)
+                }
+                Ended::Ok(Reply::Before(Some(r))) => self.observe(r, false, env),
                 // A failed re-read changes nothing: the deadline still decides.
                 _ => self.wait(env),
             },
@@ -499,7 +501,9 @@ mod tests {
     fn settle(m: &mut M, mut step: S, now: u64, item: &LockRecord) -> S {
         loop {
             step = match step {
-                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Item(Some(item.clone()))), &env(now)),
+                Step::Send { req: Req::Get, .. } => {
+                    m.answer(Answer::Done(Reply::Before(Some(item.clone()))), &env(now))
+                }
                 Step::Send {
                     req: Req::MarkWaiting { .. },
                     ..
@@ -547,7 +551,7 @@ mod tests {
         let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         let step = m.answer(Answer::Refused(None), &env(1));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }));
-        let done = m.answer(Answer::Done(Reply::Item(Some(corrupt("1.5")))), &env(2));
+        let done = m.answer(Answer::Done(Reply::Before(Some(corrupt("1.5")))), &env(2));
         assert!(matches!(done, Step::Done(Outcome::Corrupt { landed: false, .. })));
     }
 
@@ -566,7 +570,7 @@ mod tests {
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
         let mut ours = corrupt("2.5");
         ours.read(crate::item::GUID, crate::item::Found::B(guid(1).to_vec()));
-        let done = m.answer(Answer::Done(Reply::Item(Some(ours.clone()))), &env(2));
+        let done = m.answer(Answer::Done(Reply::Before(Some(ours.clone()))), &env(2));
         assert_eq!(
             done,
             Step::Done(Outcome::Corrupt {
@@ -780,7 +784,7 @@ mod tests {
                 }
                 Step::Send { req: Req::Get, .. } => {
                     sent.reads += 1;
-                    m.answer(Answer::Done(Reply::Item(Some(item_at(&item, now)))), &env(now))
+                    m.answer(Answer::Done(Reply::Before(Some(item_at(&item, now)))), &env(now))
                 }
                 Step::Send {
                     req:
@@ -875,7 +879,7 @@ mod tests {
                     if now >= 30_000 && last_read_of_last_version.is_none() {
                         last_read_of_last_version = Some(now);
                     }
-                    m.answer(Answer::Done(Reply::Item(Some(at(now)))), &env(now))
+                    m.answer(Answer::Done(Reply::Before(Some(at(now)))), &env(now))
                 }
                 Step::Send {
                     req: Req::MarkWaiting { .. },

@@ -794,7 +794,7 @@ where
             Phase::Ticket => self.ticket_answer(ended, env, here),
             Phase::Reserve => self.reserve_answer(ended, env, here),
             Phase::ReserveRead => match ended {
-                Ended::Ok(Reply::Item(cur)) => self.reserve_refused(cur, env, here),
+                Ended::Ok(Reply::Before(cur)) => self.reserve_refused(cur, env, here),
                 Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
                 _ => self.stop(Stop::End(Outcome::NotAcquired), env, here),
             },
@@ -856,7 +856,7 @@ where
         here: &mut dyn Here<R::Guid>,
     ) -> A<R, E> {
         let item = match ended {
-            Ended::Ok(Reply::Item(i)) => Some(i),
+            Ended::Ok(Reply::Before(i)) => Some(i),
             _ => None,
         };
         match (failure, item) {
@@ -875,7 +875,7 @@ where
         match ended {
             Ended::Ok(r) => {
                 let before = match r {
-                    Reply::Item(i) => i,
+                    Reply::Before(i) => i,
                     _ => None,
                 };
                 self.ticket = Some(op::last_ticket(before.as_ref()) + 1);
@@ -892,7 +892,7 @@ where
         match ended {
             Ended::Ok(r) => {
                 let before = match r {
-                    Reply::Item(i) => i,
+                    Reply::Before(i) => i,
                     _ => None,
                 };
                 self.queue(before, env, here)
@@ -1052,7 +1052,7 @@ where
                 .is_some_and(|c| guid.as_ref().is_some_and(|g| c.carries(g)))
         };
         let written = match ended {
-            Ended::Ok(Reply::Item(cur)) if settling => carries(&cur),
+            Ended::Ok(Reply::Before(cur)) if settling => carries(&cur),
             Ended::Ok(_) if settling => false,
             Ended::Ok(_) => true,
             Ended::Refused { current: Some(cur), .. } => carries(&cur),
@@ -1221,7 +1221,7 @@ where
     /// A read while waiting: `None` when it failed for now (the next poll tries again).
     fn read(&self, ended: Ended<R, E>) -> Result<Option<Option<R>>, Stop<E>> {
         match ended {
-            Ended::Ok(Reply::Item(i)) => Ok(Some(i)),
+            Ended::Ok(Reply::Before(i)) => Ok(Some(i)),
             Ended::Failed { error, .. } if !self.transient => Err(Stop::End(Outcome::Failed(error))),
             _ => Ok(None),
         }
@@ -1753,7 +1753,7 @@ mod tests {
     }
 
     fn item(r: Option<LockRecord>) -> Input<LockRecord, &'static str> {
-        Input::Answer(Answer::Done(Reply::Item(r)))
+        Input::Answer(Answer::Done(Reply::Before(r)))
     }
 
     fn done() -> Input<LockRecord, &'static str> {

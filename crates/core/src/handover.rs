@@ -75,7 +75,7 @@ where
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R> {
         match self.pending.answer::<R, E, Outcome<R::Guid>>(a, env) {
             Next::Step(step) => step,
-            Next::Ended(Ended::Ok(Reply::Token(t))) => Step::Done(Outcome::Handed {
+            Next::Ended(Ended::Ok(Reply::HandedOver(Some(t)))) => Step::Done(Outcome::Handed {
                 fencing_token: Some(t),
                 sent_at: self.sent_at,
             }),

@@ -249,7 +249,7 @@ pub enum Expect<G, V> {
 }
 
 /// The answer to an operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Reply<R> {
     /// Applied.
     Done,

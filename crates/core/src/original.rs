@@ -278,10 +278,10 @@ where
         let phase = std::mem::replace(&mut self.phase, Phase::Over);
         match (phase, a) {
             (_, Answer::Failed { error, .. }) => self.over(Outcome::Failed(error)),
-            (Phase::Read, Answer::Done(Reply::Item(Some(holder)))) if holder.corrupt() => {
+            (Phase::Read, Answer::Done(Reply::Before(Some(holder)))) if holder.corrupt() => {
                 self.over(Outcome::Corrupt(holder))
             }
-            (Phase::Read, Answer::Done(Reply::Item(Some(holder)))) => {
+            (Phase::Read, Answer::Done(Reply::Before(Some(holder)))) => {
                 let until = env.now + wait_out(&self.s, &holder, env.unix_ms);
                 self.phase = Phase::WaitOut {
                     seen: holder.version(),
@@ -398,7 +398,7 @@ mod tests {
     }
 
     fn item(r: Option<LockRecord>) -> Answer<LockRecord, &'static str> {
-        Answer::Done(Reply::Item(r))
+        Answer::Done(Reply::Before(r))
     }
 
     fn refused() -> Answer<LockRecord, &'static str> {

@@ -145,7 +145,7 @@ where
         match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::Write => self.written(ended, env),
             Phase::Settle(error) => match ended {
-                Ended::Ok(Reply::Item(cur)) if !self.still_held(cur.as_ref()) => {
+                Ended::Ok(Reply::Before(cur)) if !self.still_held(cur.as_ref()) => {
                     Step::Done(Outcome::Released { waiter: false })
                 }
                 _ => Step::Done(Outcome::Failed(error)),
@@ -293,7 +293,7 @@ mod tests {
                 step = m.answer(timeout(), &env(now));
             }
             assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
-            assert_eq!(m.answer(Answer::Done(Reply::Item(item)), &env(now)), Step::Done(out));
+            assert_eq!(m.answer(Answer::Done(Reply::Before(item)), &env(now)), Step::Done(out));
         }
     }
 

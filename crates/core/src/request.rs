@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::op::{self, Expect, Op, OpenFields, Record, Ttl, WaitMark};
+use crate::op::{Expect, Op, OpenFields, Record, Ttl, WaitMark};
 use crate::settings::{self, Lock};
 
 /// A point on the caller's monotonic clock, as the time since an origin the caller chooses
@@ -185,15 +185,12 @@ impl<G, V> Req<G, V> {
     }
 }
 
-/// How an operation's reply reaches a machine: a refusal as `Answer::Refused` with the item
-/// as it was, a hand-over's new token (FailOpen) as a token.
-pub fn answer_of<R, E>(reply: op::Reply<R>) -> Answer<R, E> {
+/// How an operation's reply reaches a machine: a refusal as `Answer::Refused`, with the item
+/// as it was.
+pub fn answer_of<R, E>(reply: Reply<R>) -> Answer<R, E> {
     match reply {
-        op::Reply::Done | op::Reply::HandedOver(None) => Answer::Done(Reply::Done),
-        op::Reply::Token(t) | op::Reply::HandedOver(Some(t)) => Answer::Done(Reply::Token(t)),
-        op::Reply::Before(i) => Answer::Done(Reply::Item(i)),
-        op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
-        op::Reply::Refused(i) => Answer::Refused(Some(i)),
+        Reply::Refused(i) => Answer::Refused(Some(i)),
+        done => Answer::Done(done),
     }
 }
 
@@ -215,18 +212,9 @@ pub enum Answer<R, E> {
     },
 }
 
-/// What a successful operation returned.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Reply<R> {
-    /// Applied, nothing to tell.
-    Done,
-    /// `Take`: the new fencing token.
-    Token(u64),
-    /// `Get`: the item.
-    Item(Option<R>),
-    /// `DeleteIfGuid`, `Release`: the item's `lockWaitingUnixMs` as it was.
-    WaitingMark(Option<u64>),
-}
+/// What a successful operation returned: the operations' one reply (`op::Reply`; a refusal
+/// reaches a machine as `Answer::Refused`, never as `Reply::Refused`).
+pub use crate::op::Reply;
 
 /// What the caller does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
