@@ -86,8 +86,8 @@ impl Client {
         if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
             let taken = original::acquire(&*self.store, &self.settings, &self.fifo.names, &key, cancel).await?;
-            let lease_until = (self.settings.kind == Kind::FailOpen).then(|| taken.sent_at + self.settings.lease());
-            let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, lease_until);
+            let leased_from = (self.settings.kind == Kind::FailOpen).then_some(taken.sent_at);
+            let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
             return self.start_lock(Arc::new(lock), cancel).await;
         }
         let Some(place) = place else {
@@ -237,13 +237,13 @@ impl Client {
                 fencing_token,
                 sent_at,
             } => {
-                let lease_until = (self.settings.kind == Kind::FailOpen).then(|| sent_at + self.settings.lease());
+                let leased_from = (self.settings.kind == Kind::FailOpen).then_some(sent_at);
                 Some(HeldLock::new(
                     self.shared.clone(),
                     key.clone(),
                     guid,
                     fencing_token,
-                    lease_until,
+                    leased_from,
                 ))
             }
         }
@@ -265,13 +265,12 @@ impl Client {
             }
             Kind::FailOpen => {
                 let taken = fail_open::acquire(self, key, data, until_aborted, cancel).await?;
-                let lease_until = taken.sent_at + self.settings.lease();
                 let mut lock = HeldLock::new(
                     self.shared.clone(),
                     key.clone(),
                     taken.guid,
                     Some(taken.fencing_token),
-                    Some(lease_until),
+                    Some(taken.sent_at),
                 );
                 lock.contended = taken.contended;
                 lock

@@ -155,13 +155,7 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
 /// A head item taken with `token`: a held lock, heartbeated like a FailOpen lock.
 fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant) -> Arc<HeldLock> {
     let resource = head.partition.clone();
-    let lock = Arc::new(HeldLock::new(
-        c.clone(),
-        head,
-        guid,
-        Some(token),
-        Some(sent_at + c.settings.lease()),
-    ));
+    let lock = Arc::new(HeldLock::new(c.clone(), head, guid, Some(token), Some(sent_at)));
     schedule(c, &lock);
     c.fifo.hold(&resource, token, &lock);
     lock
@@ -323,7 +317,7 @@ impl Driver<'_> {
                         entry_key(&self.resources[resource], position),
                         guid,
                         None,
-                        Some(clock.base + sent_at + c.settings.lease()),
+                        Some(clock.base + sent_at),
                     ));
                     schedule(c, &lock);
                     self.entries[resource] = Some(lock);

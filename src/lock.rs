@@ -193,13 +193,16 @@ impl std::fmt::Debug for HeldLock {
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl HeldLock {
+    /// A lock taken with the write sent at `leased_from` (FailOpen, Fifo: its lease counts from
+    /// then, `leaseDurationMs` long; `None`: a lock without a lease, FailClosed).
     pub fn new(
         client: Arc<Shared>,
         key: LockKey,
         guid: Guid,
         fencing_token: Option<u64>,
-        lease_until: Option<Instant>,
+        leased_from: Option<Instant>,
     ) -> Self {
+        let lease_until = leased_from.map(|sent| sent + client.settings.lease());
         HeldLock {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key,
