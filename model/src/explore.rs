@@ -589,3 +589,52 @@ fn check_liveness(
     }
     None
 }
+
+/// What exploring one configuration found, told for people: its states and depth, whether it
+/// covered the whole space, and the first violation (its property, what it found, and the
+/// steps to it).
+pub struct Checked {
+    pub states: usize,
+    pub depth: usize,
+    pub truncated: bool,
+    pub violation: Option<(&'static str, String, Vec<String>)>,
+}
+
+/// Explores `model` (at most `max_states` states), depth first when `deep` (only the visited
+/// set is held), else breadth first (the counterexample is the shortest); a violation's path
+/// is told step by step by `tell`.
+pub fn check<M: Model>(
+    model: &M,
+    deep: bool,
+    max_states: usize,
+    tell: impl Fn(&M::State, &M::Action) -> String,
+) -> Checked {
+    let r = if deep {
+        explore_deep(model, max_states)
+    } else {
+        explore(model, max_states)
+    };
+    Checked {
+        states: r.states,
+        depth: r.depth,
+        truncated: r.truncated,
+        violation: r
+            .violation
+            .map(|(v, _, p)| (v.property, v.detail, narrate(model, &p, &tell))),
+    }
+}
+
+/// The steps of `path` from `model`'s initial state, each told by `tell` in the state it is
+/// taken in.
+pub fn narrate<M: Model>(model: &M, path: &[M::Action], tell: impl Fn(&M::State, &M::Action) -> String) -> Vec<String> {
+    let mut s = model.init().remove(0);
+    let mut out = Vec::new();
+    for a in path {
+        out.push(tell(&s, a));
+        match model.next(&s, a) {
+            Ok(n) => s = n,
+            Err(_) => break,
+        }
+    }
+    out
+}

@@ -6,16 +6,8 @@
 use std::time::Instant;
 
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::explore::Checked;
 use dynamodb_lock_model::{fifo_machines, lease, machines};
-
-/// What one exploration found: its states and depth, whether it covered the whole space, and
-/// the first violation (property, detail, steps).
-struct Found {
-    states: usize,
-    depth: usize,
-    truncated: bool,
-    violation: Option<(&'static str, String, Vec<String>)>,
-}
 
 /// The report so far: whether everything holds, and the JSON of each section.
 struct Report {
@@ -35,7 +27,7 @@ fn steps(steps: &[String]) {
 
 impl Report {
     /// Prints one configuration's run; returns its JSON.
-    fn run(&mut self, label: String, f: Found, seconds: f64) -> String {
+    fn run(&mut self, label: String, f: Checked, seconds: f64) -> String {
         let holds = f.violation.is_none() && !f.truncated;
         let verdict = if holds {
             "every property holds"
@@ -61,7 +53,7 @@ impl Report {
     }
 
     /// Prints one broken variant's counterexample; returns its JSON.
-    fn variant(&mut self, name: &str, expected: &str, f: Found) -> String {
+    fn variant(&mut self, name: &str, expected: &str, f: Checked) -> String {
         let len = match &f.violation {
             Some((property, _, path)) if *property == expected => {
                 println!("  {name}: {property} violated in {} steps", path.len());
@@ -99,26 +91,9 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (r, t.elapsed().as_secs_f64())
 }
 
-fn machines_found(r: machines::Checked) -> Found {
-    Found {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation,
-    }
-}
-
-fn fifo_found(r: fifo_machines::Checked) -> Found {
-    Found {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation,
-    }
-}
-
-fn lease_found(r: lease::LeaseResult) -> Found {
-    Found {
+/// What a lease run found, as an exploration's outcome.
+fn lease_found(r: lease::LeaseResult) -> Checked {
+    Checked {
         states: r.states,
         depth: r.depth,
         truncated: !r.holds && r.counterexample.is_none(),
@@ -164,12 +139,12 @@ fn main() {
             cfg.beats
         );
         let (r, s) = timed(|| machines::check(cfg, machines::MAX_STATES));
-        runs.push(rep.run(label, machines_found(r), s));
+        runs.push(rep.run(label, r, s));
     }
     let mut variants = Vec::new();
     for bug in machines::Bug::ALL {
         let r = machines::check(machines::broken_config(bug), machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), bug.property(), machines_found(r)));
+        variants.push(rep.variant(bug.name(), bug.property(), r));
     }
     rep.section("machines", runs, variants);
 
@@ -202,12 +177,12 @@ fn main() {
             cfg.horizon
         );
         let (r, s) = timed(|| fifo_machines::check(cfg, fifo_machines::MAX_STATES));
-        runs.push(rep.run(label, fifo_found(r), s));
+        runs.push(rep.run(label, r, s));
     }
     let mut variants = Vec::new();
     for bug in Broken::FIFO {
         let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), fifo_found(r)));
+        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), r));
     }
     rep.section("fifoMachines", runs, variants);
 
