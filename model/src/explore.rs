@@ -16,6 +16,7 @@
 //! a random 64-bit function, the chance of any collision among N states is about
 //! N^2 / 2^65: 8e-6 for 17 million states, 4e-5 for 40 million, 3e-4 for 100 million.
 
+use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
@@ -236,6 +237,13 @@ struct Came {
 const ROOT: u32 = u32::MAX;
 
 impl Came {
+    fn new() -> Came {
+        Came {
+            parent: Vec::new(),
+            action: Vec::new(),
+        }
+    }
+
     fn push(&mut self, parent: u32, action: usize) {
         self.parent.push(parent);
         self.action
@@ -263,17 +271,48 @@ impl Came {
         }
         (s, path)
     }
+
+    /// The counterexample that ends with action `a` from state `at`: the property `v` it
+    /// violates, the state `s` it found, and the path to it.
+    fn counterexample<M: Model>(
+        &self,
+        model: &M,
+        at: u32,
+        a: M::Action,
+        v: Violation,
+        s: M::State,
+    ) -> (Violation, M::State, Vec<M::Action>) {
+        let (_, mut path) = self.replay(model, at);
+        path.push(a);
+        (v, s, path)
+    }
 }
 
 impl<S, A> Report<S, A> {
     /// An initial state violates an invariant.
     fn at_start(v: Violation, s: S, states: usize) -> Self {
+        Reach::default().report(states, Some((v, s, Vec::new())))
+    }
+}
+
+/// How far a search got: the depth it reached, the transitions it took, and whether it
+/// stopped at the state limit.
+#[derive(Clone, Copy, Default)]
+struct Reach {
+    depth: usize,
+    transitions: u64,
+    truncated: bool,
+}
+
+impl Reach {
+    /// The report of a search that got this far over `states` states and found `violation`.
+    fn report<S, A>(self, states: usize, violation: Option<(Violation, S, Vec<A>)>) -> Report<S, A> {
         Report {
             states,
-            depth: 0,
-            transitions: 0,
-            violation: Some((v, s, Vec::new())),
-            truncated: false,
+            depth: self.depth,
+            transitions: self.transitions,
+            violation,
+            truncated: self.truncated,
         }
     }
 }
@@ -297,136 +336,224 @@ fn record_initial<M: Model>(
     Ok(Some(i))
 }
 
+/// The explored graph, kept when the model asks for liveness: the successors of state `i` are
+/// `succ[first[i]..first[i + 1]]`; per goal, the states where it is waiting and those where it
+/// is served.
+struct Graph {
+    goals: usize,
+    first: Vec<u32>,
+    succ: Vec<u32>,
+    waiting: Vec<Bits>,
+    served: Vec<Bits>,
+}
+
+impl Graph {
+    fn new(goals: usize) -> Graph {
+        Graph {
+            goals,
+            first: Vec::new(),
+            succ: Vec::new(),
+            waiting: (0..goals).map(|_| Bits(Vec::new())).collect(),
+            served: (0..goals).map(|_| Bits(Vec::new())).collect(),
+        }
+    }
+
+    /// Liveness is checked.
+    fn live(&self) -> bool {
+        self.goals > 0
+    }
+
+    /// Marks state `i` waiting, or served, for each goal.
+    fn mark<M: Model>(&mut self, model: &M, s: &M::State, i: u32) {
+        for g in 0..self.goals {
+            if model.waiting(s, g) {
+                self.waiting[g].set(i as usize);
+            }
+            if model.served(s, g) {
+                self.served[g].set(i as usize);
+            }
+        }
+    }
+
+    /// Adds the successors of the next state in discovery order (`out`, sorted here).
+    fn add(&mut self, out: &mut Vec<u32>) {
+        out.sort_unstable();
+        out.dedup();
+        self.first
+            .push(u32::try_from(self.succ.len()).expect("fewer than 2^32 edges"));
+        self.succ.extend_from_slice(out);
+    }
+
+    /// The first of the `states` states, in discovery order, from which a waiting goal cannot
+    /// be served, with the property it violates.
+    fn unserved(mut self, states: usize) -> Option<(Violation, u32)> {
+        self.first
+            .push(u32::try_from(self.succ.len()).expect("fewer than 2^32 edges"));
+        check_liveness(self.goals, states, self.first, self.succ, &self.waiting, &self.served)
+    }
+}
+
+/// A breadth-first search in progress.
+struct Bfs<'m, M: Model> {
+    model: &'m M,
+    max_states: usize,
+    visited: Visited,
+    came: Came,
+    graph: Graph,
+    reach: Reach,
+    /// The frontier: the states of the level being explored, then those of the next, in
+    /// discovery order; `head` is the index of the state at its front.
+    queue: VecDeque<M::State>,
+    head: usize,
+    /// The index of the first state of the level after the one being explored.
+    level_end: usize,
+    /// The distinct successors of the state being expanded, for the graph.
+    out: Vec<u32>,
+}
+
+impl<'m, M: Model> Bfs<'m, M> {
+    fn new(model: &'m M, max_states: usize) -> Self {
+        Bfs {
+            model,
+            max_states,
+            visited: Visited::new(),
+            came: Came::new(),
+            graph: Graph::new(model.liveness_goals()),
+            reach: Reach::default(),
+            queue: VecDeque::new(),
+            head: 0,
+            level_end: 0,
+            out: Vec::new(),
+        }
+    }
+
+    /// Puts the initial states on the frontier.
+    fn start(&mut self) -> Result<(), Report<M::State, M::Action>> {
+        for (k, s) in self.model.init().into_iter().enumerate() {
+            let i = match record_initial(self.model, &s, k, &mut self.visited, &mut self.came) {
+                Ok(Some(i)) => i,
+                Ok(None) => continue,
+                Err(v) => return Err(Report::at_start(v, s, self.visited.len() + 1)),
+            };
+            self.graph.mark(self.model, &s, i);
+            self.queue.push_back(s);
+        }
+        Ok(())
+    }
+
+    /// Takes the state at the head of the frontier through each of its actions `acts`.
+    fn expand(&mut self, s: M::State, acts: &[M::Action]) -> Result<(), Report<M::State, M::Action>> {
+        if self.head == self.level_end {
+            if self.head > 0 {
+                self.reach.depth += 1;
+            }
+            self.level_end = self.visited.len();
+        }
+        self.out.clear();
+        for (k, a) in acts.iter().enumerate() {
+            self.reach.transitions += 1;
+            let n = match self.model.next(&s, a) {
+                Ok(n) => n,
+                Err(v) => {
+                    let found = self.came.counterexample(self.model, self.head as u32, a.clone(), v, s);
+                    return Err(self.reach.report(self.visited.len(), Some(found)));
+                }
+            };
+            if let Some(j) = self.successor(n, k, a)? {
+                if self.graph.live() && j != self.head as u32 {
+                    self.out.push(j);
+                }
+            }
+        }
+        if self.graph.live() {
+            self.graph.add(&mut self.out);
+        }
+        self.head += 1;
+        Ok(())
+    }
+
+    /// Records `n`, reached from the head of the frontier by its `k`th action `a`: its index,
+    /// or `None` past the state limit.
+    fn successor(&mut self, n: M::State, k: usize, a: &M::Action) -> Result<Option<u32>, Report<M::State, M::Action>> {
+        let fp = fingerprint(&n);
+        if let Some(j) = self.visited.get(fp) {
+            return Ok(Some(j));
+        }
+        if self.visited.len() >= self.max_states {
+            self.reach.truncated = true;
+            return Ok(None);
+        }
+        if let Err(v) = self.model.invariant(&n) {
+            let found = self.came.counterexample(self.model, self.head as u32, a.clone(), v, n);
+            let deeper = Reach {
+                depth: self.reach.depth + 1,
+                ..self.reach
+            };
+            return Err(deeper.report(self.visited.len() + 1, Some(found)));
+        }
+        let j = self.visited.insert(fp);
+        self.came.push(self.head as u32, k);
+        if self.graph.live() {
+            self.graph.mark(self.model, &n, j);
+        }
+        self.queue.push_back(n);
+        Ok(Some(j))
+    }
+
+    /// The report of the search, run to its end: with liveness checked on the whole graph.
+    fn finish(self) -> Report<M::State, M::Action> {
+        let Bfs {
+            model,
+            visited,
+            came,
+            graph,
+            reach,
+            ..
+        } = self;
+        let states = visited.len();
+        drop(visited);
+        let mut violation = None;
+        if graph.live() && !reach.truncated {
+            violation = graph.unserved(states).map(|(v, i)| {
+                let (s, p) = came.replay(model, i);
+                (v, s, p)
+            });
+        }
+        reach.report(states, violation)
+    }
+}
+
 /// Explores every state reachable from `model.init()`, up to `max_states`; stops at the first
 /// violation.
 pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
-    let mut visited = Visited::new();
-    let mut came = Came {
-        parent: Vec::new(),
-        action: Vec::new(),
-    };
-    let goals = model.liveness_goals();
-    let live = goals > 0;
-    // The graph, when liveness is checked: the successors of state `i` are
-    // `succ[first[i]..first[i + 1]]`.
-    let mut first: Vec<u32> = Vec::new();
-    let mut succ: Vec<u32> = Vec::new();
-    // Per goal: the states where it is waiting, and those where it is served.
-    let mut waiting: Vec<Bits> = (0..goals).map(|_| Bits(Vec::new())).collect();
-    let mut served: Vec<Bits> = (0..goals).map(|_| Bits(Vec::new())).collect();
-    let mark = |s: &M::State, i: u32, waiting: &mut Vec<Bits>, served: &mut Vec<Bits>| {
-        for g in 0..goals {
-            if model.waiting(s, g) {
-                waiting[g].set(i as usize);
-            }
-            if model.served(s, g) {
-                served[g].set(i as usize);
-            }
-        }
-    };
-    let mut depth = 0usize;
-    let mut transitions = 0u64;
-    let mut truncated = false;
-
-    // The frontier: the states of the level being explored, then those of the next, in
-    // discovery order; `head` is the index of the state at its front.
-    let mut queue: std::collections::VecDeque<M::State> = std::collections::VecDeque::new();
-    for (k, s) in model.init().into_iter().enumerate() {
-        let i = match record_initial(model, &s, k, &mut visited, &mut came) {
-            Ok(Some(i)) => i,
-            Ok(None) => continue,
-            Err(v) => return Report::at_start(v, s, visited.len() + 1),
-        };
-        mark(&s, i, &mut waiting, &mut served);
-        queue.push_back(s);
+    let mut bfs = Bfs::new(model, max_states);
+    if let Err(r) = bfs.start() {
+        return r;
     }
-    let mut head = 0usize;
-    let mut level_end = 0usize;
     let mut acts = Vec::new();
-    let mut out: Vec<u32> = Vec::new();
-    while let Some(s) = queue.pop_front() {
-        if head == level_end {
-            if head > 0 {
-                depth += 1;
-            }
-            level_end = visited.len();
-        }
+    while let Some(s) = bfs.queue.pop_front() {
         acts.clear();
         model.actions(&s, &mut acts);
-        out.clear();
-        for (k, a) in acts.iter().enumerate() {
-            transitions += 1;
-            let n = match model.next(&s, a) {
-                Ok(n) => n,
-                Err(v) => {
-                    let (_, mut p) = came.replay(model, head as u32);
-                    p.push(a.clone());
-                    return Report {
-                        states: visited.len(),
-                        depth,
-                        transitions,
-                        violation: Some((v, s, p)),
-                        truncated,
-                    };
-                }
-            };
-            let fp = fingerprint(&n);
-            let j = match visited.get(fp) {
-                Some(j) => j,
-                None => {
-                    if visited.len() >= max_states {
-                        truncated = true;
-                        continue;
-                    }
-                    if let Err(v) = model.invariant(&n) {
-                        let (_, mut p) = came.replay(model, head as u32);
-                        p.push(a.clone());
-                        return Report {
-                            states: visited.len() + 1,
-                            depth: depth + 1,
-                            transitions,
-                            violation: Some((v, n, p)),
-                            truncated,
-                        };
-                    }
-                    let j = visited.insert(fp);
-                    came.push(head as u32, k);
-                    if live {
-                        mark(&n, j, &mut waiting, &mut served);
-                    }
-                    queue.push_back(n);
-                    j
-                }
-            };
-            if live && j != head as u32 {
-                out.push(j);
-            }
+        if let Err(r) = bfs.expand(s, &acts) {
+            return r;
         }
-        if live {
-            out.sort_unstable();
-            out.dedup();
-            first.push(u32::try_from(succ.len()).expect("fewer than 2^32 edges"));
-            succ.extend_from_slice(&out);
-        }
-        head += 1;
     }
-    let states = visited.len();
-    drop(visited);
+    bfs.finish()
+}
 
-    let mut violation = None;
-    if live && !truncated {
-        first.push(u32::try_from(succ.len()).expect("fewer than 2^32 edges"));
-        violation = check_liveness(goals, states, first, succ, &waiting, &served).map(|(v, i)| {
-            let (s, p) = came.replay(model, i);
-            (v, s, p)
-        });
-    }
-    Report {
-        states,
-        depth,
-        transitions,
-        violation,
-        truncated,
+/// A state on the depth-first path: its index, its actions, and the next of them to take.
+struct Frame<S, A> {
+    s: S,
+    i: u32,
+    acts: Vec<A>,
+    next: usize,
+}
+
+impl<S, A> Frame<S, A> {
+    fn new<M: Model<State = S, Action = A>>(model: &M, s: S, i: u32) -> Self {
+        let mut acts = Vec::new();
+        model.actions(&s, &mut acts);
+        Frame { s, i, acts, next: 0 }
     }
 }
 
@@ -437,20 +564,9 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
 /// path followed.
 pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
     assert_eq!(model.liveness_goals(), 0, "liveness needs the breadth-first graph");
-    struct Frame<S, A> {
-        s: S,
-        i: u32,
-        acts: Vec<A>,
-        next: usize,
-    }
     let mut visited = Visited::new();
-    let mut came = Came {
-        parent: Vec::new(),
-        action: Vec::new(),
-    };
-    let mut depth = 0usize;
-    let mut transitions = 0u64;
-    let mut truncated = false;
+    let mut came = Came::new();
+    let mut reach = Reach::default();
     let mut stack: Vec<Frame<M::State, M::Action>> = Vec::new();
     for (k, s) in model.init().into_iter().enumerate() {
         let i = match record_initial(model, &s, k, &mut visited, &mut came) {
@@ -458,9 +574,7 @@ pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, 
             Ok(None) => continue,
             Err(v) => return Report::at_start(v, s, visited.len() + 1),
         };
-        let mut acts = Vec::new();
-        model.actions(&s, &mut acts);
-        stack.push(Frame { s, i, acts, next: 0 });
+        stack.push(Frame::new(model, s, i));
         while let Some(top) = stack.last_mut() {
             let Some(a) = top.acts.get(top.next).cloned() else {
                 stack.pop();
@@ -468,21 +582,14 @@ pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, 
             };
             let k = top.next;
             top.next += 1;
-            transitions += 1;
+            reach.transitions += 1;
             let at = top.i;
             let n = match model.next(&top.s, &a) {
                 Ok(n) => n,
                 Err(v) => {
-                    let (_, mut p) = came.replay(model, at);
-                    p.push(a);
                     let s = stack.pop().expect("the top frame").s;
-                    return Report {
-                        states: visited.len(),
-                        depth,
-                        transitions,
-                        violation: Some((v, s, p)),
-                        truncated,
-                    };
+                    let found = came.counterexample(model, at, a, v, s);
+                    return reach.report(visited.len(), Some(found));
                 }
             };
             let fp = fingerprint(&n);
@@ -490,40 +597,24 @@ pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, 
                 continue;
             }
             if visited.len() >= max_states {
-                truncated = true;
+                reach.truncated = true;
                 continue;
             }
             if let Err(v) = model.invariant(&n) {
-                let (_, mut p) = came.replay(model, at);
-                p.push(a);
-                return Report {
-                    states: visited.len() + 1,
-                    depth: depth.max(stack.len()),
-                    transitions,
-                    violation: Some((v, n, p)),
-                    truncated,
+                let found = came.counterexample(model, at, a, v, n);
+                let deepest = Reach {
+                    depth: reach.depth.max(stack.len()),
+                    ..reach
                 };
+                return deepest.report(visited.len() + 1, Some(found));
             }
             let j = visited.insert(fp);
             came.push(at, k);
-            let mut acts = Vec::new();
-            model.actions(&n, &mut acts);
-            stack.push(Frame {
-                s: n,
-                i: j,
-                acts,
-                next: 0,
-            });
-            depth = depth.max(stack.len() - 1);
+            stack.push(Frame::new(model, n, j));
+            reach.depth = reach.depth.max(stack.len() - 1);
         }
     }
-    Report {
-        states: visited.len(),
-        depth,
-        transitions,
-        violation: None,
-        truncated,
-    }
+    reach.report(visited.len(), None)
 }
 
 /// For each goal, the states that can reach a `served` state (backwards over the edges); a
@@ -588,4 +679,53 @@ fn check_liveness(
         }
     }
     None
+}
+
+/// What exploring one configuration found, told for people: its states and depth, whether it
+/// covered the whole space, and the first violation (its property, what it found, and the
+/// steps to it).
+pub struct Checked {
+    pub states: usize,
+    pub depth: usize,
+    pub truncated: bool,
+    pub violation: Option<(&'static str, String, Vec<String>)>,
+}
+
+/// Explores `model` (at most `max_states` states), depth first when `deep` (only the visited
+/// set is held), else breadth first (the counterexample is the shortest); a violation's path
+/// is told step by step by `tell`.
+pub fn check<M: Model>(
+    model: &M,
+    deep: bool,
+    max_states: usize,
+    tell: impl Fn(&M::State, &M::Action) -> String,
+) -> Checked {
+    let r = if deep {
+        explore_deep(model, max_states)
+    } else {
+        explore(model, max_states)
+    };
+    Checked {
+        states: r.states,
+        depth: r.depth,
+        truncated: r.truncated,
+        violation: r
+            .violation
+            .map(|(v, _, p)| (v.property, v.detail, narrate(model, &p, &tell))),
+    }
+}
+
+/// The steps of `path` from `model`'s initial state, each told by `tell` in the state it is
+/// taken in.
+pub fn narrate<M: Model>(model: &M, path: &[M::Action], tell: impl Fn(&M::State, &M::Action) -> String) -> Vec<String> {
+    let mut s = model.init().remove(0);
+    let mut out = Vec::new();
+    for a in path {
+        out.push(tell(&s, a));
+        match model.next(&s, a) {
+            Ok(n) => s = n,
+            Err(_) => break,
+        }
+    }
+    out
 }

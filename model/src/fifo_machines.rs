@@ -6,13 +6,14 @@
 //! the client (a queue entry to heartbeat, a lock held, a lock to release, entries to clean
 //! up) are carried out as the driver carries them out.
 //!
-//! The environment is `machines.rs`'s: requests are lost before they land, land and lose their
-//! answer, or are throttled; an answer that has not come by the machine's timeout is a timeout
-//! (the request may have landed); clients crash, with their requests landing or not; an
-//! acquisition may be cancelled (`abort`) at any moment. Each client's monotonic clock has an
-//! origin of its own (`offset`): the machine only ever compares its own times. Time is in
-//! ticks (a tick is a millisecond to the machines); clocks run at the same rate. Acquisitions
-//! take one lock id or, with `several`, both ids with one ticket.
+//! The environment is the one both models share (`env.rs`): requests are lost before they
+//! land, land and lose their answer, or are throttled; an answer that has not come by the
+//! machine's timeout is a timeout (the request may have landed); clients crash, with their
+//! requests landing or not; an acquisition may be cancelled (`abort`) at any moment. Each
+//! client's monotonic clock has an origin of its own (`offset`): the machine only ever
+//! compares its own times. Time is in ticks (a tick is a millisecond to the machines);
+//! clocks run at the same rate. Acquisitions take one lock id or, with `several`, both ids
+//! with one ticket.
 //!
 //! What is abstracted: each client runs one acquisition at a time, so its own registry of
 //! queues (`queues.rs`) knows nothing the store does not (every look is a read). A queue
@@ -32,20 +33,17 @@
 //!   (the uncontended take's unread outcome is left to its lease, as the protocol says).
 
 use std::fmt;
-use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::fifo::{self, Act, Here, Input, Mine, Outcome, Request};
-use dynamodb_lock_core::op::{self as core_op, Entry, OpenFields};
+use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request};
+use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::release;
-use dynamodb_lock_core::request::{Answer, Env, Machine as _, Reply, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
-use crate::explore::{Model, Violation};
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
+use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
-
-/// Ticks of the model's clock.
-pub type Tick = u16;
 
 /// Clients have guids of their own: client `i`'s are `i * GUIDS + 1 ..`.
 pub const MAX_CLIENTS: usize = 8;
@@ -112,20 +110,13 @@ impl Config {
     }
 
     fn lock(&self) -> Lock {
-        Lock {
-            kind: Kind::Fifo,
-            retry_count: 1,
-            acquire_period: Duration::ZERO,
-            lease_duration_ms: self.lease.into(),
-            trust_local_time: false,
-            heartbeat_period: Duration::ZERO,
-            reread: ms(self.reread),
-            later_waiter_reread: ms(self.reread),
-            request_timeout: ms(self.request_timeout),
-            max_attempts: self.max_attempts,
-            base_backoff: ms(1),
-            max_backoff: ms(2),
-        }
+        env::lock(
+            Kind::Fifo,
+            self.lease,
+            self.reread,
+            self.request_timeout,
+            self.max_attempts,
+        )
     }
 }
 
@@ -135,15 +126,6 @@ impl Default for Config {
     }
 }
 
-/// The model's errors: what a failed attempt reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fail {
-    Timeout,
-    Throttled,
-}
-
-type Ans = Answer<Item, Fail>;
-
 /// A request as a machine asked for it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Rq {
@@ -152,22 +134,18 @@ pub enum Rq {
     Release(Req<G, Ver>),
 }
 
-/// A request on its way, to lock `k`'s item `slot` (0: the head; else the queue position).
+/// A request sent, to lock `k`'s item `slot` (0: the head; else the queue position), and
+/// when it times out.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Net {
+pub struct Sent {
     pub rq: Rq,
     pub k: u8,
     pub slot: u8,
     pub timeout_at: Tick,
-    pub state: NetState,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum NetState {
-    Out,
-    Landed(Ans),
-    Lost,
-}
+/// A request on its way.
+pub type Net = env::Net<Sent>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
@@ -238,8 +216,7 @@ pub struct State {
     /// Per lock: the head (slot 0) and the queue entries by position.
     pub items: Vec<Vec<Option<Item>>>,
     pub clients: Vec<Client>,
-    pub faults: u8,
-    pub crashes: u8,
+    pub left: Left,
     pub aborts: u8,
     /// The token of the last grant of each lock (history, for fencing).
     pub last_token: Vec<u8>,
@@ -249,17 +226,12 @@ pub struct State {
 pub enum Action {
     /// Client, index of the set of lock ids.
     Start(u8, u8),
-    Land(u8),
-    Answer(u8),
-    Lose(u8),
-    Throttle(u8),
-    TimeOut(u8),
-    Timer(u8),
+    /// The environment's event on a client: its request's fate, its wait's end, its crash.
+    Event(u8, Event),
     Abort(u8),
     /// A heartbeat of the client's entry for resource `u8`.
     Beat(u8, u8),
     Release(u8),
-    Crash(u8, bool),
     Tick,
 }
 
@@ -267,28 +239,13 @@ impl fmt::Debug for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Start(c, set) => write!(f, "c{c} starts acquiring lock ids set {set}"),
-            Action::Land(c) => write!(f, "c{c}'s request lands"),
-            Action::Answer(c) => write!(f, "c{c} gets the answer"),
-            Action::Lose(c) => write!(f, "c{c}'s request or its answer is lost"),
-            Action::Throttle(c) => write!(f, "c{c}'s request is throttled"),
-            Action::TimeOut(c) => write!(f, "c{c}'s request times out"),
-            Action::Timer(c) => write!(f, "c{c}'s wait ends"),
+            Action::Event(c, e) => e.describe(*c, f),
             Action::Abort(c) => write!(f, "c{c}'s acquisition is cancelled"),
             Action::Beat(c, r) => write!(f, "c{c} heartbeats its queue entry for resource {r}"),
             Action::Release(c) => write!(f, "c{c} calls release()"),
-            Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
             Action::Tick => write!(f, "tick"),
         }
     }
-}
-
-fn ms(t: Tick) -> Duration {
-    Duration::from_millis(t.into())
-}
-
-/// The first tick at or after `d`.
-fn tick(d: Duration) -> Tick {
-    Tick::try_from(d.as_micros().div_ceil(1000)).unwrap_or(Tick::MAX)
 }
 
 fn small(v: u64) -> u8 {
@@ -307,6 +264,23 @@ struct Ctx<'a> {
     grants: &'a mut Vec<G>,
     entries: &'a [Option<Beating>],
     held: &'a [Option<Held>],
+}
+
+impl<'a> Ctx<'a> {
+    /// What client `c`, the `i`th, knows of itself at `now` (on the model's clock; its own is
+    /// `offset` from it), with `in_use` the guids in use.
+    fn of(c: &'a mut Client, i: usize, in_use: &'a [G], now: Tick, offset: Tick) -> Ctx<'a> {
+        Ctx {
+            i,
+            in_use,
+            now,
+            offset,
+            seq: &mut c.seq,
+            grants: &mut c.grants,
+            entries: &c.entries,
+            held: &c.held,
+        }
+    }
 }
 
 /// Client `i`'s next guid that is not in use, if there is one: the model's guids are few, and
@@ -418,90 +392,27 @@ impl FifoMachines {
 
     /// Applies a request to its item through the core's `op::apply`.
     fn apply(&self, s: &mut State, k: u8, slot: u8, rq: &Rq) -> Ans {
-        let fields = OpenFields {
-            owner: "",
-            lease_duration_ms: self.cfg.lease.into(),
-            lock_acquired_time_unix_ms: None,
-            data: None,
-            ttl: None,
-            token_floor: 0,
+        // The addon's translations, with what the model's item keeps of a client's writes.
+        let fifo_adds = FifoAdds {
+            fields: env::open_fields(self.cfg.lease),
+            entry_ttl: ("", 0),
         };
-        let entry;
-        let one;
+        let adds = Adds {
+            fields: fifo_adds.fields.clone(),
+            ttl_released: None,
+        };
+        let parts;
         let op = match rq {
-            Rq::Fifo(r) => match r {
-                Request::Get { .. } => core_op::Op::Get,
-                Request::TakeFree { guid, .. } => core_op::Op::FifoTakeFree { fields: &fields, guid },
-                Request::Ticket { .. } => core_op::Op::FifoTicket,
-                Request::Reserve { ticket, .. } => core_op::Op::FifoReserve { ticket: *ticket },
-                Request::Untake {
-                    ticket,
-                    position,
-                    previous,
-                    ..
-                } => core_op::Op::FifoUntake {
-                    ticket: *ticket,
-                    position: *position,
-                    previous_ticket: *previous,
-                },
-                Request::PutEntry {
-                    guid, ticket, finished, ..
-                } => {
-                    entry = Entry {
-                        owner: "",
-                        guid,
-                        ticket: *ticket,
-                        lease_duration_ms: if *finished { 1 } else { self.cfg.lease.into() },
-                        ttl: ("", 0),
-                    };
-                    core_op::Op::FifoPutEntry(entry)
-                }
-                Request::Grant {
-                    guid,
-                    ticket,
-                    position,
-                    waited_out,
-                    ..
-                } => core_op::Op::FifoGrant {
-                    fields: &fields,
-                    guid,
-                    ticket: *ticket,
-                    position: *position,
-                    waited_out: waited_out.as_ref(),
-                },
-                Request::FinishEntry { seen, new_guid, .. } => {
-                    one = [*seen];
-                    core_op::Op::FifoFinishEntry { guids: &one, new_guid }
-                }
-                Request::TouchEntry { .. } => core_op::Op::FifoTouchEntry { ttl: ("", 0) },
-                Request::ReleaseHead { guid, .. } => {
-                    one = [*guid];
-                    core_op::Op::Release {
-                        guids: &one,
-                        lock_acquired_time_unix_ms: None,
-                        ttl: None,
-                    }
-                }
-                Request::DeleteEntry { guids, .. } => core_op::Op::DeleteIfGuid { guids },
-            },
-            Rq::Release(Req::Release { guids, .. }) => core_op::Op::Release {
-                guids,
-                lock_acquired_time_unix_ms: None,
-                ttl: None,
-            },
-            Rq::Release(Req::Get) => core_op::Op::Get,
-            Rq::Release(other) => unreachable!("a release sends no {other:?}"),
+            Rq::Fifo(r) => r.op(&fifo_adds),
+            Rq::Release(r) => {
+                parts = r.parts(&adds);
+                r.op(&adds, &parts)
+            }
         };
         let item = self.slot(s, k, slot);
         let (after, reply) = core_op::apply(&op, *item);
         *item = after;
-        match reply {
-            core_op::Reply::Done | core_op::Reply::HandedOver(_) => Answer::Done(Reply::Done),
-            core_op::Reply::Token(t) => Answer::Done(Reply::Token(t)),
-            core_op::Reply::Before(i) => Answer::Done(Reply::Before(i)),
-            core_op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
-            core_op::Reply::Refused(i) => Answer::Refused(Some(i)),
-        }
+        answer_of(reply)
     }
 
     /// Steps client `i`'s acquisition with `input`, carrying out its effects, until it sends,
@@ -510,21 +421,10 @@ impl FifoMachines {
         loop {
             let env = self.env(s, i);
             let used = in_use(s, i);
+            let now = s.now;
             let c = &mut s.clients[i];
             let mut m = c.acquire.take().expect("an acquisition");
-            let act = {
-                let mut here = Ctx {
-                    i,
-                    in_use: &used,
-                    now: s.now,
-                    offset: self.offset(i),
-                    seq: &mut c.seq,
-                    grants: &mut c.grants,
-                    entries: &c.entries,
-                    held: &c.held,
-                };
-                m.step(input, &env, &mut here)
-            };
+            let act = m.step(input, &env, &mut Ctx::of(c, i, &used, now, self.offset(i)));
             s.clients[i].acquire = Some(m);
             input = match self.act(s, i, act)? {
                 Some(next) => next,
@@ -585,69 +485,92 @@ impl FifoMachines {
                 sent_at,
                 ..
             } => {
-                let k = c.resources[resource];
-                let until = self.at(i, sent_at) + self.cfg.lease;
-                let token = small(token);
-                c.held[resource] = Some(Held { guid, token, until });
-                if until > s.now {
-                    let last = s.last_token[k as usize];
-                    if token <= last {
-                        return Err(Violation {
-                            property: "fencing",
-                            detail: format!(
-                                "c{i} granted lock {k} with token {token} after a holder with token {last}"
-                            ),
-                        });
-                    }
-                    s.last_token[k as usize] = token;
-                }
+                self.hold(s, i, resource, guid, small(token), sent_at)?;
                 resume
             }
             Act::ReleaseHeld { resource } => {
-                let k = c.resources[resource];
-                if let Some(h) = c.held[resource].take() {
-                    let rq = Rq::Release(Req::Release {
-                        guids: vec![h.guid],
-                        lock_acquired_time_unix_ms: None,
-                    });
-                    self.apply(s, k, 0, &rq);
-                }
+                self.release_held(s, i, resource);
                 resume
             }
             Act::Cleanup { entries, passed } => {
-                let own: Vec<(u8, Beating)> = entries
-                    .iter()
-                    .filter_map(|&r| c.entries[r].take().map(|e| (c.resources[r], e)))
-                    .collect();
-                let passed: Vec<(u8, u8)> = passed.iter().map(|&(r, p)| (c.resources[r], small(p))).collect();
-                for (k, e) in own {
-                    let rq = Rq::Fifo(Request::DeleteEntry {
-                        resource: 0,
-                        position: e.position.into(),
-                        guids: vec![e.guid],
-                    });
-                    self.apply(s, k, e.position, &rq);
-                }
-                for (k, p) in passed {
-                    let item = self.slot(s, k, p);
-                    *item = core_op::apply(&core_op::Op::FifoDeleteFinished, *item).0;
-                }
+                self.clean_up(s, i, &entries, &passed);
                 resume
             }
             Act::Done(outcome) => {
-                c.acquire = None;
-                if outcome == Outcome::Granted {
-                    c.phase = Phase::Holding;
-                    c.since = s.now;
-                } else {
-                    c.phase = Phase::Idle;
-                    c.failed = true;
-                    c.held.iter_mut().for_each(|h| *h = None);
-                }
-                c.entries.iter_mut().for_each(|e| *e = None);
+                Self::done(c, outcome, s.now);
                 Ok(None)
             }
         }
+    }
+
+    /// Client `i` holds its acquisition's resource `resource` with `guid` and `token`, its
+    /// grant sent at `sent_at`: until a lease from then, and its token must be above every
+    /// earlier grant's.
+    fn hold(
+        &self,
+        s: &mut State,
+        i: usize,
+        resource: usize,
+        guid: G,
+        token: u8,
+        sent_at: Time,
+    ) -> Result<(), Violation> {
+        let c = &mut s.clients[i];
+        let k = c.resources[resource];
+        let until = self.at(i, sent_at) + self.cfg.lease;
+        c.held[resource] = Some(Held { guid, token, until });
+        env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)
+    }
+
+    /// The acquisition lets go of the lock it holds of resource `resource` (one write, at once).
+    fn release_held(&self, s: &mut State, i: usize, resource: usize) {
+        let c = &mut s.clients[i];
+        let k = c.resources[resource];
+        if let Some(h) = c.held[resource].take() {
+            let rq = Rq::Release(Req::Release {
+                guids: vec![h.guid],
+                lock_acquired_time_unix_ms: None,
+            });
+            self.apply(s, k, 0, &rq);
+        }
+    }
+
+    /// The cleanup after a grant, at once: the client's own entries of resources `entries`
+    /// are deleted, and the finished entries it passed (resource, position).
+    fn clean_up(&self, s: &mut State, i: usize, entries: &[usize], passed: &[(usize, u64)]) {
+        let c = &mut s.clients[i];
+        let own: Vec<(u8, Beating)> = entries
+            .iter()
+            .filter_map(|&r| c.entries[r].take().map(|e| (c.resources[r], e)))
+            .collect();
+        let passed: Vec<(u8, u8)> = passed.iter().map(|&(r, p)| (c.resources[r], small(p))).collect();
+        for (k, e) in own {
+            let rq = Rq::Fifo(Request::DeleteEntry {
+                resource: 0,
+                position: e.position.into(),
+                guids: vec![e.guid],
+            });
+            self.apply(s, k, e.position, &rq);
+        }
+        for (k, p) in passed {
+            let item = self.slot(s, k, p);
+            *item = core_op::apply(&core_op::Op::FifoDeleteFinished, *item).0;
+        }
+    }
+
+    /// Client `c`'s acquisition ended with `outcome` at `now`: it holds its locks, or has
+    /// failed; it heartbeats no entry either way.
+    fn done(c: &mut Client, outcome: Outcome<Fail>, now: Tick) {
+        c.acquire = None;
+        if outcome == Outcome::Granted {
+            c.phase = Phase::Holding;
+            c.since = now;
+        } else {
+            c.phase = Phase::Idle;
+            c.failed = true;
+            c.held.iter_mut().for_each(|h| *h = None);
+        }
+        c.entries.iter_mut().for_each(|e| *e = None);
     }
 
     fn send(
@@ -662,24 +585,22 @@ impl FifoMachines {
         let timeout_at = self.at(i, timeout_at);
         // Past its timeout already: the driver does not send it.
         if timeout_at <= s.now {
-            return Ok(Some(Input::Answer(Answer::Failed {
-                error: Fail::Timeout,
-                transient: true,
-                maybe_applied: true,
-            })));
+            return Ok(Some(Input::Answer(TIMED_OUT)));
         }
         s.clients[i].net = Some(Net {
-            rq,
-            k,
-            slot,
-            timeout_at,
+            sent: Sent {
+                rq,
+                k,
+                slot,
+                timeout_at,
+            },
             state: NetState::Out,
         });
         Ok(None)
     }
 
-    /// Hands client `i` an answer (or a timer: `None`).
-    fn deliver(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
+    /// Hands client `i`'s machine an answer (or the end of its wait: `None`).
+    fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         if s.clients[i].acquire.is_some() {
             let input = match a {
                 Some(a) => Input::Answer(a),
@@ -731,7 +652,7 @@ impl FifoMachines {
             Step::Send { req, timeout_at } => {
                 let k = c.resources[r];
                 match self.send(s, i, Rq::Release(req), k, 0, timeout_at)? {
-                    Some(Input::Answer(a)) => self.deliver(s, i, Some(a)),
+                    Some(Input::Answer(a)) => self.resume(s, i, Some(a)),
                     _ => Ok(()),
                 }
             }
@@ -752,7 +673,7 @@ impl FifoMachines {
     fn due(&self, s: &State, c: &Client) -> bool {
         c.phase != Phase::Crashed
             && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
+                || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
                 || c.entries
                     .iter()
                     .flatten()
@@ -791,29 +712,72 @@ impl FifoMachines {
             })
     }
 
-    /// The steps of `path` from the initial state, each with the request it concerns.
-    pub fn narrate(&self, path: &[Action]) -> Vec<String> {
-        let mut s = self.init().remove(0);
-        let mut out = Vec::new();
-        for a in path {
-            let req = match *a {
-                Action::Land(c) | Action::Answer(c) | Action::Lose(c) | Action::Throttle(c) | Action::TimeOut(c) => s
-                    .clients[c as usize]
-                    .net
-                    .as_ref()
-                    .map(|n| format!("{:?} on lock {} item {}", n.rq, n.k, n.slot)),
-                _ => None,
-            };
-            out.push(match req {
-                Some(r) => format!("t{} {a:?}: {r}", s.now),
-                None => format!("t{} {a:?}", s.now),
-            });
-            match self.next(&s, a) {
-                Ok(n) => s = n,
-                Err(_) => break,
+    /// Client `i` starts acquiring the lock ids of set `set`.
+    fn start(&self, s: &mut State, i: usize, set: u8) -> Result<(), Violation> {
+        let resources = self.sets()[set as usize].clone();
+        let env = self.env(s, i);
+        let used = in_use(s, i);
+        let wait = if i == 0 { self.cfg.wait.map(ms) } else { None };
+        let now = s.now;
+        let cl = &mut s.clients[i];
+        cl.left -= 1;
+        cl.failed = false;
+        cl.released.clear();
+        cl.grants.clear();
+        cl.take = None;
+        cl.cancelled = false;
+        cl.entries = vec![None; resources.len()];
+        cl.held = vec![None; resources.len()];
+        let n = resources.len();
+        cl.resources = resources;
+        cl.phase = Phase::Acquiring;
+        cl.since = now;
+        let here = &mut Ctx::of(cl, i, &used, now, self.offset(i));
+        let (m, act) = fifo::Acquire::start(self.cfg.lock(), n, wait, &env, here);
+        s.clients[i].acquire = Some(m);
+        if let Some(input) = self.act(s, i, act)? {
+            self.run(s, i, input)?;
+        }
+        Ok(())
+    }
+
+    /// Client `i`'s acquisition is cancelled: a wait that watches for it ends at once.
+    fn abort(s: &mut State, i: usize) {
+        s.aborts -= 1;
+        let cl = &mut s.clients[i];
+        cl.cancelled = true;
+        if cl.watch {
+            cl.wake = Some(s.now);
+        }
+    }
+
+    /// Client `i` heartbeats its queue entry for resource `r`: one conditional write, at once;
+    /// refused, the entry is lost.
+    fn renew_entry(&self, s: &mut State, i: usize, r: usize) {
+        let mut e = s.clients[i].entries[r].expect("an entry");
+        let k = s.clients[i].resources[r];
+        let used = in_use(s, i);
+        let g = new_guid(&mut s.clients[i].seq, i, &used);
+        let fields = env::open_fields(self.cfg.lease);
+        let guids = [e.guid];
+        let op = core_op::Op::Renew {
+            guids: &guids,
+            new_guid: &g,
+            fields: &fields,
+        };
+        let now = s.now;
+        let item = self.slot(s, k, e.position);
+        let (after, reply) = core_op::apply(&op, *item);
+        *item = after;
+        e.beats = e.beats.map(|n| n - 1);
+        match reply {
+            core_op::Reply::Refused(_) => e.lost = true,
+            _ => {
+                e.guid = g;
+                e.until = now + self.cfg.lease;
             }
         }
-        out
+        s.clients[i].entries[r] = Some(e);
     }
 }
 
@@ -845,8 +809,10 @@ impl Model for FifoMachines {
             now: 0,
             items: vec![vec![None]; self.cfg.locks],
             clients: vec![c; self.cfg.clients],
-            faults: self.cfg.faults,
-            crashes: self.cfg.crashes,
+            left: Left {
+                faults: self.cfg.faults,
+                crashes: self.cfg.crashes,
+            },
             aborts: self.cfg.aborts,
             last_token: vec![0; self.cfg.locks],
         }]
@@ -860,41 +826,17 @@ impl Model for FifoMachines {
                 continue;
             }
             due |= self.due(s, c);
-            if let Some(n) = &c.net {
-                match n.state {
-                    NetState::Out => {
-                        out.push(Action::Land(ci));
-                        if s.faults > 0 {
-                            out.push(Action::Lose(ci));
-                            out.push(Action::Throttle(ci));
-                        }
-                    }
-                    NetState::Landed(_) => {
-                        out.push(Action::Answer(ci));
-                        if s.faults > 0 {
-                            out.push(Action::Lose(ci));
-                        }
-                    }
-                    NetState::Lost => {}
-                }
-                if n.timeout_at <= s.now {
-                    out.push(Action::TimeOut(ci));
-                }
-            }
-            if c.wake.is_some_and(|w| w <= s.now) {
-                out.push(Action::Timer(ci));
-            }
+            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
+            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
+                out.push(Action::Event(ci, e))
+            });
             for (r, e) in c.entries.iter().enumerate() {
                 if e.is_some_and(|e| self.may_beat(s, &e)) {
                     out.push(Action::Beat(ci, r as u8));
                 }
             }
-            if s.crashes > 0 {
-                out.push(Action::Crash(ci, false));
-                if c.net.as_ref().is_some_and(|n| n.state == NetState::Out) {
-                    out.push(Action::Crash(ci, true));
-                }
-            }
+            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
+            Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
             match c.phase {
                 Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {
                     for set in 0..self.sets().len() as u8 {
@@ -916,169 +858,21 @@ impl Model for FifoMachines {
         let mut s = s.clone();
         match *a {
             Action::Tick => s.now += 1,
-            Action::Start(c, set) => {
-                let i = c as usize;
-                let resources = self.sets()[set as usize].clone();
-                let env = self.env(&s, i);
-                let used = in_use(&s, i);
-                let wait = if i == 0 { self.cfg.wait.map(ms) } else { None };
-                let cl = &mut s.clients[i];
-                cl.left -= 1;
-                cl.failed = false;
-                cl.released.clear();
-                cl.grants.clear();
-                cl.take = None;
-                cl.cancelled = false;
-                cl.entries = vec![None; resources.len()];
-                cl.held = vec![None; resources.len()];
-                cl.resources = resources;
-                cl.phase = Phase::Acquiring;
-                cl.since = s.now;
-                let (m, act) = {
-                    let mut here = Ctx {
-                        i,
-                        in_use: &used,
-                        now: s.now,
-                        offset: self.offset(i),
-                        seq: &mut cl.seq,
-                        grants: &mut cl.grants,
-                        entries: &cl.entries,
-                        held: &cl.held,
-                    };
-                    fifo::Acquire::start(self.cfg.lock(), cl.resources.len(), wait, &env, &mut here)
-                };
-                cl.acquire = Some(m);
-                if let Some(input) = self.act(&mut s, i, act)? {
-                    self.run(&mut s, i, input)?;
-                }
-            }
-            Action::Land(c) => {
-                let i = c as usize;
-                let n = s.clients[i].net.clone().expect("a request");
-                let ans = self.apply(&mut s, n.k, n.slot, &n.rq);
-                s.clients[i].net.as_mut().expect("a request").state = NetState::Landed(ans);
-            }
-            Action::Answer(c) => {
-                let i = c as usize;
-                let NetState::Landed(ans) = s.clients[i].net.take().expect("a request").state else {
-                    unreachable!()
-                };
-                self.deliver(&mut s, i, Some(ans))?;
-            }
-            Action::Lose(c) => {
-                s.faults -= 1;
-                s.clients[c as usize].net.as_mut().expect("a request").state = NetState::Lost;
-            }
-            Action::Throttle(c) => {
-                s.faults -= 1;
-                s.clients[c as usize].net = None;
-                let ans = Answer::Failed {
-                    error: Fail::Throttled,
-                    transient: true,
-                    maybe_applied: false,
-                };
-                self.deliver(&mut s, c as usize, Some(ans))?;
-            }
-            Action::TimeOut(c) => {
-                s.clients[c as usize].net = None;
-                let ans = Answer::Failed {
-                    error: Fail::Timeout,
-                    transient: true,
-                    maybe_applied: true,
-                };
-                self.deliver(&mut s, c as usize, Some(ans))?;
-            }
-            Action::Timer(c) => {
-                let i = c as usize;
-                s.clients[i].wake = None;
-                self.deliver(&mut s, i, None)?;
-            }
-            Action::Abort(c) => {
-                s.aborts -= 1;
-                let cl = &mut s.clients[c as usize];
-                cl.cancelled = true;
-                if cl.watch {
-                    cl.wake = Some(s.now);
-                }
-            }
-            Action::Beat(c, r) => {
-                let i = c as usize;
-                let e = s.clients[i].entries[r as usize].expect("an entry");
-                let k = s.clients[i].resources[r as usize];
-                let used = in_use(&s, i);
-                let g = new_guid(&mut s.clients[i].seq, i, &used);
-                let fields = OpenFields {
-                    owner: "",
-                    lease_duration_ms: self.cfg.lease.into(),
-                    lock_acquired_time_unix_ms: None,
-                    data: None,
-                    ttl: None,
-                    token_floor: 0,
-                };
-                let guids = [e.guid];
-                let op = core_op::Op::Renew {
-                    guids: &guids,
-                    new_guid: &g,
-                    fields: &fields,
-                };
-                let now = s.now;
-                let item = self.slot(&mut s, k, e.position);
-                let (after, reply) = core_op::apply(&op, *item);
-                *item = after;
-                let mut e = e;
-                e.beats = e.beats.map(|n| n - 1);
-                match reply {
-                    core_op::Reply::Refused(_) => e.lost = true,
-                    _ => {
-                        e.guid = g;
-                        e.until = now + self.cfg.lease;
-                    }
-                }
-                s.clients[i].entries[r as usize] = Some(e);
-            }
+            Action::Start(c, set) => self.start(&mut s, c as usize, set)?,
+            Action::Event(c, e) => env::happen(self, &mut s, c as usize, e)?,
+            Action::Abort(c) => Self::abort(&mut s, c as usize),
+            Action::Beat(c, r) => self.renew_entry(&mut s, c as usize, r as usize),
             Action::Release(c) => self.release_from(&mut s, c as usize, 0)?,
-            Action::Crash(c, landed) => {
-                s.crashes -= 1;
-                let i = c as usize;
-                if landed {
-                    if let Some(n) = s.clients[i].net.clone().filter(|n| n.state == NetState::Out) {
-                        self.apply(&mut s, n.k, n.slot, &n.rq);
-                    }
-                }
-                let cl = &mut s.clients[i];
-                cl.phase = Phase::Crashed;
-                cl.acquire = None;
-                cl.release = None;
-                cl.net = None;
-                cl.wake = None;
-                cl.left = 0;
-                cl.entries.clear();
-                cl.held.clear();
-                cl.grants.clear();
-                cl.released.clear();
-                cl.failed = false;
-            }
         }
         Ok(s)
     }
 
     fn invariant(&self, s: &State) -> Result<(), Violation> {
-        for k in 0..self.cfg.locks as u8 {
-            let holders: Vec<usize> = (0..self.cfg.clients).filter(|&i| self.believes(s, i, k)).collect();
-            if holders.len() > 1 {
-                return Err(Violation {
-                    property: "mutual exclusion",
-                    detail: format!("clients {holders:?} both hold lock {k} at tick {}", s.now),
-                });
-            }
-        }
+        env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?;
         for (i, c) in s.clients.iter().enumerate() {
             for &(k, g) in &c.released {
                 if s.items[k as usize][0].is_some_and(|it| it.guid == g && !it.released) {
-                    return Err(Violation {
-                        property: "no lost release",
-                        detail: format!("c{i} was told lock {k} is released, and still holds it"),
-                    });
+                    return Err(env::lost_release(i, k));
                 }
             }
             if c.failed && c.phase == Phase::Idle {
@@ -1087,15 +881,51 @@ impl Model for FifoMachines {
                     let orphan =
                         head.is_some_and(|it| !it.released && c.grants.contains(&it.guid) && c.take != Some(it.guid));
                     if orphan {
-                        return Err(Violation {
-                            property: "no orphan",
-                            detail: format!("c{i} was told lock {k} was not acquired, and the head is its own"),
-                        });
+                        return Err(env::orphan(i, k, "the head"));
                     }
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Clients for FifoMachines {
+    type Sent = Sent;
+
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
+        (&mut s.left, &mut s.clients[i].net)
+    }
+
+    fn land(&self, s: &mut State, i: usize) -> Ans {
+        let n = s.clients[i].net.clone().expect("a request");
+        self.apply(s, n.sent.k, n.sent.slot, &n.sent.rq)
+    }
+
+    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+        self.resume(s, i, Some(a))
+    }
+
+    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        s.clients[i].wake = None;
+        self.resume(s, i, None)
+    }
+
+    /// A crashed client keeps its guids' sequence, its acquisition's lock ids and its
+    /// cancellation, and nothing else.
+    fn crashed(&self, s: &mut State, i: usize) {
+        let cl = &mut s.clients[i];
+        cl.phase = Phase::Crashed;
+        cl.acquire = None;
+        cl.release = None;
+        cl.net = None;
+        cl.wake = None;
+        cl.left = 0;
+        cl.entries.clear();
+        cl.held.clear();
+        cl.grants.clear();
+        cl.released.clear();
+        cl.failed = false;
     }
 }
 
@@ -1165,29 +995,23 @@ pub fn property(bug: Broken) -> &'static str {
     }
 }
 
-/// The outcome of exploring one configuration.
-pub struct Checked {
-    pub states: usize,
-    pub depth: usize,
-    pub truncated: bool,
-    pub violation: Option<(&'static str, String, Vec<String>)>,
+/// Explores `cfg` (at most `max_states` states): as for the other machines, a variant
+/// breadth first (its shortest counterexample), the protocol as it ships depth first (only
+/// the visited set is kept).
+pub fn check(cfg: Config, max_states: usize) -> Checked {
+    let deep = cfg.bug.is_none();
+    explore::check(&FifoMachines::new(cfg), deep, max_states, tell)
 }
 
-/// Explores `cfg` (at most `max_states` states).
-pub fn check(cfg: Config, max_states: usize) -> Checked {
-    // As for the other machines: a variant breadth first (its shortest counterexample), the
-    // protocol as it ships depth first (only the visited set is kept).
-    let deep = cfg.bug.is_none();
-    let m = FifoMachines::new(cfg);
-    let r = if deep {
-        crate::explore::explore_deep(&m, max_states)
-    } else {
-        crate::explore::explore(&m, max_states)
+/// Action `a` taken in `s`, told as a counterexample's step: with the request it concerns
+/// and the item it goes to.
+pub fn tell(s: &State, a: &Action) -> String {
+    let request = match *a {
+        Action::Event(c, e) if e.on_the_wire() => s.clients[c as usize]
+            .net
+            .as_ref()
+            .map(|n| format!("{:?} on lock {} item {}", n.sent.rq, n.sent.k, n.sent.slot)),
+        _ => None,
     };
-    Checked {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation.map(|(v, _, p)| (v.property, v.detail, m.narrate(&p))),
-    }
+    env::step_text(s.now, a, request)
 }

@@ -19,13 +19,11 @@ use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::heartbeat::{self, Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
 use dynamodb_lock_core::op::{self as core_op, Reply};
 
+use crate::env::{ms, tick, Tick};
 use crate::explore::{Model, Violation};
 use crate::item::{Item, Ver, FIELDS, G};
 
 pub const PROPERTY: &str = "a holder's loss is known no later than a rival's grant";
-
-/// Ticks of the model's clock (a tick is a millisecond to the machine).
-type Tick = u16;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
@@ -65,16 +63,6 @@ impl Default for Config {
     fn default() -> Self {
         Config::new()
     }
-}
-
-fn ms(t: Tick) -> Duration {
-    Duration::from_millis(t.into())
-}
-
-/// The first tick at or after `d`.
-fn tick(d: Duration) -> Tick {
-    let micros = d.as_micros();
-    Tick::try_from(micros.div_ceil(1000)).unwrap_or(Tick::MAX)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -1,5 +1,8 @@
 //! Exhaustive model checking of the dynamodb-lock-native lock protocol.
 //!
+//! - `env`: the environment both client models share: the clock in ticks, requests on their
+//!   way and what may happen to them (landing, answer, loss, throttle, timeout), crashes, and
+//!   the properties both check (mutual exclusion, fencing, no lost release, no orphan).
 //! - `explore`: visits every reachable state of a model, remembering each by a 64-bit
 //!   fingerprint, and finds the shortest path to a violated property.
 //! - `item`: the model's lock item, a small view of the real one; the store operations on it
@@ -20,6 +23,7 @@
 //!
 //! No client step is restated here: every decision a client makes is the core's machine's.
 
+pub mod env;
 pub mod explore;
 pub mod fifo_machines;
 pub mod item;

@@ -5,17 +5,18 @@
 //! asks for goes to the store through the core's `op::apply`, its answer (or its timeout) goes
 //! back, and a machine waiting for an instant is stepped when the clock reaches it.
 //!
-//! The environment: requests are lost before they land, land and lose their answer, or are
-//! throttled; an answer that has not come by the machine's timeout is a timeout (the request
-//! may have landed, or may still be on its way and never land); clients crash, with their
-//! requests landing or not; clients' wall clocks may be offset (`skew`, read only with
-//! `trustLocalTime`). Time is in ticks (a tick is a millisecond to the machines); every
-//! client's monotonic clock runs at the same rate. Each holder holds for any time it likes.
-//! A FailOpen holder's lease ends a lease after its winning write was sent; with `beats`, it
-//! heartbeats as the addon's scheduler steps the core's `heartbeat::Beat`, its `guid`s kept by
-//! the core's `held::Held`: a heartbeat's write may be lost, answered late, or given up on and
-//! still land any time later, and a release waits for a write on the wire and then writes
-//! with every `guid` the item may carry.
+//! The environment (`env.rs`, shared with the Fifo model): requests are lost before they
+//! land, land and lose their answer, or are throttled; an answer that has not come by the
+//! machine's timeout is a timeout (the request may have landed, or may still be on its way
+//! and never land); clients crash, with their requests landing or not; clients' wall clocks
+//! may be offset (`skew`, read only with `trustLocalTime`). Time is in ticks (a tick is a
+//! millisecond to the machines); every client's monotonic clock runs at the same rate. Each
+//! holder holds for any time it likes. A FailOpen holder's lease ends a lease after its
+//! winning write was sent; with `beats`, it heartbeats as the addon's scheduler steps the
+//! core's `heartbeat::Beat`, its `guid`s kept by the core's `held::Held`: a heartbeat's
+//! write may be lost, answered late, or given up on and still land any time later, and a
+//! release waits for a write on the wire and then writes with every `guid` the item may
+//! carry.
 //!
 //! Properties:
 //! - mutual exclusion: no two clients believe they hold one lock at once (a FailOpen holder
@@ -39,16 +40,14 @@ use std::time::Duration;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::heartbeat::{self, Beat};
 use dynamodb_lock_core::held::{self, Held};
-use dynamodb_lock_core::op::{self as core_op, OpenFields};
-use dynamodb_lock_core::request::{Answer, Env, Machine as _, Reply, Req, Step};
+use dynamodb_lock_core::op as core_op;
+use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::{fail_closed, fail_open, original, release};
 
-use crate::explore::{Model, Violation};
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
+use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
-
-/// Ticks of the model's clock.
-pub type Tick = u16;
 
 /// Clients have guids of their own (a guid's client is `guid / 16`).
 pub const MAX_CLIENTS: usize = 15;
@@ -195,25 +194,22 @@ impl Config {
     }
 
     fn lock(&self) -> Lock {
-        let ms = |t: Tick| Duration::from_millis(t.into());
         Lock {
-            kind: self.kind,
             retry_count: self.retry_count,
             acquire_period: ms(self.acquire_period),
-            lease_duration_ms: self.lease.into(),
             trust_local_time: self.trust_local_time,
             heartbeat_period: ms(self.period),
-            reread: ms(self.reread),
-            later_waiter_reread: ms(self.reread),
-            request_timeout: ms(self.request_timeout),
-            max_attempts: self.max_attempts,
-            base_backoff: ms(1),
-            max_backoff: ms(2),
+            ..env::lock(
+                self.kind,
+                self.lease,
+                self.reread,
+                self.request_timeout,
+                self.max_attempts,
+            )
         }
     }
 
     fn beat(&self) -> heartbeat::Config {
-        let ms = |t: Tick| Duration::from_millis(t.into());
         heartbeat::Config {
             lease: ms(self.lease),
             period: ms(self.period),
@@ -225,14 +221,6 @@ impl Config {
     }
 }
 
-/// The model's errors: what a failed attempt reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fail {
-    Timeout,
-    Throttled,
-}
-
-type Ans = Answer<Item, Fail>;
 type Request = Req<G, Ver>;
 
 /// A machine of a client.
@@ -285,27 +273,19 @@ impl M {
     }
 }
 
-/// A request on its way.
+/// A request sent: what it asks, and when it times out.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Net {
+pub struct Sent {
     pub req: Request,
     pub timeout_at: Tick,
     /// Past this tick an answer still to come makes the request slower than a request
     /// timeout (for liveness): `timeout_at`, or for a request without a timeout of its own
     /// (`original`), a request timeout after it was sent.
     pub slow_at: Tick,
-    pub state: NetState,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum NetState {
-    /// Not landed yet.
-    Out,
-    /// Landed: the answer, on its way back.
-    Landed(Ans),
-    /// Lost (before or after landing): the machine learns of it at its timeout.
-    Lost,
-}
+/// A request on its way.
+pub type Net = env::Net<Sent>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
@@ -356,6 +336,26 @@ pub struct Client {
     pub failed: Option<(u8, G)>,
 }
 
+impl Client {
+    /// A client before its first acquisition, with `left` acquisitions to make.
+    fn new(left: u8) -> Client {
+        Client {
+            phase: Phase::Idle,
+            machine: None,
+            net: None,
+            wake: None,
+            left,
+            seq: 0,
+            since: 0,
+            undo: None,
+            released: None,
+            failed: None,
+            hb: None,
+            stray: None,
+        }
+    }
+}
+
 /// A FailOpen holder's heartbeats, stepped as the addon's scheduler steps them
 /// (src/heartbeat.rs `beat`): the core's `held::Held` keeps the `guid`s, the core's
 /// `heartbeat::Beat` runs one heartbeat at a time. Of the writes a heartbeat asks for, one is
@@ -394,8 +394,7 @@ pub struct State {
     pub now: Tick,
     pub items: Vec<Option<Item>>,
     pub clients: Vec<Client>,
-    pub faults: u8,
-    pub crashes: u8,
+    pub left: Left,
     /// The token of the last FailOpen grant of each lock (history, for fencing).
     pub last_token: Vec<u8>,
     /// A request was slower than its timeout (history, for liveness).
@@ -407,18 +406,12 @@ pub struct State {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Start(u8, u8),
-    Land(u8),
-    Answer(u8),
-    /// The request is lost before it lands, or its answer after.
-    Lose(u8),
-    Throttle(u8),
-    TimeOut(u8),
-    Timer(u8),
+    /// The environment's event on a client: its request's fate, its wait's end, its crash.
+    Event(u8, Event),
     Release(u8),
     UndoLand(u8),
     UndoAnswer(u8),
     UndoLose(u8),
-    Crash(u8, bool),
     /// A heartbeat starts, or its timer fires.
     Beat(u8),
     BeatLand(u8),
@@ -434,17 +427,11 @@ impl fmt::Debug for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Start(c, k) => write!(f, "c{c} starts acquiring lock {k}"),
-            Action::Land(c) => write!(f, "c{c}'s request lands"),
-            Action::Answer(c) => write!(f, "c{c} gets the answer"),
-            Action::Lose(c) => write!(f, "c{c}'s request or its answer is lost"),
-            Action::Throttle(c) => write!(f, "c{c}'s request is throttled"),
-            Action::TimeOut(c) => write!(f, "c{c}'s request times out"),
-            Action::Timer(c) => write!(f, "c{c}'s wait ends"),
+            Action::Event(c, e) => e.describe(*c, f),
             Action::Release(c) => write!(f, "c{c} calls release()"),
             Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
             Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
             Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
-            Action::Crash(c, landed) => write!(f, "c{c} crashes (requests in flight land: {landed})"),
             Action::Beat(c) => write!(f, "c{c}'s heartbeat is due"),
             Action::BeatLand(c) => write!(f, "c{c}'s heartbeat write lands"),
             Action::BeatAnswer(c) => write!(f, "c{c} gets the heartbeat's answer"),
@@ -460,17 +447,33 @@ pub struct Machines {
     pub cfg: Config,
 }
 
-fn ms(t: Tick) -> Duration {
-    Duration::from_millis(t.into())
-}
-
-/// The first tick at or after `d`.
-fn tick(d: Duration) -> Tick {
-    Tick::try_from(d.as_micros().div_ceil(1000)).unwrap_or(Tick::MAX)
-}
-
 fn owner(g: G) -> usize {
     (g / 16) as usize
+}
+
+impl Out {
+    /// The original's outcomes, as the FailClosed and FailOpen machines' are read.
+    fn native(self) -> Out {
+        match self {
+            Out::Original(original::Outcome::Taken {
+                fencing_token: None, ..
+            }) => Out::Closed(fail_closed::Outcome::Acquired),
+            Out::Original(original::Outcome::Taken {
+                fencing_token: Some(fencing_token),
+                sent_at,
+            }) => Out::Open(fail_open::Outcome::Taken {
+                fencing_token,
+                sent_at,
+                contended: false,
+            }),
+            Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
+            Out::OriginalRelease(original::Released::Released) => {
+                Out::Release(release::Outcome::Released { waiter: false })
+            }
+            Out::OriginalRelease(_) => Out::Release(release::Outcome::NotOurs),
+            other => other,
+        }
+    }
 }
 
 impl Machines {
@@ -506,96 +509,25 @@ impl Machines {
         }
     }
 
-    /// The holder's fields of a FailOpen write (the model keeps no owner, data or TTL).
-    fn fields(&self) -> OpenFields<'static> {
-        OpenFields {
-            owner: "",
-            lease_duration_ms: self.lock().lease_duration_ms,
-            lock_acquired_time_unix_ms: None,
-            data: None,
-            ttl: None,
-            token_floor: 0,
-        }
-    }
-
     /// Applies `req` to lock `k`'s item through the core's `op::apply`, with a broken store's
     /// change around it.
     fn apply(&self, s: &mut State, k: u8, req: &Request) -> Ans {
         let slot = &mut s.items[k as usize];
-        let fields = self.fields();
-        let taken_fields;
-        let op = match req {
-            Req::Get => core_op::Op::Get,
-            Req::PutIfAbsent { guid } => {
-                if self.bug(Bug::UnconditionalPut) {
-                    *slot = None;
-                }
-                core_op::Op::PutIfAbsent {
-                    owner: "",
-                    guid,
-                    data: None,
-                    ttl: None,
-                }
-            }
-            Req::DeleteIfGuid { guids } => core_op::Op::DeleteIfGuid { guids },
-            Req::Take {
-                guid,
-                waited_out,
-                clear_mark,
-                lock_acquired_time_unix_ms,
-            } => {
-                taken_fields = OpenFields {
-                    lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
-                    ..fields.clone()
-                };
-                core_op::Op::Take {
-                    fields: &taken_fields,
-                    guid,
-                    waited_out: waited_out.as_ref(),
-                    clear_mark: *clear_mark,
-                }
-            }
-            Req::Release {
-                guids,
-                lock_acquired_time_unix_ms,
-            } => core_op::Op::Release {
-                guids,
-                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
-                ttl: None,
-            },
-            Req::HandOver {
-                guids,
-                new_guid,
-                renew,
-                marks_fresh_since_unix_ms,
-            } => core_op::Op::HandOver {
-                guids,
-                new_guid,
-                fields: renew.then_some(&fields),
-                marks_fresh_since_unix_ms: *marks_fresh_since_unix_ms,
-                ttl: None,
-            },
-            Req::PutItem {
-                guid,
-                fencing_token,
-                lease_duration_ms,
-                lock_acquired_time_unix_ms,
-                expect,
-            } => core_op::Op::PutItem {
-                owner: "",
-                guid,
-                fencing_token: *fencing_token,
-                lease_duration_ms: *lease_duration_ms,
-                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
-                expect,
-            },
-            Req::MarkWaiting { .. } => {
-                // The model's item keeps no mark: every mark is accepted and read as absent,
-                // so every waiter takes itself for the first in line (the mark decides
-                // fairness, never safety).
-                return Answer::Done(Reply::Done);
-            }
+        match req {
+            // The model's item keeps no mark: every mark is accepted and read as absent, so
+            // every waiter takes itself for the first in line (the mark decides fairness, never
+            // safety).
+            Req::MarkWaiting { .. } => return Answer::Done(Reply::Done),
+            Req::PutIfAbsent { .. } if self.bug(Bug::UnconditionalPut) => *slot = None,
+            _ => {}
+        }
+        // The addon's translation, with what the model's item keeps of a client's writes.
+        let adds = Adds {
+            fields: env::open_fields(self.cfg.lease),
+            ttl_released: None,
         };
+        let parts = req.parts(&adds);
+        let op = req.op(&adds, &parts);
         let (after, reply) = core_op::apply(&op, *slot);
         if slot.is_some() && after.is_none() {
             s.freed_at[k as usize] = s.now;
@@ -608,13 +540,7 @@ impl Machines {
         {
             *slot = None;
         }
-        match reply {
-            core_op::Reply::Done | core_op::Reply::HandedOver(_) => Answer::Done(Reply::Done),
-            core_op::Reply::Token(t) => Answer::Done(Reply::Token(t)),
-            core_op::Reply::Before(i) => Answer::Done(Reply::Before(i)),
-            core_op::Reply::WaitingMark(m) => Answer::Done(Reply::WaitingMark(m)),
-            core_op::Reply::Refused(i) => Answer::Refused(Some(i)),
-        }
+        answer_of(reply)
     }
 
     /// Carries out a machine's step for client `i`.
@@ -630,20 +556,15 @@ impl Machines {
                 ..
             } => self.deliver(s, i, Answer::Done(Reply::Done)),
             // Past its timeout already: the driver does not send it.
-            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => {
-                let ans = Answer::Failed {
-                    error: Fail::Timeout,
-                    transient: true,
-                    maybe_applied: true,
-                };
-                self.deliver(s, i, ans)
-            }
+            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => self.deliver(s, i, TIMED_OUT),
             Step::Send { req, timeout_at } => {
                 let timeout_at = tick(timeout_at);
                 c.net = Some(Net {
-                    req,
-                    timeout_at,
-                    slow_at: timeout_at.min(s.now.saturating_add(self.cfg.request_timeout)),
+                    sent: Sent {
+                        req,
+                        timeout_at,
+                        slow_at: timeout_at.min(s.now.saturating_add(self.cfg.request_timeout)),
+                    },
                     state: NetState::Out,
                 });
                 Ok(())
@@ -659,109 +580,22 @@ impl Machines {
         }
     }
 
+    /// Client `i`'s machine ended with `out`: the client holds the lock, or has failed to
+    /// acquire it, or has let it go.
     fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
         let (k, g) = match s.clients[i].phase {
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
         };
-        let out = match out {
-            // The original's outcomes, as the FailClosed and FailOpen machines' are read.
-            Out::Original(original::Outcome::Taken {
-                fencing_token: None, ..
-            }) => Out::Closed(fail_closed::Outcome::Acquired),
-            Out::Original(original::Outcome::Taken {
-                fencing_token: Some(fencing_token),
-                sent_at,
-            }) => Out::Open(fail_open::Outcome::Taken {
-                fencing_token,
-                sent_at,
-                contended: false,
-            }),
-            Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
-            Out::OriginalRelease(original::Released::Released) => {
-                Out::Release(release::Outcome::Released { waiter: false })
-            }
-            Out::OriginalRelease(_) => Out::Release(release::Outcome::NotOurs),
-            other => other,
-        };
         let c = &mut s.clients[i];
-        match out {
-            Out::Closed(fail_closed::Outcome::Acquired) => {
-                if self.cfg.min_hold > 0 {
-                    c.since = s.now;
-                }
-                c.phase = Phase::Holding {
-                    k,
-                    g,
-                    token: 0,
-                    until: None,
-                };
-            }
+        match out.native() {
+            Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
-            }) => {
-                let until = tick(sent_at + ms(self.cfg.lease));
-                let token = u8::try_from(fencing_token).expect("small tokens");
-                if until > s.now {
-                    let last = s.last_token[k as usize];
-                    if token <= last {
-                        return Err(Violation {
-                            property: "fencing",
-                            detail: format!(
-                                "c{i} granted lock {k} with token {token} after a holder with token {last}"
-                            ),
-                        });
-                    }
-                    s.last_token[k as usize] = token;
-                }
-                if self.cfg.min_hold > 0 {
-                    s.clients[i].since = s.now;
-                }
-                s.clients[i].phase = Phase::Holding {
-                    k,
-                    g,
-                    token,
-                    until: Some(until),
-                };
-                if self.cfg.beats > 0 {
-                    s.clients[i].hb = Some(Box::new(Hb {
-                        held: Held::new(g),
-                        beat: None,
-                        net: None,
-                        wake: s.now + self.cfg.period,
-                        left: self.cfg.beats,
-                        releasing: false,
-                    }));
-                }
-            }
+            }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
             Out::Closed(fail_closed::Outcome::Failed { undo, .. })
-            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
-                c.phase = Phase::Idle;
-                c.failed = Some((k, g));
-                if undo {
-                    let req = match self.cfg.kind {
-                        Kind::FailClosed => Req::DeleteIfGuid { guids: vec![g] },
-                        _ => Req::Release {
-                            guids: vec![g],
-                            lock_acquired_time_unix_ms: None,
-                        },
-                    };
-                    c.undo = Some((
-                        k,
-                        g,
-                        Net {
-                            req,
-                            timeout_at: Tick::MAX,
-                            slow_at: Tick::MAX,
-                            state: NetState::Out,
-                        },
-                    ));
-                }
-            }
-            Out::Closed(_) | Out::Open(_) => {
-                c.phase = Phase::Idle;
-                c.failed = Some((k, g));
-            }
+            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => self.failed(c, k, g, undo),
+            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, false),
             Out::Release(release::Outcome::Released { .. }) => {
                 c.phase = Phase::Idle;
                 c.released = Some((k, g, (i as u8) * 16 + c.seq));
@@ -771,16 +605,71 @@ impl Machines {
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
-            Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' above"),
+            Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' by `native`"),
         }
         Ok(())
     }
 
-    fn new_guid(c: &mut Client, i: usize) -> G {
-        Self::new_guid_of(&mut c.seq, i)
+    /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
+    /// until `until` (FailClosed: for good).
+    fn holds(&self, s: &mut State, i: usize, k: u8, g: G, token: u8, until: Option<Tick>) {
+        let c = &mut s.clients[i];
+        if self.cfg.min_hold > 0 {
+            c.since = s.now;
+        }
+        c.phase = Phase::Holding { k, g, token, until };
     }
 
-    fn new_guid_of(seq: &mut u8, i: usize) -> G {
+    /// Client `i` took lock `k` with guid `g` (FailOpen): its lease lasts a lease from when
+    /// its winning write was sent, its token must be above every earlier grant's, and with
+    /// `beats` it heartbeats.
+    fn taken(&self, s: &mut State, i: usize, k: u8, g: G, fencing_token: u64, sent_at: Time) -> Result<(), Violation> {
+        let until = tick(sent_at + ms(self.cfg.lease));
+        let token = u8::try_from(fencing_token).expect("small tokens");
+        env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)?;
+        self.holds(s, i, k, g, token, Some(until));
+        if self.cfg.beats > 0 {
+            s.clients[i].hb = Some(Box::new(Hb {
+                held: Held::new(g),
+                beat: None,
+                net: None,
+                wake: s.now + self.cfg.period,
+                left: self.cfg.beats,
+                releasing: false,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed; `undo`: a write
+    /// of it may have landed, and is removed (`undo_later`).
+    fn failed(&self, c: &mut Client, k: u8, g: G, undo: bool) {
+        c.phase = Phase::Idle;
+        c.failed = Some((k, g));
+        if undo {
+            let req = match self.cfg.kind {
+                Kind::FailClosed => Req::DeleteIfGuid { guids: vec![g] },
+                _ => Req::Release {
+                    guids: vec![g],
+                    lock_acquired_time_unix_ms: None,
+                },
+            };
+            c.undo = Some((
+                k,
+                g,
+                Net {
+                    sent: Sent {
+                        req,
+                        timeout_at: Tick::MAX,
+                        slow_at: Tick::MAX,
+                    },
+                    state: NetState::Out,
+                },
+            ));
+        }
+    }
+
+    fn new_guid(seq: &mut u8, i: usize) -> G {
         *seq += 1;
         assert!(*seq < 16, "guid space");
         (i as u8) * 16 + *seq
@@ -788,7 +677,7 @@ impl Machines {
 
     /// A heartbeat write lands on lock `k`'s item: whether it renewed the lease.
     fn renew(&self, s: &mut State, k: u8, guids: [G; 2], new: G) -> bool {
-        let fields = self.fields();
+        let fields = env::open_fields(self.cfg.lease);
         let slot = &mut s.items[k as usize];
         // The broken variant writes whatever the item carries.
         let guids = match *slot {
@@ -883,7 +772,7 @@ impl Machines {
     fn due(&self, s: &State, c: &Client) -> bool {
         !matches!(c.phase, Phase::Crashed { .. })
             && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
+                || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
                 || c.hb.as_ref().is_some_and(|h| h.due() && h.wake <= s.now))
     }
 
@@ -906,6 +795,175 @@ impl Machines {
             _ => false,
         }
     }
+
+    /// Time goes on a tick; a request whose answer is still to come past its `slow_at` is
+    /// slower than a request timeout.
+    fn pass_time(&self, s: &mut State) {
+        s.now += 1;
+        let now = s.now;
+        s.slow |= s
+            .clients
+            .iter()
+            .filter_map(|c| c.net.as_ref())
+            .any(|n| n.state != NetState::Lost && n.sent.slow_at < now);
+    }
+
+    /// Client `i` starts acquiring lock `k`.
+    fn start(&self, s: &mut State, i: usize, k: u8) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let cl = &mut s.clients[i];
+        cl.left -= 1;
+        cl.released = None;
+        cl.failed = None;
+        let g = Self::new_guid(&mut cl.seq, i);
+        let mut lock = self.lock();
+        if i != 0 {
+            // The others keep trying, so that liveness can ask whether a waiter
+            // that keeps trying gets the lock.
+            lock.retry_count = u32::MAX;
+        }
+        cl.phase = Phase::Acquiring { k, g };
+        cl.since = s.now;
+        let step = match self.cfg.kind {
+            _ if self.cfg.original => {
+                let (m, step) = original::Acquire::start(lock, g, &env);
+                cl.machine = Some(M::Original(m));
+                map(step, Out::Original)
+            }
+            Kind::FailClosed => {
+                let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
+                cl.machine = Some(M::Closed(m));
+                map(step, Out::Closed)
+            }
+            _ => {
+                let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
+                cl.machine = Some(M::Open(m));
+                map(step, Out::Open)
+            }
+        };
+        self.step(s, i, step)
+    }
+
+    /// Client `i` calls `release()`.
+    fn release(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let Phase::Holding { k, g, token, .. } = s.clients[i].phase else {
+            unreachable!()
+        };
+        s.clients[i].phase = Phase::Releasing { k, g };
+        if self.cfg.original {
+            let env = self.env(s, i);
+            let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
+            let (m, step) = original::Release::start(self.lock(), g, token, &env);
+            s.clients[i].machine = Some(M::OriginalRelease(m));
+            self.step(s, i, map(step, Out::OriginalRelease))
+        } else if let Some(h) = s.clients[i].hb.as_mut() {
+            // Between attempts the heartbeat stops at once; a write on the wire is
+            // waited for.
+            if h.net.is_none() {
+                h.beat = None;
+            }
+            match h.held.release(Kind::FailOpen) {
+                held::Release::Wait => {
+                    h.releasing = true;
+                    Ok(())
+                }
+                held::Release::Write { guids, taken } => self.start_release(s, i, guids, taken),
+                held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
+            }
+        } else {
+            self.start_release(s, i, vec![g], false)
+        }
+    }
+
+    /// Client `i`'s undo lands.
+    fn undo_lands(&self, s: &mut State, i: usize) {
+        let (k, _, n) = s.clients[i].undo.clone().unwrap();
+        let ans = self.apply(s, k, &n.sent.req);
+        s.clients[i].undo.as_mut().unwrap().2.state = NetState::Landed(ans);
+    }
+
+    /// Client `i`'s heartbeat starts, or its timer fires.
+    fn beat(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let now = s.now;
+        let cl = &mut s.clients[i];
+        let h = cl.hb.as_mut().expect("heartbeats");
+        let actions = match h.beat.as_mut() {
+            Some(b) => b.timer(ms(now), ms(1), Duration::ZERO),
+            None => {
+                let Phase::Holding { until: Some(until), .. } = cl.phase else {
+                    unreachable!("a FailOpen holder")
+                };
+                let fresh = match h.held.pending {
+                    Some(p) => p,
+                    None => Self::new_guid(&mut cl.seq, i),
+                };
+                // `Hb::due` said the lock needs another heartbeat.
+                h.held.beat_starts(fresh).expect("a lock that needs heartbeats");
+                h.left -= 1;
+                let due = h.wake;
+                let (b, actions) = Beat::start(self.cfg.beat(), ms(due), ms(until), ms(now), Duration::ZERO);
+                h.beat = Some(b);
+                actions
+            }
+        };
+        self.beat_steps(s, i, actions)
+    }
+
+    /// Client `i`'s heartbeat write lands.
+    fn beat_lands(&self, s: &mut State, i: usize) {
+        let k = self.key(s, i);
+        let (gs, new, _) = s.clients[i].hb.as_ref().unwrap().net.unwrap();
+        let ok = self.renew(s, k, gs, new);
+        s.clients[i].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
+    }
+
+    /// Client `i` gets its heartbeat write's answer.
+    fn beat_answered(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let h = s.clients[i].hb.as_mut().unwrap();
+        let Some((_, _, BeatNet::Landed(ok))) = h.net.take() else {
+            unreachable!()
+        };
+        h.held.on_the_wire(false);
+        let answer = if ok {
+            heartbeat::Answer::Renewed
+        } else {
+            heartbeat::Answer::NotOurs
+        };
+        let actions = h.beat.as_mut().expect("a heartbeat").answer(ms(s.now), answer, ms(1));
+        self.beat_steps(s, i, actions)
+    }
+
+    /// The steps client `ci`'s heartbeats `h` may take.
+    fn beat_actions(&self, s: &State, h: &Hb, ci: u8, out: &mut Vec<Action>) {
+        if h.due() && h.wake <= s.now {
+            out.push(Action::Beat(ci));
+        }
+        match h.net.map(|n| n.2) {
+            Some(BeatNet::Out) => {
+                out.push(Action::BeatLand(ci));
+                if s.left.faults > 0 {
+                    out.push(Action::BeatLose(ci));
+                }
+            }
+            Some(BeatNet::Landed(_)) => {
+                out.push(Action::BeatAnswer(ci));
+                if s.left.faults > 0 {
+                    out.push(Action::BeatLose(ci));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The time a lock went free matters only while it stays free and liveness is checked.
+    fn forget_freed(&self, s: &mut State) {
+        let checked = self.cfg.kind == Kind::FailClosed && s.left.faults == self.cfg.faults && !s.slow;
+        for k in 0..self.cfg.locks {
+            if !checked || s.items[k].is_some() {
+                s.freed_at[k] = 0;
+            }
+        }
+    }
 }
 
 impl Model for Machines {
@@ -913,26 +971,14 @@ impl Model for Machines {
     type Action = Action;
 
     fn init(&self) -> Vec<State> {
-        let c = Client {
-            phase: Phase::Idle,
-            machine: None,
-            net: None,
-            wake: None,
-            left: self.cfg.acquisitions,
-            seq: 0,
-            since: 0,
-            undo: None,
-            released: None,
-            failed: None,
-            hb: None,
-            stray: None,
-        };
         vec![State {
             now: 0,
             items: vec![None; self.cfg.locks],
-            clients: vec![c; self.cfg.clients],
-            faults: self.cfg.faults,
-            crashes: self.cfg.crashes,
+            clients: vec![Client::new(self.cfg.acquisitions); self.cfg.clients],
+            left: Left {
+                faults: self.cfg.faults,
+                crashes: self.cfg.crashes,
+            },
             last_token: vec![0; self.cfg.locks],
             slow: false,
             freed_at: vec![0; self.cfg.locks],
@@ -951,35 +997,15 @@ impl Model for Machines {
                 continue;
             }
             due |= self.due(s, c);
-            if let Some(n) = &c.net {
-                match n.state {
-                    NetState::Out => {
-                        out.push(Action::Land(ci));
-                        if s.faults > 0 {
-                            out.push(Action::Lose(ci));
-                            out.push(Action::Throttle(ci));
-                        }
-                    }
-                    NetState::Landed(_) => {
-                        out.push(Action::Answer(ci));
-                        if s.faults > 0 {
-                            out.push(Action::Lose(ci));
-                        }
-                    }
-                    NetState::Lost => {}
-                }
-                if n.timeout_at <= s.now {
-                    out.push(Action::TimeOut(ci));
-                }
-            }
-            if c.wake.is_some_and(|w| w <= s.now) {
-                out.push(Action::Timer(ci));
-            }
+            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
+            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
+                out.push(Action::Event(ci, e))
+            });
             if let Some((_, _, n)) = &c.undo {
                 match n.state {
                     NetState::Out => {
                         out.push(Action::UndoLand(ci));
-                        if s.faults > 0 {
+                        if s.left.faults > 0 {
                             out.push(Action::UndoLose(ci));
                         }
                     }
@@ -988,31 +1014,10 @@ impl Model for Machines {
                 }
             }
             if let Some(h) = &c.hb {
-                if h.due() && h.wake <= s.now {
-                    out.push(Action::Beat(ci));
-                }
-                match h.net.map(|n| n.2) {
-                    Some(BeatNet::Out) => {
-                        out.push(Action::BeatLand(ci));
-                        if s.faults > 0 {
-                            out.push(Action::BeatLose(ci));
-                        }
-                    }
-                    Some(BeatNet::Landed(_)) => {
-                        out.push(Action::BeatAnswer(ci));
-                        if s.faults > 0 {
-                            out.push(Action::BeatLose(ci));
-                        }
-                    }
-                    _ => {}
-                }
+                self.beat_actions(s, h, ci, out);
             }
-            if s.crashes > 0 {
-                out.push(Action::Crash(ci, false));
-                if c.net.as_ref().is_some_and(|n| n.state == NetState::Out) {
-                    out.push(Action::Crash(ci, true));
-                }
-            }
+            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
+            Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
             match c.phase {
                 // A client's first acquisition starts at the beginning; a later one at any time.
                 Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {
@@ -1036,220 +1041,25 @@ impl Model for Machines {
         });
         let mut s = s.clone();
         match *a {
-            Action::Tick => {
-                s.now += 1;
-                let now = s.now;
-                s.slow |= s
-                    .clients
-                    .iter()
-                    .filter_map(|c| c.net.as_ref())
-                    .any(|n| n.state != NetState::Lost && n.slow_at < now);
-            }
-            Action::Start(c, k) => {
-                let i = c as usize;
-                let env = self.env(&s, i);
-                let cl = &mut s.clients[i];
-                cl.left -= 1;
-                cl.released = None;
-                cl.failed = None;
-                let g = Self::new_guid(cl, i);
-                let mut lock = self.lock();
-                if i != 0 {
-                    // The others keep trying, so that liveness can ask whether a waiter
-                    // that keeps trying gets the lock.
-                    lock.retry_count = u32::MAX;
-                }
-                cl.phase = Phase::Acquiring { k, g };
-                cl.since = s.now;
-                let step = match self.cfg.kind {
-                    _ if self.cfg.original => {
-                        let (m, step) = original::Acquire::start(lock, g, &env);
-                        cl.machine = Some(M::Original(m));
-                        map(step, Out::Original)
-                    }
-                    Kind::FailClosed => {
-                        let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
-                        cl.machine = Some(M::Closed(m));
-                        map(step, Out::Closed)
-                    }
-                    _ => {
-                        let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
-                        cl.machine = Some(M::Open(m));
-                        map(step, Out::Open)
-                    }
-                };
-                self.step(&mut s, i, step)?;
-            }
-            Action::Land(c) => {
-                let i = c as usize;
-                let k = self.key(&s, i);
-                let req = s.clients[i].net.as_ref().unwrap().req.clone();
-                let ans = self.apply(&mut s, k, &req);
-                s.clients[i].net.as_mut().unwrap().state = NetState::Landed(ans);
-            }
-            Action::Answer(c) => {
-                let i = c as usize;
-                let NetState::Landed(ans) = s.clients[i].net.take().unwrap().state else {
-                    unreachable!()
-                };
-                self.deliver(&mut s, i, ans)?;
-            }
-            Action::Lose(c) => {
-                s.faults -= 1;
-                s.clients[c as usize].net.as_mut().unwrap().state = NetState::Lost;
-            }
-            Action::Throttle(c) => {
-                s.faults -= 1;
-                s.clients[c as usize].net = None;
-                let ans = Answer::Failed {
-                    error: Fail::Throttled,
-                    transient: true,
-                    maybe_applied: false,
-                };
-                self.deliver(&mut s, c as usize, ans)?;
-            }
-            Action::TimeOut(c) => {
-                let n = s.clients[c as usize].net.take().unwrap();
-                s.slow |= n.state != NetState::Lost;
-                let ans = Answer::Failed {
-                    error: Fail::Timeout,
-                    transient: true,
-                    maybe_applied: true,
-                };
-                self.deliver(&mut s, c as usize, ans)?;
-            }
-            Action::Timer(c) => {
-                let i = c as usize;
-                s.clients[i].wake = None;
-                let env = self.env(&s, i);
-                let mut m = s.clients[i].machine.take().unwrap();
-                let step = m.timer(&env);
-                s.clients[i].machine = Some(m);
-                self.step(&mut s, i, step)?;
-            }
-            Action::Release(c) => {
-                let i = c as usize;
-                let Phase::Holding { k, g, token, .. } = s.clients[i].phase else {
-                    unreachable!()
-                };
-                s.clients[i].phase = Phase::Releasing { k, g };
-                if self.cfg.original {
-                    let env = self.env(&s, i);
-                    let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
-                    let (m, step) = original::Release::start(self.lock(), g, token, &env);
-                    s.clients[i].machine = Some(M::OriginalRelease(m));
-                    self.step(&mut s, i, map(step, Out::OriginalRelease))?;
-                } else if let Some(h) = s.clients[i].hb.as_mut() {
-                    // Between attempts the heartbeat stops at once; a write on the wire is
-                    // waited for.
-                    if h.net.is_none() {
-                        h.beat = None;
-                    }
-                    match h.held.release(Kind::FailOpen) {
-                        held::Release::Wait => h.releasing = true,
-                        held::Release::Write { guids, taken } => self.start_release(&mut s, i, guids, taken)?,
-                        held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
-                    }
-                } else {
-                    self.start_release(&mut s, i, vec![g], false)?;
-                }
-            }
-            Action::UndoLand(c) => {
-                let i = c as usize;
-                let (k, _, n) = s.clients[i].undo.clone().unwrap();
-                let ans = self.apply(&mut s, k, &n.req);
-                s.clients[i].undo.as_mut().unwrap().2.state = NetState::Landed(ans);
-            }
+            Action::Tick => self.pass_time(&mut s),
+            Action::Start(c, k) => self.start(&mut s, c as usize, k)?,
+            Action::Event(c, e) => env::happen(self, &mut s, c as usize, e)?,
+            Action::Release(c) => self.release(&mut s, c as usize)?,
+            Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
                 // Removed, or nothing to remove: the undo is over.
                 s.clients[c as usize].undo = None;
             }
             Action::UndoLose(c) => {
                 // `undo_later` tries again.
-                s.faults -= 1;
+                s.left.faults -= 1;
                 s.clients[c as usize].undo.as_mut().unwrap().2.state = NetState::Out;
             }
-            Action::Crash(c, landed) => {
-                s.crashes -= 1;
-                let i = c as usize;
-                if landed {
-                    if let Some(n) = s.clients[i].net.clone().filter(|n| n.state == NetState::Out) {
-                        let k = self.key(&s, i);
-                        self.apply(&mut s, k, &n.req);
-                    }
-                }
-                let seq = s.clients[i].seq;
-                let now = s.now;
-                let k = self.key(&s, i);
-                let mut stray = s.clients[i].stray;
-                if let Some((gs, new, BeatNet::Out)) = s.clients[i].hb.as_ref().and_then(|h| h.net) {
-                    stray = stray.or(Some((k, gs, new)));
-                }
-                s.clients[i] = Client {
-                    phase: Phase::Crashed { at: now },
-                    machine: None,
-                    net: None,
-                    wake: None,
-                    left: 0,
-                    seq,
-                    since: 0,
-                    undo: None,
-                    released: None,
-                    failed: None,
-                    hb: None,
-                    stray,
-                };
-            }
-            Action::Beat(c) => {
-                let i = c as usize;
-                let now = s.now;
-                let cl = &mut s.clients[i];
-                let h = cl.hb.as_mut().expect("heartbeats");
-                let actions = match h.beat.as_mut() {
-                    Some(b) => b.timer(ms(now), ms(1), Duration::ZERO),
-                    None => {
-                        let Phase::Holding { until: Some(until), .. } = cl.phase else {
-                            unreachable!("a FailOpen holder")
-                        };
-                        let fresh = match h.held.pending {
-                            Some(p) => p,
-                            None => Self::new_guid_of(&mut cl.seq, i),
-                        };
-                        // `Hb::due` said the lock needs another heartbeat.
-                        h.held.beat_starts(fresh).expect("a lock that needs heartbeats");
-                        h.left -= 1;
-                        let due = h.wake;
-                        let (b, actions) = Beat::start(self.cfg.beat(), ms(due), ms(until), ms(now), Duration::ZERO);
-                        h.beat = Some(b);
-                        actions
-                    }
-                };
-                self.beat_steps(&mut s, i, actions)?;
-            }
-            Action::BeatLand(c) => {
-                let i = c as usize;
-                let k = self.key(&s, i);
-                let (gs, new, _) = s.clients[i].hb.as_ref().unwrap().net.unwrap();
-                let ok = self.renew(&mut s, k, gs, new);
-                s.clients[i].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
-            }
-            Action::BeatAnswer(c) => {
-                let i = c as usize;
-                let h = s.clients[i].hb.as_mut().unwrap();
-                let Some((_, _, BeatNet::Landed(ok))) = h.net.take() else {
-                    unreachable!()
-                };
-                h.held.on_the_wire(false);
-                let answer = if ok {
-                    heartbeat::Answer::Renewed
-                } else {
-                    heartbeat::Answer::NotOurs
-                };
-                let actions = h.beat.as_mut().expect("a heartbeat").answer(ms(s.now), answer, ms(1));
-                self.beat_steps(&mut s, i, actions)?;
-            }
+            Action::Beat(c) => self.beat(&mut s, c as usize)?,
+            Action::BeatLand(c) => self.beat_lands(&mut s, c as usize),
+            Action::BeatAnswer(c) => self.beat_answered(&mut s, c as usize)?,
             Action::BeatLose(c) => {
-                s.faults -= 1;
+                s.left.faults -= 1;
                 s.clients[c as usize].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
             }
             Action::StrayLand(c) => {
@@ -1259,50 +1069,82 @@ impl Model for Machines {
             }
             Action::StrayGone(c) => s.clients[c as usize].stray = None,
         }
-        // The time a lock went free matters only while it stays free and liveness is checked.
-        let checked = self.cfg.kind == Kind::FailClosed && s.faults == self.cfg.faults && !s.slow;
-        for k in 0..self.cfg.locks {
-            if !checked || s.items[k].is_some() {
-                s.freed_at[k] = 0;
-            }
-        }
+        self.forget_freed(&mut s);
         Ok(s)
     }
 
     fn invariant(&self, s: &State) -> Result<(), Violation> {
-        let n = self.cfg.clients;
-        for k in 0..self.cfg.locks as u8 {
-            let holders: Vec<usize> = (0..n).filter(|&i| self.believes(s, i, k)).collect();
-            if holders.len() > 1 {
-                return Err(Violation {
-                    property: "mutual exclusion",
-                    detail: format!("clients {holders:?} both hold lock {k} at tick {}", s.now),
-                });
-            }
-        }
+        env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?;
         let open = self.cfg.kind != Kind::FailClosed;
         for (i, c) in s.clients.iter().enumerate() {
             if let Some((k, lo, hi)) = c.released {
                 let item = s.items[k as usize];
                 if item.is_some_and(|it| (lo..=hi).contains(&it.guid) && !(open && it.released)) {
-                    return Err(Violation {
-                        property: "no lost release",
-                        detail: format!("c{i} was told lock {k} is released, and still holds it"),
-                    });
+                    return Err(env::lost_release(i, k));
                 }
             }
             if let Some((k, g)) = c.failed {
                 let undoing = c.undo.as_ref().is_some_and(|(uk, ug, _)| *uk == k && *ug == g);
                 let item = s.items[k as usize];
                 if !undoing && item.is_some_and(|it| it.guid == g && !it.released) {
-                    return Err(Violation {
-                        property: "no orphan",
-                        detail: format!("c{i} was told lock {k} was not acquired, and the item is its own"),
-                    });
+                    return Err(env::orphan(i, k, "the item"));
                 }
             }
         }
         self.check_liveness(s)
+    }
+}
+
+impl Clients for Machines {
+    type Sent = Sent;
+
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
+        (&mut s.left, &mut s.clients[i].net)
+    }
+
+    fn land(&self, s: &mut State, i: usize) -> Ans {
+        let k = self.key(s, i);
+        let req = s.clients[i].net.as_ref().expect("a request").sent.req.clone();
+        self.apply(s, k, &req)
+    }
+
+    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let mut m = s.clients[i].machine.take().expect("a machine waits for the answer");
+        let step = m.answer(a, &env);
+        s.clients[i].machine = Some(m);
+        self.step(s, i, step)
+    }
+
+    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        s.clients[i].wake = None;
+        let env = self.env(s, i);
+        let mut m = s.clients[i].machine.take().unwrap();
+        let step = m.timer(&env);
+        s.clients[i].machine = Some(m);
+        self.step(s, i, step)
+    }
+
+    /// A request that was not lost, timed out: it was slower than its timeout.
+    fn timed_out(&self, s: &mut State, was: &NetState) {
+        s.slow |= *was != NetState::Lost;
+    }
+
+    /// A crashed client keeps its guids' sequence and a heartbeat write on its way (which
+    /// may still land), and nothing else.
+    fn crashed(&self, s: &mut State, i: usize) {
+        let k = self.key(s, i);
+        let c = &s.clients[i];
+        let mut stray = c.stray;
+        if let Some((gs, new, BeatNet::Out)) = c.hb.as_ref().and_then(|h| h.net) {
+            stray = stray.or(Some((k, gs, new)));
+        }
+        s.clients[i] = Client {
+            phase: Phase::Crashed { at: s.now },
+            seq: c.seq,
+            stray,
+            ..Client::new(0)
+        };
     }
 }
 
@@ -1315,20 +1157,12 @@ impl Machines {
         }
     }
 
-    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
-        let env = self.env(s, i);
-        let mut m = s.clients[i].machine.take().expect("a machine waits for the answer");
-        let step = m.answer(a, &env);
-        s.clients[i].machine = Some(m);
-        self.step(s, i, step)
-    }
-
     /// Bounded liveness: a FailOpen lock whose holder crashed is granted, within a lease and
     /// three request timeouts of the crash (or of the start of the acquisition, if later), to
     /// a client that keeps trying, when no fault happened and no request was slower than its
     /// timeout.
     fn check_liveness(&self, s: &State) -> Result<(), Violation> {
-        if s.faults != self.cfg.faults || s.slow {
+        if s.left.faults != self.cfg.faults || s.slow {
             return Ok(());
         }
         if self.cfg.kind == Kind::FailClosed {
@@ -1481,58 +1315,24 @@ pub fn broken_config(bug: Bug) -> Config {
     c
 }
 
-/// The outcome of exploring one configuration.
-pub struct Checked {
-    pub states: usize,
-    pub depth: usize,
-    pub truncated: bool,
-    /// The first violation: its property, what it found, and the steps to it.
-    pub violation: Option<(&'static str, String, Vec<String>)>,
-}
-
-impl Machines {
-    /// The steps of `path` from the initial state, each with the request it concerns.
-    pub fn narrate(&self, path: &[Action]) -> Vec<String> {
-        let mut s = self.init().remove(0);
-        let mut out = Vec::new();
-        for a in path {
-            let req = match *a {
-                Action::Land(c) | Action::Answer(c) | Action::Lose(c) | Action::Throttle(c) | Action::TimeOut(c) => {
-                    s.clients[c as usize].net.as_ref().map(|n| format!("{:?}", n.req))
-                }
-                Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) => {
-                    s.clients[c as usize].undo.as_ref().map(|u| format!("{:?}", u.2.req))
-                }
-                _ => None,
-            };
-            out.push(match req {
-                Some(r) => format!("t{} {a:?}: {r}", s.now),
-                None => format!("t{} {a:?}", s.now),
-            });
-            match self.next(&s, a) {
-                Ok(n) => s = n,
-                Err(_) => break,
-            }
+/// Action `a` taken in `s`, told as a counterexample's step: with the request it concerns.
+pub fn tell(s: &State, a: &Action) -> String {
+    let request = match *a {
+        Action::Event(c, e) if e.on_the_wire() => {
+            s.clients[c as usize].net.as_ref().map(|n| format!("{:?}", n.sent.req))
         }
-        out
-    }
+        Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) => s.clients[c as usize]
+            .undo
+            .as_ref()
+            .map(|u| format!("{:?}", u.2.sent.req)),
+        _ => None,
+    };
+    env::step_text(s.now, a, request)
 }
 
-/// Explores `cfg` (at most `max_states` states).
+/// Explores `cfg` (at most `max_states` states): the protocol as it ships depth first, a
+/// broken variant breadth first (its shortest counterexample).
 pub fn check(cfg: Config, max_states: usize) -> Checked {
-    // A broken variant's counterexample is the shortest (breadth first); the protocol as it
-    // ships is explored depth first, which holds only the visited set.
     let deep = cfg.bug.is_none();
-    let m = Machines::new(cfg);
-    let r = if deep {
-        crate::explore::explore_deep(&m, max_states)
-    } else {
-        crate::explore::explore(&m, max_states)
-    };
-    Checked {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation.map(|(v, _, p)| (v.property, v.detail, m.narrate(&p))),
-    }
+    explore::check(&Machines::new(cfg), deep, max_states, tell)
 }

@@ -6,16 +6,8 @@
 use std::time::Instant;
 
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::explore::Checked;
 use dynamodb_lock_model::{fifo_machines, lease, machines};
-
-/// What one exploration found: its states and depth, whether it covered the whole space, and
-/// the first violation (property, detail, steps).
-struct Found {
-    states: usize,
-    depth: usize,
-    truncated: bool,
-    violation: Option<(&'static str, String, Vec<String>)>,
-}
 
 /// The report so far: whether everything holds, and the JSON of each section.
 struct Report {
@@ -35,7 +27,7 @@ fn steps(steps: &[String]) {
 
 impl Report {
     /// Prints one configuration's run; returns its JSON.
-    fn run(&mut self, label: String, f: Found, seconds: f64) -> String {
+    fn run(&mut self, label: String, f: Checked, seconds: f64) -> String {
         let holds = f.violation.is_none() && !f.truncated;
         let verdict = if holds {
             "every property holds"
@@ -61,7 +53,7 @@ impl Report {
     }
 
     /// Prints one broken variant's counterexample; returns its JSON.
-    fn variant(&mut self, name: &str, expected: &str, f: Found) -> String {
+    fn variant(&mut self, name: &str, expected: &str, f: Checked) -> String {
         let len = match &f.violation {
             Some((property, _, path)) if *property == expected => {
                 println!("  {name}: {property} violated in {} steps", path.len());
@@ -99,26 +91,9 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (r, t.elapsed().as_secs_f64())
 }
 
-fn machines_found(r: machines::Checked) -> Found {
-    Found {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation,
-    }
-}
-
-fn fifo_found(r: fifo_machines::Checked) -> Found {
-    Found {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r.violation,
-    }
-}
-
-fn lease_found(r: lease::LeaseResult) -> Found {
-    Found {
+/// What a lease run found, as an exploration's outcome.
+fn lease_found(r: lease::LeaseResult) -> Checked {
+    Checked {
         states: r.states,
         depth: r.depth,
         truncated: !r.holds && r.counterexample.is_none(),
@@ -130,14 +105,8 @@ fn lease_found(r: lease::LeaseResult) -> Found {
     }
 }
 
-fn main() {
-    let full = !std::env::args().any(|a| a == "--bounded");
-    let started = Instant::now();
-    let mut rep = Report {
-        ok: true,
-        json: Vec::new(),
-    };
-
+/// The FailClosed and FailOpen machines: each configuration, then each broken variant.
+fn check_machines(rep: &mut Report, full: bool) {
     println!(
         "FailClosed and FailOpen: the core's acquisition, heartbeat, held-lock and release machines (and the \
          original's requests for user objects) over the core's apply, with lost, throttled, slow and abandoned \
@@ -146,33 +115,41 @@ fn main() {
     );
     let mut runs = Vec::new();
     for cfg in machines::configs(full) {
-        let label = format!(
-            "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
-             retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
-            cfg.kind,
-            if cfg.original { " (the original's requests)" } else { "" },
-            cfg.clients,
-            cfg.locks,
-            cfg.acquisitions,
-            cfg.lease,
-            cfg.request_timeout,
-            cfg.max_attempts,
-            cfg.retry_count,
-            cfg.faults,
-            cfg.crashes,
-            cfg.horizon,
-            cfg.beats
-        );
+        let label = machines_label(&cfg);
         let (r, s) = timed(|| machines::check(cfg, machines::MAX_STATES));
-        runs.push(rep.run(label, machines_found(r), s));
+        runs.push(rep.run(label, r, s));
     }
     let mut variants = Vec::new();
     for bug in machines::Bug::ALL {
         let r = machines::check(machines::broken_config(bug), machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), bug.property(), machines_found(r)));
+        variants.push(rep.variant(bug.name(), bug.property(), r));
     }
     rep.section("machines", runs, variants);
+}
 
+/// A machines configuration, as its run is labelled.
+fn machines_label(cfg: &machines::Config) -> String {
+    format!(
+        "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
+         retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
+        cfg.kind,
+        if cfg.original { " (the original's requests)" } else { "" },
+        cfg.clients,
+        cfg.locks,
+        cfg.acquisitions,
+        cfg.lease,
+        cfg.request_timeout,
+        cfg.max_attempts,
+        cfg.retry_count,
+        cfg.faults,
+        cfg.crashes,
+        cfg.horizon,
+        cfg.beats
+    )
+}
+
+/// The Fifo machines: each configuration, then each broken variant.
+fn check_fifo(rep: &mut Report, full: bool) {
     println!(
         "Fifo: the core's Fifo machines (acquisition with its queue entries, grant and give-up; release) over \
          the core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
@@ -181,36 +158,45 @@ fn main() {
     );
     let mut runs = Vec::new();
     for cfg in fifo_machines::configs(full) {
-        let label = format!(
-            "{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
-             attempts, {} faults, {} crash, {} cancellation, {} ticks",
-            cfg.clients,
-            cfg.locks,
-            if cfg.several {
-                " (one or both per acquisition)"
-            } else {
-                ""
-            },
-            cfg.acquisitions,
-            cfg.lease,
-            cfg.reread,
-            cfg.request_timeout,
-            cfg.max_attempts,
-            cfg.faults,
-            cfg.crashes,
-            cfg.aborts,
-            cfg.horizon
-        );
+        let label = fifo_label(&cfg);
         let (r, s) = timed(|| fifo_machines::check(cfg, fifo_machines::MAX_STATES));
-        runs.push(rep.run(label, fifo_found(r), s));
+        runs.push(rep.run(label, r, s));
     }
     let mut variants = Vec::new();
     for bug in Broken::FIFO {
         let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), fifo_found(r)));
+        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), r));
     }
     rep.section("fifoMachines", runs, variants);
+}
 
+/// A Fifo machines configuration, as its run is labelled.
+fn fifo_label(cfg: &fifo_machines::Config) -> String {
+    format!(
+        "{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
+         attempts, {} faults, {} crash, {} cancellation, {} ticks",
+        cfg.clients,
+        cfg.locks,
+        if cfg.several {
+            " (one or both per acquisition)"
+        } else {
+            ""
+        },
+        cfg.acquisitions,
+        cfg.lease,
+        cfg.reread,
+        cfg.request_timeout,
+        cfg.max_attempts,
+        cfg.faults,
+        cfg.crashes,
+        cfg.aborts,
+        cfg.horizon
+    )
+}
+
+/// The lease timing: the heartbeat machine against a waiter, with a heartbeat period shorter
+/// and longer than the lease, then each timing variant.
+fn check_lease(rep: &mut Report) {
     println!(
         "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost answers \
          (property: {})",
@@ -244,7 +230,11 @@ fn main() {
         variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));
     }
     rep.section("lease", runs, variants);
+}
 
+/// The lease timing outside the assumptions, where the property may fail: a waiter's clock
+/// that runs fast.
+fn outside_the_assumptions() {
     println!("Outside the assumptions: the waiter's clock runs one tick fast over a lease");
     match lease::check(lease::Config {
         drift: 1,
@@ -255,6 +245,19 @@ fn main() {
         None => println!("  every property holds"),
         Some((property, path)) => println!("  {property} violated in {} steps", path.len() - 1),
     }
+}
+
+fn main() {
+    let full = !std::env::args().any(|a| a == "--bounded");
+    let started = Instant::now();
+    let mut rep = Report {
+        ok: true,
+        json: Vec::new(),
+    };
+    check_machines(&mut rep, full);
+    check_fifo(&mut rep, full);
+    check_lease(&mut rep);
+    outside_the_assumptions();
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!("{{{}}}", rep.json.join(","));
     if !rep.ok {

@@ -19,7 +19,7 @@
 
 use std::fmt::Debug;
 
-use crate::explore::Model;
+use crate::explore::{self, Model};
 use crate::fifo_machines::{self, FifoMachines};
 use crate::lease::{Action, Config, LeaseModel};
 use crate::machines::{self, Machines};
@@ -161,7 +161,10 @@ pub fn run_machines(seed: u64, bug: Option<machines::Bug>) -> (u64, Option<Failu
     let text = format!("{config:?}, events first {bias} in {}", bias + 1);
     let model = Machines::new(config);
     let is_tick = |a: &machines::Action| matches!(a, machines::Action::Tick);
-    walk(&model, &mut rng, bias, is_tick, |p| model.narrate(p)).map_failure(seed, text)
+    walk(&model, &mut rng, bias, is_tick, |p| {
+        explore::narrate(&model, p, machines::tell)
+    })
+    .map_failure(seed, text)
 }
 
 /// A Fifo machines configuration drawn from `rng`.
@@ -212,7 +215,10 @@ pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
     let text = format!("{config:?}, events first {bias} in {}", bias + 1);
     let model = FifoMachines::new(config);
     let is_tick = |a: &fifo_machines::Action| matches!(a, fifo_machines::Action::Tick);
-    walk(&model, &mut rng, bias, is_tick, |p| model.narrate(p)).map_failure(seed, text)
+    walk(&model, &mut rng, bias, is_tick, |p| {
+        explore::narrate(&model, p, fifo_machines::tell)
+    })
+    .map_failure(seed, text)
 }
 
 /// What one walk found: its length, and the failing property with the steps to it.
