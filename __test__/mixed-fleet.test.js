@@ -183,12 +183,16 @@ for (const engineName of selectedEngines())
                 {
                     assert.ok(tokens[k] > tokens[k - 1], `fencing tokens rise in acquisition order: ${tokens}`);
                 }
-                assert.deepEqual(tokens, tokens.map((_, k) => tokens[0] + k), "each acquisition raised the token by exactly one");
-                assert.equal(tokens[0], 1, "the first acquisition of a new lock has token 1");
+                // Every take raises the token by one, a take refused as a late grant (its answer
+                // came after its whole lease, on a slow engine) included.
+                const lateGrants = run.dones.reduce((n, d) => n + (d.lateGrants || 0), 0);
+                assert.equal(tokens[tokens.length - 1], tokens.length + lateGrants,
+                    `each take raised the token by exactly one from 1 (${lateGrants} late grant(s) given back): ${tokens}`);
+                assert.ok(tokens[0] >= 1 && tokens[0] <= 1 + lateGrants, `the first acquisition of a new lock has token 1 (or after late grants): ${tokens}`);
                 const item = await engine.getItem("locks", { id: { S: run.id } });
                 assert.equal(item.leaseDurationMs.N, "1", "the last holder released the lock");
                 assert.equal(Number(item.fencingToken.N), tokens[tokens.length - 1]);
-                t.diagnostic(`${ordered.length} acquisitions in ${run.ms} ms, ${crossings} hand-overs between the libraries; ` +
+                t.diagnostic(`${ordered.length} acquisitions in ${run.ms} ms, ${crossings} hand-overs between the libraries, ${lateGrants} late grant(s); ` +
                     FLEET.map(w => `${w.name}: ${run.dones.find(d => d.worker === w.name).ms} ms`).join(", ") + `; order: ${sequence}`);
             }
         );
