@@ -84,7 +84,9 @@ for (const engineName of selectedEngines())
 
         it("FailClosed: five tasks of one client are served in turn, handed over without polling", async () =>
             {
-                const client = new DynamoDBLockClient.FailClosed(viaProxy({ acquirePeriodMs: 100 }));
+                // A waiter in the line gives up after acquirePeriodMs × retryCount with one
+                // holder: 2 s, well past a hold and its hand-over write on a busy engine.
+                const client = new DynamoDBLockClient.FailClosed(viaProxy({ acquirePeriodMs: 100, retryCount: 20 }));
                 const id = uniqueId("pool-closed");
                 let grants;
                 const requests = await counted(async () => (grants = await pool(client, id, { tasks: 5, rounds: 4, holdMs: 10 })));
