@@ -238,17 +238,7 @@ impl Driver<'_> {
         loop {
             let input = match act {
                 Act::Send { req, timeout_at } => {
-                    c.settings.stats.count_purpose(req.purpose());
-                    let result = match clock.instant(timeout_at) {
-                        Some(at) if at > Instant::now() => {
-                            match tokio::time::timeout_at(at, send(c, self.resources, &req)).await {
-                                Ok(r) => r,
-                                Err(_) => Err(timed_out()),
-                            }
-                        }
-                        Some(_) => Err(timed_out()),
-                        None => send(c, self.resources, &req).await,
-                    };
+                    let result = send_by(c, self.resources, &req, clock.instant(timeout_at)).await;
                     Input::Answer(answer(result))
                 }
                 Act::Wait { until, watch } => {
@@ -258,27 +248,7 @@ impl Driver<'_> {
                     cancel.waiting();
                     let at = clock.instant(until);
                     if watch {
-                        let sleep = async {
-                            let _ = match at {
-                                Some(at) => cancel.sleep_until(at).await,
-                                None => {
-                                    cancel.cancelled().await;
-                                    Ok(())
-                                }
-                            };
-                        };
-                        let change = async {
-                            match changed.as_mut() {
-                                Some(n) => n.as_mut().await,
-                                None => std::future::pending().await,
-                            }
-                        };
-                        tokio::select! {
-                            _ = sleep => {}
-                            // This client's queue state changed: look again (without a
-                            // request, unless it concerns this waiter).
-                            _ = change => {}
-                        }
+                        wait_or_change(at, cancel, &mut changed).await;
                     } else {
                         match at {
                             Some(at) => tokio::time::sleep_until(at).await,
@@ -288,9 +258,7 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Arm => {
-                    let mut n = Box::pin(c.fifo.changes());
-                    n.as_mut().enable();
-                    changed = Some(n);
+                    changed = Some(changes(c));
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
@@ -312,15 +280,7 @@ impl Driver<'_> {
                     guid,
                     sent_at,
                 } => {
-                    let lock = Arc::new(HeldLock::new(
-                        entries_client(c),
-                        entry_key(&self.resources[resource], position),
-                        guid,
-                        None,
-                        Some(clock.base + sent_at),
-                    ));
-                    schedule(c, &lock);
-                    self.entries[resource] = Some(lock);
+                    self.add_entry(resource, position, guid, clock.base + sent_at);
                     Input::Resume
                 }
                 Act::StopEntry { resource } => match self.entries[resource].take() {
@@ -337,11 +297,7 @@ impl Driver<'_> {
                     sent_at,
                     leave,
                 } => {
-                    let head = head_key(&self.resources[resource]);
-                    self.held[resource] = Some(hold(c, head, guid, token, clock.base + sent_at));
-                    if let Some(position) = leave {
-                        self.leave(resource, position, Some(Mine::Granted(token)));
-                    }
+                    self.hold_head(resource, guid, token, clock.base + sent_at, leave);
                     Input::Resume
                 }
                 Act::ReleaseHeld { resource } => {
@@ -355,18 +311,45 @@ impl Driver<'_> {
                     self.cleanup(&entries, &passed);
                     Input::Resume
                 }
-                Act::Done(outcome) => {
-                    return match outcome {
-                        Outcome::Granted => Ok(self.held.iter_mut().filter_map(Option::take).collect()),
-                        Outcome::NotAcquired => Err(failed_to_acquire()),
-                        Outcome::Aborted => Err(LockError::Aborted),
-                        Outcome::Lost => Err(LockError::Lost(LostReason::LeaseExpired)),
-                        Outcome::Failed(e) => Err(LockError::Store(e)),
-                    };
-                }
+                Act::Done(outcome) => return self.result(outcome),
             };
             let env = clock.env(Some(cancel));
             act = m.step(input, &env, self);
+        }
+    }
+
+    /// Starts the queue entry at `position` in the queue of `resource`, written with `guid` by
+    /// a request sent at `sent_at`, and its heartbeats.
+    fn add_entry(&mut self, resource: usize, position: u64, guid: Guid, sent_at: Instant) {
+        let lock = Arc::new(HeldLock::new(
+            entries_client(self.c),
+            entry_key(&self.resources[resource], position),
+            guid,
+            None,
+            Some(sent_at),
+        ));
+        schedule(self.c, &lock);
+        self.entries[resource] = Some(lock);
+    }
+
+    /// Holds the head of `resource` under `guid` and `token` (taken by a request sent at
+    /// `sent_at`), and leaves this acquisition's place in its queue, if it had one.
+    fn hold_head(&mut self, resource: usize, guid: Guid, token: u64, sent_at: Instant, leave: Option<u64>) {
+        let head = head_key(&self.resources[resource]);
+        self.held[resource] = Some(hold(self.c, head, guid, token, sent_at));
+        if let Some(position) = leave {
+            self.leave(resource, position, Some(Mine::Granted(token)));
+        }
+    }
+
+    /// What the acquisition returns once the machine is done: the locks it holds, or why not.
+    fn result(&mut self, outcome: Outcome<StoreError>) -> Result<Vec<Arc<HeldLock>>, LockError> {
+        match outcome {
+            Outcome::Granted => Ok(self.held.iter_mut().filter_map(Option::take).collect()),
+            Outcome::NotAcquired => Err(failed_to_acquire()),
+            Outcome::Aborted => Err(LockError::Aborted),
+            Outcome::Lost => Err(LockError::Lost(LostReason::LeaseExpired)),
+            Outcome::Failed(e) => Err(LockError::Store(e)),
         }
     }
 
@@ -402,6 +385,60 @@ impl Driver<'_> {
             futures_util::future::join(own, passed).await;
         });
     }
+}
+
+/// Sends one of the machine's requests (counting it by purpose), giving up at `timeout_at`
+/// (`None`: no timeout; a moment already past: at once, without sending).
+async fn send_by(
+    c: &Shared,
+    resources: &[KeyValue],
+    req: &Request<Guid, Version>,
+    timeout_at: Option<Instant>,
+) -> Result<Reply<LockRecord>, StoreError> {
+    c.settings.stats.count_purpose(req.purpose());
+    match timeout_at {
+        Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(c, resources, req)).await {
+            Ok(r) => r,
+            Err(_) => Err(timed_out()),
+        },
+        Some(_) => Err(timed_out()),
+        None => send(c, resources, req).await,
+    }
+}
+
+/// A watching wait: until `at` (`None`: until cancelled), the acquisition's cancellation, or
+/// a change of this client's queue state (`changed`, once armed): then the machine looks
+/// again, without a request unless the change concerns this waiter.
+async fn wait_or_change(at: Option<Instant>, cancel: &Cancel, changed: &mut Option<Pin<Box<Notified<'_>>>>) {
+    let sleep = async {
+        let _ = match at {
+            Some(at) => cancel.sleep_until(at).await,
+            None => {
+                cancel.cancelled().await;
+                Ok(())
+            }
+        };
+    };
+    let change = async {
+        match changed.as_mut() {
+            Some(n) => n.as_mut().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = sleep => {}
+        // This client's queue state changed: look again (without a
+        // request, unless it concerns this waiter).
+        _ = change => {}
+    }
+}
+
+/// Notice of the next change of `c`'s queue state, enabled now so that no change between
+/// now and the wait is missed.
+fn changes(c: &Shared) -> Pin<Box<Notified<'_>>> {
+    let mut n = Box::pin(c.fifo.changes());
+    n.as_mut().enable();
+    n
 }
 
 /// Sends one of the machine's requests to the item it names, as the operation it is, with

@@ -32,10 +32,10 @@ use dynamodb_lock_core::request::Purpose;
 
 use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::{new_guid, unix_now_ms};
+use crate::item::{new_guid, unix_now_ms, Guid};
 use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
 use crate::stats::Stats;
-use crate::store::{timed_out, StoreOps};
+use crate::store::{timed_out, OpenFields, StoreOps};
 
 /// Heartbeats in flight at once, per scheduler, to begin with. Each in-flight request holds a
 /// connection; 64 at a few milliseconds each sustain thousands of heartbeats per second.
@@ -627,85 +627,28 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         inbox.take(&mut heap, &mut seq);
         // Send the heartbeats started last turn and take the replies that are here: their
         // slots and connections go to the next ones.
-        // A pass over the futures ends early, asking to be polled again, when some of them
-        // wake themselves (a timer already due): passes go on until one finds nothing, so that
-        // no heartbeat waits for the scheduler's next turn because others were busy.
-        for _ in 0..MOST_PASSES {
-            let woken = Arc::new(Woken::default());
-            let (done, again) = poll_fn(|cx| {
-                let waker = woken.wrap(cx.waker());
-                let mut inner = std::task::Context::from_waker(&waker);
-                let mut done = Vec::new();
-                while let Poll::Ready(Some(outcome)) = running.poll_next_unpin(&mut inner) {
-                    done.push(outcome);
-                }
-                Poll::Ready((done, woken.0.load(Ordering::SeqCst)))
-            })
-            .await;
-            let progress = !done.is_empty();
-            for outcome in done {
-                finished(&mut heap, &mut seq, outcome);
-            }
-            if !again && !progress {
-                break;
-            }
-        }
+        take_replies(&mut running, &mut heap, &mut seq).await;
         if running.is_empty() {
             flight_early = Duration::MAX;
         }
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
         let now = Instant::now();
-        flight.trim();
-        let mut free = flight.slots.available_permits();
-        if free == 0 && next_due.is_some_and(|d| d <= now) {
-            flight.behind(now, || heap.iter().filter(|Reverse(e)| e.due <= now).count());
-            free = flight.slots.available_permits();
-        }
+        let free = free_slots(&flight, &heap, next_due, now);
         // Start what is due at once, in this turn: when the backend falls behind, a finished
         // heartbeat frees the slot of one that is overdue, and a timer already past would
         // only cost another turn of the runtime.
         if next_due.is_some_and(|d| d <= now) && free > 0 {
-            while let Some(Reverse(e)) = heap.peek() {
-                if e.due > now + e.early || pacer.as_ref().is_some_and(|p| p.next_free() > now + CAP_BATCH) {
-                    break;
-                }
-                // Only heartbeats that can be sent start; the others wait here as heap
-                // entries, a few dozen bytes each, when the backend falls behind.
-                let Ok(permit) = flight.slots.clone().try_acquire_owned() else {
-                    break;
-                };
-                let Some(Reverse(e)) = heap.pop() else { break };
-                let Some(lock) = e.lock.upgrade() else { continue };
-                if lock.is_stopping() {
-                    continue;
-                }
-                if let Some(p) = &pacer {
-                    p.reserve(now);
-                }
+            while let Some((lock, e, permit)) = next_start_due(&mut heap, &flight, pacer.as_deref(), now) {
                 flight_early = flight_early.min(e.early);
-                let flight = flight.clone();
-                let pacer = pacer.clone();
                 unsent = true;
-                running.push(async move {
-                    let beat = beat(&lock, e.due, Some(permit), &flight, pacer.as_deref());
-                    let outcome = AssertUnwindSafe(beat).catch_unwind().await;
-                    (lock, outcome)
-                });
+                running.push(guarded_beat(lock, e.due, permit, flight.clone(), pacer.clone()));
             }
             continue;
         }
-        // Requests are out: pause rather than wake for each reply. Until the next start, if it
-        // comes within two batch windows of the heartbeats out (groups start a window or more
-        // apart, and the replies are then taken with the next, one wake-up for both); a short
-        // pause when every slot is taken.
+        // Requests are out: pause rather than wake for each reply.
         if free < flight.size() && inbox.hurry.load(Ordering::SeqCst) == 0 {
-            let until = match next_due {
-                Some(d) if free > 0 => d.min(now + 2 * flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
-                _ => now + REPLY_PAUSE,
-            };
-            // Never past the moment a heartbeat out must report danger or loss.
-            let until = flight.next_watch().map_or(until, |w| until.min(w));
+            let until = reply_pause_end(&flight, next_due, free, flight_early, now);
             if !inbox.plan(Some(until), &mut heap, &mut seq) {
                 pause.wait(until, &inbox, unsent).await;
                 unsent = false;
@@ -736,6 +679,112 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             _ = &mut timer, if next_due.is_some() => {}
         }
     }
+}
+
+/// Takes every heartbeat that has finished and puts its next one into the heap. A pass over
+/// the futures ends early, asking to be polled again, when some of them wake themselves (a
+/// timer already due): passes go on until one finds nothing, so that no heartbeat waits for
+/// the scheduler's next turn because others were busy.
+async fn take_replies<F: std::future::Future<Output = Outcome>>(
+    running: &mut FuturesUnordered<F>,
+    heap: &mut BinaryHeap<Reverse<Entry>>,
+    seq: &mut u64,
+) {
+    for _ in 0..MOST_PASSES {
+        let woken = Arc::new(Woken::default());
+        let (done, again) = poll_fn(|cx| {
+            let waker = woken.wrap(cx.waker());
+            let mut inner = std::task::Context::from_waker(&waker);
+            let mut done = Vec::new();
+            while let Poll::Ready(Some(outcome)) = running.poll_next_unpin(&mut inner) {
+                done.push(outcome);
+            }
+            Poll::Ready((done, woken.0.load(Ordering::SeqCst)))
+        })
+        .await;
+        let progress = !done.is_empty();
+        for outcome in done {
+            finished(heap, seq, outcome);
+        }
+        if !again && !progress {
+            break;
+        }
+    }
+}
+
+/// The slots free for heartbeats due by `next_due`, after taking out of use those above the
+/// bound; when heartbeats are due and none is free, the bound may grow first.
+fn free_slots(flight: &Flight, heap: &BinaryHeap<Reverse<Entry>>, next_due: Option<Instant>, now: Instant) -> usize {
+    flight.trim();
+    let free = flight.slots.available_permits();
+    if free == 0 && next_due.is_some_and(|d| d <= now) {
+        flight.behind(now, || heap.iter().filter(|Reverse(e)| e.due <= now).count());
+        return flight.slots.available_permits();
+    }
+    free
+}
+
+/// The next heartbeat to start now, taken off the heap with a slot for its write (and its
+/// start slot under the cap): one due within its batch window, while the cap allows, whose
+/// lock still needs heartbeats. `None` when nothing more starts in this turn.
+fn next_start_due(
+    heap: &mut BinaryHeap<Reverse<Entry>>,
+    flight: &Flight,
+    pacer: Option<&Pacer>,
+    now: Instant,
+) -> Option<(Arc<HeldLock>, Entry, OwnedSemaphorePermit)> {
+    while let Some(Reverse(e)) = heap.peek() {
+        if e.due > now + e.early || pacer.is_some_and(|p| p.next_free() > now + CAP_BATCH) {
+            return None;
+        }
+        // Only heartbeats that can be sent start; the others wait here as heap entries, a
+        // few dozen bytes each, when the backend falls behind.
+        let Ok(permit) = flight.slots.clone().try_acquire_owned() else {
+            return None;
+        };
+        let Reverse(e) = heap.pop()?;
+        let Some(lock) = e.lock.upgrade() else { continue };
+        if lock.is_stopping() {
+            continue;
+        }
+        if let Some(p) = pacer {
+            p.reserve(now);
+        }
+        return Some((lock, e, permit));
+    }
+    None
+}
+
+/// One heartbeat inside the scheduler's task, its panic caught: its lock and how it ended
+/// (when the next one is due, or the panic).
+async fn guarded_beat(
+    lock: Arc<HeldLock>,
+    due: Instant,
+    permit: OwnedSemaphorePermit,
+    flight: Arc<Flight>,
+    pacer: Option<Arc<Pacer>>,
+) -> Outcome {
+    let beat = beat(&lock, due, Some(permit), &flight, pacer.as_deref());
+    let outcome = AssertUnwindSafe(beat).catch_unwind().await;
+    (lock, outcome)
+}
+
+/// When a pause for replies ends: at the next start, if it comes within two batch windows of
+/// the heartbeats out (groups start a window or more apart, and the replies are then taken
+/// with the next, one wake-up for both); a short pause when every slot is taken. Never past
+/// the moment a heartbeat out must report danger or loss.
+fn reply_pause_end(
+    flight: &Flight,
+    next_due: Option<Instant>,
+    free: usize,
+    flight_early: Duration,
+    now: Instant,
+) -> Instant {
+    let until = match next_due {
+        Some(d) if free > 0 => d.min(now + 2 * flight_early.clamp(REPLY_PAUSE, BATCH_MAX)),
+        _ => now + REPLY_PAUSE,
+    };
+    flight.next_watch().map_or(until, |w| until.min(w))
 }
 
 /// Puts the next heartbeat of a lock whose heartbeat has finished into the heap.
@@ -785,8 +834,7 @@ pub(crate) async fn beat(
     flight: &Flight,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
-    let c = &lock.client;
-    let s = &c.settings;
+    let s = &lock.client.settings;
     let mut st = lock.state.lock().await;
     if lock.is_stopping() || !st.beats() {
         return None;
@@ -798,15 +846,7 @@ pub(crate) async fn beat(
     let new = st.beat_starts(new_guid())?;
     let guids = [st.guid, new];
     let f = s.open_fields();
-    // A store without UpdateItem writes the whole item, on the holder's guid alone.
-    let to = Target {
-        store: &*c.store,
-        key: &lock.key,
-        settings: s,
-        data: None,
-        cancel: None,
-    };
-    let to = &to;
+    let to = &target(lock);
     let now = Instant::now();
     // The machine's clock: time since the earliest instant it is told of.
     let base = due.min(now).min(lease_until);
@@ -840,45 +880,13 @@ pub(crate) async fn beat(
                         m.write_not_sent();
                         continue;
                     }
-                    Stats::add(&s.stats.heartbeats_sent);
-                    s.stats.count_purpose(Purpose::Heartbeat);
-                    if writes > 1 {
-                        Stats::add(&s.stats.heartbeats_retried);
-                    }
+                    count_write(s, writes);
                     let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
-                    let slots = flight.slots.clone();
-                    let renew: Renew<'_> = if s.original_requests {
-                        let req =
-                            original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
-                        Box::pin(async move { send(to, &req).await.map(drop) })
-                    } else {
-                        c.store.renew(&lock.key, &guids, &new, &f)
-                    };
-                    out.push(Box::pin(async move {
-                        let _slot = match slot {
-                            Some(slot) => slot,
-                            // The scheduler's semaphore is never closed.
-                            None => match slots.acquire_owned().await {
-                                Ok(slot) => slot,
-                                Err(_) => return (Instant::now(), Err(timed_out())),
-                            },
-                        };
-                        if let Some(at) = paced_at {
-                            tokio::time::sleep_until(at).await;
-                        }
-                        let sent = Instant::now();
-                        let r = renew.await;
-                        (sent, r)
-                    }));
+                    let renew = renewal(lock, to, &guids, &new, &f);
+                    out.push(write(renew, slot, flight.slots.clone(), paced_at));
                 }
                 machine::Action::Abandon => out.clear(),
-                machine::Action::Failed { report } => {
-                    Stats::add(&s.stats.heartbeats_failed);
-                    let error = last_error.take().unwrap_or_else(timed_out);
-                    if report {
-                        lock.emit(LockEvent::Error(LockError::Store(error)));
-                    }
-                }
+                machine::Action::Failed { report } => failed(lock, last_error.take(), report),
                 machine::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 }),
@@ -888,11 +896,7 @@ pub(crate) async fn beat(
                     return Some(base + next);
                 }
                 machine::Action::Lost(machine::Loss::Lapsed) => return lapse(lock, &mut st),
-                machine::Action::Lost(machine::Loss::NotOurs) => {
-                    st.lose(held::Lost::Taken);
-                    lock.emit(LockEvent::Lost(LostReason::NotOwner));
-                    return None;
-                }
+                machine::Action::Lost(machine::Loss::NotOurs) => return taken(lock, &mut st),
             }
         }
         watch.set(lock.id, base + m.urgent());
@@ -910,23 +914,104 @@ pub(crate) async fn beat(
             Some((sent, r)) = out.next(), if !out.is_empty() => {
                 let now = Instant::now();
                 flight.answered(now.saturating_duration_since(sent));
-                let answer = match r {
-                    Ok(()) => machine::Answer::Renewed,
-                    Err(e) if e.is_condition_failed() => {
-                        last_error = Some(e);
-                        machine::Answer::NotOurs
-                    }
-                    Err(e) => {
-                        let answer = machine::Answer::Failed {
-                            code: e.code().to_string(),
-                            transient: e.is_transient(),
-                        };
-                        last_error = Some(e);
-                        answer
-                    }
-                };
-                actions = m.answer(t(now), answer, backoff);
+                actions = m.answer(t(now), answer_of(r, &mut last_error), backoff);
             }
+        }
+    }
+}
+
+/// Where a heartbeat's original requests go. A store without UpdateItem writes the whole
+/// item, on the holder's guid alone.
+fn target(lock: &HeldLock) -> Target<'_> {
+    Target {
+        store: &*lock.client.store,
+        key: &lock.key,
+        settings: &lock.client.settings,
+        data: None,
+        cancel: None,
+    }
+}
+
+/// A heartbeat failed: counts it and, if the machine says so, reports its last error (or a
+/// timeout, when no answer came).
+fn failed(lock: &HeldLock, last_error: Option<StoreError>, report: bool) {
+    Stats::add(&lock.client.settings.stats.heartbeats_failed);
+    let error = last_error.unwrap_or_else(timed_out);
+    if report {
+        lock.emit(LockEvent::Error(LockError::Store(error)));
+    }
+}
+
+/// Counts a heartbeat write about to go out (`writes`: this heartbeat's writes so far, itself
+/// included).
+fn count_write(s: &crate::settings::Settings, writes: u32) {
+    Stats::add(&s.stats.heartbeats_sent);
+    s.stats.count_purpose(Purpose::Heartbeat);
+    if writes > 1 {
+        Stats::add(&s.stats.heartbeats_retried);
+    }
+}
+
+/// The request of a heartbeat write that rotates the lock's `guid` from one of `guids` to
+/// `new`: the original's request when the client sends those, else the store's renewal.
+fn renewal<'a>(
+    lock: &'a HeldLock,
+    to: &'a Target<'a>,
+    guids: &'a [Guid; 2],
+    new: &'a Guid,
+    f: &'a OpenFields<'a>,
+) -> Renew<'a> {
+    let s = &lock.client.settings;
+    if s.original_requests {
+        let req = original::heartbeat(&s.protocol(), &guids[0], new, lock.fencing_token, unix_now_ms());
+        Box::pin(async move { send(to, &req).await.map(drop) })
+    } else {
+        lock.client.store.renew(&lock.key, guids, new, f)
+    }
+}
+
+/// A heartbeat write under way: it takes `slot`, or waits for one of `slots`, waits for its
+/// start under the cap (`paced_at`), then sends `renew`.
+fn write<'a>(
+    renew: Renew<'a>,
+    slot: Option<OwnedSemaphorePermit>,
+    slots: Arc<Semaphore>,
+    paced_at: Option<Instant>,
+) -> Write<'a> {
+    Box::pin(async move {
+        let _slot = match slot {
+            Some(slot) => slot,
+            // The scheduler's semaphore is never closed.
+            None => match slots.acquire_owned().await {
+                Ok(slot) => slot,
+                Err(_) => return (Instant::now(), Err(timed_out())),
+            },
+        };
+        if let Some(at) = paced_at {
+            tokio::time::sleep_until(at).await;
+        }
+        let sent = Instant::now();
+        let r = renew.await;
+        (sent, r)
+    })
+}
+
+/// What the core's heartbeat machine is told of a write's answer; a refusal or failure is
+/// kept in `last_error` for the report of a failed heartbeat.
+fn answer_of(r: Result<(), StoreError>, last_error: &mut Option<StoreError>) -> machine::Answer {
+    match r {
+        Ok(()) => machine::Answer::Renewed,
+        Err(e) if e.is_condition_failed() => {
+            *last_error = Some(e);
+            machine::Answer::NotOurs
+        }
+        Err(e) => {
+            let answer = machine::Answer::Failed {
+                code: e.code().to_string(),
+                transient: e.is_transient(),
+            };
+            *last_error = Some(e);
+            answer
         }
     }
 }
@@ -958,6 +1043,13 @@ type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Re
 fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
     st.lose(held::Lost::Lapsed);
     lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
+    None
+}
+
+/// Someone else holds the lock now: it is lost.
+fn taken(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
+    st.lose(held::Lost::Taken);
+    lock.emit(LockEvent::Lost(LostReason::NotOwner));
     None
 }
 

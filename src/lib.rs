@@ -634,6 +634,121 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     }))
 }
 
+/// A client's settings from its options (what validation let through).
+fn settings(kind: Kind, o: &NativeOptions) -> Settings {
+    let mut s = Settings::new(kind, o.owner.clone());
+    if let Some(r) = o.retry_count.filter(|r| r.is_finite() && *r >= 0.0) {
+        // Validation allows any safe integer; past u32 it is as good as unbounded.
+        s.retry_count = r.min(u32::MAX as f64) as u32;
+    }
+    s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
+    s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
+    s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
+    if kind == Kind::Fifo && s.heartbeat_period.is_none() {
+        s.heartbeat_period = Some(core_settings::fifo_heartbeat(s.lease_duration_ms));
+    }
+    s.trust_local_time = o.trust_local_time.unwrap_or(false);
+    s.reread_period = ms(o.reread_period_ms)
+        .filter(|d| !d.is_zero())
+        .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
+    s.later_waiter_reread_period = core_settings::later_waiter_reread(s.lease_duration_ms, s.reread_period);
+    if let Some(t) = ms(o.request_timeout_ms) {
+        s.request_timeout = t;
+    }
+    s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.lease_duration_ms));
+    if kind != Kind::Fifo {
+        let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
+        s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
+            (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
+            (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
+                attribute,
+                seconds: core_settings::OPEN_TTL_SECONDS,
+            }),
+            // FailClosed without `ttlSeconds` is refused by validation.
+            _ => None,
+        };
+    }
+    s
+}
+
+/// The credentials a client signs with: those of the JavaScript provider `js` when given,
+/// else the keys in its options, else none (the store finds its own).
+fn credentials_of(
+    js: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    session_token: Option<String>,
+) -> Result<Option<SharedCredentialsProvider>> {
+    let js_provider = match js {
+        Some(f) => Some(js_credentials::JsCredentialsProvider {
+            resolve: Arc::new(
+                f.build_threadsafe_function::<()>()
+                    .callee_handled::<false>()
+                    .weak::<true>()
+                    .build()?,
+            ),
+        }),
+        None => None,
+    };
+    Ok(match (access_key_id, secret_access_key, js_provider) {
+        (_, _, Some(p)) => Some(SharedCredentialsProvider::new(p)),
+        (Some(ak), Some(sk), None) => Some(SharedCredentialsProvider::new(Credentials::new(
+            ak,
+            sk,
+            session_token,
+            None,
+            "dynamodb-lock-native",
+        ))),
+        _ => None,
+    })
+}
+
+/// The client's registry of Fifo queues in `table`; a Fifo client's `ttl_attribute` names
+/// the attribute its queue entries expire by.
+fn queues_of(kind: Kind, ttl_attribute: Option<String>, table: &TableSpec) -> queues::Queues {
+    queues::Queues::new(
+        match kind {
+            Kind::Fifo => ttl_attribute.unwrap_or_else(|| core_settings::FIFO_TTL_ATTRIBUTE.into()),
+            _ => core_settings::FIFO_TTL_ATTRIBUTE.into(),
+        },
+        queues::TableNames {
+            table: table.name.clone(),
+            partition_key: table.partition_key.clone(),
+            sort_key: table.sort_key.clone().unwrap_or_default(),
+        },
+    )
+}
+
+/// The store of a user's `dynamodb` object, when given one: its own get/put/delete carry
+/// the original's requests (and the client then sends those).
+#[allow(clippy::type_complexity)]
+fn object_store(
+    call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
+    table: &TableSpec,
+    stats: &Arc<stats::Stats>,
+    s: &mut Settings,
+) -> Result<Option<Arc<store::object::ObjectStore>>> {
+    let Some(f) = call else { return Ok(None) };
+    let call = f
+        .build_threadsafe_function::<FnArgs<(String, store::object::Value)>>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    s.original_requests = true;
+    Ok(Some(Arc::new(store::object::ObjectStore::new(
+        call,
+        table.clone(),
+        stats.clone(),
+    ))))
+}
+
+/// The cap on heartbeats started per second (`maxHeartbeatsPerSecond`), if any.
+fn heartbeat_cap(max_per_second: Option<f64>) -> Option<u32> {
+    max_per_second
+        .filter(|r| r.is_finite() && *r >= 1.0)
+        .map(|r| r.min(u32::MAX as f64) as u32)
+}
+
 /// Longest wait for one answer to a table administration request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -668,96 +783,16 @@ impl NativeClient {
         object_call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
-        let mut s = Settings::new(kind, o.owner);
-        if let Some(r) = o.retry_count.filter(|r| r.is_finite() && *r >= 0.0) {
-            // Validation allows any safe integer; past u32 it is as good as unbounded.
-            s.retry_count = r.min(u32::MAX as f64) as u32;
-        }
-        s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
-        s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
-        s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
-        if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-            s.heartbeat_period = Some(core_settings::fifo_heartbeat(s.lease_duration_ms));
-        }
-        s.trust_local_time = o.trust_local_time.unwrap_or(false);
-        s.reread_period = ms(o.reread_period_ms)
-            .filter(|d| !d.is_zero())
-            .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
-        s.later_waiter_reread_period = core_settings::later_waiter_reread(s.lease_duration_ms, s.reread_period);
-        if let Some(t) = ms(o.request_timeout_ms) {
-            s.request_timeout = t;
-        }
-        s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.lease_duration_ms));
-        if kind != Kind::Fifo {
-            let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
-            s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
-                (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
-                (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
-                    attribute,
-                    seconds: core_settings::OPEN_TTL_SECONDS,
-                }),
-                // FailClosed without `ttlSeconds` is refused by validation.
-                _ => None,
-            };
-        }
-        let js_provider = match credentials {
-            Some(f) => Some(js_credentials::JsCredentialsProvider {
-                resolve: Arc::new(
-                    f.build_threadsafe_function::<()>()
-                        .callee_handled::<false>()
-                        .weak::<true>()
-                        .build()?,
-                ),
-            }),
-            None => None,
-        };
-        let credentials = match (o.access_key_id, o.secret_access_key, js_provider) {
-            (_, _, Some(p)) => Some(SharedCredentialsProvider::new(p)),
-            (Some(ak), Some(sk), None) => Some(SharedCredentialsProvider::new(Credentials::new(
-                ak,
-                sk,
-                o.session_token,
-                None,
-                "dynamodb-lock-native",
-            ))),
-            _ => None,
-        };
-        let queues = queues::Queues::new(
-            match kind {
-                Kind::Fifo => o
-                    .ttl_attribute
-                    .unwrap_or_else(|| core_settings::FIFO_TTL_ATTRIBUTE.into()),
-                _ => core_settings::FIFO_TTL_ATTRIBUTE.into(),
-            },
-            queues::TableNames {
-                table: o.lock_table.clone(),
-                partition_key: o.partition_key.clone(),
-                sort_key: o.sort_key.clone().unwrap_or_default(),
-            },
-        );
+        let mut s = settings(kind, &o);
+        let credentials = credentials_of(credentials, o.access_key_id, o.secret_access_key, o.session_token)?;
         let table = TableSpec {
             name: o.lock_table,
             partition_key: o.partition_key,
             sort_key: o.sort_key,
         };
+        let queues = queues_of(kind, o.ttl_attribute, &table);
         let stats = s.stats.clone();
-        // A user's `dynamodb` object: its own get/put/delete carry the original's requests.
-        let object_store = match object_call {
-            Some(f) => {
-                let call = f
-                    .build_threadsafe_function::<FnArgs<(String, store::object::Value)>>()
-                    .callee_handled::<false>()
-                    .weak::<true>()
-                    .build()?;
-                s.original_requests = true;
-                Some(Arc::new(store::object::ObjectStore::new(
-                    call,
-                    table.clone(),
-                    stats.clone(),
-                )))
-            }
-            None => None,
-        };
+        let object_store = object_store(object_call, &table, &stats, &mut s)?;
         let store = HttpStore::new(
             table,
             HttpOptions {
@@ -779,11 +814,7 @@ impl NativeClient {
             protocol_store,
             s,
             Arc::new(JsEvents(events.clone())),
-            LazyHeartbeats::new(
-                o.max_heartbeats_per_second
-                    .filter(|r| r.is_finite() && *r >= 1.0)
-                    .map(|r| r.min(u32::MAX as f64) as u32),
-            ),
+            LazyHeartbeats::new(heartbeat_cap(o.max_heartbeats_per_second)),
             queues,
         ));
         let cancels: Arc<Cancels> = Default::default();

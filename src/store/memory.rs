@@ -334,157 +334,203 @@ mod model_agreement {
         }
     }
 
-    #[tokio::test]
-    async fn model_ops_agree_with_the_memory_store() {
-        let k = key("a");
-        let f = OpenFields {
+    /// The fields the memory store's operations write, with a token floor of `floor`.
+    fn memory_fields(floor: u64) -> OpenFields<'static> {
+        OpenFields {
             owner: "o",
             lease_duration_ms: 1000,
             lock_acquired_time_unix_ms: None,
             data: None,
             ttl: None,
-            token_floor: 0,
-        };
+            token_floor: floor,
+        }
+    }
+
+    /// Takes by each guid, waited out on each version (or none), under each token floor;
+    /// returns the number of cases checked.
+    async fn check_takes(start: &Option<Item>) -> usize {
+        let k = key("a");
         let mut checked = 0;
-        for start in items() {
-            for floor in [0, 5] {
-                let f = OpenFields {
-                    token_floor: floor as u64,
-                    ..f.clone()
-                };
-                for g in [1, 3] {
-                    for w in [None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))] {
-                        let v = w.map(|(g, t): (G, u8)| Version {
-                            guid: Some(GuidValue::B(guid(g).to_vec())),
-                            fencing_token: (t > 0).then_some(t as u64),
-                        });
-                        let mem = on_memory(&start, async |s| {
-                            s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
-                        })
-                        .await;
-                        assert_eq!(
-                            mem,
-                            on_model(
-                                &start,
-                                &Op::Take {
-                                    fields: &model_fields(floor),
-                                    guid: &g,
-                                    waited_out: w.as_ref(),
-                                    clear_mark: false,
-                                },
-                                token
-                            ),
-                            "take {start:?} {g} {w:?} {floor}"
-                        );
-                        checked += 1;
-                    }
-                }
-            }
-            assert_eq!(
-                on_memory(&start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
-                on_model(&start, &Op::Get, |r| match r {
-                    Reply::Before(i) => abs(&i),
-                    other => panic!("{other:?}"),
-                })
-                .0
-            );
+        for floor in [0, 5] {
+            let f = memory_fields(floor as u64);
             for g in [1, 3] {
-                let mem = on_memory(&start, async |s| s.put_if_absent(&k, "o", &guid(g), None, None).await).await;
-                assert_eq!(
-                    mem,
-                    on_model(
-                        &start,
-                        &Op::PutIfAbsent {
-                            owner: "",
-                            guid: &g,
-                            data: None,
-                            ttl: None
-                        },
-                        done
-                    ),
-                    "put_if_absent {start:?} {g}"
-                );
-            }
-            for g in [1, 3] {
-                let versions = [(1, 0), (1, 1), (2, 2), (2, 1)];
-                type Both = (m::Expect<Guid, Version>, m::Expect<G, (G, u8)>);
-                let expects: Vec<Both> = std::iter::once((m::Expect::Absent, m::Expect::Absent))
-                    .chain(versions.iter().map(|&(vg, t)| {
-                        let v = Version {
-                            guid: Some(GuidValue::B(guid(vg).to_vec())),
-                            fencing_token: (t > 0).then_some(t as u64),
-                        };
-                        (m::Expect::AbsentOr(v), m::Expect::AbsentOr((vg, t)))
-                    }))
-                    .chain([1, 2, 3].map(|h| (m::Expect::Guid(guid(h)), m::Expect::Guid(h))))
-                    .collect();
-                for (mem_expect, model_expect) in &expects {
-                    let w = crate::store::WholeItem {
-                        owner: "o",
-                        guid: &guid(g),
-                        fencing_token: 7,
-                        lease_duration_ms: 1000,
-                        lock_acquired_time_unix_ms: None,
-                        expect: mem_expect,
-                    };
-                    let mem = on_memory(&start, async |s| s.put_item(&k, &w).await).await;
+                for w in [None, Some((1, 0)), Some((1, 1)), Some((2, 2)), Some((2, 1))] {
+                    let v = w.map(|(g, t): (G, u8)| Version {
+                        guid: Some(GuidValue::B(guid(g).to_vec())),
+                        fencing_token: (t > 0).then_some(t as u64),
+                    });
+                    let mem = on_memory(start, async |s| {
+                        s.take(&k, &f, &guid(g), v.as_ref(), false).await.map(|t| t as u8)
+                    })
+                    .await;
                     assert_eq!(
                         mem,
                         on_model(
-                            &start,
-                            &Op::PutItem {
-                                owner: "",
+                            start,
+                            &Op::Take {
+                                fields: &model_fields(floor),
                                 guid: &g,
-                                fencing_token: 7,
-                                lease_duration_ms: 1000,
-                                lock_acquired_time_unix_ms: None,
-                                expect: model_expect,
+                                waited_out: w.as_ref(),
+                                clear_mark: false,
                             },
-                            done
+                            token
                         ),
-                        "put_item {start:?} {g} {model_expect:?}"
+                        "take {start:?} {g} {w:?} {floor}"
                     );
                     checked += 1;
                 }
             }
-            for gs in GUID_SETS {
-                let set = [guid(gs[0]), guid(gs[1])];
-                let mem = on_memory(&start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
-                assert_eq!(
-                    mem,
-                    on_model(&start, &Op::DeleteIfGuid { guids: &gs }, done),
-                    "delete {start:?} {gs:?}"
-                );
-                let mem = on_memory(&start, async |s| s.release(&k, &set, None, None).await.map(|_| ())).await;
+        }
+        checked
+    }
+
+    /// A read sees the item as the model has it.
+    async fn check_get(start: &Option<Item>) {
+        let k = key("a");
+        assert_eq!(
+            on_memory(start, async |s| s.get(&k).await.map(|r| item(&r))).await.0,
+            on_model(start, &Op::Get, |r| match r {
+                Reply::Before(i) => abs(&i),
+                other => panic!("{other:?}"),
+            })
+            .0
+        );
+    }
+
+    /// Writes of an item where there is none, by each guid.
+    async fn check_puts_if_absent(start: &Option<Item>) {
+        let k = key("a");
+        for g in [1, 3] {
+            let mem = on_memory(start, async |s| s.put_if_absent(&k, "o", &guid(g), None, None).await).await;
+            assert_eq!(
+                mem,
+                on_model(
+                    start,
+                    &Op::PutIfAbsent {
+                        owner: "",
+                        guid: &g,
+                        data: None,
+                        ttl: None
+                    },
+                    done
+                ),
+                "put_if_absent {start:?} {g}"
+            );
+        }
+    }
+
+    /// What a whole-item write may expect of the item, as the memory store and the model
+    /// state it: nothing there, nothing or a version, or a guid.
+    type Both = (m::Expect<Guid, Version>, m::Expect<G, (G, u8)>);
+
+    fn put_item_expects() -> Vec<Both> {
+        let versions = [(1, 0), (1, 1), (2, 2), (2, 1)];
+        std::iter::once((m::Expect::Absent, m::Expect::Absent))
+            .chain(versions.iter().map(|&(vg, t)| {
+                let v = Version {
+                    guid: Some(GuidValue::B(guid(vg).to_vec())),
+                    fencing_token: (t > 0).then_some(t as u64),
+                };
+                (m::Expect::AbsentOr(v), m::Expect::AbsentOr((vg, t)))
+            }))
+            .chain([1, 2, 3].map(|h| (m::Expect::Guid(guid(h)), m::Expect::Guid(h))))
+            .collect()
+    }
+
+    /// Whole-item writes by each guid under each expectation; returns the number of cases
+    /// checked.
+    async fn check_put_items(start: &Option<Item>) -> usize {
+        let k = key("a");
+        let mut checked = 0;
+        for g in [1, 3] {
+            for (mem_expect, model_expect) in &put_item_expects() {
+                let w = crate::store::WholeItem {
+                    owner: "o",
+                    guid: &guid(g),
+                    fencing_token: 7,
+                    lease_duration_ms: 1000,
+                    lock_acquired_time_unix_ms: None,
+                    expect: mem_expect,
+                };
+                let mem = on_memory(start, async |s| s.put_item(&k, &w).await).await;
                 assert_eq!(
                     mem,
                     on_model(
-                        &start,
-                        &Op::Release {
-                            guids: &gs,
+                        start,
+                        &Op::PutItem {
+                            owner: "",
+                            guid: &g,
+                            fencing_token: 7,
+                            lease_duration_ms: 1000,
                             lock_acquired_time_unix_ms: None,
-                            ttl: None
+                            expect: model_expect,
                         },
                         done
                     ),
-                    "release {start:?} {gs:?}"
+                    "put_item {start:?} {g} {model_expect:?}"
                 );
-                let mem = on_memory(&start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
-                assert_eq!(
-                    mem,
-                    on_model(
-                        &start,
-                        &Op::Renew {
-                            guids: &gs,
-                            new_guid: &5,
-                            fields: &model_fields(0)
-                        },
-                        done
-                    ),
-                    "renew {start:?} {gs:?}"
-                );
-                checked += 3;
+                checked += 1;
             }
+        }
+        checked
+    }
+
+    /// Deletes, releases and renewals on each set of guids; returns the number of cases
+    /// checked.
+    async fn check_guid_set_ops(start: &Option<Item>) -> usize {
+        let k = key("a");
+        let f = memory_fields(0);
+        let mut checked = 0;
+        for gs in GUID_SETS {
+            let set = [guid(gs[0]), guid(gs[1])];
+            let mem = on_memory(start, async |s| s.delete_if_guid(&k, &set).await.map(|_| ())).await;
+            assert_eq!(
+                mem,
+                on_model(start, &Op::DeleteIfGuid { guids: &gs }, done),
+                "delete {start:?} {gs:?}"
+            );
+            let mem = on_memory(start, async |s| s.release(&k, &set, None, None).await.map(|_| ())).await;
+            assert_eq!(
+                mem,
+                on_model(
+                    start,
+                    &Op::Release {
+                        guids: &gs,
+                        lock_acquired_time_unix_ms: None,
+                        ttl: None
+                    },
+                    done
+                ),
+                "release {start:?} {gs:?}"
+            );
+            let mem = on_memory(start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
+            assert_eq!(
+                mem,
+                on_model(
+                    start,
+                    &Op::Renew {
+                        guids: &gs,
+                        new_guid: &5,
+                        fields: &model_fields(0)
+                    },
+                    done
+                ),
+                "renew {start:?} {gs:?}"
+            );
+            checked += 3;
+        }
+        checked
+    }
+
+    #[tokio::test]
+    async fn model_ops_agree_with_the_memory_store() {
+        let mut checked = 0;
+        for start in items() {
+            checked += check_takes(&start).await;
+            check_get(&start).await;
+            check_puts_if_absent(&start).await;
+            checked += check_put_items(&start).await;
+            checked += check_guid_set_ops(&start).await;
         }
         assert!(checked > 200, "{checked} cases");
     }
