@@ -11,8 +11,7 @@ use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
-use crate::release::undo_later;
-use crate::store::{attempt, StoreOps};
+use crate::release::{release, undo_later};
 
 pub struct Taken {
     pub guid: Guid,
@@ -69,9 +68,7 @@ pub async fn acquire(
             if landed {
                 // Our take raised a token that is refused: the lock is given back before the
                 // refusal is reported, and later if the release cannot be made now.
-                let guids = [guid];
-                let released = attempt(c.settings.release_policy(), || c.store.release(key, &guids, None, None)).await;
-                if matches!(&released, Err(f) if !f.error.is_condition_failed()) {
+                if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
                     undo_later(&c.tasks, &c.store, &c.settings, key, guid);
                 }
             }

@@ -605,7 +605,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     let policy = client.settings.policy();
     let record = store::attempt(policy, || client.store.get(key))
         .await
-        .map_err(|f| LockError::Store(f.error))?;
+        .map_err(LockError::Store)?;
     let Some(r) = record else { return Ok(None) };
     if let Some(refused) = client.shared.fifo.names.refusal(key, &r) {
         return Err(refused);

@@ -12,18 +12,18 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::{handover, held};
+use dynamodb_lock_core::{ending, held};
 
 use crate::config::Kind;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
+use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::Settings;
 use crate::stand_back::StandBack;
-use crate::store::{attempt, Failed, Store, StoreOps};
-use crate::{original, release};
+use crate::store::{attempt, Store, StoreOps};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,15 +34,6 @@ pub enum LockEvent {
     Danger { remaining_ms: u64 },
     /// The lock is no longer ours.
     Lost(LostReason),
-}
-
-/// The outcome of handing a lock to the next in line.
-enum HandOver {
-    Done,
-    /// Release it instead; `maybe` is a `guid` the write may have left on the item.
-    NotDone {
-        maybe: Option<Guid>,
-    },
 }
 
 pub trait EventSink: Send + Sync {
@@ -258,15 +249,21 @@ impl HeldLock {
         }
     }
 
-    /// Hands the lock to the next acquisition of this client in line, with one write that
-    /// rotates `guid` (and, for FailOpen, raises the fencing token and renews the lease).
-    /// Not done when a waiter of another process marked the item (it goes first), when the
-    /// lock is no longer ours, or when nobody is left to take it.
-    async fn hand_over(&self, guids: &[Guid]) -> HandOver {
+    /// Ends the lock as the core's `ending::Ending` says: hands it to the next acquisition of
+    /// this client in line, if one waits (one write that rotates `guid` and, for FailOpen,
+    /// raises the fencing token and renews the lease), else releases it; then stands back from
+    /// it if the core says so. A hand-over whose taker gave up meanwhile is released under the
+    /// new `guid`.
+    async fn end(&self, st: &mut LockState, guids: Vec<Guid>, taken: bool) -> Result<(), LockError> {
         let c = &self.client;
-        let new = new_guid();
-        let clock = Clock::start();
-        let (mut m, step) = handover::HandOver::start(c.settings.protocol(), guids.to_vec(), new, &clock.env(None));
+        let mut end = ending::End {
+            guids,
+            lost: st.lost.is_some(),
+            taken,
+            next: c.lines.has_waiters(&self.key).then(new_guid),
+            held_for: self.taken_at.elapsed(),
+            contended: self.contended,
+        };
         let to = Target {
             store: &*c.store,
             key: &self.key,
@@ -274,20 +271,48 @@ impl HeldLock {
             data: None,
             cancel: None,
         };
-        match run(&mut m, step, clock, &to).await {
-            handover::Outcome::Handed { fencing_token, sent_at } => {
-                let turn = Turn::Handed {
-                    guid: new,
+        loop {
+            let clock = Clock::start();
+            let (mut m, step) = ending::Ending::start(c.settings.protocol(), end.clone(), &clock.env(None));
+            let result = match run(&mut m, step, clock, &to).await {
+                ending::Outcome::Handed {
+                    guid,
                     fencing_token,
-                    sent_at: clock.base + sent_at,
-                };
-                match c.lines.pass(&self.key, turn) {
-                    None => HandOver::Done,
-                    // Everyone in line gave up meanwhile: the lock is still ours, under `new`.
-                    Some(_) => HandOver::NotDone { maybe: Some(new) },
+                    sent_at,
+                } => {
+                    let turn = Turn::Handed {
+                        guid,
+                        fencing_token,
+                        sent_at: clock.base + sent_at,
+                    };
+                    if c.lines.pass(&self.key, turn).is_some() {
+                        // Everyone in line gave up meanwhile: the lock is still ours, under `guid`.
+                        end.guids.push(guid);
+                        end.next = None;
+                        continue;
+                    }
+                    st.release_done();
+                    return Ok(());
                 }
+                ending::Outcome::Released { stand_back } => {
+                    if let Some(pause) = stand_back {
+                        c.stand_back.released(&self.key, pause);
+                    }
+                    if let (Kind::Fifo, Some(token)) = (c.settings.kind, self.fencing_token) {
+                        c.fifo.released(&self.key.partition, token);
+                    }
+                    Ok(())
+                }
+                ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
+                    original: StoreError::condition_failed(),
+                }),
+                ending::Outcome::Failed(error) => Err(LockError::Store(error)),
+            };
+            self.leave_line();
+            if result.is_ok() {
+                st.release_done();
             }
-            handover::Outcome::NotDone { maybe } => HandOver::NotDone { maybe },
+            return result;
         }
     }
 
@@ -317,16 +342,13 @@ impl HeldLock {
             Ok(()) => Ok(()),
             // The write leaves `guid` as it is, so an earlier attempt that landed would not
             // fail the condition of a later one: the item is no longer ours.
-            Err(Failed {
-                error: StoreError::ConditionFailed { .. },
-                ..
-            }) => {
+            Err(StoreError::ConditionFailed { .. }) => {
                 st.lose(held::Lost::Taken);
                 drop(st);
                 self.emit(LockEvent::Lost(LostReason::NotOwner));
                 Err(LockError::Lost(LostReason::NotOwner))
             }
-            Err(Failed { error, .. }) => Err(LockError::Store(error)),
+            Err(error) => Err(LockError::Store(error)),
         }
     }
 
@@ -349,7 +371,7 @@ impl HeldLock {
         // Holding the state, no heartbeat awaits a write: what was on the wire was answered or
         // dropped (a `guid` it may have written stays known).
         st.on_the_wire(false);
-        let (mut guids, taken) = match st.release(kind) {
+        let (guids, taken) = match st.release(kind) {
             held::Release::Write { guids, taken } => (guids, taken),
             // As in the original: releasing a released FailOpen lock is quiet...
             held::Release::Done => return Ok(()),
@@ -376,44 +398,7 @@ impl HeldLock {
             }
             return result;
         }
-        if st.lost.is_none() && self.client.lines.has_waiters(&self.key) {
-            match self.hand_over(&guids).await {
-                HandOver::Done => {
-                    st.release_done();
-                    return Ok(());
-                }
-                HandOver::NotDone { maybe } => guids.extend(maybe),
-            }
-        }
-        let c = &self.client;
-        let result = match kind {
-            Kind::FailClosed => release::release(&*c.store, &c.settings, &self.key, &guids).await,
-            // Taken by another holder: nothing of ours is left to write.
-            Kind::FailOpen if taken => Ok(false),
-            Kind::Fifo => release::release_head(
-                &*c.store,
-                &c.settings,
-                &c.fifo,
-                &self.key,
-                &guids,
-                self.fencing_token,
-                taken,
-            )
-            .await
-            .map(|()| false),
-            Kind::FailOpen => release::release(&*c.store, &c.settings, &self.key, &guids).await,
-        };
-        let result = result.map(|marked| {
-            // Someone else waits, or this holder waited itself: stand back once for them.
-            if marked || self.contended {
-                c.stand_back.released(&self.key, &c.settings, self.taken_at.elapsed());
-            }
-        });
-        self.leave_line();
-        if result.is_ok() {
-            st.release_done();
-        }
-        result
+        self.end(&mut st, guids, taken).await
     }
 }
 

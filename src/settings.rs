@@ -6,8 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::{request, settings};
-use tokio::time::Instant;
+use dynamodb_lock_core::settings;
 
 use crate::config::Kind;
 use crate::item::{token_floor, unix_now_ms};
@@ -161,22 +160,4 @@ impl Settings {
         let attempts = self.max_attempts.max(1) + self.release_policy().policy.max_attempts;
         self.request_timeout.saturating_mul(attempts)
     }
-
-    /// The core's budget (`request::Budget`) of a write under `policy` and of the read that
-    /// settles it, from now: at most `attempts` request timeouts, whatever happens.
-    pub fn budget_of(&self, policy: RetryPolicy) -> Budget {
-        let read = self.policy();
-        let b = request::Budget::new(policy.policy, read.policy, policy.time(Instant::now()));
-        Budget {
-            writes: policy.with(b.writes),
-            settle: policy.with(b.settle),
-        }
-    }
-}
-
-/// The retry policies of one write and of the read that settles it, sharing one deadline.
-#[derive(Clone, Copy, Debug)]
-pub struct Budget {
-    pub writes: RetryPolicy,
-    pub settle: RetryPolicy,
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::item::LockKey;
-use crate::settings::Settings;
 
 /// How many recently released locks a client remembers standing back from.
 const STAND_BACK_KEYS: usize = 4096;
@@ -25,9 +24,10 @@ const STAND_BACK_KEYS: usize = 4096;
 pub struct StandBack(Mutex<HashMap<LockKey, Instant>>);
 
 impl StandBack {
-    /// `key` was released after being held `held_for` while others waited.
-    pub fn released(&self, key: &LockKey, settings: &Settings, held_for: Duration) {
-        let until = Instant::now() + settings.protocol().stand_back(held_for);
+    /// `key` was released while others waited: stand back from it for `pause`
+    /// (`ending::Outcome::Released`).
+    pub fn released(&self, key: &LockKey, pause: Duration) {
+        let until = Instant::now() + pause;
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if m.len() >= STAND_BACK_KEYS {
             let now = Instant::now();

@@ -361,11 +361,6 @@ impl RetryPolicy {
         self
     }
 
-    /// `policy` in place of this one, its times counted from the same instant.
-    pub fn with(self, policy: Policy) -> Self {
-        RetryPolicy { policy, ..self }
-    }
-
     /// `at` as the policy's time.
     pub fn time(&self, at: Instant) -> Time {
         at.saturating_duration_since(self.origin)
@@ -382,18 +377,11 @@ impl RetryPolicy {
     }
 }
 
-/// The failure of an operation after its attempts, and whether any attempt may have landed.
-#[derive(Clone, Debug)]
-pub struct Failed {
-    pub error: StoreError,
-    pub ambiguous: bool,
-}
-
 /// Runs `op` until it succeeds, fails for good, or the policy runs out, as the core's
-/// `request::Attempts` decides: each attempt gets a timeout (a timed-out attempt may still
-/// land: it counts as ambiguous); condition failures are returned at once: they are answers,
-/// not faults.
-pub async fn attempt<T, F, Fut>(retry: RetryPolicy, mut op: F) -> Result<T, Failed>
+/// `request::Attempts` decides: each attempt gets a timeout; condition failures are returned
+/// at once: they are answers, not faults. For operations whose outcome needs no settling
+/// (reads, and writes whose repetition is harmless); the machines settle their own.
+pub async fn attempt<T, F, Fut>(retry: RetryPolicy, mut op: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
@@ -417,12 +405,7 @@ where
         let random = rand::thread_rng().gen();
         match attempts.failed(error.is_transient(), error.maybe_applied(), now, random) {
             Some(at) => tokio::time::sleep_until(retry.instant(at)).await,
-            None => {
-                return Err(Failed {
-                    error,
-                    ambiguous: attempts.ambiguous,
-                })
-            }
+            None => return Err(error),
         }
     }
 }
@@ -452,43 +435,41 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn transient_errors_are_retried_then_reported() {
         let calls = AtomicU32::new(0);
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(3, Duration::from_secs(1))), || async {
+        let r: Result<(), StoreError> = attempt(RetryPolicy::new(Policy::new(3, Duration::from_secs(1))), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(throttled())
         })
         .await;
-        let f = r.unwrap_err();
         assert_eq!(calls.load(Ordering::SeqCst), 3);
-        assert_eq!(f.error.code(), "ProvisionedThroughputExceededException");
-        assert!(!f.ambiguous, "a throttled request was never applied");
+        assert_eq!(r.unwrap_err().code(), "ProvisionedThroughputExceededException");
     }
 
     #[tokio::test(start_paused = true)]
     async fn condition_failures_are_not_retried() {
         let calls = AtomicU32::new(0);
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(5, Duration::from_secs(1))), || async {
+        let r: Result<(), StoreError> = attempt(RetryPolicy::new(Policy::new(5, Duration::from_secs(1))), || async {
             calls.fetch_add(1, Ordering::SeqCst);
             Err(StoreError::condition_failed())
         })
         .await;
-        assert!(matches!(r.unwrap_err().error, StoreError::ConditionFailed { .. }));
+        assert!(matches!(r.unwrap_err(), StoreError::ConditionFailed { .. }));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_hung_attempt_times_out_and_is_ambiguous() {
+    async fn a_hung_attempt_times_out_and_is_tried_again() {
         let calls = AtomicU32::new(0);
         let start = Instant::now();
-        let r: Result<(), Failed> = attempt(RetryPolicy::new(Policy::new(2, Duration::from_millis(100))), || async {
-            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                std::future::pending::<()>().await;
-            }
-            Err(StoreError::condition_failed())
-        })
-        .await;
-        let f = r.unwrap_err();
-        assert!(f.ambiguous, "the first attempt timed out and may have landed");
-        assert!(matches!(f.error, StoreError::ConditionFailed { .. }));
+        let r: Result<(), StoreError> =
+            attempt(RetryPolicy::new(Policy::new(2, Duration::from_millis(100))), || async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    std::future::pending::<()>().await;
+                }
+                Err(StoreError::condition_failed())
+            })
+            .await;
+        assert!(matches!(r.unwrap_err(), StoreError::ConditionFailed { .. }));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert!(start.elapsed() >= Duration::from_millis(100));
     }
 
@@ -497,12 +478,12 @@ mod tests {
         let start = Instant::now();
         let policy =
             RetryPolicy::new(Policy::new(100, Duration::from_secs(10))).until(start + Duration::from_millis(300));
-        let r: Result<(), Failed> = attempt(policy, || async {
+        let r: Result<(), StoreError> = attempt(policy, || async {
             std::future::pending::<()>().await;
             Ok(())
         })
         .await;
-        assert_eq!(r.unwrap_err().error.code(), "TimeoutError");
+        assert_eq!(r.unwrap_err().code(), "TimeoutError");
         assert!(start.elapsed() <= Duration::from_millis(300));
     }
 }

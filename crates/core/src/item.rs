@@ -100,7 +100,7 @@ pub const MAX_FENCING_TOKEN: u64 = (1 << 53) - 1;
 /// A `guid` as an item carries it. Both libraries write B (64 random bytes); another writer
 /// may have left an S or an N, which is kept as found: the original compares guids by value
 /// whatever their type, and a waiter names in its takeover's condition the very value it saw.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum GuidValue {
     B(Vec<u8>),
     S(String),
@@ -110,7 +110,7 @@ pub enum GuidValue {
 
 /// What identifies one holder's tenure as seen by a waiter: a heartbeat changes `guid`, a new
 /// acquisition changes both. `guid` `None`: the item has none.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Version {
     pub guid: Option<GuidValue>,
     pub fencing_token: Option<u64>,

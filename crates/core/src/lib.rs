@@ -18,12 +18,15 @@
 //! - `fail_open`: a FailOpen acquisition (take, wait-out, `trustLocalTime`) as a state machine.
 //! - `fifo`: a Fifo acquisition (ticket, queue entry, watching the entry ahead, grant, give
 //!   up, dead entries; several resources with one ticket) as a state machine.
+//! - `ending`: the end of a held lock: a hand-over to the next acquisition of the same client,
+//!   else a release, and whether the client then stands back from the lock.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
+//! - `undo`: undoing an acquisition's write whose outcome could not be read.
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
 //!   `dynamodb` object).
@@ -31,6 +34,7 @@
 //!   the machines that the model checker and the simulator must catch.
 
 pub mod broken;
+pub mod ending;
 pub mod fail_closed;
 pub mod fail_open;
 pub mod fifo;
@@ -43,4 +47,5 @@ pub mod original;
 pub mod release;
 pub mod request;
 pub mod settings;
+pub mod undo;
 pub mod waiting;

@@ -72,9 +72,9 @@ pub struct Mark {
 /// model checker's does): what it does not keep, it reads as absent and ignores when written.
 pub trait Record: Clone {
     /// A `guid` as operations name it.
-    type Guid;
+    type Guid: Clone + Eq + std::hash::Hash + std::fmt::Debug;
     /// What identifies one holder's tenure (`item::Version`).
-    type Version: PartialEq;
+    type Version: Clone + Eq + std::hash::Hash + std::fmt::Debug;
 
     /// An item with no attributes besides its key.
     fn empty() -> Self;

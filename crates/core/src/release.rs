@@ -66,7 +66,8 @@ where
             Kind::FailClosed => Req::DeleteIfGuid { guids: guids.clone() },
             Kind::FailOpen | Kind::Fifo => Req::Release {
                 guids: guids.clone(),
-                lock_acquired_time_unix_ms: s.trust_local_time.then_some(env.unix_ms),
+                // The original reads it on FailOpen items; Fifo items are this package's alone.
+                lock_acquired_time_unix_ms: (s.kind == Kind::FailOpen && s.trust_local_time).then_some(env.unix_ms),
             },
         };
         let (pending, step) = Pending::start(req, budget.writes, env.now);

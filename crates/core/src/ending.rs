@@ -1,0 +1,338 @@
+//! The end of a held lock as a state machine: what `release()` does once no heartbeat is on
+//! the wire.
+//!
+//! The protocol:
+//! - A lock that another acquisition of the same client waits for, and that is still ours as
+//!   far as the holder knows, is handed over with one write (`handover::HandOver`). Not done,
+//!   it is released instead, with the `guid` the hand-over may have left among those the
+//!   release accepts.
+//! - A FailOpen or Fifo lock that another holder took needs no write: nothing of ours is left
+//!   on the item. Any other lock is released (`release::Release`).
+//! - After a release, the client stands back from the lock for a moment (`Lock::stand_back`)
+//!   when a waiter of another process marked the item lately, or when this holder waited for
+//!   the lock itself: a releaser that asks again at once needs one request, while a waiter
+//!   first has to see the release. Fifo keeps its own order and has no marks; only its own
+//!   wait counts.
+
+use std::time::Duration;
+
+use crate::handover::{self, HandOver};
+use crate::op::Record;
+use crate::release::{self, Release};
+use crate::request::{Answer, Env, Machine, Purpose, Step, Time};
+use crate::settings::{Kind, Lock};
+
+/// What the holder knows when its lock ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct End<G> {
+    /// Every `guid` the item may carry for this lock (`held::Held::release`).
+    pub guids: Vec<G>,
+    /// The lease lapsed, or another holder took the lock.
+    pub lost: bool,
+    /// Another holder took the lock.
+    pub taken: bool,
+    /// A fresh `guid` for the next acquisition of this client, if one waits for the lock.
+    pub next: Option<G>,
+    /// How long the lock was held.
+    pub held_for: Duration,
+    /// This holder waited for the lock before it took it.
+    pub contended: bool,
+}
+
+/// How a held lock ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<G, E> {
+    /// Handed to the next acquisition of this client under `guid`: FailOpen with its token,
+    /// its lease running from `sent_at`.
+    Handed {
+        guid: G,
+        fencing_token: Option<u64>,
+        sent_at: Time,
+    },
+    /// Released (or nothing was left to release); `stand_back`: for how long the client lets
+    /// others take the lock first.
+    Released {
+        stand_back: Option<Duration>,
+    },
+    /// FailClosed: the item was not ours.
+    NotOurs,
+    Failed(E),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase<R: Record, E> {
+    HandOver(HandOver<R>),
+    Release(Box<Release<R, E>>),
+}
+
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<<R as Record>::Guid, E>>;
+
+/// The end of one held lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Ending<R: Record, E> {
+    s: Lock,
+    end: End<R::Guid>,
+    phase: Phase<R, E>,
+}
+
+fn map<G, V, A, B>(step: Step<G, V, A>, f: impl FnOnce(A) -> B) -> Step<G, V, B> {
+    match step {
+        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+        Step::Wait { until, abortable } => Step::Wait { until, abortable },
+        Step::Done(out) => Step::Done(f(out)),
+    }
+}
+
+impl<R, E> Ending<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    /// Ends the lock: hands it over if the next acquisition of this client waits, else
+    /// releases it.
+    pub fn start(s: Lock, end: End<R::Guid>, env: &Env) -> (Self, St<R, E>) {
+        match end.next.clone().filter(|_| !end.lost) {
+            Some(next) => {
+                let (m, step) = HandOver::start(s, end.guids.clone(), next, env);
+                let mut ending = Ending {
+                    s,
+                    end,
+                    phase: Phase::HandOver(m),
+                };
+                let step = ending.handing(step, env);
+                (ending, step)
+            }
+            None => Self::release(s, end, env),
+        }
+    }
+
+    fn release(s: Lock, end: End<R::Guid>, env: &Env) -> (Self, St<R, E>) {
+        let (m, step) = Release::start(s, end.guids.clone(), env);
+        let ending = Ending {
+            s,
+            end,
+            phase: Phase::Release(Box::new(m)),
+        };
+        let step = if ending.end.taken && s.kind != Kind::FailClosed {
+            // Nothing of ours is left on the item.
+            Step::Done(ending.released(false))
+        } else {
+            ending.releasing(step)
+        };
+        (ending, step)
+    }
+
+    fn released(&self, waiter_marked: bool) -> Outcome<R::Guid, E> {
+        let marked = waiter_marked && self.s.kind != Kind::Fifo;
+        Outcome::Released {
+            stand_back: (marked || self.end.contended).then(|| self.s.stand_back(self.end.held_for)),
+        }
+    }
+
+    fn handing(&mut self, step: Step<R::Guid, R::Version, handover::Outcome<R::Guid>>, env: &Env) -> St<R, E> {
+        match step {
+            Step::Done(handover::Outcome::Handed { fencing_token, sent_at }) => Step::Done(Outcome::Handed {
+                guid: self.end.next.clone().expect("handed to the next"),
+                fencing_token,
+                sent_at,
+            }),
+            Step::Done(handover::Outcome::NotDone { maybe }) => {
+                let mut end = self.end.clone();
+                end.guids.extend(maybe);
+                end.next = None;
+                let (m, step) = Self::release(self.s, end, env);
+                *self = m;
+                step
+            }
+            step => map(step, |_| unreachable!("mapped above")),
+        }
+    }
+
+    fn releasing(&self, step: Step<R::Guid, R::Version, release::Outcome<E>>) -> St<R, E> {
+        map(step, |out| match out {
+            release::Outcome::Released { waiter } => self.released(waiter),
+            release::Outcome::NotOurs => Outcome::NotOurs,
+            release::Outcome::Failed(e) => Outcome::Failed(e),
+        })
+    }
+}
+
+impl<R, E> Machine<R, E> for Ending<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    type Out = Outcome<R::Guid, E>;
+
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        match &mut self.phase {
+            Phase::HandOver(m) => {
+                let step = Machine::<R, E>::answer(m, a, env);
+                self.handing(step, env)
+            }
+            Phase::Release(m) => {
+                let step = m.answer(a, env);
+                self.releasing(step)
+            }
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        match &mut self.phase {
+            Phase::HandOver(m) => {
+                let step = Machine::<R, E>::timer(m, env);
+                self.handing(step, env)
+            }
+            Phase::Release(m) => {
+                let step = m.timer(env);
+                self.releasing(step)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::{Guid, LockRecord, Version};
+    use crate::op::Reply;
+    use crate::request::Req;
+
+    fn lock(kind: Kind) -> Lock {
+        let ms = Duration::from_millis;
+        Lock {
+            kind,
+            retry_count: 1,
+            acquire_period: Duration::ZERO,
+            lease_duration_ms: 1000,
+            trust_local_time: false,
+            heartbeat_period: ms(300),
+            reread: ms(10),
+            later_waiter_reread: ms(250),
+            request_timeout: ms(50),
+            max_attempts: 2,
+            base_backoff: ms(10),
+            max_backoff: ms(20),
+        }
+    }
+
+    fn env(now: u64) -> Env {
+        Env {
+            now: Duration::from_millis(now),
+            unix_ms: 1_000_000 + now,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    type M = Ending<LockRecord, &'static str>;
+
+    const A: Guid = [1; 64];
+    const B: Guid = [2; 64];
+
+    fn end(next: Option<Guid>) -> End<Guid> {
+        End {
+            guids: vec![A],
+            lost: false,
+            taken: false,
+            next,
+            held_for: Duration::from_millis(200),
+            contended: false,
+        }
+    }
+
+    fn sent<'a>(step: &'a St<LockRecord, &'static str>) -> &'a Req<Guid, Version> {
+        match step {
+            Step::Send { req, .. } => req,
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_waiting_acquisition_of_this_client_gets_the_lock_with_one_write() {
+        let (mut m, step) = M::start(lock(Kind::FailOpen), end(Some(B)), &env(0));
+        assert!(matches!(sent(&step), Req::HandOver { new_guid, renew: true, .. } if *new_guid == B));
+        let done = m.answer(Answer::Done(Reply::HandedOver(Some(8))), &env(5));
+        assert_eq!(
+            done,
+            Step::Done(Outcome::Handed {
+                guid: B,
+                fencing_token: Some(8),
+                sent_at: Duration::ZERO,
+            })
+        );
+    }
+
+    #[test]
+    fn a_refused_hand_over_is_a_release_of_every_guid_it_may_have_left() {
+        let (mut m, _) = M::start(lock(Kind::FailOpen), end(Some(B)), &env(0));
+        // Timed out (may have landed), then refused: a waiter elsewhere marked the item.
+        let step = m.answer(
+            Answer::Failed {
+                transient: true,
+                maybe_applied: true,
+                error: "timeout",
+            },
+            &env(50),
+        );
+        let step = match step {
+            Step::Wait { until, .. } => m.timer(&env(until.as_millis() as u64)),
+            s => s,
+        };
+        assert!(matches!(sent(&step), Req::HandOver { .. }));
+        let step = m.answer(Answer::Refused(None), &env(80));
+        match sent(&step) {
+            Req::Release { guids, .. } => assert_eq!(guids, &vec![A, B]),
+            other => panic!("expected a release, got {other:?}"),
+        }
+        let done = m.answer(Answer::Done(Reply::WaitingMark(None)), &env(90));
+        assert_eq!(done, Step::Done(Outcome::Released { stand_back: None }));
+    }
+
+    #[test]
+    fn a_lost_lock_is_released_not_handed_over() {
+        let mut e = end(Some(B));
+        e.lost = true;
+        let (_, step) = M::start(lock(Kind::FailClosed), e, &env(0));
+        assert!(matches!(sent(&step), Req::DeleteIfGuid { .. }));
+    }
+
+    #[test]
+    fn a_taken_failopen_or_fifo_lock_writes_nothing_and_stands_back_only_if_it_waited() {
+        for kind in [Kind::FailOpen, Kind::Fifo] {
+            let mut e = end(Some(B));
+            (e.lost, e.taken) = (true, true);
+            let (_, step) = M::start(lock(kind), e.clone(), &env(0));
+            assert_eq!(step, Step::Done(Outcome::Released { stand_back: None }), "{kind:?}");
+            e.contended = true;
+            let (_, step) = M::start(lock(kind), e, &env(0));
+            assert!(
+                matches!(step, Step::Done(Outcome::Released { stand_back: Some(_) })),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_that_finds_a_fresh_mark_stands_back_for_the_waiter() {
+        let s = lock(Kind::FailOpen);
+        let (mut m, step) = M::start(s, end(None), &env(0));
+        assert!(matches!(sent(&step), Req::Release { .. }));
+        // A waiter marked the item 1 ms before the release.
+        let done = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_004))), &env(5));
+        assert_eq!(
+            done,
+            Step::Done(Outcome::Released {
+                stand_back: Some(s.stand_back(Duration::from_millis(200)))
+            })
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! Undoing an acquisition's write whose outcome could not be read, as a state machine: an
+//! acquisition that reports a failure with `undo` may have left the item held by a `guid`
+//! nobody holds.
+//!
+//! The protocol:
+//! - FailClosed deletes the item, FailOpen and Fifo mark it released, each only if it carries
+//!   the acquisition's `guid`; a refusal means there was nothing of ours to undo.
+//! - It tries as hard as a release (`Lock::release_attempts`) in each of `UNDO_ROUNDS`
+//!   rounds, `UNDO_PAUSE` apart: about a minute in all, past a short outage. After that the
+//!   lease (FailOpen, Fifo) or the TTL (FailClosed) is left to free the item.
+
+use std::time::Duration;
+
+use crate::op::Record;
+use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Purpose, Req, Step};
+use crate::settings::{Kind, Lock};
+
+/// Rounds of attempts of an undo, and the pause between them.
+pub const UNDO_ROUNDS: u32 = 12;
+pub const UNDO_PAUSE: Duration = Duration::from_secs(5);
+
+/// How an undo ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<E> {
+    /// Undone, or nothing of ours was on the item.
+    Undone,
+    /// Every round failed; the last error.
+    GaveUp(E),
+}
+
+type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
+
+/// One undo.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Undo<R: Record> {
+    s: Lock,
+    req: Req<R::Guid, R::Version>,
+    rounds_left: u32,
+    pending: Option<Pending<R::Guid, R::Version>>,
+}
+
+impl<R: Record> Undo<R> {
+    /// Undoes the write of `guid`.
+    pub fn start<E>(s: Lock, guid: R::Guid, env: &Env) -> (Self, St<R, E>) {
+        let req = match s.kind {
+            Kind::FailClosed => Req::DeleteIfGuid { guids: vec![guid] },
+            Kind::FailOpen | Kind::Fifo => Req::Release {
+                guids: vec![guid],
+                lock_acquired_time_unix_ms: None,
+            },
+        };
+        let mut m = Undo {
+            s,
+            req,
+            rounds_left: UNDO_ROUNDS,
+            pending: None,
+        };
+        let step = m.round(env);
+        (m, step)
+    }
+
+    /// The request this undo sends.
+    pub fn request(&self) -> &Req<R::Guid, R::Version> {
+        &self.req
+    }
+
+    fn round<E>(&mut self, env: &Env) -> St<R, E> {
+        self.rounds_left -= 1;
+        let (p, step) = Pending::start(self.req.clone(), self.s.policy(self.s.release_attempts()), env.now);
+        self.pending = Some(p);
+        step
+    }
+}
+
+impl<R: Record, E> Machine<R, E> for Undo<R> {
+    type Out = Outcome<E>;
+
+    fn purpose(&self) -> Purpose {
+        Purpose::Releasing
+    }
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        let Some(pending) = self.pending.as_mut() else {
+            return Step::Done(Outcome::Undone);
+        };
+        match pending.answer::<R, E, Outcome<E>>(a, env) {
+            Next::Step(step) => step,
+            Next::Ended(Ended::Ok(_) | Ended::Refused { .. }) => Step::Done(Outcome::Undone),
+            Next::Ended(Ended::Failed { error, .. }) => {
+                self.pending = None;
+                if self.rounds_left == 0 {
+                    return Step::Done(Outcome::GaveUp(error));
+                }
+                Step::Wait {
+                    until: env.now + UNDO_PAUSE,
+                    abortable: false,
+                }
+            }
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        match self.pending.as_mut() {
+            Some(p) => p.resend(env.now),
+            None => self.round(env),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::LockRecord;
+    use crate::op::Reply;
+
+    fn lock(kind: Kind) -> Lock {
+        let ms = Duration::from_millis;
+        Lock {
+            kind,
+            retry_count: 1,
+            acquire_period: Duration::ZERO,
+            lease_duration_ms: 1000,
+            trust_local_time: true,
+            heartbeat_period: ms(300),
+            reread: ms(10),
+            later_waiter_reread: ms(250),
+            request_timeout: ms(50),
+            max_attempts: 2,
+            base_backoff: ms(10),
+            max_backoff: ms(20),
+        }
+    }
+
+    fn env(now: Duration) -> Env {
+        Env {
+            now,
+            unix_ms: 1_000_000,
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    type U = Undo<LockRecord>;
+    const G: [u8; 64] = [7; 64];
+
+    #[test]
+    fn failclosed_deletes_and_the_others_mark_released_if_the_item_carries_the_guid() {
+        let (_, step) = U::start::<&str>(lock(Kind::FailClosed), G, &env(Duration::ZERO));
+        assert!(matches!(step, Step::Send { req: Req::DeleteIfGuid { guids }, .. } if guids == vec![G]));
+        for kind in [Kind::FailOpen, Kind::Fifo] {
+            let (_, step) = U::start::<&str>(lock(kind), G, &env(Duration::ZERO));
+            assert!(matches!(
+                step,
+                Step::Send { req: Req::Release { guids, lock_acquired_time_unix_ms: None }, .. } if guids == vec![G]
+            ));
+        }
+    }
+
+    #[test]
+    fn a_refusal_or_a_reply_ends_it() {
+        for a in [Answer::<LockRecord, &str>::Refused(None), Answer::Done(Reply::WaitingMark(None))] {
+            let (mut m, _) = U::start::<&str>(lock(Kind::FailOpen), G, &env(Duration::ZERO));
+            assert_eq!(m.answer(a, &env(Duration::ZERO)), Step::Done(Outcome::Undone));
+        }
+    }
+
+    #[test]
+    fn it_tries_in_rounds_five_seconds_apart_for_about_a_minute_and_then_gives_up() {
+        let (mut m, mut step) = U::start::<&str>(lock(Kind::FailOpen), G, &env(Duration::ZERO));
+        let (mut now, mut sends, mut rounds) = (Duration::ZERO, 0, 1);
+        loop {
+            step = match step {
+                Step::Send { .. } => {
+                    sends += 1;
+                    m.answer(
+                        Answer::Failed {
+                            error: "down",
+                            transient: true,
+                            maybe_applied: false,
+                        },
+                        &env(now),
+                    )
+                }
+                Step::Wait { until, .. } => {
+                    if until >= now + UNDO_PAUSE {
+                        rounds += 1;
+                    }
+                    now = until;
+                    m.timer(&env(now))
+                }
+                Step::Done(out) => {
+                    assert_eq!(out, Outcome::GaveUp("down"));
+                    break;
+                }
+            }
+        }
+        assert_eq!(rounds, UNDO_ROUNDS);
+        assert_eq!(sends, UNDO_ROUNDS * lock(Kind::FailOpen).release_attempts());
+        assert!(
+            now >= UNDO_PAUSE * (UNDO_ROUNDS - 1) && now < Duration::from_secs(70),
+            "{now:?}"
+        );
+    }
+}
