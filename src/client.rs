@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
-use crate::error::{LockError, LostReason, StoreError};
+use crate::error::{LockError, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
 use crate::line::{Place, Turn, Waiter};
@@ -85,7 +85,7 @@ impl Client {
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
-            let taken = original::acquire(&*self.store, &self.settings, &self.fifo.names, &key, cancel).await?;
+            let taken = original::acquire(&self.shared, &key, cancel).await?;
             let leased_from = (self.settings.kind == Kind::FailOpen).then_some(taken.sent_at);
             let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
             return self.start_lock(Arc::new(lock), cancel).await;
@@ -154,13 +154,6 @@ impl Client {
             // Best effort: the release retries through transient faults on its own.
             let _ = lock.release().await;
             return Err(LockError::Aborted);
-        }
-        // A lease counts from when its write was sent. An answer that came after the whole
-        // lease (a request slower than the lease, or a write settled by reading it back much
-        // later) grants nothing: another waiter may already have waited the lease out.
-        if self.settings.kind == Kind::FailOpen && lock.lease.until().is_some_and(|at| at <= Instant::now()) {
-            let _ = lock.release().await;
-            return Err(LockError::Lost(LostReason::LeaseExpired));
         }
         match (self.settings.kind, self.settings.heartbeat_period) {
             (Kind::FailOpen, Some(period)) => self.heartbeats.schedule_first(&lock, period),

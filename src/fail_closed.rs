@@ -9,7 +9,7 @@ use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
-use crate::release::undo_later;
+use crate::release::{undo_later, Undoing};
 
 pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
@@ -35,7 +35,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
             if undo {
                 // Unknown whether the write landed: remove it if it did, so that no lock is
                 // left held by nobody.
-                undo_later(&c.tasks, &c.store, &c.settings, key, guid);
+                undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
             }
             Err(LockError::Store(error))
         }

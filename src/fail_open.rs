@@ -8,10 +8,10 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::drive::{run, Clock, Target};
-use crate::error::{LockError, StoreError};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
-use crate::release::{release, undo_later};
+use crate::release::{release, undo_later, Undoing};
 
 pub struct Taken {
     pub guid: Guid,
@@ -59,6 +59,12 @@ pub async fn acquire(
             sent_at: clock.base + sent_at,
             contended,
         }),
+        Outcome::Expired => {
+            if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
+                undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
+            }
+            Err(LockError::Lost(LostReason::LeaseExpired))
+        }
         Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
             original: StoreError::ConditionFailed {
                 current: Some(Some(Box::new(held))),
@@ -69,7 +75,7 @@ pub async fn acquire(
                 // Our take raised a token that is refused: the lock is given back before the
                 // refusal is reported, and later if the release cannot be made now.
                 if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-                    undo_later(&c.tasks, &c.store, &c.settings, key, guid);
+                    undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
                 }
             }
             Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
@@ -78,7 +84,7 @@ pub async fn acquire(
         }
         Outcome::Failed { error, undo } => {
             if undo {
-                undo_later(&c.tasks, &c.store, &c.settings, key, guid);
+                undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
             }
             Err(LockError::Store(error))
         }

@@ -8,9 +8,10 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::drive::{run_keeping_refusal, Clock, Target};
-use crate::error::{LockError, StoreError};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
-use crate::queues::TableNames;
+use crate::lock::Shared;
+use crate::release::{undo_later, Undoing};
 use crate::settings::Settings;
 use crate::store::Store;
 
@@ -21,13 +22,8 @@ pub struct Taken {
     pub sent_at: Instant,
 }
 
-pub async fn acquire(
-    store: &dyn Store,
-    settings: &Settings,
-    names: &TableNames,
-    key: &LockKey,
-    cancel: &Cancel,
-) -> Result<Taken, LockError> {
+pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
+    let (store, settings, names) = (&*c.store, &c.settings, &c.fifo.names);
     let guid = new_guid();
     let clock = Clock::start();
     let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(Some(cancel)));
@@ -46,6 +42,18 @@ pub async fn acquire(
             fencing_token,
             sent_at: clock.base + sent_at,
         }),
+        Outcome::Expired { fencing_token } => {
+            if release(store, settings, key, &guid, Some(fencing_token)).await.is_err() {
+                undo_later(
+                    &c.tasks,
+                    &c.store,
+                    settings,
+                    key,
+                    Undoing::Original(guid, fencing_token),
+                );
+            }
+            Err(LockError::Lost(LostReason::LeaseExpired))
+        }
         Outcome::Refused => Err(LockError::FailedToAcquireLock {
             original: refusal.unwrap_or_else(StoreError::condition_failed),
         }),

@@ -35,6 +35,13 @@ pub async fn release(store: &dyn Store, settings: &Settings, key: &LockKey, guid
     }
 }
 
+/// The write an undo removes: one of this package's requests, or the original's put (with
+/// its fencing token) over a user's `dynamodb` object.
+pub enum Undoing {
+    Native(Guid),
+    Original(Guid, u64),
+}
+
 /// Undoes, in the background, an acquisition write whose outcome could not be read, so
 /// that no lock is left held by nobody: FailClosed deletes the item, FailOpen marks it
 /// released, each only if it carries `guid`. Tries for about a minute, as one of the client's
@@ -44,14 +51,18 @@ pub fn undo_later(
     store: &Arc<dyn Store>,
     settings: &Settings,
     key: &LockKey,
-    guid: Guid,
+    what: Undoing,
 ) {
     let store = store.clone();
     let key = key.clone();
     let settings = settings.clone();
     tasks.spawn(async move {
         let clock = Clock::start();
-        let (mut m, step) = Undo::start(settings.protocol(), guid, &clock.env(None));
+        let (s, env) = (settings.protocol(), clock.env(None));
+        let (mut m, step) = match what {
+            Undoing::Native(guid) => Undo::start(s, guid, &env),
+            Undoing::Original(guid, fencing_token) => Undo::original(s, guid, Some(fencing_token), &env),
+        };
         let to = Target {
             store: &*store,
             key: &key,

@@ -38,11 +38,13 @@ use std::fmt;
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::heartbeat::{self, Beat};
 use dynamodb_lock_core::held::{self, Held};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
+use dynamodb_lock_core::undo::Undo;
 use dynamodb_lock_core::{fail_closed, fail_open, original, release};
 
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
@@ -70,7 +72,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 10] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
         Bug::Core(Broken::TimeoutIsReleased),
@@ -80,6 +82,7 @@ impl Bug {
         Bug::WaiterTrustsHolderClock,
         Bug::RenewWithoutGuid,
         Bug::Core(Broken::ReleaseSkipsHeartbeat),
+        Bug::Core(Broken::HandOverLeaseFromReply),
     ];
 
     pub fn name(self) -> &'static str {
@@ -115,9 +118,10 @@ impl Bug {
     /// The property its shortest counterexample violates.
     pub fn property(self) -> &'static str {
         match self {
-            Bug::UnconditionalPut | Bug::Core(Broken::LeaseFromReply) | Bug::WaiterTrustsHolderClock => {
-                "mutual exclusion"
-            }
+            Bug::UnconditionalPut
+            | Bug::Core(Broken::LeaseFromReply)
+            | Bug::Core(Broken::HandOverLeaseFromReply)
+            | Bug::WaiterTrustsHolderClock => "mutual exclusion",
             Bug::Core(Broken::AmbiguousNotResolved) => "no orphan",
             // A heartbeat that lands after the holder let go takes the lock back: from its
             // release, or from the next holder.
@@ -165,6 +169,9 @@ pub struct Config {
     /// The clients send the original library's requests (`original`: get, whole-item puts,
     /// no timeouts of their own), as over a user's `dynamodb` object.
     pub original: bool,
+    /// Client 0 may release once while its own next acquisition of the lock waits, and hand
+    /// it over (`ending::Ending`); that acquisition is one more than its `acquisitions`.
+    pub hand_over: bool,
 }
 
 impl Config {
@@ -190,6 +197,7 @@ impl Config {
             period: 2,
             bug: None,
             original: false,
+            hand_over: false,
         }
     }
 
@@ -228,6 +236,7 @@ type Request = Req<G, Ver>;
 pub enum M {
     Closed(fail_closed::Acquire<Item, Fail>),
     Open(fail_open::Acquire<Item, Fail>),
+    End(Ending<Item, Fail>),
     Release(release::Release<Item, Fail>),
     Original(original::Acquire<Item, Fail>),
     OriginalRelease(original::Release<Item, Fail>),
@@ -237,6 +246,7 @@ pub enum M {
 enum Out {
     Closed(fail_closed::Outcome<Item, Fail>),
     Open(fail_open::Outcome<Item, Fail>),
+    End(ending::Outcome<G, Fail>),
     Release(release::Outcome<Fail>),
     Original(original::Outcome<Item, Fail>),
     OriginalRelease(original::Released<Fail>),
@@ -257,6 +267,7 @@ impl M {
         match self {
             M::Closed(m) => map(m.answer(a, env), Out::Closed),
             M::Open(m) => map(m.answer(a, env), Out::Open),
+            M::End(m) => map(m.answer(a, env), Out::End),
             M::Release(m) => map(m.answer(a, env), Out::Release),
             M::Original(m) => map(m.answer(a, env), Out::Original),
             M::OriginalRelease(m) => map(m.answer(a, env), Out::OriginalRelease),
@@ -266,6 +277,7 @@ impl M {
         match self {
             M::Closed(m) => map(m.timer(env), Out::Closed),
             M::Open(m) => map(m.timer(env), Out::Open),
+            M::End(m) => map(m.timer(env), Out::End),
             M::Release(m) => map(m.timer(env), Out::Release),
             M::Original(m) => map(m.timer(env), Out::Original),
             M::OriginalRelease(m) => map(m.timer(env), Out::OriginalRelease),
@@ -309,6 +321,12 @@ pub enum Phase {
         k: u8,
         g: G,
     },
+    /// Giving back a lock whose grant came after its whole lease (`Expired`), with `token`.
+    GivingBack {
+        k: u8,
+        g: G,
+        token: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -334,6 +352,10 @@ pub struct Client {
     pub stray: Option<(u8, [G; 2], G)>,
     /// The last acquisition reported as not acquired.
     pub failed: Option<(u8, G)>,
+    /// The release under way hands the lock to this client's next acquisition.
+    pub hand_over: bool,
+    /// Hand-overs this client may still make.
+    pub hand_overs: u8,
 }
 
 impl Client {
@@ -352,6 +374,8 @@ impl Client {
             failed: None,
             hb: None,
             stray: None,
+            hand_over: false,
+            hand_overs: 0,
         }
     }
 }
@@ -409,6 +433,8 @@ pub enum Action {
     /// The environment's event on a client: its request's fate, its wait's end, its crash.
     Event(u8, Event),
     Release(u8),
+    /// `release()` while this client's next acquisition of the lock waits for it.
+    HandOver(u8),
     UndoLand(u8),
     UndoAnswer(u8),
     UndoLose(u8),
@@ -429,6 +455,7 @@ impl fmt::Debug for Action {
             Action::Start(c, k) => write!(f, "c{c} starts acquiring lock {k}"),
             Action::Event(c, e) => e.describe(*c, f),
             Action::Release(c) => write!(f, "c{c} calls release()"),
+            Action::HandOver(c) => write!(f, "c{c} calls release() while its next acquisition waits"),
             Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
             Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
             Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
@@ -468,9 +495,9 @@ impl Out {
             }),
             Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
             Out::OriginalRelease(original::Released::Released) => {
-                Out::Release(release::Outcome::Released { waiter: false })
+                Out::End(ending::Outcome::Released { stand_back: None })
             }
-            Out::OriginalRelease(_) => Out::Release(release::Outcome::NotOurs),
+            Out::OriginalRelease(_) => Out::End(ending::Outcome::NotOurs),
             other => other,
         }
     }
@@ -584,30 +611,92 @@ impl Machines {
     /// acquire it, or has let it go.
     fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
         let (k, g) = match s.clients[i].phase {
+            Phase::GivingBack { k, g, token } => return self.given_back(s, i, k, g, token, out),
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
         };
+        if let Out::Original(original::Outcome::Expired { fencing_token }) = out {
+            return self.give_back(s, i, k, g, fencing_token);
+        }
+        let env = self.env(s, i);
         let c = &mut s.clients[i];
         match out.native() {
             Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
             }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
+            // The native give-back needs no token.
+            Out::Open(fail_open::Outcome::Expired) => self.give_back(s, i, k, g, 0)?,
             Out::Closed(fail_closed::Outcome::Failed { undo, .. })
-            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => self.failed(c, k, g, undo),
-            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, false),
-            Out::Release(release::Outcome::Released { .. }) => {
+            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
+                let undo = undo.then(|| self.undo(g, 0, &env));
+                self.failed(c, k, g, undo)
+            }
+            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, None),
+            // Handed to this client's next acquisition: a grant like any other.
+            Out::End(ending::Outcome::Handed {
+                guid,
+                fencing_token: Some(token),
+                sent_at,
+            }) => {
+                c.hb = None;
+                self.taken(s, i, k, guid, token, sent_at)?;
+            }
+            Out::End(ending::Outcome::Handed { guid, .. }) => self.holds(s, i, k, guid, 0, None),
+            Out::End(ending::Outcome::Released { .. }) => {
                 c.phase = Phase::Idle;
                 c.released = Some((k, g, (i as u8) * 16 + c.seq));
                 c.hb = None;
             }
-            Out::Release(_) => {
+            Out::End(_) => {
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
+            Out::Release(_) => unreachable!("a give-back's"),
             Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' by `native`"),
         }
         Ok(())
+    }
+
+    /// Client `i`'s take of lock `k` with `g` (and `token`) was answered after its whole lease
+    /// (`Expired`): it is released at once, as the addon does, and the acquisition fails.
+    fn give_back(&self, s: &mut State, i: usize, k: u8, g: G, token: u64) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        s.clients[i].phase = Phase::GivingBack { k, g, token };
+        let step = if self.cfg.original {
+            let (m, step) = original::Release::start(self.lock(), g, Some(token), &env);
+            s.clients[i].machine = Some(M::OriginalRelease(m));
+            map(step, Out::OriginalRelease)
+        } else {
+            let (m, step) = release::Release::start(self.lock(), vec![g], &env);
+            s.clients[i].machine = Some(M::Release(m));
+            map(step, Out::Release)
+        };
+        self.step(s, i, step)
+    }
+
+    /// The give-back of client `i` ended: the acquisition is reported failed, and the write is
+    /// undone later if the give-back failed.
+    fn given_back(&self, s: &mut State, i: usize, k: u8, g: G, token: u64, out: Out) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let done = matches!(
+            out,
+            Out::Release(release::Outcome::Released { .. }) | Out::OriginalRelease(original::Released::Released)
+        );
+        let undo = (!done).then(|| self.undo(g, token, &env));
+        self.failed(&mut s.clients[i], k, g, undo);
+        Ok(())
+    }
+
+    /// The request of the core's undo of `g`'s write (`token`: its fencing token, for the
+    /// original's).
+    fn undo(&self, g: G, token: u64, env: &Env) -> Request {
+        let (m, _) = if self.cfg.original {
+            Undo::<Item>::original::<Fail>(self.lock(), g, Some(token), env)
+        } else {
+            Undo::<Item>::start::<Fail>(self.lock(), g, env)
+        };
+        m.request().clone()
     }
 
     /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
@@ -629,11 +718,16 @@ impl Machines {
         env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)?;
         self.holds(s, i, k, g, token, Some(until));
         if self.cfg.beats > 0 {
+            // Due as the addon's scheduler has it (`heartbeat::first_due`), at the period's last
+            // point that its random number picks.
+            let cfg = self.cfg.beat();
+            let last = cfg.period.as_micros() as u64 - 1;
+            let wake = tick(sent_at + heartbeat::first_due(&cfg, last, ms(self.cfg.lease))).max(s.now);
             s.clients[i].hb = Some(Box::new(Hb {
                 held: Held::new(g),
                 beat: None,
                 net: None,
-                wake: s.now + self.cfg.period,
+                wake,
                 left: self.cfg.beats,
                 releasing: false,
             }));
@@ -643,17 +737,12 @@ impl Machines {
 
     /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed; `undo`: a write
     /// of it may have landed, and is removed (`undo_later`).
-    fn failed(&self, c: &mut Client, k: u8, g: G, undo: bool) {
+    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<Request>) {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
-        if undo {
-            let req = match self.cfg.kind {
-                Kind::FailClosed => Req::DeleteIfGuid { guids: vec![g] },
-                _ => Req::Release {
-                    guids: vec![g],
-                    lock_acquired_time_unix_ms: None,
-                },
-            };
+        // The core's undo, whose rounds of retries are one request that lands, or not, any
+        // time later.
+        if let Some(req) = undo {
             c.undo = Some((
                 k,
                 g,
@@ -694,16 +783,27 @@ impl Machines {
         !matches!(reply, core_op::Reply::Refused(_))
     }
 
-    /// Client `i` releases with every `guid` the item may carry (`taken`: another holder took
-    /// the lock, and nothing is written).
+    /// Client `i` ends its lock as the addon does (`ending::Ending`), the item carrying any of
+    /// `guids` (`taken`: another holder took the lock). With `hand_over`, its next acquisition
+    /// of the lock waits for it, and is handed it.
     fn start_release(&self, s: &mut State, i: usize, guids: Vec<G>, taken: bool) -> Result<(), Violation> {
-        if taken {
-            return self.ended(s, i, Out::Release(release::Outcome::Released { waiter: false }));
-        }
         let env = self.env(s, i);
-        let (m, step) = release::Release::start(self.lock(), guids, &env);
-        s.clients[i].machine = Some(M::Release(m));
-        self.step(s, i, map(step, Out::Release))
+        let c = &mut s.clients[i];
+        let next = std::mem::take(&mut c.hand_over).then(|| {
+            c.hand_overs -= 1;
+            Self::new_guid(&mut c.seq, i)
+        });
+        let end = End {
+            guids,
+            lost: taken || c.hb.as_ref().is_some_and(|h| h.held.lost.is_some()),
+            taken,
+            next,
+            held_for: ms(s.now - c.since),
+            contended: false,
+        };
+        let (m, step) = Ending::start(self.lock(), end, &env);
+        c.machine = Some(M::End(m));
+        self.step(s, i, map(step, Out::End))
     }
 
     /// Carries out what a heartbeat asks for, as the addon's scheduler does.
@@ -974,7 +1074,12 @@ impl Model for Machines {
         vec![State {
             now: 0,
             items: vec![None; self.cfg.locks],
-            clients: vec![Client::new(self.cfg.acquisitions); self.cfg.clients],
+            clients: (0..self.cfg.clients)
+                .map(|i| Client {
+                    hand_overs: u8::from(i == 0 && self.cfg.hand_over && !self.cfg.original),
+                    ..Client::new(self.cfg.acquisitions)
+                })
+                .collect(),
             left: Left {
                 faults: self.cfg.faults,
                 crashes: self.cfg.crashes,
@@ -1025,7 +1130,12 @@ impl Model for Machines {
                         out.push(Action::Start(ci, k));
                     }
                 }
-                Phase::Holding { .. } if s.now >= c.since + self.cfg.min_hold => out.push(Action::Release(ci)),
+                Phase::Holding { .. } if s.now >= c.since + self.cfg.min_hold => {
+                    out.push(Action::Release(ci));
+                    if c.hand_overs > 0 {
+                        out.push(Action::HandOver(ci));
+                    }
+                }
                 _ => {}
             }
         }
@@ -1045,6 +1155,10 @@ impl Model for Machines {
             Action::Start(c, k) => self.start(&mut s, c as usize, k)?,
             Action::Event(c, e) => env::happen(self, &mut s, c as usize, e)?,
             Action::Release(c) => self.release(&mut s, c as usize)?,
+            Action::HandOver(c) => {
+                s.clients[c as usize].hand_over = true;
+                self.release(&mut s, c as usize)?
+            }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
                 // Removed, or nothing to remove: the undo is over.
@@ -1152,7 +1266,10 @@ impl Machines {
     /// The lock client `i`'s machine works on.
     fn key(&self, s: &State, i: usize) -> u8 {
         match s.clients[i].phase {
-            Phase::Acquiring { k, .. } | Phase::Releasing { k, .. } | Phase::Holding { k, .. } => k,
+            Phase::Acquiring { k, .. }
+            | Phase::Releasing { k, .. }
+            | Phase::GivingBack { k, .. }
+            | Phase::Holding { k, .. } => k,
             _ => 0,
         }
     }
@@ -1260,6 +1377,11 @@ pub fn configs(full: bool) -> Vec<Config> {
             Config {
                 beats: 1,
                 horizon: 8,
+                ..open.clone()
+            },
+            Config {
+                hand_over: true,
+                horizon: 10,
                 ..open
             },
         ];
@@ -1298,7 +1420,21 @@ pub fn configs(full: bool) -> Vec<Config> {
         horizon: 9,
         ..open.clone()
     });
-    out.push(Config { beats: 1, ..open });
+    out.push(Config {
+        beats: 1,
+        ..open.clone()
+    });
+    // Hand-over to the holder's own next acquisition, with heartbeats for FailOpen.
+    out.push(Config {
+        hand_over: true,
+        ..closed
+    });
+    out.push(Config {
+        hand_over: true,
+        beats: 1,
+        horizon: 10,
+        ..open
+    });
     out
 }
 
@@ -1311,6 +1447,9 @@ pub fn broken_config(bug: Bug) -> Config {
     }
     if matches!(bug, Bug::RenewWithoutGuid | Bug::Core(Broken::ReleaseSkipsHeartbeat)) {
         c.beats = 1;
+    }
+    if bug == Bug::Core(Broken::HandOverLeaseFromReply) {
+        c.hand_over = true;
     }
     c
 }

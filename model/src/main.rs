@@ -133,7 +133,13 @@ fn machines_label(cfg: &machines::Config) -> String {
         "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
          retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
         cfg.kind,
-        if cfg.original { " (the original's requests)" } else { "" },
+        if cfg.original {
+            " (the original's requests)"
+        } else if cfg.hand_over {
+            " (client 0 hands over once to its next acquisition)"
+        } else {
+            ""
+        },
         cfg.clients,
         cfg.locks,
         cfg.acquisitions,

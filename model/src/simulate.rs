@@ -143,11 +143,14 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         // A quarter of the runs send the original's requests (user objects); the broken
         // variants are the native machines'.
         original: bug.is_none() && rng.range(0, 3) == 0,
+        // Half the runs hand locks over to the holder's next acquisition.
+        hand_over: rng.range(0, 1) == 1,
         bug,
     };
-    // The model steps heartbeats of the native requests only.
+    // The model steps heartbeats and hand-overs of the native requests only.
     if c.original {
         c.beats = 0;
+        c.hand_over = false;
     }
     c
 }

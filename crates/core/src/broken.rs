@@ -21,6 +21,9 @@ pub enum Broken {
     TimeoutIsReleased,
     /// A FailOpen holder counts its lease from the reply instead of from the send.
     LeaseFromReply,
+    /// A FailOpen lock handed to the next acquisition of the same client counts its lease
+    /// from the hand-over's answer instead of from its send.
+    HandOverLeaseFromReply,
     /// A FailOpen waiter starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
     /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
@@ -49,6 +52,7 @@ impl Broken {
             Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
+            Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
             Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",

@@ -133,6 +133,18 @@ where
 
     fn handing(&mut self, step: Step<R::Guid, R::Version, handover::Outcome<R::Guid>>, env: &Env) -> St<R, E> {
         match step {
+            // Answered after the whole lease, it hands nothing over (as an acquisition's take,
+            // `fail_open::Outcome::Expired`): the lock is released under the new `guid`.
+            Step::Done(handover::Outcome::Handed { sent_at, .. })
+                if self.s.kind == Kind::FailOpen && env.now >= sent_at + self.s.lease() =>
+            {
+                self.handing(
+                    Step::Done(handover::Outcome::NotDone {
+                        maybe: self.end.next.clone(),
+                    }),
+                    env,
+                )
+            }
             Step::Done(handover::Outcome::Handed { fencing_token, sent_at }) => Step::Done(Outcome::Handed {
                 guid: self.end.next.clone().expect("handed to the next"),
                 fencing_token,
@@ -295,6 +307,16 @@ mod tests {
         }
         let done = m.answer(Answer::Done(Reply::WaitingMark(None)), &env(90));
         assert_eq!(done, Step::Done(Outcome::Released { stand_back: None }));
+    }
+
+    #[test]
+    fn a_hand_over_answered_after_the_whole_lease_is_a_release_under_both_guids() {
+        let (mut m, _) = M::start(lock(Kind::FailOpen), end(Some(B)), &env(0));
+        let step = m.answer(Answer::Done(Reply::HandedOver(Some(8))), &env(1000));
+        match sent(&step) {
+            Req::Release { guids, .. } => assert_eq!(guids, &vec![A, B]),
+            other => panic!("expected a release, got {other:?}"),
+        }
     }
 
     #[test]

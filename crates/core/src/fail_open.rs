@@ -46,6 +46,10 @@ pub enum Outcome<R, E> {
     },
     /// The lock stayed held: the holder's item.
     Held(R),
+    /// Our take landed, but its answer came after the whole lease (a request slower than the
+    /// lease, or a write settled by reading it back much later): it grants nothing, as another
+    /// waiter may have waited the lease out meanwhile. The caller gives the lock back.
+    Expired,
     /// The item is refused (`Record::corrupt`): no token is handed out from it. `landed`: our
     /// take was applied to it all the same (a fractional token, which no condition can
     /// exclude) and the caller gives the lock back.
@@ -365,6 +369,27 @@ where
     }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        match self.answered(a, env) {
+            Step::Done(Outcome::Taken { sent_at, .. }) if env.now >= sent_at + self.s.lease() => {
+                Step::Done(Outcome::Expired)
+            }
+            step => step,
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> St<R, E> {
+        self.timed(env)
+    }
+}
+
+impl<R, E> Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    fn answered(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
             return Step::Wait {
                 until: Time::MAX,
@@ -414,7 +439,7 @@ where
         }
     }
 
-    fn timer(&mut self, env: &Env) -> St<R, E> {
+    fn timed(&mut self, env: &Env) -> St<R, E> {
         if let Some(p) = self.pending.as_mut() {
             return p.resend(env.now);
         }
@@ -688,6 +713,16 @@ mod tests {
             matches!(step, Step::Done(Outcome::Taken { fencing_token: 4, .. })),
             "{step:?}"
         );
+    }
+
+    #[test]
+    fn a_take_answered_after_the_whole_lease_grants_nothing() {
+        for (answered_at, expired) in [(999, false), (1000, true), (5000, true)] {
+            let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+            let step = m.answer(Answer::Done(Reply::Token(5)), &env(answered_at));
+            let got = matches!(step, Step::Done(Outcome::Expired));
+            assert_eq!(got, expired, "answered at {answered_at} ms: {step:?}");
+        }
     }
 
     #[test]

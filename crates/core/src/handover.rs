@@ -11,6 +11,7 @@
 //! - Not done (refused, or failed), the lock is released instead, with the new `guid` among
 //!   those the release accepts when the write may have landed.
 
+use crate::broken::{self, Broken};
 use crate::op::Record;
 use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Purpose, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
@@ -77,7 +78,11 @@ where
             Next::Step(step) => step,
             Next::Ended(Ended::Ok(Reply::HandedOver(Some(t)))) => Step::Done(Outcome::Handed {
                 fencing_token: Some(t),
-                sent_at: self.sent_at,
+                sent_at: if broken::on(Broken::HandOverLeaseFromReply) {
+                    env.now
+                } else {
+                    self.sent_at
+                },
             }),
             Next::Ended(Ended::Ok(_)) => Step::Done(Outcome::Handed {
                 fencing_token: None,

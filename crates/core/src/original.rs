@@ -43,6 +43,11 @@ pub enum Outcome<R, E> {
         fencing_token: Option<u64>,
         sent_at: Time,
     },
+    /// FailOpen: our put landed, but its answer came after the whole lease: it grants
+    /// nothing (`fail_open::Outcome::Expired`), and the caller gives the lock back.
+    Expired {
+        fencing_token: u64,
+    },
     /// The lock stayed held through `retryCount` more attempts.
     Refused,
     /// A request failed: its error.
@@ -290,6 +295,9 @@ where
                 Step::Wait { until, abortable: true }
             }
             (Phase::Read, _) => self.put_item(1, Expect::Absent, env),
+            (Phase::Put { fencing_token: Some(t) }, Answer::Done(_)) if env.now >= self.sent_at + self.s.lease() => {
+                self.over(Outcome::Expired { fencing_token: t })
+            }
             (Phase::Put { fencing_token }, Answer::Done(_)) => self.over(Outcome::Taken {
                 fencing_token,
                 sent_at: self.sent_at,

@@ -4,7 +4,8 @@
 //!
 //! The protocol:
 //! - FailClosed deletes the item, FailOpen and Fifo mark it released, each only if it carries
-//!   the acquisition's `guid`; a refusal means there was nothing of ours to undo.
+//!   the acquisition's `guid`; a refusal means there was nothing of ours to undo. Over the
+//!   original's requests (a user's `dynamodb` object) the undo is the original's release.
 //! - It tries as hard as a release (`Lock::release_attempts`) in each of `UNDO_ROUNDS`
 //!   rounds, `UNDO_PAUSE` apart: about a minute in all, past a short outage. After that the
 //!   lease (FailOpen, Fifo) or the TTL (FailClosed) is left to free the item.
@@ -49,6 +50,10 @@ impl<R: Record> Undo<R> {
                 lock_acquired_time_unix_ms: None,
             },
         };
+        Self::sending(s, req, env)
+    }
+
+    fn sending<E>(s: Lock, req: Req<R::Guid, R::Version>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Undo {
             s,
             req,
@@ -57,6 +62,12 @@ impl<R: Record> Undo<R> {
         };
         let step = m.round(env);
         (m, step)
+    }
+
+    /// Undoes the write of `guid` (with `fencing_token`, FailOpen) made with the original's
+    /// requests.
+    pub fn original<E>(s: Lock, guid: R::Guid, fencing_token: Option<u64>, env: &Env) -> (Self, St<R, E>) {
+        Self::sending(s, crate::original::release(&s, &guid, fencing_token, env.unix_ms), env)
     }
 
     /// The request this undo sends.
@@ -158,7 +169,10 @@ mod tests {
 
     #[test]
     fn a_refusal_or_a_reply_ends_it() {
-        for a in [Answer::<LockRecord, &str>::Refused(None), Answer::Done(Reply::WaitingMark(None))] {
+        for a in [
+            Answer::<LockRecord, &str>::Refused(None),
+            Answer::Done(Reply::WaitingMark(None)),
+        ] {
             let (mut m, _) = U::start::<&str>(lock(Kind::FailOpen), G, &env(Duration::ZERO));
             assert_eq!(m.answer(a, &env(Duration::ZERO)), Step::Done(Outcome::Undone));
         }
