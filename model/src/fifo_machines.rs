@@ -1,6 +1,6 @@
 //! Fifo clients that are the core's Fifo machine itself (`dynamodb_lock_core::fifo::Acquire`)
-//! and its release (`release::Release`), stepped as the addon's driver (src/fifo.rs) steps
-//! them: every request goes to the item it names (a resource's head, or one of its queue
+//! and the end of a held lock (`ending::Ending`: the release of the head), stepped as the
+//! addon's driver (src/fifo.rs) steps them: every request goes to the item it names (a resource's head, or one of its queue
 //! entries) through the core's `op::apply`, its answer (or its timeout) goes back, a machine
 //! waiting for an instant is stepped when the clock reaches it, and the machine's effects on
 //! the client (a queue entry to heartbeat, a lock held, a lock to release, entries to clean
@@ -35,9 +35,9 @@
 use std::fmt;
 
 use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::release;
 use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
@@ -188,7 +188,7 @@ pub struct Held {
 pub struct Client {
     pub phase: Phase,
     pub acquire: Option<fifo::Acquire<Item, Fail>>,
-    pub release: Option<release::Release<Item, Fail>>,
+    pub release: Option<Ending<Item, Fail>>,
     pub net: Option<Net>,
     pub wake: Option<Tick>,
     /// The machine's wait ends on a cancellation too.
@@ -629,7 +629,17 @@ impl FifoMachines {
         };
         let h = c.held[r].expect("held");
         let env = self.env(s, i);
-        let (m, step) = release::Release::start(self.cfg.lock(), vec![h.guid], &env);
+        // The addon's end of a held Fifo lock: no hand-over (Fifo keeps its own order), a
+        // release of the head.
+        let end = End {
+            guids: vec![h.guid],
+            lost: false,
+            taken: false,
+            next: None,
+            held_for: ms(s.now - c.since),
+            contended: false,
+        };
+        let (m, step) = Ending::start(self.cfg.lock(), end, &env);
         let c = &mut s.clients[i];
         c.phase = Phase::Releasing(r);
         c.release = Some(m);
@@ -640,7 +650,7 @@ impl FifoMachines {
         &self,
         s: &mut State,
         i: usize,
-        step: Step<G, Ver, release::Outcome<Fail>>,
+        step: Step<G, Ver, ending::Outcome<G, Fail>>,
     ) -> Result<(), Violation> {
         let Phase::Releasing(r) = s.clients[i].phase else {
             unreachable!("a release step while not releasing")
@@ -662,7 +672,7 @@ impl FifoMachines {
             }
             Step::Done(out) => {
                 let h = c.held[r].take().expect("held");
-                if let release::Outcome::Released { .. } = out {
+                if let ending::Outcome::Released { .. } = out {
                     c.released.push((c.resources[r], h.guid));
                 }
                 self.release_from(s, i, r + 1)

@@ -143,8 +143,13 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         // A quarter of the runs send the original's requests (user objects); the broken
         // variants are the native machines'.
         original: bug.is_none() && rng.range(0, 3) == 0,
-        // Half the runs hand locks over to the holder's next acquisition.
-        hand_over: rng.range(0, 1) == 1,
+        // Half the runs of the protocol let client 0 hand its lock over to its next
+        // acquisition; of the variants, the hand-over's own (the others draw as before).
+        hand_over: match bug {
+            Some(machines::Bug::Core(Broken::HandOverLeaseFromReply)) => true,
+            Some(_) => false,
+            None => rng.range(0, 1) == 1,
+        },
         bug,
     };
     // The model steps heartbeats and hand-overs of the native requests only.
