@@ -156,20 +156,9 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
 fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant) -> Arc<HeldLock> {
     let resource = head.partition.clone();
     let lock = Arc::new(HeldLock::new(c.clone(), head, guid, Some(token), Some(sent_at)));
-    schedule(c, &lock);
+    c.heartbeats.watch(&lock);
     c.fifo.hold(&resource, token, &lock);
     lock
-}
-
-fn schedule(c: &Shared, lock: &Arc<HeldLock>) {
-    match c.settings.heartbeat_period {
-        Some(period) => c.heartbeats.schedule_first(lock, period),
-        None => {
-            if let Some(at) = lock.lease.until() {
-                c.heartbeats.schedule_lapse(lock, at);
-            }
-        }
-    }
 }
 
 /// One acquisition as the core's machine runs it: its resources, the queue entries it
@@ -328,7 +317,7 @@ impl Driver<'_> {
             None,
             Some(sent_at),
         ));
-        schedule(self.c, &lock);
+        self.c.heartbeats.watch(&lock);
         self.entries[resource] = Some(lock);
     }
 
@@ -1042,7 +1031,8 @@ mod tests {
         let expected = unix_now_s() + 3 + ENTRY_TTL_MARGIN.as_secs();
         assert!(ttl.abs_diff(expected) <= 1, "{ttl} vs {expected}");
         let guid = store.record(&key).unwrap().guid;
-        settle_for(1100).await;
+        // The first renewal falls within the entries' period (half the lease).
+        settle_for(1550).await;
         assert_ne!(store.record(&key).unwrap().guid, guid, "the entry's guid rotates");
         assert_eq!(
             store.record(&key).unwrap().fencing_token,

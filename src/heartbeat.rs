@@ -401,12 +401,8 @@ impl LazyHeartbeats {
 }
 
 impl Scheduler for LazyHeartbeats {
-    fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
-        self.get().schedule_first(lock, period);
-    }
-
-    fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
-        self.get().schedule_lapse(lock, at);
+    fn watch(&self, lock: &Arc<HeldLock>) {
+        self.get().watch(lock);
     }
 
     fn hurry(&self) -> Option<Box<dyn Send + '_>> {
@@ -518,29 +514,24 @@ impl Heartbeats {
         Hurry(&self.inbox)
     }
 
-    /// Schedules the call that reports the end of the lease of a lock without heartbeats.
-    pub fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant) {
-        self.schedule(lock, at);
-    }
-
-    /// Schedules the first heartbeat of a new lock at a random point of its period, so that
-    /// locks taken together renew evenly spread over the period. The period counts from when
-    /// the write that took the lock was sent, as its lease does: after an answer slower than
-    /// the period, the first heartbeat starts at once.
-    pub fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration) {
+    /// Watches a lock just taken (`Scheduler::watch`): its first heartbeat at a random point
+    /// of its period, so that locks taken together renew evenly spread over the period, or,
+    /// without heartbeats, the report of the end of its lease. Times count from when the write
+    /// that took the lock was sent, as its lease does: after an answer slower than the period,
+    /// the first heartbeat starts at once.
+    pub fn watch(&self, lock: &Arc<HeldLock>) {
+        let Some(until) = lock.lease.until() else { return };
         let now = Instant::now();
         let s = &lock.client.settings;
-        let random = rand::thread_rng().gen();
-        let config = beat_config(s, period);
-        let due = match lock.lease.until() {
-            // The core has it due within the period, and not past the lease's loss moment.
-            Some(until) => {
-                let sent = until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
-                sent + machine::first_due(&config, random, until.saturating_duration_since(sent))
-            }
-            None => now + machine::first_due(&config, random, Duration::MAX),
-        };
-        self.schedule(lock, due.max(now));
+        let config = beat_config(s, s.heartbeat_period.unwrap_or_default());
+        let sent = until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+        let first = machine::first_step(
+            &config,
+            s.heartbeat_period.is_some(),
+            rand::thread_rng().gen(),
+            until.saturating_duration_since(sent),
+        );
+        self.schedule(lock, (sent + first).max(now));
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -841,7 +832,15 @@ pub(crate) async fn beat(
     }
     let lease_until = lock.lease.until()?;
     let Some(period) = s.heartbeat_period else {
-        return lapse(lock, &mut st);
+        // A lock without heartbeats: the core says whether its lease is over.
+        let config = beat_config(s, Duration::ZERO);
+        let now = Instant::now();
+        let sent = lease_until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+        let until = lease_until.saturating_duration_since(sent);
+        if machine::lapsed(&config, now.saturating_duration_since(sent), until) {
+            return lapse(lock, &mut st);
+        }
+        return Some(sent + machine::first_step(&config, false, 0, until));
     };
     let new = st.beat_starts(new_guid())?;
     let guids = [st.guid, new];

@@ -43,10 +43,10 @@ pub trait EventSink: Send + Sync {
 /// The heartbeat scheduler as held locks and their acquisitions see it (`heartbeat`
 /// implements it).
 pub trait Scheduler: Send + Sync {
-    /// Schedules the first heartbeat of a lock just taken, at a random point of `period`.
-    fn schedule_first(&self, lock: &Arc<HeldLock>, period: Duration);
-    /// Schedules the report of the end of the lease of a lock without heartbeats.
-    fn schedule_lapse(&self, lock: &Arc<HeldLock>, at: Instant);
+    /// Watches a lock just taken, as the core's `heartbeat::first_step` says: its
+    /// heartbeats, or, without any, the end of its lease. A lock without a lease (FailClosed)
+    /// needs no watching.
+    fn watch(&self, lock: &Arc<HeldLock>);
     /// For a release that waits for a heartbeat in flight: until the guard is dropped, the
     /// scheduler (if it has started) takes replies as they come. `None`: not started.
     fn hurry(&self) -> Option<Box<dyn Send + '_>>;

@@ -158,6 +158,23 @@ pub fn first_due(config: &Config, random: u64, until: Time) -> Time {
     due(config, offset, until)
 }
 
+/// When the scheduler first steps a held lock whose lease ends at `until` (both times counted
+/// from when the write that took it was sent): at its first heartbeat (`first_due`), or, for
+/// a lock without heartbeats (`beats` false), at the moment its loss is declared.
+pub fn first_step(config: &Config, beats: bool, random: u64, until: Time) -> Time {
+    if beats {
+        first_due(config, random, until)
+    } else {
+        lost_at(config, until)
+    }
+}
+
+/// Whether a lock without heartbeats, stepped at `now`, has lost its lease ending at `until`:
+/// from the moment `first_step` gives on.
+pub fn lapsed(config: &Config, now: Time, until: Time) -> bool {
+    now >= lost_at(config, until)
+}
+
 /// The moment the loss of a lease that ends at `until` is declared: a timer grain early.
 fn lost_at(config: &Config, until: Time) -> Time {
     until.checked_sub(config.timer_grain).unwrap_or(until)
@@ -442,6 +459,15 @@ mod tests {
         // A period longer than the lease: due at the loss moment at the latest.
         let long = Config { period: ms(1500), ..c };
         assert!((0..1000u64).all(|r| first_due(&long, r * 7919, ms(1000)) <= ms(999)));
+    }
+
+    #[test]
+    fn a_lock_without_heartbeats_is_stepped_once_its_loss_is_due() {
+        let c = config();
+        assert_eq!(first_step(&c, false, 12345, ms(1000)), ms(999), "a timer grain early");
+        assert!(first_step(&c, true, 12345, ms(1000)) <= c.period);
+        assert!(!lapsed(&c, ms(998), ms(1000)));
+        assert!(lapsed(&c, ms(999), ms(1000)));
     }
 
     #[test]
