@@ -346,7 +346,7 @@ impl Driver<'_> {
     /// lock is handed to the caller: nobody waits for these entries any more (the head says
     /// who holds the lock), so the caller need not wait for them either, nor for an entry's
     /// heartbeat in flight, whose `guid` the removal needs. Best effort: DynamoDB's TTL
-    /// removes what is left.
+    /// removes what is left. One of the client's tasks: `close()` waits for it.
     fn cleanup(&mut self, entries: &[usize], passed: &[(usize, u64)]) {
         let c = self.c.clone();
         let entries: Vec<Arc<HeldLock>> = entries.iter().filter_map(|&r| self.entries[r].take()).collect();
@@ -356,7 +356,8 @@ impl Driver<'_> {
         }
         let passed: Vec<LockKey> = passed.iter().map(|&(r, p)| entry_key(&self.resources[r], p)).collect();
         let policy = c.settings.policy();
-        tokio::spawn(async move {
+        let tasks = c.tasks.clone();
+        tasks.spawn(async move {
             let c = &c;
             let mut own = Vec::with_capacity(entries.len());
             for entry in &entries {
