@@ -85,7 +85,17 @@ impl Client {
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
-            let taken = original::acquire(&self.shared, &key, cancel).await?;
+            let taken = original::acquire(
+                original::Via {
+                    store: &self.store,
+                    settings: &self.settings,
+                    names: &self.fifo.names,
+                    tasks: &self.tasks,
+                },
+                &key,
+                cancel,
+            )
+            .await?;
             let leased_from = (self.settings.kind == Kind::FailOpen).then_some(taken.sent_at);
             let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
             return self.start_lock(Arc::new(lock), cancel).await;

@@ -3,14 +3,17 @@
 //! `drive`, and its release machine. Heartbeats are the scheduler's
 //! (`heartbeat`), which writes the whole item for such a store.
 
+use std::sync::Arc;
+
 use dynamodb_lock_core::original::{self as machine, Outcome, Released};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 
 use crate::cancel::Cancel;
 use crate::drive::{run_keeping_refusal, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
-use crate::lock::Shared;
+use crate::queues::TableNames;
 use crate::release::{undo_later, Undoing};
 use crate::settings::Settings;
 use crate::store::Store;
@@ -22,8 +25,17 @@ pub struct Taken {
     pub sent_at: Instant,
 }
 
-pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
-    let (store, settings, names) = (&*c.store, &c.settings, &c.fifo.names);
+/// Where an acquisition over the original's requests goes: the store, the client's settings,
+/// the names its refusals give, and the tasks that undo a write given back too late.
+pub struct Via<'a> {
+    pub store: &'a Arc<dyn Store>,
+    pub settings: &'a Settings,
+    pub names: &'a TableNames,
+    pub tasks: &'a TaskTracker,
+}
+
+pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
+    let (store, settings, names) = (&**via.store, via.settings, via.names);
     let guid = new_guid();
     let clock = Clock::start();
     let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(Some(cancel)));
@@ -45,8 +57,8 @@ pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken
         Outcome::Expired { fencing_token } => {
             if release(store, settings, key, &guid, Some(fencing_token)).await.is_err() {
                 undo_later(
-                    &c.tasks,
-                    &c.store,
+                    via.tasks,
+                    via.store,
                     settings,
                     key,
                     Undoing::Original(guid, fencing_token),

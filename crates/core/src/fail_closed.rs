@@ -303,34 +303,15 @@ mod tests {
     use super::*;
     use crate::item::LockRecord;
     use crate::settings::Kind;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::testing::{self, env, ms};
 
     fn lock() -> Lock {
         Lock {
-            kind: Kind::FailClosed,
             retry_count: 2,
             acquire_period: ms(100),
             lease_duration_ms: 0,
-            trust_local_time: false,
             heartbeat_period: Duration::ZERO,
-            reread: ms(10),
-            later_waiter_reread: ms(250),
-            request_timeout: ms(50),
-            max_attempts: 2,
-            base_backoff: ms(10),
-            max_backoff: ms(20),
-        }
-    }
-
-    fn env(now: u64) -> Env {
-        Env {
-            now: ms(now),
-            unix_ms: 1_000_000 + now,
-            cancelled: false,
-            random: 0,
+            ..testing::lock(Kind::FailClosed)
         }
     }
 

@@ -382,13 +382,7 @@ where
     }
 }
 
-impl<R, E> Acquire<R, E>
-where
-    R: Record,
-    R::Guid: Clone,
-    R::Version: Clone,
-    E: Clone,
-{
+impl<R: Record, E: Clone> Acquire<R, E> {
     fn answered(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
             return Step::Wait {
@@ -467,34 +461,12 @@ mod tests {
     use super::*;
     use crate::item::LockRecord;
     use crate::settings::Kind;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::testing::{self, env, ms};
 
     fn lock() -> Lock {
         Lock {
-            kind: Kind::FailOpen,
-            retry_count: 1,
-            acquire_period: Duration::ZERO,
-            lease_duration_ms: 1000,
-            trust_local_time: false,
-            heartbeat_period: ms(300),
-            reread: ms(10),
-            later_waiter_reread: ms(250),
             request_timeout: ms(100),
-            max_attempts: 2,
-            base_backoff: ms(10),
-            max_backoff: ms(20),
-        }
-    }
-
-    fn env(now: u64) -> Env {
-        Env {
-            now: ms(now),
-            unix_ms: 1_000_000 + now,
-            cancelled: false,
-            random: 0,
+            ..testing::lock(Kind::FailOpen)
         }
     }
 

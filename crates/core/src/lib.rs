@@ -47,5 +47,7 @@ pub mod original;
 pub mod release;
 pub mod request;
 pub mod settings;
+#[cfg(test)]
+mod testing;
 pub mod undo;
 pub mod waiting;

@@ -165,37 +165,9 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::item::LockRecord;
-
-    fn lock(kind: Kind) -> Lock {
-        let ms = Duration::from_millis;
-        Lock {
-            kind,
-            retry_count: 1,
-            acquire_period: Duration::ZERO,
-            lease_duration_ms: 1000,
-            trust_local_time: false,
-            heartbeat_period: ms(300),
-            reread: ms(10),
-            later_waiter_reread: ms(250),
-            request_timeout: ms(50),
-            max_attempts: 2,
-            base_backoff: ms(10),
-            max_backoff: ms(20),
-        }
-    }
-
-    fn env(now: u64) -> Env {
-        Env {
-            now: Duration::from_millis(now),
-            unix_ms: 1_000_000 + now,
-            cancelled: false,
-            random: 0,
-        }
-    }
+    use crate::testing::{env, lock};
 
     type R = Release<LockRecord, &'static str>;
 

@@ -123,32 +123,17 @@ mod tests {
     use super::*;
     use crate::item::LockRecord;
     use crate::op::Reply;
+    use crate::testing;
 
     fn lock(kind: Kind) -> Lock {
-        let ms = Duration::from_millis;
         Lock {
-            kind,
-            retry_count: 1,
-            acquire_period: Duration::ZERO,
-            lease_duration_ms: 1000,
             trust_local_time: true,
-            heartbeat_period: ms(300),
-            reread: ms(10),
-            later_waiter_reread: ms(250),
-            request_timeout: ms(50),
-            max_attempts: 2,
-            base_backoff: ms(10),
-            max_backoff: ms(20),
+            ..testing::lock(kind)
         }
     }
 
     fn env(now: Duration) -> Env {
-        Env {
-            now,
-            unix_ms: 1_000_000,
-            cancelled: false,
-            random: 0,
-        }
+        Env { now, ..testing::env(0) }
     }
 
     type U = Undo<LockRecord>;

@@ -1,0 +1,39 @@
+//! What the machines' unit tests share: a lock's settings and the inputs' clocks.
+
+use std::time::Duration;
+
+use crate::request::Env;
+use crate::settings::{Kind, Lock};
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Settings of a lock of `kind` with short, round times: a 1 s lease, 50 ms request timeouts,
+/// two attempts.
+pub fn lock(kind: Kind) -> Lock {
+    Lock {
+        kind,
+        retry_count: 1,
+        acquire_period: Duration::ZERO,
+        lease_duration_ms: 1000,
+        trust_local_time: false,
+        heartbeat_period: ms(300),
+        reread: ms(10),
+        later_waiter_reread: ms(250),
+        request_timeout: ms(50),
+        max_attempts: 2,
+        base_backoff: ms(10),
+        max_backoff: ms(20),
+    }
+}
+
+/// The inputs' clocks at `now` ms: the wall clock a million ms later.
+pub fn env(now: u64) -> Env {
+    Env {
+        now: ms(now),
+        unix_ms: 1_000_000 + now,
+        cancelled: false,
+        random: 0,
+    }
+}
