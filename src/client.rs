@@ -2,7 +2,6 @@
 //! acquisition of every kind, with the local line of acquisitions of one id.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use dynamodb_lock_core::settings;
 use tokio::time::Instant;
@@ -169,17 +168,6 @@ impl Client {
         Ok(lock)
     }
 
-    /// How long a waiter in the line waits for one holder before it gives up: what the
-    /// original library would have waited (`retryCount` pauses of `acquirePeriodMs`, or
-    /// `retryCount + 1` leases).
-    fn patience(&self) -> Duration {
-        let s = &self.settings;
-        match s.kind {
-            Kind::FailClosed => s.acquire_period.saturating_mul(s.retry_count),
-            Kind::FailOpen | Kind::Fifo => s.lease().saturating_mul(s.retry_count.saturating_add(1)),
-        }
-    }
-
     /// Waits in the line until the lock is handed over (`Some`) or it is this waiter's turn
     /// to ask DynamoDB (`None`).
     async fn wait_in_line(
@@ -188,7 +176,7 @@ impl Client {
         mut waiter: Waiter,
         cancel: &Cancel,
     ) -> Result<Option<HeldLock>, LockError> {
-        let patience = self.patience();
+        let patience = self.settings.protocol().line_patience();
         let outcome = loop {
             let since = self.lines.holder_since(key).unwrap_or_else(Instant::now);
             tokio::select! {

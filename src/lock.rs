@@ -327,12 +327,10 @@ impl HeldLock {
         let c = &self.client;
         let s = &c.settings;
         let guids = st.guids();
-        // Heartbeats wait for the update: it may use at most half of the lease left, so that
-        // an outage cannot keep them from renewing the lease.
         let mut policy = s.policy();
         if let Some(until) = self.lease.until() {
             let now = Instant::now();
-            policy = policy.until(now + until.saturating_duration_since(now) / 2);
+            policy = policy.until(now + held::update_time(until.saturating_duration_since(now)));
         }
         match attempt(policy, || {
             c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())

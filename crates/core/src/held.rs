@@ -16,6 +16,8 @@
 //! - Releasing a released lock is quiet for FailOpen and Fifo, as in the original library,
 //!   and an error for FailClosed: its item is gone, so the lock is not ours to release.
 
+use std::time::Duration;
+
 use crate::broken::{self, Broken};
 use crate::settings::Kind;
 
@@ -41,6 +43,13 @@ pub enum Release<G> {
     /// took the lock (a FailOpen lock then needs no write; a Fifo head still lets its queue
     /// go on).
     Write { guids: Vec<G>, taken: bool },
+}
+
+/// How long a write of the holder's data (`lock.update`) may take, with its retries, when
+/// `lease_left` is left of the lease: heartbeats wait for it, so it takes at most half, and an
+/// outage cannot keep them from renewing the lease.
+pub fn update_time(lease_left: Duration) -> Duration {
+    lease_left / 2
 }
 
 /// The `guid`s and the fate of one held lock.

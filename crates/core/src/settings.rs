@@ -178,6 +178,16 @@ impl Lock {
         self.mark_renew() + self.reread_ceiling() * 2
     }
 
+    /// How long an acquisition waiting in this client's line for another acquisition of the
+    /// same lock waits for that holder before it gives up: what the original library would
+    /// have waited (`retryCount` pauses of `acquirePeriodMs`, or `retryCount + 1` leases).
+    pub fn line_patience(&self) -> Duration {
+        match self.kind {
+            Kind::FailClosed => self.acquire_period.saturating_mul(self.retry_count),
+            Kind::FailOpen | Kind::Fifo => self.lease().saturating_mul(self.retry_count.saturating_add(1)),
+        }
+    }
+
     /// How long a client that released a lock while another process's waiter had marked it
     /// (or after waiting for it itself) stands back from taking it again, the lock having been
     /// held `held_for`: the first waiter's longest pause after a wait that long, and half a
