@@ -90,6 +90,7 @@ impl Client {
                     settings: &self.settings,
                     names: &self.fifo.names,
                     tasks: &self.tasks,
+                    closing: &self.closing,
                 },
                 &key,
                 cancel,

@@ -61,7 +61,7 @@ pub async fn acquire(
         }),
         Outcome::Expired => {
             if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-                undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
+                undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
             }
             Err(LockError::Lost(LostReason::LeaseExpired))
         }
@@ -75,7 +75,7 @@ pub async fn acquire(
                 // Our take raised a token that is refused: the lock is given back before the
                 // refusal is reported, and later if the release cannot be made now.
                 if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-                    undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
+                    undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
                 }
             }
             Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
@@ -84,7 +84,7 @@ pub async fn acquire(
         }
         Outcome::Failed { error, undo } => {
             if undo {
-                undo_later(&c.tasks, &c.store, &c.settings, key, Undoing::Native(guid));
+                undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
             }
             Err(LockError::Store(error))
         }

@@ -1054,6 +1054,7 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn close(&self, abandon: bool) {
         self.cancels.close();
+        self.inner.closing.cancel();
         if abandon {
             for lock in abandon_locks(&Arc::downgrade(&self.inner)) {
                 // A heartbeat under way ends at once; `close()` waits for that too. On the

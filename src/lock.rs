@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use dynamodb_lock_core::{ending, held};
 
+use crate::cancel::Cancel;
 use crate::config::Kind;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
@@ -67,6 +68,9 @@ pub struct Shared {
     /// Every task that speaks to DynamoDB for this client (requests from JavaScript, undoing
     /// writes of unknown outcome, the end of abandoned heartbeats): `close()` waits for them.
     pub tasks: tokio_util::task::TaskTracker,
+    /// Set by `close()`: the client's background work (`release::undo_later`) makes its last
+    /// attempt at once instead of pausing.
+    pub closing: Arc<Cancel>,
 }
 
 impl Shared {
@@ -87,6 +91,7 @@ impl Shared {
             fifo,
             entries: OnceLock::new(),
             tasks: tokio_util::task::TaskTracker::new(),
+            closing: Arc::default(),
         }
     }
 }

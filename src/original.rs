@@ -32,6 +32,7 @@ pub struct Via<'a> {
     pub settings: &'a Settings,
     pub names: &'a TableNames,
     pub tasks: &'a TaskTracker,
+    pub closing: &'a Arc<Cancel>,
 }
 
 pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
@@ -60,6 +61,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
                     via.tasks,
                     via.store,
                     settings,
+                    via.closing,
                     key,
                     Undoing::Original(guid, fencing_token),
                 );

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use dynamodb_lock_core::release::{Outcome as Released, Release};
 use dynamodb_lock_core::undo::{self, Undo};
 
+use crate::cancel::Cancel;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{Guid, LockKey};
@@ -50,12 +51,14 @@ pub fn undo_later(
     tasks: &tokio_util::task::TaskTracker,
     store: &Arc<dyn Store>,
     settings: &Settings,
+    closing: &Arc<Cancel>,
     key: &LockKey,
     what: Undoing,
 ) {
     let store = store.clone();
     let key = key.clone();
     let settings = settings.clone();
+    let closing = closing.clone();
     tasks.spawn(async move {
         let clock = Clock::start();
         let (s, env) = (settings.protocol(), clock.env(None));
@@ -68,7 +71,8 @@ pub fn undo_later(
             key: &key,
             settings: &settings,
             data: None,
-            cancel: None,
+            // `close()` cuts its pauses short: one last round, then it ends.
+            cancel: Some(&closing),
         };
         // Given up: the lease (or the TTL) frees the item.
         let _: undo::Outcome<StoreError> = run(&mut m, step, clock, &to).await;

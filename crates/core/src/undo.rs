@@ -8,7 +8,8 @@
 //!   original's requests (a user's `dynamodb` object) the undo is the original's release.
 //! - It tries as hard as a release (`Lock::release_attempts`) in each of `UNDO_ROUNDS`
 //!   rounds, `UNDO_PAUSE` apart: about a minute in all, past a short outage. After that the
-//!   lease (FailOpen, Fifo) or the TTL (FailClosed) is left to free the item.
+//!   lease (FailOpen, Fifo) or the TTL (FailClosed) is left to free the item. Cancelled (the
+//!   client closes), it makes one more round at once and ends.
 
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ impl<R: Record, E> Machine<R, E> for Undo<R> {
                 }
                 Step::Wait {
                     until: env.now + UNDO_PAUSE,
-                    abortable: false,
+                    abortable: true,
                 }
             }
         }
@@ -113,7 +114,13 @@ impl<R: Record, E> Machine<R, E> for Undo<R> {
     fn timer(&mut self, env: &Env) -> St<R, E> {
         match self.pending.as_mut() {
             Some(p) => p.resend(env.now),
-            None => self.round(env),
+            None => {
+                // Cancelled (the client closes): this round is the last.
+                if env.cancelled {
+                    self.rounds_left = self.rounds_left.min(1);
+                }
+                self.round(env)
+            }
         }
     }
 }
@@ -161,6 +168,29 @@ mod tests {
             let (mut m, _) = U::start::<&str>(lock(Kind::FailOpen), G, &env(Duration::ZERO));
             assert_eq!(m.answer(a, &env(Duration::ZERO)), Step::Done(Outcome::Undone));
         }
+    }
+
+    #[test]
+    fn cancelled_during_a_pause_it_makes_one_last_round_at_once() {
+        let (mut m, _) = U::start::<&str>(lock(Kind::FailClosed), G, &env(Duration::ZERO));
+        let down = || Answer::Failed {
+            error: "down",
+            transient: false,
+            maybe_applied: false,
+        };
+        assert!(matches!(
+            m.answer(down(), &env(Duration::ZERO)),
+            Step::Wait { abortable: true, .. }
+        ));
+        let closing = Env {
+            cancelled: true,
+            ..env(Duration::from_millis(10))
+        };
+        assert!(
+            matches!(Machine::<LockRecord, &str>::timer(&mut m, &closing), Step::Send { .. }),
+            "the last round"
+        );
+        assert_eq!(m.answer(down(), &closing), Step::Done(Outcome::GaveUp("down")));
     }
 
     #[test]
