@@ -832,15 +832,7 @@ pub(crate) async fn beat(
     }
     let lease_until = lock.lease.until()?;
     let Some(period) = s.heartbeat_period else {
-        // A lock without heartbeats: the core says whether its lease is over.
-        let config = beat_config(s, Duration::ZERO);
-        let now = Instant::now();
-        let sent = lease_until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
-        let until = lease_until.saturating_duration_since(sent);
-        if machine::lapsed(&config, now.saturating_duration_since(sent), until) {
-            return lapse(lock, &mut st);
-        }
-        return Some(sent + machine::first_step(&config, false, 0, until));
+        return watch_lapse(lock, &mut st, lease_until);
     };
     let new = st.beat_starts(new_guid())?;
     let guids = [st.guid, new];
@@ -1036,6 +1028,20 @@ type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), S
 
 /// A heartbeat write under way: when it was sent, and its answer.
 type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;
+
+/// A lock without heartbeats, whose lease ends at `lease_until`: lost if the core says its
+/// lease is over, else watched again when it will be.
+fn watch_lapse(lock: &HeldLock, st: &mut LockState, lease_until: Instant) -> Option<Instant> {
+    let s = &lock.client.settings;
+    let config = beat_config(s, Duration::ZERO);
+    let now = Instant::now();
+    let sent = lease_until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+    let until = lease_until.saturating_duration_since(sent);
+    if machine::lapsed(&config, now.saturating_duration_since(sent), until) {
+        return lapse(lock, st);
+    }
+    Some(sent + machine::first_step(&config, false, 0, until))
+}
 
 /// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
 /// that a release can still free the item if nobody has taken it.
