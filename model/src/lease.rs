@@ -5,9 +5,11 @@
 //! `op::apply`; each write may be lost before it lands, land at once or a tick later, and its
 //! answer may come at once, a tick later or never. The holder may be paused once (SIGSTOP, a
 //! frozen Lambda) for longer than a lease; each waiter (one in the exhaustive search, up to four in
-//! the simulator) reads the item at any moment, waits out a lease on its own clock (which may run
-//! fast by `drift` ticks per lease) and then takes the lock on the condition that the item still
-//! carries what it saw.
+//! the simulator) is the core's FailOpen acquisition (`fail_open::Acquire`) that keeps trying,
+//! started at any moment: it takes, waits out the lease it saw on its own clock (which may run
+//! fast by `drift` ticks per lease), re-reads at its pace, and takes the lock on the condition
+//! that the item still carries what it saw. Its requests land at once or `delay` ticks later and
+//! are answered as they land.
 //!
 //! Property, "a holder's loss is known no later than a rival's grant": when the waiter is
 //! granted the lock, the holder has declared the loss, unless it is paused; and the first step
@@ -16,12 +18,15 @@
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::fail_open::{self, Acquire};
 use dynamodb_lock_core::heartbeat::{self, Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
 use dynamodb_lock_core::op::{self as core_op, Reply};
+use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step as MStep};
+use dynamodb_lock_core::settings::Kind;
 
-use crate::env::{ms, tick, Tick};
+use crate::env::{self, ms, tick, Fail, Tick};
 use crate::explore::{Model, Violation};
-use crate::item::{Item, Ver, FIELDS, G};
+use crate::item::{Item, Ver, G};
 
 pub const PROPERTY: &str = "a holder's loss is known no later than a rival's grant";
 
@@ -89,21 +94,20 @@ struct Write {
     awaited: bool,
 }
 
+/// A waiter's acquisition under way: the machine, the request it sent (and when it lands,
+/// once its delay is chosen), or when it asked to be stepped again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Asking {
+    m: Box<Acquire<Item, Fail>>,
+    req: Option<(Req<G, Ver>, Option<Tick>)>,
+    wake: Option<Tick>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Waiter {
     Idle,
-    /// Saw the item at `saw`; takes it once its clock says a lease has passed, at `until`.
-    Waiting {
-        saw: Ver,
-        until: Tick,
-    },
-    Taking {
-        saw: Ver,
-        land_at: Tick,
-    },
-    Granted {
-        at: Tick,
-    },
+    Asking(Asking),
+    Granted { at: Tick },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -142,10 +146,14 @@ pub enum Action {
     /// Write `i` lands on the item.
     Land(usize),
     Pause,
-    WaiterRead(usize),
-    /// Waiter `i`'s wait is over: it sends its take, landing after `delay` ticks.
-    WaiterTake(usize, Tick),
+    /// Waiter `i` starts acquiring.
+    WaiterStart(usize),
+    /// Waiter `i`'s request is on its way, landing after this many ticks.
+    WaiterSend(usize, Tick),
+    /// Waiter `i`'s request lands and is answered.
     WaiterLand(usize),
+    /// Waiter `i`'s machine is stepped at the instant it asked for.
+    WaiterTimer(usize),
     Tick,
 }
 
@@ -282,6 +290,76 @@ impl LeaseModel {
         Some(sent)
     }
 
+    /// Waiter `i`'s inputs at real tick `now`: its monotonic clock runs `drift` ticks fast
+    /// over a lease.
+    fn waiter_env(&self, now: Tick) -> Env {
+        let c = &self.config;
+        let lease = u64::from(c.lease);
+        let micros = u64::from(now) * 1000 * lease / (lease - u64::from(c.drift));
+        Env {
+            now: Duration::from_micros(micros),
+            unix_ms: now.into(),
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    /// The real tick at which waiter time `t` comes (the first tick at or after it).
+    fn waiter_tick(&self, t: Duration) -> Tick {
+        let c = &self.config;
+        let lease = u128::from(c.lease);
+        let real = (t.as_micros() * (lease - u128::from(c.drift))).div_ceil(lease * 1000);
+        Tick::try_from(real).unwrap_or(Tick::MAX)
+    }
+
+    /// Carries out waiter `i`'s machine's step.
+    fn waiter_step(&self, s: &mut State, i: usize, step: MStep<G, Ver, fail_open::Outcome<Item, Fail>>) {
+        let now = s.now;
+        let Waiter::Asking(a) = &mut s.waiters[i] else {
+            unreachable!("a waiter's step while it asks")
+        };
+        a.req = None;
+        a.wake = None;
+        match step {
+            MStep::Send { req, .. } => a.req = Some((req, None)),
+            MStep::Wait { until, .. } => a.wake = Some(self.waiter_tick(until).max(now)),
+            MStep::Done(fail_open::Outcome::Taken { .. }) => s.waiters[i] = Waiter::Granted { at: now },
+            MStep::Done(_) => s.waiters[i] = Waiter::Idle,
+        }
+    }
+
+    /// Waiter `i`'s request lands on the item through the addon's translation, and is
+    /// answered at once.
+    fn waiter_lands(&self, s: &mut State, i: usize) {
+        let Waiter::Asking(a) = &s.waiters[i] else {
+            unreachable!("a waiter's request while it asks")
+        };
+        let (req, _) = a.req.clone().expect("a request on its way");
+        let reply = match req {
+            // The model's item keeps no first-in-line mark: the mark decides fairness, never
+            // a grant.
+            Req::MarkWaiting { .. } => Reply::Done,
+            _ => {
+                let adds = Adds {
+                    fields: env::open_fields(self.config.lease),
+                    ttl_released: None,
+                };
+                let parts = req.parts(&adds);
+                let (item, reply) = core_op::apply(&req.op(&adds, &parts), Some(s.item));
+                if let Some(item) = item {
+                    s.item = item;
+                }
+                reply
+            }
+        };
+        let env = self.waiter_env(s.now);
+        let Waiter::Asking(a) = &mut s.waiters[i] else {
+            unreachable!()
+        };
+        let step = a.m.answer(answer_of(reply), &env);
+        self.waiter_step(s, i, step);
+    }
+
     /// When the first waiter was granted the lock.
     fn granted_at(s: &State) -> Option<Tick> {
         s.waiters.iter().find_map(|w| match w {
@@ -330,6 +408,7 @@ impl Model for LeaseModel {
                 item: Item {
                     guid: 1,
                     token: 1,
+                    lease: self.config.lease,
                     ..Item::default()
                 },
                 holder: Holder::Idle { due },
@@ -378,16 +457,27 @@ impl Model for LeaseModel {
         // Once one waiter is granted the lock, the run is about the holder alone.
         let granted = Self::granted_at(s).is_some();
         for (i, w) in s.waiters.iter().enumerate().filter(|_| !granted) {
-            match *w {
-                Waiter::Idle => out.push(Action::WaiterRead(i)),
-                Waiter::Waiting { until, .. } if until <= s.now => {
+            match w {
+                Waiter::Idle => out.push(Action::WaiterStart(i)),
+                Waiter::Asking(Asking {
+                    req: Some((_, None)), ..
+                }) => {
                     forced = true;
-                    out.push(Action::WaiterTake(i, 0));
-                    out.push(Action::WaiterTake(i, self.config.delay));
+                    out.push(Action::WaiterSend(i, 0));
+                    if self.config.delay > 0 {
+                        out.push(Action::WaiterSend(i, self.config.delay));
+                    }
                 }
-                Waiter::Taking { land_at, .. } if land_at <= s.now => {
+                Waiter::Asking(Asking {
+                    req: Some((_, Some(at))),
+                    ..
+                }) if *at <= s.now => {
                     forced = true;
                     out.push(Action::WaiterLand(i));
+                }
+                Waiter::Asking(Asking { wake: Some(at), .. }) if *at <= s.now => {
+                    forced = true;
+                    out.push(Action::WaiterTimer(i));
                 }
                 _ => {}
             }
@@ -414,10 +504,11 @@ impl Model for LeaseModel {
                 let w = &mut t.writes[*i];
                 w.land_at = None;
                 let guids = [s.guid, s.pending];
+                let fields = env::open_fields(self.config.lease);
                 let op: core_op::Op<'_, Item> = core_op::Op::Renew {
                     guids: &guids,
                     new_guid: &s.pending,
-                    fields: &FIELDS,
+                    fields: &fields,
                 };
                 let (item, reply) = core_op::apply(&op, Some(s.item));
                 if let Some(item) = item {
@@ -436,41 +527,37 @@ impl Model for LeaseModel {
                 t.paused_until = Some(s.now + self.config.pause);
                 t.pause_used = true;
             }
-            Action::WaiterRead(i) => {
-                let lease = self.config.lease.saturating_sub(self.config.drift);
-                t.waiters[*i] = Waiter::Waiting {
-                    saw: s.item.version(),
-                    until: s.now + lease,
+            Action::WaiterStart(i) => {
+                // The waiter keeps trying; its `guid`s are its own (200 and up).
+                let lock = dynamodb_lock_core::settings::Lock {
+                    retry_count: u32::MAX,
+                    ..env::lock(Kind::FailOpen, self.config.lease, WAITER_REREAD, 1000, 2)
                 };
+                let (m, step) = Acquire::start(lock, 200 + *i as G, None, &self.waiter_env(s.now));
+                t.waiters[*i] = Waiter::Asking(Asking {
+                    m: Box::new(m),
+                    req: None,
+                    wake: None,
+                });
+                self.waiter_step(&mut t, *i, step);
             }
-            Action::WaiterTake(i, delay) => {
-                if let Waiter::Waiting { saw, .. } = s.waiters[*i] {
-                    t.waiters[*i] = Waiter::Taking {
-                        saw,
-                        land_at: s.now + delay,
-                    };
+            Action::WaiterSend(i, delay) => {
+                if let Waiter::Asking(Asking {
+                    req: Some((_, land_at)),
+                    ..
+                }) = &mut t.waiters[*i]
+                {
+                    *land_at = Some(s.now + delay);
                 }
             }
-            Action::WaiterLand(i) => {
-                if let Waiter::Taking { saw, .. } = s.waiters[*i] {
-                    let guid: G = 200 + *i as G;
-                    let op: core_op::Op<'_, Item> = core_op::Op::Take {
-                        fields: &FIELDS,
-                        guid: &guid,
-                        waited_out: Some(&saw),
-                        clear_mark: false,
-                    };
-                    let (item, reply) = core_op::apply(&op, Some(s.item));
-                    t.waiters[*i] = match reply {
-                        Reply::Refused(_) => Waiter::Idle,
-                        _ => {
-                            if let Some(item) = item {
-                                t.item = item;
-                            }
-                            Waiter::Granted { at: s.now }
-                        }
-                    };
-                }
+            Action::WaiterLand(i) => self.waiter_lands(&mut t, *i),
+            Action::WaiterTimer(i) => {
+                let env = self.waiter_env(s.now);
+                let Waiter::Asking(a) = &mut t.waiters[*i] else {
+                    unreachable!()
+                };
+                let step = a.m.timer(&env);
+                self.waiter_step(&mut t, *i, step);
             }
             Action::Tick => {
                 t.now += 1;
@@ -520,6 +607,9 @@ pub struct LeaseResult {
     /// The property violated and the steps to it.
     pub counterexample: Option<(&'static str, Vec<String>)>,
 }
+
+/// A waiter's re-read pace, in ticks (`rereadPeriodMs`).
+const WAITER_REREAD: Tick = 1;
 
 /// Beyond this many states a run stops and reports itself incomplete.
 const MAX_STATES: usize = 12_000_000;

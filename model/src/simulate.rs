@@ -79,7 +79,12 @@ fn draw(rng: &mut Rng, bug: Option<Broken>) -> Config {
         period,
         danger_margin: rng.range(0, (lease / 2) as u64) as u16,
         delay: rng.range(1, 5) as u16,
-        pause: rng.range(1, 3 * lease as u64) as u16,
+        // The variants show once an answer comes after the lease's end: their runs pause the
+        // holder for longer than a lease.
+        pause: match bug {
+            Some(_) => rng.range(lease as u64, 3 * lease as u64) as u16,
+            None => rng.range(1, 3 * lease as u64) as u16,
+        },
         horizon: lease * rng.range(2, 6) as u16,
         drift: 0,
         waiters: rng.range(1, 4) as u8,

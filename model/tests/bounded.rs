@@ -166,7 +166,7 @@ fn the_simulator_holds_for_the_protocol_and_catches_every_variant() {
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 2_000_000);
     for bug in dynamodb_lock_core::broken::Broken::TIMING {
-        let b = simulate(1, 400_000, Some(bug));
+        let b = simulate(1, 1_000_000, Some(bug));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(f.property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
         let (_, again) = run_one(f.seed, Some(bug));
