@@ -22,6 +22,14 @@ pub struct Taken {
     pub contended: bool,
 }
 
+/// Gives back a lock our take left on the item that the caller does not get: released now,
+/// or undone later if the release fails.
+async fn give_back(c: &Shared, key: &LockKey, guid: Guid) {
+    if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
+        undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
+    }
+}
+
 /// `until_aborted`: the acquisition waits until it takes the lock or is cancelled, whatever
 /// `retryCount` says (a `campaign()` candidate: a new acquisition after each refusal would start
 /// the pace of its re-reads over).
@@ -60,9 +68,7 @@ pub async fn acquire(
             contended,
         }),
         Outcome::Expired => {
-            if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-                undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
-            }
+            give_back(c, key, guid).await;
             Err(LockError::Lost(LostReason::LeaseExpired))
         }
         Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
@@ -74,9 +80,7 @@ pub async fn acquire(
             if landed {
                 // Our take raised a token that is refused: the lock is given back before the
                 // refusal is reported, and later if the release cannot be made now.
-                if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-                    undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
-                }
+                give_back(c, key, guid).await;
             }
             Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
                 LockError::Internal("an item refused by the core was accepted by its record".into())

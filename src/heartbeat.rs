@@ -524,7 +524,7 @@ impl Heartbeats {
         let now = Instant::now();
         let s = &lock.client.settings;
         let config = beat_config(s, s.heartbeat_period.unwrap_or_default());
-        let sent = until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+        let sent = leased_from(s, until, now);
         let first = machine::first_step(
             &config,
             s.heartbeat_period.is_some(),
@@ -1035,12 +1035,18 @@ fn watch_lapse(lock: &HeldLock, st: &mut LockState, lease_until: Instant) -> Opt
     let s = &lock.client.settings;
     let config = beat_config(s, Duration::ZERO);
     let now = Instant::now();
-    let sent = lease_until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now));
+    let sent = leased_from(s, lease_until, now);
     let until = lease_until.saturating_duration_since(sent);
     if machine::lapsed(&config, now.saturating_duration_since(sent), until) {
         return lapse(lock, st);
     }
     Some(sent + machine::first_step(&config, false, 0, until))
+}
+
+/// When the write that took a lock whose lease ends at `until` was sent (the core's times count
+/// from it), and never after `now`.
+fn leased_from(s: &crate::settings::Settings, until: Instant, now: Instant) -> Instant {
+    until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now))
 }
 
 /// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
