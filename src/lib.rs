@@ -556,6 +556,10 @@ fn abandon_locks(client: &std::sync::Weak<Client>) -> Vec<Arc<HeldLock>> {
 /// is released, since nobody is left to hold it) and its held locks abandoned.
 fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
     cancels.close();
+    // Undos of writes of unknown outcome make their last round now, as on `close()`.
+    if let Some(c) = client.upgrade() {
+        c.closing.cancel();
+    }
     abandon_locks(client);
 }
 
