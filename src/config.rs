@@ -123,12 +123,13 @@ const FIFO: &[Field] = &[
 const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
 
 /// Attributes only this library writes, which key and TTL attribute names may not take.
-const OWN_NAMES: [&str; 5] = [
+const OWN_NAMES: [&str; 6] = [
     item::LOCK_DATA,
     item::LOCK_WAITING_UNIX_MS,
     item::LOCK_WAITER,
     item::LOCK_WAITING_SINCE_UNIX_MS,
     item::LOCK_WRITTEN_UNIX_MS,
+    item::LOCK_SESSION,
 ];
 
 /// The methods a user-supplied `dynamodb` object must have (the original's requirement).

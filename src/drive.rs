@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::error::StoreError;
-use crate::item::{unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
+use crate::item::{self, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
 use crate::store::{timed_out, Store};
 
@@ -24,6 +24,8 @@ pub struct Target<'a> {
     pub settings: &'a Settings,
     /// The holder's data an acquisition writes.
     pub data: Option<&'a LockData>,
+    /// The session an acquisition or hand-over holds the lock through (`None`: its own lease).
+    pub session: Option<&'a str>,
     pub cancel: Option<&'a Cancel>,
 }
 
@@ -133,13 +135,23 @@ pub fn answer(r: Result<op::Reply<LockRecord>, StoreError>) -> Answer<LockRecord
 /// Sends one request as the operation it is, with what the client's settings add to it.
 pub async fn send(to: &Target<'_>, req: &Request) -> Result<op::Reply<LockRecord>, StoreError> {
     let s = to.settings;
+    let mut fields = OpenFields {
+        data: to.data,
+        ..s.open_fields()
+    };
+    if let Some(id) = to.session {
+        fields.session = Some(id);
+        fields.lease_duration_ms = item::SESSION_LOCK_LEASE_MS;
+    }
     let adds = Adds {
-        fields: OpenFields {
-            data: to.data,
-            ..s.open_fields()
-        },
+        fields,
         ttl_released: s.ttl_released(),
     };
     let parts = req.parts(&adds);
-    to.store.apply(to.key, &req.op(&adds, &parts)).await
+    let op = req.op(&adds, &parts);
+    match req.session() {
+        // A waiter's read or end of the session a lock is held through: the session's item.
+        Some(id) => to.store.apply(&item::session_key(id, to.key.sort.is_some()), &op).await,
+        None => to.store.apply(to.key, &op).await,
+    }
 }

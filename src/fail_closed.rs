@@ -22,6 +22,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
         key,
         settings: &c.settings,
         data,
+        session: None,
         cancel: Some(cancel),
     };
     match run(&mut m, step, clock, &to).await {

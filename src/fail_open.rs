@@ -54,6 +54,7 @@ pub async fn acquire(
         key,
         settings: &c.settings,
         data,
+        session: None,
         cancel: Some(cancel),
     };
     match run(&mut m, step, clock, &to).await {

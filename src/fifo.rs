@@ -90,6 +90,7 @@ fn fields(c: &Shared) -> OpenFields<'_> {
         data: None,
         ttl: None,
         token_floor: 0,
+        session: None,
     }
 }
 

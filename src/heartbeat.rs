@@ -919,6 +919,7 @@ fn target(lock: &HeldLock) -> Target<'_> {
         key: &lock.key,
         settings: &lock.client.settings,
         data: None,
+        session: None,
         cancel: None,
     }
 }

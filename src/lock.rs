@@ -274,6 +274,7 @@ impl HeldLock {
             key: &self.key,
             settings: &c.settings,
             data: None,
+            session: None,
             cancel: None,
         };
         loop {

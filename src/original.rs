@@ -45,6 +45,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
         key,
         settings,
         data: None,
+        session: None,
         cancel: Some(cancel),
     };
     // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
@@ -94,6 +95,7 @@ pub async fn release(
         key,
         settings,
         data: None,
+        session: None,
         cancel: None,
     };
     let mut refusal = None;

@@ -25,6 +25,7 @@ pub async fn release(store: &dyn Store, settings: &Settings, key: &LockKey, guid
         key,
         settings,
         data: None,
+        session: None,
         cancel: None,
     };
     match run(&mut m, step, clock, &to).await {
@@ -71,6 +72,7 @@ pub fn undo_later(
             key: &key,
             settings: &settings,
             data: None,
+            session: None,
             // `close()` cuts its pauses short: one last round, then it ends.
             cancel: Some(&closing),
         };

@@ -114,6 +114,7 @@ impl Settings {
             data: None,
             ttl: self.ttl_held(),
             token_floor: self.token_floor(),
+            session: None,
         }
     }
 

@@ -152,4 +152,5 @@ pub const FIELDS: dynamodb_lock_core::op::OpenFields<'static> = dynamodb_lock_co
     data: None,
     ttl: None,
     token_floor: 0,
+    session: None,
 };

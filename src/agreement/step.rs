@@ -80,6 +80,8 @@ pub struct Fields {
     pub data: Option<LockData>,
     pub ttl: Option<u64>,
     pub floor: u64,
+    /// The session the holder holds the lock through.
+    pub session: Option<String>,
 }
 
 impl Fields {
@@ -91,6 +93,7 @@ impl Fields {
             data: self.data.as_ref(),
             ttl: self.ttl.map(|t| (TTL, t)),
             token_floor: self.floor,
+            session: self.session.as_deref(),
         }
     }
 }
@@ -307,6 +310,7 @@ impl Gen<'_> {
             data: self.data(),
             ttl: self.ttl(),
             floor: if self.rng.chance(80) { 0 } else { 1000 },
+            session: self.rng.chance(30).then(|| format!("s{}", self.rng.below(2))),
         }
     }
 

@@ -660,6 +660,24 @@ fn acquired_time(set: &mut String, t: Option<u64>, values: &mut Vec<(&'static st
     }
 }
 
+/// `lockSession` as an acquisition or a hand-over writes it: set, or removed.
+fn session_attr<'a>(
+    session: Option<&'a str>,
+    parts: (&mut Vec<&'static str>, &mut Vec<&'static str>),
+    names: &mut Vec<(&'static str, &'a str)>,
+    values: &mut Vec<(&'static str, Attr<'a>)>,
+) {
+    let (set, remove) = parts;
+    names.push(("#sess", item::LOCK_SESSION));
+    match session {
+        Some(id) => {
+            set.push("#sess = :sess");
+            values.push((":sess", Attr::S(id)));
+        }
+        None => remove.push("#sess"),
+    }
+}
+
 /// An update expression from its `SET` and `REMOVE` parts.
 fn expression(set: &[&str], remove: &[&str]) -> String {
     let mut e = String::with_capacity(160);
@@ -906,6 +924,7 @@ impl HttpStore {
             &mut names,
             &mut values,
         );
+        session_attr(fields.session, (&mut set, &mut remove), &mut names, &mut values);
         let update = expression(&set, &remove);
         let mut cond = "(attribute_not_exists(#pk) OR #lease = :released".to_string();
         if let Some(v) = waited_out {
@@ -1027,6 +1046,7 @@ impl HttpStore {
                 }
                 None => remove.push("#t"),
             }
+            session_attr(f.session, (&mut set, &mut remove), &mut names, &mut values);
         }
         // The next holder brings its own data, if any, with a write of its own.
         data_and_ttl(None, true, ttl, (&mut set, &mut remove), &mut names, &mut values);

@@ -331,6 +331,7 @@ mod model_agreement {
             data: None,
             ttl: None,
             token_floor: floor.into(),
+            session: None,
         }
     }
 
@@ -343,6 +344,7 @@ mod model_agreement {
             data: None,
             ttl: None,
             token_floor: floor,
+            session: None,
         }
     }
 
@@ -545,6 +547,7 @@ mod model_agreement {
             data: None,
             ttl: None,
             token_floor: 0,
+            session: None,
         };
         let mut checked = 0;
         for start in heads() {

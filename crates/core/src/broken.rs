@@ -33,6 +33,12 @@ pub enum Broken {
     FifoGrantIgnoresToken,
     /// A Fifo acquisition that gives up without releasing a grant that may have landed.
     FifoGiveUpKeepsGrant,
+    /// A waiter that has waited out a session takes the session's lock without ending the
+    /// session first.
+    TakeoverSkipsSessionEnd,
+    /// A session renewal without its condition that the session is not ended: a renewal
+    /// written before a waiter ended the session and landing after it revives the session.
+    RenewRevivesEnded,
 }
 
 impl Broken {
@@ -43,6 +49,8 @@ impl Broken {
     pub const LONG_PERIOD: [Broken; 1] = [Broken::LossUnwatchedBetweenBeats];
     /// The variants of Fifo (the Fifo machines model and the simulator).
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
+    /// The variants of sessions (the session model and the simulator).
+    pub const SESSION: [Broken; 2] = [Broken::TakeoverSkipsSessionEnd, Broken::RenewRevivesEnded];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +65,8 @@ impl Broken {
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
             Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",
             Broken::FifoGiveUpKeepsGrant => "Fifo give-up that keeps a grant that may have landed",
+            Broken::TakeoverSkipsSessionEnd => "takeover of a session's lock that does not end the session first",
+            Broken::RenewRevivesEnded => "session renewal without its condition that the session is not ended",
         }
     }
 }

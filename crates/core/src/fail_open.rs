@@ -24,6 +24,14 @@
 //!   at once, from a refusal, a read or a re-read: it is not contention and is not waited out.
 //!   The take's condition keeps it from landing on a token it refuses, except a fraction; a
 //!   take that landed on one ends with `landed`, for the caller to give the lock back.
+//! - A lock held through a session (`lockSession`) writes nothing while it is held: the
+//!   waiter waits out the session's item instead of the lock's, a whole session lease on its
+//!   own clock from when it read it, re-reading the lock meanwhile at its pace (a release is
+//!   taken at once). At the deadline it ends the session (`EndSession`, a release of the
+//!   session's item on the `guid` it waited out, which no late renewal can undo), then takes
+//!   the lock on the lock's version it saw. A session found ended (released or gone) is not
+//!   waited out. A session that renewed costs one of `retryCount` at the deadline and
+//!   restarts the wait from then.
 
 use std::time::Duration;
 
@@ -88,7 +96,20 @@ enum Phase<R, E> {
     /// Waiting out the holder's lease (until `deadline`) or for the next re-read.
     Waiting,
     Reread,
+    /// Reading the item of the session the lock is held through.
+    ReadSession,
+    /// Ending the session waited out.
+    EndSession,
     Over,
+}
+
+/// The session a waited-for lock is held through: its id, the lock's item as last seen, and
+/// the session's version waited out with its `guid` (`None`: not read yet).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Session<R: Record> {
+    id: String,
+    lock: R,
+    seen: Option<(R::Version, R::Guid)>,
 }
 
 type Out<R, E> = Outcome<R, E>;
@@ -122,6 +143,8 @@ pub struct Acquire<R: Record, E> {
     target: Option<(R::Version, Option<u64>)>,
     deadline: Time,
     newer: Option<(R, Time, u64)>,
+    /// The lock waited for is held through this session: the session is waited out.
+    session: Option<Session<R>>,
     pending: Option<Pending<R::Guid, R::Version>>,
     phase: Phase<R, E>,
 }
@@ -147,6 +170,7 @@ where
             target: None,
             deadline: env.now,
             newer: None,
+            session: None,
             pending: None,
             phase: Phase::StandBack,
         };
@@ -296,12 +320,75 @@ where
         }
     }
 
-    /// Starts waiting out `seen`.
+    /// Starts waiting out `seen`, or the session it is held through.
     fn wait_out(&mut self, seen: R, env: &Env) -> St<R, E> {
         self.target = Some((seen.version(), seen.fencing_token()));
-        self.deadline = env.now + wait_for(&self.s, &seen, env.unix_ms);
         self.newer = None;
+        if let Some(id) = seen.session().map(str::to_owned) {
+            self.session = Some(Session {
+                id,
+                lock: seen,
+                seen: None,
+            });
+            return self.read_session(env);
+        }
+        self.session = None;
+        self.deadline = env.now + wait_for(&self.s, &seen, env.unix_ms);
         self.wait(env)
+    }
+
+    fn read_session(&mut self, env: &Env) -> St<R, E> {
+        let Some(session) = self.session.as_ref().map(|s| s.id.clone()) else {
+            return self.wait(env);
+        };
+        self.phase = Phase::ReadSession;
+        self.send(Req::ReadSession { session }, self.s.policy(self.s.max_attempts), env)
+    }
+
+    /// The session's item is `current`: an ended session lets the lock be taken at once; a
+    /// live one is waited out from now, and one that renewed since it was waited out costs a
+    /// retry (or ends the acquisition, the lock held).
+    fn session_seen(&mut self, current: Option<R>, env: &Env) -> St<R, E> {
+        let Some(live) = current.filter(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)) else {
+            return self.waited(env);
+        };
+        let Some(sess) = self.session.as_mut() else {
+            return self.waited(env);
+        };
+        let Some(guid) = live.guid().filter(|_| !live.corrupt()) else {
+            return self.over(Outcome::Corrupt {
+                item: live,
+                landed: false,
+            });
+        };
+        if sess.seen.is_some() {
+            // The session renewed since it was waited out: it lives.
+            if self.retries_left == 0 {
+                let lock = sess.lock.clone();
+                return self.over(Outcome::Held(lock));
+            }
+            self.retries_left -= 1;
+        }
+        sess.seen = Some((live.version(), guid));
+        self.deadline = env.now + wait_for(&self.s, &live, env.unix_ms);
+        self.wait(env)
+    }
+
+    /// The session waited out showed one version for a whole lease: end it, then take the
+    /// lock.
+    fn end_session(&mut self, env: &Env) -> St<R, E> {
+        let Some(sess) = self.session.as_ref() else {
+            return self.waited(env);
+        };
+        let Some((_, guid)) = sess.seen.clone() else {
+            return self.read_session(env);
+        };
+        if broken::on(Broken::TakeoverSkipsSessionEnd) {
+            return self.waited(env);
+        }
+        let session = sess.id.clone();
+        self.phase = Phase::EndSession;
+        self.send(Req::EndSession { session, guid }, self.s.policy(self.s.max_attempts), env)
     }
 
     /// A re-read found `r`, held.
@@ -309,6 +396,14 @@ where
         let Some((target, target_token)) = self.target.clone() else {
             return self.wait_out(r, env);
         };
+        // A lock held through a session changes only when it changes hands (or sessions).
+        let sessions_differ = match &self.session {
+            Some(s) => r.version() != target || s.lock.session() != r.session(),
+            None => r.session().is_some(),
+        };
+        if sessions_differ {
+            return self.wait_out(r, env);
+        }
         if r.fencing_token() != target_token || broken::on(Broken::RereadRestartsWait) {
             // A new holder: its lease starts now.
             return self.wait_out(r, env);
@@ -332,6 +427,9 @@ where
     /// holder renewed meanwhile, one retry spent and the wait restarted from the renewal).
     fn wait(&mut self, env: &Env) -> St<R, E> {
         while env.now >= self.deadline {
+            if self.session.is_some() {
+                return self.end_session(env);
+            }
             match self.newer.take() {
                 None => return self.waited(env),
                 Some((rec, at, at_unix)) => {
@@ -363,7 +461,9 @@ where
 
     fn purpose(&self) -> Purpose {
         match self.phase {
-            Phase::Mark(_) | Phase::Waiting | Phase::Reread => Purpose::Waiting,
+            Phase::Mark(_) | Phase::Waiting | Phase::Reread | Phase::ReadSession | Phase::EndSession => {
+                Purpose::Waiting
+            }
             _ => Purpose::Acquiring,
         }
     }
@@ -428,6 +528,18 @@ impl<R: Record, E: Clone> Acquire<R, E> {
                 Ended::Ok(Reply::Before(Some(r))) => self.observe(r, false, env),
                 // A failed re-read changes nothing: the deadline still decides.
                 _ => self.wait(env),
+            },
+            Phase::ReadSession => match ended {
+                Ended::Ok(Reply::Before(current)) => self.session_seen(current, env),
+                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
+                Ended::Ok(_) | Ended::Refused { .. } => self.read_session(env),
+            },
+            Phase::EndSession => match ended {
+                // Ended by this waiter: the lock is taken on the version seen.
+                Ended::Ok(_) => self.waited(env),
+                Ended::Refused { current: Some(current), .. } => self.session_seen(current, env),
+                Ended::Refused { current: None, .. } => self.read_session(env),
+                Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
             },
             Phase::StandBack | Phase::Waiting | Phase::Over => self.over(Outcome::Aborted),
         }
@@ -685,6 +797,101 @@ mod tests {
             matches!(step, Step::Done(Outcome::Taken { fencing_token: 4, .. })),
             "{step:?}"
         );
+    }
+
+    fn session_lock(guid: u8, token: u64) -> LockRecord {
+        LockRecord {
+            session: Some("s1".into()),
+            lease_duration_ms: Some(crate::item::SESSION_LOCK_LEASE_MS),
+            ..held(guid, token)
+        }
+    }
+
+    fn session_item(g: u8) -> LockRecord {
+        LockRecord {
+            guid: Some(crate::item::GuidValue::B(guid(g).to_vec())),
+            fencing_token: Some(1),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        }
+    }
+
+    /// An acquisition refused at 0 ms by `lock`, its mark written: the step after.
+    fn refused_by(m: &mut M, lock: &LockRecord) -> S {
+        let step = m.answer(Answer::Refused(Some(Some(lock.clone()))), &env(0));
+        match step {
+            Step::Send {
+                req: Req::MarkWaiting { .. },
+                ..
+            } => m.answer(Answer::Done(Reply::Done), &env(0)),
+            other => other,
+        }
+    }
+
+    fn reads_session(step: &S) -> bool {
+        matches!(step, Step::Send { req: Req::ReadSession { session }, .. } if session == "s1")
+    }
+
+    fn ends_session(step: &S, g: u8) -> bool {
+        matches!(step, Step::Send { req: Req::EndSession { session, guid: seen }, .. } if session == "s1" && *seen == guid(g))
+    }
+
+    #[test]
+    fn a_lock_of_a_live_session_is_taken_after_a_session_lease_and_the_sessions_end() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let l = session_lock(2, 3);
+        let step = refused_by(&mut m, &l);
+        assert!(reads_session(&step), "the waiter reads the session, not the lock's lease: {step:?}");
+        let step = m.answer(Answer::Done(Reply::Before(Some(session_item(7)))), &env(5));
+        // Re-reads of the lock find it as it was; the deadline is a session lease after the
+        // session's read, not the lock's 24.8 days.
+        let (step, now) = wait_out(&mut m, step, &l);
+        assert_eq!(now, 1005);
+        assert!(ends_session(&step, 7), "{step:?}");
+        let step = m.answer(Answer::Done(Reply::WaitingMark(None)), &env(1006));
+        let v = l.version();
+        assert!(
+            matches!(&step, Step::Send { req: Req::Take { waited_out: Some(w), .. }, .. } if *w == v),
+            "then the lock is taken on the version seen: {step:?}"
+        );
+    }
+
+    #[test]
+    fn a_lock_of_an_ended_or_gone_session_is_taken_at_once() {
+        let mut ended = session_item(7);
+        ended.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        for session in [None, Some(ended)] {
+            let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+            let l = session_lock(2, 3);
+            let step = refused_by(&mut m, &l);
+            assert!(reads_session(&step));
+            let step = m.answer(Answer::Done(Reply::Before(session.clone())), &env(3));
+            assert!(
+                matches!(&step, Step::Send { req: Req::Take { waited_out: Some(_), .. }, .. }),
+                "{session:?}: {step:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_session_that_renewed_costs_a_retry_and_then_keeps_its_lock() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let l = session_lock(2, 3);
+        assert!(reads_session(&refused_by(&mut m, &l)));
+        let step = m.answer(Answer::Done(Reply::Before(Some(session_item(7)))), &env(0));
+        let (step, now) = wait_out(&mut m, step, &l);
+        assert!(ends_session(&step, 7));
+        // The session renewed meanwhile: the end is refused, and the wait starts over.
+        let step = m.answer(Answer::Refused(Some(Some(session_item(8)))), &env(now));
+        let (step, again) = wait_out(&mut m, step, &l);
+        assert_eq!(again, now + 1000);
+        assert!(ends_session(&step, 8), "{step:?}");
+        // A backend that does not return the item: a read tells the renewal, and the one
+        // retry is spent.
+        let step = m.answer(Answer::Refused(None), &env(again));
+        assert!(reads_session(&step));
+        let done = m.answer(Answer::Done(Reply::Before(Some(session_item(9)))), &env(again));
+        assert_eq!(done, Step::Done(Outcome::Held(l)));
     }
 
     #[test]

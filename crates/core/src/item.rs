@@ -29,9 +29,34 @@ pub const QUEUE_GRANTED: &str = "queueGranted";
 /// long ago a lock was renewed): nothing is ever decided from it. The original ignores it, and
 /// its full-item writes drop it.
 pub const LOCK_WRITTEN_UNIX_MS: &str = "lockWrittenUnixMs";
+/// The session a lock is held through (`session: true`): the session's id, whose item
+/// (`session_partition`) is renewed for all of its locks. A lock that names a session writes
+/// nothing while it is held; a waiter waits out the session's item, not the lock's. Only this
+/// library writes it; the original ignores it, and its full-item writes drop it.
+pub const LOCK_SESSION: &str = "lockSession";
+
+/// `leaseDurationMs` of a lock held through a session: the longest delay JavaScript's
+/// `setTimeout` takes (2^31 - 1 ms, about 24.8 days). The original waits a lock's
+/// `leaseDurationMs` on an unchanged `guid` before it takes it over, and a session lock's
+/// `guid` does not change while it is held: the original cannot take a live session's lock.
+pub const SESSION_LOCK_LEASE_MS: u64 = 2_147_483_647;
+
+/// The partition value of a session's item: this prefix and the session's id. On a table with
+/// a sort key, its sort value is `SESSION_SORT_VALUE`. Both are strings: sessions need a table
+/// whose key attributes are of type S.
+pub const SESSION_PREFIX: &str = "dynamodb-lock-native/session/";
+pub const SESSION_SORT_VALUE: &str = "session";
+
+/// The key of session `id`'s item, on a table with a sort key or without.
+pub fn session_key(id: &str, sorted: bool) -> LockKey {
+    LockKey {
+        partition: KeyValue::S(format!("{SESSION_PREFIX}{id}")),
+        sort: sorted.then(|| KeyValue::S(SESSION_SORT_VALUE.into())),
+    }
+}
 
 /// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.
-pub const READ_ATTRIBUTES: [&str; 13] = [
+pub const READ_ATTRIBUTES: [&str; 14] = [
     OWNER,
     GUID,
     FENCING_TOKEN,
@@ -45,6 +70,7 @@ pub const READ_ATTRIBUTES: [&str; 13] = [
     QUEUE_NEXT,
     QUEUE_GRANTED,
     LOCK_WRITTEN_UNIX_MS,
+    LOCK_SESSION,
 ];
 
 /// Names a key attribute may not take, because the lock item uses them.
@@ -162,6 +188,8 @@ pub struct LockRecord {
     pub lock_waiting_since_unix_ms: Option<u64>,
     /// `lockWrittenUnixMs`: when this library last wrote the item, for people only.
     pub lock_written_unix_ms: Option<u64>,
+    /// `lockSession`: the session the lock is held through.
+    pub session: Option<String>,
     /// `lockData`. Boxed: most items carry none.
     pub data: Option<Box<LockData>>,
     /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
@@ -230,6 +258,11 @@ impl LockRecord {
             },
             OWNER => self.owner = text(value),
             LOCK_WAITER => self.lock_waiter = text(value),
+            // A session named otherwise than by a string cannot be waited out.
+            LOCK_SESSION => match value {
+                Found::S(id) => self.session = Some(id),
+                other => self.refuse(LOCK_SESSION, &other),
+            },
             LOCK_ACQUIRED_TIME_UNIX_MS => self.lock_acquired_time_unix_ms = number(&value),
             LOCK_WAITING_UNIX_MS => self.lock_waiting_unix_ms = number(&value),
             LOCK_WAITING_SINCE_UNIX_MS => self.lock_waiting_since_unix_ms = number(&value),

@@ -34,6 +34,10 @@ pub struct OpenFields<'a> {
     /// The fencing token an absent item counts from (`if_not_exists(fencingToken, floor) + 1`):
     /// 0, or `item::token_floor` where TTL may have deleted the item.
     pub token_floor: u64,
+    /// The session the holder holds the lock through (`lockSession`), written by an
+    /// acquisition and a hand-over; `None` removes it. A heartbeat leaves it alone (a Fifo
+    /// write too: Fifo locks are not held through sessions).
+    pub session: Option<&'a str>,
 }
 
 /// A Fifo queue entry as it is written: a waiter's row, or a finished one
@@ -95,6 +99,11 @@ pub trait Record: Clone {
     fn lock_waiter(&self) -> Option<&str>;
     fn lock_waiting_since_unix_ms(&self) -> Option<u64>;
     fn mark(&self) -> Mark;
+    /// `lockSession`: the session the lock is held through. A record that keeps none (an
+    /// abstraction without sessions) reads none.
+    fn session(&self) -> Option<&str> {
+        None
+    }
     /// The item is refused (`LockRecord::refusal`): an attribute in a form the protocol cannot
     /// act on, or a token that cannot rise. A record no reply was decoded into (the model
     /// checker's) never is.
@@ -113,6 +122,7 @@ pub trait Record: Clone {
     fn set_lock_acquired_time_unix_ms(&mut self, ms: Option<u64>);
     fn set_data(&mut self, data: Option<&LockData>);
     fn set_mark(&mut self, mark: Mark);
+    fn set_session(&mut self, _session: Option<&str>) {}
     fn set_ticket_next(&mut self, ticket: u64);
     fn set_queue_next(&mut self, position: u64);
     fn set_queue_granted(&mut self, position: u64);
@@ -358,8 +368,9 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         Op::Get | Op::FifoTicket => true,
         Op::PutIfAbsent { .. } | Op::FifoPutEntry(_) => absent(item),
         // A heartbeat written before a release and landing after it must not take the lock
-        // back: the release is final.
-        Op::Renew { guids, .. } => ours(item, guids) && !free(item),
+        // back: the release is final. So is the end of a session by a waiter (a release on
+        // the `guid` it waited out): no late renewal of the session undoes it.
+        Op::Renew { guids, .. } => ours(item, guids) && (!free(item) || broken::on(Broken::RenewRevivesEnded)),
         Op::DeleteIfGuid { guids }
         | Op::Release { guids, .. }
         | Op::SetData { guids, .. }
@@ -499,6 +510,7 @@ fn take<R: Record>(item: Option<R>, fields: &OpenFields<'_>, guid: &R::Guid, cle
         r.set_mark(old.mark());
     }
     hold(&mut r, fields, guid);
+    r.set_session(fields.session);
     r.set_fencing_token(token);
     r.set_data(fields.data);
     (Some(r), Reply::Token(token))
@@ -513,6 +525,7 @@ fn hand_over<R: Record>(item: Option<R>, new_guid: &R::Guid, fields: Option<&Ope
         r.set_data(None);
         if let Some(f) = fields {
             hold(r, f, new_guid);
+            r.set_session(f.session);
             let t = r.fencing_token().unwrap_or(0) + 1;
             r.set_fencing_token(t);
             token = Some(t);
@@ -679,6 +692,9 @@ impl Record for LockRecord {
             waiting_since_unix_ms: self.lock_waiting_since_unix_ms,
         }
     }
+    fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
     fn corrupt(&self) -> bool {
         self.refusal().is_some()
     }
@@ -704,6 +720,9 @@ impl Record for LockRecord {
     }
     fn set_data(&mut self, data: Option<&LockData>) {
         self.data = data.cloned().map(Box::new);
+    }
+    fn set_session(&mut self, session: Option<&str>) {
+        self.session = session.map(Into::into);
     }
     fn set_mark(&mut self, mark: Mark) {
         self.lock_waiting_unix_ms = mark.waiting_unix_ms;
@@ -744,7 +763,66 @@ mod tests {
             data: None,
             ttl: None,
             token_floor: 0,
+            session: None,
         }
+    }
+
+    #[test]
+    fn a_session_ended_by_a_waiter_is_never_renewed_again() {
+        let g = [3u8; crate::item::GUID_LEN];
+        let new = [4u8; crate::item::GUID_LEN];
+        let mut session = held(3, 1);
+        session.guid = Some(GuidValue::B(g.to_vec()));
+        let f = fields();
+        // A waiter ends the session on the guid it waited out.
+        let end = Op::Release {
+            guids: std::slice::from_ref(&g),
+            lock_acquired_time_unix_ms: None,
+            ttl: None,
+        };
+        let (ended, _) = apply(&end, Some(session));
+        // A renewal sent before and landing after finds it ended, though it names that guid.
+        let renew = Op::Renew {
+            guids: std::slice::from_ref(&g),
+            new_guid: &new,
+            fields: &f,
+        };
+        assert!(matches!(apply(&renew, ended).1, Reply::Refused(_)));
+    }
+
+    #[test]
+    fn a_take_and_a_hand_over_name_the_session_and_a_heartbeat_keeps_it() {
+        let g = [1u8; crate::item::GUID_LEN];
+        let next = [2u8; crate::item::GUID_LEN];
+        let f = OpenFields {
+            session: Some("s1"),
+            ..fields()
+        };
+        let take = Op::Take {
+            fields: &f,
+            guid: &g,
+            waited_out: None,
+            clear_mark: false,
+        };
+        let (taken, _) = apply(&take, None::<LockRecord>);
+        assert_eq!(taken.as_ref().and_then(|r| r.session.as_deref()), Some("s1"));
+        let plain = fields();
+        let renew = Op::Renew {
+            guids: std::slice::from_ref(&g),
+            new_guid: &next,
+            fields: &plain,
+        };
+        let (renewed, _) = apply(&renew, taken);
+        assert_eq!(renewed.as_ref().and_then(|r| r.session.as_deref()), Some("s1"));
+        let hand = Op::HandOver {
+            guids: std::slice::from_ref(&next),
+            new_guid: &g,
+            fields: Some(&plain),
+            marks_fresh_since_unix_ms: 0,
+            ttl: None,
+        };
+        let (handed, _) = apply(&hand, renewed);
+        assert_eq!(handed.and_then(|r| r.session), None, "a holder without a session removes it");
     }
 
     #[test]
@@ -979,6 +1057,7 @@ mod tests {
             data: None,
             ttl: None,
             token_floor: 0,
+            session: None,
         };
         let released = LockRecord {
             lease_duration_ms: Some(RELEASED_LEASE_MS),

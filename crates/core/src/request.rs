@@ -73,6 +73,17 @@ pub enum Req<G, V> {
         now_unix_ms: u64,
         stale_before_unix_ms: u64,
     },
+    /// A strongly consistent read of session `session`'s item (`item::session_key`).
+    ReadSession {
+        session: String,
+    },
+    /// Ends session `session` for good: its item released (`leaseDurationMs` 1) if it still
+    /// carries `guid`, the version a waiter waited out. No renewal of the session lands after
+    /// it (`op::allowed`: a renewal needs an item that is not released).
+    EndSession {
+        session: String,
+        guid: G,
+    },
 }
 
 /// What a caller's settings add to its requests when they become operations (`Req::op`):
@@ -92,6 +103,14 @@ pub struct Parts<'a> {
 }
 
 impl<G, V> Req<G, V> {
+    /// The session whose item the request goes to; `None`: the lock's own item.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Req::ReadSession { session } | Req::EndSession { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
     /// The pieces `op` borrows: the holder's fields as this request writes them.
     pub fn parts<'a>(&'a self, adds: &Adds<'a>) -> Parts<'a> {
         let fields = match self {
@@ -117,7 +136,12 @@ impl<G, V> Req<G, V> {
     /// operations.
     pub fn op<'a, R: Record<Guid = G, Version = V>>(&'a self, adds: &'a Adds<'a>, parts: &'a Parts<'a>) -> Op<'a, R> {
         match self {
-            Req::Get => Op::Get,
+            Req::Get | Req::ReadSession { .. } => Op::Get,
+            Req::EndSession { guid, .. } => Op::Release {
+                guids: std::slice::from_ref(guid),
+                lock_acquired_time_unix_ms: None,
+                ttl: adds.ttl_released,
+            },
             Req::PutIfAbsent { guid } => Op::PutIfAbsent {
                 owner: adds.fields.owner,
                 guid,
