@@ -328,6 +328,11 @@ export interface NativeOptions {
    * deleted (required); FailOpen, seconds past the lease or the release (default 3600).
    */
   ttlSeconds?: number
+  /**
+   * FailOpen: hold every lock through one session of the client, renewed every heartbeat
+   * period, instead of heartbeating each lock.
+   */
+  session?: boolean
   region?: string
   endpoint?: string
   accessKeyId?: string

@@ -97,6 +97,14 @@ export interface FailOpenConfig extends GenericConfig {
     dangerMarginMs?: number;
     /** Cap on this client's heartbeat requests per second. Default: none. */
     maxHeartbeatsPerSecond?: number;
+    /**
+     * Hold every lock through one session of this client: one item renewed every
+     * `heartbeatPeriodMs` keeps all of them, and a held lock writes nothing until its release.
+     * Its locks' `leaseRemainingMs`, `"danger"` and `"lost"` follow the session. Needs
+     * `heartbeatPeriodMs` below `leaseDurationMs`, and a table whose key attributes are strings.
+     * Not for lock ids that dynamodb-lock-client also takes. Default: false.
+     */
+    session?: boolean;
     /** The Number attribute the table's TTL reads (Unix seconds), written with every write of a lock item. Default: none. */
     ttlAttribute?: string;
     /** With `ttlAttribute`: seconds past the lease (held) or the release (released) that DynamoDB may delete the item. Default: 3600. */

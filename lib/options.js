@@ -127,6 +127,7 @@ function nativeSettings(kind, config, owner, retryCount)
         maxHeartbeatsPerSecond: config.maxHeartbeatsPerSecond,
         ttlAttribute: config.ttlAttribute,
         ttlSeconds: config.ttlSeconds,
+        session: config.session,
     };
 }
 

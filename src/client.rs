@@ -165,7 +165,16 @@ impl Client {
             let _ = lock.release().await;
             return Err(LockError::Aborted);
         }
-        self.heartbeats.watch(&lock);
+        match &lock.session {
+            // Held through a session: the session's heartbeats keep it.
+            Some(s) => {
+                if !s.join(&lock) {
+                    let _ = lock.release().await;
+                    return Err(LockError::Lost(crate::error::LostReason::LeaseExpired));
+                }
+            }
+            None => self.heartbeats.watch(&lock),
+        }
         Ok(lock)
     }
 
@@ -220,15 +229,12 @@ impl Client {
                 guid,
                 fencing_token,
                 sent_at,
+                session,
             } => {
-                let leased_from = (self.settings.kind == Kind::FailOpen).then_some(sent_at);
-                Some(HeldLock::new(
-                    self.shared.clone(),
-                    key.clone(),
-                    guid,
-                    fencing_token,
-                    leased_from,
-                ))
+                let leased_from = (self.settings.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
+                let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
+                lock.session = session;
+                Some(lock)
             }
         }
     }
@@ -248,15 +254,22 @@ impl Client {
                 HeldLock::new(self.shared.clone(), key.clone(), guid, None, None)
             }
             Kind::FailOpen => {
-                let taken = fail_open::acquire(self, key, data, until_aborted, cancel).await?;
+                let session = match self.settings.session {
+                    true => Some(self.sessions.get(self, key.sort.is_some(), cancel).await?),
+                    false => None,
+                };
+                let taken = fail_open::acquire(self, key, data, until_aborted, session.as_deref(), cancel).await?;
+                // Held through a session, the lock's lease is the session's.
+                let leased_from = session.is_none().then_some(taken.sent_at);
                 let mut lock = HeldLock::new(
                     self.shared.clone(),
                     key.clone(),
                     taken.guid,
                     Some(taken.fencing_token),
-                    Some(taken.sent_at),
+                    leased_from,
                 );
                 lock.contended = taken.contended;
+                lock.session = session;
                 lock
             }
         })

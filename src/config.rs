@@ -101,6 +101,7 @@ const FAIL_OPEN: &[Field] = &[
     f("ttlAttribute", Rule::Str { reserved: true }, false),
     f("ttlSeconds", Rule::Int { min: 1 }, false),
     f("allowEventuallyConsistentGlobalTable", Rule::Bool, false),
+    f("session", Rule::Bool, false),
 ];
 
 /// Fifo: a table with a string sort key; this library's own options only.
@@ -217,15 +218,51 @@ fn check_ttl(kind: Kind, entries: &[(String, RawValue)], out: &mut Vec<Problem>)
             "missing required peer \"ttlSeconds\"",
         ));
     }
-    let user_object = match RawValue::get(entries, "dynamodb") {
-        Some(RawValue::Object(db)) => OBJECT_METHODS.iter().any(|m| RawValue::get(db, m).is_some()),
-        _ => false,
-    };
-    if present("ttlAttribute") && (user_object || string("transport") == Some("object")) {
+    let user_object = user_object(entries);
+    if present("ttlAttribute") && user_object {
         out.push(problem(
             &["ttlAttribute"],
             "any.invalid",
             "needs the native core's I/O: a dynamodb object's get/put/delete do not write it",
+        ));
+    }
+}
+
+/// The client's I/O goes through a user object (a `dynamodb` with get/put/delete, or
+/// `transport: "object"`), which sends only the original library's requests.
+fn user_object(entries: &[(String, RawValue)]) -> bool {
+    let object = match RawValue::get(entries, "dynamodb") {
+        Some(RawValue::Object(db)) => OBJECT_METHODS.iter().any(|m| RawValue::get(db, m).is_some()),
+        _ => false,
+    };
+    object || matches!(RawValue::get(entries, "transport"), Some(RawValue::String(t)) if t == "object")
+}
+
+/// FailOpen `session: true`: the session is renewed every `heartbeatPeriodMs`, shorter than the
+/// lease, and written through the native core's I/O (a user object's get/put/delete cannot
+/// write a lock that names a session).
+fn check_session(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
+    if !matches!(RawValue::get(entries, "session"), Some(RawValue::Bool(true))) || !out.is_empty() {
+        return;
+    }
+    let num = |k| match RawValue::get(entries, k) {
+        Some(RawValue::Number(n)) => Some(*n),
+        _ => None,
+    };
+    match (num("heartbeatPeriodMs"), num("leaseDurationMs")) {
+        (Some(hb), Some(lease)) if hb > 0.0 && hb < lease => {}
+        _ => out.push(problem(
+            &["session"],
+            "any.invalid",
+            "needs heartbeatPeriodMs above 0 and below leaseDurationMs: the session is renewed every heartbeat period",
+        )),
+    }
+    let user_object = user_object(entries);
+    if user_object {
+        out.push(problem(
+            &["session"],
+            "any.invalid",
+            "needs the native core's I/O: a dynamodb object's get/put/delete do not write sessions",
         ));
     }
 }
@@ -325,6 +362,9 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
         check_fifo(entries, &mut out);
     } else {
         check_ttl(kind, entries, &mut out);
+    }
+    if kind == Kind::FailOpen {
+        check_session(entries, &mut out);
     }
     // FailOpen accepts a heartbeat period as long as the lease, as the original does (the
     // JavaScript side warns); Fifo, which has no such precedent, refuses it.

@@ -12,6 +12,7 @@ use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
 use crate::release::{release, undo_later, Undoing};
+use crate::session::Session;
 
 pub struct Taken {
     pub guid: Guid,
@@ -32,12 +33,14 @@ async fn give_back(c: &Shared, key: &LockKey, guid: Guid) {
 
 /// `until_aborted`: the acquisition waits until it takes the lock or is cancelled, whatever
 /// `retryCount` says (a `campaign()` candidate: a new acquisition after each refusal would start
-/// the pace of its re-reads over).
+/// the pace of its re-reads over). `session`: the lock is taken through it, and is granted
+/// only if the session's lease still lasts when the take is answered.
 pub async fn acquire(
     c: &Shared,
     key: &LockKey,
     data: Option<&LockData>,
     until_aborted: bool,
+    session: Option<&Session>,
     cancel: &Cancel,
 ) -> Result<Taken, LockError> {
     let guid = new_guid();
@@ -54,10 +57,15 @@ pub async fn acquire(
         key,
         settings: &c.settings,
         data,
-        session: None,
+        session: session.map(|s| s.id.as_str()),
         cancel: Some(cancel),
     };
     match run(&mut m, step, clock, &to).await {
+        // The session's lease ended before the grant was known: the lock is lost already.
+        Outcome::Taken { .. } if session.is_some_and(|s| !s.alive(Instant::now())) => {
+            give_back(c, key, guid).await;
+            Err(LockError::Lost(LostReason::LeaseExpired))
+        }
         Outcome::Taken {
             fencing_token,
             sent_at,

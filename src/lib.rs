@@ -66,6 +66,7 @@ mod original;
 mod queues;
 mod release;
 mod runtime;
+mod session;
 mod settings;
 mod stand_back;
 mod stats;
@@ -414,6 +415,9 @@ pub struct NativeOptions {
     /// With `ttlAttribute`: FailClosed, seconds after its last write that an item may be
     /// deleted (required); FailOpen, seconds past the lease or the release (default 3600).
     pub ttl_seconds: Option<f64>,
+    /// FailOpen: hold every lock through one session of the client, renewed every heartbeat
+    /// period, instead of heartbeating each lock.
+    pub session: Option<bool>,
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub access_key_id: Option<String>,
@@ -559,6 +563,7 @@ fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
     // Undos of writes of unknown outcome make their last round now, as on `close()`.
     if let Some(c) = client.upgrade() {
         c.closing.cancel();
+        c.sessions.abandon();
     }
     abandon_locks(client);
 }
@@ -652,6 +657,7 @@ fn settings(kind: Kind, o: &NativeOptions) -> Settings {
         s.heartbeat_period = Some(core_settings::fifo_heartbeat(s.lease_duration_ms));
     }
     s.trust_local_time = o.trust_local_time.unwrap_or(false);
+    s.session = kind == Kind::FailOpen && o.session.unwrap_or(false);
     s.reread_period = ms(o.reread_period_ms)
         .filter(|d| !d.is_zero())
         .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
@@ -1060,6 +1066,7 @@ impl NativeClient {
         self.cancels.close();
         self.inner.closing.cancel();
         if abandon {
+            self.inner.sessions.abandon();
             for lock in abandon_locks(&Arc::downgrade(&self.inner)) {
                 // A heartbeat under way ends at once; `close()` waits for that too. On the
                 // addon's runtime: this runs on JavaScript's thread.
@@ -1077,6 +1084,9 @@ impl NativeClient {
         let tasks = self.inner.tasks.clone();
         let bound = self.inner.settings.close_wait();
         let answers = self.answers.clone();
+        // Its locks are released by now (or abandoned): the session's item goes with them.
+        let client = self.inner.clone();
+        napi::bindgen_prelude::spawn(tasks.track_future(async move { client.sessions.end().await }));
         tasks.close();
         napi::bindgen_prelude::spawn(async move {
             let error = tokio::time::timeout(bound, tasks.wait())
@@ -1135,7 +1145,7 @@ pub struct NativeStats {
 #[napi(catch_unwind)]
 pub fn lease_remaining_ms(lock_id: f64) -> f64 {
     let lock = locks().get(&(lock_id as u64)).cloned();
-    match lock.map(|l| l.lease.remaining(tokio::time::Instant::now())) {
+    match lock.map(|l| l.lease_remaining(tokio::time::Instant::now())) {
         None => 0.0,
         Some(None) => f64::INFINITY,
         Some(Some(left)) => left.as_secs_f64() * 1000.0,
@@ -1174,7 +1184,7 @@ fn key_output(v: &KeyValue) -> KeyInput {
 #[napi(catch_unwind)]
 pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     let lock = locks().get(&(lock_id as u64)).cloned()?;
-    if lock.is_stopping() || lock.lease.until().is_some_and(|u| u <= tokio::time::Instant::now()) {
+    if lock.is_stopping() || lock.lease_until().is_some_and(|u| u <= tokio::time::Instant::now()) {
         return None;
     }
     let guid = match lock.client.settings.kind {
@@ -1207,7 +1217,7 @@ pub fn forget_lock(lock_id: f64) {
     let now = tokio::time::Instant::now();
     if registry
         .get(&id)
-        .is_some_and(|l| l.lease.remaining(now) == Some(Duration::ZERO))
+        .is_some_and(|l| l.lease_remaining(now) == Some(Duration::ZERO))
     {
         registry.remove(&id);
     }

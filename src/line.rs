@@ -21,6 +21,8 @@ pub enum Turn {
         guid: Guid,
         fencing_token: Option<u64>,
         sent_at: Instant,
+        /// The session the lock stays held through.
+        session: Option<std::sync::Arc<crate::session::Session>>,
     },
     /// The receiver now speaks to DynamoDB for the line.
     Go,
@@ -182,6 +184,7 @@ mod tests {
                 guid: [0; 64],
                 fencing_token: Some(2),
                 sent_at: Instant::now(),
+                session: None,
             },
         );
         assert!(matches!(back, Some(Turn::Handed { .. })));

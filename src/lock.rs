@@ -22,6 +22,7 @@ use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::original;
 use crate::queues::{Head, Queues};
+use crate::session::{Session, Sessions};
 use crate::settings::Settings;
 use crate::stand_back::StandBack;
 use crate::store::{attempt, Store, StoreOps};
@@ -71,6 +72,8 @@ pub struct Shared {
     /// Set by `close()`: the client's background work (`release::undo_later`) makes its last
     /// attempt at once instead of pausing.
     pub closing: Arc<Cancel>,
+    /// FailOpen with `session`: the session its locks are held through.
+    pub sessions: Sessions,
 }
 
 impl Shared {
@@ -92,6 +95,7 @@ impl Shared {
             entries: OnceLock::new(),
             tasks: tokio_util::task::TaskTracker::new(),
             closing: Arc::default(),
+            sessions: Sessions::default(),
         }
     }
 }
@@ -173,6 +177,8 @@ pub struct HeldLock {
     left_line: AtomicBool,
     pub(crate) wake: Notify,
     pub lease: Lease,
+    /// The session the lock is held through: its lease is the session's.
+    pub session: Option<Arc<Session>>,
     pub(crate) state: Mutex<LockState>,
 }
 
@@ -211,13 +217,31 @@ impl HeldLock {
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             lease: Lease::new(lease_until),
+            session: None,
             state: Mutex::new(held::Held::new(guid)),
         }
+    }
+
+    /// The end of the lock's lease: its own, or, held through a session, the session's (in the
+    /// past once the lock is lost or released); `None` without a lease (FailClosed).
+    pub fn lease_until(&self) -> Option<Instant> {
+        match (self.lease.until(), &self.session) {
+            (None, Some(s)) => s.lock.lease.until(),
+            (own, _) => own,
+        }
+    }
+
+    /// What is left of the lease at `now`; `None` without a lease (a held FailClosed lock).
+    pub fn lease_remaining(&self, now: Instant) -> Option<Duration> {
+        self.lease_until().map(|until| until.saturating_duration_since(now))
     }
 
     /// Stops this lock's heartbeats without releasing it: its lease lapses. A heartbeat under
     /// way stops at once, dropping its writes (`settled` waits for that).
     pub fn abandon(&self) {
+        if let Some(s) = &self.session {
+            s.leave(self);
+        }
         self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
         self.lease.end();
@@ -274,7 +298,8 @@ impl HeldLock {
             key: &self.key,
             settings: &c.settings,
             data: None,
-            session: None,
+            // A hand-over keeps the lock in the session.
+            session: self.session.as_ref().map(|s| s.id.as_str()),
             cancel: None,
         };
         loop {
@@ -290,6 +315,7 @@ impl HeldLock {
                         guid,
                         fencing_token,
                         sent_at: clock.base + sent_at,
+                        session: self.session.clone(),
                     };
                     if c.lines.pass(&self.key, turn).is_some() {
                         // Everyone in line gave up meanwhile: the lock is still ours, under `guid`.
@@ -334,7 +360,7 @@ impl HeldLock {
         let s = &c.settings;
         let guids = st.guids();
         let mut policy = s.policy();
-        if let Some(until) = self.lease.until() {
+        if let Some(until) = self.lease_until() {
             let now = Instant::now();
             policy = policy.until(now + held::update_time(until.saturating_duration_since(now)));
         }
@@ -360,6 +386,9 @@ impl HeldLock {
     /// the release carries the newest `guid`. A release that failed may be called again.
     pub async fn release(&self) -> Result<(), LockError> {
         self.stopping.store(true, Ordering::SeqCst);
+        if let Some(s) = &self.session {
+            s.leave(self);
+        }
         // No step of the critical section may count on a lock on its way out.
         self.lease.end();
         self.wake.notify_waiters();

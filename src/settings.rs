@@ -43,6 +43,8 @@ pub struct Settings {
     /// and releases send the original library's requests (`dynamodb_lock_core::original`),
     /// and each acquisition speaks to the store itself (no local line, no hand-over).
     pub original_requests: bool,
+    /// FailOpen `session`: locks are held through the client's session (`session.rs`).
+    pub session: bool,
 }
 
 /// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
@@ -73,6 +75,7 @@ impl Settings {
             ttl: None,
             stats: Default::default(),
             original_requests: false,
+            session: false,
         }
     }
 

@@ -7,7 +7,7 @@
 //! operation leaves this item and the whole decoded item alike, so that what the model drops
 //! cannot change an answer unnoticed.
 
-use dynamodb_lock_core::item::{LockData, RELEASED_LEASE_MS};
+use dynamodb_lock_core::item::{LockData, RELEASED_LEASE_MS, SESSION_LOCK_LEASE_MS};
 use dynamodb_lock_core::op::{Mark, Record};
 
 /// A `guid`. 0 is never used.
@@ -36,7 +36,16 @@ pub struct Item {
     pub lease: u16,
     /// `lockAcquiredTimeUnixMs`, on the writer's wall clock in ticks (`trustLocalTime`).
     pub acquired: Option<u16>,
+    /// `lockSession`: 0 when absent, else the session `SESSIONS[session - 1]`.
+    pub session: u8,
 }
+
+/// The session ids the model's items may name (`lockSession`).
+pub const SESSIONS: [&str; 2] = ["s1", "s2"];
+
+/// `lease` of an item whose `leaseDurationMs` is `SESSION_LOCK_LEASE_MS` (a lock held through
+/// a session).
+pub const SESSION_LEASE: u16 = u16::MAX;
 
 /// What identifies one tenure: `guid` and `fencingToken` (`Version` in the core's item).
 pub type Ver = (G, u8);
@@ -55,7 +64,8 @@ fn small(v: u64) -> u8 {
 }
 
 /// The item as `op::apply` reads and writes it. The model keeps no owner, data or
-/// first-in-line mark: they read as absent and writes of them are dropped.
+/// first-in-line mark: they read as absent and writes of them are dropped. It keeps
+/// `lockSession` as a small id.
 impl Record for Item {
     type Guid = G;
     type Version = Ver;
@@ -80,6 +90,7 @@ impl Record for Item {
             (true, _) => None,
             (false, true) => Some(RELEASED_LEASE_MS),
             (false, false) if self.lease == 0 => Some(HELD_LEASE_MS),
+            (false, false) if self.lease == SESSION_LEASE => Some(SESSION_LOCK_LEASE_MS),
             (false, false) => Some(self.lease.into()),
         }
     }
@@ -110,6 +121,9 @@ impl Record for Item {
     fn mark(&self) -> Mark {
         Mark::default()
     }
+    fn session(&self) -> Option<&str> {
+        self.session.checked_sub(1).map(|i| SESSIONS[usize::from(i)])
+    }
 
     fn set_owner(&mut self, _: &str) {}
     fn set_guid(&mut self, guid: &G) {
@@ -123,6 +137,7 @@ impl Record for Item {
         self.holderless = false;
         self.lease = match ms {
             HELD_LEASE_MS | RELEASED_LEASE_MS => 0,
+            SESSION_LOCK_LEASE_MS => SESSION_LEASE,
             ms => u16::try_from(ms).expect("the model's leases stay small"),
         };
     }
@@ -132,6 +147,15 @@ impl Record for Item {
     }
     fn set_data(&mut self, _: Option<&LockData>) {}
     fn set_mark(&mut self, _: Mark) {}
+    fn set_session(&mut self, session: Option<&str>) {
+        self.session = match session {
+            None => 0,
+            Some(id) => {
+                let i = SESSIONS.iter().position(|s| *s == id).expect("a session the model names");
+                i as u8 + 1
+            }
+        };
+    }
     fn set_ticket_next(&mut self, ticket: u64) {
         self.tn = Some(small(ticket));
     }

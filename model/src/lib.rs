@@ -18,6 +18,9 @@
 //!   offsets, and the Fifo broken variants.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
+//! - `session`: a client that holds two locks through its session (the core's heartbeat
+//!   machine renewing the session's item) against rivals in other processes that wait out the
+//!   session, end it and take the locks; lost, late and abandoned renewals, crashes.
 //! - `simulate`: seeded random walks through the lease, machines and Fifo models at larger
 //!   scales; a failing seed replays exactly.
 //!
@@ -29,4 +32,5 @@ pub mod fifo_machines;
 pub mod item;
 pub mod lease;
 pub mod machines;
+pub mod session;
 pub mod simulate;

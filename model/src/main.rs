@@ -1,13 +1,14 @@
 //! `npm run model`: explores every reachable state of the core's machines in each
 //! configuration, checks each broken variant for a counterexample, prints a summary and ends
-//! with one JSON line. `--bounded` checks the smaller configurations the test suite uses. Exits
+//! with one JSON line. `--bounded` checks the smaller configurations the test suite uses;
+//! `--sessions` checks the session configurations alone. Exits
 //! with 1 when a property fails for the protocol as it ships or a broken variant goes uncaught.
 
 use std::time::Instant;
 
 use dynamodb_lock_core::broken::Broken;
 use dynamodb_lock_model::explore::Checked;
-use dynamodb_lock_model::{fifo_machines, lease, machines};
+use dynamodb_lock_model::{fifo_machines, lease, machines, session};
 
 /// The report so far: whether everything holds, and the JSON of each section.
 struct Report {
@@ -200,6 +201,47 @@ fn fifo_label(cfg: &fifo_machines::Config) -> String {
     )
 }
 
+/// Sessions: each configuration, then each session variant.
+fn check_sessions(rep: &mut Report, full: bool) {
+    println!(
+        "Sessions: a client holds two locks through its session (the core's take, heartbeat and release of the \
+         session's item) against rivals that wait out the session, end it and take the locks (the core's FailOpen \
+         acquisition), with lost, late and abandoned renewals, crashes (properties: {})",
+        session::PROPERTIES.join(", ")
+    );
+    let mut runs = Vec::new();
+    for cfg in session::configs(full) {
+        let label = session_label(&cfg);
+        let (r, s) = timed(|| session::check(cfg, session::MAX_STATES));
+        runs.push(rep.run(label, r, s));
+    }
+    let mut variants = Vec::new();
+    for bug in Broken::SESSION {
+        let r = session::check(session::broken_config(bug), session::MAX_STATES);
+        variants.push(rep.variant(bug.name(), session::property(bug), r));
+    }
+    rep.section("sessions", runs, variants);
+}
+
+/// A session configuration, as its run is labelled.
+fn session_label(cfg: &session::Config) -> String {
+    format!(
+        "2 lock ids held through one session, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
+         re-read {}, request timeout {}, {} attempts, {} faults, {} crash, {} ticks",
+        cfg.rivals,
+        if cfg.rivals == 1 { "" } else { "s" },
+        cfg.lease,
+        cfg.period,
+        cfg.beats,
+        cfg.reread,
+        cfg.request_timeout,
+        cfg.max_attempts,
+        cfg.faults,
+        cfg.crashes,
+        cfg.horizon
+    )
+}
+
 /// The lease timing: the heartbeat machine against a waiter, with a heartbeat period shorter
 /// and longer than the lease, then each timing variant.
 fn check_lease(rep: &mut Report) {
@@ -260,10 +302,16 @@ fn main() {
         ok: true,
         json: Vec::new(),
     };
-    check_machines(&mut rep, full);
-    check_fifo(&mut rep, full);
-    check_lease(&mut rep);
-    outside_the_assumptions();
+    // `--sessions`: the session section alone.
+    if std::env::args().any(|a| a == "--sessions") {
+        check_sessions(&mut rep, full);
+    } else {
+        check_machines(&mut rep, full);
+        check_fifo(&mut rep, full);
+        check_lease(&mut rep);
+        check_sessions(&mut rep, full);
+        outside_the_assumptions();
+    }
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!("{{{}}}", rep.json.join(","));
     if !rep.ok {

@@ -1,0 +1,1012 @@
+//! Sessions: client 0 holds locks A and B through its session S, and rivals in other processes
+//! wait for them. Every client step is the core's machine itself, stepped as the addon's
+//! driver steps it (`machines.rs`), over the core's `op::apply` on three items (A, B and S's
+//! own, `item::session_key`):
+//! - client 0 takes S with a plain FailOpen take (`fail_open::Acquire`), heartbeats it with the
+//!   core's `heartbeat::Beat` (its `guid`s kept by `held::Held`), as the addon's scheduler
+//!   does; then takes A, then B, through S (`lockSession` written, `leaseDurationMs` the
+//!   session lock's); it holds each lock while S's lease lasts on its own clock (from the send
+//!   of the last successful write of S), and not once the heartbeat declares S lost; it
+//!   releases its locks, then S (`ending::Ending`);
+//! - a rival per lock (client 1 for A, client 2 for B) is a FailOpen acquisition that keeps
+//!   trying (`fail_open::Acquire`): refused by a lock held through S, it reads S, waits out a
+//!   whole session lease, ends S, and takes the lock; it holds the lock a lease from its
+//!   winning write's send, and releases it at any time.
+//!
+//! The environment (`env.rs`): requests are lost before they land, land and lose their
+//! answer, are throttled or slower than their timeout; clients crash, a request on its way
+//! landing or not. A heartbeat write of S may be lost, land late, be answered late, or be given
+//! up on (or outlive its crashed client) and still land any time later: after a rival ended S,
+//! or after client 0 released it.
+//!
+//! Properties, per lock: mutual exclusion, fencing, no lost release (of each lock and of S),
+//! and "a holder's loss is known no later than a rival's grant": when a rival is granted a
+//! lock client 0 holds through S, client 0's heartbeat has declared S lost. As in the lease
+//! model, the heartbeat's timers may fire a tick late (`timer_grain`), so the loss is declared
+//! a tick before the lease's end.
+
+use std::fmt;
+use std::time::Duration;
+
+use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::ending::{self, End, Ending};
+use dynamodb_lock_core::heartbeat::{self, Beat};
+use dynamodb_lock_core::held::{self, Held};
+use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
+use dynamodb_lock_core::op as core_op;
+use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
+use dynamodb_lock_core::settings::{Kind, Lock};
+use dynamodb_lock_core::fail_open;
+
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
+use crate::explore::{self, Checked, Model, Violation};
+use crate::item::{Item, Ver, G, SESSIONS};
+use crate::lease::PROPERTY as LOSS;
+
+/// The properties checked.
+pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", LOSS];
+
+/// The items: locks A and B, and client 0's session S.
+pub const A: usize = 0;
+pub const B: usize = 1;
+pub const S: usize = 2;
+
+/// Client 0's slots (its session's machine, then its machine for A, then for B); the rivals'
+/// slots follow (client 1's for A, client 2's for B).
+const SESSION_SLOT: usize = 0;
+const RIVAL_SLOT: usize = 3;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// The session's lease, and the rivals' own locks' lease.
+    pub lease: Tick,
+    /// The session's heartbeat period.
+    pub period: Tick,
+    pub reread: Tick,
+    pub request_timeout: Tick,
+    pub max_attempts: u32,
+    /// Rivals: 1 (client 1 for A) or 2 (and client 2 for B).
+    pub rivals: u8,
+    /// A rival starts acquiring at any tick up to this one.
+    pub rival_start: Tick,
+    /// Lost or throttled requests and answers, in all.
+    pub faults: u8,
+    pub crashes: u8,
+    /// Heartbeats of S that write (after them, the heartbeat only watches for the loss).
+    pub beats: u8,
+    /// Time ends here.
+    pub horizon: Tick,
+    pub bug: Option<Broken>,
+}
+
+impl Config {
+    pub fn new() -> Config {
+        Config {
+            lease: 4,
+            period: 2,
+            reread: 2,
+            request_timeout: 2,
+            max_attempts: 2,
+            rivals: 1,
+            rival_start: 0,
+            faults: 1,
+            crashes: 1,
+            beats: 2,
+            horizon: 14,
+            bug: None,
+        }
+    }
+
+    fn lock(&self, retry_count: u32) -> Lock {
+        Lock {
+            retry_count,
+            heartbeat_period: ms(self.period),
+            ..env::lock(
+                Kind::FailOpen,
+                self.lease,
+                self.reread,
+                self.request_timeout,
+                self.max_attempts,
+            )
+        }
+    }
+
+    fn beat(&self) -> heartbeat::Config {
+        heartbeat::Config {
+            lease: ms(self.lease),
+            period: ms(self.period),
+            danger_margin: ms(1),
+            request_timeout: ms(self.request_timeout),
+            // Timers may fire a tick late: the loss is declared a tick early.
+            timer_grain: ms(1),
+            writes_out: heartbeat::MOST_WRITES_OUT,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::new()
+    }
+}
+
+type Request = Req<G, Ver>;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum M {
+    Open(fail_open::Acquire<Item, Fail>),
+    End(Ending<Item, Fail>),
+}
+
+enum Out {
+    Open(fail_open::Outcome<Item, Fail>),
+    End(ending::Outcome<G, Fail>),
+}
+
+type MStep = Step<G, Ver, Out>;
+
+fn map<O>(s: Step<G, Ver, O>, f: impl FnOnce(O) -> Out) -> MStep {
+    match s {
+        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+        Step::Wait { until, abortable } => Step::Wait { until, abortable },
+        Step::Done(o) => Step::Done(f(o)),
+    }
+}
+
+impl M {
+    fn answer(&mut self, a: Ans, env: &Env) -> MStep {
+        match self {
+            M::Open(m) => map(m.answer(a, env), Out::Open),
+            M::End(m) => map(m.answer(a, env), Out::End),
+        }
+    }
+    fn timer(&mut self, env: &Env) -> MStep {
+        match self {
+            M::Open(m) => map(m.timer(env), Out::Open),
+            M::End(m) => map(m.timer(env), Out::End),
+        }
+    }
+}
+
+/// A request sent: what it asks, and when it times out.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sent {
+    pub req: Request,
+    pub timeout_at: Tick,
+}
+
+pub type Net = env::Net<Sent>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Not started yet.
+    Idle,
+    Acquiring { g: G },
+    /// `until`: the end of the lease on the holder's clock (client 0's locks: unused, the
+    /// session's decides).
+    Holding { g: G, token: u8, until: Tick },
+    /// `report`: a release (`false`: the give-back of a grant that came after its lease).
+    Releasing { g: G, report: bool },
+    Done,
+    Crashed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
+    pub phase: Phase,
+    pub machine: Option<M>,
+    pub net: Option<Net>,
+    pub wake: Option<Tick>,
+    /// The release reported done: the first and last `guid` the item may carry for it.
+    pub released: Option<(G, G)>,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            phase: Phase::Idle,
+            machine: None,
+            net: None,
+            wake: None,
+            released: None,
+        }
+    }
+}
+
+/// S's heartbeats, as `machines::Hb`: one write on the wire at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Beats {
+    pub held: Held<G>,
+    pub beat: Option<Beat>,
+    pub net: Option<([G; 2], G, BeatNet)>,
+    pub wake: Tick,
+    /// Heartbeats that write, left to start.
+    pub left: u8,
+    pub releasing: bool,
+}
+
+impl Beats {
+    fn due(&self) -> bool {
+        self.beat.is_some() || (!self.releasing && self.held.beats())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BeatNet {
+    Out,
+    Landed(bool),
+    Lost,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub now: Tick,
+    pub items: [Option<Item>; 3],
+    pub slots: Vec<Slot>,
+    pub hb: Option<Box<Beats>>,
+    /// A heartbeat write of S given up on (or outliving client 0): it may still land.
+    pub stray: Option<([G; 2], G)>,
+    /// Client 0's `guid`s so far.
+    pub seq: u8,
+    pub left: Left,
+    /// The token of the last grant of each lock (history, for fencing).
+    pub last_token: [u8; 2],
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A rival starts acquiring.
+    Start(u8),
+    Event(u8, Event),
+    Release(u8),
+    Beat,
+    BeatLand,
+    BeatAnswer,
+    BeatLose,
+    StrayLand,
+    StrayGone,
+    Tick,
+}
+
+fn slot_name(i: u8) -> &'static str {
+    ["c0's session S", "c0's lock A", "c0's lock B", "c1 (lock A)", "c2 (lock B)"][i as usize]
+}
+
+impl fmt::Debug for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Start(i) => write!(f, "{} starts acquiring", slot_name(*i)),
+            Action::Event(i, e) => {
+                write!(f, "{}: ", slot_name(*i))?;
+                e.describe(owner(*i as usize) as u8, f)
+            }
+            Action::Release(i) => write!(f, "{}: release()", slot_name(*i)),
+            Action::Beat => write!(f, "S's heartbeat is due"),
+            Action::BeatLand => write!(f, "S's heartbeat write lands"),
+            Action::BeatAnswer => write!(f, "c0 gets S's heartbeat answer"),
+            Action::BeatLose => write!(f, "S's heartbeat write or its answer is lost"),
+            Action::StrayLand => write!(f, "S's abandoned heartbeat write lands late"),
+            Action::StrayGone => write!(f, "S's abandoned heartbeat write never lands"),
+            Action::Tick => write!(f, "tick"),
+        }
+    }
+}
+
+/// The client of slot `i`.
+fn owner(i: usize) -> usize {
+    if i < RIVAL_SLOT {
+        0
+    } else {
+        i - RIVAL_SLOT + 1
+    }
+}
+
+/// The item slot `i`'s machine works on.
+fn home(i: usize) -> usize {
+    match i {
+        0 => S,
+        1 | 3 => A,
+        _ => B,
+    }
+}
+
+pub struct Sessions {
+    pub cfg: Config,
+}
+
+impl Sessions {
+    pub fn new(cfg: Config) -> Sessions {
+        assert!((1..=2).contains(&cfg.rivals));
+        Sessions { cfg }
+    }
+
+    fn env(&self, s: &State) -> Env {
+        Env {
+            now: ms(s.now),
+            unix_ms: s.now.into(),
+            cancelled: false,
+            random: 0,
+        }
+    }
+
+    /// Slot `i`'s request lands: the session's item for a waiter's read or end of a session,
+    /// else its own; client 0's lock writes name S.
+    fn apply(&self, s: &mut State, i: usize, req: &Request) -> Ans {
+        if let Req::MarkWaiting { .. } = req {
+            return Answer::Done(Reply::Done);
+        }
+        let k = if req.session().is_some() { S } else { home(i) };
+        let mut fields = env::open_fields(self.cfg.lease);
+        if matches!(i, 1 | 2) {
+            fields.session = Some(SESSIONS[0]);
+            fields.lease_duration_ms = SESSION_LOCK_LEASE_MS;
+        }
+        let adds = Adds {
+            fields,
+            ttl_released: None,
+        };
+        let parts = req.parts(&adds);
+        let op = req.op(&adds, &parts);
+        let (after, reply) = core_op::apply(&op, s.items[k]);
+        s.items[k] = after;
+        answer_of(reply)
+    }
+
+    fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
+        let c = &mut s.slots[i];
+        c.net = None;
+        c.wake = None;
+        match step {
+            Step::Send {
+                req: Req::MarkWaiting { .. },
+                ..
+            } => self.deliver(s, i, Answer::Done(Reply::Done)),
+            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => self.deliver(s, i, TIMED_OUT),
+            Step::Send { req, timeout_at } => {
+                c.net = Some(Net {
+                    sent: Sent {
+                        req,
+                        timeout_at: tick(timeout_at),
+                    },
+                    state: NetState::Out,
+                });
+                Ok(())
+            }
+            Step::Wait { until, .. } => {
+                c.wake = Some(tick(until));
+                Ok(())
+            }
+            Step::Done(out) => {
+                c.machine = None;
+                self.ended(s, i, out)
+            }
+        }
+    }
+
+    /// Slot `i` starts acquiring.
+    fn start(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let env = self.env(s);
+        let g = if owner(i) == 0 {
+            s.seq += 1;
+            assert!(s.seq < 16, "guid space");
+            s.seq
+        } else {
+            owner(i) as G * 16 + 1
+        };
+        // Client 0 tries once; the rivals keep trying.
+        let retry = if owner(i) == 0 { 0 } else { u32::MAX };
+        let (m, step) = fail_open::Acquire::start(self.cfg.lock(retry), g, None, &env);
+        let c = &mut s.slots[i];
+        c.phase = Phase::Acquiring { g };
+        c.machine = Some(M::Open(m));
+        self.step(s, i, map(step, Out::Open))
+    }
+
+    /// The session's lease lasts (and its loss is not declared): until when.
+    fn session_until(&self, s: &State) -> Option<Tick> {
+        match s.slots[SESSION_SLOT].phase {
+            Phase::Holding { until, .. }
+                if until > s.now && s.hb.as_ref().is_some_and(|h| h.held.lost.is_none()) =>
+            {
+                Some(until)
+            }
+            _ => None,
+        }
+    }
+
+    /// Client 0's next lock, if any, is acquired through S while S lasts; otherwise none is.
+    fn next_lock(&self, s: &mut State) -> Result<(), Violation> {
+        let Some(i) = (1..=2).find(|&i| s.slots[i].phase == Phase::Idle) else {
+            return Ok(());
+        };
+        if self.session_until(s).is_some() {
+            self.start(s, i)
+        } else {
+            s.slots[1..=2]
+                .iter_mut()
+                .filter(|c| c.phase == Phase::Idle)
+                .for_each(|c| c.phase = Phase::Done);
+            Ok(())
+        }
+    }
+
+    fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
+        match (s.slots[i].phase, out) {
+            (
+                Phase::Acquiring { g },
+                Out::Open(fail_open::Outcome::Taken {
+                    fencing_token, sent_at, ..
+                }),
+            ) => {
+                let token = u8::try_from(fencing_token).expect("small tokens");
+                self.taken(s, i, g, token, sent_at)
+            }
+            (Phase::Acquiring { g }, Out::Open(fail_open::Outcome::Expired)) => self.end(s, i, g, true, false),
+            (Phase::Acquiring { .. }, _) => {
+                s.slots[i].phase = Phase::Done;
+                match i {
+                    SESSION_SLOT => {
+                        s.slots[1..=2].iter_mut().for_each(|c| c.phase = Phase::Done);
+                        Ok(())
+                    }
+                    1 | 2 => self.next_lock(s),
+                    _ => Ok(()),
+                }
+            }
+            (Phase::Releasing { g, report }, out) => {
+                let c = &mut s.slots[i];
+                c.phase = Phase::Done;
+                if report && matches!(out, Out::End(ending::Outcome::Released { .. })) {
+                    let last = if i == SESSION_SLOT { s.seq } else { g };
+                    c.released = Some((g, last));
+                }
+                if i == SESSION_SLOT {
+                    s.hb = None;
+                } else if i < RIVAL_SLOT {
+                    // The give-back of a lock granted too late: the next lock goes on.
+                    return self.next_lock(s);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Slot `i` took its item with `g` and `token`, its winning write sent at `sent_at`.
+    fn taken(&self, s: &mut State, i: usize, g: G, token: u8, sent_at: Time) -> Result<(), Violation> {
+        let own = tick(sent_at + ms(self.cfg.lease));
+        // Client 0's locks last as long as S: their own end is not kept.
+        let kept = if matches!(i, 1 | 2) { 0 } else { own };
+        s.slots[i].phase = Phase::Holding { g, token, until: kept };
+        match i {
+            SESSION_SLOT => {
+                let cfg = self.cfg.beat();
+                let wake = if self.cfg.beats > 0 {
+                    // Due as the addon's scheduler has it, at the period's last point.
+                    let last = cfg.period.as_micros() as u64 - 1;
+                    tick(sent_at + heartbeat::first_due(&cfg, last, ms(self.cfg.lease)))
+                } else {
+                    tick(sent_at + heartbeat::first_step(&cfg, false, 0, ms(self.cfg.lease)))
+                };
+                s.hb = Some(Box::new(Beats {
+                    held: Held::new(g),
+                    beat: None,
+                    net: None,
+                    wake: wake.max(s.now),
+                    left: self.cfg.beats,
+                    releasing: false,
+                }));
+                self.next_lock(s)
+            }
+            1 | 2 => {
+                // Held through S: while S's lease lasts.
+                let k = home(i);
+                let until = self.session_until(s).unwrap_or(s.now);
+                env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now)?;
+                self.next_lock(s)
+            }
+            _ => {
+                let k = home(i);
+                env::fencing(&mut s.last_token[k], owner(i), k as u8, token, own, s.now)?;
+                self.exclusion(s)?;
+                self.loss_known(s, k)
+            }
+        }
+    }
+
+    /// Slot `i` ends its hold of `g` (`give_back`: a grant that came after its lease).
+    fn end(&self, s: &mut State, i: usize, g: G, give_back: bool, lost: bool) -> Result<(), Violation> {
+        self.end_guids(s, i, g, vec![g], give_back, lost, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn end_guids(
+        &self,
+        s: &mut State,
+        i: usize,
+        g: G,
+        guids: Vec<G>,
+        give_back: bool,
+        lost: bool,
+        taken: bool,
+    ) -> Result<(), Violation> {
+        let env = self.env(s);
+        let end = End {
+            guids,
+            lost: lost || give_back,
+            taken,
+            next: None,
+            held_for: Duration::ZERO,
+            contended: false,
+        };
+        let (m, step) = Ending::start(self.cfg.lock(0), end, &env);
+        let c = &mut s.slots[i];
+        c.phase = Phase::Releasing { g, report: !give_back };
+        c.machine = Some(M::End(m));
+        self.step(s, i, map(step, Out::End))
+    }
+
+    /// `release()` on slot `i`'s lock (client 0's session: once its locks are let go).
+    fn release(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let Phase::Holding { g, until, .. } = s.slots[i].phase else {
+            unreachable!("a release of a held lock")
+        };
+        match i {
+            SESSION_SLOT => {
+                let h = s.hb.as_mut().expect("S's heartbeats");
+                if h.net.is_none() {
+                    h.beat = None;
+                }
+                match h.held.release(Kind::FailOpen) {
+                    held::Release::Wait => {
+                        h.releasing = true;
+                        s.slots[i].phase = Phase::Releasing { g, report: true };
+                        Ok(())
+                    }
+                    held::Release::Write { guids, taken } => {
+                        let lost = h.held.lost.is_some();
+                        self.end_guids(s, i, g, guids, false, lost, taken)
+                    }
+                    held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
+                }
+            }
+            1 | 2 => {
+                let lost = self.session_until(s).is_none();
+                self.end(s, i, g, false, lost)
+            }
+            _ => {
+                let lost = until <= s.now;
+                self.end(s, i, g, false, lost)
+            }
+        }
+    }
+
+    /// Client 0 believes it holds the lock of slot `i` (1 or 2); a rival, its own.
+    fn believes(&self, s: &State, i: usize) -> bool {
+        match s.slots[i].phase {
+            Phase::Holding { .. } if i < RIVAL_SLOT => self.session_until(s).is_some(),
+            Phase::Holding { until, .. } => s.now < until,
+            _ => false,
+        }
+    }
+
+    fn exclusion(&self, s: &State) -> Result<(), Violation> {
+        env::mutual_exclusion(2, 3, s.now, |c, k| {
+            let i = if c == 0 { 1 + k as usize } else { RIVAL_SLOT + k as usize };
+            (c == 0 || c == 1 + k as usize) && i < s.slots.len() && self.believes(s, i)
+        })
+    }
+
+    /// A rival was just granted lock `k`: if client 0 holds it through S, S's loss must be
+    /// declared.
+    fn loss_known(&self, s: &State, k: usize) -> Result<(), Violation> {
+        let holds = matches!(s.slots[1 + k].phase, Phase::Holding { .. });
+        let live = matches!(s.slots[SESSION_SLOT].phase, Phase::Holding { .. })
+            && s.hb.as_ref().is_some_and(|h| h.held.lost.is_none());
+        if holds && live {
+            return Err(Violation {
+                property: LOSS,
+                detail: format!(
+                    "c{} was granted lock {k} at tick {} while c0 holds it through its session, whose loss is not declared",
+                    k + 1,
+                    s.now
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A heartbeat write lands on S: whether it renewed the lease.
+    fn renew(&self, s: &mut State, guids: [G; 2], new: G) -> bool {
+        let fields = env::open_fields(self.cfg.lease);
+        let op = core_op::Op::Renew {
+            guids: &guids,
+            new_guid: &new,
+            fields: &fields,
+        };
+        let (after, reply) = core_op::apply(&op, s.items[S]);
+        s.items[S] = after;
+        !matches!(reply, core_op::Reply::Refused(_))
+    }
+
+    /// The loss moment of a lease that ends at `until`.
+    fn lost_at(&self, until: Tick) -> Tick {
+        tick(heartbeat::first_step(&self.cfg.beat(), false, 0, ms(until)))
+    }
+
+    fn beat_steps(&self, s: &mut State, actions: Vec<heartbeat::Action>) -> Result<(), Violation> {
+        let now = s.now;
+        let lost_at = |u: Tick| self.lost_at(u);
+        let h = s.hb.as_mut().expect("heartbeats");
+        for a in actions {
+            match a {
+                heartbeat::Action::Write => {
+                    let b = h.beat.as_mut().expect("a heartbeat");
+                    match (h.net, h.held.pending) {
+                        (None, Some(new)) => {
+                            h.net = Some(([h.held.guid, new], new, BeatNet::Out));
+                            h.held.on_the_wire(true);
+                        }
+                        _ => b.write_not_sent(),
+                    }
+                }
+                heartbeat::Action::Abandon => {
+                    if let Some((gs, new, st)) = h.net.take() {
+                        if st == BeatNet::Out && s.stray.is_none() {
+                            s.stray = Some((gs, new));
+                        }
+                    }
+                    h.held.on_the_wire(false);
+                }
+                heartbeat::Action::Failed { .. } | heartbeat::Action::Danger { .. } => {}
+                heartbeat::Action::Landed => h.held.landed(),
+                heartbeat::Action::Renewed { until, next } => {
+                    let until = tick(until);
+                    if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
+                        *u = until;
+                    }
+                    h.beat = None;
+                    // Once its writing heartbeats are spent, the scheduler still steps it at
+                    // the loss moment.
+                    h.wake = if h.left > 0 { tick(next) } else { lost_at(until) };
+                }
+                heartbeat::Action::Lost(loss) => {
+                    h.held.lose(match loss {
+                        heartbeat::Loss::Lapsed => held::Lost::Lapsed,
+                        heartbeat::Loss::NotOurs => held::Lost::Taken,
+                    });
+                    if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
+                        *u = now;
+                    }
+                    h.beat = None;
+                }
+            }
+        }
+        if let Some(t) = h.beat.as_ref().and_then(|b| b.poll_timeout()) {
+            h.wake = tick(t);
+        }
+        if h.releasing && h.net.is_none() {
+            h.releasing = false;
+            h.beat = None;
+            h.held.on_the_wire(false);
+            let Phase::Releasing { g, .. } = s.slots[SESSION_SLOT].phase else {
+                unreachable!("S's release waits")
+            };
+            if let held::Release::Write { guids, taken } = h.held.release(Kind::FailOpen) {
+                let lost = h.held.lost.is_some();
+                return self.end_guids(s, SESSION_SLOT, g, guids, false, lost, taken);
+            }
+        }
+        Ok(())
+    }
+
+    fn beat(&self, s: &mut State) -> Result<(), Violation> {
+        let now = s.now;
+        // A heartbeat starts only while S is held (a release stops them).
+        let until = match s.slots[SESSION_SLOT].phase {
+            Phase::Holding { until, .. } => until,
+            _ => now,
+        };
+        let cfg = self.cfg.beat();
+        let h = s.hb.as_mut().expect("heartbeats");
+        let actions = match h.beat.as_mut() {
+            Some(b) => b.timer(ms(now), ms(1), Duration::ZERO),
+            None if h.left == 0 => {
+                // The loss moment: a heartbeat that writes nothing.
+                let (b, actions) = Beat::start(cfg, ms(h.wake), ms(until), ms(now), Duration::ZERO);
+                h.beat = Some(b);
+                actions
+            }
+            None => {
+                let fresh = match h.held.pending {
+                    Some(p) => p,
+                    None => {
+                        s.seq += 1;
+                        assert!(s.seq < 16, "guid space");
+                        s.seq
+                    }
+                };
+                h.held.beat_starts(fresh).expect("S needs another heartbeat");
+                h.left -= 1;
+                let (b, actions) = Beat::start(cfg, ms(h.wake), ms(until), ms(now), Duration::ZERO);
+                h.beat = Some(b);
+                actions
+            }
+        };
+        self.beat_steps(s, actions)
+    }
+
+    fn beat_answered(&self, s: &mut State) -> Result<(), Violation> {
+        let now = s.now;
+        let h = s.hb.as_mut().expect("heartbeats");
+        let Some((_, _, BeatNet::Landed(ok))) = h.net.take() else {
+            unreachable!()
+        };
+        h.held.on_the_wire(false);
+        let answer = if ok {
+            heartbeat::Answer::Renewed
+        } else {
+            heartbeat::Answer::NotOurs
+        };
+        let actions = match h.beat.as_mut() {
+            Some(b) => b.answer(ms(now), answer, ms(1)),
+            None => Vec::new(),
+        };
+        self.beat_steps(s, actions)
+    }
+
+    fn crashed_slot(&self, s: &State, i: usize) -> bool {
+        s.slots[i].phase == Phase::Crashed
+    }
+
+    fn due(&self, s: &State) -> bool {
+        s.slots.iter().any(|c| {
+            c.phase != Phase::Crashed
+                && (c.wake.is_some_and(|w| w <= s.now) || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now))
+        }) || s.hb.as_ref().is_some_and(|h| h.due() && h.wake <= s.now)
+    }
+
+    fn time_matters(&self, s: &State) -> bool {
+        s.now < self.cfg.horizon
+            && (s.hb.as_ref().is_some_and(|h| h.due() || h.net.is_some())
+                || s.slots.iter().enumerate().any(|(i, c)| {
+                    c.phase != Phase::Crashed
+                        && (c.wake.is_some_and(|w| w != Tick::MAX)
+                            || c.net.is_some()
+                            || (i >= RIVAL_SLOT && c.phase == Phase::Idle && s.now < self.cfg.rival_start)
+                            || matches!(c.phase, Phase::Holding { until, .. } if until > s.now))
+                }))
+    }
+}
+
+impl Model for Sessions {
+    type State = State;
+    type Action = Action;
+
+    fn init(&self) -> Vec<State> {
+        broken::set(self.cfg.bug);
+        let mut s = State {
+            now: 0,
+            items: [None; 3],
+            slots: vec![Slot::new(); RIVAL_SLOT + self.cfg.rivals as usize],
+            hb: None,
+            stray: None,
+            seq: 0,
+            left: Left {
+                faults: self.cfg.faults,
+                crashes: self.cfg.crashes,
+            },
+            last_token: [0; 2],
+        };
+        self.start(&mut s, SESSION_SLOT).expect("a start violates nothing");
+        vec![s]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        if s.stray.is_some() {
+            out.push(Action::StrayLand);
+            out.push(Action::StrayGone);
+        }
+        let c0_crashed = self.crashed_slot(s, SESSION_SLOT);
+        for (i, c) in s.slots.iter().enumerate() {
+            if c.phase == Phase::Crashed {
+                continue;
+            }
+            let ci = i as u8;
+            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
+            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| out.push(Action::Event(ci, e)));
+            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
+            if owner(i) != 0 || i == SESSION_SLOT {
+                Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
+            } else if s.left.crashes > 0 && out_now {
+                // Client 0 crashes with this slot's request landing.
+                out.push(Action::Event(ci, Event::Crash(true)));
+            }
+            match c.phase {
+                Phase::Idle if i >= RIVAL_SLOT && s.now <= self.cfg.rival_start => out.push(Action::Start(ci)),
+                Phase::Holding { .. } if i != SESSION_SLOT => out.push(Action::Release(ci)),
+                Phase::Holding { .. }
+                    if s.slots[1..=2]
+                        .iter()
+                        .all(|l| matches!(l.phase, Phase::Idle | Phase::Done)) =>
+                {
+                    out.push(Action::Release(ci))
+                }
+                _ => {}
+            }
+        }
+        if let (Some(h), false) = (&s.hb, c0_crashed) {
+            if h.due() && h.wake <= s.now {
+                out.push(Action::Beat);
+            }
+            match h.net.map(|n| n.2) {
+                Some(BeatNet::Out) => {
+                    out.push(Action::BeatLand);
+                    if s.left.faults > 0 {
+                        out.push(Action::BeatLose);
+                    }
+                }
+                Some(BeatNet::Landed(_)) => {
+                    out.push(Action::BeatAnswer);
+                    if s.left.faults > 0 {
+                        out.push(Action::BeatLose);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !self.due(s) && self.time_matters(s) {
+            out.push(Action::Tick);
+        }
+    }
+
+    fn next(&self, s: &State, a: &Action) -> Result<State, Violation> {
+        broken::set(self.cfg.bug);
+        let mut s = s.clone();
+        match *a {
+            Action::Tick => s.now += 1,
+            Action::Start(i) => self.start(&mut s, i as usize)?,
+            Action::Event(i, e) => env::happen(self, &mut s, i as usize, e)?,
+            Action::Release(i) => self.release(&mut s, i as usize)?,
+            Action::Beat => self.beat(&mut s)?,
+            Action::BeatLand => {
+                let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();
+                let ok = self.renew(&mut s, gs, new);
+                s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
+            }
+            Action::BeatAnswer => self.beat_answered(&mut s)?,
+            Action::BeatLose => {
+                s.left.faults -= 1;
+                s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
+            }
+            Action::StrayLand => {
+                let (gs, new) = s.stray.take().unwrap();
+                self.renew(&mut s, gs, new);
+            }
+            Action::StrayGone => s.stray = None,
+        }
+        Ok(s)
+    }
+
+    fn invariant(&self, s: &State) -> Result<(), Violation> {
+        self.exclusion(s)?;
+        for (i, c) in s.slots.iter().enumerate() {
+            if let Some((lo, hi)) = c.released {
+                let k = home(i);
+                if s.items[k].is_some_and(|it| (lo..=hi).contains(&it.guid) && !it.released) {
+                    return Err(env::lost_release(owner(i), k as u8));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Clients for Sessions {
+    type Sent = Sent;
+
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
+        (&mut s.left, &mut s.slots[i].net)
+    }
+
+    fn land(&self, s: &mut State, i: usize) -> Ans {
+        let req = s.slots[i].net.as_ref().expect("a request").sent.req.clone();
+        self.apply(s, i, &req)
+    }
+
+    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+        let env = self.env(s);
+        let mut m = s.slots[i].machine.take().expect("a machine waits for the answer");
+        let step = m.answer(a, &env);
+        s.slots[i].machine = Some(m);
+        self.step(s, i, step)
+    }
+
+    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        s.slots[i].wake = None;
+        let env = self.env(s);
+        let mut m = s.slots[i].machine.take().unwrap();
+        let step = m.timer(&env);
+        s.slots[i].machine = Some(m);
+        self.step(s, i, step)
+    }
+
+    /// A crashed client keeps nothing but a heartbeat write of S on its way, which may still
+    /// land; client 0's crash ends all three of its slots.
+    fn crashed(&self, s: &mut State, i: usize) {
+        let slots = if owner(i) == 0 { 0..RIVAL_SLOT } else { i..i + 1 };
+        for j in slots {
+            s.slots[j] = Slot {
+                phase: Phase::Crashed,
+                ..Slot::new()
+            };
+        }
+        if owner(i) == 0 {
+            if let Some((gs, new, BeatNet::Out)) = s.hb.as_ref().and_then(|h| h.net) {
+                s.stray = s.stray.or(Some((gs, new)));
+            }
+            s.hb = None;
+        }
+    }
+}
+
+/// Beyond this many states a run stops and reports itself incomplete (about 40 bytes a state
+/// explored depth first).
+pub const MAX_STATES: usize = 60_000_000;
+
+/// The configurations explored: the bounded one of the test suite, or the full ones of
+/// `npm run model`.
+pub fn configs(full: bool) -> Vec<Config> {
+    let base = Config::new();
+    if !full {
+        return vec![Config {
+            beats: 1,
+            horizon: 10,
+            ..base
+        }];
+    }
+    vec![
+        base,
+        Config {
+            rivals: 2,
+            faults: 1,
+            horizon: 12,
+            ..base
+        },
+    ]
+}
+
+/// The property each session variant's shortest counterexample violates.
+pub fn property(b: Broken) -> &'static str {
+    match b {
+        Broken::TakeoverSkipsSessionEnd => "mutual exclusion",
+        _ => "no lost release",
+    }
+}
+
+/// The configuration a variant is checked in.
+pub fn broken_config(b: Broken) -> Config {
+    Config {
+        bug: Some(b),
+        ..Config::new()
+    }
+}
+
+/// Action `a` taken in `s`, told as a counterexample's step.
+pub fn tell(s: &State, a: &Action) -> String {
+    let request = match *a {
+        Action::Event(i, e) if e.on_the_wire() => s.slots[i as usize].net.as_ref().map(|n| format!("{:?}", n.sent.req)),
+        Action::BeatLand | Action::BeatLose | Action::BeatAnswer => {
+            s.hb.as_ref().and_then(|h| h.net).map(|(gs, new, _)| format!("renew {gs:?} -> {new}"))
+        }
+        Action::StrayLand => s.stray.map(|(gs, new)| format!("renew {gs:?} -> {new}")),
+        _ => None,
+    };
+    env::step_text(s.now, a, request)
+}
+
+/// Explores `cfg`: the protocol as it ships depth first, a variant breadth first.
+pub fn check(cfg: Config, max_states: usize) -> Checked {
+    let deep = cfg.bug.is_none();
+    explore::check(&Sessions::new(cfg), deep, max_states, tell)
+}

@@ -1,0 +1,216 @@
+//! Sessions (`session: true`): one item per client, renewed every heartbeat period, keeps all
+//! of the client's FailOpen locks. A lock taken through the session names it (`lockSession`)
+//! and writes nothing while it is held; its lease is the session's. The session's item is an
+//! ordinary FailOpen lock of this client, on a key of its own (`item::session_key`), taken with
+//! one write and heartbeated by the client's scheduler; its events (`"error"`, `"danger"`,
+//! `"lost"`) are every member's. A waiter elsewhere ends a dead session before it takes any of
+//! its locks (the core's `fail_open::Acquire`), so a session that is lost stays lost: the next
+//! acquisition starts a new one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rand::RngCore;
+use tokio::time::Instant;
+
+use crate::cancel::Cancel;
+use crate::error::{LockError, StoreError};
+use crate::fail_open;
+use crate::heartbeat::LazyHeartbeats;
+use crate::item;
+use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
+
+/// A client's session, made on the first acquisition that needs one.
+#[derive(Default)]
+pub struct Sessions {
+    current: Mutex<Option<Arc<Session>>>,
+    /// One session is started at a time.
+    starting: tokio::sync::Mutex<()>,
+}
+
+/// One session: its id, the held lock that is its item, and the locks held through it.
+pub struct Session {
+    pub id: String,
+    pub lock: Arc<HeldLock>,
+    members: Mutex<HashMap<u64, Weak<HeldLock>>>,
+    /// Set once the session is lost: no lock is added to it any more.
+    lost: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
+impl Session {
+    /// The session's lease still lasts, on this process's clock.
+    pub fn alive(&self, now: Instant) -> bool {
+        !self.lost.load(std::sync::atomic::Ordering::SeqCst)
+            && !self.lock.is_stopping()
+            && self.lock.lease.until().is_some_and(|until| until > now)
+    }
+
+    /// `lock` is held through this session from now on. `false`: the session is lost already,
+    /// and so is the lock.
+    pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
+        let mut members = self.members();
+        if !self.alive(Instant::now()) {
+            return false;
+        }
+        members.insert(lock.id, Arc::downgrade(lock));
+        true
+    }
+
+    /// `lock` is released (or handed on): the session no longer speaks for it.
+    pub fn leave(&self, lock: &HeldLock) {
+        self.members().remove(&lock.id);
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every lock held through the session now.
+    fn held(&self) -> Vec<Arc<HeldLock>> {
+        self.members().values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// What the session's item reports, each of its locks reports.
+    fn report(&self, event: LockEvent) {
+        let lost = matches!(event, LockEvent::Lost(_));
+        let held = if lost {
+            // Under the members' mutex: a lock joining now finds the session lost.
+            let mut members = self.members();
+            self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+            members.drain().filter_map(|(_, l)| l.upgrade()).collect()
+        } else {
+            self.held()
+        };
+        for lock in held {
+            if !lock.is_stopping() {
+                lock.emit(event.clone());
+            }
+        }
+    }
+}
+
+/// Where the session's item reports: to the session, which tells its locks.
+struct Relay {
+    session: OnceLock<Weak<Session>>,
+}
+
+impl EventSink for Relay {
+    fn emit(&self, _lock_id: u64, event: LockEvent) {
+        if let Some(session) = self.session.get().and_then(Weak::upgrade) {
+            session.report(event);
+        }
+    }
+}
+
+impl Sessions {
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<Arc<Session>>> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client's live session, started if it has none (one write, a FailOpen take of a new
+    /// key), or if the one it had is lost.
+    /// `sorted`: the lock table has a sort key.
+    pub async fn get(&self, c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>, LockError> {
+        let live = |s: &Option<Arc<Session>>| s.as_ref().filter(|s| s.alive(Instant::now())).cloned();
+        if let Some(s) = live(&self.current()) {
+            return Ok(s);
+        }
+        let _one = self.starting.lock().await;
+        if let Some(s) = live(&self.current()) {
+            return Ok(s);
+        }
+        let session = start(c, sorted, cancel).await?;
+        *self.current() = Some(session.clone());
+        Ok(session)
+    }
+
+    /// `close()` without `releaseLocks`, or the end of the client's environment: the session's
+    /// heartbeats stop, and its lease lapses.
+    pub fn abandon(&self) {
+        if let Some(s) = self.current().take() {
+            s.lock.abandon();
+        }
+    }
+
+    /// `close({ releaseLocks: true })`, after its locks are released: the session's item is
+    /// released too, so that nothing is left to wait out.
+    pub async fn end(&self) {
+        let Some(s) = self.current().take() else { return };
+        // Best effort: a session not released lapses after its lease.
+        let _ = s.lock.release().await;
+    }
+}
+
+/// A new session: its item taken under a fresh id, and heartbeated.
+async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>, LockError> {
+    let mut bytes = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let key = item::session_key(&id, sorted);
+    let relay = Arc::new(Relay {
+        session: OnceLock::new(),
+    });
+    let mut settings = c.settings.clone();
+    // The session's item holds through its own lease, and is not itself held through a session.
+    settings.session = false;
+    let shared = Arc::new(Shared {
+        // Its undos and its release at `close()` are the client's tasks.
+        tasks: c.tasks.clone(),
+        closing: c.closing.clone(),
+        ..Shared::new(
+            c.store.clone(),
+            settings,
+            relay.clone(),
+            Box::new(LazyHeartbeats::new(None)),
+            Default::default(),
+        )
+    });
+    let taken = fail_open::acquire(&shared, &key, None, false, None, cancel)
+        .await
+        .map_err(|e| explain(e, sorted))?;
+    let lock = Arc::new(HeldLock::new(
+        shared.clone(),
+        key,
+        taken.guid,
+        Some(taken.fencing_token),
+        Some(taken.sent_at),
+    ));
+    let session = Arc::new(Session {
+        id,
+        lock: lock.clone(),
+        members: Mutex::default(),
+        lost: Default::default(),
+    });
+    let _ = relay.session.set(Arc::downgrade(&session));
+    shared.heartbeats.watch(&lock);
+    Ok(session)
+}
+
+/// A session's item could not be written: said as the session's, with what it needs of the
+/// table when DynamoDB refused its key.
+fn explain(e: LockError, sorted: bool) -> LockError {
+    match e {
+        LockError::Store(s) if s.code() == "ValidationException" => LockError::Store(StoreError::Service {
+            code: "ValidationException".into(),
+            message: format!(
+                "the session's item (partition value \"{}<id>\"{}) was refused: sessions need a lock table whose {} of type S (a string). DynamoDB said: {s}",
+                item::SESSION_PREFIX,
+                if sorted { ", sort value \"session\"" } else { "" },
+                if sorted { "partition key and sort key are" } else { "partition key is" },
+            ),
+            transient: false,
+            maybe_applied: false,
+        }),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -1,0 +1,1 @@
+//! Sessions under paused time, over the in-memory store.
