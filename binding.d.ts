@@ -223,6 +223,8 @@ export interface JsLockInfo {
    * clock), for people; absent when unknown (the original's writes drop it).
    */
   lastWrittenUnixMs?: number
+  /** `lockSession`: the session the lock is held through. */
+  session?: string
 }
 
 /**

@@ -181,6 +181,8 @@ export interface LockInfo {
     heldByThisClient: boolean;
     /** When this package last wrote the item (`lockWrittenUnixMs`, Unix ms, the writer's clock), for people; never used to decide anything. Undefined when unknown (the original library's writes drop it). */
     lastWrittenUnixMs?: number;
+    /** The session the lock is held through (a client with `session: true`): its lease is the session's item's. */
+    session?: string;
 }
 
 export interface CreateTableOptions {
@@ -329,7 +331,8 @@ export interface TableOptions {
 export interface LockListing {
     /** The partition value; on a FailClosed or FailOpen table with a sort key, `{ [partitionKey]: v, [sortKey]: v }`. */
     id: string | number | Buffer | { [key: string]: string | number | Buffer };
-    kind: "FailClosed" | "FailOpen" | "Fifo";
+    /** "Session": the item of a client's session (`session: true`), which keeps the locks that name it. */
+    kind: "FailClosed" | "FailOpen" | "Fifo" | "Session";
     owner?: string;
     fencingToken?: number;
     /** FailClosed: always (the item is the lock); FailOpen and Fifo: not released. A lapsed lease still counts as held here. */
@@ -342,6 +345,8 @@ export interface LockListing {
     lastWrittenUnixMs?: number;
     /** The first waiter in line, if one marked the item. */
     waiter?: string;
+    /** The session the lock is held through, if any: its lease is the session's item's. */
+    session?: string;
     /** Fifo: queue entries of the resource. */
     waiters?: number;
 }

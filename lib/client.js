@@ -150,7 +150,7 @@ async function getLock(self, id)
         return null;
     }
     const value = v => (v === null ? undefined : v);
-    return {
+    const out = {
         owner: value(info.owner),
         fencingToken: value(info.fencingToken),
         leaseDurationMs: value(info.leaseDurationMs),
@@ -161,6 +161,12 @@ async function getLock(self, id)
         // when unknown.
         lastWrittenUnixMs: value(info.lastWrittenUnixMs),
     };
+    // The session the lock is held through (`session: true`), only when there is one.
+    if (typeof info.session === "string")
+    {
+        out.session = info.session;
+    }
+    return out;
 }
 
 // campaign(id[, { signal }]): leader election on FailOpen and Fifo clients (lib/campaign.js).

@@ -14,6 +14,8 @@ const { codedError } = require("./table.js");
 // The sort value of a Fifo head item, and the prefix of its queue entries (docs/fifo.md).
 const FIFO_HEAD = "lock";
 const FIFO_ENTRY = "q#";
+// The partition value of a session's item (`session: true`): this prefix and its id.
+const SESSION_PREFIX = "dynamodb-lock-native/session/";
 // `leaseDurationMs` of a released FailOpen lock or Fifo head.
 const RELEASED = "1";
 
@@ -91,7 +93,9 @@ function describeItem(item, key)
 {
     const sort = key.sort ? plain(item[key.sort.name]) : undefined;
     const fifoHead = key.sort && sort === FIFO_HEAD && "ticketNext" in item;
-    const kind = fifoHead ? "Fifo" : "leaseDurationMs" in item ? "FailOpen" : "FailClosed";
+    const partition = plain(item[key.partition.name]);
+    const session = typeof partition === "string" && partition.startsWith(SESSION_PREFIX);
+    const kind = fifoHead ? "Fifo" : session ? "Session" : "leaseDurationMs" in item ? "FailOpen" : "FailClosed";
     const lease = item.leaseDurationMs && item.leaseDurationMs.N;
     const out = {
         id: key.sort && !fifoHead ? { [key.partition.name]: plain(item[key.partition.name]), [key.sort.name]: sort } : plain(item[key.partition.name]),
@@ -106,6 +110,11 @@ function describeItem(item, key)
         lastWrittenUnixMs: writtenAt(item),
         waiter: item.lockWaiter && item.lockWaiter.S,
     };
+    // The session a lock is held through (`session: true`): its lease is the session's.
+    if (item.lockSession && typeof item.lockSession.S === "string")
+    {
+        out.session = item.lockSession.S;
+    }
     return out;
 }
 

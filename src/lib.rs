@@ -474,6 +474,8 @@ pub struct JsLockInfo {
     /// `lockWrittenUnixMs`: when this library last wrote the item (Unix ms, the writer's
     /// clock), for people; absent when unknown (the original's writes drop it).
     pub last_written_unix_ms: Option<f64>,
+    /// `lockSession`: the session the lock is held through.
+    pub session: Option<String>,
 }
 
 /// The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
@@ -640,6 +642,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         data_s,
         data_b,
         last_written_unix_ms: r.lock_written_unix_ms.map(|t| t as f64),
+        session: r.session,
     }))
 }
 
