@@ -258,6 +258,15 @@ fn check_session(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
         )),
     }
     let user_object = user_object(entries);
+    // A lock held through a session writes nothing while held: nothing would move its TTL
+    // attribute on, and DynamoDB could delete a held lock's item.
+    if !matches!(RawValue::get(entries, "ttlAttribute"), None | Some(RawValue::Undefined)) {
+        out.push(problem(
+            &["session"],
+            "any.invalid",
+            "does not go with ttlAttribute: a lock held through a session writes nothing while held, so nothing would move its TTL on",
+        ));
+    }
     if user_object {
         out.push(problem(
             &["session"],

@@ -401,6 +401,11 @@ impl HeldLock {
             }
         };
         let kind = self.client.settings.kind;
+        // Held through a session that is lost: so is the lock, which is released, not handed
+        // over (the next acquisition in line starts a session of its own).
+        if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
+            st.lose(held::Lost::Lapsed);
+        }
         // Holding the state, no heartbeat awaits a write: what was on the wire was answered or
         // dropped (a `guid` it may have written stays known).
         st.on_the_wire(false);
