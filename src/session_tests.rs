@@ -1,1 +1,306 @@
 //! Sessions under paused time, over the in-memory store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cancel::Cancel;
+use crate::client::Client;
+use crate::error::LostReason;
+use crate::item::{session_key, GuidValue, LockKey, LockRecord, SESSION_LOCK_LEASE_MS};
+use crate::lock::{HeldLock, LockEvent};
+use crate::store::memory::{Fault, MemoryStore};
+use crate::testkit::*;
+
+/// The session's item is heartbeated by the process-wide scheduler (`LazyHeartbeats::new(None)`
+/// in `session::start`), which under `cfg(test)` is a task on the runtime of whichever test
+/// first used it: it does not follow this test's paused clock, and dies with that test. So
+/// the process-wide scheduler is parked on a runtime that is dropped at once (no test's
+/// runtime runs it), and each test hands its sessions' items to its client's own scheduler
+/// (`adopt`), as the client's plain locks are.
+fn park_the_process_wide_scheduler() {
+    static PARKED: std::sync::Once = std::sync::Once::new();
+    PARKED.call_once(|| {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                crate::heartbeat::LazyHeartbeats::new(None).get();
+            });
+        })
+        .join()
+        .unwrap();
+    });
+}
+
+/// A client with `session: true` over `store`.
+fn session_client(store: &Arc<MemoryStore>, owner: &str, lease_ms: u64, heartbeat_ms: u64) -> (Arc<Client>, Arc<Recorder>) {
+    park_the_process_wide_scheduler();
+    client(store, session_settings(owner, lease_ms, heartbeat_ms))
+}
+
+/// Acquires `key` through `c`'s session; a session started by it is heartbeated by `c`'s
+/// scheduler (see `park_the_process_wide_scheduler`).
+async fn acquire(c: &Arc<Client>, k: LockKey) -> Arc<HeldLock> {
+    let before = c.sessions.current().as_ref().map(|s| s.id.clone());
+    let lock = c.acquire(k, &Cancel::default()).await.unwrap();
+    let session = lock.session.clone().expect("held through a session");
+    if before.as_deref() != Some(session.id.as_str()) {
+        c.heartbeats.watch(&session.lock);
+    }
+    lock
+}
+
+/// Acquires `k0`, `k1`, ... through `c`'s session.
+async fn hold_s(c: &Arc<Client>, n: usize) -> Vec<Arc<HeldLock>> {
+    let mut held = Vec::new();
+    for i in 0..n {
+        held.push(acquire(c, key(&format!("k{i}"))).await);
+    }
+    held
+}
+
+fn session_settings(owner: &str, lease_ms: u64, heartbeat_ms: u64) -> crate::settings::Settings {
+    let mut s = open_settings(owner, lease_ms, Some(heartbeat_ms));
+    s.session = true;
+    s
+}
+
+fn session_id(lock: &HeldLock) -> String {
+    lock.session.as_ref().expect("held through a session").id.clone()
+}
+
+fn skey(lock: &HeldLock) -> LockKey {
+    session_key(&session_id(lock), false)
+}
+
+/// The events reported for `lock`.
+fn events_of(rec: &Recorder, lock: &HeldLock) -> Vec<LockEvent> {
+    rec.0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| *id == lock.id)
+        .map(|(_, e)| e.clone())
+        .collect()
+}
+
+fn lost_count(rec: &Recorder, lock: &HeldLock) -> usize {
+    events_of(rec, lock)
+        .iter()
+        .filter(|e| matches!(e, LockEvent::Lost(_)))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_renews_once_per_period_for_many_locks_and_its_locks_write_nothing() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (c, events) = session_client(&store, "me", 1000, 250);
+    let locks = hold_s(&c, 50).await;
+    assert_eq!(store.count("take"), 51, "one take per lock and one for the session");
+    let sid = session_id(&locks[0]);
+    assert!(locks.iter().all(|l| session_id(l) == sid), "one session for every lock");
+    let before: Vec<LockRecord> = (0..50).map(|i| store.record(&key(&format!("k{i}"))).unwrap()).collect();
+    for r in &before {
+        assert_eq!(r.session.as_deref(), Some(sid.as_str()));
+        assert_eq!(r.lease_duration_ms, Some(SESSION_LOCK_LEASE_MS));
+    }
+    let session_before = store.record(&skey(&locks[0])).expect("the session's item");
+    assert_eq!(session_before.lease_duration_ms, Some(1000));
+    assert_eq!(session_before.session, None);
+
+    let requests = store.requests();
+    let renews = store.count("renew");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let renewed = store.count("renew") - renews;
+    // 2000 ms / 250 ms: about 8; per-lock heartbeats would be 400.
+    assert!((6..=10).contains(&renewed), "{renewed} renewals in 2 s");
+    assert_eq!(store.requests() - requests, renewed, "nothing but the session's renewals");
+    for (i, r) in before.iter().enumerate() {
+        assert_eq!(store.record(&key(&format!("k{i}"))).as_ref(), Some(r), "lock {i} unchanged");
+    }
+    let session_after = store.record(&skey(&locks[0])).unwrap();
+    assert_ne!(session_after.guid, session_before.guid, "the renewals rotate the session's guid");
+    for l in &locks {
+        let left = l.lease_remaining(Instant::now()).unwrap();
+        assert!(left > Duration::ZERO && left <= Duration::from_millis(1000), "{left:?}");
+    }
+    assert!(events.0.lock().unwrap().is_empty(), "{:?}", events.events());
+
+    // A released lock leaves the session; the others stay held, and the renewals go on.
+    locks[0].release().await.unwrap();
+    assert!(store.record(&key("k0")).unwrap().is_released());
+    assert_eq!(locks[0].lease_remaining(Instant::now()), Some(Duration::ZERO));
+    let renews = store.count("renew");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(store.count("renew") - renews >= 3);
+    assert!(locks[1].lease_remaining(Instant::now()).unwrap() > Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_takes_a_crashed_sessions_lock_only_after_a_session_lease_ending_the_session_first() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (holder, _) = session_client(&store, "holder", 1000, 250);
+    let locks = hold_s(&holder, 3).await;
+    let sk = skey(&locks[0]);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The crash: the session's heartbeats stop.
+    holder.sessions.abandon();
+    let session_guid = store.record(&sk).unwrap().guid;
+
+    let (w, _) = client(&store, open_settings("waiter", 1000, None));
+    let sent_before = store.sent().len();
+    let start = Instant::now();
+    let waiter = tokio::spawn({
+        let w = w.clone();
+        async move { w.acquire(key("k1"), &Cancel::default()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(950)).await;
+    assert!(!waiter.is_finished(), "taken before a session lease went by");
+    let session = store.record(&sk).unwrap();
+    assert!(!session.is_released(), "the session is not ended before its lease went by");
+    assert_eq!(session.guid, session_guid);
+    assert_eq!(store.record(&key("k1")).unwrap().owner.as_deref(), Some("holder"));
+
+    let lock = waiter.await.unwrap().unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1000) && waited < Duration::from_millis(1300),
+        "waited {waited:?}"
+    );
+    assert_eq!(lock.fencing_token, Some(2));
+    let session = store.record(&sk).unwrap();
+    assert!(session.is_released(), "the waiter ended the session");
+    assert_eq!(session.guid, session_guid, "on the guid it waited out");
+    let taken = store.record(&key("k1")).unwrap();
+    assert_eq!(taken.owner.as_deref(), Some("waiter"));
+    assert_eq!(taken.session, None);
+    assert_eq!(taken.lease_duration_ms, Some(1000));
+    // The session was ended before the lock was taken.
+    let sent = store.sent()[sent_before..].to_vec();
+    let end = sent.iter().position(|o| *o == "release").expect("the session's end");
+    let take = sent.iter().rposition(|o| *o == "take").expect("the take");
+    assert!(end < take, "{sent:?}");
+
+    // The session is ended: its other locks are taken at once, without a second wait.
+    let start = Instant::now();
+    let other = w.acquire(key("k2"), &Cancel::default()).await.unwrap();
+    assert!(start.elapsed() < Duration::from_millis(50), "took {:?}", start.elapsed());
+    assert_eq!(other.fencing_token, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_sessions_lock_is_not_taken_and_a_late_renewal_does_not_revive_an_ended_session() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (holder, events) = session_client(&store, "holder", 1000, 250);
+    let locks = hold_s(&holder, 2).await;
+    let sk = skey(&locks[0]);
+
+    // Live: a waiter with retryCount 0 gives up after a lease; the session is not ended.
+    let mut s = open_settings("waiter", 1000, None);
+    s.retry_count = 0;
+    let (w, _) = client(&store, s);
+    let err = w.acquire(key("k0"), &Cancel::default()).await.unwrap_err();
+    assert_eq!(err.code(), "FailedToAcquireLock");
+    assert!(!store.record(&sk).unwrap().is_released());
+    assert_eq!(store.record(&key("k0")).unwrap().owner.as_deref(), Some("holder"));
+    assert!(events.0.lock().unwrap().is_empty(), "{:?}", events.events());
+
+    // The next renewal is held up 1.5 s on its way to the store: a waiter ends the session
+    // meanwhile, and the renewal, arriving late on the guid the waiter saw, is refused.
+    store.fault("renew", Fault::Delay(Duration::from_millis(1500)));
+    tokio::time::sleep(Duration::from_millis(260)).await;
+    let (w2, _) = client(&store, open_settings("waiter2", 1000, None));
+    let taken = w2.acquire(key("k0"), &Cancel::default()).await.unwrap();
+    assert_eq!(taken.fencing_token, Some(2));
+    assert!(store.record(&sk).unwrap().is_released());
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let session = store.record(&sk).unwrap();
+    assert!(session.is_released(), "a late renewal revived the session: {session:?}");
+    for l in &locks {
+        assert_eq!(lost_count(&events, l), 1, "{:?}", events_of(&events, l));
+        assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
+    }
+    assert_eq!(store.record(&key("k0")).unwrap().owner.as_deref(), Some("waiter2"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_session_reports_every_lock_in_danger_then_lost_no_later_than_its_deadline() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (c, events) = session_client(&store, "me", 1000, 250);
+    let locks = hold_s(&c, 5).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every renewal from now on hangs.
+    for _ in 0..50 {
+        store.fault("renew", Fault::Hang);
+    }
+    let deadline = locks[0].lease_until().unwrap();
+    assert!(locks.iter().all(|l| l.lease_until() == Some(deadline)), "one lease for all");
+    let mut lost_at = vec![None; locks.len()];
+    for _ in 0..3000 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        for (i, l) in locks.iter().enumerate() {
+            if lost_at[i].is_none() && lost_count(&events, l) > 0 {
+                lost_at[i] = Some(Instant::now());
+            }
+        }
+        if lost_at.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    for (i, l) in locks.iter().enumerate() {
+        let at = lost_at[i].unwrap_or_else(|| panic!("lock {i} never lost: {:?}", events_of(&events, l)));
+        // Paused time is stepped 1 ms at a time: "lost" is seen in the step of the deadline.
+        assert!(at <= deadline + Duration::from_millis(1), "lock {i} lost {:?} after the deadline", at - deadline);
+        let ev = events_of(&events, l);
+        let danger = ev.iter().position(|e| matches!(e, LockEvent::Danger { .. }));
+        let lost = ev.iter().position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired));
+        assert!(danger.is_some() && lost.is_some() && danger < lost, "lock {i}: {ev:?}");
+        assert_eq!(lost, Some(ev.len() - 1), "nothing after lost: {ev:?}");
+        assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_renewal_reports_every_lock_lost_and_the_next_acquisition_starts_a_new_session() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (c, events) = session_client(&store, "me", 1000, 250);
+    let locks = hold_s(&c, 4).await;
+    let sk = skey(&locks[0]);
+    let old = session_id(&locks[0]);
+    // Someone else's item where the session's was: the next renewal is refused.
+    let mut usurper = store.record(&sk).unwrap();
+    usurper.guid = Some(GuidValue::B(vec![7; 64]));
+    usurper.owner = Some("usurper".into());
+    store.set(&sk, usurper.clone());
+    let start = Instant::now();
+    let deadline = locks[0].lease_until().unwrap();
+    let mut all_lost = None;
+    for _ in 0..2000 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if locks.iter().all(|l| lost_count(&events, l) > 0) {
+            all_lost = Some(Instant::now());
+            break;
+        }
+    }
+    let at = all_lost.unwrap_or_else(|| panic!("not every lock lost: {:?}", events.events()));
+    assert!(at - start <= Duration::from_millis(260), "lost {:?} after the item changed", at - start);
+    assert!(at <= deadline);
+    for l in &locks {
+        let ev = events_of(&events, l);
+        assert!(
+            ev.iter().any(|e| *e == LockEvent::Lost(LostReason::NotOwner)),
+            "{ev:?}"
+        );
+        assert_eq!(lost_count(&events, l), 1, "{ev:?}");
+        assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
+    }
+    assert_eq!(store.record(&sk), Some(usurper), "the usurper's item is left alone");
+    // A lock released after the loss is released quietly, and a new acquisition starts a new session.
+    let _ = locks[1].release().await;
+    let next = acquire(&c, key("fresh")).await;
+    assert_ne!(session_id(&next), old, "a lost session stays lost");
+    assert!(next.lease_remaining(Instant::now()).unwrap() > Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(lost_count(&events, &next), 0, "{:?}", events_of(&events, &next));
+}
