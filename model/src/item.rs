@@ -151,7 +151,10 @@ impl Record for Item {
         self.session = match session {
             None => 0,
             Some(id) => {
-                let i = SESSIONS.iter().position(|s| *s == id).expect("a session the model names");
+                let i = SESSIONS
+                    .iter()
+                    .position(|s| *s == id)
+                    .expect("a session the model names");
                 i as u8 + 1
             }
         };

@@ -13,6 +13,11 @@
 //!   of 4 to 20 ticks, up to 8 lost, throttled or timed-out requests, 2 crashes and 2
 //!   cancellations, a finite wait for client 0, clock origins apart by up to 10 ticks.
 //!
+//! - The session model (`session.rs`): one client holding two locks through its session,
+//!   against one or two rivals; leases of 4 to 20 ticks, heartbeat periods up to half the
+//!   lease, up to 6 heartbeats that write, up to 6 lost, throttled or timed-out requests and 2
+//!   crashes.
+//!
 //! Each run draws its configuration and every choice (which event happens next, each
 //! request's fate, when time passes) from one seeded generator, so a failing seed replays
 //! exactly. The properties are the models'.
@@ -23,6 +28,7 @@ use crate::explore::{self, Model};
 use crate::fifo_machines::{self, FifoMachines};
 use crate::lease::{Action, Config, LeaseModel};
 use crate::machines::{self, Machines};
+use crate::session::{self, Sessions};
 use dynamodb_lock_core::broken::Broken;
 use dynamodb_lock_core::settings::Kind;
 
@@ -232,6 +238,43 @@ pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
         explore::narrate(&model, p, fifo_machines::tell)
     })
     .map_failure(seed, text)
+}
+
+/// A session configuration drawn from `rng`.
+fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
+    let lease = rng.range(4, 20) as u16;
+    session::Config {
+        lease,
+        period: rng.range(1, lease as u64 / 2) as u16,
+        reread: rng.range(1, 4) as u16,
+        request_timeout: rng.range(1, 4) as u16,
+        max_attempts: rng.range(1, 4) as u32,
+        rivals: rng.range(1, 2) as u8,
+        faults: rng.range(0, 6) as u8,
+        crashes: rng.range(0, 2) as u8,
+        beats: rng.range(0, 6) as u8,
+        horizon: lease * rng.range(3, 6) as u16,
+        bug,
+    }
+}
+
+/// One run of the session model from `seed`.
+pub fn run_session(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
+    let mut rng = Rng::new(seed);
+    let config = draw_session(&mut rng, bug);
+    let bias = rng.range(1, 7);
+    let text = format!("{config:?}, events first {bias} in {}", bias + 1);
+    let model = Sessions::new(config);
+    let is_tick = |a: &session::Action| matches!(a, session::Action::Tick);
+    walk(&model, &mut rng, bias, is_tick, |p| {
+        explore::narrate(&model, p, session::tell)
+    })
+    .map_failure(seed, text)
+}
+
+/// Runs of the session model, as `simulate`.
+pub fn simulate_session(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
+    repeat(seed, steps, |s| run_session(s, bug))
 }
 
 /// What one walk found: its length, and the failing property with the steps to it.

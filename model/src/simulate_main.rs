@@ -2,7 +2,8 @@
 //! core's heartbeat machine against a waiter, with pauses and late and lost answers) and of the
 //! machines model (the core's acquisition, heartbeat and release machines, 2 to 8 clients over 1 to 4
 //! ids) and of the Fifo machines model (the core's Fifo acquisition and release, 2 to 8 clients
-//! over 1 to 4 ids, acquisitions of several ids with one ticket), first of the protocol as it ships, then of each broken variant, which a run must
+//! over 1 to 4 ids, acquisitions of several ids with one ticket) and of the session model (one
+//! client holding two locks through its session against one or two rivals), first of the protocol as it ships, then of each broken variant, which a run must
 //! catch. Prints the
 //! runs, steps and properties, each variant's failing seed, and ends with one JSON line. Exits
 //! with 1 when the protocol fails a property (its seed replays the run exactly: `--seed` with
@@ -12,8 +13,10 @@ use dynamodb_lock_core::broken::Broken;
 use dynamodb_lock_model::fifo_machines;
 use dynamodb_lock_model::lease::PROPERTY;
 use dynamodb_lock_model::machines::Bug;
+use dynamodb_lock_model::session;
 use dynamodb_lock_model::simulate::{
-    run_fifo, run_machines, run_one, simulate, simulate_fifo, simulate_machines, Failure, Outcome,
+    run_fifo, run_machines, run_one, run_session, simulate, simulate_fifo, simulate_machines, simulate_session,
+    Failure, Outcome,
 };
 
 /// Steps of a Fifo run searched for each broken variant, at the least.
@@ -154,10 +157,27 @@ fn main() {
         let expected = fifo_machines::property(bug);
         check(variant(bug.name(), &b, |p| p == expected, |s| run_fifo(s, Some(bug)).1));
     }
+    println!(
+        "Sessions: a client holding two locks through its session against rivals that end it \
+         (properties: {})",
+        session::PROPERTIES.join(", ")
+    );
+    let se = simulate_session(seed, steps, None);
+    holds &= ships(&se, seed);
+    println!("Broken variants (each must be caught):");
+    for bug in Broken::SESSION {
+        let b = simulate_session(seed, steps.max(1_000_000), Some(bug));
+        check(variant(
+            bug.name(),
+            &b,
+            |p| session::caught_by(bug, p),
+            |s| run_session(s, Some(bug)).1,
+        ));
+    }
     ok &= holds;
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     println!(
-        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"fifo\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
+        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"fifo\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"sessions\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
         out.runs,
         out.steps,
         out.failure.is_none(),
@@ -167,6 +187,9 @@ fn main() {
         f.runs,
         f.steps,
         f.failure.is_none(),
+        se.runs,
+        se.steps,
+        se.failure.is_none(),
         variants.join(",")
     );
     if !ok {
