@@ -173,7 +173,7 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
     });
     let taken = fail_open::acquire(&shared, &key, None, false, None, cancel)
         .await
-        .map_err(|e| explain(e, sorted))?;
+        .map_err(|e| explain(e, c, sorted))?;
     let lock = Arc::new(HeldLock::new(
         shared.clone(),
         key,
@@ -193,22 +193,28 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
 }
 
 /// A session's item could not be written: said as the session's, with what it needs of the
-/// table when DynamoDB refused its key.
-fn explain(e: LockError, sorted: bool) -> LockError {
-    match e {
-        LockError::Store(s) if s.code() == "ValidationException" => LockError::Store(StoreError::Service {
-            code: "ValidationException".into(),
-            message: format!(
-                "the session's item (partition value \"{}<id>\"{}) was refused: sessions need a lock table whose {} of type S (a string). DynamoDB said: {s}",
-                item::SESSION_PREFIX,
-                if sorted { ", sort value \"session\"" } else { "" },
-                if sorted { "partition key and sort key are" } else { "partition key is" },
-            ),
-            transient: false,
-            maybe_applied: false,
-        }),
-        other => other,
+/// table when DynamoDB refused its key (a table whose key attributes are not strings).
+fn explain(e: LockError, c: &Shared, sorted: bool) -> LockError {
+    let refused_key = matches!(&e, LockError::Store(s) if s.code() == "ValidationException");
+    if !refused_key {
+        return e;
     }
+    let n = &c.fifo.names;
+    let needs = match sorted {
+        true => format!("partition key \"{}\" and sort key \"{}\" to be of type S (strings)", n.partition_key, n.sort_key),
+        false => format!("partition key \"{}\" to be of type S (a string)", n.partition_key),
+    };
+    LockError::Store(StoreError::Service {
+        code: "ValidationException".into(),
+        message: format!(
+            "session: true needs the lock table \"{}\"'s {needs}: DynamoDB refused the key of the session's item (\"{}<id>\"{}). Use a table with string keys for sessions, or leave session off",
+            n.table,
+            item::SESSION_PREFIX,
+            if sorted { ", sort value \"session\"" } else { "" },
+        ),
+        transient: false,
+        maybe_applied: false,
+    })
 }
 
 #[cfg(test)]
