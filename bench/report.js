@@ -631,6 +631,215 @@ function latencyRows(rows, latency)
     }
 }
 
+// Sessions: FailOpen with session: true against per-lock heartbeats and the original.
+function sessionRows(rows, res, params, engineName)
+{
+    const S1 = `9a. Sessions: writes of ${params.writes.locks} held FailOpen locks (lease ${params.writes.leaseMs / 1000} s, heartbeat ${params.writes.periodMs / 1000} s), held ${params.writes.holdMs / 1000} s`;
+    const w = res.writes || {};
+    const ses = w.session || {};
+    const per = w.perLock || {};
+    const orig = w.original || {};
+    for (const [label, r] of [["ours, one session", ses], ["ours, per-lock heartbeats", per]])
+    {
+        if (r.error)
+        {
+            rows.add(S1, `${label}: failed`, null, null, { oursText: errText(r), originalText: errText(orig) || "ok" });
+        }
+    }
+    const wtext = r => (num(r.writesPerSecond) ? `${fmt(r.writesPerSecond)} (${r.writes} writes in ${fmt(r.holdMs / 1000)} s: ${breakdown(r.counts)}; ${r.locksAcquired} held${r.sessions ? `; ${sessText(r.sessions)}` : ""})` : errText(r) || "n/a");
+    rows.add(S1, "ours with session: true: writes a second, all locks together", ses.writesPerSecond, orig.writesPerSecond, {
+        oursText: wtext(ses),
+        originalText: wtext(orig),
+        target: { text: "ours <= 0.5", test: v => v <= 0.5 && ses.locksAcquired === ses.locksPlanned },
+    });
+    rows.add(S1, "ours with per-lock heartbeats (no session): writes a second", per.writesPerSecond, orig.writesPerSecond, {
+        oursText: wtext(per),
+        originalText: wtext(orig),
+    });
+    rows.add(S1, "session / per-lock heartbeats, same run (writes a second)", ratioOf(ses.writesPerSecond, per.writesPerSecond), null, { digits: 4, noRatio: true, originalText: "—" });
+    const ev = r => (r.events ? `lost ${r.events.lost}, error ${r.events.errors}, danger ${r.events.danger}` : "n/a");
+    rows.add(S1, "\"lost\" / \"error\" / \"danger\" events in the hold (session; per-lock)", ses.events && ses.events.lost + ses.events.errors, orig.events && orig.events.errors, {
+        oursText: `${ev(ses)}; ${ev(per)}`,
+        originalText: orig.events ? `error ${orig.events.errors} (no "lost" event)` : "n/a",
+        noRatio: true,
+    });
+
+    const S2 = `9b. Sessions: ${params.many.locks.toLocaleString("en-US")} locks through one session (lease ${params.many.leaseMs / 1000} s, heartbeat ${params.many.periodMs / 1000} s), ours only`;
+    const m = res.many || {};
+    const st = res.stub || {};
+    if (m.error)
+    {
+        rows.add(S2, "failed", null, null, { oursText: errText(m), originalText: "—" });
+    }
+    else
+    {
+        const h = m.hold || {};
+        const hev = h.events || {};
+        rows.add(S2, `locks held through one session (acquired / wanted; sessions)`, m.locksAcquired, null, {
+            oursText: `${fmt(m.locksAcquired)} / ${fmt(m.locksPlanned)} (${sessText(m.sessions)}; ${m.acquireFailures} failed acquisitions${m.lastAcquireFailure ? `, last ${m.lastAcquireFailure}` : ""})`,
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S2, `"lost" and "error" events while held ${fmt((h.holdMs || 0) / 1000)} s (and during acquisition)`, num(hev.lost) ? hev.lost + hev.errors + m.eventsDuringAcquisition.lost + m.eventsDuringAcquisition.errors : null, null, {
+            oursText: `lost ${hev.lost}, error ${hev.errors}${hev.lastError ? ` (${hev.lastError})` : ""}, danger ${hev.danger}; during acquisition: lost ${m.eventsDuringAcquisition.lost}, error ${m.eventsDuringAcquisition.errors}`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: "0 lost, 0 error", test: v => v === 0 && m.locksAcquired === m.locksPlanned },
+        });
+        rows.add(S2, `writes a second in the hold (all ${fmt(m.locksAcquired)} locks and the session)`, h.writesPerSecond, null, {
+            oursText: num(h.writesPerSecond) ? `${fmt(h.writesPerSecond)} (${breakdown(h.counts)}); smallest leaseRemainingMs sampled ${fmt(h.leaseRemainingMinMs, 0)}` : "n/a",
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S2, "RSS per held lock right after acquiring (bytes; over the warmed-up process; over the cold one)", m.rssPerLockBytes, null, {
+            oursText: `${fmt(m.rssPerLockBytes, 0)} (cold ${fmt(m.rssPerLockColdBytes, 0)}; V8 heap used ${fmt(m.heapUsedPerLockBytes, 0)}, committed ${fmt(m.heapTotalPerLockBytes, 0)}; external ${fmt(m.externalPerLockBytes, 0)})`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: "<= 2,048", test: v => v <= 2048 },
+        });
+        rows.add(S2, `RSS per held lock after the ${fmt((h.holdMs || 0) / 1000)} s hold (bytes; over the warmed-up process)`, h.rssPerLockAfterHoldBytes, null, {
+            oursText: `${fmt(h.rssPerLockAfterHoldBytes, 0)} (V8 heap used ${fmt(h.heapUsedPerLockAfterHoldBytes, 0)}, committed ${fmt(h.heapTotalPerLockAfterHoldBytes, 0)})`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: "<= 2,048 (once V8 has shrunk its heap)", test: v => v <= 2048 },
+        });
+        rows.add(S2, `acquisitions a second, ${params.many.acquireConcurrency} at a time (${engineName} behind the counting proxy)`, m.acquisitionsPerSecond, null, {
+            oursText: `${fmt(m.acquisitionsPerSecond)} (${fmt(m.acquisitionMs / 1000)} s; ${fmt(m.acquisitionCpuUsPerLock, 0)} µs client CPU each; ${breakdown(m.acquisitionCounts)})`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: ">= 2,000", test: v => v >= 2000 },
+        });
+    }
+    if (st.error)
+    {
+        rows.add(S2, "stub engine: failed", null, null, { oursText: errText(st), originalText: "—" });
+    }
+    else if (num(st.acquisitionsPerSecond))
+    {
+        rows.add(S2, `acquisitions a second on the stub engine (bench/stub-engine.js, no proxy; ${fmt(st.locksAcquired)} locks, ${params.stub.acquireConcurrency} at a time)`, st.acquisitionsPerSecond, null, {
+            oursText: `${fmt(st.acquisitionsPerSecond)} (${fmt(st.acquisitionMs / 1000)} s; ${fmt(st.acquisitionCpuUsPerLock, 0)} µs client CPU each, i.e. ${fmt(1e6 / st.acquisitionCpuUsPerLock, 0)} a second per core of client CPU)`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: ">= 2,000 (the client, engine not limiting)", test: v => v >= 2000 },
+        });
+    }
+
+    const trials = res.trials || {};
+    const pk = params.kill;
+    const S3 = `9c. Sessions: a holder of ${pk.locks} session locks SIGKILLed (lease ${pk.leaseMs / 1000} s, heartbeat ${pk.periodMs / 1000} s), ${pk.waiters} waiter processes (FailOpen, no session) waiting`;
+    const allKill = trials.kill || [];
+    const killOk = allKill.filter(t => !t.error);
+    allKill.filter(t => t.error).forEach(t => rows.add(S3, `trial failed`, null, null, { oursText: errText(t), originalText: "—" }));
+    const modeText = {
+        steady: `waiters asking since ${pk.waitBeforeKillMs / 1000} s before the kill`,
+        renewal: "killed as the first session renewal lands that followed the waiters' reads of the session item",
+    };
+    for (const mode of pk.modes || ["steady"])
+    {
+        const kOk = killOk.filter(t => (t.mode || "steady") === mode);
+        if (!kOk.length)
+        {
+            continue;
+        }
+        const label = modeText[mode] || mode;
+        const worst = Math.max(...kOk.map(t => t.afterKillMs.max));
+        rows.add(S3, `${label}: the last lock taken, after the kill (ms; per trial)`, worst, null, {
+            oursText: `${fmt(worst, 0)} (${kOk.map(t => `${fmt(t.afterKillMs.max, 0)}`).join(" / ")})`
+                + (mode === "renewal" ? `; the renewal reached the proxy ${kOk.map(t => fmt(t.trigger && t.trigger.renewalReceivedAfterLastReadMs, 0)).join(" / ")} ms after the waiters' last read of the session` : ""),
+            originalText: "—",
+            noRatio: true,
+            target: { text: `every lock <= ${pk.targetMs} ms`, test: v => v <= pk.targetMs && kOk.every(t => t.granted === t.locks && t.grantedBeforeKill === 0) },
+        });
+        rows.add(S3, `${label}: median (ms; per trial); first lock taken`, median(kOk.map(t => t.afterKillMs.median)), null, {
+            oursText: `${kOk.map(t => fmt(t.afterKillMs.median, 0)).join(" / ")}; first ${kOk.map(t => fmt(t.afterKillMs.min, 0)).join(" / ")}`,
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S3, `${label}: locks taken with a higher fencing token than the holder's (per trial)`, kOk.reduce((a, t) => a + t.higherTokens, 0), null, {
+            oursText: kOk.map(t => `${t.higherTokens}/${t.granted} of ${t.locks}${t.grantedBeforeKill ? ` (${t.grantedBeforeKill} granted BEFORE the kill)` : ""}${t.failures.length ? ` (failed: ${t.failures.join(",")})` : ""}`).join(" / "),
+            originalText: "—",
+            noRatio: true,
+            target: { text: "all", test: () => kOk.every(t => t.higherTokens === t.locks) },
+        });
+    }
+
+    const b = trials.blackhole || [];
+    const pb = params.blackhole;
+    const S4 = `9d. Sessions: the holder's connection black-holed (every request hangs) while a rival waits (lease ${pb.leaseMs / 1000} s, heartbeat ${pb.periodMs / 1000} s, ${pb.locks} session locks), ${b.length} trials; times from the black-hole`;
+    b.filter(t => t.error).forEach(t => rows.add(S4, "trial failed", null, null, { oursText: errText(t), originalText: "—" }));
+    const bOk = b.filter(t => !t.error);
+    if (bOk.length)
+    {
+        rows.add(S4, `"danger" then "lost" for every lock before the rival's first grant (trials in order)`, bOk.filter(t => t.ordered).length, null, {
+            oursText: `${bOk.filter(t => t.ordered).length} of ${b.length} trials (locks in order per trial: ${bOk.map(t => `${t.orderedLocks}/${t.locks}`).join(" / ")})`,
+            originalText: "—",
+            noRatio: true,
+            target: { text: "every trial", test: v => v === b.length && bOk.every(t => t.granted === t.locks) },
+        });
+        rows.add(S4, "margin: rival's first grant − holder's last \"lost\" (ms; per trial)", Math.min(...bOk.map(t => (num(t.marginMs) ? t.marginMs : -Infinity))), null, {
+            oursText: bOk.map(t => fmt(t.marginMs, 0)).join(" / "),
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S4, "first \"danger\" / last \"lost\" / rival's first grant after the black-hole (ms; per trial)", null, null, {
+            oursText: bOk.map(t => `${fmt(t.firstDangerMs, 0)} / ${fmt(t.lastLostMs, 0)} / ${fmt(t.firstGrantMs, 0)} (rival waiting since ${fmt(t.rivalLeadMs / 1000)} s before)`).join("; "),
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S4, "\"danger\" ahead of \"lost\", smallest over the locks (ms; per trial); \"error\" events; lost codes", null, null, {
+            oursText: bOk.map(t => `${fmt(t.dangerLeadMs, 0)}`).join(" / ") + `; errors ${bOk.map(t => t.errors).join(" / ")}; ${[...new Set(bOk.flatMap(t => t.lostCodes))].join(", ") || "none"}`,
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S4, "fencing tokens: holder → rival (per trial)", null, null, {
+            oursText: bOk.map(t => `${t.tokens.holder.join(",")} → ${t.tokens.rival.join(",")}`).join(" / "),
+            originalText: "—",
+            noRatio: true,
+        });
+    }
+
+    const s = trials.stop || [];
+    const ps = params.stop;
+    const S5 = `9e. Sessions: the holder SIGSTOPped ${ps.stopMs / 1000} s (lease ${ps.leaseMs / 1000} s, heartbeat ${ps.periodMs / 1000} s, ${ps.locks} session locks), then SIGCONTinued`;
+    s.filter(t => t.error).forEach(t => rows.add(S5, "trial failed", null, null, { oursText: errText(t), originalText: "—" }));
+    const sOk = s.filter(t => !t.error);
+    if (sOk.length)
+    {
+        rows.add(S5, "leaseRemainingMs of every lock, first read after SIGCONT (in the SIGCONT handler; per trial)", sOk.filter(t => t.allZeroAtSigcont).length, null, {
+            oursText: sOk.map(t => (t.sigcont ? `[${t.sigcont.map(v => fmt(v, 0)).join(", ")}]` : "no read")).join(" / "),
+            originalText: "—",
+            noRatio: true,
+            target: { text: "0 for every lock, every trial", test: v => v === s.length },
+        });
+        rows.add(S5, "leaseRemainingMs on the first 10 ms timer step after the pause (per trial)", sOk.filter(t => t.allZeroAtFirstStep).length, null, {
+            oursText: sOk.map(t => (t.resumed ? `[${t.resumed.map(v => fmt(v, 0)).join(", ")}] (gap ${fmt(t.resumedGapMs, 0)} ms)` : "no step")).join(" / "),
+            originalText: "—",
+            noRatio: true,
+        });
+        rows.add(S5, "\"lost\" events after SIGCONT (count; last, ms after SIGCONT; per trial)", null, null, {
+            oursText: sOk.map(t => `${t.lost} (${fmt(t.lostAfterContMs, 0)})`).join(" / "),
+            originalText: "—",
+            noRatio: true,
+        });
+    }
+}
+
+function sessText(s)
+{
+    return s ? `the items of ${s.sampled} of them name ${s.sessions.length} session${s.sessions.length === 1 ? "" : "s"}` : "sessions not read";
+}
+
+function median(xs)
+{
+    const v = xs.filter(num).sort((a, b) => a - b);
+    if (!v.length)
+    {
+        return null;
+    }
+    const m = v.length >> 1;
+    return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 function esc(s)
 {
     return String(s).replace(/\|/g, "\\|");
@@ -671,6 +880,10 @@ function renderMarkdown(report)
     if (r.waiting)
     {
         waitingRows(rows, r.waiting);
+    }
+    if (r.sessions)
+    {
+        sessionRows(rows, r.sessions, report.params.sessions, report.machine.engine);
     }
 
     const m = report.machine;
@@ -804,6 +1017,11 @@ function notesFor(report)
     {
         const p = report.params.latency;
         notes.push(`Leases kept against added round trip: for each setting, added latency (${p.latencies.join(", ")} ms) and library, a fresh process takes the locks ${p.acquireConcurrency} at a time with no added latency, waits one heartbeat period, then the proxy adds the latency to every request (before forwarding it) for three heartbeat periods plus the lease. Both libraries get the same options (trustLocalTime true, retryCount 2, which only matter to acquisition). Measured at the proxy, the same way for both: for each lock, the times at which the proxy received its writes (PutItem, UpdateItem) that the engine answered with 200, whether or not the client was still waiting for the answer; the gaps between successive ones that end after the latency was switched on, and from the last one to the end of the hold. A lease is kept when no gap is longer than leaseDurationMs; a longer gap is a time in which a waiter could have taken the lock. Requests are the proxy's counts over the hold; a write's answer time is from its arrival at the proxy to the engine's answer coming back there, so it shows how far the engine (and the proxy) kept up, apart from anything queued in the client. A write "never answered" was received by the proxy before the end of the hold and had no answer from the engine when the proxy was asked, the added latency plus ${p.drainMarginMs} ms after the end (a request whose client closed its connection during the added delay is not forwarded). The locks are abandoned with the process afterwards. The target applies where the added round trip is below the heartbeat period.`);
+    }
+    if (r.sessions)
+    {
+        const p = report.params.sessions;
+        notes.push(`Sessions (9): every part runs in fresh child processes (bench/sessions.js). Writes: each of the three runs takes ${p.writes.locks} locks (${p.writes.acquireConcurrency} at a time, after one warm-up acquire/release that also starts ours' session), then the proxy counts every request of the ${p.writes.holdMs / 1000} s hold that follows; writes = UpdateItem + PutItem + DeleteItem. The per-lock runs' first heartbeats come a period after each acquisition, so the hold holds about (hold − period) / period heartbeats per lock. ${p.many.locks.toLocaleString("en-US")} locks: acquired ${p.many.acquireConcurrency} at a time through one session (bounded to ${p.many.acquireDeadlineMs / 1000} s), held ${p.many.holdMs / 1000} s; RSS per lock = (RSS after acquiring − RSS after a warm-up of up to ${p.many.warmupCycles} acquire/release cycles on other ids), both after gc(), as in the held scenario; "cold" takes the process with the client made and used once instead. Right after the acquisitions V8's committed heap (heapTotal) still holds the room their garbage (promises, callbacks, answers) grew it by; V8 gives it back within seconds of idling, hence the second RSS figure, after the hold. The stub engine (bench/stub-engine.js) is a Map behind an HTTP server in its own process that answers every write at once without evaluating conditions: its figure is the client's acquisition rate when the engine is not the limit, on the same busy cores. SIGKILL: the waiters (FailOpen without a session, the holder's lease and heartbeat, retryCount ${p.kill.retryCount}) start asking for the locks together; "steady": ${p.kill.waitBeforeKillMs / 1000} s before the kill; "renewal": the parent's proxy sees the waiters' reads of the session's item (GetItem) and SIGKILLs the holder as the answer to its first session renewal passes that the proxy received after the last of those reads (and ${p.kill.renewalTriggerAfterGoMs} ms after the start): the waiters' reads are then of the version just replaced, the phase in which a waiter that checks the session's version only at the end of a lease waits longest. A grant is timed at the waiter (performance.timeOrigin + now(), one machine) from the parent's kill() call. Black-hole: the holder reaches the engine through a proxy of its own, whose every request hangs from the black-hole on (no answer, connection kept); the rival (FailOpen without a session, the same lease and heartbeat) asks for every lock of the session ${p.blackhole.rivalLeadMs.map(x => x / 1000).join(", ")} s before (trial by trial, in turn), so that in some trials it sees the session renewed while it waits; "danger", "lost" and grants are timed where they happen, in wall-clock time. SIGSTOP: the parent SIGSTOPs the holder ${p.stop.holdBeforeMs} ms after its acquisitions, SIGCONTs it ${p.stop.stopMs / 1000} s later; the holder reads every lock's leaseRemainingMs in its SIGCONT handler, and again on its first 10 ms timer step after the gap.`);
     }
     const missed = [];
     return notes.concat(missed);

@@ -10,7 +10,9 @@
 //
 // Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5), fifo (6; ours only,
 // the original has no fair lock), latency (7; leases kept against added round trip), waiting (8;
-// what one process waiting for a held lock sends, and its hand-over).
+// what one process waiting for a held lock sends, and its hand-over), sessions (9; FailOpen
+// session: true against per-lock heartbeats and the original; a SIGKILLed, a black-holed and a
+// SIGSTOPped session holder).
 // Output: a markdown table on stdout and in bench/results.md; JSON in bench/results.json.
 // Nothing but loopback is contacted: the engine and proxy listen on 127.0.0.1, clients get
 // dummy static credentials, and AWS_EC2_METADATA_DISABLED=true.
@@ -43,7 +45,7 @@ const { summary, jain, spread } = require("./stats.js");
 const { renderMarkdown } = require("./report.js");
 const { ORIGINAL_MAX_SOCKETS } = require("./clients.js");
 
-const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo", "latency", "waiting"];
+const SCENARIOS = ["requests", "cycles", "held", "contention", "pool", "fifo", "latency", "waiting", "sessions"];
 const LIBS = ["ours", "original"];
 
 // ---------------------------------------------------------------------------------------
@@ -144,6 +146,7 @@ function parameters(quick)
             fifo: fifoParameters(3000, 5000),
             latency: latencyParameters([0, 200]),
             waiting: { leaseMs: 10000, periodMs: 3000, windowMs: 10000 },
+            sessions: sessionParameters(true),
         };
     }
     return {
@@ -163,6 +166,39 @@ function parameters(quick)
         fifo: fifoParameters(10000, 10000),
         latency: latencyParameters([0, 50, 100, 200, 250]),
         waiting: { leaseMs: 10000, periodMs: 3000, windowMs: 60000 },
+        sessions: sessionParameters(false),
+    };
+}
+
+// Scenario 9: FailOpen with session: true, at the README's settings (lease 10 s, heartbeat 3 s)
+// except the SIGKILL part (lease 2 s, heartbeat 0.5 s).
+// - writes: `locks` locks held for `holdMs`, through one session, with per-lock heartbeats
+//   (ours) and with the original's heartbeats, each in a fresh process; the proxy counts writes.
+// - many: `locks` locks through one session, acquired `acquireConcurrency` at a time, held
+//   `holdMs`; RSS before and after acquiring. Again on the stub engine (bench/stub-engine.js),
+//   acquisition only, for the client's own rate.
+// - kill: a holder process with `locks` session locks is SIGKILLed while `waiters` processes
+//   wait for them (modes: since `waitBeforeKillMs`, or right after a session renewal that
+//   follows the waiters' first reads of the session); each lock's grant is timed from the kill.
+// - blackhole: the holder reaches the engine through a proxy of its own, which stops answering
+//   (every request hangs) while a rival waits for the holder's locks since `rivalLeadMs`.
+// - stop: the holder is SIGSTOPped for `stopMs` (longer than the lease), then SIGCONTinued.
+function sessionParameters(quick)
+{
+    const readme = { leaseMs: 10000, periodMs: 3000 };
+    return {
+        writes: Object.assign({ locks: 200, holdMs: quick ? 6000 : 15000, acquireConcurrency: 64, acquireDeadlineMs: 30000 }, readme),
+        many: Object.assign({ locks: quick ? 1000 : 10000, holdMs: quick ? 5000 : 60000, acquireConcurrency: 64, acquireDeadlineMs: 120000, warmupCycles: 1000 }, readme),
+        stub: Object.assign({ locks: quick ? 2000 : 10000, holdMs: 0, acquireConcurrency: 64, acquireDeadlineMs: 60000, warmupCycles: 1000 }, readme),
+        // "steady": the waiters ask `waitBeforeKillMs` before the kill. "renewal": the holder is
+        // killed as the first renewal of its session lands that the proxy received after the
+        // waiters' reads of the session item (a waiter that read the session just before its
+        // last renewal).
+        kill: { locks: 20, leaseMs: 2000, periodMs: 500, waiters: 2, trials: quick ? 1 : 3, modes: ["steady", "renewal"], waitBeforeKillMs: 1500, renewalTriggerAfterGoMs: 150, targetMs: 3500, retryCount: 1000000 },
+        // The rival asks `rivalLeadMs[trial % length]` before the black-hole: from less than one
+        // heartbeat period (it never sees a renewal) to more than two (it sees renewals while it waits).
+        blackhole: Object.assign({ locks: 5, trials: quick ? 2 : 5, holdBeforeMs: 1000, rivalLeadMs: [1000, 2500, 4000, 5500, 7000], retryCount: 1000000 }, readme),
+        stop: Object.assign({ locks: 5, trials: quick ? 1 : 2, holdBeforeMs: 500, stopMs: 11000 }, readme),
     };
 }
 
@@ -1565,6 +1601,475 @@ async function scenarioLatency(ctx, p)
     return out;
 }
 
+// ---------------------------------------------------------------------------------------
+// Scenario 9: sessions
+
+const wallNow = () => performance.timeOrigin + performance.now();
+const sleepMs = ms => new Promise(resolve => setTimeout(resolve, ms));
+
+/**
+ * Starts one bench/sessions.js part that reports over IPC ("holder", "waiter"); collects its
+ * events, each with the wall-clock time it happened in the child.
+ */
+function startPart(connection, part, table, params, lib = "ours")
+{
+    const child = spawnChild("sessions.js", Object.assign({}, connection, { part, lib, tables: { main: table }, params }));
+    const events = [];
+    const waiters = [];
+    let exited = null;
+    child.on("message", m =>
+        {
+            if (m && m.type === "event")
+            {
+                events.push(m);
+                for (const w of waiters.slice())
+                {
+                    if (w.test())
+                    {
+                        waiters.splice(waiters.indexOf(w), 1);
+                        w.resolve(true);
+                    }
+                }
+            }
+            else if (m && m.type === "result" && m.result && m.result.error)
+            {
+                events.push({ event: "failed-part", error: String(m.result.error).split("\n").slice(0, 3).join(" | "), at: wallNow() });
+            }
+        }
+    );
+    const exit = new Promise(resolve => child.once("exit", (code, signal) =>
+        {
+            exited = { code, signal };
+            for (const w of waiters.splice(0))
+            {
+                w.resolve(w.test());
+            }
+            resolve(exited);
+        }
+    ));
+    return {
+        child,
+        events,
+        exit,
+        /** Resolves to true once test() holds, false after timeoutMs or at the child's exit. */
+        until(test, timeoutMs)
+        {
+            if (test())
+            {
+                return Promise.resolve(true);
+            }
+            if (exited)
+            {
+                return Promise.resolve(false);
+            }
+            return new Promise(resolve =>
+                {
+                    const w = { test, resolve: v => { clearTimeout(timer); resolve(v); } };
+                    const timer = setTimeout(() =>
+                        {
+                            const i = waiters.indexOf(w);
+                            if (i >= 0)
+                            {
+                                waiters.splice(i, 1);
+                            }
+                            resolve(test());
+                        }, timeoutMs
+                    );
+                    waiters.push(w);
+                }
+            );
+        },
+        of: name => events.filter(e => e.event === name),
+        kill(signal = "SIGKILL")
+        {
+            try
+            {
+                child.kill(signal);
+            }
+            catch (_)
+            {
+                // gone
+            }
+        },
+    };
+}
+
+function median(xs)
+{
+    if (!xs.length)
+    {
+        return null;
+    }
+    const s = xs.slice().sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const failureOf = part => (part.of("failed").concat(part.of("failed-part")).map(e => e.code || e.error)[0]);
+
+const SESSION_PREFIX = "dynamodb-lock-native/session/";
+
+/** One SIGKILL trial: a holder of `locks` session locks, `waiters` processes waiting for them. */
+async function sessionKillTrial(ctx, p, trial, mode)
+{
+    const table = await newTable(ctx, `sess_kill_${mode}_${trial}`);
+    const ids = Array.from({ length: p.locks }, (_, i) => `kill-${i}`);
+    const common = { leaseMs: p.leaseMs, periodMs: p.periodMs, maxLifeMs: 60000 };
+    const holder = startPart(ctx.connection, "holder", table, Object.assign({ ids }, common));
+    const waiters = [];
+    try
+    {
+        if (!(await holder.until(() => holder.of("acquired").length, 30000)))
+        {
+            return { error: `holder did not acquire: ${failureOf(holder) || "timeout"}` };
+        }
+        const tokens = holder.of("acquired")[0].tokens;
+        const per = Math.ceil(ids.length / p.waiters);
+        for (let w = 0; w < p.waiters; w++)
+        {
+            const mine = ids.slice(w * per, (w + 1) * per);
+            waiters.push({ ids: mine, part: startPart(ctx.connection, "waiter", table, Object.assign({ ids: mine, retryCount: p.retryCount, owner: `waiter-${w}`, waitForGo: true }, common)) });
+        }
+        for (const w of waiters)
+        {
+            if (!(await w.part.until(() => w.part.of("ready").length, 30000)))
+            {
+                return { error: `waiter did not start: ${failureOf(w.part) || "timeout"}` };
+            }
+        }
+        let killAt;
+        let trigger = null;
+        if (mode === "renewal")
+        {
+            // Watched at the proxy: the waiters' reads of the session's item, and the holder's
+            // renewals of it (before the kill nobody else writes it).
+            const watchState = { goAt: null, lastSessionRead: null, reads: 0, killed: false };
+            const killed = new Promise(resolve =>
+                {
+                    ctx.proxy.onRequest = (op, json) =>
+                    {
+                        const key = keyOf(json);
+                        if (op === "GetItem" && typeof key === "string" && key.startsWith(SESSION_PREFIX) && !watchState.killed)
+                        {
+                            watchState.lastSessionRead = performance.now();
+                            watchState.reads++;
+                        }
+                        return undefined;
+                    };
+                    ctx.proxy.onResponse = (op, json, info, response) =>
+                    {
+                        const key = keyOf(json);
+                        if (op === "UpdateItem" && response.status === 200 && typeof key === "string" && key.startsWith(SESSION_PREFIX) && !watchState.killed
+                            && watchState.lastSessionRead !== null && info.receivedAt > watchState.lastSessionRead
+                            && info.receivedAt > watchState.goAt + p.renewalTriggerAfterGoMs)
+                        {
+                            watchState.killed = true;
+                            const at = wallNow();
+                            holder.kill("SIGKILL");
+                            resolve({ at, renewalReceivedAfterLastReadMs: info.receivedAt - watchState.lastSessionRead, killAfterLastReadMs: performance.now() - watchState.lastSessionRead, sessionReads: watchState.reads });
+                        }
+                    };
+                }
+            );
+            watchState.goAt = performance.now();
+            waiters.forEach(w => w.part.child.connected && w.part.child.send({ type: "go" }));
+            const timeout = sleepMs(10 * p.leaseMs).then(() => null);
+            trigger = await Promise.race([killed, timeout]);
+            ctx.proxy.onRequest = null;
+            ctx.proxy.onResponse = null;
+            if (!trigger)
+            {
+                return { error: `no session renewal after the waiters' reads of the session (${watchState.reads} reads)` };
+            }
+            killAt = trigger.at;
+        }
+        else
+        {
+            waiters.forEach(w => w.part.child.connected && w.part.child.send({ type: "go" }));
+            // The waiters have asked for the locks; they wait while the holder lives.
+            await sleepMs(p.waitBeforeKillMs);
+            killAt = wallNow();
+            holder.kill("SIGKILL");
+        }
+        const grantedBeforeKill = waiters.reduce((a, w) => a + w.part.of("granted").filter(g => g.at <= killAt).length, 0);
+        await Promise.all(waiters.map(w => w.part.until(() => w.part.of("granted").length + w.part.of("failed").length >= w.ids.length, 3 * p.leaseMs + 20000)));
+        const grants = [];
+        const failures = [];
+        for (const w of waiters)
+        {
+            for (const g of w.part.of("granted"))
+            {
+                const index = ids.indexOf(g.id);
+                grants.push({ id: g.id, afterKillMs: g.at - killAt, token: g.token, holderToken: tokens[index], higher: typeof g.token === "number" && g.token > tokens[index] });
+            }
+            failures.push(...w.part.of("failed").map(f => f.code));
+        }
+        const after = grants.map(g => g.afterKillMs);
+        return {
+            mode,
+            trigger,
+            locks: ids.length,
+            granted: grants.length,
+            grantedBeforeKill,
+            failures,
+            afterKillMs: { max: after.length ? Math.max(...after) : null, median: median(after), min: after.length ? Math.min(...after) : null },
+            withinTarget: grants.filter(g => g.afterKillMs <= p.targetMs).length,
+            higherTokens: grants.filter(g => g.higher).length,
+            tokens: { holder: [...new Set(tokens)], waiters: [...new Set(grants.map(g => g.token))] },
+        };
+    }
+    finally
+    {
+        holder.kill();
+        waiters.forEach(w => w.part.kill());
+        await Promise.all([holder.exit, ...waiters.map(w => w.part.exit)]);
+        await dropTable(ctx, table);
+    }
+}
+
+/** One black-hole trial: the holder's own proxy stops answering while a rival waits. */
+async function sessionBlackholeTrial(ctx, p, trial)
+{
+    const table = await newTable(ctx, `sess_bh_${trial}`);
+    const ids = Array.from({ length: p.locks }, (_, i) => `bh-${i}`);
+    const common = { leaseMs: p.leaseMs, periodMs: p.periodMs, maxLifeMs: 4 * p.leaseMs + 60000 };
+    const own = await startProxy({ target: ctx.engine.endpoint });
+    const holder = startPart(Object.assign({}, ctx.connection, { endpoint: own.endpoint }), "holder", table, Object.assign({ ids }, common));
+    let rival = null;
+    try
+    {
+        if (!(await holder.until(() => holder.of("acquired").length, 30000)))
+        {
+            return { error: `holder did not acquire: ${failureOf(holder) || "timeout"}` };
+        }
+        await sleepMs(p.holdBeforeMs);
+        rival = startPart(ctx.connection, "waiter", table, Object.assign({ ids, retryCount: p.retryCount, owner: "rival" }, common));
+        if (!(await rival.until(() => rival.of("ready").length, 30000)))
+        {
+            return { error: `rival did not start: ${failureOf(rival) || "timeout"}` };
+        }
+        const leadMs = p.rivalLeadMs[trial % p.rivalLeadMs.length];
+        await sleepMs(leadMs);
+        const blackholeAt = wallNow();
+        own.setFaults({ hangRate: 1 });
+        const done = () => rival.of("granted").length + rival.of("failed").length >= ids.length;
+        await rival.until(done, 3 * p.leaseMs + 30000);
+        // "lost" comes before the grant or never: a short grace after the grants for late messages.
+        await holder.until(() => holder.of("lost").length >= ids.length, 1000);
+        const grants = rival.of("granted");
+        const firstGrant = grants.length ? Math.min(...grants.map(g => g.at)) : null;
+        const perLock = ids.map((id, i) =>
+            {
+                const danger = holder.of("danger").find(e => e.index === i);
+                const lost = holder.of("lost").find(e => e.index === i);
+                const grant = grants.find(g => g.id === id);
+                return {
+                    dangerMs: danger ? danger.at - blackholeAt : null,
+                    lostMs: lost ? lost.at - blackholeAt : null,
+                    grantMs: grant ? grant.at - blackholeAt : null,
+                    ordered: !!(danger && lost && firstGrant !== null && danger.at <= lost.at && lost.at < firstGrant),
+                };
+            }
+        );
+        const lostTimes = holder.of("lost").map(e => e.at);
+        return {
+            locks: ids.length,
+            rivalLeadMs: leadMs,
+            granted: grants.length,
+            rivalFailures: rival.of("failed").map(f => f.code),
+            ordered: perLock.every(x => x.ordered),
+            orderedLocks: perLock.filter(x => x.ordered).length,
+            firstDangerMs: Math.min(...perLock.map(x => (x.dangerMs === null ? Infinity : x.dangerMs))),
+            lastLostMs: lostTimes.length ? Math.max(...lostTimes) - blackholeAt : null,
+            firstGrantMs: firstGrant === null ? null : firstGrant - blackholeAt,
+            // The rival's first grant after the holder's last "lost" (positive: in order).
+            marginMs: firstGrant !== null && lostTimes.length === ids.length ? firstGrant - Math.max(...lostTimes) : null,
+            // "danger" before "lost", the smallest over the locks.
+            dangerLeadMs: Math.min(...perLock.map(x => (x.dangerMs !== null && x.lostMs !== null ? x.lostMs - x.dangerMs : Infinity))),
+            errors: holder.of("error").length,
+            lostCodes: [...new Set(holder.of("lost").map(e => e.code))],
+            tokens: { holder: [...new Set(holder.of("acquired")[0].tokens)], rival: [...new Set(grants.map(g => g.token))] },
+        };
+    }
+    finally
+    {
+        holder.kill();
+        if (rival)
+        {
+            rival.kill();
+        }
+        await Promise.all([holder.exit, rival ? rival.exit : null]);
+        await own.close();
+        await dropTable(ctx, table);
+    }
+}
+
+/** One SIGSTOP trial: the holder paused longer than the lease; its first reads after SIGCONT. */
+async function sessionStopTrial(ctx, p, trial)
+{
+    const table = await newTable(ctx, `sess_stop_${trial}`);
+    const ids = Array.from({ length: p.locks }, (_, i) => `stop-${i}`);
+    const holder = startPart(ctx.connection, "holder", table, { ids, leaseMs: p.leaseMs, periodMs: p.periodMs, maxLifeMs: p.stopMs + 60000 });
+    try
+    {
+        if (!(await holder.until(() => holder.of("acquired").length, 30000)))
+        {
+            return { error: `holder did not acquire: ${failureOf(holder) || "timeout"}` };
+        }
+        await sleepMs(p.holdBeforeMs);
+        const stopAt = wallNow();
+        holder.kill("SIGSTOP");
+        await sleepMs(p.stopMs);
+        const contAt = wallNow();
+        holder.kill("SIGCONT");
+        await holder.until(() => holder.of("sigcont").length && holder.of("resumed").length, 10000);
+        await sleepMs(200);
+        const sigcont = holder.of("sigcont")[0];
+        const resumed = holder.of("resumed")[0];
+        return {
+            locks: ids.length,
+            stoppedMs: contAt - stopAt,
+            beforeStop: holder.of("acquired")[0].leaseRemainingMs,
+            sigcont: sigcont ? sigcont.leaseRemainingMs : null,
+            sigcontAfterContMs: sigcont ? sigcont.at - contAt : null,
+            resumed: resumed ? resumed.leaseRemainingMs : null,
+            resumedGapMs: resumed ? resumed.gapMs : null,
+            allZeroAtSigcont: !!(sigcont && sigcont.leaseRemainingMs.every(v => v === 0)),
+            allZeroAtFirstStep: !!(resumed && resumed.leaseRemainingMs.every(v => v === 0)),
+            lost: holder.of("lost").length,
+            lostAfterContMs: holder.of("lost").length ? Math.max(...holder.of("lost").map(e => e.at)) - contAt : null,
+        };
+    }
+    finally
+    {
+        holder.kill("SIGKILL");
+        holder.kill("SIGCONT");
+        await holder.exit;
+        await dropTable(ctx, table);
+    }
+}
+
+/** The stub engine (bench/stub-engine.js) in a process of its own; resolves to { endpoint, stop }. */
+function startStubEngine()
+{
+    return new Promise((resolve, reject) =>
+        {
+            const child = fork(path.join(__dirname, "stub-engine.js"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+            children.add(child);
+            child.once("exit", () => children.delete(child));
+            const timer = setTimeout(() => reject(new Error("stub engine did not start")), 10000);
+            child.on("message", m =>
+                {
+                    if (m && m.type === "listening")
+                    {
+                        clearTimeout(timer);
+                        resolve({
+                            endpoint: `http://127.0.0.1:${m.port}`,
+                            stop: () => new Promise(r =>
+                                {
+                                    child.once("exit", r);
+                                    child.kill("SIGKILL");
+                                }
+                            ),
+                        });
+                    }
+                }
+            );
+        }
+    );
+}
+
+async function scenarioSessions(ctx, p)
+{
+    const out = { writes: {}, trials: {} };
+    const runPart = async (label, part, lib, params, timeoutMs, connectionCtx = ctx) =>
+    {
+        const table = await newTable(ctx, `sess_${label}`);
+        const r = await runWorker(connectionCtx, { part, lib, tables: { main: table }, params }, timeoutMs, "sessions.js");
+        await dropTable(ctx, table);
+        return r;
+    };
+
+    // Writes of 200 held locks: one session, per-lock heartbeats, the original.
+    const w = p.writes;
+    for (const [key, lib, mode] of [["session", "ours", "session"], ["perLock", "ours", "per-lock"], ["original", "original", "per-lock"]])
+    {
+        log(`sessions: writes: ${w.locks} locks held ${w.holdMs} ms: ${lib} ${mode}`);
+        const r = await runPart(`writes_${key}`, "writes", lib, Object.assign({ mode }, w), w.acquireDeadlineMs + w.holdMs + 60000);
+        out.writes[key] = r;
+        if (!r.error)
+        {
+            log(`sessions: writes: ${lib} ${mode}: ${r.locksAcquired} held, ${r.writes} writes in ${(r.holdMs / 1000).toFixed(1)} s = ${r.writesPerSecond.toFixed(2)}/s (${JSON.stringify(r.counts)}), lost ${r.events.lost}, errors ${r.events.errors}`);
+        }
+        else
+        {
+            log(`sessions: writes: ${lib} ${mode}: error: ${String(r.error).split("\n")[0]}`);
+        }
+    }
+
+    // 10,000 locks through one session, on the run's engine.
+    const m = p.many;
+    log(`sessions: many: ${m.locks} locks through one session, held ${m.holdMs} ms (${ctx.engineName})`);
+    out.many = await runPart("many", "many", "ours", Object.assign({ countRequests: true }, m), m.acquireDeadlineMs * 1.5 + m.holdMs + 90000);
+    if (!out.many.error)
+    {
+        const r = out.many;
+        log(`sessions: many: ${r.locksAcquired} held, ${r.acquisitionsPerSecond.toFixed(0)} acquisitions/s, ${r.rssPerLockBytes.toFixed(0)} B RSS per lock, hold: lost ${r.hold && r.hold.events.lost}, errors ${r.hold && r.hold.events.errors}, writes ${r.hold && r.hold.writes}`);
+    }
+    else
+    {
+        log(`sessions: many: error: ${String(out.many.error).split("\n")[0]}`);
+    }
+
+    // The same acquisitions on the stub engine: the client's rate when the engine is no limit.
+    const s = p.stub;
+    log(`sessions: stub engine: ${s.locks} acquisitions through one session`);
+    const stub = await startStubEngine();
+    try
+    {
+        const stubCtx = Object.assign({}, ctx, { connection: Object.assign({}, ctx.connection, { endpoint: stub.endpoint }) });
+        out.stub = await runWorker(stubCtx, { part: "many", lib: "ours", tables: { main: "stub_locks" }, params: Object.assign({ countRequests: false }, s) }, s.acquireDeadlineMs * 1.5 + 60000, "sessions.js");
+    }
+    finally
+    {
+        await stub.stop();
+    }
+    if (!out.stub.error)
+    {
+        log(`sessions: stub engine: ${out.stub.locksAcquired} acquired, ${out.stub.acquisitionsPerSecond.toFixed(0)}/s, ${out.stub.acquisitionCpuUsPerLock.toFixed(0)} us client CPU each`);
+    }
+    else
+    {
+        log(`sessions: stub engine: error: ${String(out.stub.error).split("\n")[0]}`);
+    }
+
+    const runs = [];
+    for (const mode of p.kill.modes)
+    {
+        runs.push(["kill", (c, q, t) => sessionKillTrial(c, q, t, mode), p.kill]);
+    }
+    runs.push(["blackhole", sessionBlackholeTrial, p.blackhole], ["stop", sessionStopTrial, p.stop]);
+    for (const [name, fn, q] of runs)
+    {
+        out.trials[name] = out.trials[name] || [];
+        for (let t = 0; t < q.trials; t++)
+        {
+            let r;
+            try
+            {
+                r = await fn(ctx, q, t);
+            }
+            catch (e)
+            {
+                r = { error: String((e && e.stack) || e) };
+            }
+            out.trials[name].push(r);
+            log(`sessions: ${name} trial ${t + 1}/${q.trials}: ${JSON.stringify(r).slice(0, 400)}`);
+        }
+    }
+    return out;
+}
+
 function fmtNum(v)
 {
     return v === null || v === undefined ? "n/a" : Number(v).toFixed(v >= 100 ? 0 : 1);
@@ -1596,6 +2101,7 @@ async function main()
     const proxy = await startProxy({ target: engine.endpoint });
     const ctx = {
         engine,
+        engineName: opts.engine,
         proxy,
         connection: { endpoint: proxy.endpoint, region: engine.region, credentials: engine.credentials },
     };
@@ -1636,6 +2142,10 @@ async function main()
             else if (s === "waiting")
             {
                 results.waiting = await scenarioWaiting(ctx, params.waiting);
+            }
+            else if (s === "sessions")
+            {
+                results.sessions = await scenarioSessions(ctx, params.sessions);
             }
             log(`${s}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         }
