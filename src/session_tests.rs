@@ -8,10 +8,12 @@ use tokio::time::Instant;
 use crate::cancel::Cancel;
 use crate::client::Client;
 use crate::error::LostReason;
-use crate::item::{session_key, GuidValue, LockKey, LockRecord, SESSION_LOCK_LEASE_MS};
+use crate::item::{new_guid, session_key, Guid, GuidValue, LockKey, LockRecord, SESSION_LOCK_LEASE_MS};
 use crate::lock::{HeldLock, LockEvent};
 use crate::store::memory::{Fault, MemoryStore};
+use crate::store::{Op, OpenFields, Reply};
 use crate::testkit::*;
+use dynamodb_lock_core::op;
 
 /// The session's item is heartbeated by the process-wide scheduler (`LazyHeartbeats::new(None)`
 /// in `session::start`), which under `cfg(test)` is a task on the runtime of whichever test
@@ -23,7 +25,10 @@ fn park_the_process_wide_scheduler() {
     static PARKED: std::sync::Once = std::sync::Once::new();
     PARKED.call_once(|| {
         std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async {
                 crate::heartbeat::LazyHeartbeats::new(None).get();
             });
@@ -34,7 +39,12 @@ fn park_the_process_wide_scheduler() {
 }
 
 /// A client with `session: true` over `store`.
-fn session_client(store: &Arc<MemoryStore>, owner: &str, lease_ms: u64, heartbeat_ms: u64) -> (Arc<Client>, Arc<Recorder>) {
+fn session_client(
+    store: &Arc<MemoryStore>,
+    owner: &str,
+    lease_ms: u64,
+    heartbeat_ms: u64,
+) -> (Arc<Client>, Arc<Recorder>) {
     park_the_process_wide_scheduler();
     client(store, session_settings(owner, lease_ms, heartbeat_ms))
 }
@@ -115,12 +125,23 @@ async fn a_session_renews_once_per_period_for_many_locks_and_its_locks_write_not
     let renewed = store.count("renew") - renews;
     // 2000 ms / 250 ms: about 8; per-lock heartbeats would be 400.
     assert!((6..=10).contains(&renewed), "{renewed} renewals in 2 s");
-    assert_eq!(store.requests() - requests, renewed, "nothing but the session's renewals");
+    assert_eq!(
+        store.requests() - requests,
+        renewed,
+        "nothing but the session's renewals"
+    );
     for (i, r) in before.iter().enumerate() {
-        assert_eq!(store.record(&key(&format!("k{i}"))).as_ref(), Some(r), "lock {i} unchanged");
+        assert_eq!(
+            store.record(&key(&format!("k{i}"))).as_ref(),
+            Some(r),
+            "lock {i} unchanged"
+        );
     }
     let session_after = store.record(&skey(&locks[0])).unwrap();
-    assert_ne!(session_after.guid, session_before.guid, "the renewals rotate the session's guid");
+    assert_ne!(
+        session_after.guid, session_before.guid,
+        "the renewals rotate the session's guid"
+    );
     for l in &locks {
         let left = l.lease_remaining(Instant::now()).unwrap();
         assert!(left > Duration::ZERO && left <= Duration::from_millis(1000), "{left:?}");
@@ -158,7 +179,10 @@ async fn a_waiter_takes_a_crashed_sessions_lock_only_after_a_session_lease_endin
     tokio::time::sleep(Duration::from_millis(950)).await;
     assert!(!waiter.is_finished(), "taken before a session lease went by");
     let session = store.record(&sk).unwrap();
-    assert!(!session.is_released(), "the session is not ended before its lease went by");
+    assert!(
+        !session.is_released(),
+        "the session is not ended before its lease went by"
+    );
     assert_eq!(session.guid, session_guid);
     assert_eq!(store.record(&key("k1")).unwrap().owner.as_deref(), Some("holder"));
 
@@ -185,7 +209,11 @@ async fn a_waiter_takes_a_crashed_sessions_lock_only_after_a_session_lease_endin
     // The session is ended: its other locks are taken at once, without a second wait.
     let start = Instant::now();
     let other = w.acquire(key("k2"), &Cancel::default()).await.unwrap();
-    assert!(start.elapsed() < Duration::from_millis(50), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(50),
+        "took {:?}",
+        start.elapsed()
+    );
     assert_eq!(other.fencing_token, Some(2));
 }
 
@@ -206,17 +234,50 @@ async fn a_live_sessions_lock_is_not_taken_and_a_late_renewal_does_not_revive_an
     assert_eq!(store.record(&key("k0")).unwrap().owner.as_deref(), Some("holder"));
     assert!(events.0.lock().unwrap().is_empty(), "{:?}", events.events());
 
-    // The next renewal is held up 1.5 s on its way to the store: a waiter ends the session
-    // meanwhile, and the renewal, arriving late on the guid the waiter saw, is refused.
-    store.fault("renew", Fault::Delay(Duration::from_millis(1500)));
-    tokio::time::sleep(Duration::from_millis(260)).await;
+    // A partition: every renewal from now on hangs. A waiter reads the session's item, waits a
+    // whole lease on the version it saw, ends the session on its guid, then takes the lock.
+    for _ in 0..50 {
+        store.fault("renew", Fault::Hang);
+    }
+    let seen = store.record(&sk).unwrap().guid;
     let (w2, _) = client(&store, open_settings("waiter2", 1000, None));
+    let start = Instant::now();
     let taken = w2.acquire(key("k0"), &Cancel::default()).await.unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(1000),
+        "took {:?}",
+        start.elapsed()
+    );
     assert_eq!(taken.fencing_token, Some(2));
-    assert!(store.record(&sk).unwrap().is_released());
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    let session = store.record(&sk).unwrap();
-    assert!(session.is_released(), "a late renewal revived the session: {session:?}");
+    let ended = store.record(&sk).unwrap();
+    assert!(ended.is_released(), "{ended:?}");
+    assert_eq!(ended.guid, seen);
+    // A renewal on the guid the waiter saw, landing after the end (a late write of the
+    // partitioned holder), is refused: the end is final.
+    let Some(GuidValue::B(g)) = seen else {
+        panic!("{seen:?}")
+    };
+    let g: Guid = g.try_into().unwrap();
+    let fields = OpenFields {
+        owner: "holder",
+        lease_duration_ms: 1000,
+        lock_acquired_time_unix_ms: None,
+        data: None,
+        ttl: None,
+        token_floor: 0,
+        session: None,
+    };
+    // (Applied as the memory store applies a request; its queued faults are the holder's.)
+    let renewal = Op::Renew {
+        guids: &[g],
+        new_guid: &new_guid(),
+        fields: &fields,
+    };
+    let (after, reply) = op::apply(&renewal, store.record(&sk));
+    assert!(matches!(reply, Reply::Refused(_)), "a late renewal applied: {reply:?}");
+    assert_eq!(after, Some(ended.clone()));
+    assert_eq!(store.record(&sk), Some(ended), "the ended session stays ended");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for l in &locks {
         assert_eq!(lost_count(&events, l), 1, "{:?}", events_of(&events, l));
         assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
@@ -235,7 +296,10 @@ async fn a_partitioned_session_reports_every_lock_in_danger_then_lost_no_later_t
         store.fault("renew", Fault::Hang);
     }
     let deadline = locks[0].lease_until().unwrap();
-    assert!(locks.iter().all(|l| l.lease_until() == Some(deadline)), "one lease for all");
+    assert!(
+        locks.iter().all(|l| l.lease_until() == Some(deadline)),
+        "one lease for all"
+    );
     let mut lost_at = vec![None; locks.len()];
     for _ in 0..3000 {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -251,7 +315,11 @@ async fn a_partitioned_session_reports_every_lock_in_danger_then_lost_no_later_t
     for (i, l) in locks.iter().enumerate() {
         let at = lost_at[i].unwrap_or_else(|| panic!("lock {i} never lost: {:?}", events_of(&events, l)));
         // Paused time is stepped 1 ms at a time: "lost" is seen in the step of the deadline.
-        assert!(at <= deadline + Duration::from_millis(1), "lock {i} lost {:?} after the deadline", at - deadline);
+        assert!(
+            at <= deadline + Duration::from_millis(1),
+            "lock {i} lost {:?} after the deadline",
+            at - deadline
+        );
         let ev = events_of(&events, l);
         let danger = ev.iter().position(|e| matches!(e, LockEvent::Danger { .. }));
         let lost = ev.iter().position(|e| *e == LockEvent::Lost(LostReason::LeaseExpired));
@@ -284,14 +352,15 @@ async fn a_refused_renewal_reports_every_lock_lost_and_the_next_acquisition_star
         }
     }
     let at = all_lost.unwrap_or_else(|| panic!("not every lock lost: {:?}", events.events()));
-    assert!(at - start <= Duration::from_millis(260), "lost {:?} after the item changed", at - start);
+    assert!(
+        at - start <= Duration::from_millis(260),
+        "lost {:?} after the item changed",
+        at - start
+    );
     assert!(at <= deadline);
     for l in &locks {
         let ev = events_of(&events, l);
-        assert!(
-            ev.iter().any(|e| *e == LockEvent::Lost(LostReason::NotOwner)),
-            "{ev:?}"
-        );
+        assert!(ev.iter().any(|e| *e == LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
         assert_eq!(lost_count(&events, l), 1, "{ev:?}");
         assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
     }
