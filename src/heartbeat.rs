@@ -361,7 +361,8 @@ impl Ord for Entry {
 /// process-wide one, or the client's own when it caps heartbeats per second.
 pub struct LazyHeartbeats {
     cap: Option<u32>,
-    own: OnceLock<Arc<Heartbeats>>,
+    /// Shared with the schedulers `share` hands out (a client's session's).
+    own: Arc<OnceLock<Arc<Heartbeats>>>,
 }
 
 static SHARED: OnceLock<Arc<Heartbeats>> = OnceLock::new();
@@ -370,7 +371,7 @@ impl LazyHeartbeats {
     pub fn new(cap: Option<u32>) -> Self {
         LazyHeartbeats {
             cap,
-            own: OnceLock::new(),
+            own: Arc::default(),
         }
     }
 
@@ -379,7 +380,7 @@ impl LazyHeartbeats {
     pub fn on_own_thread() -> Self {
         let inbox = Inbox::new();
         own_thread(inbox.clone(), 0).expect("a thread for the scheduler");
-        let own = OnceLock::new();
+        let own = Arc::new(OnceLock::new());
         let _ = own.set(Arc::new(Heartbeats { inbox }));
         LazyHeartbeats { cap: Some(0), own }
     }
@@ -407,6 +408,13 @@ impl Scheduler for LazyHeartbeats {
 
     fn hurry(&self) -> Option<Box<dyn Send + '_>> {
         self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
+    }
+
+    fn share(&self) -> Box<dyn Scheduler> {
+        Box::new(LazyHeartbeats {
+            cap: self.cap,
+            own: self.own.clone(),
+        })
     }
 }
 

@@ -52,6 +52,9 @@ pub trait Scheduler: Send + Sync {
     /// For a release that waits for a heartbeat in flight: until the guard is dropped, the
     /// scheduler (if it has started) takes replies as they come. `None`: not started.
     fn hurry(&self) -> Option<Box<dyn Send + '_>>;
+    /// The same scheduler, for locks that share it (a client's session): its cap holds for
+    /// them too.
+    fn share(&self) -> Box<dyn Scheduler>;
 }
 
 /// What the held locks of one client share with it, and with one another.

@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use crate::cancel::Cancel;
 use crate::error::{LockError, StoreError};
 use crate::fail_open;
-use crate::heartbeat::LazyHeartbeats;
 use crate::item;
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 
@@ -167,7 +166,8 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
             c.store.clone(),
             settings,
             relay.clone(),
-            Box::new(LazyHeartbeats::new(None)),
+            // The client's own scheduler, under its cap.
+            c.heartbeats.share(),
             Default::default(),
         )
     });

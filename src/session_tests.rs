@@ -15,29 +15,6 @@ use crate::store::{Op, OpenFields, Reply};
 use crate::testkit::*;
 use dynamodb_lock_core::op;
 
-/// The session's item is heartbeated by the process-wide scheduler (`LazyHeartbeats::new(None)`
-/// in `session::start`), which under `cfg(test)` is a task on the runtime of whichever test
-/// first used it: it does not follow this test's paused clock, and dies with that test. So
-/// the process-wide scheduler is parked on a runtime that is dropped at once (no test's
-/// runtime runs it), and each test hands its sessions' items to its client's own scheduler
-/// (`adopt`), as the client's plain locks are.
-fn park_the_process_wide_scheduler() {
-    static PARKED: std::sync::Once = std::sync::Once::new();
-    PARKED.call_once(|| {
-        std::thread::spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                crate::heartbeat::LazyHeartbeats::new(None).get();
-            });
-        })
-        .join()
-        .unwrap();
-    });
-}
-
 /// A client with `session: true` over `store`.
 fn session_client(
     store: &Arc<MemoryStore>,
@@ -45,19 +22,13 @@ fn session_client(
     lease_ms: u64,
     heartbeat_ms: u64,
 ) -> (Arc<Client>, Arc<Recorder>) {
-    park_the_process_wide_scheduler();
     client(store, session_settings(owner, lease_ms, heartbeat_ms))
 }
 
-/// Acquires `key` through `c`'s session; a session started by it is heartbeated by `c`'s
-/// scheduler (see `park_the_process_wide_scheduler`).
+/// Acquires `key` through `c`'s session (heartbeated by `c`'s own scheduler).
 async fn acquire(c: &Arc<Client>, k: LockKey) -> Arc<HeldLock> {
-    let before = c.sessions.current().as_ref().map(|s| s.id.clone());
     let lock = c.acquire(k, &Cancel::default()).await.unwrap();
-    let session = lock.session.clone().expect("held through a session");
-    if before.as_deref() != Some(session.id.as_str()) {
-        c.heartbeats.watch(&session.lock);
-    }
+    assert!(lock.session.is_some(), "held through a session");
     lock
 }
 

@@ -27,11 +27,12 @@
 //! - A lock held through a session (`lockSession`) writes nothing while it is held: the
 //!   waiter waits out the session's item instead of the lock's, a whole session lease on its
 //!   own clock from when it read it, re-reading the lock meanwhile at its pace (a release is
-//!   taken at once). At the deadline it ends the session (`EndSession`, a release of the
-//!   session's item on the `guid` it waited out, which no late renewal can undo), then takes
-//!   the lock on the lock's version it saw. A session found ended (released or gone) is not
-//!   waited out. A session that renewed costs one of `retryCount` at the deadline and
-//!   restarts the wait from then.
+//!   taken at once) and the session every half of its lease. At the deadline it ends the
+//!   session (`EndSession`, a release of the session's item on the `guid` it waited out, which
+//!   no late renewal can undo), then takes the lock on the lock's version it saw. A session
+//!   found ended (released or gone) is not waited out. A session seen renewed costs one of
+//!   `retryCount` at the deadline and restarts the wait from when the renewal was seen: a
+//!   crashed holder's lock is taken at most a lease and a half after its last renewal.
 
 use std::time::Duration;
 
@@ -103,13 +104,16 @@ enum Phase<R, E> {
     Over,
 }
 
-/// The session a waited-for lock is held through: its id, the lock's item as last seen, and
-/// the session's version waited out with its `guid` (`None`: not read yet).
+/// The session a waited-for lock is held through: its id, the lock's item as last seen, the
+/// session's version waited out with its `guid` (`None`: not read yet), a newer one seen since
+/// (with when), and when the session is read next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Session<R: Record> {
     id: String,
     lock: R,
     seen: Option<(R::Version, R::Guid)>,
+    newer: Option<(R, R::Guid, Time, u64)>,
+    read_at: Time,
 }
 
 type Out<R, E> = Outcome<R, E>;
@@ -329,6 +333,8 @@ where
                 id,
                 lock: seen,
                 seen: None,
+                newer: None,
+                read_at: env.now,
             });
             return self.read_session(env);
         }
@@ -346,8 +352,8 @@ where
     }
 
     /// The session's item is `current`: an ended session lets the lock be taken at once; a
-    /// live one is waited out from now, and one that renewed since it was waited out costs a
-    /// retry (or ends the acquisition, the lock held).
+    /// live one is waited out from its first read, and a renewal seen since is kept for the
+    /// deadline (`wait`).
     fn session_seen(&mut self, current: Option<R>, env: &Env) -> St<R, E> {
         let Some(live) = current.filter(|r| r.lease_duration_ms() != Some(RELEASED_LEASE_MS)) else {
             return self.waited(env);
@@ -361,16 +367,24 @@ where
                 landed: false,
             });
         };
-        if sess.seen.is_some() {
-            // The session renewed since it was waited out: it lives.
-            if self.retries_left == 0 {
-                let lock = sess.lock.clone();
-                return self.over(Outcome::Held(lock));
+        // The session is read again every half of its lease.
+        let half = wait_for(&self.s, &live, env.unix_ms) / 2;
+        sess.read_at = env.now + half.max(self.s.reread);
+        let v = live.version();
+        let known = sess
+            .newer
+            .as_ref()
+            .map(|(r, ..)| r.version())
+            .or_else(|| sess.seen.as_ref().map(|(v, _)| v.clone()));
+        match known {
+            None => {
+                self.deadline = env.now + wait_for(&self.s, &live, env.unix_ms);
+                sess.seen = Some((v, guid));
             }
-            self.retries_left -= 1;
+            // Renewed since: the wait restarts from here, at the deadline.
+            Some(k) if k != v => sess.newer = Some((live, guid, env.now, env.unix_ms)),
+            Some(_) => {}
         }
-        sess.seen = Some((live.version(), guid));
-        self.deadline = env.now + wait_for(&self.s, &live, env.unix_ms);
         self.wait(env)
     }
 
@@ -427,8 +441,19 @@ where
     /// holder renewed meanwhile, one retry spent and the wait restarted from the renewal).
     fn wait(&mut self, env: &Env) -> St<R, E> {
         while env.now >= self.deadline {
-            if self.session.is_some() {
-                return self.end_session(env);
+            if let Some(sess) = self.session.as_mut() {
+                let Some((rec, guid, at, at_unix)) = sess.newer.take() else {
+                    return self.end_session(env);
+                };
+                // The session renewed while it was waited out: it lives.
+                if self.retries_left == 0 {
+                    let lock = sess.lock.clone();
+                    return self.over(Outcome::Held(lock));
+                }
+                self.retries_left -= 1;
+                sess.seen = Some((rec.version(), guid));
+                self.deadline = at + wait_for(&self.s, &rec, at_unix);
+                continue;
             }
             match self.newer.take() {
                 None => return self.waited(env),
@@ -443,8 +468,12 @@ where
             }
         }
         self.phase = Phase::Waiting;
+        let limit = match &self.session {
+            Some(sess) => self.deadline.min(sess.read_at.max(env.now)),
+            None => self.deadline,
+        };
         Step::Wait {
-            until: next_read(&self.s, self.waiting.as_ref(), env.now, self.deadline),
+            until: next_read(&self.s, self.waiting.as_ref(), env.now, limit),
             abortable: true,
         }
     }
@@ -553,6 +582,7 @@ impl<R: Record, E: Clone> Acquire<R, E> {
             Phase::StandBack | Phase::Waiting if env.cancelled => self.over(Outcome::Aborted),
             Phase::StandBack => self.take(env),
             Phase::Waiting if env.now >= self.deadline => self.wait(env),
+            Phase::Waiting if self.session.as_ref().is_some_and(|s| env.now >= s.read_at) => self.read_session(env),
             Phase::Waiting => {
                 if let Some(w) = self.waiting.as_mut() {
                     w.pace.reading(env.now);
@@ -836,6 +866,41 @@ mod tests {
         matches!(step, Step::Send { req: Req::EndSession { session, guid: seen }, .. } if session == "s1" && *seen == guid(g))
     }
 
+    /// Steps the waiting machine at each instant it asks for until `until_ms` or until it
+    /// sends anything but a read or a mark: reads of the lock find `lock`, reads of the session
+    /// find what `session` says at that instant. The step, its time, and the session reads.
+    fn wait_session(
+        m: &mut M,
+        mut step: S,
+        lock: &LockRecord,
+        session: impl Fn(u64) -> LockRecord,
+        mut now: u64,
+    ) -> (S, u64, u32) {
+        let mut session_reads = 0;
+        for _ in 0..100_000 {
+            step = match step {
+                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Before(Some(lock.clone()))), &env(now)),
+                Step::Send {
+                    req: Req::MarkWaiting { .. },
+                    ..
+                } => m.answer(Answer::Done(Reply::Done), &env(now)),
+                Step::Send {
+                    req: Req::ReadSession { .. },
+                    ..
+                } => {
+                    session_reads += 1;
+                    m.answer(Answer::Done(Reply::Before(Some(session(now)))), &env(now))
+                }
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    m.timer(&env(now))
+                }
+                other => return (other, now, session_reads),
+            };
+        }
+        panic!("the wait never ended")
+    }
+
     #[test]
     fn a_lock_of_a_live_session_is_taken_after_a_session_lease_and_the_sessions_end() {
         let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
@@ -843,10 +908,11 @@ mod tests {
         let step = refused_by(&mut m, &l);
         assert!(reads_session(&step), "the waiter reads the session, not the lock's lease: {step:?}");
         let step = m.answer(Answer::Done(Reply::Before(Some(session_item(7)))), &env(5));
-        // Re-reads of the lock find it as it was; the deadline is a session lease after the
-        // session's read, not the lock's 24.8 days.
-        let (step, now) = wait_out(&mut m, step, &l);
+        // The session stays as it was: the deadline is a session lease after its first read,
+        // not the lock's 24.8 days; the session is read again every half lease meanwhile.
+        let (step, now, reads) = wait_session(&mut m, step, &l, |_| session_item(7), 5);
         assert_eq!(now, 1005);
+        assert_eq!(reads, 1, "re-read at 505 ms; the deadline at 1,005 ms ends it");
         assert!(ends_session(&step, 7), "{step:?}");
         let step = m.answer(Answer::Done(Reply::WaitingMark(None)), &env(1006));
         let v = l.version();
@@ -857,6 +923,25 @@ mod tests {
     }
 
     #[test]
+    fn a_crashed_sessions_lock_is_taken_within_a_lease_and_a_half_of_its_last_renewal() {
+        // The session renews every 300 ms until it stops at 1,250 ms (its holder crashed).
+        let renewed = |now: u64| session_item(10 + (now.min(1250) / 300) as u8);
+        let patient = Lock {
+            retry_count: 10,
+            ..lock()
+        };
+        let (mut m, _) = M::start(patient, guid(1), None, &env(0));
+        let l = session_lock(2, 3);
+        assert!(reads_session(&refused_by(&mut m, &l)));
+        let step = m.answer(Answer::Done(Reply::Before(Some(renewed(0)))), &env(0));
+        let (step, now, _) = wait_session(&mut m, step, &l, renewed, 0);
+        // The last version is first seen by the read at 1,500 ms at the latest: ended at 2,500
+        // ms, within a lease and a half of the renewal at 1,200 ms.
+        assert!(ends_session(&step, 14), "{step:?}");
+        assert!(now <= 1200 + 1500, "ended at {now} ms");
+    }
+
+        #[test]
     fn a_lock_of_an_ended_or_gone_session_is_taken_at_once() {
         let mut ended = session_item(7);
         ended.lease_duration_ms = Some(RELEASED_LEASE_MS);
@@ -879,15 +964,16 @@ mod tests {
         let l = session_lock(2, 3);
         assert!(reads_session(&refused_by(&mut m, &l)));
         let step = m.answer(Answer::Done(Reply::Before(Some(session_item(7)))), &env(0));
-        let (step, now) = wait_out(&mut m, step, &l);
+        let (step, now, _) = wait_session(&mut m, step, &l, |_| session_item(7), 0);
         assert!(ends_session(&step, 7));
-        // The session renewed meanwhile: the end is refused, and the wait starts over.
+        // The session renewed just before the end: the end is refused, the renewal costs the
+        // one retry, and the wait starts over from it.
         let step = m.answer(Answer::Refused(Some(Some(session_item(8)))), &env(now));
-        let (step, again) = wait_out(&mut m, step, &l);
+        let (step, again, _) = wait_session(&mut m, step, &l, |_| session_item(8), now);
         assert_eq!(again, now + 1000);
         assert!(ends_session(&step, 8), "{step:?}");
-        // A backend that does not return the item: a read tells the renewal, and the one
-        // retry is spent.
+        // A backend that does not return the item: a read tells the renewal, and with no
+        // retry left the lock stays held.
         let step = m.answer(Answer::Refused(None), &env(again));
         assert!(reads_session(&step));
         let done = m.answer(Answer::Done(Reply::Before(Some(session_item(9)))), &env(again));

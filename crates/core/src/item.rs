@@ -38,7 +38,9 @@ pub const LOCK_SESSION: &str = "lockSession";
 /// `leaseDurationMs` of a lock held through a session: the longest delay JavaScript's
 /// `setTimeout` takes (2^31 - 1 ms, about 24.8 days). The original waits a lock's
 /// `leaseDurationMs` on an unchanged `guid` before it takes it over, and a session lock's
-/// `guid` does not change while it is held: the original cannot take a live session's lock.
+/// `guid` does not change while it is held, and it carries `lockAcquiredTimeUnixMs` (the
+/// original with `trustLocalTime` counts the lease from it): the original cannot take a live
+/// session's lock for 24.8 days after its acquisition.
 pub const SESSION_LOCK_LEASE_MS: u64 = 2_147_483_647;
 
 /// The partition value of a session's item: this prefix and the session's id. On a table with

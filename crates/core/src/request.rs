@@ -114,11 +114,15 @@ impl<G, V> Req<G, V> {
     /// The pieces `op` borrows: the holder's fields as this request writes them.
     pub fn parts<'a>(&'a self, adds: &Adds<'a>) -> Parts<'a> {
         let fields = match self {
+            // Held through a session, a lock always carries its acquisition time: the original
+            // with `trustLocalTime` counts the lock's lease from it (without it, it would wait
+            // nothing), and so waits out `SESSION_LOCK_LEASE_MS` from the acquisition.
             Req::Take {
                 lock_acquired_time_unix_ms,
                 ..
             } => OpenFields {
-                lock_acquired_time_unix_ms: *lock_acquired_time_unix_ms,
+                lock_acquired_time_unix_ms: lock_acquired_time_unix_ms
+                    .or(adds.fields.session.and(adds.fields.lock_acquired_time_unix_ms)),
                 ..adds.fields.clone()
             },
             // The next holder brings its own data, if any, with a write of its own.
