@@ -1015,8 +1015,10 @@ impl Clients for Sessions {
 /// explored depth first).
 pub const MAX_STATES: usize = 60_000_000;
 
-/// The configurations explored: the bounded one of the test suite, or the full ones of
-/// `npm run model`: one rival with a fault and a crash over 7 ticks, two rivals over 5.
+/// The configurations explored: the bounded one of the test suite, or the full one of
+/// `npm run model`: one rival, with a fault and a crash, over 6 ticks.
+/// Two rivals (one per lock id) do not fit in a run of some minutes, even over 4 ticks: the
+/// simulator runs them.
 pub fn configs(full: bool) -> Vec<Config> {
     let base = Config::new();
     if !full {
@@ -1027,14 +1029,7 @@ pub fn configs(full: bool) -> Vec<Config> {
             ..base
         }];
     }
-    vec![
-        Config { horizon: 7, ..base },
-        Config {
-            rivals: 2,
-            horizon: 5,
-            ..base
-        },
-    ]
+    vec![Config { horizon: 6, ..base }]
 }
 
 /// The property each session variant's shortest counterexample violates.
@@ -1044,6 +1039,11 @@ pub fn property(b: Broken) -> &'static str {
         _ => "no lost release",
     }
 }
+
+/// The variants the simulator is to catch. A takeover that does not end the session shows
+/// only when the session renews after the waiter's last read of it (a waiter reads it every
+/// half lease) and before its deadline: it is left to the exhaustive model.
+pub const SIMULATED: [Broken; 1] = [Broken::RenewRevivesEnded];
 
 /// Whether a violation of `property` shows variant `b`: its own property, or for the takeover
 /// that does not end the session, the holder's loss not yet known at the rival's grant.
