@@ -201,7 +201,10 @@ fn explain(e: LockError, c: &Shared, sorted: bool) -> LockError {
     }
     let n = &c.fifo.names;
     let needs = match sorted {
-        true => format!("partition key \"{}\" and sort key \"{}\" to be of type S (strings)", n.partition_key, n.sort_key),
+        true => format!(
+            "partition key \"{}\" and sort key \"{}\" to be of type S (strings)",
+            n.partition_key, n.sort_key
+        ),
         false => format!("partition key \"{}\" to be of type S (a string)", n.partition_key),
     };
     LockError::Store(StoreError::Service {

@@ -331,7 +331,7 @@ async fn a_refused_renewal_reports_every_lock_lost_and_the_next_acquisition_star
     assert!(at <= deadline);
     for l in &locks {
         let ev = events_of(&events, l);
-        assert!(ev.iter().any(|e| *e == LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
+        assert!(ev.contains(&LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
         assert_eq!(lost_count(&events, l), 1, "{ev:?}");
         assert_eq!(l.lease_remaining(Instant::now()), Some(Duration::ZERO));
     }

@@ -402,7 +402,11 @@ where
         }
         let session = sess.id.clone();
         self.phase = Phase::EndSession;
-        self.send(Req::EndSession { session, guid }, self.s.policy(self.s.max_attempts), env)
+        self.send(
+            Req::EndSession { session, guid },
+            self.s.policy(self.s.max_attempts),
+            env,
+        )
     }
 
     /// A re-read found `r`, held.
@@ -566,7 +570,9 @@ impl<R: Record, E: Clone> Acquire<R, E> {
             Phase::EndSession => match ended {
                 // Ended by this waiter: the lock is taken on the version seen.
                 Ended::Ok(_) => self.waited(env),
-                Ended::Refused { current: Some(current), .. } => self.session_seen(current, env),
+                Ended::Refused {
+                    current: Some(current), ..
+                } => self.session_seen(current, env),
                 Ended::Refused { current: None, .. } => self.read_session(env),
                 Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
             },
@@ -879,7 +885,9 @@ mod tests {
         let mut session_reads = 0;
         for _ in 0..100_000 {
             step = match step {
-                Step::Send { req: Req::Get, .. } => m.answer(Answer::Done(Reply::Before(Some(lock.clone()))), &env(now)),
+                Step::Send { req: Req::Get, .. } => {
+                    m.answer(Answer::Done(Reply::Before(Some(lock.clone()))), &env(now))
+                }
                 Step::Send {
                     req: Req::MarkWaiting { .. },
                     ..
@@ -906,7 +914,10 @@ mod tests {
         let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         let l = session_lock(2, 3);
         let step = refused_by(&mut m, &l);
-        assert!(reads_session(&step), "the waiter reads the session, not the lock's lease: {step:?}");
+        assert!(
+            reads_session(&step),
+            "the waiter reads the session, not the lock's lease: {step:?}"
+        );
         let step = m.answer(Answer::Done(Reply::Before(Some(session_item(7)))), &env(5));
         // The session stays as it was: the deadline is a session lease after its first read,
         // not the lock's 24.8 days; the session is read again every half lease meanwhile.
@@ -941,7 +952,7 @@ mod tests {
         assert!(now <= 1200 + 1500, "ended at {now} ms");
     }
 
-        #[test]
+    #[test]
     fn a_lock_of_an_ended_or_gone_session_is_taken_at_once() {
         let mut ended = session_item(7);
         ended.lease_duration_ms = Some(RELEASED_LEASE_MS);
@@ -952,7 +963,16 @@ mod tests {
             assert!(reads_session(&step));
             let step = m.answer(Answer::Done(Reply::Before(session.clone())), &env(3));
             assert!(
-                matches!(&step, Step::Send { req: Req::Take { waited_out: Some(_), .. }, .. }),
+                matches!(
+                    &step,
+                    Step::Send {
+                        req: Req::Take {
+                            waited_out: Some(_),
+                            ..
+                        },
+                        ..
+                    }
+                ),
                 "{session:?}: {step:?}"
             );
         }

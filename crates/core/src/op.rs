@@ -822,7 +822,11 @@ mod tests {
             ttl: None,
         };
         let (handed, _) = apply(&hand, renewed);
-        assert_eq!(handed.and_then(|r| r.session), None, "a holder without a session removes it");
+        assert_eq!(
+            handed.and_then(|r| r.session),
+            None,
+            "a holder without a session removes it"
+        );
     }
 
     #[test]
