@@ -231,6 +231,13 @@ impl Client {
                 sent_at,
                 session,
             } => {
+                // Handed over within the client's session: the lock is held through it. Were
+                // the session replaced meanwhile, the lock went with the old one: the next in
+                // line tries for itself (and waits out the old session).
+                let session = match session {
+                    Some(id) => Some(self.sessions.current().clone().filter(|s| s.id == id)?),
+                    None => None,
+                };
                 let leased_from = (self.settings.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
                 let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
                 lock.session = session;

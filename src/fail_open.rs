@@ -10,9 +10,8 @@ use crate::cancel::Cancel;
 use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
-use crate::lock::Shared;
+use crate::lock::{Session, Shared};
 use crate::release::{release, undo_later, Undoing};
-use crate::session::Session;
 
 pub struct Taken {
     pub guid: Guid,

@@ -21,8 +21,8 @@ pub enum Turn {
         guid: Guid,
         fencing_token: Option<u64>,
         sent_at: Instant,
-        /// The session the lock stays held through.
-        session: Option<std::sync::Arc<crate::session::Session>>,
+        /// The id of the session the lock stays held through.
+        session: Option<String>,
     },
     /// The receiver now speaks to DynamoDB for the line.
     Go,

@@ -5,8 +5,9 @@
 //! its state mutex: a release waits for an in-flight heartbeat and then writes with the
 //! newest `guid`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Mutex, Notify};
@@ -22,7 +23,6 @@ use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::original;
 use crate::queues::{Head, Queues};
-use crate::session::{Session, Sessions};
 use crate::settings::Settings;
 use crate::stand_back::StandBack;
 use crate::store::{attempt, Store, StoreOps};
@@ -318,7 +318,7 @@ impl HeldLock {
                         guid,
                         fencing_token,
                         sent_at: clock.base + sent_at,
-                        session: self.session.clone(),
+                        session: self.session.as_ref().map(|s| s.id.clone()),
                     };
                     if c.lines.pass(&self.key, turn).is_some() {
                         // Everyone in line gave up meanwhile: the lock is still ours, under `guid`.
@@ -440,6 +440,90 @@ impl HeldLock {
             return result;
         }
         self.end(&mut st, guids, taken).await
+    }
+}
+
+// Sessions (`session: true`, `session.rs`): what a held lock knows of the session it is held
+// through.
+
+/// A client's session, made on the first acquisition that needs one.
+#[derive(Default)]
+pub struct Sessions {
+    pub(crate) current: std::sync::Mutex<Option<Arc<Session>>>,
+    /// One session is started at a time.
+    pub(crate) starting: Mutex<()>,
+}
+
+impl Sessions {
+    pub(crate) fn current(&self) -> std::sync::MutexGuard<'_, Option<Arc<Session>>> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One session: its id, the held lock that is its item, and the locks held through it.
+pub struct Session {
+    pub id: String,
+    pub lock: Arc<HeldLock>,
+    pub(crate) members: std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>,
+    /// Set once the session is lost: no lock is added to it any more.
+    pub(crate) lost: AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
+impl Session {
+    /// The session's lease still lasts, on this process's clock.
+    pub fn alive(&self, now: Instant) -> bool {
+        !self.lost.load(Ordering::SeqCst)
+            && !self.lock.is_stopping()
+            && self.lock.lease.until().is_some_and(|until| until > now)
+    }
+
+    /// `lock` is held through this session from now on. `false`: the session is lost already,
+    /// and so is the lock.
+    pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
+        let mut members = self.members();
+        if !self.alive(Instant::now()) {
+            return false;
+        }
+        members.insert(lock.id, Arc::downgrade(lock));
+        true
+    }
+
+    /// `lock` is released (or handed on): the session no longer speaks for it.
+    pub fn leave(&self, lock: &HeldLock) {
+        self.members().remove(&lock.id);
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every lock held through the session now.
+    fn held(&self) -> Vec<Arc<HeldLock>> {
+        self.members().values().filter_map(Weak::upgrade).collect()
+    }
+
+    /// What the session's item reports, each of its locks reports.
+    pub(crate) fn report(&self, event: LockEvent) {
+        let lost = matches!(event, LockEvent::Lost(_));
+        let held = if lost {
+            // Under the members' mutex: a lock joining now finds the session lost.
+            let mut members = self.members();
+            self.lost.store(true, Ordering::SeqCst);
+            members.drain().filter_map(|(_, l)| l.upgrade()).collect()
+        } else {
+            self.held()
+        };
+        for lock in held {
+            if !lock.is_stopping() {
+                lock.emit(event.clone());
+            }
+        }
     }
 }
 

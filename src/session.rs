@@ -7,8 +7,7 @@
 //! its locks (the core's `fail_open::Acquire`), so a session that is lost stays lost: the next
 //! acquisition starts a new one.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use rand::RngCore;
 use tokio::time::Instant;
@@ -17,82 +16,7 @@ use crate::cancel::Cancel;
 use crate::error::{LockError, StoreError};
 use crate::fail_open;
 use crate::item;
-use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
-
-/// A client's session, made on the first acquisition that needs one.
-#[derive(Default)]
-pub struct Sessions {
-    current: Mutex<Option<Arc<Session>>>,
-    /// One session is started at a time.
-    starting: tokio::sync::Mutex<()>,
-}
-
-/// One session: its id, the held lock that is its item, and the locks held through it.
-pub struct Session {
-    pub id: String,
-    pub lock: Arc<HeldLock>,
-    members: Mutex<HashMap<u64, Weak<HeldLock>>>,
-    /// Set once the session is lost: no lock is added to it any more.
-    lost: std::sync::atomic::AtomicBool,
-}
-
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("id", &self.id).finish()
-    }
-}
-
-impl Session {
-    /// The session's lease still lasts, on this process's clock.
-    pub fn alive(&self, now: Instant) -> bool {
-        !self.lost.load(std::sync::atomic::Ordering::SeqCst)
-            && !self.lock.is_stopping()
-            && self.lock.lease.until().is_some_and(|until| until > now)
-    }
-
-    /// `lock` is held through this session from now on. `false`: the session is lost already,
-    /// and so is the lock.
-    pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
-        let mut members = self.members();
-        if !self.alive(Instant::now()) {
-            return false;
-        }
-        members.insert(lock.id, Arc::downgrade(lock));
-        true
-    }
-
-    /// `lock` is released (or handed on): the session no longer speaks for it.
-    pub fn leave(&self, lock: &HeldLock) {
-        self.members().remove(&lock.id);
-    }
-
-    fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
-        self.members.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Every lock held through the session now.
-    fn held(&self) -> Vec<Arc<HeldLock>> {
-        self.members().values().filter_map(Weak::upgrade).collect()
-    }
-
-    /// What the session's item reports, each of its locks reports.
-    fn report(&self, event: LockEvent) {
-        let lost = matches!(event, LockEvent::Lost(_));
-        let held = if lost {
-            // Under the members' mutex: a lock joining now finds the session lost.
-            let mut members = self.members();
-            self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
-            members.drain().filter_map(|(_, l)| l.upgrade()).collect()
-        } else {
-            self.held()
-        };
-        for lock in held {
-            if !lock.is_stopping() {
-                lock.emit(event.clone());
-            }
-        }
-    }
-}
+use crate::lock::{EventSink, HeldLock, LockEvent, Session, Sessions, Shared};
 
 /// Where the session's item reports: to the session, which tells its locks.
 struct Relay {
@@ -108,10 +32,6 @@ impl EventSink for Relay {
 }
 
 impl Sessions {
-    fn current(&self) -> std::sync::MutexGuard<'_, Option<Arc<Session>>> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The client's live session, started if it has none (one write, a FailOpen take of a new
     /// key), or if the one it had is lost.
     /// `sorted`: the lock table has a sort key.
@@ -184,7 +104,7 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
     let session = Arc::new(Session {
         id,
         lock: lock.clone(),
-        members: Mutex::default(),
+        members: Default::default(),
         lost: Default::default(),
     });
     let _ = relay.session.set(Arc::downgrade(&session));
