@@ -147,8 +147,9 @@ pub struct Acquire<R: Record, E> {
     target: Option<(R::Version, Option<u64>)>,
     deadline: Time,
     newer: Option<(R, Time, u64)>,
-    /// The lock waited for is held through this session: the session is waited out.
-    session: Option<Session<R>>,
+    /// The lock waited for is held through this session: the session is waited out. Boxed:
+    /// most waits are for locks without one.
+    session: Option<Box<Session<R>>>,
     pending: Option<Pending<R::Guid, R::Version>>,
     phase: Phase<R, E>,
 }
@@ -329,13 +330,13 @@ where
         self.target = Some((seen.version(), seen.fencing_token()));
         self.newer = None;
         if let Some(id) = seen.session().map(str::to_owned) {
-            self.session = Some(Session {
+            self.session = Some(Box::new(Session {
                 id,
                 lock: seen,
                 seen: None,
                 newer: None,
                 read_at: env.now,
-            });
+            }));
             return self.read_session(env);
         }
         self.session = None;
