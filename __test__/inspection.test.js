@@ -30,7 +30,8 @@ for (const engineName of selectedEngines())
         it("FailOpen: null for an unknown id; held, then released, with owner, token and lease", async () =>
             {
                 const id = uniqueId("inspect-open");
-                const mine = failOpen(engine, { owner: "me", heartbeatPeriodMs: 200 });
+                // A lease no busy engine outlasts between the acquisition and the read.
+                const mine = failOpen(engine, { owner: "me", heartbeatPeriodMs: 1000, leaseDurationMs: 5000 });
                 const other = failOpen(engine, { owner: "other" });
                 assert.equal(await mine.getLock(id), null);
                 const lock = await mine.acquireLock(id);
@@ -42,7 +43,7 @@ for (const engineName of selectedEngines())
                 assert.deepEqual(seen, {
                     owner: "me",
                     fencingToken: lock.fencingToken,
-                    leaseDurationMs: 1000,
+                    leaseDurationMs: 5000,
                     released: false,
                     data: undefined,
                     heldByThisClient: true,
