@@ -356,7 +356,13 @@ export declare function listLocks(options: TableOptions): AsyncIterable<LockList
 /** One lock item as one consistent read finds it; `sortValue` on a table with a sort key (Fifo: the head when omitted). */
 export declare function showLock(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer }): Promise<LockListing | null>;
 /** Frees a dead holder's lock on the version read (`code` `LockChanged` if it changed meanwhile). */
-export declare function forceRelease(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer }): Promise<{ action: "deleted" | "released" | "already-free" | "absent"; lock: LockListing | null }>;
+/**
+ * Ends a lock's hold on purpose. By default it revokes: the holder hears "lost" at its next
+ * heartbeat or session renewal, and the lock is free `freeAfterMs` after the revocation; a
+ * FailClosed lock is refused (`HolderCannotBeTold`): its holder cannot be told. `now: true`
+ * frees it at once, and a live holder may still be writing (`warning`).
+ */
+export declare function forceRelease(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer; now?: boolean }): Promise<{ action: "revoked" | "deleted" | "released" | "already-free" | "absent"; lock: LockListing | null; freeAfterMs?: number; warning?: string }>;
 /** Whether a table can keep a lock: key schema, TTL, billing, global-table mode, and the problems found. */
 export declare function checkTable(options: TableOptions & { partitionKey?: string; sortKey?: string }): Promise<{
     table: string;

@@ -31,7 +31,7 @@ for (const engineName of selectedEngines())
                 assert.equal(first.error, undefined);
                 assert.equal(first.lock.fencingToken, 1);
                 const item = await engine.getItem("locks", { id: { S: id } });
-                assert.deepEqual(Object.keys(item).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
+                assert.deepEqual(Object.keys(item).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockAcquiredTimeUnixMs", "lockWrittenUnixMs", "owner"]);
                 assert.equal(item.owner.S, "w1");
                 assert.equal(item.leaseDurationMs.N, "1000");
                 assert.equal(item.fencingToken.N, "1");
@@ -51,17 +51,27 @@ for (const engineName of selectedEngines())
             }
         );
 
-        it("writes lockAcquiredTimeUnixMs only with trustLocalTime, and removes a stale one", async () =>
+        it("writes lockAcquiredTimeUnixMs on every write, with or without trustLocalTime", async () =>
             {
                 const id = uniqueId("trust");
+                const key = { id: { S: id } };
                 const trusting = await failOpen(engine, { trustLocalTime: true }).acquireLock(id);
-                const item = await engine.getItem("locks", { id: { S: id } });
+                const item = await engine.getItem("locks", key);
                 assert.ok(Math.abs(Number(item.lockAcquiredTimeUnixMs.N) - Date.now()) < 5000);
                 await trusting.release();
-                const plain = await failOpen(engine).acquireLock(id);
-                const after = await engine.getItem("locks", { id: { S: id } });
-                assert.equal(after.lockAcquiredTimeUnixMs, undefined);
+                await sleep(20);
+                // The original with trustLocalTime counts a lease from it: without it, it waits nothing.
+                const plain = await failOpen(engine, { heartbeatPeriodMs: 100 }).acquireLock(id);
+                const taken = await engine.getItem("locks", key);
+                assert.ok(Math.abs(Number(taken.lockAcquiredTimeUnixMs.N) - Date.now()) < 5000, JSON.stringify(taken));
+                assert.ok(Number(taken.lockAcquiredTimeUnixMs.N) > Number(item.lockAcquiredTimeUnixMs.N), "the acquisition's own time");
+                await sleep(350);
+                const renewed = await engine.getItem("locks", key);
+                assert.notDeepEqual(renewed.guid, taken.guid, "a heartbeat went out");
+                assert.ok(Number(renewed.lockAcquiredTimeUnixMs.N) > Number(taken.lockAcquiredTimeUnixMs.N), "a heartbeat writes its time");
                 await plain.release();
+                const released = await engine.getItem("locks", key);
+                assert.ok(released.lockAcquiredTimeUnixMs, "the release carries it too");
             }
         );
 

@@ -331,14 +331,18 @@ for (const engineName of selectedEngines())
                     {
                         const item = await engine.getItem("locks", key);
                         assert.ok(item, `${who}: the item exists`);
-                        // Ours also records when it wrote (lockWrittenUnixMs); the original's put drops it.
-                        const expected = owner === "native" ? expectedKeys.concat(["lockWrittenUnixMs"]).sort() : expectedKeys;
+                        // Ours also records when it wrote (lockWrittenUnixMs), and writes its clock
+                        // (lockAcquiredTimeUnixMs) whatever trustLocalTime says; the original's put
+                        // drops the first, and writes the second only with trustLocalTime.
+                        const expected = owner === "native"
+                            ? [...new Set(expectedKeys.concat(["lockWrittenUnixMs", "lockAcquiredTimeUnixMs"]))].sort()
+                            : expectedKeys;
                         assert.deepEqual(Object.keys(item).sort(), expected, `${who}: attributes ${JSON.stringify(item)}`);
                         assert.equal(item.owner.S, owner, `${who}: owner`);
                         assert.equal(Buffer.from(item.guid.B).length, 64, `${who}: guid is 64 bytes`);
                         assert.equal(item.fencingToken.N, String(token), `${who}: fencingToken`);
                         assert.equal(item.leaseDurationMs.N, String(leaseDurationMs), `${who}: leaseDurationMs`);
-                        if (trustLocalTime)
+                        if (trustLocalTime || owner === "native")
                         {
                             assert.ok(Math.abs(Number(item.lockAcquiredTimeUnixMs.N) - Date.now()) < 5000, `${who}: lockAcquiredTimeUnixMs`);
                         }
@@ -365,7 +369,9 @@ for (const engineName of selectedEngines())
                     await checkItem("original", 2, 2000, "held by the original");
                     assert.equal(await releaseOriginal(second.lock), undefined);
                     const originalReleased = await checkItem("original", 2, 1, "released by the original");
-                    assert.deepEqual(Object.keys(oursReleased).filter(k => k !== "lockWrittenUnixMs").sort(), Object.keys(originalReleased).sort(),
+                    // Ours adds lockWrittenUnixMs and always lockAcquiredTimeUnixMs (the original only with trustLocalTime).
+                    assert.deepEqual(Object.keys(oursReleased).filter(k => k !== "lockWrittenUnixMs" && (trustLocalTime || k !== "lockAcquiredTimeUnixMs")).sort(),
+                        Object.keys(originalReleased).sort(),
                         "ours leaves a released item with the original's attributes");
 
                     proxy.resetCounts();
@@ -431,22 +437,47 @@ for (const engineName of selectedEngines())
             }
         );
 
-        it("ours without trustLocalTime removes the lockAcquiredTimeUnixMs the original's trusting client left", async () =>
+        it("ours without trustLocalTime writes its own lockAcquiredTimeUnixMs over the one the original left", async () =>
             {
                 const id = uniqueId("stale-time");
                 const key = { id: { S: id } };
                 const trusting = await acquireOriginal(originalFailOpen(engine, { trustLocalTime: true, owner: "original" }), id);
                 assert.equal(trusting.error, undefined);
                 await releaseOriginal(trusting.lock);
-                assert.ok((await engine.getItem("locks", key)).lockAcquiredTimeUnixMs, "the original wrote its local time");
+                const left = await engine.getItem("locks", key);
+                assert.ok(left.lockAcquiredTimeUnixMs, "the original wrote its local time");
+                await sleep(20);
                 const lock = await failOpen(engine, { owner: "native" }).acquireLock(id);
                 assert.equal(lock.fencingToken, 2);
                 const held = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(held).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
+                assert.deepEqual(Object.keys(held).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockAcquiredTimeUnixMs", "lockWrittenUnixMs", "owner"]);
+                assert.ok(Number(held.lockAcquiredTimeUnixMs.N) > Number(left.lockAcquiredTimeUnixMs.N), "ours wrote its own time");
                 await lock.release();
                 const released = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(released).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockWrittenUnixMs", "owner"]);
+                assert.deepEqual(Object.keys(released).sort(), ["fencingToken", "guid", "id", "leaseDurationMs", "lockAcquiredTimeUnixMs", "lockWrittenUnixMs", "owner"]);
                 assert.equal(released.leaseDurationMs.N, "1");
+            }
+        );
+
+        // An item without lockAcquiredTimeUnixMs makes the original with trustLocalTime compute
+        // a wait of NaN, which its timer turns into 1 ms: it would take a live lock at once.
+        it("the original with trustLocalTime waits a lease for a lock ours holds without trustLocalTime", async () =>
+            {
+                const id = uniqueId("trusting-waits");
+                const ours = await failOpen(engine, { owner: "native", leaseDurationMs: 1500, heartbeatPeriodMs: 300 }).acquireLock(id);
+                let lost = false;
+                ours.on("lost", () => (lost = true));
+                const t0 = Date.now();
+                const theirs = await acquireOriginal(originalFailOpen(engine, { trustLocalTime: true, owner: "original", leaseDurationMs: 1500, retryCount: 0 }), id);
+                const waited = Date.now() - t0;
+                assert.equal(theirs.lock, undefined, "the original did not take a live lock");
+                assert.equal(theirs.error && theirs.error.code, "FailedToAcquireLock");
+                assert.ok(waited >= 1000, `the original waited ${waited} ms, not a lease`);
+                const item = await engine.getItem("locks", { id: { S: id } });
+                assert.equal(item.owner.S, "native");
+                assert.equal(item.fencingToken.N, String(ours.fencingToken));
+                assert.equal(lost, false);
+                await ours.release();
             }
         );
 
@@ -457,7 +488,7 @@ for (const engineName of selectedEngines())
                 const ours = failOpen(engine, { owner: "native", heartbeatPeriodMs: 250, ttlAttribute: "expires" });
                 const held = await ours.acquireLock(id, { data: Buffer.from([1, 2, 3]) });
                 const ourItem = await engine.getItem("locks", key);
-                assert.deepEqual(Object.keys(ourItem).sort(), ["expires", "fencingToken", "guid", "id", "leaseDurationMs", "lockData", "lockWrittenUnixMs", "owner"]);
+                assert.deepEqual(Object.keys(ourItem).sort(), ["expires", "fencingToken", "guid", "id", "leaseDurationMs", "lockAcquiredTimeUnixMs", "lockData", "lockWrittenUnixMs", "owner"]);
                 // The original reads our item (TTL attribute, binary data and all) and waits it out.
                 const busy = await acquireOriginal(originalFailOpen(engine, { retryCount: 0, owner: "original" }), id);
                 assert.equal(busy.error && busy.error.code, "FailedToAcquireLock", "our heartbeats keep the lock ours");

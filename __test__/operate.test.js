@@ -50,7 +50,7 @@ for (const name of selectedEngines())
 
         const config = extra => Object.assign({ dynamodb: dynamodbOptions(engine), lockTable: "ops", partitionKey: "id" }, extra);
 
-        it("list and show say who holds what; release --force frees a dead FailOpen holder's lock and a live holder hears \"lost\"", async () =>
+        it("list and show say who holds what; release --force --now frees a FailOpen lock at once and a live holder hears \"lost\"", async () =>
         {
             const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 60000, heartbeatPeriodMs: 300, owner: "worker-1" }));
             const closed = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50, owner: "cron" }));
@@ -75,11 +75,12 @@ for (const name of selectedEngines())
             assert.equal(missing.status, 1);
             assert.match(missing.stdout, /no lock/);
 
-            // The holder is alive here: forcing the release makes it hear "lost" at its next heartbeat.
+            // The holder is alive here: freeing it at once (--now) makes it hear "lost" at its
+            // next heartbeat, and the command says what that risks.
             const lost = new Promise(resolve => lockA.once("lost", resolve));
-            const released = await cli(engine.endpoint, "release", a, "--table", "ops", "--force");
+            const released = await cli(engine.endpoint, "release", a, "--table", "ops", "--force", "--now");
             assert.equal(released.status, 0, released.stderr);
-            assert.match(released.stdout, /released .* \(was held by "worker-1", fencingToken 1\)/);
+            assert.match(released.stdout, /released .* \(was held by "worker-1", fencingToken 1\)\. Warning: .*may still be writing/);
             assert.ok((await lost).code, "the loss carries its code");
             assert.equal(lockA.lost, true);
             // The next acquisition takes it at once, with a higher token.
@@ -89,7 +90,11 @@ for (const name of selectedEngines())
             assert.equal(next.fencingToken, 2);
             await next.release();
 
-            const deleted = await cli(engine.endpoint, "release", b, "--table", "ops", "--force", "--json");
+            // A FailClosed holder cannot be told: only --now frees its lock.
+            const refused = await cli(engine.endpoint, "release", b, "--table", "ops", "--force");
+            assert.equal(refused.status, 1, refused.stdout);
+            assert.match(refused.stderr, /HolderCannotBeTold|writes nothing while it holds/);
+            const deleted = await cli(engine.endpoint, "release", b, "--table", "ops", "--force", "--now", "--json");
             assert.equal(deleted.status, 0, deleted.stderr);
             assert.equal(JSON.parse(deleted.stdout).action, "deleted");
             assert.equal(await engine.getItem("ops", { id: { S: b } }), undefined);

@@ -19,7 +19,8 @@ process.env.AWS_EC2_METADATA_DISABLED = "true";
 
 const TABLE = "sessions";
 const SESSION_PREFIX = "dynamodb-lock-native/session/";
-const SESSION_LOCK_LEASE = "2147483647";
+// A day below 2^31 - 1 ms: room for any plausible clock skew of the original with trustLocalTime.
+const SESSION_LOCK_LEASE = "2061083647";
 
 function failOpen(engine, endpoint, extra)
 {
@@ -412,8 +413,10 @@ for (const name of selectedEngines())
         });
 
         // The original with trustLocalTime counts the lease from lockAcquiredTimeUnixMs, which a
-        // session lock always carries: it waits ~24.8 days from the acquisition, not 1 ms.
-        it("the original with trustLocalTime cannot take a live session's lock", async () =>
+        // session lock always carries: it waits ~23.9 days from the acquisition, not 1 ms. A
+        // clock behind ours lengthens that wait: past 2^31 - 1 ms its timer would fire at once.
+        for (const clockOffsetMs of [0, -1000])
+        it(`the original with trustLocalTime cannot take a live session's lock (its clock ${clockOffsetMs} ms off)`, async () =>
         {
             const a = sessionClient(engine, engine.endpoint, { owner: "native" });
             let child;
@@ -427,7 +430,7 @@ for (const name of selectedEngines())
                 assert.ok(before.lockAcquiredTimeUnixMs, "a session lock carries its acquisition time");
                 // In a child: the original sleeps ~24.8 days on a timer of that process.
                 child = runScript("original-child.js", {
-                    kind: "FailOpen", id, then: "hold",
+                    kind: "FailOpen", id, then: "hold", clockOffsetMs,
                     config: { dynamodb: { endpoint: engine.endpoint, region: engine.region, credentials: engine.credentials }, lockTable: TABLE, partitionKey: "id", leaseDurationMs: 1000, heartbeatPeriodMs: 0, retryCount: 0, trustLocalTime: true, owner: "original" },
                 }, { timeoutMs: 20000 });
                 const outcome = await child.next(l => l.acquired || l.error, 3000).catch(() => ({ none: true }));

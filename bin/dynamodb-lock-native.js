@@ -6,7 +6,7 @@
 //   npx dynamodb-lock-native create-table --table locks --partition-key id [options]
 //   npx dynamodb-lock-native list --table locks [--json]
 //   npx dynamodb-lock-native show ID --table locks [--sort-value V] [--json]
-//   npx dynamodb-lock-native release ID --table locks --force [--sort-value V] [--json]
+//   npx dynamodb-lock-native release ID --table locks --force [--now] [--sort-value V] [--json]
 //   npx dynamodb-lock-native check-table --table locks [--partition-key id] [--json]
 //
 // Region, endpoint and credentials come from the flags or the standard AWS environment
@@ -24,11 +24,16 @@ Commands:
   list                                  every lock in the table: id, kind, owner, fencing
                                         token, held or released, first waiter (Fifo: waiters)
   show <id>                             one lock, as one consistent read finds it
-  release <id> --force                  frees a dead holder's lock on the version just read:
-                                        FailClosed deletes the item if it still carries that
-                                        guid; FailOpen and Fifo mark it released with a new
-                                        guid, so a live holder's next heartbeat fails and it
-                                        hears "lost"; says whom it displaced
+  release <id> --force                  revokes the lock on the version just read: its holder
+                                        hears "lost" at its next heartbeat or session renewal,
+                                        and the lock is free a lease after the revocation
+                                        (FailOpen and Fifo: a new guid, the lease kept; a
+                                        session's lock: named on the session's item, which
+                                        tells its holder). A FailClosed holder cannot be told:
+                                        its lock needs --now. Says whom it displaced
+  release <id> --force --now            frees the lock at once (FailClosed: deletes the item;
+                                        others: marked released): a holder still alive may go
+                                        on writing until its next heartbeat
   check-table                           key schema, TTL, billing, global-table mode; fails on
                                         a table that cannot keep a lock
 
@@ -45,6 +50,7 @@ Options:
   --write-capacity <n>           PROVISIONED write capacity units (default 1)
   --wait-ms <ms>                 longest wait for the table to become ACTIVE (default 300000)
   --force                        release: required, the release is not the holder's own
+  --now                          release: free the lock at once instead of revoking it
   --json                         list, show, release, check-table: JSON for scripts
   --region <region>              default: the AWS environment
   --endpoint <url>               default: the AWS environment, else the region's endpoint
@@ -69,6 +75,7 @@ const OPTIONS = {
     "wait-ms": { type: "string" },
     "sort-value": { type: "string" },
     force: { type: "boolean" },
+    now: { type: "boolean" },
     json: { type: "boolean" },
     region: { type: "string" },
     endpoint: { type: "string" },
@@ -286,11 +293,12 @@ const COMMANDS = {
             {
                 throw new UsageError("release needs --force: it frees a lock its holder did not release (use it only for a holder known to be dead)");
             }
-            const r = await require("..").forceRelease(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
+            const r = await require("..").forceRelease(Object.assign(tableOf(values), { id, sortValue: values["sort-value"], now: Boolean(values.now) }));
             const whom = r.lock ? ` (was held by ${r.lock.owner === undefined ? "an unnamed owner" : JSON.stringify(r.lock.owner)}${r.lock.fencingToken === undefined ? "" : `, fencingToken ${r.lock.fencingToken}`})` : "";
             const said = {
-                deleted: `deleted the lock item of ${JSON.stringify(id)}${whom}`,
-                released: `released ${JSON.stringify(id)}${whom}; a holder still alive hears "lost" at its next heartbeat`,
+                revoked: `revoked ${JSON.stringify(id)}${whom}: a holder still alive hears "lost" at its next heartbeat or session renewal; the lock is free ${r.freeAfterMs} ms after this revocation`,
+                deleted: `deleted the lock item of ${JSON.stringify(id)}${whom}. Warning: ${r.warning}`,
+                released: `released ${JSON.stringify(id)}${whom}${r.warning ? `. Warning: ${r.warning}` : ""}`,
                 "already-free": `${JSON.stringify(id)} was already released: nothing done`,
                 absent: `no lock ${JSON.stringify(id)} in table "${values.table}": nothing done`,
             }[r.action];

@@ -16,6 +16,8 @@ const FIFO_HEAD = "lock";
 const FIFO_ENTRY = "q#";
 // The partition value of a session's item (`session: true`): this prefix and its id.
 const SESSION_PREFIX = "dynamodb-lock-native/session/";
+// Its sort value, on a table with a sort key.
+const SESSION_SORT_VALUE = "session";
 // `leaseDurationMs` of a released FailOpen lock or Fifo head.
 const RELEASED = "1";
 
@@ -179,17 +181,37 @@ async function showLock(options)
 }
 
 /**
- * Frees a lock whose holder is known to be dead, on the version just read: FailClosed, deletes
- * the item if it still carries the `guid` read; FailOpen and Fifo heads, marks it released and
- * gives it a new `guid`, so that a holder still alive fails its next heartbeat and hears
- * `"lost"`. Resolves with `{ action, lock }`: `action` is `"deleted"`, `"released"`,
- * `"already-free"` or `"absent"`, `lock` the item as read (whom it displaced). A holder that
- * renews between the read and the write is read again (a few times); an item that changed hands
- * meanwhile is left alone, with `code` `LockChanged`.
+ * Ends a lock's hold on purpose, on the version just read, in one of two ways.
+ *
+ * By default it revokes, and nothing an operator does this way can leave two holders that both
+ * believe: the holder is told through what it already writes, and the lock becomes free only
+ * once a lease has passed since the revocation (a lock-delay), by which time a holder that is
+ * alive has heard it. A FailOpen lock or Fifo head gets a new `guid` and keeps its lease: the
+ * holder's next heartbeat fails and it hears `"lost"`, and a waiter waits out the new version
+ * for a whole lease on its own clock, as it waits out any holder. A lock held through a session
+ * is named on the session's item (`lockRevoked`), so the session's next renewal tells the
+ * holder that this lock, and no other, is lost; the lock item gets a new `guid`, drops its
+ * session and carries the session's lease, which a waiter waits out. A FailClosed holder writes
+ * nothing while it holds, so nobody can tell it: its lock is only freed with `now`.
+ *
+ * With `now: true` the lock is free at once (FailClosed: the item is deleted; the others are
+ * marked released with a new `guid`): a holder still alive goes on as if it held the lock
+ * until its next heartbeat or renewal, and may still be writing when the next holder starts.
+ *
+ * Resolves with `{ action, lock, freeAfterMs?, warning? }`: `action` is `"revoked"`,
+ * `"deleted"`, `"released"`, `"already-free"` or `"absent"`; `lock` the item as read (whom it
+ * displaced); `freeAfterMs` how long after a revocation a waiter may take the lock. A holder that
+ * renews between the read and the write is read again (a few times); an item that changed
+ * hands meanwhile is left alone, with `code` `LockChanged`.
  */
 async function forceRelease(options)
 {
     const call = await adminCaller(options && options.dynamodb, "forceRelease");
+    if (options.now !== undefined && typeof options.now !== "boolean")
+    {
+        throw invalidArgument("forceRelease: now must be a boolean");
+    }
+    const now = options.now === true;
     const key = await tableOf(call, options.lockTable);
     const Key = itemKey(key, options.id, options.sortValue);
     let first;
@@ -211,10 +233,17 @@ async function forceRelease(options)
         {
             throw codedError("LockChanged", `the lock ${JSON.stringify(lock.id)} changed hands while it was being released: read it again before forcing its release`);
         }
+        if (lock.kind === "FailClosed" && !now)
+        {
+            throw codedError("HolderCannotBeTold", `the lock ${JSON.stringify(lock.id)} is a FailClosed lock (held by ${JSON.stringify(lock.owner)}): its holder writes nothing while it holds, so nothing can tell it that its lock is gone. Free it with now: true (the command line's --now) only once you know the holder is dead`);
+        }
         first = first || lock;
         try
         {
-            return { action: await forceWrite(call, options.lockTable, Key, r.Item, lock), lock };
+            const out = now
+                ? await forceWrite(call, options.lockTable, Key, r.Item, lock)
+                : await revoke(call, options.lockTable, key, Key, r.Item, lock);
+            return Object.assign({ lock }, out);
         }
         catch (err)
         {
@@ -230,29 +259,99 @@ async function forceRelease(options)
 // Tries of a forced release against a holder that keeps renewing.
 const FORCE_TRIES = 5;
 
-// The write of a forced release, on the `guid` of `item` as read.
+// What a release with `now` leaves a live holder to do.
+const NOW_WARNING = "freed at once: a holder still alive hears \"lost\" only at its next heartbeat or session renewal, and may still be writing while the next holder works";
+
+// The condition of a forced write: the item still carries the `guid` read.
+function guidCondition(item)
+{
+    return item.guid
+        ? { ConditionExpression: "#guid = :read", ExpressionAttributeValues: { ":read": item.guid } }
+        : { ConditionExpression: "attribute_not_exists(#guid)", ExpressionAttributeValues: {} };
+}
+
+const newGuid = () => ({ B: crypto.randomBytes(64).toString("base64") });
+
+// The write of a forced release with `now`, on the `guid` of `item` as read.
 async function forceWrite(call, tableName, Key, item, lock)
 {
     const names = { "#guid": "guid" };
-    const guidCondition = item.guid
-        ? { ConditionExpression: "#guid = :read", ExpressionAttributeValues: { ":read": item.guid } }
-        : { ConditionExpression: "attribute_not_exists(#guid)", ExpressionAttributeValues: {} };
+    const cond = guidCondition(item);
     if (lock.kind === "FailClosed")
     {
-        const values = Object.keys(guidCondition.ExpressionAttributeValues).length ? { ExpressionAttributeValues: guidCondition.ExpressionAttributeValues } : {};
-        await call("DeleteItem", Object.assign({ TableName: tableName, Key, ConditionExpression: guidCondition.ConditionExpression, ExpressionAttributeNames: names }, values));
-        return "deleted";
+        const values = Object.keys(cond.ExpressionAttributeValues).length ? { ExpressionAttributeValues: cond.ExpressionAttributeValues } : {};
+        await call("DeleteItem", Object.assign({ TableName: tableName, Key, ConditionExpression: cond.ConditionExpression, ExpressionAttributeNames: names }, values));
+        return { action: "deleted", warning: NOW_WARNING };
     }
     await call("UpdateItem", {
         TableName: tableName,
         Key,
-        UpdateExpression: "SET #lease = :released, #guid = :new, #lw = :lw",
-        ConditionExpression: guidCondition.ConditionExpression,
-        ExpressionAttributeNames: Object.assign({ "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs" }, names),
-        ExpressionAttributeValues: Object.assign({ ":released": { N: RELEASED }, ":new": { B: crypto.randomBytes(64).toString("base64") }, ":lw": { N: String(Date.now()) } },
-            guidCondition.ExpressionAttributeValues),
+        UpdateExpression: "SET #lease = :released, #guid = :new, #lw = :lw, #t = :lw",
+        ConditionExpression: cond.ConditionExpression,
+        ExpressionAttributeNames: Object.assign({ "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs", "#t": "lockAcquiredTimeUnixMs" }, names),
+        ExpressionAttributeValues: Object.assign({ ":released": { N: RELEASED }, ":new": newGuid(), ":lw": { N: String(Date.now()) } },
+            cond.ExpressionAttributeValues),
     });
-    return "released";
+    return { action: "released", warning: NOW_WARNING };
+}
+
+// The session item's key of session `id` on a table described by `key`.
+function sessionKey(key, id)
+{
+    const out = { [key.partition.name]: { S: SESSION_PREFIX + id } };
+    if (key.sort)
+    {
+        out[key.sort.name] = { S: SESSION_SORT_VALUE };
+    }
+    return out;
+}
+
+// A revocation (see forceRelease), on the `guid` of `item` as read.
+async function revoke(call, tableName, key, Key, item, lock)
+{
+    const at = { N: String(Date.now()) };
+    const names = { "#guid": "guid", "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs", "#t": "lockAcquiredTimeUnixMs", "#rv": "lockRevokedUnixMs" };
+    const cond = guidCondition(item);
+    let lease = item.leaseDurationMs;
+    let update = "SET #guid = :new, #lease = :lease, #lw = :at, #t = :at, #rv = :at";
+    let condition = `${cond.ConditionExpression} AND #lease <> :released`;
+    const values = Object.assign({ ":new": newGuid(), ":at": at, ":released": { N: RELEASED } }, cond.ExpressionAttributeValues);
+    if (lock.session !== undefined)
+    {
+        const r = await call("GetItem", { TableName: tableName, Key: sessionKey(key, lock.session), ConsistentRead: true });
+        const session = r.Item;
+        if (!session || !session.leaseDurationMs || session.leaseDurationMs.N === RELEASED || !item.guid)
+        {
+            // An ended or vanished session renews nothing: its locks are free to any waiter
+            // already, which ends the session's hold before it takes one.
+            return forceWrite(call, tableName, Key, item, lock).then(out => ({ action: out.action }));
+        }
+        // First the session's item, so that the holder is told before the lock can be
+        // taken: its next renewal reads the revocation back.
+        await call("UpdateItem", {
+            TableName: tableName,
+            Key: sessionKey(key, lock.session),
+            UpdateExpression: "ADD #revoked :guid",
+            ConditionExpression: "attribute_exists(#guid) AND #lease <> :released",
+            ExpressionAttributeNames: { "#revoked": "lockRevoked", "#guid": "guid", "#lease": "leaseDurationMs" },
+            ExpressionAttributeValues: { ":guid": { BS: [item.guid.B] }, ":released": { N: RELEASED } },
+        }).catch(err =>
+        {
+            if (err.code === "ConditionalCheckFailedException")
+            {
+                throw codedError("LockChanged", `the session ${lock.session} of the lock ${JSON.stringify(lock.id)} ended while its lock was being revoked: read it again`);
+            }
+            throw err;
+        });
+        lease = session.leaseDurationMs;
+        update += " REMOVE #session";
+        condition += " AND #session = :session";
+        names["#session"] = "lockSession";
+        values[":session"] = { S: lock.session };
+    }
+    values[":lease"] = lease;
+    await call("UpdateItem", { TableName: tableName, Key, UpdateExpression: update, ConditionExpression: condition, ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+    return { action: "revoked", freeAfterMs: Number(lease.N) };
 }
 
 /**

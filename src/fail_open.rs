@@ -266,13 +266,16 @@ mod tests {
         let start = Instant::now();
         c.acquire(key("b"), &Cancel::default()).await.unwrap();
         assert!(start.elapsed() <= Duration::from_millis(1100));
-        // Without trustLocalTime the holder's clock is ignored, and a stale value is removed.
+        // Without trustLocalTime the holder's clock is ignored, and the value is replaced by
+        // this writer's clock (the original with trustLocalTime counts the lease from it).
         let (plain, _) = client(&store, open_settings("me", 1000, None));
-        store.set(&key("c"), rec(unix_now_ms() - 900));
+        let stale = unix_now_ms() - 900;
+        store.set(&key("c"), rec(stale));
         let start = Instant::now();
         plain.acquire(key("c"), &Cancel::default()).await.unwrap();
         assert!(start.elapsed() >= Duration::from_millis(1000));
-        assert_eq!(store.record(&key("c")).unwrap().lock_acquired_time_unix_ms, None);
+        let written = store.record(&key("c")).unwrap().lock_acquired_time_unix_ms;
+        assert!(written.is_some_and(|t| t > stale), "{written:?}");
     }
 
     #[tokio::test(start_paused = true)]

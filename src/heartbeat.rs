@@ -913,6 +913,13 @@ pub(crate) async fn beat(
             Some((sent, r)) = out.next(), if !out.is_empty() => {
                 let now = Instant::now();
                 flight.answered(now.saturating_duration_since(sent));
+                // A session's item names the locks an operator revoked: they are lost, the
+                // session goes on.
+                let r = r.map(|revoked| {
+                    if !revoked.is_empty() {
+                        lock.emit(LockEvent::Revoked(revoked));
+                    }
+                });
                 actions = m.answer(t(now), answer_of(r, &mut last_error), backoff);
             }
         }
@@ -964,7 +971,7 @@ fn renewal<'a>(
     let s = &lock.client.settings;
     if s.original_requests {
         let req = original::heartbeat(&s.protocol(), &guids[0], new, lock.fencing_token, unix_now_ms());
-        Box::pin(async move { send(to, &req).await.map(drop) })
+        Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) })
     } else {
         lock.client.store.renew(&lock.key, guids, new, f)
     }
@@ -1033,10 +1040,11 @@ fn beat_config(s: &crate::settings::Settings, period: Duration) -> machine::Conf
 }
 
 /// The write of one heartbeat.
-type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'a>>;
+type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>, StoreError>> + Send + 'a>>;
 
 /// A heartbeat write under way: when it was sent, and its answer.
-type Write<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<(), StoreError>)> + Send + 'a>>;
+type Write<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<Vec<Vec<u8>>, StoreError>)> + Send + 'a>>;
 
 /// A lock without heartbeats, whose lease ends at `lease_until`: lost if the core says its
 /// lease is over, else watched again when it will be.

@@ -36,6 +36,9 @@ pub enum LockEvent {
     Danger { remaining_ms: u64 },
     /// The lock is no longer ours.
     Lost(LostReason),
+    /// A session's renewal found these locks (by their items' `guid`s) revoked by an
+    /// operator: the session tells each of them it is lost (`Session::report`).
+    Revoked(Vec<Vec<u8>>),
 }
 
 pub trait EventSink: Send + Sync {
@@ -508,8 +511,12 @@ impl Session {
         self.members().values().filter_map(Weak::upgrade).collect()
     }
 
-    /// What the session's item reports, each of its locks reports.
+    /// What the session's item reports, each of its locks reports; a revocation, only the
+    /// locks revoked.
     pub(crate) fn report(&self, event: LockEvent) {
+        if let LockEvent::Revoked(guids) = &event {
+            return self.revoked(guids);
+        }
         let lost = matches!(event, LockEvent::Lost(_));
         let held = if lost {
             // Under the members' mutex: a lock joining now finds the session lost.
@@ -522,6 +529,39 @@ impl Session {
         for lock in held {
             if !lock.is_stopping() {
                 lock.emit(event.clone());
+            }
+        }
+    }
+}
+
+impl Session {
+    /// The locks held through this session whose items carry one of `guids` were revoked:
+    /// each is lost, and leaves the session. Another lock of the same id taken since carries
+    /// another `guid`, and stays.
+    fn revoked(&self, guids: &[Vec<u8>]) {
+        let revoked: Vec<Arc<HeldLock>> = {
+            let mut members = self.members();
+            let hit: Vec<u64> = members
+                .iter()
+                .filter_map(|(id, l)| l.upgrade().map(|l| (*id, l)))
+                .filter(|(_, l)| {
+                    l.state
+                        .try_lock()
+                        .is_ok_and(|st| st.lost.is_none() && guids.iter().any(|g| g.as_slice() == st.guid.as_slice()))
+                })
+                .map(|(id, _)| id)
+                .collect();
+            hit.iter()
+                .filter_map(|id| members.remove(id))
+                .filter_map(|l| l.upgrade())
+                .collect()
+        };
+        for lock in revoked {
+            if let Ok(mut st) = lock.state.try_lock() {
+                st.lose(held::Lost::Taken);
+            }
+            if !lock.is_stopping() {
+                lock.emit(LockEvent::Lost(LostReason::NotOwner));
             }
         }
     }

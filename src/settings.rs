@@ -113,7 +113,7 @@ impl Settings {
         OpenFields {
             owner: &self.owner,
             lease_duration_ms: self.lease_duration_ms,
-            lock_acquired_time_unix_ms: self.trust_local_time.then(unix_now_ms),
+            lock_acquired_time_unix_ms: Some(unix_now_ms()),
             data: None,
             ttl: self.ttl_held(),
             token_floor: self.token_floor(),

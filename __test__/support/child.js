@@ -2,7 +2,7 @@
 
 // A lock-holding child process for tests. Reads a JSON job from argv[2]:
 //   { kind: "FailOpen"|"FailClosed", config: {...}, id, then: "hold"|"release"|"exit" }
-// prints JSON lines ({"acquired":..., "fencingToken":...}, {"released":true}, {"error":...})
+// prints JSON lines ({"acquired":..., "fencingToken":..., "at": <Date.now()>}, {"released":true}, {"error":...})
 // and, with "hold", keeps the lock (heartbeating) until it is killed.
 
 const DynamoDBLockClient = require("../..");
@@ -17,9 +17,9 @@ client.acquireLock(job.id, (error, lock) =>
         {
             return say({ error: error.code, message: error.message });
         }
-        say({ acquired: true, fencingToken: lock.fencingToken === undefined ? null : lock.fencingToken });
+        say({ acquired: true, fencingToken: lock.fencingToken === undefined ? null : lock.fencingToken, at: Date.now() });
         lock.on("error", e => say({ heartbeatError: e.code }));
-        lock.on("lost", e => say({ lost: e.code }));
+        lock.on("lost", e => say({ lost: e.code, at: Date.now() }));
         if (job.then === "release")
         {
             lock.release(e => say({ released: !e, error: e ? e.code : undefined }));

@@ -3,14 +3,32 @@
 // The counterpart of child.js running the ORIGINAL library, dynamodb-lock-client 0.7.3, with an
 // aws-sdk v2 DocumentClient. Reads a JSON job from argv[2]:
 //   { kind: "FailOpen"|"FailClosed", config: {..., dynamodb: {endpoint, region, credentials}},
-//     id, then: "hold"|"release" }
+//     id, then: "hold"|"release", clockOffsetMs? }
 // prints JSON lines ({"acquired":..., "fencingToken":...}, {"released":true}, {"error":...})
 // and, with "hold", keeps the lock (heartbeating) until it is killed.
 
+const job = JSON.parse(process.argv[2]);
+// `clockOffsetMs`: this process's clock runs that far from the machine's (negative: behind).
+if (job.clockOffsetMs)
+{
+    const RealDate = Date;
+    const offset = job.clockOffsetMs;
+    global.Date = class extends RealDate
+    {
+        constructor(...args)
+        {
+            super(...(args.length ? args : [RealDate.now() + offset]));
+        }
+
+        static now()
+        {
+            return RealDate.now() + offset;
+        }
+    };
+}
 const { documentClient } = require("./v2.js");
 const Original = require("dynamodb-lock-client");
 
-const job = JSON.parse(process.argv[2]);
 const say = obj => process.stdout.write(JSON.stringify(obj) + "\n");
 const config = Object.assign({}, job.config, { dynamodb: documentClient(job.config.dynamodb) });
 const client = new Original[job.kind](config);

@@ -648,8 +648,8 @@ fn guid_condition<'a>(guids: &'a [Guid], values: &mut Vec<(&'static str, Attr<'a
     })
 }
 
-/// `SET ... #t = :t` with `trustLocalTime`, otherwise `REMOVE #t`, so the item equals what
-/// the original's full `PutItem` would leave.
+/// `SET ... #t = :t` when the write carries the writer's clock (every FailOpen write does),
+/// otherwise `REMOVE #t`.
 fn acquired_time(set: &mut String, t: Option<u64>, values: &mut Vec<(&'static str, Attr<'_>)>) {
     match t {
         Some(t) => {
@@ -773,7 +773,10 @@ impl Store for HttpStore {
                 guids,
                 new_guid,
                 fields,
-            } => self.renew(key, guids, new_guid, fields).await.map(|()| Reply::Done),
+            } => self.renew(key, guids, new_guid, fields).await.map(|revoked| match revoked.is_empty() {
+                true => Reply::Done,
+                false => Reply::Revoked(revoked),
+            }),
             Op::PutItem { .. } => Err(not_supported(
                 "the original's whole-item put is sent only through a dynamodb object; this store writes the lock item with UpdateItem".into(),
             )),
@@ -946,7 +949,7 @@ impl HttpStore {
         guids: &[Guid],
         new_guid: &Guid,
         fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         let mut values = vec![
             (":owner", Attr::S(fields.owner)),
             (":new", Attr::B(new_guid)),
@@ -974,8 +977,13 @@ impl HttpStore {
             "{} AND attribute_exists(#lease) AND #lease <> :released",
             guid_condition(guids, &mut values)?
         );
-        self.update(key, &update, &cond, &names, &values, "NONE").await?;
-        Ok(())
+        // A session's renewal reads its item back: an operator's revocation of one of its
+        // locks is on it (`lockRevoked`), and reaches the holder with this answer.
+        let returns = if item::is_session_key(key) { "ALL_NEW" } else { "NONE" };
+        Ok(self
+            .update(key, &update, &cond, &names, &values, returns)
+            .await?
+            .revoked)
     }
 
     async fn release(

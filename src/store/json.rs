@@ -113,6 +113,8 @@ pub struct Response {
     /// `"Item"` (GetItem, or a failed condition with `ALL_OLD`) or `"Attributes"` (UpdateItem
     /// with `ReturnValues`), decoded.
     pub record: Option<LockRecord>,
+    /// A session item's `lockRevoked`: the `guid`s of its locks an operator revoked.
+    pub revoked: Vec<Vec<u8>>,
     /// The error name: the part of `"__type"` after `#`.
     pub error_type: Option<String>,
     pub message: Option<String>,
@@ -132,7 +134,7 @@ pub fn read_response(body: &[u8]) -> Result<Response, JsonError> {
         match tokens.next().transpose()? {
             Some(Token::EndObject { .. }) => break,
             Some(Token::ObjectKey { key, .. }) => match key.as_escaped_str() {
-                "Item" | "Attributes" => reply.record = read_record(&mut tokens)?,
+                "Item" | "Attributes" => reply.record = read_record(&mut tokens, &mut reply.revoked)?,
                 "__type" => {
                     reply.error_type =
                         read_string(&mut tokens)?.map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
@@ -166,8 +168,8 @@ fn read_string(tokens: &mut Tokens<'_>) -> Result<Option<String>, JsonError> {
 }
 
 /// An item's attributes, for the ones a lock has, read by the core's one rule
-/// (`LockRecord::read`); `null` is no item.
-fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError> {
+/// (`LockRecord::read`); `null` is no item. A session item's `lockRevoked` goes to `revoked`.
+fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Option<LockRecord>, JsonError> {
     if let Some(Ok(Token::ValueNull { .. })) = tokens.peek() {
         tokens.next();
         return Ok(None);
@@ -180,6 +182,10 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
             Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
             other => return Err(unexpected(other)),
         };
+        if name == item::LOCK_REVOKED {
+            *revoked = read_binary_set(tokens)?;
+            continue;
+        }
         if !item::READ_ATTRIBUTES.contains(&name.as_ref()) {
             skip_value(tokens)?;
             continue;
@@ -189,6 +195,38 @@ fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError>
         }
     }
     Ok(Some(r))
+}
+
+/// A binary set, `{"BS": ["<base64>", ...]}`, decoded; any other type, or a member that is not
+/// base64, reads as nothing.
+fn read_binary_set(tokens: &mut Tokens<'_>) -> Result<Vec<Vec<u8>>, JsonError> {
+    let mut out = Vec::new();
+    expect_start_object(tokens)?;
+    loop {
+        match tokens.next().transpose()? {
+            Some(Token::EndObject { .. }) => break,
+            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "BS" => {
+                match tokens.next().transpose()? {
+                    Some(Token::StartArray { .. }) => {}
+                    other => return Err(unexpected(other)),
+                }
+                loop {
+                    match tokens.next().transpose()? {
+                        Some(Token::EndArray { .. }) => break,
+                        Some(Token::ValueString { value, .. }) => {
+                            if let Ok(bytes) = base64::decode(value.to_unescaped()?.as_ref()) {
+                                out.push(bytes);
+                            }
+                        }
+                        other => return Err(unexpected(other)),
+                    }
+                }
+            }
+            Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
+            other => return Err(unexpected(other)),
+        }
+    }
+    Ok(out)
 }
 
 /// One attribute value, `{"<type>": value}`: S, N and B as found (B decoded from base64),

@@ -505,7 +505,7 @@ mod model_agreement {
                 ),
                 "release {start:?} {gs:?}"
             );
-            let mem = on_memory(start, async |s| s.renew(&k, &set, &guid(5), &f).await).await;
+            let mem = on_memory(start, async |s| s.renew(&k, &set, &guid(5), &f).await.map(drop)).await;
             assert_eq!(
                 mem,
                 on_model(

@@ -148,20 +148,24 @@ pub trait StoreOps: Store {
         self.apply(key, &op).await.and_then(done)
     }
 
-    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids` and held.
+    /// FailOpen heartbeat: rotate `guid` to `new_guid` if it is one of `guids` and held. A
+    /// session's item answers with the `guid`s of its locks an operator revoked, if any.
     async fn renew(
         &self,
         key: &LockKey,
         guids: &[Guid],
         new_guid: &Guid,
         fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         let op = Op::Renew {
             guids,
             new_guid,
             fields,
         };
-        self.apply(key, &op).await.and_then(done)
+        match self.apply(key, &op).await? {
+            Reply::Revoked(guids) => Ok(guids),
+            other => done(other).map(|()| Vec::new()),
+        }
     }
 
     /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and

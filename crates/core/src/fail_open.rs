@@ -233,7 +233,7 @@ where
             guid: self.guid.clone(),
             waited_out: self.waited_out.as_ref().map(|(v, _)| v.clone()),
             clear_mark: self.waiting.as_ref().is_some_and(|w| w.first),
-            lock_acquired_time_unix_ms: self.s.trust_local_time.then_some(env.unix_ms),
+            lock_acquired_time_unix_ms: Some(env.unix_ms),
         };
         self.send(req, budget.writes, env)
     }

@@ -34,14 +34,21 @@ pub const LOCK_WRITTEN_UNIX_MS: &str = "lockWrittenUnixMs";
 /// nothing while it is held; a waiter waits out the session's item, not the lock's. Only this
 /// library writes it; the original ignores it, and its full-item writes drop it.
 pub const LOCK_SESSION: &str = "lockSession";
+/// On a session's item: the `guid`s (a binary set) of the locks held through it that an
+/// operator revoked (`forceRelease`). The session's renewal reads it back, and its holder
+/// reports exactly those locks lost.
+pub const LOCK_REVOKED: &str = "lockRevoked";
 
-/// `leaseDurationMs` of a lock held through a session: the longest delay JavaScript's
-/// `setTimeout` takes (2^31 - 1 ms, about 24.8 days). The original waits a lock's
-/// `leaseDurationMs` on an unchanged `guid` before it takes it over, and a session lock's
-/// `guid` does not change while it is held, and it carries `lockAcquiredTimeUnixMs` (the
-/// original with `trustLocalTime` counts the lease from it): the original cannot take a live
-/// session's lock for 24.8 days after its acquisition.
-pub const SESSION_LOCK_LEASE_MS: u64 = 2_147_483_647;
+/// `leaseDurationMs` of a lock held through a session: a day less than the longest delay
+/// JavaScript's `setTimeout` takes (2^31 - 1 ms, about 24.8 days), so about 23.9 days. The
+/// original waits a lock's `leaseDurationMs` on an unchanged `guid` before it takes it over,
+/// and a session lock's `guid` does not change while it is held. It carries
+/// `lockAcquiredTimeUnixMs`, from which the original with `trustLocalTime` counts the lease:
+/// a clock behind the holder's makes that wait longer than the lease, and `setTimeout` turns a
+/// delay above 2^31 - 1 ms into 1 ms, so the day below that limit leaves room for a day of
+/// clock skew. Either way the original cannot take a live session's lock for about 23.9 days
+/// after its acquisition.
+pub const SESSION_LOCK_LEASE_MS: u64 = 2_147_483_647 - 86_400_000;
 
 /// The partition value of a session's item: this prefix and the session's id. On a table with
 /// a sort key, its sort value is `SESSION_SORT_VALUE`. Both are strings: sessions need a table
@@ -55,6 +62,11 @@ pub fn session_key(id: &str, sorted: bool) -> LockKey {
         partition: KeyValue::S(format!("{SESSION_PREFIX}{id}")),
         sort: sorted.then(|| KeyValue::S(SESSION_SORT_VALUE.into())),
     }
+}
+
+/// Whether `key` is a session's item (`session_key`).
+pub fn is_session_key(key: &LockKey) -> bool {
+    matches!(&key.partition, KeyValue::S(p) if p.starts_with(SESSION_PREFIX))
 }
 
 /// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.

@@ -24,7 +24,8 @@ pub type Ttl<'a> = (&'a str, u64);
 pub struct OpenFields<'a> {
     pub owner: &'a str,
     pub lease_duration_ms: u64,
-    /// `Some(now)` with `trustLocalTime`; `None` removes a stale value.
+    /// `Some(now)`: the writer's wall clock, from which the original with `trustLocalTime`
+    /// counts the lease (an item without it would be taken at once); `None` removes it.
     pub lock_acquired_time_unix_ms: Option<u64>,
     /// The holder's data: set by an acquisition (`None` removes a previous holder's), left
     /// alone by a heartbeat.
@@ -271,6 +272,10 @@ pub enum Reply<R> {
     WaitingMark(Option<u64>),
     /// Applied; with `fields`, the new fencing token (`HandOver`).
     HandedOver(Option<u64>),
+    /// Applied (`Renew` of a session's item, through a store that reads it back): the
+    /// `guid`s of the locks held through the session that an operator revoked
+    /// (`item::LOCK_REVOKED`).
+    Revoked(Vec<Vec<u8>>),
     /// The condition failed: nothing changed. The item as it was.
     Refused(Option<R>),
 }

@@ -67,7 +67,7 @@ where
             Kind::FailOpen | Kind::Fifo => Req::Release {
                 guids: guids.clone(),
                 // The original reads it on FailOpen items; Fifo items are this package's alone.
-                lock_acquired_time_unix_ms: (s.kind == Kind::FailOpen && s.trust_local_time).then_some(env.unix_ms),
+                lock_acquired_time_unix_ms: (s.kind == Kind::FailOpen).then_some(env.unix_ms),
             },
         };
         let (pending, step) = Pending::start(req, budget.writes, env.now);

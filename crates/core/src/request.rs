@@ -38,14 +38,15 @@ pub enum Req<G, V> {
     DeleteIfGuid {
         guids: Vec<G>,
     },
-    /// A FailOpen acquisition; `lock_acquired_time_unix_ms` is written with `trustLocalTime`.
+    /// A FailOpen acquisition; `lock_acquired_time_unix_ms` is the writer's wall clock, from
+    /// which the original with `trustLocalTime` counts the lease.
     Take {
         guid: G,
         waited_out: Option<V>,
         clear_mark: bool,
         lock_acquired_time_unix_ms: Option<u64>,
     },
-    /// A FailOpen release; `lock_acquired_time_unix_ms` is written with `trustLocalTime`.
+    /// A FailOpen release; `lock_acquired_time_unix_ms` as in `Take`.
     Release {
         guids: Vec<G>,
         lock_acquired_time_unix_ms: Option<u64>,

@@ -130,15 +130,20 @@ impl Lock {
     /// the same holder: `rereadPeriodMs` plus half of `waited`, up to `reread_ceiling`. So a
     /// lock released after a wait of W is seen within `rereadPeriodMs` + W/2 (a short hold is
     /// handed over within a fraction of its length), a long hold costs a read per ceiling, and
-    /// a new holder starts the pace over. Waiters other than the first in line pause at least
-    /// the queue interval; other FailClosed waiters only try at `acquirePeriodMs`, as the
-    /// original does (`Duration::MAX`).
+    /// a new holder starts the pace over. A read that found a new holder (`waited` zero) is
+    /// followed by one at `rereadPeriodMs` whatever the waiter's place: while the lock changes
+    /// hands every waiter reads at that pace, so the next release is seen at once and the mark
+    /// of the first in line, which its taker clears, is claimed again before the next
+    /// hand-over. Once a read finds the same holder again, waiters other than the first in
+    /// line pause at least the queue interval; other FailClosed waiters only try at
+    /// `acquirePeriodMs`, as the original does (`Duration::MAX`).
     pub fn reread_interval(&self, first: bool, waited: Duration) -> Duration {
         // Whole milliseconds: callers that count time in milliseconds wake when it is due.
         let half = Duration::from_millis((waited.as_millis() / 2).min(u64::MAX.into()) as u64);
         let grown = (self.reread + half).min(self.reread_ceiling());
         match (first, self.kind) {
             (true, _) => grown,
+            (false, Kind::FailOpen | Kind::Fifo) if waited.is_zero() => grown,
             (false, Kind::FailOpen | Kind::Fifo) => grown.max(self.later_waiter_reread.min(self.reread_ceiling())),
             (false, Kind::FailClosed) => Duration::MAX,
         }
@@ -199,7 +204,7 @@ impl Lock {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -236,7 +241,7 @@ mod tests {
         );
     }
 
-    fn lock(kind: Kind) -> Lock {
+    pub(crate) fn lock(kind: Kind) -> Lock {
         Lock {
             kind,
             retry_count: 1,
@@ -260,7 +265,16 @@ mod tests {
         assert_eq!(s.reread_interval(true, ms(0)), ms(10));
         assert_eq!(s.reread_interval(true, ms(100)), ms(60));
         assert_eq!(s.reread_interval(true, ms(60_000)), ms(5000), "half the lease");
-        assert_eq!(s.reread_interval(false, ms(0)), ms(250), "others: the queue interval");
+        assert_eq!(
+            s.reread_interval(false, ms(0)),
+            ms(10),
+            "others, after a new holder: the first's pace"
+        );
+        assert_eq!(
+            s.reread_interval(false, ms(1)),
+            ms(250),
+            "others, the same holder again: the queue interval"
+        );
         assert_eq!(s.reread_interval(false, ms(1000)), ms(510));
         let c = lock(Kind::FailClosed);
         assert_eq!(c.reread_interval(true, ms(60_000)), ms(2500), "half of acquirePeriodMs");

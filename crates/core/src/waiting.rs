@@ -2,9 +2,11 @@
 //!
 //! - The pace: a waiter pauses between re-reads `rereadPeriodMs` plus half the time it has
 //!   waited for the holder it sees, up to a ceiling tied to the lock's timing
-//!   (`Lock::reread_interval`); a new holder starts the pace over. A short hold is handed over
-//!   soon after its release, a long one costs a few reads a minute. The takeover deadline of a
-//!   FailOpen wait does not depend on the pace: every pause ends at it (`next_read`).
+//!   (`Lock::reread_interval`); a new holder is news and starts the pace over at
+//!   `rereadPeriodMs`, for every waiter. A lock that keeps changing hands is read at that
+//!   pace, so its hand-overs across processes wait for no back-off; a long hold costs a few
+//!   reads a minute. The takeover deadline of a FailOpen wait does not depend on the pace:
+//!   every pause ends at it (`next_read`).
 //! - The first in line (the one whose mark the item carries: `lockWaitingUnixMs`,
 //!   `lockWaiter`, `lockWaitingSinceUnixMs`) starts its pace at `rereadPeriodMs`, the others at
 //!   the slower queue interval; a waiter that has waited longer than the marked one takes its
@@ -54,7 +56,8 @@ impl<H: PartialEq> Pace<H> {
         self.read_at = now;
     }
 
-    /// The pause after the last read (`first`: of the first in line).
+    /// The pause after the last read (`first`: of the first in line). A read that found a new
+    /// holder leaves `read_at == since`: the time waited for it is zero.
     pub fn pause(&self, s: &Lock, first: bool) -> Duration {
         s.reread_interval(first, self.read_at.saturating_sub(self.since))
     }
@@ -139,5 +142,43 @@ pub fn next_read<H: PartialEq>(s: &Lock, waiting: Option<&Waiting<H>>, now: Time
     match waiting {
         Some(w) => w.pace.next(s, w.first, now, limit),
         None => Pace::<H>::new(now).next(s, false, now, limit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{tests::lock, Kind};
+
+    /// Steps a waiter behind the first in line through reads that find `holders` one after
+    /// the other, each read when its pause says; returns the pauses.
+    fn pauses(holders: &[u64]) -> Vec<u64> {
+        let s = lock(Kind::FailOpen);
+        let mut pace = Pace::new(Duration::ZERO);
+        let mut now = Duration::ZERO;
+        let mut out = Vec::new();
+        for h in holders {
+            pace.seen(*h, now);
+            let pause = pace.pause(&s, false);
+            out.push(pause.as_millis() as u64);
+            now += pause;
+        }
+        out
+    }
+
+    #[test]
+    fn a_lock_that_changes_hands_is_read_at_the_fast_pace_by_every_waiter() {
+        // Every read finds a new holder: every waiter reads at `rereadPeriodMs`.
+        assert_eq!(pauses(&[1, 2, 3, 4, 5]), vec![10, 10, 10, 10, 10]);
+        // One holder keeps it: after the first read past the news, the queue interval, then
+        // the pace grows by half the wait, up to half the lease.
+        let kept = pauses(&[7; 12]);
+        assert_eq!(&kept[..4], &[10, 250, 250, 265]);
+        assert!(kept.windows(2).all(|w| w[0] <= w[1]), "{kept:?}");
+        assert_eq!(*kept.last().unwrap(), 5000);
+        // A new holder after a long hold starts the pace over.
+        let mut again = vec![7; 12];
+        again.push(8);
+        assert_eq!(*pauses(&again).last().unwrap(), 10);
     }
 }

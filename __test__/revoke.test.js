@@ -1,0 +1,155 @@
+"use strict";
+
+// A forced release revokes: the holder hears "lost" before a rival in another process can be
+// granted the lock, for a per-lock FailOpen holder, a holder through a session and a Fifo head;
+// a FailClosed lock is refused without `now`; `now` frees at once and says what it risks.
+
+const { describe, it, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const { selectedEngines, startEngine } = require("./engines.js");
+const { DynamoDBLockClient, dynamodbOptions, uniqueId, sleep } = require("./helpers.js");
+const { runScript } = require("./support/spawn.js");
+
+process.env.AWS_EC2_METADATA_DISABLED = "true";
+
+const LEASE = 3000;
+const PERIOD = 1000;
+
+const CASES = [
+    { name: "a per-lock FailOpen holder", kind: "FailOpen", table: "revoke", extra: {} },
+    { name: "a holder through a session", kind: "FailOpen", table: "revoke", extra: { session: true } },
+    { name: "a Fifo head's holder", kind: "Fifo", table: "revokefifo", extra: {} },
+];
+
+for (const name of selectedEngines())
+{
+    describe(`forced release revokes (${name})`, { timeout: 240000 }, () =>
+    {
+        let engine;
+        before(async () =>
+        {
+            engine = await startEngine(name);
+            await engine.createTable("revoke", { partitionKey: "id" });
+            await engine.createTable("revokefifo", { partitionKey: "resource", sortKey: "entry" });
+        });
+        after(async () => engine && engine.stop());
+
+        const config = (table, extra) => Object.assign({
+            dynamodb: dynamodbOptions(engine),
+            lockTable: table,
+            partitionKey: table === "revokefifo" ? "resource" : "id",
+            leaseDurationMs: LEASE,
+            heartbeatPeriodMs: PERIOD,
+        }, table === "revokefifo" ? { sortKey: "entry" } : { retryCount: 100 }, extra);
+
+        for (const c of CASES)
+        {
+            it(`${c.name} hears "lost" before a rival elsewhere is granted the lock, which is free a lease after the revocation`, async () =>
+            {
+                const id = uniqueId("revoked");
+                const holder = new DynamoDBLockClient[c.kind](config(c.table, Object.assign({ owner: "holder" }, c.extra)));
+                const lock = await holder.acquireLock(id);
+                let lostAt;
+                let lostError;
+                lock.on("lost", e =>
+                {
+                    lostAt = Date.now();
+                    lostError = e;
+                });
+                const rivalConfig = config(c.table, { owner: "rival" });
+                rivalConfig.dynamodb = { endpoint: engine.endpoint, region: engine.region, credentials: engine.credentials };
+                const rival = runScript("child.js", { kind: c.kind, id, then: "hold", config: rivalConfig }, { timeoutMs: 60000 });
+                try
+                {
+                    // The rival waits for the live holder.
+                    await sleep(1500);
+                    assert.deepEqual(rival.lines.filter(l => l.acquired), [], "the rival waits while the holder lives");
+                    const revokedAt = Date.now();
+                    const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: c.table, id });
+                    assert.equal(r.action, "revoked", JSON.stringify(r));
+                    assert.equal(r.lock.owner, "holder");
+                    assert.equal(r.freeAfterMs, LEASE);
+                    const granted = await rival.next(l => l.acquired || l.error, 20000);
+                    assert.equal(granted.error, undefined, JSON.stringify(granted));
+                    assert.ok(lostAt !== undefined, "the holder heard \"lost\" before the rival's grant");
+                    assert.ok(lostAt < granted.at, `lost at ${lostAt}, granted at ${granted.at}`);
+                    assert.ok(lostAt - revokedAt <= PERIOD + 1500, `heard ${lostAt - revokedAt} ms after the revocation`);
+                    assert.equal(lostError.code, "LockLost");
+                    assert.equal(lock.lost, true);
+                    assert.equal(lock.signal.aborted, true);
+                    assert.ok(granted.at - revokedAt >= LEASE - 200, `free ${granted.at - revokedAt} ms after the revocation, not a lease`);
+                    assert.ok(granted.fencingToken > lock.fencingToken, "the rival's token is higher");
+                }
+                finally
+                {
+                    rival.kill();
+                    await holder.close();
+                }
+            });
+        }
+
+        it("a session's revocation tells exactly the lock revoked: the session and its other locks go on", async () =>
+        {
+            const client = new DynamoDBLockClient.FailOpen(config("revoke", { session: true }));
+            const [a, b] = [uniqueId("sess-a"), uniqueId("sess-b")];
+            const lockA = await client.acquireLock(a);
+            const lockB = await client.acquireLock(b);
+            const lost = [];
+            lockA.on("lost", () => lost.push("a"));
+            lockB.on("lost", () => lost.push("b"));
+            try
+            {
+                const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: a });
+                assert.equal(r.action, "revoked");
+                await sleep(PERIOD * 2 + 500);
+                assert.deepEqual(lost, ["a"]);
+                assert.equal(lockB.lost, false);
+                assert.ok(lockB.leaseRemainingMs > 0);
+                const item = await engine.getItem("revoke", { id: { S: a } });
+                assert.equal(item.lockSession, undefined, "the revoked lock no longer names the session");
+                assert.equal(item.leaseDurationMs.N, String(LEASE), "it carries the session's lease");
+                // A lock taken through the same session afterwards is not revoked by the old mark.
+                const c = uniqueId("sess-c");
+                const lockC = await client.acquireLock(c);
+                await sleep(PERIOD * 2);
+                assert.equal(lockC.lost, false);
+                await lockC.release();
+                await lockB.release();
+            }
+            finally
+            {
+                await client.close();
+            }
+        });
+
+        it("a FailClosed lock is refused without now; now frees a lock at once and says what it risks", async () =>
+        {
+            const closed = new DynamoDBLockClient.FailClosed({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", partitionKey: "id", acquirePeriodMs: 100, owner: "cron" });
+            const id = uniqueId("closed");
+            await closed.acquireLock(id);
+            await assert.rejects(
+                DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id }),
+                e => e.code === "HolderCannotBeTold" && /FailClosed/.test(e.message) && /now/.test(e.message));
+            assert.ok(await engine.getItem("revoke", { id: { S: id } }), "the item is left alone");
+            const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id, now: true });
+            assert.equal(r.action, "deleted");
+            assert.match(r.warning, /may still be writing/);
+            assert.equal(await engine.getItem("revoke", { id: { S: id } }), undefined);
+
+            const open = new DynamoDBLockClient.FailOpen(config("revoke", { owner: "w" }));
+            const other = uniqueId("now");
+            const held = await open.acquireLock(other);
+            const freed = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: other, now: true });
+            assert.equal(freed.action, "released");
+            const t0 = Date.now();
+            const next = await new DynamoDBLockClient.FailOpen(config("revoke", {})).acquireLock(other);
+            assert.ok(Date.now() - t0 < 1000, "free at once");
+            assert.equal(next.fencingToken, held.fencingToken + 1);
+            await next.release();
+            await assert.rejects(
+                DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: other, now: "yes" }),
+                e => /now must be a boolean/.test(e.message));
+            await Promise.all([open.close(), closed.close()]);
+        });
+    });
+}
