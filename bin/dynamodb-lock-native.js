@@ -76,11 +76,11 @@ States (list, show; by this host's clock against the writer's, which may differ 
   held through session S         a lock held through session S: live while S renews
 
 Exit status: 0 on success (create-table: the table is ACTIVE; list: the table was read,
-also when its output is cut short by a closed pipe; show: the lock exists; release: the lock
-is free; prune: the table was read and the deletions tried; check-table: the table can keep
-a lock), 1 when it failed (the table could not be made, is missing or differs, no such lock,
-the item changed since it was read, a table that cannot keep a lock, a DynamoDB error), 2 on
-a usage error (a flag missing or malformed).`;
+also when its reader closed the pipe early; show: the lock exists; release: the lock is
+free; prune: the table was read and the deletions tried; check-table: the table can keep a
+lock), 1 when it failed (the table could not be made, is missing or differs, no such lock,
+the item changed since it was read, a table that cannot keep a lock, a DynamoDB error),
+2 on a usage error (a flag missing or malformed).`;
 
 const OPTIONS = {
     table: { type: "string" },
