@@ -290,6 +290,12 @@ function idText(id)
     return typeof id === "object" && !Buffer.isBuffer(id) ? JSON.stringify(id) : String(id);
 }
 
+// A lock id in a sentence: a partition value quoted, an id with a sort value as JSON.
+function idName(id)
+{
+    return typeof id === "object" && !Buffer.isBuffer(id) ? JSON.stringify(id) : JSON.stringify(String(id));
+}
+
 // The lock id given on the command line: JSON of an object (as `list` prints an id with a
 // sort value) is that object, anything else the partition value as typed.
 function idOf(text)
@@ -450,7 +456,7 @@ const COMMANDS = {
         {
             const id = idOf(text);
             const lock = await require("..").showLock(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
-            const said = lock ? [line(lock)].concat(lock.queue ? queueLines(lock.queue) : []).join("\n") : `no lock ${JSON.stringify(idText(id))} in table "${values.table}"`;
+            const said = lock ? [line(lock)].concat(lock.queue ? queueLines(lock.queue) : []).join("\n") : `no lock ${idName(id)} in table "${values.table}"`;
             print(values, lock, said);
             if (!lock)
             {
@@ -468,7 +474,7 @@ const COMMANDS = {
             }
             const id = idOf(text);
             const r = await require("..").forceRelease(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
-            const name = JSON.stringify(idText(id));
+            const name = idName(id);
             const whom = r.lock ? ` (was held by ${r.lock.owner === undefined ? "an unnamed owner" : JSON.stringify(r.lock.owner)}${r.lock.fencingToken === undefined ? "" : `, fencingToken ${r.lock.fencingToken}`})` : "";
             const said = {
                 deleted: `deleted the lock item of ${name}${whom}`,
