@@ -363,7 +363,7 @@ export interface LockListing {
     sessionRenewedUnixMs?: number;
     sessionSilentMs?: number;
     sessionLeaseDurationMs?: number;
-    /** A Session item: its id (what its locks name in `session`); `listLocks`: how many held locks name it. */
+    /** A Session item: its id (what its locks name in `session`); `listLocks`: how many unreleased locks name it. */
     sessionId?: string;
     locks?: number;
     /** Fifo: the resource's queue entries whose waiters still renew them. */

@@ -299,7 +299,7 @@ async function scanAll(call, tableName)
 
 // The table's items judged at `now`, sorted by id: Fifo queue entries counted in their
 // head's `waiters` (live ones) rather than listed, sessions judged first so that their locks
-// can be, and each session's `locks` counted.
+// can be, and each session's unreleased locks counted (`locks`).
 function judgeAll(items, key, now)
 {
     const waiting = new Map();
@@ -331,7 +331,7 @@ function judgeAll(items, key, now)
         {
             const session = lock.session === undefined ? null : sessions.get(lock.session) || null;
             judge(lock, now, session);
-            if (session && lock.state === "held")
+            if (session && lock.held)
             {
                 session.locks++;
             }
@@ -350,7 +350,7 @@ function judgeAll(items, key, now)
  * kind, state, owner, fencingToken, held, leaseDurationMs, guid, lockAcquiredTimeUnixMs,
  * lastWrittenUnixMs, renewedUnixMs, silentMs, session, sessionState, waiter, waiterOwner,
  * waiterMarkedUnixMs, waiters }`. Fifo queue entries are counted in their resource's
- * `waiters`, not listed; a Session item counts the locks held through it (`locks`).
+ * `waiters`, not listed; a Session item counts the unreleased locks that name it (`locks`).
  */
 async function* listLocks(options)
 {
