@@ -329,32 +329,73 @@ export interface TableOptions {
 
 /** One lock item, as a person reads it. */
 export interface LockListing {
-    /** The partition value; on a FailClosed or FailOpen table with a sort key, `{ [partitionKey]: v, [sortKey]: v }`. */
+    /** The partition value; on a FailClosed or FailOpen table with a sort key, `{ [partitionKey]: v, [sortKey]: v }` (`showLock` and `forceRelease` take it as `id`). */
     id: string | number | Buffer | { [key: string]: string | number | Buffer };
     /** "Session": the item of a client's session (`session: true`), which keeps the locks that name it. */
     kind: "FailClosed" | "FailOpen" | "Fifo" | "Session";
+    /**
+     * Judged when read, by this host's clock against the writer's: "held"; "expired" (a lease ran out: the holder's last recorded renewal is older than its lease, or the lock's session expired, ended or is gone); "released" (a Session: ended). FailClosed is held until its item is deleted.
+     * A lock whose item records no renewal time reads as "held" (`renewedUnixMs` undefined).
+     */
+    state: "held" | "expired" | "released";
     owner?: string;
     fencingToken?: number;
-    /** FailClosed: always (the item is the lock); FailOpen and Fifo: not released. A lapsed lease still counts as held here. */
+    /** FailClosed: always (the item is the lock); FailOpen and Fifo: not released. A lapsed lease still counts as held here: see `state`. */
     held: boolean;
+    /** The item's lease; for a lock held through a session, a placeholder: the session's lease is `sessionLeaseDurationMs`. */
     leaseDurationMs?: number;
     /** The item's `guid` in hex: a FailOpen holder that heartbeats changes it every period. */
     guid?: string;
     lockAcquiredTimeUnixMs?: number;
-    /** When this package last wrote the item (`lockWrittenUnixMs`, Unix ms, the writer's clock), for people. Undefined when unknown (the original library's writes drop it). */
+    /** When a holder of this package last wrote the item (`lockWrittenUnixMs`, Unix ms, the writer's clock), for people. Undefined when unknown (the original library's writes drop it). Waiters' writes leave it alone. */
     lastWrittenUnixMs?: number;
-    /** The first waiter in line, if one marked the item. */
+    /** FailOpen, Fifo, Session, held: the holder's last recorded renewal (the later of `lastWrittenUnixMs` and `lockAcquiredTimeUnixMs`), and how long before the read that was. */
+    renewedUnixMs?: number;
+    silentMs?: number;
+    /** The first waiter in line, while its mark is fresh (younger than the lease): its random id, its owner, and when it last marked the item. */
     waiter?: string;
+    waiterOwner?: string;
+    waiterMarkedUnixMs?: number;
     /** The session the lock is held through, if any: its lease is the session's item's. */
     session?: string;
-    /** Fifo: queue entries of the resource. */
+    /** A lock held through a session, unreleased: whether the session is live, expired, ended or its item is gone; its last renewal, silence and lease. */
+    sessionState?: "live" | "expired" | "ended" | "gone";
+    sessionRenewedUnixMs?: number;
+    sessionSilentMs?: number;
+    sessionLeaseDurationMs?: number;
+    /** A Session item: its id (what its locks name in `session`); `listLocks`: how many unreleased locks name it. */
+    sessionId?: string;
+    locks?: number;
+    /** Fifo: the resource's queue entries whose waiters still renew them. */
     waiters?: number;
+    /** Fifo, `showLock`: the resource's queue, in order. */
+    queue?: FifoQueueEntry[];
 }
 
-/** Every lock in a table (Fifo queue entries are counted in their resource's `waiters`). */
+/** A Fifo queue entry as `showLock` lists it. */
+export interface FifoQueueEntry {
+    position: number;
+    owner?: string;
+    /** The fencing token its waiter is granted with. */
+    ticket?: number;
+    /** "waiting": renewed within its lease; "expired": not renewed for longer than its lease; "finished": granted or given up. */
+    state: "waiting" | "expired" | "finished";
+    leaseDurationMs?: number;
+    renewedUnixMs?: number;
+    silentMs?: number;
+}
+
+/** What `pruneLocks` deleted (or, with `dryRun`, would delete), what it left because it changed since it was read, and how many released locks it kept. */
+export interface PruneResult {
+    deleted: LockListing[];
+    changed: LockListing[];
+    kept: number;
+}
+
+/** Every lock in a table, sorted by id (Fifo queue entries are counted in their resource's `waiters`). */
 export declare function listLocks(options: TableOptions): AsyncIterable<LockListing>;
 /** One lock item as one consistent read finds it; `sortValue` on a table with a sort key (Fifo: the head when omitted). */
-export declare function showLock(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer }): Promise<LockListing | null>;
+export declare function showLock(options: TableOptions & { id: LockListing["id"]; sortValue?: string | number | Buffer }): Promise<LockListing | null>;
 /** Frees a dead holder's lock on the version read (`code` `LockChanged` if it changed meanwhile). */
 /**
  * Ends a lock's hold on purpose. By default it revokes: the holder hears "lost" at its next
@@ -363,6 +404,10 @@ export declare function showLock(options: TableOptions & { id: string | number |
  * frees it at once, and a live holder may still be writing (`warning`).
  */
 export declare function forceRelease(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer; now?: boolean }): Promise<{ action: "revoked" | "deleted" | "released" | "already-free" | "absent"; lock: LockListing | null; freeAfterMs?: number; warning?: string }>;
+/**
+ * Deletes the items of ended sessions and, with `resetTokens`, released FailOpen items and released Fifo heads without queue entries (their fencing tokens start again for the next holder), each on the version read. FailClosed items are never deleted.
+ */
+export declare function pruneLocks(options: TableOptions & { dryRun?: boolean; resetTokens?: boolean }): Promise<PruneResult>;
 /** Whether a table can keep a lock: key schema, TTL, billing, global-table mode, and the problems found. */
 export declare function checkTable(options: TableOptions & { partitionKey?: string; sortKey?: string }): Promise<{
     table: string;
@@ -657,6 +702,9 @@ declare namespace dynamodbLockNative {
     export import showLock = self.showLock;
     export import forceRelease = self.forceRelease;
     export import checkTable = self.checkTable;
+    export import pruneLocks = self.pruneLocks;
+    export import PruneResult = self.PruneResult;
+    export import FifoQueueEntry = self.FifoQueueEntry;
     export import ConditionCheck = self.ConditionCheck;
     export import CloseOutcome = self.CloseOutcome;
     export import CreateTableOptions = self.CreateTableOptions;

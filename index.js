@@ -10,7 +10,7 @@
 // - bridge.js: calls into the native core (loaded by native.js) and its answers and events;
 // - lock-id.js: lock ids and keys; options.js: configuration, defaults and option checks;
 // - errors.js: error codes and ValidationError; settle.js: callbacks or Promises;
-// - admin.js and table.js: createTable; inspect.js: listLocks, showLock, forceRelease, checkTable; campaign.js: leader election; metrics.js: metrics();
+// - admin.js and table.js: createTable; inspect.js: listLocks, showLock, forceRelease, checkTable, pruneLocks; campaign.js: leader election; metrics.js: metrics();
 // - transport.js: the `dynamodb` option; object-store.js: calls of a user `dynamodb` object
 //   for the native core.
 
@@ -19,7 +19,7 @@ const { Lock } = require("./lib/lock.js");
 const { ValidationError } = require("./lib/errors.js");
 const { createTable } = require("./lib/admin.js");
 const { Campaign } = require("./lib/campaign.js");
-const { listLocks, showLock, forceRelease, checkTable } = require("./lib/inspect.js");
+const { listLocks, showLock, forceRelease, checkTable, pruneLocks } = require("./lib/inspect.js");
 
 module.exports =
 {
@@ -34,6 +34,7 @@ module.exports =
     showLock,
     forceRelease,
     checkTable,
+    pruneLocks,
 };
 
 // `import DynamoDBLockClient from "dynamodb-lock-native"` compiled by TypeScript without

@@ -4,13 +4,15 @@
 // Command line of dynamodb-lock-native:
 //
 //   npx dynamodb-lock-native create-table --table locks --partition-key id [options]
-//   npx dynamodb-lock-native list --table locks [--json]
+//   npx dynamodb-lock-native list --table locks [--held] [--expired] [--released] [--json]
 //   npx dynamodb-lock-native show ID --table locks [--sort-value V] [--json]
+//   npx dynamodb-lock-native prune --table locks [--dry-run] [--reset-tokens] [--json]
 //   npx dynamodb-lock-native release ID --table locks --force [--now] [--sort-value V] [--json]
 //   npx dynamodb-lock-native check-table --table locks [--partition-key id] [--json]
 //
-// Region, endpoint and credentials come from the flags or the standard AWS environment
-// (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE, AWS_ACCESS_KEY_ID, ...).
+// Region, endpoint and credentials come from the flags (--region, --profile, --endpoint) or
+// the standard AWS environment (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE,
+// AWS_ACCESS_KEY_ID, ...).
 
 const { parseArgs } = require("util");
 
@@ -21,9 +23,11 @@ Commands:
                                         until it is ACTIVE, and enables TTL when
                                         --ttl-attribute is given; a table that exists with the
                                         same key schema is success
-  list                                  every lock in the table: id, kind, owner, fencing
-                                        token, held or released, first waiter (Fifo: waiters)
-  show <id>                             one lock, as one consistent read finds it
+  list                                  every lock, sorted by id: id, kind, state, owner,
+                                        fencing token, session, first waiter (Fifo: waiters);
+                                        --held, --expired, --released keep those states
+  show <id>                             one lock, as one consistent read finds it (a Fifo
+                                        resource: its queue too); <id> as list prints it
   release <id> --force                  revokes the lock on the version just read: its holder
                                         hears "lost" at its next heartbeat or session renewal,
                                         and the lock is free a lease after the revocation
@@ -34,6 +38,10 @@ Commands:
   release <id> --force --now            frees the lock at once (FailClosed: deletes the item;
                                         others: marked released): a holder still alive may go
                                         on writing until its next heartbeat
+  prune                                 deletes the items of ended sessions, each on the
+                                        version read; with --reset-tokens, released FailOpen
+                                        locks and Fifo heads too (their fencing tokens start
+                                        again at 1 for the next holder); --dry-run lists them
   check-table                           key schema, TTL, billing, global-table mode; fails on
                                         a table that cannot keep a lock
 
@@ -51,16 +59,34 @@ Options:
   --wait-ms <ms>                 longest wait for the table to become ACTIVE (default 300000)
   --force                        release: required, the release is not the holder's own
   --now                          release: free the lock at once instead of revoking it
-  --json                         list, show, release, check-table: JSON for scripts
-  --region <region>              default: the AWS environment
+  --held, --expired, --released  list: only locks in these states (any of them)
+  --dry-run                      prune: list what would be deleted, delete nothing
+  --reset-tokens                 prune: also delete released FailOpen locks and Fifo heads,
+                                 whose next holder's fencing token then starts again at 1
+  --json                         list, show, release, prune, check-table: JSON for scripts
+  --region <region>              the AWS Region (default: the AWS environment or profile)
+  --profile <name>               the AWS profile of the shared config and credentials
+                                 files, as the AWS CLI takes it (default: AWS_PROFILE)
   --endpoint <url>               default: the AWS environment, else the region's endpoint
   -h, --help                     this text
+  --version                      the package's version
 
-Exit status: 0 on success (create-table: the table is ACTIVE; show: the lock exists;
-release: the lock is free; check-table: the table can keep a lock), 1 when it failed (the
-table could not be made or differs, no such lock, the item changed since it was read, a
-table that cannot keep a lock, a DynamoDB error), 2 on a usage error (a flag missing or
-malformed).`;
+States (list, show; by this host's clock against the writer's, which may differ a little):
+  held                           FailClosed: until its item is deleted; FailOpen, Fifo: the
+                                 holder's last recorded renewal is within its lease (or the
+                                 item records none: "renewal time not recorded")
+  expired                        the holder has not renewed for longer than its lease, or
+                                 the lock's session expired, ended or its item is gone: a
+                                 waiter can take it
+  released                       FailOpen, Fifo: free (a Session: ended)
+  held through session S         a lock held through session S: live while S renews
+
+Exit status: 0 on success (create-table: the table is ACTIVE; list: the table was read,
+also when its reader closed the pipe early; show: the lock exists; release: the lock is
+free; prune: the table was read and the deletions tried; check-table: the table can keep a
+lock), 1 when it failed (the table could not be made, is missing or differs, no such lock,
+the item changed since it was read, a table that cannot keep a lock, a DynamoDB error),
+2 on a usage error (a flag missing or malformed).`;
 
 const OPTIONS = {
     table: { type: "string" },
@@ -76,10 +102,17 @@ const OPTIONS = {
     "sort-value": { type: "string" },
     force: { type: "boolean" },
     now: { type: "boolean" },
+    held: { type: "boolean" },
+    expired: { type: "boolean" },
+    released: { type: "boolean" },
+    "dry-run": { type: "boolean" },
+    "reset-tokens": { type: "boolean" },
     json: { type: "boolean" },
     region: { type: "string" },
+    profile: { type: "string" },
     endpoint: { type: "string" },
     help: { type: "boolean", short: "h" },
+    version: { type: "boolean" },
 };
 
 function fail(message)
@@ -143,13 +176,30 @@ function integer(text, flag)
     return n;
 }
 
-// Where the commands reach DynamoDB, from --region and --endpoint.
+// Where the commands reach DynamoDB, from --region, --profile and --endpoint.
 function dynamodbOf(values)
 {
     const dynamodb = {};
     if (values.region !== undefined)
     {
+        if (!/^[a-z0-9-]+$/.test(values.region))
+        {
+            throw new UsageError(`--region must be an AWS Region name such as us-east-1, not "${values.region}"`);
+        }
         dynamodb.region = values.region;
+    }
+    if (values.profile !== undefined)
+    {
+        if (values.profile === "")
+        {
+            throw new UsageError("--profile must name a profile of the AWS config or credentials file");
+        }
+        // As the AWS CLI does: the named profile's credentials, not those of the environment.
+        process.env.AWS_PROFILE = values.profile;
+        for (const name of ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"])
+        {
+            delete process.env[name];
+        }
     }
     if (values.endpoint !== undefined)
     {
@@ -190,9 +240,17 @@ async function createTable(values)
     process.stdout.write(`Table "${result.tableName}" ${result.created ? "created" : "already exists"} and is ACTIVE${ttl}.\n`);
 }
 
-function print(values, json, text)
+// `empty`: the text is nothing at all (a list with no lock prints no line).
+function print(values, json, text, empty = false)
 {
-    process.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${text}\n`);
+    if (values.json)
+    {
+        process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+    }
+    else if (!empty)
+    {
+        process.stdout.write(`${text}\n`);
+    }
 }
 
 function tableOf(values)
@@ -204,11 +262,10 @@ function tableOf(values)
     return { dynamodb: dynamodbOf(values), lockTable: values.table };
 }
 
-// How long ago `unixMs` was, for people: "2 s", "5 min", "3 h", "4 days" ("0 s" for a time
-// ahead of this host's clock, which may be a little off the writer's).
-function ago(unixMs, now = Date.now())
+// A duration for people: "2 s", "5 min", "3 h", "4 days".
+function duration(ms)
 {
-    const s = Math.max(0, Math.round((now - unixMs) / 1000));
+    const s = Math.max(0, Math.round(ms / 1000));
     if (s < 120)
     {
         return `${s} s`;
@@ -220,11 +277,99 @@ function ago(unixMs, now = Date.now())
     return s < 172800 ? `${Math.round(s / 3600)} h` : `${Math.round(s / 86400)} days`;
 }
 
+// How long ago `unixMs` was ("0 s" for a time ahead of this host's clock, which may be a
+// little off the writer's).
+function ago(unixMs, now = Date.now())
+{
+    return duration(now - unixMs);
+}
+
+// A lease for people: "10 s", "2.5 s", "800 ms".
+function lease(ms)
+{
+    return ms < 1000 ? `${ms} ms` : ms < 120000 ? `${Math.round(ms / 100) / 10} s` : duration(ms);
+}
+
+// A lock id as `list` prints it and `show`, `release` take it: a partition value as it is,
+// an id with a sort value as JSON.
+function idText(id)
+{
+    return typeof id === "object" && !Buffer.isBuffer(id) ? JSON.stringify(id) : String(id);
+}
+
+// A lock id in a sentence: a partition value quoted, an id with a sort value as JSON.
+function idName(id)
+{
+    return typeof id === "object" && !Buffer.isBuffer(id) ? JSON.stringify(id) : JSON.stringify(String(id));
+}
+
+// The lock id given on the command line: JSON of an object (as `list` prints an id with a
+// sort value) is that object, anything else the partition value as typed.
+function idOf(text)
+{
+    if (text.startsWith("{"))
+    {
+        try
+        {
+            const id = JSON.parse(text);
+            if (id !== null && typeof id === "object" && !Array.isArray(id))
+            {
+                return id;
+            }
+        }
+        catch
+        {
+            // A partition value that begins with "{".
+        }
+    }
+    return text;
+}
+
+// The state of a lock, judged when it was read (lib/inspect.js `judge`), for people.
+function stateText(lock)
+{
+    if (lock.kind === "FailClosed")
+    {
+        return lock.lastWrittenUnixMs === undefined ? "held" : `held (last written ${ago(lock.lastWrittenUnixMs)} ago)`;
+    }
+    if (lock.state === "released")
+    {
+        const word = lock.kind === "Session" ? "ended" : "released";
+        return lock.lastWrittenUnixMs === undefined ? word : `${word} ${ago(lock.lastWrittenUnixMs)} ago`;
+    }
+    if (lock.kind === "Session")
+    {
+        return lock.state === "expired"
+            ? `expired (silent for ${duration(lock.silentMs)}, lease ${lease(lock.leaseDurationMs)})`
+            : `live (${lock.renewedUnixMs === undefined ? "renewal time not recorded" : `renewed ${ago(lock.renewedUnixMs)} ago`}, lease ${lease(lock.leaseDurationMs)})`;
+    }
+    if (lock.session !== undefined)
+    {
+        const s = lock.session;
+        switch (lock.sessionState)
+        {
+            case "live":
+                return `held through session ${s} (live, ${lock.sessionRenewedUnixMs === undefined ? "renewal time not recorded" : `renewed ${ago(lock.sessionRenewedUnixMs)} ago`})`;
+            case "expired":
+                return `expired (session ${s} silent for ${duration(lock.sessionSilentMs)}, lease ${lease(lock.sessionLeaseDurationMs)})`;
+            case "ended":
+                return `expired (session ${s} ended)`;
+            default:
+                return `expired (session ${s} ended, its item deleted)`;
+        }
+    }
+    const l = lock.leaseDurationMs === undefined ? "" : `, lease ${lease(lock.leaseDurationMs)}`;
+    if (lock.state === "expired")
+    {
+        return `expired (holder silent for ${duration(lock.silentMs)}${l})`;
+    }
+    return `held (${lock.renewedUnixMs === undefined ? "renewal time not recorded" : `renewed ${ago(lock.renewedUnixMs)} ago`}${l})`;
+}
+
 // A lock listing as one line for people.
 function line(lock)
 {
-    const id = typeof lock.id === "object" && !Buffer.isBuffer(lock.id) ? JSON.stringify(lock.id) : String(lock.id);
-    const parts = [id, lock.kind, lock.held ? "held" : "released"];
+    const parts = [idText(lock.id), lock.kind, stateText(lock)];
     if (lock.owner !== undefined)
     {
         parts.push(`owner ${JSON.stringify(lock.owner)}`);
@@ -233,17 +378,14 @@ function line(lock)
     {
         parts.push(`fencingToken ${lock.fencingToken}`);
     }
-    if (lock.held && lock.leaseDurationMs !== undefined)
+    if (lock.locks !== undefined)
     {
-        parts.push(`lease ${lock.leaseDurationMs} ms`);
+        parts.push(`${lock.locks} ${lock.locks === 1 ? "lock" : "locks"}`);
     }
-    if (lock.lastWrittenUnixMs !== undefined)
+    if (lock.waiterMarkedUnixMs !== undefined)
     {
-        parts.push(`${lock.held && lock.kind !== "FailClosed" ? "renewed" : "last written"} ${ago(lock.lastWrittenUnixMs)} ago`);
-    }
-    if (lock.waiter !== undefined)
-    {
-        parts.push(`first waiter ${lock.waiter}`);
+        const who = lock.waiterOwner === undefined ? "(owner not recorded)" : JSON.stringify(lock.waiterOwner);
+        parts.push(`first waiter ${who} (marked ${ago(lock.waiterMarkedUnixMs)} ago)`);
     }
     if (lock.waiters)
     {
@@ -252,33 +394,77 @@ function line(lock)
     return parts.join("  ");
 }
 
+// A Fifo head's queue, one entry a line.
+function queueLines(queue)
+{
+    if (queue.length === 0)
+    {
+        return ["queue: empty"];
+    }
+    return ["queue:"].concat(queue.map(e =>
+    {
+        const l = e.leaseDurationMs === undefined ? "" : `, lease ${lease(e.leaseDurationMs)}`;
+        const state = e.state === "finished" ? "finished"
+            : e.state === "expired" ? `expired (waiter silent for ${duration(e.silentMs)}${l})`
+                : `waiting (${e.renewedUnixMs === undefined ? "renewal time not recorded" : `renewed ${ago(e.renewedUnixMs)} ago`}${l})`;
+        const parts = [`  position ${e.position}`, state];
+        if (e.owner !== undefined)
+        {
+            parts.push(`owner ${JSON.stringify(e.owner)}`);
+        }
+        if (e.ticket !== undefined)
+        {
+            parts.push(`ticket ${e.ticket}`);
+        }
+        return parts.join("  ");
+    }));
+}
+
+// What prune did (or would do), for people.
+function pruneText(r, dryRun)
+{
+    const lines = r.deleted.map(l => `${dryRun ? "would delete" : "deleted"}  ${line(l)}`);
+    const sessions = r.deleted.filter(l => l.kind === "Session").length;
+    const locks = r.deleted.length - sessions;
+    const n = (count, one, many) => `${count} ${count === 1 ? one : many}`;
+    lines.push(`${dryRun ? "Would delete" : "Deleted"} ${n(r.deleted.length, "item", "items")}: ${n(sessions, "ended session", "ended sessions")}, ${n(locks, "released lock", "released locks")}${dryRun ? " (--dry-run: nothing deleted)" : ""}.`);
+    if (r.changed.length > 0)
+    {
+        lines.push(`Left alone ${n(r.changed.length, "item that", "items that")} changed since ${r.changed.length === 1 ? "it was" : "they were"} read: ${r.changed.map(l => idText(l.id)).join(", ")}.`);
+    }
+    if (r.kept > 0)
+    {
+        lines.push(`Kept ${n(r.kept, "released lock", "released locks")}: deleting one starts its fencing tokens again at 1 for the next holder (--reset-tokens deletes them).`);
+    }
+    return lines.join("\n");
+}
+
 const COMMANDS = {
     "create-table": { args: 0, run: values => createTable(values) },
     list: {
         args: 0,
         async run(values)
         {
+            const states = ["held", "expired", "released"].filter(state => values[state]);
             const all = [];
             for await (const lock of require("..").listLocks(tableOf(values)))
             {
-                all.push(lock);
-                if (!values.json)
+                if (states.length === 0 || states.includes(lock.state))
                 {
-                    process.stdout.write(`${line(lock)}\n`);
+                    all.push(lock);
                 }
             }
-            if (values.json)
-            {
-                print(values, all);
-            }
+            print(values, all, all.map(line).join("\n"), all.length === 0);
         },
     },
     show: {
         args: 1,
-        async run(values, [id])
+        async run(values, [text])
         {
+            const id = idOf(text);
             const lock = await require("..").showLock(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
-            print(values, lock, lock ? line(lock) : `no lock ${JSON.stringify(id)} in table "${values.table}"`);
+            const said = lock ? [line(lock)].concat(lock.queue ? queueLines(lock.queue) : []).join("\n") : `no lock ${idName(id)} in table "${values.table}"`;
+            print(values, lock, said);
             if (!lock)
             {
                 process.exitCode = 1;
@@ -287,22 +473,37 @@ const COMMANDS = {
     },
     release: {
         args: 1,
-        async run(values, [id])
+        async run(values, [text])
         {
             if (!values.force)
             {
                 throw new UsageError("release needs --force: it frees a lock its holder did not release (use it only for a holder known to be dead)");
             }
+            const id = idOf(text);
             const r = await require("..").forceRelease(Object.assign(tableOf(values), { id, sortValue: values["sort-value"], now: Boolean(values.now) }));
+            const name = idName(id);
             const whom = r.lock ? ` (was held by ${r.lock.owner === undefined ? "an unnamed owner" : JSON.stringify(r.lock.owner)}${r.lock.fencingToken === undefined ? "" : `, fencingToken ${r.lock.fencingToken}`})` : "";
             const said = {
-                revoked: `revoked ${JSON.stringify(id)}${whom}: a holder still alive hears "lost" at its next heartbeat or session renewal; the lock is free ${r.freeAfterMs} ms after this revocation`,
-                deleted: `deleted the lock item of ${JSON.stringify(id)}${whom}. Warning: ${r.warning}`,
-                released: `released ${JSON.stringify(id)}${whom}${r.warning ? `. Warning: ${r.warning}` : ""}`,
-                "already-free": `${JSON.stringify(id)} was already released: nothing done`,
-                absent: `no lock ${JSON.stringify(id)} in table "${values.table}": nothing done`,
-            }[r.action];
+                revoked: `revoked ${name}${whom}: a holder still alive hears "lost" at its next heartbeat or session renewal; the lock is free ${r.freeAfterMs} ms after this revocation`,
+                deleted: `deleted the lock item of ${name}${whom}. Warning: ${r.warning}`,
+                released: `released ${name}${whom}${r.warning ? `. Warning: ${r.warning}` : ""}`,
+                "already-free": `${name} was already released: nothing done`,
+                absent: `no lock ${name} in table "${values.table}": nothing done`,
+            }[r.action] || `${r.action} ${name}${whom}`;
             print(values, r, said);
+            if (r.action === "absent")
+            {
+                process.exitCode = 1;
+            }
+        },
+    },
+    prune: {
+        args: 0,
+        async run(values)
+        {
+            const dryRun = Boolean(values["dry-run"]);
+            const r = await require("..").pruneLocks(Object.assign(tableOf(values), { dryRun, resetTokens: Boolean(values["reset-tokens"]) }));
+            print(values, Object.assign({ dryRun }, r), pruneText(r, dryRun));
         },
     },
     "check-table": {
@@ -343,6 +544,11 @@ async function main(argv)
         process.stdout.write(`${USAGE}\n`);
         return;
     }
+    if (values.version)
+    {
+        process.stdout.write(`${require("../package.json").version}\n`);
+        return;
+    }
     const command = COMMANDS[positionals[0]];
     if (!command)
     {
@@ -371,5 +577,17 @@ async function main(argv)
         process.exitCode = 1;
     }
 }
+
+// A reader that stops early (`list | head -1`) closes the pipe: what it did not read is not
+// wanted, which is no failure.
+process.stdout.on("error", err =>
+{
+    if (err.code === "EPIPE")
+    {
+        process.exit(process.exitCode || 0);
+    }
+    process.stderr.write(`dynamodb-lock-native: cannot write the output: ${err.message}\n`);
+    process.exit(1);
+});
 
 main(process.argv.slice(2));

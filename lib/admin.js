@@ -10,6 +10,9 @@ const { chooseTransport, isSdkClient, sdkClientOptions, sdkOptionsFrom } = requi
 const { invalidArgument } = require("./errors.js");
 const { DEFAULT_OWNER } = require("./options.js");
 
+// How the native client's errors name its lock table, which is "-" for this one.
+const PLACEHOLDER_NOTE = '(the lock table "-")';
+
 // `what` names the caller in errors.
 async function adminCaller(dynamodb, what = "createTable")
 {
@@ -30,8 +33,21 @@ async function adminCaller(dynamodb, what = "createTable")
     }
     return async (operation, body) =>
     {
-        const outcome = await bridge.request(request => client.startAdmin(request, operation, JSON.stringify(body)));
-        return outcome.body ? JSON.parse(outcome.body) : {};
+        try
+        {
+            const outcome = await bridge.request(request => client.startAdmin(request, operation, JSON.stringify(body)));
+            return outcome.body ? JSON.parse(outcome.body) : {};
+        }
+        catch (err)
+        {
+            // The native client names its lock table in a ResourceNotFoundException; this one
+            // has none of its own ("-"): name the table the request was for.
+            if (body && typeof body.TableName === "string" && err && typeof err.message === "string")
+            {
+                err.message = err.message.replace(PLACEHOLDER_NOTE, `(the lock table ${JSON.stringify(body.TableName)})`);
+            }
+            throw err;
+        }
     };
 }
 

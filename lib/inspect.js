@@ -16,8 +16,8 @@ const FIFO_HEAD = "lock";
 const FIFO_ENTRY = "q#";
 // The partition value of a session's item (`session: true`): this prefix and its id.
 const SESSION_PREFIX = "dynamodb-lock-native/session/";
-// Its sort value, on a table with a sort key.
-const SESSION_SORT_VALUE = "session";
+// The sort value of a session's item, on a table with a sort key.
+const SESSION_SORT = "session";
 // `leaseDurationMs` of a released FailOpen lock or Fifo head.
 const RELEASED = "1";
 
@@ -82,15 +82,22 @@ function plain(attr)
     return undefined;
 }
 
-// `lockWrittenUnixMs` as a number, or undefined when absent or not a number (unknown: the
-// original's writes drop it).
-function writtenAt(item)
+// A Number attribute as a number; undefined when absent or not a finite number.
+function numberOf(attr)
 {
-    const n = item.lockWrittenUnixMs && Number(item.lockWrittenUnixMs.N);
+    const n = attr && attr.N !== undefined ? Number(attr.N) : NaN;
     return Number.isFinite(n) ? n : undefined;
 }
 
-// What an item says to a person: the lock's id, kind, holder and state.
+// `lockWrittenUnixMs`: when a holder of this package last wrote the item (waiters' writes
+// leave it alone); undefined when unknown (the original's writes drop it).
+function writtenAt(item)
+{
+    return numberOf(item.lockWrittenUnixMs);
+}
+
+// What an item says to a person: the lock's id, kind, holder and the first waiter's mark, as
+// read, without judging whether its holder is still alive (`judge` does that).
 function describeItem(item, key)
 {
     const sort = key.sort ? plain(item[key.sort.name]) : undefined;
@@ -108,16 +115,101 @@ function describeItem(item, key)
         leaseDurationMs: lease === undefined ? undefined : Number(lease),
         guid: item.guid && item.guid.B !== undefined ? Buffer.from(item.guid.B, "base64").toString("hex") : undefined,
         lockAcquiredTimeUnixMs: item.lockAcquiredTimeUnixMs ? Number(item.lockAcquiredTimeUnixMs.N) : undefined,
-        // When this library last wrote the item, by its writer's clock: for people only.
+        // When a holder of this package last wrote the item, by its writer's clock.
         lastWrittenUnixMs: writtenAt(item),
         waiter: item.lockWaiter && item.lockWaiter.S,
+        waiterOwner: item.lockWaiterOwner && item.lockWaiterOwner.S,
+        waiterMarkedUnixMs: numberOf(item.lockWaitingUnixMs),
     };
     // The session a lock is held through (`session: true`): its lease is the session's.
     if (item.lockSession && typeof item.lockSession.S === "string")
     {
         out.session = item.lockSession.S;
     }
+    if (kind === "Session")
+    {
+        out.sessionId = partition.slice(SESSION_PREFIX.length);
+    }
     return out;
+}
+
+// How long a first-in-line mark of a FailClosed waiter is shown: FailClosed has no lease, and
+// its waiters renew their mark about every `acquirePeriodMs` (at least every second).
+const FAIL_CLOSED_MARK_MS = 60000;
+
+// The holder's last renewal as the item records it (Unix ms, its writer's clock): the later of
+// `lockWrittenUnixMs` (every write of a holder of this package) and `lockAcquiredTimeUnixMs`
+// (written at each acquisition and heartbeat by a writer that records it, as the original
+// library does with `trustLocalTime`). Neither is written by waiters. Undefined when the item
+// records neither.
+function renewedAt(lock)
+{
+    const times = [lock.lastWrittenUnixMs, lock.lockAcquiredTimeUnixMs].filter(t => t !== undefined);
+    return times.length ? Math.max(...times) : undefined;
+}
+
+/**
+ * Judges a described lock at `now` (this host's clock) and adds what an operator needs:
+ * - `state`: `"held"`, `"expired"` or `"released"` (a Session item: live, expired, ended).
+ *   FailClosed has no lease: held until its item is deleted. A FailOpen lock, Fifo head or
+ *   session is expired when its holder's last recorded renewal (`renewedUnixMs`) is older
+ *   than its lease (`silentMs` > `leaseDurationMs`); with no recorded renewal it reads as
+ *   held (`renewedUnixMs` undefined). A lock held through a session is held while its session
+ *   is live, and expired once the session has expired, ended or its item is gone
+ *   (`sessionState` `"live"`, `"expired"`, `"ended"`, `"gone"`).
+ * - the first waiter's mark only while it is fresh (younger than the lease).
+ * `session` is the described and judged session item of a lock held through one (null: none).
+ */
+function judge(lock, now, session)
+{
+    let lease = lock.leaseDurationMs;
+    if (lock.kind === "FailClosed")
+    {
+        lock.state = "held";
+    }
+    else if (!lock.held)
+    {
+        lock.state = "released";
+    }
+    else if (lock.kind !== "Session" && lock.session !== undefined)
+    {
+        lock.sessionState = !session ? "gone" : session.state === "released" ? "ended" : session.state === "expired" ? "expired" : "live";
+        if (session)
+        {
+            lock.sessionRenewedUnixMs = session.renewedUnixMs;
+            lock.sessionLeaseDurationMs = session.leaseDurationMs;
+            lock.sessionSilentMs = session.silentMs;
+            lease = session.leaseDurationMs;
+        }
+        lock.state = lock.sessionState === "live" ? "held" : "expired";
+    }
+    else
+    {
+        lock.renewedUnixMs = renewedAt(lock);
+        if (lock.renewedUnixMs !== undefined)
+        {
+            lock.silentMs = Math.max(0, now - lock.renewedUnixMs);
+        }
+        lock.state = lock.silentMs !== undefined && lease !== undefined && lock.silentMs > lease ? "expired" : "held";
+    }
+    // A mark is fresh for a lease at most (a session's lease for its locks; a minute for
+    // FailClosed, which has none, and for a lock whose session's item is gone).
+    const window = lock.kind === "FailClosed" || (lock.session !== undefined && !session) ? FAIL_CLOSED_MARK_MS : lease;
+    const fresh = lock.state !== "released" && lock.waiterMarkedUnixMs !== undefined && window !== undefined && now - lock.waiterMarkedUnixMs <= window;
+    if (!fresh)
+    {
+        delete lock.waiter;
+        delete lock.waiterOwner;
+        delete lock.waiterMarkedUnixMs;
+    }
+    for (const name of Object.keys(lock))
+    {
+        if (lock[name] === undefined)
+        {
+            delete lock[name];
+        }
+    }
+    return lock;
 }
 
 function isFifoEntry(item, key)
@@ -125,44 +217,164 @@ function isFifoEntry(item, key)
     return key.sort !== undefined && typeof plain(item[key.sort.name]) === "string" && plain(item[key.sort.name]).startsWith(FIFO_ENTRY);
 }
 
+// A Fifo queue entry, judged at `now`: its place, owner, ticket, and whether its waiter is
+// still heard of (`waiting`), has stopped renewing it for longer than its lease (`expired`) or
+// is done with it (`finished`: granted or gave up, `leaseDurationMs` 1).
+function describeEntry(item, key, now)
+{
+    const lease = numberOf(item.leaseDurationMs);
+    const renewed = writtenAt(item);
+    const entry = {
+        position: Number(plain(item[key.sort.name]).slice(FIFO_ENTRY.length)),
+        owner: item.owner && item.owner.S,
+        ticket: numberOf(item.fencingToken),
+        leaseDurationMs: lease,
+        renewedUnixMs: renewed,
+    };
+    if (renewed !== undefined)
+    {
+        entry.silentMs = Math.max(0, now - renewed);
+    }
+    entry.state = lease === Number(RELEASED) ? "finished" : entry.silentMs !== undefined && lease !== undefined && entry.silentMs > lease ? "expired" : "waiting";
+    for (const name of Object.keys(entry))
+    {
+        if (entry[name] === undefined)
+        {
+            delete entry[name];
+        }
+    }
+    return entry;
+}
+
+// The key of a session's item on this table.
+function sessionKey(key, id)
+{
+    const out = { [key.partition.name]: { S: SESSION_PREFIX + id } };
+    if (key.sort)
+    {
+        out[key.sort.name] = { S: SESSION_SORT };
+    }
+    return out;
+}
+
+// Orders listings by id: partition value, then sort value; numbers by value.
+function compareIds(a, b)
+{
+    const parts = id => (id !== null && typeof id === "object" && !Buffer.isBuffer(id) ? Object.values(id) : [id]);
+    const [pa, pb] = [parts(a.id), parts(b.id)];
+    for (let i = 0; i < Math.max(pa.length, pb.length); i++)
+    {
+        const [x, y] = [pa[i], pb[i]];
+        if (x === y)
+        {
+            continue;
+        }
+        if (typeof x === "number" && typeof y === "number")
+        {
+            return x - y;
+        }
+        const [sx, sy] = [Buffer.isBuffer(x) ? x.toString("hex") : String(x), Buffer.isBuffer(y) ? y.toString("hex") : String(y)];
+        if (sx !== sy)
+        {
+            return sx < sy ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+// Every item of the table, by consistent Scans.
+async function scanAll(call, tableName)
+{
+    const items = [];
+    let start;
+    do
+    {
+        const page = await call("Scan", Object.assign({ TableName: tableName, ConsistentRead: true }, start ? { ExclusiveStartKey: start } : {}));
+        items.push(...(page.Items || []));
+        start = page.LastEvaluatedKey;
+    }
+    while (start);
+    return items;
+}
+
+// The table's items judged at `now`, sorted by id: Fifo queue entries counted in their
+// head's `waiters` (live ones) rather than listed, sessions judged first so that their locks
+// can be, and each session's unreleased locks counted (`locks`).
+function judgeAll(items, key, now)
+{
+    const waiting = new Map();
+    const rest = [];
+    for (const item of items)
+    {
+        if (isFifoEntry(item, key))
+        {
+            const resource = JSON.stringify(item[key.partition.name]);
+            if (describeEntry(item, key, now).state === "waiting")
+            {
+                waiting.set(resource, (waiting.get(resource) || 0) + 1);
+            }
+            continue;
+        }
+        rest.push({ item, lock: describeItem(item, key) });
+    }
+    const sessions = new Map();
+    for (const { lock } of rest.filter(r => r.lock.kind === "Session"))
+    {
+        judge(lock, now, null);
+        lock.locks = 0;
+        sessions.set(lock.sessionId, lock);
+    }
+    const out = [];
+    for (const { item, lock } of rest)
+    {
+        if (lock.kind !== "Session")
+        {
+            const session = lock.session === undefined ? null : sessions.get(lock.session) || null;
+            judge(lock, now, session);
+            if (session && lock.held)
+            {
+                session.locks++;
+            }
+        }
+        if (lock.kind === "Fifo")
+        {
+            lock.waiters = waiting.get(JSON.stringify(item[key.partition.name])) || 0;
+        }
+        out.push(lock);
+    }
+    return out.sort(compareIds);
+}
+
 /**
- * Every lock in a table, one Scan page at a time: `{ id, kind, owner, fencingToken, held,
- * leaseDurationMs, guid, lockAcquiredTimeUnixMs, lastWrittenUnixMs, waiter, waiters }`. Fifo queue entries are
- * counted in their resource's `waiters`, not listed.
+ * Every lock in a table, sorted by id, each judged when the scan ended (see `judge`): `{ id,
+ * kind, state, owner, fencingToken, held, leaseDurationMs, guid, lockAcquiredTimeUnixMs,
+ * lastWrittenUnixMs, renewedUnixMs, silentMs, session, sessionState, waiter, waiterOwner,
+ * waiterMarkedUnixMs, waiters }`. Fifo queue entries are counted in their resource's
+ * `waiters`, not listed; a Session item counts the unreleased locks that name it (`locks`).
  */
 async function* listLocks(options)
 {
     const call = await adminCaller(options && options.dynamodb, "listLocks");
     const key = await tableOf(call, options.lockTable);
-    let start;
-    do
-    {
-        const page = await call("Scan", Object.assign({ TableName: options.lockTable, ConsistentRead: true }, start ? { ExclusiveStartKey: start } : {}));
-        const items = page.Items || [];
-        const queued = new Map();
-        for (const item of items.filter(i => isFifoEntry(i, key)))
-        {
-            const resource = JSON.stringify(item[key.partition.name]);
-            queued.set(resource, (queued.get(resource) || 0) + 1);
-        }
-        for (const item of items.filter(i => !isFifoEntry(i, key)))
-        {
-            const lock = describeItem(item, key);
-            if (lock.kind === "Fifo")
-            {
-                lock.waiters = queued.get(JSON.stringify(item[key.partition.name])) || 0;
-            }
-            yield lock;
-        }
-        start = page.LastEvaluatedKey;
-    }
-    while (start);
+    const items = await scanAll(call, options.lockTable);
+    yield* judgeAll(items, key, Date.now());
 }
 
-// The key of lock `id` (a partition value, or `{ partition, sort }` on a table with a sort key;
-// a Fifo resource's head when `sort` is omitted there).
+// The key of lock `id`: a partition value, or an object of the table's key names
+// (`{ [partitionKey]: v, [sortKey]: v }`, as `listLocks` gives the id of an item with a sort
+// value); on a table with a sort key, `sortValue`, else a Fifo resource's head.
 function itemKey(key, id, sortValue)
 {
+    if (id !== null && typeof id === "object" && !Buffer.isBuffer(id))
+    {
+        const names = [key.partition.name].concat(key.sort ? [key.sort.name] : []);
+        const given = Object.keys(id);
+        if (given.some(n => !names.includes(n)) || !given.includes(key.partition.name) || sortValue !== undefined && given.includes(names[1]))
+        {
+            throw invalidArgument(`the lock id ${JSON.stringify(id)} must name the table's key: ${names.map(n => JSON.stringify(n)).join(" and ")}`);
+        }
+        return itemKey(key, id[key.partition.name], sortValue === undefined ? id[names[1]] : sortValue);
+    }
     const out = { [key.partition.name]: keyValue(id, key.partition.type, "the lock id") };
     if (key.sort)
     {
@@ -171,13 +383,56 @@ function itemKey(key, id, sortValue)
     return out;
 }
 
-/** One lock item as one consistent read finds it, described; `null` if there is none. */
+/**
+ * One lock item as one consistent read finds it, described and judged as `listLocks` does;
+ * `null` if there is none. A lock held through a session reads the session's item too; a Fifo
+ * head lists its queue (`queue`: `{ position, owner, ticket, state, leaseDurationMs,
+ * renewedUnixMs, silentMs }` in queue order, `state` `"waiting"`, `"expired"` or `"finished"`).
+ */
 async function showLock(options)
 {
     const call = await adminCaller(options && options.dynamodb, "showLock");
     const key = await tableOf(call, options.lockTable);
-    const r = await call("GetItem", { TableName: options.lockTable, Key: itemKey(key, options.id, options.sortValue), ConsistentRead: true });
-    return r.Item ? describeItem(r.Item, key) : null;
+    const Key = itemKey(key, options.id, options.sortValue);
+    const r = await call("GetItem", { TableName: options.lockTable, Key, ConsistentRead: true });
+    if (!r.Item)
+    {
+        return null;
+    }
+    const lock = describeItem(r.Item, key);
+    let session = null;
+    if (lock.session !== undefined && lock.kind !== "Session")
+    {
+        const s = await call("GetItem", { TableName: options.lockTable, Key: sessionKey(key, lock.session), ConsistentRead: true });
+        session = s.Item ? judge(describeItem(s.Item, key), Date.now(), null) : null;
+    }
+    let entries;
+    if (lock.kind === "Fifo")
+    {
+        entries = [];
+        let start;
+        do
+        {
+            const page = await call("Query", Object.assign({
+                TableName: options.lockTable,
+                ConsistentRead: true,
+                KeyConditionExpression: "#pk = :pk AND begins_with(#sk, :q)",
+                ExpressionAttributeNames: { "#pk": key.partition.name, "#sk": key.sort.name },
+                ExpressionAttributeValues: { ":pk": Key[key.partition.name], ":q": { S: FIFO_ENTRY } },
+            }, start ? { ExclusiveStartKey: start } : {}));
+            entries.push(...(page.Items || []));
+            start = page.LastEvaluatedKey;
+        }
+        while (start);
+    }
+    const now = Date.now();
+    judge(lock, now, session);
+    if (entries)
+    {
+        lock.queue = entries.map(e => describeEntry(e, key, now)).sort((a, b) => a.position - b.position);
+        lock.waiters = lock.queue.filter(e => e.state === "waiting").length;
+    }
+    return lock;
 }
 
 /**
@@ -295,17 +550,6 @@ async function forceWrite(call, tableName, Key, item, lock)
     return { action: "released", warning: NOW_WARNING };
 }
 
-// The session item's key of session `id` on a table described by `key`.
-function sessionKey(key, id)
-{
-    const out = { [key.partition.name]: { S: SESSION_PREFIX + id } };
-    if (key.sort)
-    {
-        out[key.sort.name] = { S: SESSION_SORT_VALUE };
-    }
-    return out;
-}
-
 // A revocation (see forceRelease), on the `guid` of `item` as read.
 async function revoke(call, tableName, key, Key, item, lock)
 {
@@ -406,4 +650,84 @@ async function checkTable(options)
     };
 }
 
-module.exports = { listLocks, showLock, forceRelease, checkTable };
+/**
+ * Deletes what a lock table no longer needs, each item on the version just read (a
+ * conditional `DeleteItem`: an item that changed since, a lock taken again or a session
+ * renewed, is left alone and reported in `changed`):
+ * - the items of ended sessions (kind `Session`, `leaseDurationMs` 1): a session's id is never
+ *   used again, and a waiter takes a lock whose session's item is gone as it takes one whose
+ *   session ended;
+ * - with `resetTokens`, also released FailOpen items and released Fifo heads without queue
+ *   entries. Their fencing tokens then start again: the next acquisition of such an id is
+ *   granted token 1 (or, by a client with `ttlAttribute`, one counted from the time), below
+ *   the tokens its earlier holders had. Without it they are kept, and counted in `kept`.
+ * FailClosed items are never deleted: a FailClosed item is a lock held (`release --force`
+ * frees a dead holder's). `dryRun`: nothing is deleted; `deleted` lists what would be.
+ * Resolves with `{ deleted, changed, kept }`: the listings deleted (or that would be), those
+ * left alone because they changed since the read, and how many released locks were kept.
+ */
+async function pruneLocks(options)
+{
+    const call = await adminCaller(options && options.dynamodb, "pruneLocks");
+    const key = await tableOf(call, options.lockTable);
+    const items = await scanAll(call, options.lockTable);
+    const entries = new Set(items.filter(i => isFifoEntry(i, key)).map(i => JSON.stringify(i[key.partition.name])));
+    const deleted = [], changed = [];
+    let kept = 0;
+    const now = Date.now();
+    for (const item of items.filter(i => !isFifoEntry(i, key)))
+    {
+        const lock = judge(describeItem(item, key), now, null);
+        if (lock.state !== "released")
+        {
+            continue;
+        }
+        if (lock.kind !== "Session" && (!options.resetTokens || lock.kind === "Fifo" && entries.has(JSON.stringify(item[key.partition.name]))))
+        {
+            kept++;
+            continue;
+        }
+        const Key = { [key.partition.name]: item[key.partition.name] };
+        if (key.sort)
+        {
+            Key[key.sort.name] = item[key.sort.name];
+        }
+        if (!options.dryRun)
+        {
+            // Still released, with the guid, token and Fifo counters read.
+            const names = { "#lease": "leaseDurationMs" };
+            const values = { ":one": { N: RELEASED } };
+            const conditions = ["#lease = :one"];
+            for (const [i, name] of ["guid", "fencingToken", "ticketNext"].entries())
+            {
+                names[`#a${i}`] = name;
+                if (item[name])
+                {
+                    values[`:a${i}`] = item[name];
+                    conditions.push(`#a${i} = :a${i}`);
+                }
+                else
+                {
+                    conditions.push(`attribute_not_exists(#a${i})`);
+                }
+            }
+            try
+            {
+                await call("DeleteItem", { TableName: options.lockTable, Key, ConditionExpression: conditions.join(" AND "), ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+            }
+            catch (err)
+            {
+                if (err.code !== "ConditionalCheckFailedException")
+                {
+                    throw err;
+                }
+                changed.push(lock);
+                continue;
+            }
+        }
+        deleted.push(lock);
+    }
+    return { deleted: deleted.sort(compareIds), changed: changed.sort(compareIds), kept };
+}
+
+module.exports = { listLocks, showLock, forceRelease, checkTable, pruneLocks };

@@ -662,6 +662,7 @@ mod tests {
         // A younger waiter holds the mark; an older one arrives and takes its place.
         let young = WaitMark {
             waiter: "young",
+            owner: "young-owner",
             since_unix_ms: unix_now_ms() + 60_000,
             now_unix_ms: unix_now_ms(),
             stale_before_unix_ms: 0,

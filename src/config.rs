@@ -124,10 +124,11 @@ const FIFO: &[Field] = &[
 const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
 
 /// Attributes only this library writes, which key and TTL attribute names may not take.
-const OWN_NAMES: [&str; 6] = [
+const OWN_NAMES: [&str; 7] = [
     item::LOCK_DATA,
     item::LOCK_WAITING_UNIX_MS,
     item::LOCK_WAITER,
+    item::LOCK_WAITER_OWNER,
     item::LOCK_WAITING_SINCE_UNIX_MS,
     item::LOCK_WRITTEN_UNIX_MS,
     item::LOCK_SESSION,

@@ -115,6 +115,7 @@ pub async fn run(store: &dyn Store, raw: Option<(&HttpStore, &TableSpec)>, key: 
         } => {
             let mark = WaitMark {
                 waiter,
+                owner: "waiter",
                 since_unix_ms: *since,
                 now_unix_ms: *now,
                 stale_before_unix_ms: *stale,

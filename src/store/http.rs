@@ -414,8 +414,8 @@ impl HttpStore {
             .await
     }
 
-    /// One `UpdateItem`, conditional or not. Every one also sets `lockWrittenUnixMs` (one more
-    /// `SET`, in the same request).
+    /// One `UpdateItem`, conditional or not, of a holder (or of a forced release): it also sets
+    /// `lockWrittenUnixMs` (one more `SET`, in the same request).
     async fn update_maybe(
         &self,
         key: &LockKey,
@@ -429,14 +429,41 @@ impl HttpStore {
         names.push(("#lw", item::LOCK_WRITTEN_UNIX_MS));
         let mut values = values.to_vec();
         values.push((":lw", Attr::N(written_now())));
+        self.send_update(key, &stamped(update), condition, &names, &values, returns)
+            .await
+    }
+
+    /// One `UpdateItem` of a waiter (its first-in-line mark, a Fifo ticket): it leaves
+    /// `lockWrittenUnixMs` alone, which tells when the holder last wrote.
+    async fn update_by_waiter(
+        &self,
+        key: &LockKey,
+        update: &str,
+        condition: Option<&str>,
+        names: &[(&str, &str)],
+        values: &[(&str, Attr<'_>)],
+        returns: &str,
+    ) -> Result<Response, StoreError> {
+        self.send_update(key, update, condition, names, values, returns).await
+    }
+
+    async fn send_update(
+        &self,
+        key: &LockKey,
+        update: &str,
+        condition: Option<&str>,
+        names: &[(&str, &str)],
+        values: &[(&str, Attr<'_>)],
+        returns: &str,
+    ) -> Result<Response, StoreError> {
         let mut b = Body::new(&self.table.name);
         b.item("Key", &self.table, key, &[]);
-        b.str("UpdateExpression", &stamped(update));
+        b.str("UpdateExpression", update);
         if let Some(c) = condition {
             b.str("ConditionExpression", c);
         }
-        b.names(&names);
-        b.values(&values);
+        b.names(names);
+        b.values(values);
         b.str("ReturnValues", returns);
         if condition.is_some() {
             b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
@@ -912,11 +939,12 @@ impl HttpStore {
             None => remove.push("#t"),
         }
         if clear_mark {
-            remove.extend(["#w", "#wid", "#ws"]);
+            remove.extend(["#w", "#wid", "#ws", "#wo"]);
             names.extend([
                 ("#w", item::LOCK_WAITING_UNIX_MS),
                 ("#wid", item::LOCK_WAITER),
                 ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
+                ("#wo", item::LOCK_WAITER_OWNER),
             ]);
         }
         data_and_ttl(
@@ -1131,7 +1159,7 @@ impl HttpStore {
             ("#qn", item::QUEUE_NEXT),
         ];
         let reply = self
-            .update_maybe(head, &update, None, &names, &values, "ALL_OLD")
+            .update_by_waiter(head, &update, None, &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1146,7 +1174,7 @@ impl HttpStore {
             ("#qn", item::QUEUE_NEXT),
         ];
         let reply = self
-            .update_maybe(head, update, Some(cond), &names, &values, "ALL_OLD")
+            .update_by_waiter(head, update, Some(cond), &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1169,10 +1197,10 @@ impl HttpStore {
             ("#qn", item::QUEUE_NEXT),
             ("#ft", item::FENCING_TOKEN),
         ];
-        self.update(
+        self.update_by_waiter(
             head,
             "SET #tn = :prev, #qn = :pprev",
-            "#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)",
+            Some("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)"),
             &names,
             &values,
             "NONE",
@@ -1276,17 +1304,19 @@ impl HttpStore {
             ("#w", item::LOCK_WAITING_UNIX_MS),
             ("#wid", item::LOCK_WAITER),
             ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
+            ("#wo", item::LOCK_WAITER_OWNER),
         ];
         let values = [
             (":w", Attr::N(mark.now_unix_ms)),
             (":wid", Attr::S(mark.waiter)),
             (":ws", Attr::N(mark.since_unix_ms)),
+            (":wo", Attr::S(mark.owner)),
             (":stale", Attr::N(mark.stale_before_unix_ms)),
         ];
-        self.update(
+        self.update_by_waiter(
             key,
-            "SET #w = :w, #wid = :wid, #ws = :ws",
-            "attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)",
+            "SET #w = :w, #wid = :wid, #ws = :ws, #wo = :wo",
+            Some("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)"),
             &names,
             &values,
             "NONE",

@@ -104,9 +104,10 @@ impl MemoryStore {
                 }),
                 (after, reply) => {
                     match after {
-                        // Every write of this package also records when it was made, as the
-                        // HTTP store does; the original's whole-item write does not.
-                        Some(mut rec) if name != "get" && name != "put_item" => {
+                        // Every write of a holder of this package also records when it was
+                        // made, as the HTTP store does; a waiter's (its mark, a Fifo ticket)
+                        // and the original's whole-item write do not.
+                        Some(mut rec) if !UNSTAMPED.contains(&name) => {
                             rec.lock_written_unix_ms = Some(written_now());
                             items.insert(key.clone(), rec)
                         }
@@ -126,6 +127,10 @@ impl MemoryStore {
         }
     }
 }
+
+/// Operations that leave `lockWrittenUnixMs` as it was: reads, waiters' writes, and the
+/// original's whole-item write (which drops it).
+const UNSTAMPED: [&str; 6] = ["get", "put_item", "mark", "ticket", "reserve", "untake"];
 
 /// `lockWrittenUnixMs` of a write made now (Unix ms, this host's clock).
 fn written_now() -> u64 {

@@ -14,6 +14,9 @@ pub const LOCK_WAITING_UNIX_MS: &str = "lockWaitingUnixMs";
 /// library writes them, and only fairness depends on them.
 pub const LOCK_WAITER: &str = "lockWaiter";
 pub const LOCK_WAITING_SINCE_UNIX_MS: &str = "lockWaitingSinceUnixMs";
+/// The `owner` of the first waiter in line, written with its mark, so that people see who
+/// waits (the mark's `lockWaiter` is a random id). Nothing is decided from it.
+pub const LOCK_WAITER_OWNER: &str = "lockWaiterOwner";
 /// The holder's data (`acquireLock(id, { data })`): S for a string, B for a Buffer. Only this
 /// library writes it; every acquisition sets or removes it, so it always belongs to the
 /// current holder. The original ignores it, and its full-item writes drop it.
@@ -24,9 +27,11 @@ pub const TICKET_NEXT: &str = "ticketNext";
 pub const QUEUE_NEXT: &str = "queueNext";
 /// Fifo head item: the queue position of the last entry granted the lock.
 pub const QUEUE_GRANTED: &str = "queueGranted";
-/// When this library last wrote the item (Unix ms, the writer's clock): every acquisition,
-/// heartbeat, release, hand-over, waiting mark and Fifo write sets it. For people only (how
-/// long ago a lock was renewed): nothing is ever decided from it. The original ignores it, and
+/// When a holder of this library last wrote the item (Unix ms, the writer's clock): every
+/// acquisition, heartbeat, release, hand-over, data update, forced release and Fifo head or
+/// entry write of a holder sets it; a waiter's writes (its first-in-line mark, a Fifo ticket
+/// drawn or given back) leave it alone, so that it tells when the holder was last heard of.
+/// For people only (how long ago a lock was renewed): nothing is ever decided from it. The original ignores it, and
 /// its full-item writes drop it.
 pub const LOCK_WRITTEN_UNIX_MS: &str = "lockWrittenUnixMs";
 /// The session a lock is held through (`session: true`): the session's id, whose item

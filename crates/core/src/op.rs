@@ -58,6 +58,8 @@ pub struct Entry<'a, G = Guid> {
 #[derive(Clone, Debug)]
 pub struct WaitMark<'a> {
     pub waiter: &'a str,
+    /// The waiter's `owner`, written beside its mark for people (`lockWaiterOwner`).
+    pub owner: &'a str,
     pub since_unix_ms: u64,
     pub now_unix_ms: u64,
     /// A mark written before this (by a waiter that stopped renewing it) is free to take.

@@ -206,6 +206,7 @@ impl<G, V> Req<G, V> {
                 stale_before_unix_ms,
             } => Op::MarkWaiting(WaitMark {
                 waiter,
+                owner: adds.fields.owner,
                 since_unix_ms: *since_unix_ms,
                 now_unix_ms: *now_unix_ms,
                 stale_before_unix_ms: *stale_before_unix_ms,
