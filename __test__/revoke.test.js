@@ -69,6 +69,11 @@ for (const name of selectedEngines())
                     assert.equal(r.action, "revoked", JSON.stringify(r));
                     assert.equal(r.lock.owner, "holder");
                     assert.equal(r.freeAfterMs, LEASE);
+                    if (c.kind === "FailOpen")
+                    {
+                        const shown = await DynamoDBLockClient.showLock({ dynamodb: dynamodbOptions(engine), lockTable: c.table, id });
+                        assert.deepEqual([shown.state, shown.revoked, shown.session], ["held", true, undefined], JSON.stringify(shown));
+                    }
                     const granted = await rival.next(l => l.acquired || l.error, 20000);
                     assert.equal(granted.error, undefined, JSON.stringify(granted));
                     assert.ok(lostAt !== undefined, "the holder heard \"lost\" before the rival's grant");

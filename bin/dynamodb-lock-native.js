@@ -359,6 +359,12 @@ function stateText(lock)
         }
     }
     const l = lock.leaseDurationMs === undefined ? "" : `, lease ${lease(lock.leaseDurationMs)}`;
+    if (lock.revoked)
+    {
+        return lock.state === "expired"
+            ? `expired (revoked ${ago(lock.revokedUnixMs)} ago${l})`
+            : `revoked ${ago(lock.revokedUnixMs)} ago (free a lease after it${l})`;
+    }
     if (lock.state === "expired")
     {
         return `expired (holder silent for ${duration(lock.silentMs)}${l})`;

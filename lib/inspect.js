@@ -120,6 +120,8 @@ function describeItem(item, key)
         waiter: item.lockWaiter && item.lockWaiter.S,
         waiterOwner: item.lockWaiterOwner && item.lockWaiterOwner.S,
         waiterMarkedUnixMs: numberOf(item.lockWaitingUnixMs),
+        // When an operator last revoked the lock (`forceRelease`), by the revoker's clock.
+        revokedUnixMs: numberOf(item.lockRevokedUnixMs),
     };
     // The session a lock is held through (`session: true`): its lease is the session's.
     if (item.lockSession && typeof item.lockSession.S === "string")
@@ -191,6 +193,9 @@ function judge(lock, now, session)
             lock.silentMs = Math.max(0, now - lock.renewedUnixMs);
         }
         lock.state = lock.silentMs !== undefined && lease !== undefined && lock.silentMs > lease ? "expired" : "held";
+        // The revocation's write was the last one: nobody holds the lock, and waiters take it
+        // a lease after it.
+        lock.revoked = lock.revokedUnixMs !== undefined && lock.renewedUnixMs !== undefined && lock.revokedUnixMs >= lock.renewedUnixMs;
     }
     // A mark is fresh for a lease at most (a session's lease for its locks; a minute for
     // FailClosed, which has none, and for a lock whose session's item is gone).
