@@ -40,7 +40,7 @@ function onNativeEvent(ev)
     if (ev.event === "waiting")
     {
         const onWaiting = waitingHandlers.get(ev.request);
-        return onWaiting && onWaiting();
+        return onWaiting && onWaiting(ev);
     }
     const lock = liveLocks.get(ev.lockId);
     if (lock)

@@ -72,6 +72,26 @@ function percentile(sorted, p)
 
 // One latency: percentiles of its latest samples, and a histogram of all of them since the
 // client was made.
+// The holder a `waiting` report of the native core names: `{ holder: { owner, fencingToken,
+// leaseDurationMs, session, unchangedMs } }`, or nothing when the answer did not carry the item.
+function holderOf(report)
+{
+    if (!report || (report.holderOwner == null && report.holderFencingToken == null && report.holderLeaseDurationMs == null))
+    {
+        return {};
+    }
+    const value = v => (v === null ? undefined : v);
+    return {
+        holder: {
+            owner: value(report.holderOwner),
+            fencingToken: value(report.holderFencingToken),
+            leaseDurationMs: value(report.holderLeaseDurationMs),
+            session: value(report.holderSession),
+            unchangedMs: value(report.holderUnchangedMs),
+        },
+    };
+}
+
 class Latency
 {
     constructor()
@@ -220,25 +240,29 @@ class Metrics
     }
 
     // Wraps the acquisition of `id` that `start` begins (returning its promise). `start` is
-    // given the acquisition's course, whose `waiting()` its code calls when the acquisition
-    // finds the lock held (as often as it likes: the first call counts).
+    // given the acquisition's course, whose `waiting(report)` its code calls when the
+    // acquisition finds the lock held, and again (`report.progress`) about once a lease while
+    // it keeps waiting; `report` names the holder it saw, when the native core read it.
     acquisition(id, start)
     {
         const startedAt = performance.now();
         const course =
         {
             waitingAt: undefined,
-            waiting: () =>
+            waiting: report =>
             {
-                if (course.waitingAt !== undefined)
+                const progress = Boolean(report && report.progress);
+                if (progress === (course.waitingAt !== undefined))
                 {
-                    return;
-                }
-                course.waitingAt = performance.now();
-                this.waited++;
-                if (channels.waiting.hasSubscribers)
-                {
-                    channels.waiting.publish({ id, kind: this.kind, waitMs: course.waitingAt - startedAt });
+                    if (!progress)
+                    {
+                        course.waitingAt = performance.now();
+                        this.waited++;
+                    }
+                    if (channels.waiting.hasSubscribers)
+                    {
+                        channels.waiting.publish(Object.assign({ id, kind: this.kind, waitMs: performance.now() - startedAt, progress }, holderOf(report)));
+                    }
                 }
             },
         };

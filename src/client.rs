@@ -111,7 +111,7 @@ impl Client {
             Place::Head => None,
             Place::Queued(waiter) => {
                 // Another acquisition of this client holds the lock or asks for it first.
-                cancel.waiting();
+                cancel.waiting(None);
                 self.wait_in_line(&key, waiter, cancel).await?
             }
         };

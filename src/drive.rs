@@ -77,6 +77,9 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
     refusal: &mut Option<StoreError>,
 ) -> M::Out {
     loop {
+        if let (Some(cancel), Step::Done(_) | Step::Wait { .. }) = (to.cancel, &step) {
+            cancel.flush();
+        }
         step = match step {
             Step::Done(out) => return out,
             Step::Send { req, timeout_at } => {
@@ -89,14 +92,21 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                     Some(_) => Err(timed_out()),
                     None => send(to, &req).await,
                 };
-                if let Err(e) = &result {
-                    if e.is_condition_failed() {
+                match (&result, to.cancel) {
+                    (Err(e), cancel) if e.is_condition_failed() => {
                         *refusal = Some(e.clone());
                         // An acquisition's condition failed: someone else holds the lock.
-                        if let Some(cancel) = to.cancel {
-                            cancel.waiting();
+                        if let Some(cancel) = cancel {
+                            match e {
+                                StoreError::ConditionFailed { current: Some(Some(r)) } => cancel.waiting(Some(r)),
+                                // The read that settles the refusal names the holder.
+                                _ => cancel.refused(),
+                            }
                         }
                     }
+                    // A waiter's read: what it found, for its `waiting` reports.
+                    (Ok(op::Reply::Before(Some(r))), Some(cancel)) => cancel.seen(r),
+                    _ => {}
                 }
                 let env = clock.env(to.cancel);
                 m.answer(answer(result), &env)

@@ -235,7 +235,7 @@ impl Driver<'_> {
                     // Someone is ahead in a queue or holds the head: this acquisition waits
                     // (joining a queue alone is no wait: an acquisition of several resources
                     // always joins theirs).
-                    cancel.waiting();
+                    cancel.waiting(None);
                     let at = clock.instant(until);
                     if watch {
                         wait_or_change(at, cancel, &mut changed).await;

@@ -226,6 +226,16 @@ pub struct JsLockEvent {
     pub lease_at_risk: Option<bool>,
     /// `waiting`: the request number of the acquisition.
     pub request: Option<u32>,
+    /// `waiting`: a report while the acquisition keeps waiting (about once a lease), not its
+    /// first.
+    pub progress: Option<bool>,
+    /// `waiting`: the holder as the acquisition last saw it, when the answer carried the item.
+    pub holder_owner: Option<String>,
+    pub holder_fencing_token: Option<f64>,
+    pub holder_lease_duration_ms: Option<f64>,
+    pub holder_session: Option<String>,
+    /// `waiting`: how long the acquisition has seen the holder's item unchanged.
+    pub holder_unchanged_ms: Option<f64>,
 }
 
 impl JsLockEvent {
@@ -237,6 +247,12 @@ impl JsLockEvent {
             remaining_ms: None,
             lease_at_risk: None,
             request: None,
+            progress: None,
+            holder_owner: None,
+            holder_fencing_token: None,
+            holder_lease_duration_ms: None,
+            holder_session: None,
+            holder_unchanged_ms: None,
         }
     }
 }
@@ -296,15 +312,29 @@ impl EventSink for JsEvents {
     }
 }
 
-/// Sends a `waiting` event for acquisition `request` when it first finds the lock held.
-fn tell_waiting(cancel: &Cancel, events: Arc<WeakHandler<JsLockEvent>>, request: u32) {
-    cancel.on_wait(move || {
+/// Sends a `waiting` event for acquisition `request` when it first finds the lock held,
+/// and then about once per `period` while it waits, naming the holder it saw.
+fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Arc<WeakHandler<JsLockEvent>>, request: u32) {
+    cancel.on_wait(period, move |holder, progress| {
+        let holder = holder.unwrap_or_default();
         let ev = JsLockEvent {
             request: Some(request),
+            progress: Some(progress),
+            holder_owner: holder.owner,
+            holder_fencing_token: holder.fencing_token.map(|t| t as f64),
+            holder_lease_duration_ms: holder.lease_duration_ms.map(|l| l as f64),
+            holder_session: holder.session,
+            holder_unchanged_ms: Some(holder.unchanged.as_secs_f64() * 1000.0),
             ..JsLockEvent::new(0, "waiting")
         };
         events.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
     });
+}
+
+/// How often a waiting acquisition reports that it still waits: a lease (FailClosed: its
+/// `acquirePeriodMs`), and at least a second.
+fn waiting_report_period(s: &settings::Settings) -> std::time::Duration {
+    s.lease().max(s.acquire_period).max(std::time::Duration::from_secs(1))
 }
 
 /// A JavaScript handler callable from any thread, which does not keep Node alive.
@@ -873,7 +903,7 @@ impl NativeClient {
         let place = client.join(&key);
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(&cancel, events, request);
+            tell_waiting(&cancel, waiting_report_period(&client.settings), events, request);
             let until_aborted = until_aborted.unwrap_or(false);
             let result = client
                 .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
@@ -927,7 +957,7 @@ impl NativeClient {
         let events = self.events.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(&cancel, events, request);
+            tell_waiting(&cancel, waiting_report_period(&client.settings), events, request);
             let result = match fifo::acquire(&client.shared, resources, wait, &cancel).await {
                 Ok(held) => register_locks(held, &cancel).await.map_err(|_| LockError::Aborted),
                 Err(e) => Err(e),
