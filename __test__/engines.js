@@ -36,6 +36,7 @@ const {
   ListTablesCommand,
   PutItemCommand,
   ScanCommand,
+  UpdateItemCommand,
 } = require('@aws-sdk/client-dynamodb');
 
 const ENGINES = ['dynalite', 'dynamodb-local'];
@@ -374,6 +375,35 @@ async function waitForTable(client, tableName, wantActive) {
 
 // ---------------------------------------------------------------------------
 
+// DynamoDB Local answers its first conditional writes slowly (the JVM loads and compiles the
+// expression code): a test whose first acquisition has a lease of a second could see its lease
+// run out before the answer. A few writes of the kind the locks send, on a table of its own,
+// take that cost before any test runs.
+async function warmUp(client) {
+  const TableName = 'engine-warm-up';
+  await client.send(new CreateTableCommand({
+    TableName,
+    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+    BillingMode: 'PAY_PER_REQUEST',
+  }));
+  await waitForTable(client, TableName, true);
+  for (let i = 0; i < 20; i++) {
+    const Key = { id: { S: `w${i % 4}` } };
+    await client.send(new UpdateItemCommand({
+      TableName,
+      Key,
+      UpdateExpression: 'SET #g = :g, #l = :l, #t = if_not_exists(#t, :z) + :one',
+      ConditionExpression: 'attribute_not_exists(#g) OR #l = :one OR #g = :g',
+      ExpressionAttributeNames: { '#g': 'guid', '#l': 'leaseDurationMs', '#t': 'fencingToken' },
+      ExpressionAttributeValues: { ':g': { B: Buffer.from([i % 4]) }, ':l': { N: '1' }, ':z': { N: '0' }, ':one': { N: '1' } },
+      ReturnValues: 'UPDATED_NEW',
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    })).catch(() => {});
+    await client.send(new GetItemCommand({ TableName, Key, ConsistentRead: true }));
+  }
+}
+
 async function startEngine(name) {
   if (!ENGINES.includes(name)) {
     throw new Error(`unknown engine "${name}" (known: ${ENGINES.join(', ')})`);
@@ -384,6 +414,9 @@ async function startEngine(name) {
 
   const endpoint = `http://${HOST}:${port}`;
   const client = makeClient(endpoint);
+  if (name === 'dynamodb-local') {
+    await warmUp(client);
+  }
 
   return {
     name,

@@ -343,6 +343,109 @@ for (const engineName of selectedEngines())
             }
         );
 
+        // A head as another writer left it: the attributes of a lock released with token 3,
+        // then `attributes`.
+        const putHead = (id, attributes) => engine.putItem("fifo", Object.assign({
+            pk: { S: id }, sk: { S: "lock" }, owner: { S: "tool" }, guid: { B: Buffer.alloc(64, 7) },
+            fencingToken: { N: "3" }, ticketNext: { N: "3" }, queueNext: { N: "0" }, leaseDurationMs: { N: "1" },
+        }, attributes));
+        const assertRefused = (error, id, attributes, found) =>
+        {
+            assert.ok(error, "the acquisition fails");
+            assert.equal(error.code, "CorruptLockItem", error.message);
+            assert.ok([].concat(attributes).includes(error.attribute), `${error.attribute}: ${error.message}`);
+            assert.ok(error.message.includes(`pk "${id}", sk "lock" in the table "fifo"`), error.message);
+            if (found)
+            {
+                assert.ok(error.message.includes(`its ${error.attribute} holds ${found}`), error.message);
+            }
+        };
+        // One acquisition with `waitMs` 2000 through a proxy: its error, its time and its requests.
+        const acquireCounted = async (id, extra) =>
+        {
+            const proxy = await startProxy({ target: engine.endpoint });
+            const client = fifo({ dynamodb: dynamodbOptions(engine, proxy.endpoint) });
+            try
+            {
+                const started = Date.now();
+                const outcome = await client.acquireLock(id, Object.assign({ waitMs: 2000 }, extra))
+                    .then(lock => ({ lock }), error => ({ error }));
+                const ms = Date.now() - started;
+                const requests = Object.values(proxy.counts).reduce((a, b) => a + b, 0);
+                await client.close();
+                return Object.assign(outcome, { ms, requests });
+            }
+            finally
+            {
+                await proxy.close();
+            }
+        };
+
+        for (const [what, attributes, found] of [
+            ["fencingToken is a string", { fencingToken: { S: "x" } }, "the string \"x\""],
+            ["fencingToken is a string and the head is held", { fencingToken: { S: "x" }, leaseDurationMs: { N: "3000" } }, "the string \"x\""],
+            ["ticketNext is a string", { ticketNext: { S: "x" } }, "the string \"x\""],
+            ["ticketNext is 2^53", { ticketNext: { N: "9007199254740992" } }, "the number 9007199254740992"],
+            ["queueNext is a string", { queueNext: { S: "x" } }, "the string \"x\""],
+            ["queueGranted is negative", { queueGranted: { N: "-1" } }, "the number -1"],
+        ])
+        {
+            it(`refuses a head whose ${what} by name, at once, in a few requests, and close() resolves`, async () =>
+                {
+                    const id = uniqueId("corrupt");
+                    await putHead(id, attributes);
+                    const { lock, error, ms, requests } = await acquireCounted(id);
+                    assert.equal(lock, undefined, `no lock is handed out (token ${lock && lock.fencingToken})`);
+                    assertRefused(error, id, Object.keys(attributes).filter(a => a !== "leaseDurationMs"), found);
+                    assert.ok(ms < 2000, `refused in ${ms} ms, within waitMs`);
+                    assert.ok(requests <= 12, `${requests} requests`);
+                    await noEntries(id, "no queue entry is left");
+                    const left = await head(id);
+                    for (const [name, value] of Object.entries(attributes))
+                    {
+                        assert.deepEqual(left[name], value, `${name} is left as it was`);
+                    }
+                }
+            );
+        }
+
+        it("hands out 2^53 - 1 once from a head at 2^53 - 2, then refuses by name: never a token at or below one handed out", async () =>
+            {
+                const id = uniqueId("top");
+                await putHead(id, { fencingToken: { N: "9007199254740990" }, ticketNext: { N: "9007199254740990" } });
+                const client = fifo();
+                const first = await client.acquireLock(id, { waitMs: 2000 });
+                assert.equal(first.fencingToken, Number.MAX_SAFE_INTEGER);
+                // A waiter queued behind the holder of the last token is refused too, at once.
+                const behind = await acquireCounted(id);
+                assertRefused(behind.error, id, ["ticketNext", "fencingToken"], "the number 9007199254740991");
+                assert.ok(behind.ms < 2000, `${behind.ms} ms`);
+                await first.release();
+                for (let k = 0; k < 2; k++)
+                {
+                    const { lock, error, ms, requests } = await acquireCounted(id);
+                    assert.equal(lock, undefined, `no lock is handed out (token ${lock && lock.fencingToken})`);
+                    assertRefused(error, id, ["ticketNext", "fencingToken"], "the number 9007199254740991");
+                    assert.ok(ms < 2000 && requests <= 6, `${ms} ms, ${requests} requests`);
+                }
+                const left = await head(id);
+                assert.deepEqual([left.fencingToken.N, left.ticketNext.N, left.leaseDurationMs.N], ["9007199254740991", "9007199254740991", "1"]);
+                await noEntries(id);
+                await client.close();
+            }
+        );
+
+        it("refuses a head at 2^53 - 1 by name rather than failing after many tickets", async () =>
+            {
+                const id = uniqueId("top");
+                await putHead(id, { fencingToken: { N: "9007199254740991" }, ticketNext: { N: "9007199254740991" } });
+                const { error, ms, requests } = await acquireCounted(id);
+                assertRefused(error, id, ["ticketNext", "fencingToken"], "the number 9007199254740991");
+                assert.ok(ms < 2000 && requests <= 6, `${ms} ms, ${requests} requests`);
+                assert.equal((await head(id)).ticketNext.N, "9007199254740991", "no ticket was taken");
+            }
+        );
+
         it("refuses ids it cannot queue", async () =>
             {
                 const client = fifo();

@@ -324,6 +324,28 @@ mod tests {
         let store = Arc::new(MemoryStore::new(true));
         let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
         let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        let denied = StoreError::Service {
+            code: "AccessDeniedException".into(),
+            message: "not authorized to perform: dynamodb:UpdateItem".into(),
+            transient: false,
+            maybe_applied: false,
+        };
+        for _ in 0..100 {
+            store.fault("renew", Fault::Fail(denied.clone()));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let ev = events.events();
+        let errors: Vec<_> = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).collect();
+        assert_eq!(errors.len(), 1, "{ev:?}");
+        assert_eq!(store.count("renew"), 1, "not retried");
+        assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::LeaseExpired)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_that_finds_the_table_gone_is_a_loss_at_once() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(200)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         let missing = StoreError::Service {
             code: "ResourceNotFoundException".into(),
             message: "Requested resource not found".into(),
@@ -333,12 +355,16 @@ mod tests {
         for _ in 0..100 {
             store.fault("renew", Fault::Fail(missing.clone()));
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The first heartbeat falls within the first period: lost then, not at the lease's end.
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let ev = events.events();
-        let errors: Vec<_> = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).collect();
-        assert_eq!(errors.len(), 1, "{ev:?}");
         assert_eq!(store.count("renew"), 1, "not retried");
-        assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::LeaseExpired)));
+        assert!(
+            matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ResourceNotFoundException"),
+            "{ev:?}"
+        );
+        assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
+        assert!(lock.state.lock().await.lost.is_some());
     }
 
     #[tokio::test(start_paused = true)]

@@ -301,7 +301,7 @@ impl Driver<'_> {
                     self.cleanup(&entries, &passed);
                     Input::Resume
                 }
-                Act::Done(outcome) => return self.result(outcome),
+                Act::Done(outcome) => return self.result(outcome, m.refused()),
             };
             let env = clock.env(Some(cancel));
             act = m.step(input, &env, self);
@@ -333,8 +333,20 @@ impl Driver<'_> {
     }
 
     /// What the acquisition returns once the machine is done: the locks it holds, or why not.
-    fn result(&mut self, outcome: Outcome<StoreError>) -> Result<Vec<Arc<HeldLock>>, LockError> {
+    fn result(
+        &mut self,
+        outcome: Outcome<StoreError>,
+        refused: Option<&LockRecord>,
+    ) -> Result<Vec<Arc<HeldLock>>, LockError> {
         match outcome {
+            Outcome::Corrupt { resource } => {
+                let head = head_key(&self.resources[resource]);
+                Err(refused
+                    .and_then(|item| self.c.fifo.names.head_refusal(&head, item))
+                    .unwrap_or_else(|| {
+                        LockError::Internal("a Fifo head refused by the core was accepted by its record".into())
+                    }))
+            }
             Outcome::Granted => Ok(self.held.iter_mut().filter_map(Option::take).collect()),
             Outcome::NotAcquired => Err(failed_to_acquire()),
             Outcome::Aborted => Err(LockError::Aborted),

@@ -34,7 +34,16 @@ impl TableNames {
     /// The refusal of a lock item the protocol cannot act on (`LockRecord::refusal`), naming
     /// this table, the lock's key and the attribute; `None` for an item that is fine.
     pub fn refusal(&self, key: &LockKey, record: &LockRecord) -> Option<LockError> {
-        let m = record.refusal()?;
+        self.refused(key, record.refusal()?)
+    }
+
+    /// The refusal of a Fifo head (`LockRecord::ticket_refusal`: what `refusal` refuses, its
+    /// counters, or no ticket left to issue), as `refusal` names it.
+    pub fn head_refusal(&self, key: &LockKey, record: &LockRecord) -> Option<LockError> {
+        self.refused(key, record.ticket_refusal()?)
+    }
+
+    fn refused(&self, key: &LockKey, m: dynamodb_lock_core::item::Malformed) -> Option<LockError> {
         let sort_key = (!self.sort_key.is_empty()).then_some(self.sort_key.as_str());
         Some(LockError::CorruptLockItem {
             table: self.table.clone(),

@@ -526,6 +526,23 @@ fn token_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
     "(attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max)"
 }
 
+/// The condition that a new Fifo ticket and queue position can be taken on the head
+/// (`op::ticket_can_rise`): `ticketNext`, `fencingToken` and `queueNext`, where present, are
+/// numbers from 0 to 2^53 - 2, and `queueGranted` one from 0 to 2^53 - 1. Another type fails the comparison, so the head is refused with
+/// the item, which the acquisition names; a fraction is the one refused form no condition
+/// tells apart (see `token_can_rise`).
+fn ticket_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
+    values.extend([
+        (":zero_ft", Attr::N(0)),
+        (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
+        (":max_ft", Attr::N(MAX_FENCING_TOKEN)),
+    ]);
+    "(attribute_not_exists(#tn) OR #tn BETWEEN :zero_ft AND :below_max) \
+     AND (attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max) \
+     AND (attribute_not_exists(#qn) OR #qn BETWEEN :zero_ft AND :below_max) \
+     AND (attribute_not_exists(#qg) OR #qg BETWEEN :zero_ft AND :max_ft)"
+}
+
 /// Names of the Fifo head item's attributes in expressions.
 const FIFO_NAMES: [(&str, &str); 8] = [
     ("#owner", item::OWNER),
@@ -1139,10 +1156,13 @@ impl HttpStore {
         acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
         // No ticket is out: none was ever issued, the last one issued is the holder's, or every
         // one issued was given back before any was granted (`ticketNext` 0, no token yet).
-        let cond = "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft \
-                    OR (attribute_not_exists(#ft) AND #tn = :zero))";
+        let cond = format!(
+            "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft \
+             OR (attribute_not_exists(#ft) AND #tn = :zero)) AND {}",
+            ticket_can_rise(&mut values)
+        );
         let reply = self
-            .update(head, &update, cond, &FIFO_NAMES, &values, "UPDATED_NEW")
+            .update(head, &update, &cond, &FIFO_NAMES, &values, "UPDATED_NEW")
             .await?;
         reply
             .record
@@ -1151,30 +1171,36 @@ impl HttpStore {
     }
 
     async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let values = [(":zero", Attr::N(0)), (":one", Attr::N(1))];
+        let mut values = vec![(":zero", Attr::N(0)), (":one", Attr::N(1))];
         let update = format!("SET #tn = {NEXT_TICKET}, #qn = if_not_exists(#qn, :zero) + :one");
+        let cond = ticket_can_rise(&mut values);
         let names = [
             ("#ft", item::FENCING_TOKEN),
             ("#tn", item::TICKET_NEXT),
             ("#qn", item::QUEUE_NEXT),
+            ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .update_by_waiter(head, &update, None, &names, &values, "ALL_OLD")
+            .update_by_waiter(head, &update, Some(cond), &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
 
     async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        let values = [(":zero", Attr::N(0)), (":one", Attr::N(1)), (":t", Attr::N(ticket))];
+        let mut values = vec![(":zero", Attr::N(0)), (":one", Attr::N(1)), (":t", Attr::N(ticket))];
         let update = "SET #tn = :t, #qn = if_not_exists(#qn, :zero) + :one";
-        let cond = "(attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t";
+        let cond = format!(
+            "((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t) AND {}",
+            ticket_can_rise(&mut values)
+        );
         let names = [
             ("#ft", item::FENCING_TOKEN),
             ("#tn", item::TICKET_NEXT),
             ("#qn", item::QUEUE_NEXT),
+            ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .update_by_waiter(head, update, Some(cond), &names, &values, "ALL_OLD")
+            .update_by_waiter(head, update, Some(&cond), &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }

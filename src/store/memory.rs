@@ -212,6 +212,7 @@ mod model_agreement {
                     ticket_next: i.tn.map(u64::from),
                     queue_next: i.qn.map(u64::from),
                     queue_granted: i.qg.map(u64::from),
+                    ..Default::default()
                 })
             }),
             ..Default::default()

@@ -39,6 +39,7 @@
 use std::time::Duration;
 
 use crate::broken::{self, Broken};
+use crate::item::MAX_FENCING_TOKEN;
 use crate::op::{self, Entry, Op, OpenFields, Record, Ttl};
 use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
@@ -260,6 +261,12 @@ pub enum Outcome<E> {
     Aborted,
     /// A grant was answered only after its whole lease: it is released, not held.
     Lost,
+    /// The head of resource `resource` is refused (`Record::head_corrupt`, or no new ticket can
+    /// rise from it: `Record::ticket_can_rise`): nothing is handed out from it, and a take of
+    /// ours that landed on it is released. `Acquire::refused` holds the item as it was read.
+    Corrupt {
+        resource: usize,
+    },
     Failed(E),
 }
 
@@ -433,6 +440,9 @@ struct Queued<R: Record> {
     granted: bool,
     /// Whether this client's registry still counts this entry as waiting.
     joined: bool,
+    /// No grant is sent before this: a refused grant is not sent again at once, so that a
+    /// head whose refusal this waiter cannot read is not written in a loop.
+    grant_after: Time,
     /// Giving up: the position is settled already (not to be given back).
     settled: bool,
     phase: QPhase,
@@ -469,6 +479,10 @@ enum Phase<E> {
     TakeFreeSettle(Option<E>),
     /// The uncontended take's `Hold` was carried out.
     TakeFreeHeld,
+    /// Releasing the uncontended take, which landed on a refused head.
+    TakeFreeUndo,
+    /// Reading the head after a refused ticket whose refusal did not carry it.
+    TicketRead,
     Ticket,
     Reserve,
     ReserveRead,
@@ -515,6 +529,8 @@ pub struct Acquire<R: Record, E> {
     /// A request is pausing between attempts.
     retrying: bool,
     pending: Sent<R::Guid, R::Version>,
+    /// The refused head an acquisition ended on (`Outcome::Corrupt`).
+    refused: Option<R>,
     phase: Phase<E>,
 }
 
@@ -556,10 +572,22 @@ where
             transient: false,
             retrying: false,
             pending: None,
+            refused: None,
             phase: Phase::Over,
         };
         let act = m.begin(env, here);
         (m, act)
+    }
+
+    /// The head item an acquisition that ended with `Outcome::Corrupt` refused, as read.
+    pub fn refused(&self) -> Option<&R> {
+        self.refused.as_ref()
+    }
+
+    /// The outcome for head `head` of `resource`, refused.
+    fn corrupt(&mut self, resource: usize, head: &R) -> Outcome<E> {
+        self.refused = Some(head.clone());
+        Outcome::Corrupt { resource }
     }
 
     /// The machine is over.
@@ -687,11 +715,34 @@ where
         }
     }
 
+    /// The uncontended take landed: the head `h` carries its `guid`. A head refused
+    /// (`Record::head_corrupt`), or without a token, is given back, not held.
+    fn landed(&mut self, h: &R, env: &Env) -> A<R, E> {
+        match h.fencing_token().filter(|_| !h.head_corrupt()) {
+            Some(token) => self.taken(token),
+            None => {
+                self.refused = Some(h.clone());
+                self.phase = Phase::TakeFreeUndo;
+                let Some(guid) = self.take_guid.clone() else {
+                    unreachable!("a take without a guid");
+                };
+                let req = Request::ReleaseHead { resource: 0, guid };
+                self.send(req, self.s.policy(self.s.release_attempts()), env)
+            }
+        }
+    }
+
     /// The uncontended take was refused by `current`.
     fn take_refused(&mut self, current: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
         if let Some(h) = &current {
             if self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
-                return self.taken(h.fencing_token().unwrap_or(0));
+                return self.landed(h, env);
+            }
+            // The take's condition excludes the heads it can: a refusal for the item, not for
+            // contention, and not waited out.
+            if h.head_corrupt() || !h.ticket_can_rise() {
+                let o = self.corrupt(0, h);
+                return self.over(o);
             }
             if self.no_wait && !op::free(Some(h)) {
                 return self.over(Outcome::NotAcquired);
@@ -745,6 +796,7 @@ where
     /// The next resource is queued with the ticket, after `before` (the head before).
     fn queue(&mut self, before: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
         let resource = self.queued.len();
+        let refused = before.as_ref().filter(|h| h.head_corrupt()).cloned();
         let before = before.as_ref();
         let position = before.and_then(R::queue_next).unwrap_or(0) + 1;
         let q = Queued {
@@ -772,9 +824,17 @@ where
             granted: false,
             joined: true,
             settled: false,
+            grant_after: env.now,
             phase: QPhase::Idle,
         };
         self.queued.push(q);
+        // A ticket taken on a head whose refused form no condition excludes (a fraction): it
+        // is given back, and nothing is handed out.
+        if let Some(h) = refused {
+            self.queued[resource].joined = false;
+            let o = self.corrupt(resource, &h);
+            return self.stop(Stop::End(o), env, here);
+        }
         self.phase = Phase::Joined;
         Act::Join { resource, position }
     }
@@ -783,7 +843,21 @@ where
     /// resource takes one above it.
     fn reserve_refused(&mut self, current: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
         let t = self.ticket.unwrap_or_default();
+        if let Some(h) = current.as_ref().filter(|h| h.head_corrupt() || !h.ticket_can_rise()) {
+            let o = self.corrupt(self.queued.len(), h);
+            return self.stop(Stop::End(o), env, here);
+        }
         let next = op::last_ticket(current.as_ref()).max(t) + 1;
+        if next > MAX_FENCING_TOKEN {
+            // No ticket above the one issued can be a token: the head that issued it is refused.
+            return match current {
+                Some(h) => {
+                    let o = self.corrupt(self.queued.len(), &h);
+                    self.stop(Stop::End(o), env, here)
+                }
+                None => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+            };
+        }
         self.give_up_all(After::Reenter(next), env, here)
     }
 
@@ -791,7 +865,17 @@ where
         match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::TakeFree => self.take_free_answer(ended, env, here),
             Phase::TakeFreeSettle(failure) => self.take_settle_answer(failure, ended, env, here),
+            // Released or not, the refusal stands (a release that failed lapses with the lease).
+            Phase::TakeFreeUndo => self.over(Outcome::Corrupt { resource: 0 }),
             Phase::Ticket => self.ticket_answer(ended, env, here),
+            Phase::TicketRead => match ended {
+                Ended::Ok(Reply::Before(Some(h))) if h.head_corrupt() || !h.ticket_can_rise() => {
+                    let o = self.corrupt(0, &h);
+                    self.over(o)
+                }
+                Ended::Failed { error, .. } => self.over(Outcome::Failed(error)),
+                _ => self.over(Outcome::NotAcquired),
+            },
             Phase::Reserve => self.reserve_answer(ended, env, here),
             Phase::ReserveRead => match ended {
                 Ended::Ok(Reply::Before(cur)) => self.reserve_refused(cur, env, here),
@@ -863,7 +947,7 @@ where
             (None, Some(cur)) => self.take_refused(cur, env, here),
             (None, None) => self.round(env, here),
             (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
-                true => self.taken(h.fencing_token().unwrap_or(0)),
+                true => self.landed(&h, env),
                 false => self.over(Outcome::Failed(error)),
             },
             (Some(error), _) => self.over(Outcome::Failed(error)),
@@ -881,7 +965,22 @@ where
                 self.ticket = Some(op::last_ticket(before.as_ref()) + 1);
                 self.queue(before, env, here)
             }
-            Ended::Refused { .. } => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+            // The ticket's condition is that one can rise: the head is refused.
+            Ended::Refused {
+                current: Some(Some(h)), ..
+            } if h.head_corrupt() || !h.ticket_can_rise() => {
+                let o = self.corrupt(0, &h);
+                self.stop(Stop::End(o), env, here)
+            }
+            Ended::Refused { current: Some(_), .. } => self.stop(Stop::End(Outcome::NotAcquired), env, here),
+            Ended::Refused { current: None, .. } => {
+                self.phase = Phase::TicketRead;
+                let req = Request::Get {
+                    resource: 0,
+                    position: None,
+                };
+                self.send(req, self.policy(), env)
+            }
             Ended::Failed { error, .. } => self.stop(Stop::End(Outcome::Failed(error)), env, here),
         }
     }
@@ -1230,6 +1329,13 @@ where
     /// Learns from a head item: the last grant, or that this waiter's own grant landed.
     fn observe_head(&mut self, k: usize, head: &Option<R>) -> Result<Option<Res<R, E>>, Stop<E>> {
         let q = &mut self.queued[k];
+        if let Some(h) = head.as_ref().filter(|h| h.head_corrupt()) {
+            // A grant of ours that landed on it is released on the way out.
+            q.maybe_granted |= h.carries(&q.guid);
+            let resource = q.resource;
+            return Err(Stop::End(self.corrupt(resource, h)));
+        }
+        let q = &mut self.queued[k];
         if let Some(h) = head {
             if h.carries(&q.guid) && h.fencing_token() == Some(q.ticket) && !op::released(Some(h)) {
                 return Ok(Some(self.granted(k)));
@@ -1279,6 +1385,11 @@ where
             }
             None => None,
         };
+        if now < q.grant_after {
+            // A grant was refused just now, and the head read since would take it again.
+            q.next_read = q.next_read.max(q.grant_after);
+            return Ok(QRes::Step(QStep::Wait(q.grant_after)));
+        }
         Ok(QRes::Act(self.grant(k, waited_out, env)))
     }
 
@@ -1472,6 +1583,7 @@ where
             Ended::Ok(_) => return Ok(self.granted(k)),
             Ended::Refused { current, ambiguous } => {
                 q.maybe_granted |= ambiguous;
+                q.grant_after = env.now + s.reread;
                 match current {
                     Some(h) => q.fresh_head = Some(h),
                     None => q.next_read = env.now,
@@ -1747,6 +1859,7 @@ mod tests {
                 ticket_next: Some(token),
                 queue_next: Some(0),
                 queue_granted: Some(0),
+                ..Default::default()
             })),
             ..Default::default()
         }
@@ -2134,5 +2247,221 @@ mod tests {
             let reads = fifo_wait(behind_entry, 600_000);
             assert!(reads <= 150, "at most 0.25 reads a second over ten minutes: {reads}");
         }
+    }
+
+    /// A head as another writer left it: `held_head`'s attributes, then `attribute` as found.
+    fn head_with(token: u64, released: bool, attribute: &str, found: crate::item::Found) -> LockRecord {
+        let mut h = held_head(token, 9);
+        if released {
+            h.lease_duration_ms = Some(crate::item::RELEASED_LEASE_MS);
+        }
+        h.read(attribute, found);
+        h
+    }
+
+    /// Steps `m` to its end, answering every request with what `answer` says (the give-up's
+    /// clean-up with success), and returns the outcome and the requests sent.
+    fn run_out(
+        m: &mut M,
+        mut a: Out,
+        here: &mut Alone,
+        mut now: u64,
+        mut answer: impl FnMut(&Request<Guid, crate::item::Version>) -> Input<LockRecord, &'static str>,
+    ) -> (Outcome<&'static str>, Vec<Request<Guid, crate::item::Version>>) {
+        let mut sent = Vec::new();
+        loop {
+            assert!(
+                sent.len() < 1000,
+                "the acquisition loops: {:?}",
+                &sent[sent.len() - 4..]
+            );
+            a = match a {
+                Act::Done(o) => return (o, sent),
+                Act::Send { req, .. } => {
+                    sent.push(req.clone());
+                    let input = answer(&req);
+                    m.step(input, &at(now), here)
+                }
+                Act::Wait { until, .. } => {
+                    now = now.max(until.as_millis() as u64);
+                    m.step(Input::Resume, &at(now), here)
+                }
+                Act::StopEntry { .. } => m.step(Input::Guids(vec![]), &at(now), here),
+                _ => m.step(Input::Resume, &at(now), here),
+            };
+        }
+    }
+
+    #[test]
+    fn a_head_whose_token_is_not_a_number_is_refused_by_name_at_once() {
+        use crate::item::{Found, FENCING_TOKEN};
+        for released in [true, false] {
+            let head = head_with(4, released, FENCING_TOKEN, Found::S("x".into()));
+            let mut here = Alone::default();
+            let (mut m, a) = M::start(lock(), 1, Some(Duration::from_millis(2000)), &at(0), &mut here);
+            assert!(matches!(sent(&a), Request::TakeFree { .. }));
+            let a = m.step(
+                Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+                &at(1),
+                &mut here,
+            );
+            assert_eq!(a, Act::Done(Outcome::Corrupt { resource: 0 }), "released {released}");
+            assert_eq!(m.refused(), Some(&head));
+            assert_eq!(head.head_refusal().map(|r| r.attribute), Some(FENCING_TOKEN));
+        }
+    }
+
+    #[test]
+    fn a_head_refused_while_queued_ends_the_wait_and_gives_the_ticket_back() {
+        use crate::item::{Found, TICKET_NEXT};
+        let mut here = Alone::default();
+        let head = held_head(4, 9);
+        let (mut m, a) = queued_behind(&head, Some(Duration::from_millis(60_000)), &mut here);
+        let corrupt = head_with(4, false, TICKET_NEXT, Found::S("x".into()));
+        let (outcome, sent) = run_out(&mut m, a, &mut here, 3, |req| match req {
+            Request::Get { position: None, .. } => item(Some(corrupt.clone())),
+            _ => done(),
+        });
+        assert_eq!(outcome, Outcome::Corrupt { resource: 0 });
+        assert_eq!(
+            m.refused().and_then(|h| h.head_refusal()).map(|r| r.attribute),
+            Some(TICKET_NEXT)
+        );
+        assert!(!sent.iter().any(|r| matches!(r, Request::Grant { .. })), "{sent:?}");
+        assert!(
+            sent.iter().any(|r| matches!(r, Request::DeleteEntry { .. })),
+            "{sent:?}"
+        );
+        assert!(sent.iter().any(|r| matches!(r, Request::Untake { .. })), "{sent:?}");
+    }
+
+    #[test]
+    fn the_largest_token_is_handed_out_once_then_the_head_is_refused() {
+        use crate::item::MAX_FENCING_TOKEN as MAX;
+        let fields = OpenFields {
+            owner: "me",
+            lease_duration_ms: LEASE,
+            lock_acquired_time_unix_ms: None,
+            data: None,
+            ttl: None,
+            token_floor: 0,
+            session: None,
+        };
+        let guid = [7; 64];
+        let mut head = held_head(MAX - 1, 9);
+        head.lease_duration_ms = Some(crate::item::RELEASED_LEASE_MS);
+        let take = Op::FifoTakeFree {
+            fields: &fields,
+            guid: &guid,
+        };
+        let (after, reply) = op::apply(&take, Some(head));
+        assert_eq!(reply, Reply::Token(MAX));
+        let mut head = after.unwrap();
+        head.lease_duration_ms = Some(crate::item::RELEASED_LEASE_MS);
+        // Neither a take nor a ticket rises above it: no token at or below one handed out.
+        assert!(matches!(op::apply(&take, Some(head.clone())).1, Reply::Refused(_)));
+        assert!(matches!(
+            op::apply(&Op::FifoTicket, Some(head.clone())).1,
+            Reply::Refused(_)
+        ));
+        assert!(matches!(
+            op::apply(&Op::FifoReserve { ticket: MAX + 1 }, Some(head.clone())).1,
+            Reply::Refused(_)
+        ));
+        let mut here = Alone::default();
+        let (mut m, _) = M::start(lock(), 1, Some(Duration::from_millis(2000)), &at(0), &mut here);
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+            &at(1),
+            &mut here,
+        );
+        assert_eq!(a, Act::Done(Outcome::Corrupt { resource: 0 }));
+        assert_eq!(
+            m.refused().and_then(|h| h.ticket_refusal()).map(|r| r.attribute),
+            Some(crate::item::TICKET_NEXT)
+        );
+        // A ticket refused without the item (an engine that does not return it) reads it.
+        let mut held = head.clone();
+        held.lease_duration_ms = Some(LEASE);
+        let mut here = Alone {
+            guids: 0,
+            held_until: None,
+        };
+        let (mut m, _) = M::start(lock(), 1, None, &at(0), &mut here);
+        let a = m.step(Input::Answer(Answer::Refused(None)), &at(1), &mut here);
+        assert_eq!(sent(&a), Request::Ticket { resource: 0 });
+        let a = m.step(Input::Answer(Answer::Refused(None)), &at(2), &mut here);
+        assert_eq!(
+            sent(&a),
+            Request::Get {
+                resource: 0,
+                position: None
+            }
+        );
+        let a = m.step(item(Some(held)), &at(3), &mut here);
+        assert_eq!(a, Act::Done(Outcome::Corrupt { resource: 0 }));
+    }
+
+    #[test]
+    fn a_take_that_landed_on_a_refused_head_is_released_not_held() {
+        use crate::item::{Found, QUEUE_NEXT};
+        let mut here = Alone::default();
+        let (mut m, _) = M::start(lock(), 1, None, &at(0), &mut here);
+        // The take's answer was lost; the head read back carries its guid and a queueNext
+        // that no condition could tell apart.
+        let a = m.step(
+            Input::Answer(Answer::Failed {
+                error: "timeout",
+                transient: false,
+                maybe_applied: true,
+            }),
+            &at(1),
+            &mut here,
+        );
+        assert!(matches!(sent(&a), Request::Get { position: None, .. }));
+        let mut ours = head_with(5, false, QUEUE_NEXT, Found::N("1.5".into()));
+        ours.guid = Some(crate::item::GuidValue::B(vec![1; 64]));
+        let a = m.step(item(Some(ours)), &at(2), &mut here);
+        assert_eq!(
+            sent(&a),
+            Request::ReleaseHead {
+                resource: 0,
+                guid: [1; 64]
+            }
+        );
+        let a = m.step(done(), &at(3), &mut here);
+        assert_eq!(a, Act::Done(Outcome::Corrupt { resource: 0 }));
+        assert_eq!(
+            m.refused().and_then(|h| h.head_refusal()).map(|r| r.attribute),
+            Some(QUEUE_NEXT)
+        );
+    }
+
+    #[test]
+    fn a_grant_refused_on_a_head_that_looks_free_is_not_sent_again_at_once_and_the_wait_ends() {
+        // The store refuses every grant for a reason this waiter cannot read: it paces its
+        // grants and gives up when its wait ends, instead of writing in a loop.
+        let mut free = held_head(4, 9);
+        free.lease_duration_ms = Some(crate::item::RELEASED_LEASE_MS);
+        let mut taken = free.clone();
+        taken.queue_mut().ticket_next = Some(5);
+        let mut here = Alone::default();
+        let (mut m, a) = M::start(lock(), 1, Some(Duration::from_millis(2000)), &at(0), &mut here);
+        assert!(matches!(sent(&a), Request::TakeFree { .. }));
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(taken.clone())))),
+            &at(1),
+            &mut here,
+        );
+        let (outcome, sent) = run_out(&mut m, a, &mut here, 1, |req| match req {
+            Request::Ticket { .. } => item(Some(taken.clone())),
+            Request::Grant { .. } => Input::Answer(Answer::Refused(Some(Some(taken.clone())))),
+            Request::Get { position: None, .. } => item(Some(taken.clone())),
+            _ => done(),
+        });
+        assert_eq!(outcome, Outcome::NotAcquired);
+        let grants = sent.iter().filter(|r| matches!(r, Request::Grant { .. })).count();
+        let most = 2000 / crate::settings::reread(LEASE).as_millis() as usize + 2;
+        assert!(grants >= 2 && grants <= most, "{grants} grants in 2 s (at most {most})");
     }
 }

@@ -21,7 +21,9 @@
 //!   first answer counts; the others are dropped.
 //! - `"danger"` once little of the lease is left (`danger_margin`, or half of what was left
 //!   when the heartbeat started, whichever comes later); errors are reported at most once per
-//!   period for one cause; an error no retry can mend waits for the end of the lease.
+//!   period for one cause; an error no retry can mend waits for the end of the lease, except
+//!   a missing table (`TABLE_GONE`): the item went with it, and the lock is lost at once, as
+//!   when the item no longer carries the holder's `guid` (deleted, or taken).
 //! - A renewed lock's next heartbeat is due a period after this one was due, or after it
 //!   started if it started late, and at once if the answer took longer than that; but never
 //!   after the renewed lease's loss moment (`due`). A heartbeat due at or after that moment is
@@ -41,6 +43,11 @@ pub const MOST_WRITES_OUT: u32 = 3;
 
 /// The code a write that did not answer in time is reported with.
 pub const TIMEOUT: &str = "TimeoutError";
+
+/// The code DynamoDB answers a write to a table that does not exist with: the table was
+/// deleted, or the engine behind it restarted without its data. The item is gone with it, and
+/// a rival may hold the lock as soon as the table is back: a loss at once, like a refusal.
+pub const TABLE_GONE: &str = "ResourceNotFoundException";
 
 /// The shortest pause between attempts, and between writes of one attempt.
 const LEAST_PAUSE: Duration = Duration::from_millis(10);
@@ -349,6 +356,11 @@ impl Beat {
                 actions.push(Action::Failed { report: true });
                 self.lose(Loss::NotOurs, &mut actions);
             }
+            Answer::Failed { code, .. } if code == TABLE_GONE => {
+                let report = self.tell(now, &code);
+                actions.push(Action::Failed { report });
+                self.lose(Loss::NotOurs, &mut actions);
+            }
             Answer::Failed { code, transient } => self.failed(now, code, transient, backoff, &mut actions),
         }
         actions
@@ -486,6 +498,35 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_missing_table_is_a_loss_at_once_not_at_the_end_of_the_lease() {
+        let gone = Answer::Failed {
+            code: TABLE_GONE.into(),
+            transient: false,
+        };
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let a = b.answer(ms(260), gone, ms(10));
+        assert_eq!(
+            a,
+            vec![
+                Action::Abandon,
+                Action::Failed { report: true },
+                Action::Lost(Loss::NotOurs)
+            ]
+        );
+        assert!(b.is_done());
+        // Any other error no retry can mend waits for the lease's end, as before.
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let denied = Answer::Failed {
+            code: "AccessDeniedException".into(),
+            transient: false,
+        };
+        let a = b.answer(ms(260), denied, ms(10));
+        assert!(!a.iter().any(|a| matches!(a, Action::Lost(_))), "{a:?}");
+        assert!(!b.is_done());
+        assert_eq!(b.lost_at(), ms(999));
     }
 
     #[test]

@@ -227,6 +227,9 @@ pub struct QueueCounters {
     pub queue_next: Option<u64>,
     /// `queueGranted`: the queue position of the last entry granted the lock.
     pub queue_granted: Option<u64>,
+    /// The first counter the head holds in a form Fifo refuses (`LockRecord::head_refusal`).
+    /// Kept apart from `LockRecord::malformed`: only a Fifo head is refused for its counters.
+    pub malformed: Option<Malformed>,
 }
 
 impl LockRecord {
@@ -252,7 +255,10 @@ impl LockRecord {
     ///   (informational) and the waiting marks (fairness only), in another form, read as
     ///   absent: the whole lease is waited out, nobody is named.
     /// - `lockWrittenUnixMs` (for people only) in another form reads as unknown.
-    /// - The Fifo counters in another form read as absent, as before any ticket was issued.
+    /// - The Fifo counters (`ticketNext`, `queueNext`, `queueGranted`): an integer N in
+    ///   `0..=MAX_FENCING_TOKEN`, like a token (tickets become tokens). In another form they
+    ///   read as absent and are kept in the counters' `malformed`: a Fifo head is refused for
+    ///   them (`head_refusal`), any other item is not concerned.
     ///
     /// The first refused attribute is kept in `malformed`.
     pub fn read(&mut self, name: &str, value: Found) {
@@ -286,9 +292,22 @@ impl LockRecord {
             LOCK_WAITING_UNIX_MS => self.lock_waiting_unix_ms = number(&value),
             LOCK_WAITING_SINCE_UNIX_MS => self.lock_waiting_since_unix_ms = number(&value),
             LOCK_WRITTEN_UNIX_MS => self.lock_written_unix_ms = number(&value),
-            TICKET_NEXT => self.queue_mut().ticket_next = number(&value),
-            QUEUE_NEXT => self.queue_mut().queue_next = number(&value),
-            QUEUE_GRANTED => self.queue_mut().queue_granted = number(&value),
+            TICKET_NEXT | QUEUE_NEXT | QUEUE_GRANTED => {
+                let read = integer(&value);
+                let q = self.queue_mut();
+                let (slot, attribute) = match name {
+                    TICKET_NEXT => (&mut q.ticket_next, TICKET_NEXT),
+                    QUEUE_NEXT => (&mut q.queue_next, QUEUE_NEXT),
+                    _ => (&mut q.queue_granted, QUEUE_GRANTED),
+                };
+                *slot = read;
+                if read.is_none() {
+                    q.malformed.get_or_insert_with(|| Malformed {
+                        attribute,
+                        found: value.to_string(),
+                    });
+                }
+            }
             LOCK_DATA => {
                 self.data = match value {
                     Found::S(s) => Some(Box::new(LockData::S(s))),
@@ -310,6 +329,41 @@ impl LockRecord {
             attribute: FENCING_TOKEN,
             found: format!("the number {MAX_FENCING_TOKEN}, the largest token, which no acquisition can raise"),
         })
+    }
+
+    /// Why a Fifo acquisition refuses the item as a resource's head, if it does: what `read`
+    /// refused, of the lock's attributes or of the counters. A waiter that holds its ticket
+    /// already is refused by the same rule: no token is handed out from a head that holds what
+    /// neither library writes.
+    pub fn head_refusal(&self) -> Option<Malformed> {
+        if let Some(m) = &self.malformed {
+            return Some((**m).clone());
+        }
+        self.queue.as_ref().and_then(|q| q.malformed.clone())
+    }
+
+    /// Why no new Fifo ticket can be taken on the head, if none can: `head_refusal`, or a
+    /// `ticketNext`, `fencingToken` or `queueNext` of `MAX_FENCING_TOKEN`, from which no ticket
+    /// (hence no token) or queue position can rise. Tickets issued before stay good: the last
+    /// one, `MAX_FENCING_TOKEN`, is still granted.
+    pub fn ticket_refusal(&self) -> Option<Malformed> {
+        if let Some(m) = self.head_refusal() {
+            return Some(m);
+        }
+        let top = |attribute: &'static str, what: &str| Malformed {
+            attribute,
+            found: format!("the number {MAX_FENCING_TOKEN}, the largest {what}, which no acquisition can raise"),
+        };
+        if self.ticket_next() == Some(MAX_FENCING_TOKEN) {
+            return Some(top(TICKET_NEXT, "ticket"));
+        }
+        if self.fencing_token == Some(MAX_FENCING_TOKEN) {
+            return Some(top(FENCING_TOKEN, "token"));
+        }
+        if self.queue_next() == Some(MAX_FENCING_TOKEN) {
+            return Some(top(QUEUE_NEXT, "queue position"));
+        }
+        None
     }
 
     fn refuse(&mut self, attribute: &'static str, value: &Found) {

@@ -117,6 +117,15 @@ pub trait Record: Clone {
     fn token_can_rise(&self) -> bool {
         true
     }
+    /// The item is refused as a Fifo head (`LockRecord::head_refusal`): no token is handed
+    /// out from it. A record no reply was decoded into never is.
+    fn head_corrupt(&self) -> bool {
+        false
+    }
+    /// See `ticket_can_rise`.
+    fn ticket_can_rise(&self) -> bool {
+        true
+    }
 
     fn set_owner(&mut self, owner: &str);
     fn set_guid(&mut self, guid: &Self::Guid);
@@ -338,6 +347,15 @@ pub fn place_open<R: Record>(item: Option<&R>, mark: &WaitMark<'_>) -> bool {
     })
 }
 
+/// A new Fifo ticket and queue position can be taken on the head: it is not refused
+/// (`LockRecord::ticket_refusal`: counters and token integers from 0 to `MAX_FENCING_TOKEN`)
+/// and neither the last ticket, the token nor the last
+/// position is `MAX_FENCING_TOKEN` already. A record that keeps no such value (the model
+/// checker's) always can.
+pub fn ticket_can_rise<R: Record>(head: Option<&R>) -> bool {
+    head.is_none_or(|h| h.ticket_can_rise())
+}
+
 /// The ticket after which a Fifo head's next one comes: `ticketNext`, else `fencingToken`.
 pub fn last_ticket<R: Record>(head: Option<&R>) -> u64 {
     head.and_then(|h| h.ticket_next().or(h.fencing_token())).unwrap_or(0)
@@ -372,7 +390,8 @@ pub fn token_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
 /// The operation's condition holds on `item`.
 pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
     match op {
-        Op::Get | Op::FifoTicket => true,
+        Op::Get => true,
+        Op::FifoTicket => ticket_can_rise(item),
         Op::PutIfAbsent { .. } | Op::FifoPutEntry(_) => absent(item),
         // A heartbeat written before a release and landing after it must not take the lock
         // back: the release is final. So is the end of a session by a waiter (a release on
@@ -401,8 +420,10 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
                 && (fields.is_none() || token_can_rise(item))
         }
         Op::MarkWaiting(mark) => place_open(item, mark),
-        Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item),
-        Op::FifoReserve { ticket } => tickets_below(item, *ticket),
+        Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item) && ticket_can_rise(item),
+        Op::FifoReserve { ticket } => {
+            tickets_below(item, *ticket) && *ticket <= MAX_FENCING_TOKEN && ticket_can_rise(item)
+        }
         Op::FifoUntake { ticket, position, .. } => last_issued(item, *ticket, *position),
         Op::FifoGrant { ticket, waited_out, .. } => {
             (free(item) || still_version(item, *waited_out))
@@ -708,6 +729,12 @@ impl Record for LockRecord {
     fn token_can_rise(&self) -> bool {
         self.fencing_token.is_none_or(|t| t < MAX_FENCING_TOKEN)
             && self.malformed.as_ref().is_none_or(|m| m.attribute != FENCING_TOKEN)
+    }
+    fn head_corrupt(&self) -> bool {
+        self.head_refusal().is_some()
+    }
+    fn ticket_can_rise(&self) -> bool {
+        self.ticket_refusal().is_none()
     }
 
     fn set_owner(&mut self, owner: &str) {
@@ -1054,6 +1081,7 @@ mod tests {
                 ticket_next: Some(4),
                 queue_next: Some(0),
                 queue_granted: None,
+                ..Default::default()
             })
         );
     }
