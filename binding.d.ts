@@ -33,9 +33,12 @@ export declare class NativeClient {
   startAcquireFifo(request: number, resources: Array<KeyInput>, waitMs: number, cancelId?: number | undefined | null): void
   /**
    * Starts releasing a held lock; the answer carries `request` and an error to rethrow,
-   * if any.
+   * if any. `strict` (`close({ releaseLocks: true })`, whose outcomes say what was freed):
+   * a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
+   * fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
+   * in the original.
    */
-  startRelease(request: number, lockId: number): void
+  startRelease(request: number, lockId: number, strict?: boolean | undefined | null): void
   /**
    * Starts writing new data for a held lock (`lock.update({ data })`; `None` removes it);
    * the answer carries `request` and an error to rethrow, if any (`LockLost` when the lock
@@ -60,8 +63,9 @@ export declare class NativeClient {
   /**
    * Closes the client: every pending and later acquisition is cancelled (it answers
    * `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
-   * locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
-   * held locks still work.
+   * locks' heartbeats stop and their leases lapse: each lock (and the session, if any) is
+   * held until its lease ends, then reported lost (`LeaseExpired`). Releases of held locks
+   * still work.
    */
   close(abandon: boolean): void
   /**
@@ -205,6 +209,11 @@ export interface JsLockEvent {
   leaseAtRisk?: boolean
   /** `waiting`: the request number of the acquisition. */
   request?: number
+  /**
+   * `lost`: the item may still carry the lock (its lease ran out, and nobody may have taken
+   * it), which stays known, so that a release can still free it.
+   */
+  releasable?: boolean
 }
 
 /** A lock item as `getLock` reports it. */

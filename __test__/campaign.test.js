@@ -238,6 +238,33 @@ for (const engineName of selectedEngines())
             }
         );
 
+        for (const session of [false, true])
+        {
+            it(`a leader's close() deposes it ("resigned") and releases its lock: the next candidate is elected at once${session ? " (session)" : ""}`, async () =>
+                {
+                    const id = uniqueId("elect-close");
+                    const leaderClient = candidate({ session });
+                    const first = leaderClient.campaign(id);
+                    const elected = await next(first, "elected", 5000);
+                    const rival = candidate({ session });
+                    const second = rival.campaign(id);
+                    await sleep(300);
+                    assert.equal(second.leader, undefined);
+                    const deposed = next(first, "deposed", 5000);
+                    const electedNext = next(second, "elected", 5000);
+                    const closedAt = Date.now();
+                    const outcomes = await leaderClient.close();
+                    assert.deepEqual(await deposed, { term: elected.term, reason: "resigned" });
+                    assert.deepEqual(outcomes, [{ id, fencingToken: elected.term, released: true }]);
+                    const { term } = await electedNext;
+                    const ms = Date.now() - closedAt;
+                    assert.ok(term > elected.term);
+                    assert.ok(ms < LEASE_MS / 2, `the next candidate was elected ${ms} ms after close(), lease ${LEASE_MS} ms`);
+                    await rival.close();
+                }
+            );
+        }
+
         it("Fifo candidates are elected in the order they campaigned", async () =>
             {
                 const id = uniqueId("elect-fifo");

@@ -6,7 +6,7 @@
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { DynamoDBLockClient, dynamodbOptions, failClosed, failOpen, uniqueId, sleep } = require("./helpers.js");
+const { DynamoDBLockClient, dynamodbOptions, failClosed, failOpen, uniqueId, sleep, until } = require("./helpers.js");
 const { runScript } = require("./support/spawn.js");
 const { startProxy } = require("./support/proxy.js");
 
@@ -85,8 +85,96 @@ for (const engineName of selectedEngines())
                 assert.equal(after.leaseDurationMs.N, "800", "not released");
                 const next = await failOpen(engine, { leaseDurationMs: 800, retryCount: 5 }).acquireLock(id);
                 assert.equal(next.fencingToken, 2);
-                assert.equal(lock.lost, false);
+                // The abandoned lock's lease ended before the rival was granted: it is lost.
+                assert.equal(lock.lost, true);
+                assert.equal(lock.signal.reason.code, "LeaseExpired");
                 await next.release();
+            }
+        );
+
+        for (const kind of ["FailOpen", "Fifo"])
+        {
+            it(`${kind} without releaseLocks: the abandoned lock counts its lease down, then is lost once at its end`, async () =>
+                {
+                    const id = uniqueId("close-lapse");
+                    const client = kind === "Fifo" ? fifo({ leaseDurationMs: 2000 }) : failOpen(engine, { leaseDurationMs: 2000, heartbeatPeriodMs: 500 });
+                    const lock = await client.acquireLock(id);
+                    const lost = [];
+                    lock.on("lost", error => lost.push({ error, at: Date.now() }));
+                    const signal = lock.signal;
+                    const closedAt = Date.now();
+                    await client.close();
+                    const closeMs = Date.now() - closedAt;
+                    assert.ok(closeMs < 1000, `close() does not wait for the lease: ${closeMs} ms`);
+                    // Held until its lease ends, and it says so.
+                    const first = lock.leaseRemainingMs;
+                    assert.ok(first > 500 && first <= 2000, `lease left after close: ${first}`);
+                    assert.equal(lock.lost, false);
+                    assert.equal(signal.aborted, false);
+                    await sleep(300);
+                    const second = lock.leaseRemainingMs;
+                    assert.ok(second < first && second > 0, `it counts down: ${first} then ${second}`);
+                    await until(async () => lost.length > 0, 4000, "the lost event");
+                    const lostMs = lost[0].at - closedAt;
+                    assert.ok(lostMs >= first - 300 && lostMs <= first + 1000, `"lost" ${lostMs} ms after close, lease left was ${first}`);
+                    assert.equal(lost[0].error.code, "LeaseExpired");
+                    assert.equal(lock.lost, true);
+                    assert.equal(lock.leaseRemainingMs, 0);
+                    assert.equal(signal.aborted, true);
+                    assert.equal(signal.reason.code, "LeaseExpired");
+                    if (kind === "FailOpen")
+                    {
+                        await assert.rejects(lock.update({ data: "late" }), { code: "LeaseExpired" });
+                    }
+                    await sleep(500);
+                    assert.equal(lost.length, 1, "\"lost\" is emitted once");
+                }
+            );
+        }
+
+        it("releaseLocks releases a lock whose lease ran out when its item is still ours, and not one a rival took", async () =>
+            {
+                const [mine, taken] = [uniqueId("close-lapsed"), uniqueId("close-lapsed-taken")];
+                // Heartbeats slower than the lease: each lock lapses.
+                const client = failOpen(engine, { leaseDurationMs: 1000, heartbeatPeriodMs: 3000 });
+                const locks = [await client.acquireLock(mine), await client.acquireLock(taken)];
+                const lost = locks.map(lock => new Promise(resolve => lock.once("lost", resolve)));
+                assert.deepEqual((await Promise.all(lost)).map(e => e.code), ["LeaseExpired", "LeaseExpired"]);
+                const rival = failOpen(engine, { leaseDurationMs: 10000, retryCount: 5 });
+                const rivals = await rival.acquireLock(taken);
+                assert.equal(rivals.fencingToken, 2);
+                const outcomes = await client.close({ releaseLocks: true });
+                const byId = Object.fromEntries(outcomes.map(o => [o.id, o]));
+                assert.equal(outcomes.length, 2, JSON.stringify(outcomes));
+                assert.equal(byId[mine].released, true);
+                assert.equal(byId[mine].fencingToken, 1);
+                assert.equal((await engine.getItem("locks", { id: { S: mine } })).leaseDurationMs.N, "1", "released: a waiter need not wait");
+                assert.equal(byId[taken].released, false);
+                assert.equal(byId[taken].error.code, "FailedToReleaseLock");
+                assert.equal((await engine.getItem("locks", { id: { S: taken } })).fencingToken.N, "2", "the rival's lock is left alone");
+                await rivals.release();
+                await rival.close();
+            }
+        );
+
+        it("releaseLocks does not report as released a lock a rival was granted before the holder heard of it", async () =>
+            {
+                const id = uniqueId("close-rival");
+                const client = failOpen(engine, { leaseDurationMs: 10000, heartbeatPeriodMs: 5000 });
+                const lock = await client.acquireLock(id);
+                // A rival's grant, as a forced release followed by another acquisition leaves it.
+                const item = await engine.getItem("locks", { id: { S: id } });
+                await engine.putItem("locks", Object.assign({}, item,
+                    { owner: { S: "rival" }, guid: { B: Buffer.alloc(64, 9) }, fencingToken: { N: "2" } }));
+                const outcomes = await client.close({ releaseLocks: true });
+                assert.equal(outcomes.length, 1);
+                assert.equal(outcomes[0].released, false);
+                assert.equal(outcomes[0].error.code, "FailedToReleaseLock");
+                const after = await engine.getItem("locks", { id: { S: id } });
+                assert.equal(after.owner.S, "rival");
+                assert.equal(after.leaseDurationMs.N, "10000");
+                // The lock's own release stays quiet, as the original's.
+                await lock.release();
             }
         );
 

@@ -72,6 +72,41 @@ for (const engineName of selectedEngines())
             await client.close();
         });
 
+        it("a session's failing renewals: each lock's \"error\" carries the session's lease left, at risk once the danger margin is reached", async () =>
+        {
+            const client = viaProxy({ session: true });
+            const lock = await client.acquireLock(uniqueId("hb-session"));
+            const errors = [];
+            let danger;
+            let lost;
+            lock.on("error", error => errors.push(error));
+            lock.on("danger", info => (danger = danger || Object.assign({ errors: errors.length }, info)));
+            lock.on("lost", error => (lost = error));
+            try
+            {
+                env.proxy.setFaults({ errorRate: 1, operations: ["UpdateItem"] });
+                await until(async () => lost !== undefined, 15000, "the loss");
+            }
+            finally
+            {
+                env.proxy.clearFaults();
+            }
+            const seen = errors.map(e => ({ code: e.code, leaseAtRisk: e.leaseAtRisk, leaseRemainingMs: Math.round(e.leaseRemainingMs) }));
+            assert.ok(errors.length >= 2, JSON.stringify(seen));
+            for (const e of errors)
+            {
+                assert.equal(typeof e.leaseRemainingMs, "number", JSON.stringify(seen));
+                assert.ok(e.leaseRemainingMs >= 0 && e.leaseRemainingMs <= LEASE, JSON.stringify(seen));
+                assert.equal(e.leaseAtRisk, e.leaseRemainingMs <= MARGIN, JSON.stringify(seen));
+            }
+            assert.equal(errors[0].leaseAtRisk, false, JSON.stringify(seen));
+            assert.ok(danger, "\"danger\" fired");
+            assert.ok(errors.slice(danger.errors).every(e => e.leaseAtRisk), `after "danger", every error is at risk: ${JSON.stringify(seen)}`);
+            assert.equal(lost.code, "LeaseExpired");
+            await lock.release().catch(() => {});
+            await client.close();
+        });
+
         it("a heartbeat refused with an error no retry mends is at risk at once, early in the lease", async () =>
         {
             const client = viaProxy();

@@ -245,7 +245,7 @@ for (const name of selectedEngines())
             }
         });
 
-        it("close() without releaseLocks abandons the session: its locks are taken after one lease, not at once", async () =>
+        it("close() without releaseLocks abandons the session: its locks count the session's lease down, are lost once at its end, and are taken after one lease, not at once", async () =>
         {
             const a = sessionClient(engine, engine.endpoint);
             const b = failOpen(engine, engine.endpoint, { retryCount: 2 });
@@ -253,18 +253,56 @@ for (const name of selectedEngines())
             {
                 const ids = [uniqueId("abandon"), uniqueId("abandon")];
                 const locks = await Promise.all(ids.map(id => a.acquireLock(id)));
+                const lost = locks.map(() => []);
+                locks.forEach((l, i) => l.on("lost", error => lost[i].push({ error, at: Date.now() })));
                 await a.close();
-                assert.ok(locks.every(l => l.leaseRemainingMs === 0), "an abandoned lock has no lease left");
+                const left = locks.map(l => l.leaseRemainingMs);
+                assert.ok(left.every(ms => ms > 0 && ms <= 1000), `an abandoned lock holds until the session's lease ends: ${left}`);
+                assert.ok(locks.every(l => !l.lost && !l.signal.aborted));
                 const t0 = Date.now();
                 const taken = await Promise.all(ids.map(id => b.acquireLock(id)));
                 const ms = Date.now() - t0;
                 assert.ok(ms >= 950 && ms < 3500, `taken after ${ms} ms`);
                 assert.deepEqual(taken.map(l => l.fencingToken), [2, 2]);
+                await sleep(300);
+                assert.deepEqual(lost.map(events => events.map(e => e.error.code)), [["LeaseExpired"], ["LeaseExpired"]]);
+                assert.ok(lost.every(events => events[0].at <= t0 + ms), "lost before the rival's grant");
+                assert.ok(locks.every(l => l.lost && l.signal.aborted && l.leaseRemainingMs === 0));
                 await Promise.all(taken.map(l => l.release()));
             }
             finally
             {
                 await Promise.all([a.close(), b.close()]);
+            }
+        });
+
+        it("a waiter whose session item vanished while it waited takes the lock through a new session, as its retries allow", async () =>
+        {
+            const id = uniqueId("vanished");
+            const owner = uniqueId("vanishing-waiter");
+            const holder = failOpen(engine, engine.endpoint, { heartbeatPeriodMs: 250 });
+            const waiter = sessionClient(engine, engine.endpoint, { owner, retryCount: 20 });
+            try
+            {
+                const held = await holder.acquireLock(id);
+                const pending = waiter.acquireLock(id).then(lock => ({ lock }), error => ({ error }));
+                let session;
+                await until(async () => (session = (await sessionItems(engine)).find(i => i.owner && i.owner.S === owner)) !== undefined, 5000, "the waiter's session");
+                await engine.deleteItem(TABLE, { id: session.id });
+                // Its renewal finds the item gone: the session is lost.
+                await sleep(800);
+                await held.release();
+                const { lock, error } = await pending;
+                assert.equal(error, undefined, `the acquisition failed: ${error && error.code}`);
+                // A take through the ended session (given back at once) may have come first.
+                assert.ok(lock.fencingToken >= 2, `token ${lock.fencingToken}`);
+                const item = await engine.getItem(TABLE, { id: { S: id } });
+                assert.ok(sessionIdOf(item) && SESSION_PREFIX + sessionIdOf(item) !== session.id.S, "held through a new session");
+                await lock.release();
+            }
+            finally
+            {
+                await Promise.all([holder.close(), waiter.close()]);
             }
         });
 

@@ -52,6 +52,9 @@ class Campaign extends EventEmitter
         this._stop = new AbortController();
         this._ended = ended;
         this._leader = undefined;
+        // The lock of the current leadership, and the release of the last one's.
+        this._lock = undefined;
+        this._lastRelease = undefined;
         this._onAbort = undefined;
         if (signal)
         {
@@ -92,6 +95,23 @@ class Campaign extends EventEmitter
             return undefined;
         }
         return done;
+    }
+
+    // The client closes: stops the campaign, and resolves once it has ended with the outcome
+    // of the release of the lock it was leading with (`{ id, fencingToken, released, error? }`,
+    // as `close()` reports), or undefined when it was not leading.
+    async _close()
+    {
+        const lock = this._lock;
+        this._stop.abort();
+        await this.done.catch(() => {});
+        const last = this._lastRelease;
+        if (!lock || !last || last.lock !== lock)
+        {
+            return undefined;
+        }
+        const id = lock._track ? lock._track.id : undefined;
+        return Object.assign({ id, fencingToken: lock.fencingToken }, await last.outcome);
     }
 
     async _run()
@@ -139,6 +159,7 @@ class Campaign extends EventEmitter
         const term = lock.fencingToken;
         const abort = new AbortController();
         this._leader = { term, abort };
+        this._lock = lock;
         let finish;
         const ended = new Promise(resolve => (finish = resolve));
         const onDanger = info => finish({ reason: "danger", remainingMs: info && info.remainingMs });
@@ -161,10 +182,13 @@ class Campaign extends EventEmitter
         lock.removeListener("lost", onLost);
         stop.removeEventListener("abort", onStop);
         this._leader = undefined;
+        this._lock = undefined;
         abort.abort(deposedError(why.reason, why.error));
         this.emit("deposed", Object.assign({ term }, why));
         // A lost lock's release is quiet; a lock in danger is handed back if it can be.
-        await lock.release().catch(() => {});
+        const outcome = lock.release().then(() => ({ released: true }), error => ({ released: false, error }));
+        this._lastRelease = { lock, outcome };
+        await outcome;
     }
 
     /** Yields `{ term, signal }` for every election from now on; ends with the campaign. */

@@ -94,17 +94,16 @@ function closable(self, signal, promise)
         });
 }
 
-// Closes a client: cancels pending acquisitions (and, without `releaseLocks`, abandons every
-// lock it holds, whose heartbeats stop at once) and waits for them to settle, then releases
-// every lock it holds, each on its own, when asked. Resolves with one outcome per lock, once
+// Closes a client: stops its campaigns (each leader is deposed and releases its lock), cancels
+// pending acquisitions (and, without `releaseLocks`, abandons every lock it holds, whose
+// heartbeats stop at once: each is held until its lease ends, then lost) and waits for them to
+// settle, then releases every lock it holds, each on its own, when asked, and those whose
+// lease ran out, which the item may still carry. Resolves with one outcome per lock, once
 // nothing the client started still speaks to DynamoDB (within the native bound, `closeWait`).
 async function closeClient(self, releaseLocks)
 {
-    // A campaign's lock is released by the campaign itself when it stops, or with the others.
-    for (const campaign of self._campaigns)
-    {
-        campaign._stop.abort();
-    }
+    // A leader's lock is released by its campaign, before any lock is abandoned.
+    const led = (await Promise.all([...self._campaigns].map(campaign => campaign._close()))).filter(Boolean);
     let client = self._native;
     if (!client && self._nativeReady)
     {
@@ -116,8 +115,19 @@ async function closeClient(self, releaseLocks)
     }
     await Promise.all([...self._metrics.pending].map(p => p.catch(() => {})));
     const locks = [...self._metrics.live];
+    if (releaseLocks)
+    {
+        for (const ref of self._metrics.lapsed)
+        {
+            const lock = ref.deref();
+            if (lock && !locks.includes(lock))
+            {
+                locks.push(lock);
+            }
+        }
+    }
     const outcomes = releaseLocks
-        ? await Promise.all(locks.map(lock => lock.release().then(
+        ? await Promise.all(locks.map(lock => lock._closeRelease().then(
             () => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: true }),
             error => ({ id: lock._track.id, fencingToken: lock.fencingToken, released: false, error }))))
         : locks.map(lock =>
@@ -132,7 +142,7 @@ async function closeClient(self, releaseLocks)
         // close() resolves all the same.
         await bridge.ask(request => client.startSettle(request));
     }
-    return outcomes;
+    return led.concat(outcomes);
 }
 
 // getLock(id[, callback]): the lock item as one consistent read finds it, or null.

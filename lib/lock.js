@@ -119,15 +119,17 @@ class Lock extends EventEmitter
         }
         else if (ev.event === "lost")
         {
-            this._markLost(toError(ev.error));
+            this._markLost(toError(ev.error), ev.releasable === true);
         }
     }
 
-    _markLost(err)
+    // `releasable`: the native core says the item may still carry the lock (its lease ran
+    // out), so that `close({ releaseLocks: true })` still releases it.
+    _markLost(err, releasable)
     {
         if (this._track)
         {
-            this._track.lost(this, err);
+            this._track.lost(this, err, releasable);
         }
         this._lost = err;
         this._stopHeartbeats();
@@ -157,12 +159,20 @@ class Lock extends EventEmitter
         return settle(this._track ? this._track.released(this, () => this._release()) : this._release(), callback, null);
     }
 
-    // Stops heartbeats and forgets the lock without releasing it (`close()` without
-    // `releaseLocks`): its lease lapses.
+    // `close({ releaseLocks: true })`: a release that says whether it freed the item. A lock
+    // another holder had taken fails with `FailedToReleaseLock` instead of resolving quietly.
+    _closeRelease()
+    {
+        this._stopHeartbeats();
+        this._released = true;
+        return this._track ? this._track.released(this, () => this._release(true)) : this._release(true);
+    }
+
+    // Stops heartbeats without releasing the lock (`close()` without `releaseLocks`): it
+    // still holds until its lease ends, when the native core reports it lost.
     _abandon()
     {
         this._stopHeartbeats();
-        this._forget();
         if (this._track)
         {
             this._track.done(this);
@@ -228,12 +238,12 @@ class NativeLock extends Lock
         this.data = copyData(options.data);
     }
 
-    async _release()
+    async _release(strict)
     {
         let err;
         try
         {
-            err = (await bridge.ask(request => this._client.startRelease(request, this._id))).error;
+            err = (await bridge.ask(request => this._client.startRelease(request, this._id, strict))).error;
         }
         catch (e)
         {
@@ -317,12 +327,12 @@ class FifoLock extends Lock
         lockIds.forEach(id => bridge.forgetWhenCollected(this, id));
     }
 
-    async _release()
+    async _release(strict)
     {
         let outcomes;
         try
         {
-            outcomes = await Promise.all(this._ids.map(id => bridge.ask(request => this._client.startRelease(request, id))));
+            outcomes = await Promise.all(this._ids.map(id => bridge.ask(request => this._client.startRelease(request, id, strict))));
         }
         catch (e)
         {
@@ -360,11 +370,6 @@ class FifoLock extends Lock
         return Math.min(...this._ids.map(id => bridge.leaseRemainingMs(id)));
     }
 
-    _abandon()
-    {
-        this._ids.forEach(id => bridge.stopEvents(id));
-        super._abandon();
-    }
 }
 
 module.exports = { Lock, NativeLock, FifoLock };

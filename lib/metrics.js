@@ -138,6 +138,8 @@ class Track
         this.id = id;
         this.acquiredAt = acquiredAt;
         this.held = true;
+        // In `metrics.lapsed` while the lock is lapsed and not released.
+        this.lapsedRef = undefined;
     }
 
     message(lock, extra)
@@ -159,6 +161,24 @@ class Track
             this.held = false;
             this.metrics.live.delete(lock);
         }
+        if (this.lapsedRef)
+        {
+            this.metrics.lapsed.delete(this.lapsedRef);
+            this.lapsedRef = undefined;
+        }
+    }
+
+    // The lock's lease ran out, and the item may still carry it: kept (weakly) for `close()`.
+    lapsed(lock)
+    {
+        const lapsed = this.metrics.lapsed;
+        // Now and then, forget the locks their holders let go of.
+        if (lapsed.size >= 1024 && (lapsed.size & (lapsed.size - 1)) === 0)
+        {
+            lapsed.forEach(ref => ref.deref() === undefined && lapsed.delete(ref));
+        }
+        this.lapsedRef = new WeakRef(lock);
+        lapsed.add(this.lapsedRef);
     }
 
     // Wraps the release that `release()` starts.
@@ -202,7 +222,7 @@ class Track
         }
     }
 
-    lost(lock, error)
+    lost(lock, error, releasable)
     {
         if (!this.held)
         {
@@ -211,6 +231,10 @@ class Track
         this.metrics.lost++;
         this.metrics.holds.record(performance.now() - this.acquiredAt);
         this.done(lock);
+        if (releasable)
+        {
+            this.lapsed(lock);
+        }
         if (channels.lost.hasSubscribers)
         {
             channels.lost.publish(this.message(lock, { error }));
@@ -235,6 +259,9 @@ class Metrics
         this.lost = 0;
         // The locks handed out and still held, for `locks.held` and `close()`.
         this.live = new Set();
+        // Weak references to the locks lost because their lease ran out and not released
+        // since, whose items may still carry them: `close({ releaseLocks: true })` frees those.
+        this.lapsed = new Set();
         // Acquisitions not yet settled, for `close()`.
         this.pending = new Set();
     }

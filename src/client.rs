@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
-use crate::error::{LockError, StoreError};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
 use crate::line::{Place, Turn, Waiter};
@@ -170,7 +170,7 @@ impl Client {
             Some(s) => {
                 if !s.join(&lock) {
                     let _ = lock.release().await;
-                    return Err(LockError::Lost(crate::error::LostReason::LeaseExpired));
+                    return Err(LockError::Lost(LostReason::LeaseExpired));
                 }
             }
             None => self.heartbeats.watch(&lock),
@@ -261,11 +261,25 @@ impl Client {
                 HeldLock::new(self.shared.clone(), key.clone(), guid, None, None)
             }
             Kind::FailOpen => {
-                let session = match self.settings.session {
-                    true => Some(self.sessions.get(self, key.sort.is_some(), cancel).await?),
-                    false => None,
+                let mut restarts = 0u32;
+                let (session, taken) = loop {
+                    let session = match self.settings.session {
+                        true => Some(self.sessions.get(self, key.sort.is_some(), cancel).await?),
+                        false => None,
+                    };
+                    match fail_open::acquire(self, key, data, until_aborted, session.as_deref(), cancel).await {
+                        // The session ended while this acquisition waited (its item lapsed, or
+                        // vanished): the lock it took was given back. It tries again through a
+                        // new session, as often as its retries allow.
+                        Err(LockError::Lost(LostReason::LeaseExpired))
+                            if session.as_ref().is_some_and(|s| !s.alive(Instant::now()))
+                                && (until_aborted || restarts < self.settings.retry_count.max(1)) =>
+                        {
+                            restarts += 1;
+                        }
+                        taken => break (session, taken?),
+                    }
                 };
-                let taken = fail_open::acquire(self, key, data, until_aborted, session.as_deref(), cancel).await?;
                 // Held through a session, the lock's lease is the session's.
                 let leased_from = session.is_none().then_some(taken.sent_at);
                 let mut lock = HeldLock::new(

@@ -1119,7 +1119,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(lost(&events), "lost on resume: {:?}", events.events());
-        assert_eq!(lock.lease.remaining(Instant::now()), Some(Duration::ZERO));
+        assert_eq!(lock.lease_remaining(Instant::now()), Some(Duration::ZERO));
         assert_eq!(store.count("renew"), 1, "no heartbeat after the loss");
     }
 
@@ -1179,7 +1179,7 @@ mod tests {
         );
         assert!(held
             .iter()
-            .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+            .all(|l| l.lease_remaining(Instant::now()) > Some(Duration::ZERO)));
     }
 
     /// The bound on requests in flight follows the round trip, and replies are taken as they
@@ -1204,7 +1204,7 @@ mod tests {
         assert_eq!(bad, 0, "{:?}", &ev[..3.min(ev.len())]);
         assert!(held
             .iter()
-            .all(|l| l.lease.remaining(Instant::now()) > Some(Duration::ZERO)));
+            .all(|l| l.lease_remaining(Instant::now()) > Some(Duration::ZERO)));
     }
 
     /// The bound grows while more requests out are answered faster, and goes back when the

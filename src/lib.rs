@@ -236,6 +236,9 @@ pub struct JsLockEvent {
     pub holder_session: Option<String>,
     /// `waiting`: how long the acquisition has seen the holder's item unchanged.
     pub holder_unchanged_ms: Option<f64>,
+    /// `lost`: the item may still carry the lock (its lease ran out, and nobody may have taken
+    /// it), which stays known, so that a release can still free it.
+    pub releasable: Option<bool>,
 }
 
 impl JsLockEvent {
@@ -253,6 +256,7 @@ impl JsLockEvent {
             holder_lease_duration_ms: None,
             holder_session: None,
             holder_unchanged_ms: None,
+            releasable: None,
         }
     }
 }
@@ -266,9 +270,9 @@ struct JsEvents(Arc<WeakHandler<JsLockEvent>>);
 fn lease_at_risk(lock_id: u64, e: &LockError) -> (Option<f64>, bool) {
     let mendable = matches!(e, LockError::Store(s) if s.is_transient());
     let lock = locks().get(&lock_id).cloned();
+    // Its own lease, or, held through a session, the session's.
     let remaining = lock.as_ref().and_then(|l| {
-        l.lease
-            .remaining(tokio::time::Instant::now())
+        l.lease_remaining(tokio::time::Instant::now())
             .map(|r| (r, l.client.settings.danger_margin))
     });
     match remaining {
@@ -297,11 +301,13 @@ impl EventSink for JsEvents {
                 // A lock whose lease ran out may still be on the item, unclaimed: it stays
                 // known until released (or until JavaScript lets go of it), so that its
                 // release frees the item for the next waiter at once.
-                if *reason != error::LostReason::LeaseExpired {
+                let releasable = *reason == error::LostReason::LeaseExpired;
+                if !releasable {
                     locks().remove(&lock_id);
                 }
                 JsLockEvent {
                     error: Some((&LockError::Lost(*reason)).into()),
+                    releasable: Some(releasable),
                     ..JsLockEvent::new(lock_id, "lost")
                 }
             }
@@ -572,17 +578,25 @@ fn ms(v: Option<f64>) -> Option<Duration> {
         .map(|v| Duration::from_millis(v as u64))
 }
 
-/// Stops the heartbeats of `client`'s locks and forgets them: the JavaScript environment that
-/// held them is gone (a worker thread ended), so nothing will release them or hear their
-/// events. Their leases then lapse, as when a process ends.
-fn abandon_locks(client: &std::sync::Weak<Client>) -> Vec<Arc<HeldLock>> {
+/// Stops the heartbeats of `client`'s locks. Their leases then lapse, as when a process ends.
+/// `forget`: the JavaScript environment that held them is gone (a worker thread ended), so
+/// nothing will release them or hear their events, and they are forgotten; otherwise
+/// (`close()`) they stay known, so that a lock reads its lease truthfully, is reported lost at
+/// its end (`HeldLock::lapse_at_end`, which the caller starts) and can still be released.
+fn abandon_locks(client: &std::sync::Weak<Client>, forget: bool) -> Vec<Arc<HeldLock>> {
     let Some(client) = client.upgrade() else {
         return Vec::new();
     };
-    let abandoned: Vec<Arc<HeldLock>> = locks()
-        .extract_if(|_, l| Arc::ptr_eq(&l.client, &client.shared))
-        .map(|(_, l)| l)
-        .collect();
+    let mine = |l: &Arc<HeldLock>| Arc::ptr_eq(&l.client, &client.shared);
+    let abandoned: Vec<Arc<HeldLock>> = if forget {
+        locks().extract_if(|_, l| mine(l)).map(|(_, l)| l).collect()
+    } else {
+        locks()
+            .values()
+            .filter(|l| mine(l) && !l.is_stopping())
+            .cloned()
+            .collect()
+    };
     for lock in &abandoned {
         lock.abandon();
     }
@@ -599,7 +613,7 @@ fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
         c.closing.cancel();
         c.sessions.abandon();
     }
-    abandon_locks(client);
+    abandon_locks(client, true);
 }
 
 /// Makes acquired `held` locks known to JavaScript, unless their acquisition was cancelled
@@ -985,28 +999,36 @@ impl NativeClient {
     }
 
     /// Starts releasing a held lock; the answer carries `request` and an error to rethrow,
-    /// if any.
+    /// if any. `strict` (`close({ releaseLocks: true })`, whose outcomes say what was freed):
+    /// a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
+    /// fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
+    /// in the original.
     #[napi(catch_unwind)]
-    pub fn start_release(&self, request: u32, lock_id: f64) {
+    pub fn start_release(&self, request: u32, lock_id: f64, strict: Option<bool>) {
         let id = lock_id as u64;
         let kind = self.inner.settings.kind;
+        let strict = strict.unwrap_or(false);
+        let not_ours = || LockError::FailedToReleaseLock {
+            original: StoreError::condition_failed(),
+        };
         answer(&self.answers, &self.inner.tasks, request, async move {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => {
                     let r = lock.release().await;
                     // Released, or not ours to release: either way nothing is left to retry.
-                    if matches!(r, Ok(()) | Err(LockError::FailedToReleaseLock { .. })) {
+                    if matches!(r, Ok(_) | Err(LockError::FailedToReleaseLock { .. })) {
                         locks().remove(&id);
                     }
-                    r
+                    match r {
+                        Ok(false) if strict => Err(not_ours()),
+                        r => r.map(drop),
+                    }
                 }
                 // Released before, or lost: as the original, quiet for FailOpen.
                 None => match kind {
-                    Kind::FailOpen | Kind::Fifo => Ok(()),
-                    Kind::FailClosed => Err(LockError::FailedToReleaseLock {
-                        original: StoreError::condition_failed(),
-                    }),
+                    Kind::FailOpen | Kind::Fifo if !strict => Ok(()),
+                    _ => Err(not_ours()),
                 },
             };
             JsOutcome::done(request, result.err().as_ref())
@@ -1094,18 +1116,26 @@ impl NativeClient {
 
     /// Closes the client: every pending and later acquisition is cancelled (it answers
     /// `AbortError`, which JavaScript turns into `ClientClosed`). With `abandon`, the held
-    /// locks' heartbeats stop and the locks are forgotten: their leases lapse. Releases of
-    /// held locks still work.
+    /// locks' heartbeats stop and their leases lapse: each lock (and the session, if any) is
+    /// held until its lease ends, then reported lost (`LeaseExpired`). Releases of held locks
+    /// still work.
     #[napi(catch_unwind)]
     pub fn close(&self, abandon: bool) {
         self.cancels.close();
         self.inner.closing.cancel();
         if abandon {
-            self.inner.sessions.abandon();
-            for lock in abandon_locks(&Arc::downgrade(&self.inner)) {
+            let session = self.inner.sessions.abandon();
+            for lock in abandon_locks(&Arc::downgrade(&self.inner), false) {
                 // A heartbeat under way ends at once; `close()` waits for that too. On the
                 // addon's runtime: this runs on JavaScript's thread.
-                napi::bindgen_prelude::spawn(self.inner.tasks.track_future(async move { lock.settled().await }));
+                let settled = lock.clone();
+                napi::bindgen_prelude::spawn(self.inner.tasks.track_future(async move { settled.settled().await }));
+                // The end of the lease is not the client's work: `close()` does not wait for
+                // it, and, like every timer of the addon, it does not keep Node alive.
+                napi::bindgen_prelude::spawn(lock.lapse_at_end());
+            }
+            if let Some(session) = session {
+                napi::bindgen_prelude::spawn(session.lapse_at_end());
             }
         }
     }

@@ -153,11 +153,6 @@ impl Lease {
             end => Some(self.base + Duration::from_micros(end - 1)),
         }
     }
-
-    /// What is left of the lease at `now`; `None` without a lease (a held FailClosed lock).
-    pub fn remaining(&self, now: Instant) -> Option<Duration> {
-        self.until().map(|until| until.saturating_duration_since(now))
-    }
 }
 
 /// Mutable state of a held lock, behind its mutex: its `guid`s and its fate (the core's
@@ -243,16 +238,35 @@ impl HeldLock {
     }
 
     /// Stops this lock's heartbeats without releasing it: its lease lapses. A heartbeat under
-    /// way stops at once, dropping its writes (`settled` waits for that).
+    /// way stops at once, dropping its writes (`settled` waits for that). The lease is kept:
+    /// the lock is held until it ends, when `lapse_at_end` reports it lost.
     pub fn abandon(&self) {
         if let Some(s) = &self.session {
             s.leave(self);
         }
         self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
-        self.lease.end();
         self.wake.notify_waiters();
         self.leave_line();
+    }
+
+    /// For an abandoned lock: waits for the end of its lease (its own, or its session's), then
+    /// reports it lost (`LeaseExpired`) once, unless it was released or lost meanwhile, as the
+    /// core's `held::Held::lapses` says. A lock without a lease (FailClosed) stays held. Not
+    /// one of the client's tasks: `close()` does not wait for it.
+    pub async fn lapse_at_end(self: Arc<Self>) {
+        while let Some(until) = self.lease_until() {
+            if until > Instant::now() {
+                tokio::time::sleep_until(until).await;
+                continue;
+            }
+            let mut st = self.state.lock().await;
+            if st.lapses() {
+                drop(st);
+                self.emit(LockEvent::Lost(LostReason::LeaseExpired));
+            }
+            return;
+        }
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -288,8 +302,8 @@ impl HeldLock {
     /// this client in line, if one waits (one write that rotates `guid` and, for FailOpen,
     /// raises the fencing token and renews the lease), else releases it; then stands back from
     /// it if the core says so. A hand-over whose taker gave up meanwhile is released under the
-    /// new `guid`.
-    async fn end(&self, st: &mut LockState, guids: Vec<Guid>, taken: bool) -> Result<(), LockError> {
+    /// new `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
+    async fn end(&self, st: &mut LockState, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
         let mut end = ending::End {
             guids,
@@ -330,16 +344,16 @@ impl HeldLock {
                         continue;
                     }
                     st.release_done();
-                    return Ok(());
+                    return Ok(true);
                 }
-                ending::Outcome::Released { stand_back } => {
+                ending::Outcome::Released { stand_back, ours } => {
                     if let Some(pause) = stand_back {
                         c.stand_back.released(&self.key, pause);
                     }
                     if let (Kind::Fifo, Some(token)) = (c.settings.kind, self.fencing_token) {
                         c.fifo.released(&self.key.partition, token);
                     }
-                    Ok(())
+                    Ok(ours)
                 }
                 ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
                     original: StoreError::condition_failed(),
@@ -359,6 +373,9 @@ impl HeldLock {
     /// serialized with heartbeats and release. A failed condition means the lock is lost.
     pub async fn update_data(&self, data: Option<LockData>) -> Result<(), LockError> {
         let mut st = self.state.lock().await;
+        if st.lost == Some(held::Lost::Lapsed) {
+            return Err(LockError::Lost(LostReason::LeaseExpired));
+        }
         if st.lost.is_some() || st.released || self.is_stopping() {
             return Err(LockError::Lost(LostReason::NotOwner));
         }
@@ -390,7 +407,9 @@ impl HeldLock {
 
     /// Releases the lock. Heartbeats stop at once; an in-flight heartbeat is awaited so that
     /// the release carries the newest `guid`. A release that failed may be called again.
-    pub async fn release(&self) -> Result<(), LockError> {
+    /// `Ok(false)`: a FailOpen or Fifo lock another holder had taken, which is quiet, as in the
+    /// original, but freed nothing.
+    pub async fn release(&self) -> Result<bool, LockError> {
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(s) = &self.session {
             s.leave(self);
@@ -418,7 +437,7 @@ impl HeldLock {
         let (guids, taken) = match st.release(kind) {
             held::Release::Write { guids, taken } => (guids, taken),
             // As in the original: releasing a released FailOpen lock is quiet...
-            held::Release::Done => return Ok(()),
+            held::Release::Done => return Ok(true),
             // ...and a FailClosed lock that is gone is not ours to release.
             held::Release::NotOurs => {
                 return Err(LockError::FailedToReleaseLock {
@@ -440,7 +459,7 @@ impl HeldLock {
             if result.is_ok() {
                 st.release_done();
             }
-            return result;
+            return result.map(|()| true);
         }
         self.end(&mut st, guids, taken).await
     }

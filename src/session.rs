@@ -50,11 +50,12 @@ impl Sessions {
     }
 
     /// `close()` without `releaseLocks`, or the end of the client's environment: the session's
-    /// heartbeats stop, and its lease lapses.
-    pub fn abandon(&self) {
-        if let Some(s) = self.current().take() {
-            s.lock.abandon();
-        }
+    /// heartbeats stop, and its lease lapses. Returns the session's item, whose lease end
+    /// (`HeldLock::lapse_at_end`) ends the session.
+    pub fn abandon(&self) -> Option<Arc<HeldLock>> {
+        let s = self.current().take()?;
+        s.lock.abandon();
+        Some(s.lock.clone())
     }
 
     /// `close({ releaseLocks: true })`, after its locks are released: the session's item is

@@ -495,7 +495,10 @@ impl Out {
             }),
             Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
             Out::OriginalRelease(original::Released::Released) => {
-                Out::End(ending::Outcome::Released { stand_back: None })
+                Out::End(ending::Outcome::Released {
+                    stand_back: None,
+                    ours: true,
+                })
             }
             Out::OriginalRelease(_) => Out::End(ending::Outcome::NotOurs),
             other => other,

@@ -50,9 +50,11 @@ pub enum Outcome<G, E> {
         sent_at: Time,
     },
     /// Released (or nothing was left to release); `stand_back`: for how long the client lets
-    /// others take the lock first.
+    /// others take the lock first. `ours`: the item was still this lock's (false: another
+    /// holder had taken it, so nothing was freed).
     Released {
         stand_back: Option<Duration>,
+        ours: bool,
     },
     /// FailClosed: the item was not ours.
     NotOurs,
@@ -117,17 +119,18 @@ where
         };
         let step = if ending.end.taken && s.kind != Kind::FailClosed {
             // Nothing of ours is left on the item.
-            Step::Done(ending.released(false))
+            Step::Done(ending.released(false, false))
         } else {
             ending.releasing(step)
         };
         (ending, step)
     }
 
-    fn released(&self, waiter_marked: bool) -> Outcome<R::Guid, E> {
+    fn released(&self, waiter_marked: bool, ours: bool) -> Outcome<R::Guid, E> {
         let marked = waiter_marked && self.s.kind != Kind::Fifo;
         Outcome::Released {
             stand_back: (marked || self.end.contended).then(|| self.s.stand_back(self.end.held_for)),
+            ours,
         }
     }
 
@@ -164,7 +167,7 @@ where
 
     fn releasing(&self, step: Step<R::Guid, R::Version, release::Outcome<E>>) -> St<R, E> {
         map(step, |out| match out {
-            release::Outcome::Released { waiter } => self.released(waiter),
+            release::Outcome::Released { waiter, ours } => self.released(waiter, ours),
             release::Outcome::NotOurs => Outcome::NotOurs,
             release::Outcome::Failed(e) => Outcome::Failed(e),
         })
@@ -280,7 +283,13 @@ mod tests {
             other => panic!("expected a release, got {other:?}"),
         }
         let done = m.answer(Answer::Done(Reply::WaitingMark(None)), &env(90));
-        assert_eq!(done, Step::Done(Outcome::Released { stand_back: None }));
+        assert_eq!(
+            done,
+            Step::Done(Outcome::Released {
+                stand_back: None,
+                ours: true
+            })
+        );
     }
 
     #[test]
@@ -307,11 +316,24 @@ mod tests {
             let mut e = end(Some(B));
             (e.lost, e.taken) = (true, true);
             let (_, step) = M::start(lock(kind), e.clone(), &env(0));
-            assert_eq!(step, Step::Done(Outcome::Released { stand_back: None }), "{kind:?}");
+            assert_eq!(
+                step,
+                Step::Done(Outcome::Released {
+                    stand_back: None,
+                    ours: false
+                }),
+                "{kind:?}"
+            );
             e.contended = true;
             let (_, step) = M::start(lock(kind), e, &env(0));
             assert!(
-                matches!(step, Step::Done(Outcome::Released { stand_back: Some(_) })),
+                matches!(
+                    step,
+                    Step::Done(Outcome::Released {
+                        stand_back: Some(_),
+                        ours: false
+                    })
+                ),
                 "{kind:?}"
             );
         }
@@ -327,7 +349,8 @@ mod tests {
         assert_eq!(
             done,
             Step::Done(Outcome::Released {
-                stand_back: Some(s.stand_back(Duration::from_millis(200)))
+                stand_back: Some(s.stand_back(Duration::from_millis(200))),
+                ours: true
             })
         );
     }

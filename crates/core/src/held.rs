@@ -120,6 +120,17 @@ impl<G: Clone + PartialEq> Held<G> {
         }
     }
 
+    /// The lease of a lock whose heartbeats stopped without a release (its client closed
+    /// without releasing it) has run out: whether that loses the lock now, which is then
+    /// reported once. A lock released or lost meanwhile is not lost again.
+    pub fn lapses(&mut self) -> bool {
+        if self.released || self.lost.is_some() {
+            return false;
+        }
+        self.lose(Lost::Lapsed);
+        true
+    }
+
     /// The release is called: what it does now. A release that waits calls this again.
     pub fn release(&mut self, kind: Kind) -> Release<G> {
         self.stopping = true;
@@ -183,6 +194,22 @@ mod tests {
         h.landed();
         assert_eq!(h.guids(), vec![2]);
         assert_eq!(h.beat_starts(4), Some(4));
+    }
+
+    #[test]
+    fn an_abandoned_lock_lapses_once_unless_released_or_lost_first() {
+        let mut h = Held::new(1u8);
+        assert!(h.lapses());
+        assert_eq!(h.lost, Some(Lost::Lapsed));
+        assert!(!h.lapses(), "reported once");
+        let mut r = Held::new(1u8);
+        assert!(matches!(r.release(Kind::FailOpen), Release::Write { .. }));
+        r.release_done();
+        assert!(!r.lapses(), "a released lock is not lost");
+        let mut t = Held::new(1u8);
+        t.lose(Lost::Taken);
+        assert!(!t.lapses(), "lost already");
+        assert_eq!(t.lost, Some(Lost::Taken));
     }
 
     #[test]

@@ -26,8 +26,11 @@ use crate::waiting::marked_recently;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome<E> {
     /// Released (or found released); `waiter`: another process marked the item lately.
+    /// `ours`: false when a FailOpen or Fifo item was refused as no longer ours (the lease
+    /// lapsed and someone took the lock): quiet, as in the original, but nothing was freed.
     Released {
         waiter: bool,
+        ours: bool,
     },
     /// FailClosed: the item was not ours.
     NotOurs,
@@ -85,21 +88,34 @@ where
         match ended {
             Ended::Ok(Reply::WaitingMark(mark)) => Step::Done(Outcome::Released {
                 waiter: marked_recently(&self.s, mark, env.unix_ms),
+                ours: true,
             }),
-            Ended::Ok(_) => Step::Done(Outcome::Released { waiter: false }),
+            Ended::Ok(_) => Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true,
+            }),
             // An earlier attempt may have released the lock: nobody else could write the item
             // while it was ours, so a refusal now means that attempt landed.
-            Ended::Refused { ambiguous: true, .. } => Step::Done(Outcome::Released { waiter: false }),
+            Ended::Refused { ambiguous: true, .. } => Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true,
+            }),
             Ended::Refused { ambiguous: false, .. } => match self.s.kind {
                 Kind::FailClosed => Step::Done(Outcome::NotOurs),
-                Kind::FailOpen | Kind::Fifo => Step::Done(Outcome::Released { waiter: false }),
+                Kind::FailOpen | Kind::Fifo => Step::Done(Outcome::Released {
+                    waiter: false,
+                    ours: false,
+                }),
             },
             Ended::Failed { error, ambiguous } => {
                 if !ambiguous {
                     return Step::Done(Outcome::Failed(error));
                 }
                 if broken::on(Broken::TimeoutIsReleased) {
-                    return Step::Done(Outcome::Released { waiter: false });
+                    return Step::Done(Outcome::Released {
+                        waiter: false,
+                        ours: true,
+                    });
                 }
                 self.phase = Phase::Settle(error);
                 let (p, step) = Pending::start(Req::Get, self.settle, env.now);
@@ -136,7 +152,10 @@ where
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let Some(pending) = self.pending.as_mut() else {
-            return Step::Done(Outcome::Released { waiter: false });
+            return Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true,
+            });
         };
         let ended = match pending.answer::<R, E, Outcome<E>>(a, env) {
             Next::Step(step) => return step,
@@ -146,19 +165,26 @@ where
         match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::Write => self.written(ended, env),
             Phase::Settle(error) => match ended {
-                Ended::Ok(Reply::Before(cur)) if !self.still_held(cur.as_ref()) => {
-                    Step::Done(Outcome::Released { waiter: false })
-                }
+                Ended::Ok(Reply::Before(cur)) if !self.still_held(cur.as_ref()) => Step::Done(Outcome::Released {
+                    waiter: false,
+                    ours: true,
+                }),
                 _ => Step::Done(Outcome::Failed(error)),
             },
-            Phase::Over => Step::Done(Outcome::Released { waiter: false }),
+            Phase::Over => Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true,
+            }),
         }
     }
 
     fn timer(&mut self, env: &Env) -> St<R, E> {
         match self.pending.as_mut() {
             Some(p) => p.resend(env.now),
-            None => Step::Done(Outcome::Released { waiter: false }),
+            None => Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true,
+            }),
         }
     }
 }
@@ -227,13 +253,30 @@ mod tests {
         m.timer(&env(until.as_millis() as u64));
         assert_eq!(
             m.answer(Answer::Refused(Some(None)), &env(30)),
-            Step::Done(Outcome::Released { waiter: false })
+            Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true
+            })
         );
         let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], &env(0));
         assert_eq!(
             m.answer(Answer::Refused(Some(None)), &env(5)),
             Step::Done(Outcome::NotOurs)
         );
+    }
+
+    #[test]
+    fn a_failopen_refusal_is_quiet_but_says_the_item_was_not_ours() {
+        for kind in [Kind::FailOpen, Kind::Fifo] {
+            let (mut m, _) = R::start(lock(kind), vec![[1; 64]], &env(0));
+            assert_eq!(
+                m.answer(Answer::Refused(Some(None)), &env(5)),
+                Step::Done(Outcome::Released {
+                    waiter: false,
+                    ours: false
+                })
+            );
+        }
     }
 
     #[test]
@@ -252,9 +295,18 @@ mod tests {
                     lease_duration_ms: Some(1),
                     ..ours
                 }),
-                Outcome::Released { waiter: false },
+                Outcome::Released {
+                    waiter: false,
+                    ours: true,
+                },
             ),
-            (None, Outcome::Released { waiter: false }),
+            (
+                None,
+                Outcome::Released {
+                    waiter: false,
+                    ours: true,
+                },
+            ),
         ] {
             let (mut m, _) = R::start(s, vec![[1; 64]], &env(0));
             // One attempt... a release makes at least eight: the budget ends them first.
@@ -274,9 +326,21 @@ mod tests {
     fn the_answer_tells_whether_a_waiter_marked_the_item_lately() {
         let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
         let fresh = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 100))), &env(0));
-        assert_eq!(fresh, Step::Done(Outcome::Released { waiter: true }));
+        assert_eq!(
+            fresh,
+            Step::Done(Outcome::Released {
+                waiter: true,
+                ours: true
+            })
+        );
         let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
         let stale = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 60_000))), &env(0));
-        assert_eq!(stale, Step::Done(Outcome::Released { waiter: false }));
+        assert_eq!(
+            stale,
+            Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true
+            })
+        );
     }
 }
