@@ -16,6 +16,8 @@ const { lockKey, fifoResource } = require("./lock-id.js");
 const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions, UNTIL_ABORTED } = require("./options.js");
 const { settle } = require("./settle.js");
 const { checked } = require("./global-table.js");
+const { performance } = require("node:perf_hooks");
+const { debug, ms } = require("./debug.js");
 
 // The longest wait for the table check's answer once a lock is granted (the default
 // `requestTimeoutMs`).
@@ -100,6 +102,8 @@ function closable(self, signal, promise)
 // nothing the client started still speaks to DynamoDB (within the native bound, `closeWait`).
 async function closeClient(self, releaseLocks)
 {
+    const startedAt = performance.now();
+    debug(() => `close (${self._kind} on "${self._config.lockTable}"${releaseLocks ? ", releasing its locks" : ""}): ${self._metrics.pending.size} acquisitions pending, ${self._metrics.live.size} locks held`);
     // A campaign's lock is released by the campaign itself when it stops, or with the others.
     for (const campaign of self._campaigns)
     {
@@ -132,6 +136,7 @@ async function closeClient(self, releaseLocks)
         // close() resolves all the same.
         await bridge.ask(request => client.startSettle(request));
     }
+    debug(() => `close (${self._kind} on "${self._config.lockTable}"): done in ${ms(performance.now() - startedAt)}, ${outcomes.filter(o => o.released).length} of ${outcomes.length} locks released`);
     return outcomes;
 }
 
@@ -184,7 +189,7 @@ function campaign(self, id, options)
     {
         throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
     }
-    const problem = checkAcquireOptions(options);
+    const problem = checkAcquireOptions(options, "campaign");
     if (problem)
     {
         throw problem;
