@@ -42,6 +42,14 @@ pub fn key(key: &LockKey) -> String {
     shown.trim_start().replace(",  ", ", ")
 }
 
+/// The `TableName` of a table administration request's JSON body, when it is a plain string.
+pub fn table_name(body: &str) -> Option<String> {
+    let after = &body[body.find("\"TableName\"")? + "\"TableName\"".len()..];
+    let after = after.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let name = &after[..after.find('"')?];
+    (!name.contains('\\')).then(|| name.to_string())
+}
+
 /// What an operation does, in a few words.
 fn op_name(op: &Op<'_, LockRecord>) -> &'static str {
     match op {
@@ -150,6 +158,8 @@ mod tests {
             line,
             "read id \"job-1\" in \"locks\": condition failed: the item is owner \"worker-7\", fencing token 4, lease 10000 ms in 2.5 ms"
         );
+        assert_eq!(table_name(r#"{"TableName": "locks","Key":{}}"#).as_deref(), Some("locks"));
+        assert_eq!(table_name(r#"{"Key":{}}"#), None);
         let took = request(&table, &key, &Op::FifoTicket, &Ok(Reply::Token(5)), Duration::from_millis(3));
         assert_eq!(took, "Fifo take a ticket id \"job-1\" in \"locks\": done, fencing token 5 in 3.0 ms");
     }

@@ -1037,6 +1037,7 @@ impl NativeClient {
         let store = self.admin.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let started = std::time::Instant::now();
+            let table = debug::on().then(|| debug::table_name(&body)).flatten();
             let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
                 .await
                 .unwrap_or_else(|_| Err(store.timed_out()));
@@ -1045,7 +1046,8 @@ impl NativeClient {
                     Ok(_) => "done".to_string(),
                     Err(e) => format!("failed: {}: {}", e.code(), e.message()),
                 };
-                format!("{operation}: {outcome} in {}", debug::ms(started.elapsed()))
+                let on = table.map(|t| format!(" on \"{t}\"")).unwrap_or_default();
+                format!("{operation}{on}: {outcome} in {}", debug::ms(started.elapsed()))
             });
             match reply {
                 Ok(body) => JsOutcome {
