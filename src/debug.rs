@@ -158,9 +158,21 @@ mod tests {
             line,
             "read id \"job-1\" in \"locks\": condition failed: the item is owner \"worker-7\", fencing token 4, lease 10000 ms in 2.5 ms"
         );
-        assert_eq!(table_name(r#"{"TableName": "locks","Key":{}}"#).as_deref(), Some("locks"));
+        assert_eq!(
+            table_name(r#"{"TableName": "locks","Key":{}}"#).as_deref(),
+            Some("locks")
+        );
         assert_eq!(table_name(r#"{"Key":{}}"#), None);
-        let took = request(&table, &key, &Op::FifoTicket, &Ok(Reply::Token(5)), Duration::from_millis(3));
-        assert_eq!(took, "Fifo take a ticket id \"job-1\" in \"locks\": done, fencing token 5 in 3.0 ms");
+        let took = request(
+            &table,
+            &key,
+            &Op::FifoTicket,
+            &Ok(Reply::Token(5)),
+            Duration::from_millis(3),
+        );
+        assert_eq!(
+            took,
+            "Fifo take a ticket id \"job-1\" in \"locks\": done, fencing token 5 in 3.0 ms"
+        );
     }
 }

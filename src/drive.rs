@@ -109,7 +109,10 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                         None => "until cancelled".into(),
                     };
                     let purpose = dynamodb_lock_core::request::PURPOSES[m.purpose() as usize];
-                    format!("lock {} ({purpose}): pauses {pause} before its next request", crate::debug::key(to.key))
+                    format!(
+                        "lock {} ({purpose}): pauses {pause} before its next request",
+                        crate::debug::key(to.key)
+                    )
                 });
                 match (to.cancel.filter(|_| abortable), at) {
                     (Some(cancel), Some(at)) => {

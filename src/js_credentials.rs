@@ -25,7 +25,8 @@ pub struct JsCredentials {
 pub type CredentialsFn = ThreadsafeFunction<(), Promise<JsCredentials>, (), Status, false, true>;
 
 /// The provider, as messages name it: the user's function, or the AWS SDK client's.
-const PROVIDER: &str = "the credentials provider in JavaScript (the `dynamodb.credentials` function, or the AWS SDK client's)";
+const PROVIDER: &str =
+    "the credentials provider in JavaScript (the `dynamodb.credentials` function, or the AWS SDK client's)";
 
 #[derive(Clone)]
 pub struct JsCredentialsProvider {

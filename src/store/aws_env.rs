@@ -153,7 +153,8 @@ pub async fn no_credentials_found() -> String {
             ),
         },
     };
-    let container = if is_set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || is_set("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+    let container = if is_set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || is_set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    {
         "the container credentials endpoint gave none"
     } else {
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_CREDENTIALS_FULL_URI are not set"
@@ -251,10 +252,15 @@ mod tests {
 
     #[test]
     fn causes_are_their_messages_without_a_debug_dump() {
-        let e = CredentialsError::not_loaded(CredentialsError::provider_error("no providers in chain provided credentials"));
+        let e = CredentialsError::not_loaded(CredentialsError::provider_error(
+            "no providers in chain provided credentials",
+        ));
         let text = causes(&e);
         assert!(text.ends_with("no providers in chain provided credentials"), "{text}");
-        assert!(!text.contains("CredentialsNotLoaded") && !text.contains("source:") && !text.contains("Some("), "{text}");
+        assert!(
+            !text.contains("CredentialsNotLoaded") && !text.contains("source:") && !text.contains("Some("),
+            "{text}"
+        );
     }
 
     #[test]

@@ -46,7 +46,6 @@ pub struct HttpOptions {
     pub ca_bundle: Option<Vec<u8>>,
 }
 
-
 /// Credentials are fetched again when less than this is left before they expire.
 const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
 
