@@ -448,12 +448,15 @@ pub fn timed_out() -> StoreError {
 }
 
 /// The message of a timeout; `destination` names where the request went (` (endpoint URL)`),
-/// or is empty.
+/// or is empty when the store has no endpoint to name.
 pub fn timed_out_message(destination: &str) -> String {
-    format!(
-        "The request timed out before DynamoDB answered{destination}: check that the endpoint is the right one and \
-         reachable, or give each attempt longer with requestTimeoutMs"
-    )
+    match destination {
+        "" => "The request timed out before DynamoDB answered".into(),
+        _ => format!(
+            "The request timed out before DynamoDB answered{destination}: check that the endpoint is the right one, \
+             reachable and answering"
+        ),
+    }
 }
 
 #[cfg(test)]
