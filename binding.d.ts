@@ -406,5 +406,12 @@ export interface ObjectReply {
 /** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */
 export declare function panicForTest(message: string): void
 
+/**
+ * Turns the native debug log on or off (`NODE_DEBUG=dynamodb-lock-native`, read by
+ * JavaScript as Node's `util.debuglog` reads it): requests, outcomes and the protocol's
+ * pauses, on stderr.
+ */
+export declare function setDebug(on: boolean): void
+
 /** Validates a FailClosed, FailOpen or Fifo configuration; an empty list means valid. */
 export declare function validateConfig(kind: string, config: unknown): Array<ConfigProblem>

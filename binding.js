@@ -843,4 +843,5 @@ module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.leaseRemainingMs = nativeBinding.leaseRemainingMs
 module.exports.lockConditionTarget = nativeBinding.lockConditionTarget
 module.exports.panicForTest = nativeBinding.panicForTest
+module.exports.setDebug = nativeBinding.setDebug
 module.exports.validateConfig = nativeBinding.validateConfig

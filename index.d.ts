@@ -491,6 +491,10 @@ export interface Metrics {
         waited: number;
         /** Of those, the ones granted the lock: the `handed-over` channel. */
         handedOver: number;
+        /** Gauge: acquisitions under way now (started, neither granted nor failed yet). */
+        pending: number;
+        /** Gauge: of those, the ones that found the lock held and wait for it now. */
+        waiting: number;
     };
     /** Time from `acquireLock` to the lock, of successful acquisitions. */
     waits: LatencyMetrics;

@@ -10,6 +10,8 @@ const diagnostics = require("node:diagnostics_channel");
 const { selectedEngines, startEngine } = require("./engines.js");
 const { DynamoDBLockClient, dynamodbOptions, failClosed, failOpen, uniqueId, sleep, until } = require("./helpers.js");
 const { startProxy } = require("./support/proxy.js");
+const path = require("path");
+const { spawn } = require("child_process");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
 
@@ -139,7 +141,7 @@ for (const engineName of selectedEngines())
                     const client = failOpen(engine, { dynamodb: await viaProxy() });
                     assert.deepEqual(client.metrics(), {
                         kind: "FailOpen",
-                        acquisitions: { succeeded: 0, failed: 0, byCode: {}, waited: 0, handedOver: 0 },
+                        acquisitions: { succeeded: 0, failed: 0, byCode: {}, waited: 0, handedOver: 0, pending: 0, waiting: 0 },
                         waits: { count: 0, p50Ms: 0, p99Ms: 0, histogram: { boundsMs: BOUNDS, counts: new Array(16).fill(0), sumMs: 0 } },
                         holds: { count: 0, p50Ms: 0, p99Ms: 0, histogram: { boundsMs: BOUNDS, counts: new Array(16).fill(0), sumMs: 0 } },
                         releases: { succeeded: 0, failed: 0 },
@@ -164,7 +166,7 @@ for (const engineName of selectedEngines())
                             await assert.rejects(client.acquireLock(uniqueId("m-x"), { signal: AbortSignal.abort() }), { code: "AbortError" });
                         });
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 3, failed: 2, byCode: { InvalidLockId: 1, AbortError: 1 }, waited: 0, handedOver: 0 });
+                    assert.deepEqual(m.acquisitions, { succeeded: 3, failed: 2, byCode: { InvalidLockId: 1, AbortError: 1 }, waited: 0, handedOver: 0, pending: 0, waiting: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.deepEqual(m.locks, { held: 1, lost: 0 });
                     assert.deepEqual(m.heartbeats, { sent: 0, retried: 0, failed: 0 });
@@ -263,7 +265,7 @@ for (const engineName of selectedEngines())
                     await engine.deleteItem("locks", { id: { S: id } });
                     await assert.rejects(lock.release(), { code: "FailedToReleaseLock" });
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 1, failed: 1, byCode: { FailedToAcquireLock: 1 }, waited: 1, handedOver: 0 });
+                    assert.deepEqual(m.acquisitions, { succeeded: 1, failed: 1, byCode: { FailedToAcquireLock: 1 }, waited: 1, handedOver: 0, pending: 0, waiting: 0 });
                     assert.deepEqual(m.releases, { succeeded: 0, failed: 1 });
                     assert.deepEqual(m.locks, { held: 0, lost: 0 });
                     assert.equal(m.requests.PutItem.ok, 1);
@@ -319,7 +321,7 @@ for (const engineName of selectedEngines())
                         await lock.release();
                     }
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {}, waited: 0, handedOver: 0 });
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 0, byCode: {}, waited: 0, handedOver: 0, pending: 0, waiting: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.equal(m.heartbeats.failed, 1);
                     assert.equal(m.heartbeats.retried, 1);
@@ -349,7 +351,7 @@ for (const engineName of selectedEngines())
                     await assert.rejects(client.acquireLock([]), { code: "InvalidLockId" });
                     await sleep(100);
                     const m = client.metrics();
-                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 1, byCode: { InvalidLockId: 1 }, waited: 0, handedOver: 0 });
+                    assert.deepEqual(m.acquisitions, { succeeded: 2, failed: 1, byCode: { InvalidLockId: 1 }, waited: 0, handedOver: 0, pending: 0, waiting: 0 });
                     assert.deepEqual(m.releases, { succeeded: 2, failed: 0 });
                     assert.deepEqual(m.locks, { held: 0, lost: 0 });
                     assert.equal(m.waits.count, 2);
@@ -359,6 +361,114 @@ for (const engineName of selectedEngines())
                 finally
                 {
                     await closeProxy();
+                }
+            }
+        );
+
+        for (const kind of ["FailClosed", "FailOpen", "Fifo"])
+        {
+            it(`${kind}: gauges of the acquisitions under way, those waiting for a holder, and the locks held, now`, async () =>
+                {
+                    const client = kind === "FailClosed" ? failClosed(engine, { acquirePeriodMs: 20, retryCount: 1000 })
+                        : kind === "FailOpen" ? failOpen(engine, { leaseDurationMs: 10000, heartbeatPeriodMs: 3000, retryCount: 1000 })
+                            : new DynamoDBLockClient.Fifo({ dynamodb: dynamodbOptions(engine), lockTable: "fifo", partitionKey: "pk", sortKey: "sk",
+                                leaseDurationMs: 10000 });
+                    const gauges = () =>
+                    {
+                        const m = client.metrics();
+                        return { pending: m.acquisitions.pending, waiting: m.acquisitions.waiting, held: m.locks.held };
+                    };
+                    assert.deepEqual(gauges(), { pending: 0, waiting: 0, held: 0 });
+                    const id = uniqueId("m-gauge");
+                    const first = await client.acquireLock(id);
+                    const other = await client.acquireLock(uniqueId("m-gauge"));
+                    assert.deepEqual(gauges(), { pending: 0, waiting: 0, held: 2 });
+                    // Two acquisitions of the held id wait; one of another id is under way until
+                    // its answer.
+                    const waiters = [client.acquireLock(id), client.acquireLock(id)];
+                    const third = client.acquireLock(uniqueId("m-gauge"));
+                    assert.deepEqual(gauges(), { pending: 3, waiting: 0, held: 2 });
+                    await (await third).release();
+                    await until(() => gauges().waiting === 2, 10000, "both waiters to find the lock held");
+                    assert.deepEqual(gauges(), { pending: 2, waiting: 2, held: 2 });
+                    await first.release();
+                    const next = await Promise.race(waiters);
+                    await until(() => gauges().pending === 1, 5000, "one waiter granted");
+                    assert.deepEqual(gauges(), { pending: 1, waiting: 1, held: 2 });
+                    await next.release();
+                    const last = (await Promise.all(waiters)).find(l => l !== next);
+                    assert.deepEqual(gauges(), { pending: 0, waiting: 0, held: 2 });
+                    await last.release();
+                    await other.release();
+                    assert.deepEqual(gauges(), { pending: 0, waiting: 0, held: 0 });
+                    await client.close();
+                }
+            );
+        }
+
+        it("NODE_DEBUG=dynamodb-lock-native logs requests, outcomes and decisions with timings; without it, nothing", async () =>
+            {
+                const script = `
+                    const { FailOpen } = require(${JSON.stringify(path.join(__dirname, ".."))});
+                    const make = () => new FailOpen({ dynamodb: ${JSON.stringify(dynamodbOptions(engine))}, lockTable: "locks",
+                        partitionKey: "id", leaseDurationMs: 10000, heartbeatPeriodMs: 3000, retryCount: 100 });
+                    const [holder, waiter] = [make(), make()];
+                    (async () =>
+                    {
+                        const id = process.env.LOCK_ID;
+                        const first = await holder.acquireLock(id, { data: "secret-payload" });
+                        const second = waiter.acquireLock(id);
+                        await new Promise(resolve => setTimeout(resolve, 300));
+                        await first.release();
+                        await (await second).release();
+                        await Promise.all([holder.close(), waiter.close()]);
+                    })();`;
+                const run = env => new Promise((resolve, reject) =>
+                {
+                    const child = spawn(process.execPath, ["-e", script], { env: Object.assign({}, process.env,
+                        { AWS_EC2_METADATA_DISABLED: "true", LOCK_ID: uniqueId("m-debug") }, env), stdio: ["ignore", "pipe", "pipe"] });
+                    let err = "";
+                    child.stderr.on("data", d => (err += d));
+                    const killer = setTimeout(() => child.kill("SIGKILL"), 60000);
+                    child.on("error", reject);
+                    child.on("exit", code =>
+                    {
+                        clearTimeout(killer);
+                        resolve({ code, err });
+                    });
+                });
+                const quiet = await run({ NODE_DEBUG: "" });
+                assert.equal(quiet.code, 0, quiet.err);
+                assert.doesNotMatch(quiet.err, /DYNAMODB-LOCK-NATIVE/);
+                for (const setting of ["dynamodb-lock-native", "http,dynamodb-lock-*"])
+                {
+                    const { code, err } = await run({ NODE_DEBUG: setting });
+                    assert.equal(code, 0, err);
+                    const lines = err.split("\n").filter(l => l.startsWith("DYNAMODB-LOCK-NATIVE "));
+                    const log = lines.join("\n");
+                    const pid = "\\d+";
+                    const expected = [
+                        // JavaScript: the acquisition, its grant with timings.
+                        new RegExp(`^DYNAMODB-LOCK-NATIVE ${pid}: acquire "m-debug[^"]*" \\(FailOpen\\): started$`, "m"),
+                        new RegExp(`: acquire "m-debug[^"]*" \\(FailOpen\\): granted, fencing token 1, after [\\d.]+ ms$`, "m"),
+                        // The native core: each request with its key, outcome and time.
+                        new RegExp(`: take id "m-debug[^"]*" in "locks": done, fencing token 1 in [\\d.]+ ms$`, "m"),
+                        new RegExp(`: take id "m-debug[^"]*" in "locks": condition failed.* in [\\d.]+ ms$`, "m"),
+                        new RegExp(`: (read|take) id "m-debug[^"]*" in "locks": .*owner "[^"]+", fencing token 1, lease 10000 ms in [\\d.]+ ms$`, "m"),
+                        // A decision: the waiter's pause, with its length.
+                        /: lock "m-debug[^"]*" \((acquiring|waiting)\): pauses [\d.]+ ms before its next request$/m,
+                        new RegExp(`: acquire "m-debug[^"]*" \\(FailOpen\\): granted, fencing token 2, after [\\d.]+ ms, of which [\\d.]+ ms waiting for a holder$`, "m"),
+                        new RegExp(`: release id "m-debug[^"]*" in "locks": done in [\\d.]+ ms$`, "m"),
+                        new RegExp(`: release "m-debug[^"]*" \\(FailOpen, fencing token 2\\): released after holding it [\\d.]+ ms$`, "m"),
+                        /: close \(FailOpen on "locks"\): done in [\d.]+ ms, 0 of 0 locks released$/m,
+                        /: table check of "locks": (locks are safe on it|DescribeTable failed: .*)$/m,
+                    ];
+                    for (const line of expected)
+                    {
+                        assert.match(log, line, `${setting}:\n${log}`);
+                    }
+                    assert.ok(lines.length === err.split("\n").filter(l => l.includes("DYNAMODB-LOCK-NATIVE")).length, "every line starts with the prefix");
+                    assert.doesNotMatch(log, /secret-payload|dummy/, "neither lock data nor credentials");
                 }
             }
         );

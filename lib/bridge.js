@@ -7,6 +7,13 @@
 
 const native = require("./native.js");
 const { toError, internalError, abortError } = require("./errors.js");
+const debugLog = require("./debug.js");
+
+// NODE_DEBUG=dynamodb-lock-native turns the native core's log of requests on too.
+if (debugLog.enabled)
+{
+    native.setDebug(true);
+}
 
 // The defaults JavaScript applies itself, as the native core states them.
 const defaults = Object.freeze(native.defaults());

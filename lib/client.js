@@ -16,6 +16,8 @@ const { lockKey, fifoResource } = require("./lock-id.js");
 const { validate, ownerOf, retryCountOf, nativeSettings, endpointOptions, checkAcquireOptions, UNTIL_ABORTED } = require("./options.js");
 const { settle } = require("./settle.js");
 const { checked } = require("./global-table.js");
+const { performance } = require("node:perf_hooks");
+const { debug, ms } = require("./debug.js");
 
 // The longest wait for the table check's answer once a lock is granted (the default
 // `requestTimeoutMs`).
@@ -102,6 +104,8 @@ function closable(self, signal, promise)
 // nothing the client started still speaks to DynamoDB (within the native bound, `closeWait`).
 async function closeClient(self, releaseLocks)
 {
+    const startedAt = performance.now();
+    debug(() => `close (${self._kind} on "${self._config.lockTable}"${releaseLocks ? ", releasing its locks" : ""}): ${self._metrics.pending.size} acquisitions pending, ${self._metrics.live.size} locks held`);
     // A leader's lock is released by its campaign, before any lock is abandoned.
     const led = (await Promise.all([...self._campaigns].map(campaign => campaign._close()))).filter(Boolean);
     let client = self._native;
@@ -142,7 +146,9 @@ async function closeClient(self, releaseLocks)
         // close() resolves all the same.
         await bridge.ask(request => client.startSettle(request));
     }
-    return led.concat(outcomes);
+    const all = led.concat(outcomes);
+    debug(() => `close (${self._kind} on "${self._config.lockTable}"): done in ${ms(performance.now() - startedAt)}, ${all.filter(o => o.released).length} of ${all.length} locks released`);
+    return all;
 }
 
 // getLock(id[, callback]): the lock item as one consistent read finds it, or null.
@@ -194,7 +200,7 @@ function campaign(self, id, options)
     {
         throw invalidArgument("campaign needs a FailOpen client with heartbeatPeriodMs: a leader keeps its lease with heartbeats");
     }
-    const problem = checkAcquireOptions(options);
+    const problem = checkAcquireOptions(options, "campaign");
     if (problem)
     {
         throw problem;

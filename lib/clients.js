@@ -70,7 +70,7 @@ function fifoAcquire(self, ids, options, callback)
         callback = options;
         options = undefined;
     }
-    const problem = checkAcquireOptions(options) || checkWaitMs(options)
+    const problem = checkAcquireOptions(options, "fifoAcquireLock") || checkWaitMs(options)
         || (options && options.data !== undefined ? invalidArgument("a Fifo lock carries no data") : undefined);
     if (problem)
     {

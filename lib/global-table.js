@@ -5,18 +5,50 @@
 // so two Regions can grant one lock at once. A client learns the table's mode with one
 // DescribeTable, sent beside its first acquisition so that it adds no latency: if the table is
 // such a one, that acquisition's lock is released and the error returned, and every later
-// acquisition refuses at once. A DescribeTable that fails (e.g. AccessDeniedException) is
-// warned about once per table, and locking proceeds. `allowEventuallyConsistentGlobalTable:
+// acquisition refuses at once. A DescribeTable refused for permissions (AccessDeniedException)
+// is warned about once per table with the permission to grant, and locking proceeds; one that
+// got no answer or could not be signed (networking, timeouts, credentials, configuration,
+// throttling, 5xx) warns of nothing, since the acquisitions report that cause themselves, and is
+// sent again with the next acquisition, a few times at most; any other failure is warned about
+// with its own cause. `allowEventuallyConsistentGlobalTable:
 // true` turns the check off. Over a user's own object, the check calls its `describeTable`
 // when it has one, and is skipped silently when it has none.
 
 const bridge = require("./bridge.js");
+const { debug, shownError } = require("./debug.js");
 
 const REFUSED = "EventuallyConsistentGlobalTable";
 const UNKNOWN_MODE = "DYNAMODB_LOCK_NATIVE_TABLE_MODE_UNKNOWN";
 
 // Tables whose failed DescribeTable was already warned about, in this process.
 const warned = new Set();
+
+// Codes of a DescribeTable refused for want of a permission.
+const PERMISSION_CODES = new Set(["AccessDeniedException", "AccessDenied", "UnauthorizedOperation", "NotAuthorized", "HttpStatus403"]);
+
+// Codes of a DescribeTable that got no answer or could not be sent as it should: the lock
+// requests meet the same cause and report it themselves.
+const UNANSWERED_CODES = new Set([
+    "NetworkingError", "TimeoutError", "CredentialsError", "ConfigError", "InvalidResponse", "CRC32CheckFailed",
+    "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "InvalidClientTokenId",
+    "MissingAuthenticationTokenException", "IncompleteSignatureException", "RequestExpired",
+    "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded", "HttpStatus429",
+    "InternalServerError", "ServiceUnavailable", "ServiceUnavailableException",
+]);
+
+// How many DescribeTables a client sends that go unanswered while its locks are granted (one
+// beside each acquisition) before it stops checking and warns.
+const MOST_UNANSWERED = 3;
+
+function codeOf(error)
+{
+    return (error && (error.code || error.name)) || "Error";
+}
+
+function unanswered(code)
+{
+    return UNANSWERED_CODES.has(code) || /^HttpStatus5\d\d$/.test(code);
+}
 
 // The refusal of `table` (DescribeTable's `Table`), or undefined when locks are safe on it.
 function refusalOf(table, tableName)
@@ -36,18 +68,26 @@ function refusalOf(table, tableName)
     return err;
 }
 
-function warnOnce(tableName, error)
+// Warns once per table that its mode could not be checked: what the failure was, and what to
+// do about it (the permission to grant only when the request was refused for want of it).
+function warnOnce(tableName, error, tries)
 {
     if (warned.has(tableName))
     {
         return;
     }
     warned.add(tableName);
-    const cause = (error && (error.code || error.name)) || "Error";
+    const code = codeOf(error);
+    const said = error && error.message ? `${code}: ${error.message}` : code;
+    const failed = tries > 1 ? `failed ${tries} times (${said})` : `failed (${said})`;
+    const whatToDo = PERMISSION_CODES.has(code)
+        ? "Allow dynamodb:DescribeTable on the table, or set allowEventuallyConsistentGlobalTable: true to skip the check."
+        : code === "UnknownOperationException"
+            ? "The endpoint does not offer DescribeTable; set allowEventuallyConsistentGlobalTable: true to skip the check."
+            : "Set allowEventuallyConsistentGlobalTable: true to skip the check.";
     process.emitWarning(
-        `DescribeTable on lock table "${tableName}" failed (${cause}): whether it is a global table in the eventually consistent mode,`
-            + " on which locks are unsafe, could not be checked, and locking proceeds. Allow dynamodb:DescribeTable on the table,"
-            + " or set allowEventuallyConsistentGlobalTable: true to skip the check.",
+        `DescribeTable on lock table "${tableName}" ${failed}: whether it is a global table in the eventually consistent mode,`
+            + ` on which locks are unsafe, could not be checked, and locking proceeds. ${whatToDo}`,
         { type: "DynamoDBLockNativeWarning", code: UNKNOWN_MODE });
 }
 
@@ -93,18 +133,38 @@ function tableCheck(self)
             table =>
             {
                 self._tableRefusal = table === undefined ? undefined : refusalOf(table, tableName);
+                debug(() => `table check of "${tableName}": ${table === undefined ? "skipped (the dynamodb object has no describeTable)"
+                    : self._tableRefusal ? "refused: a global table in the eventually consistent mode" : "locks are safe on it"}`);
                 return self._tableRefusal;
             },
             error =>
             {
+                const code = codeOf(error);
+                debug(() => `table check of "${tableName}": DescribeTable failed: ${shownError(error)}`);
                 // A missing table is the acquisition's own error to report, not a warning;
                 // the next acquisition checks again, on the table once it exists.
-                if (error && (error.code || error.name) === "ResourceNotFoundException")
+                if (code === "ResourceNotFoundException")
                 {
                     self._tableCheck = undefined;
                     return undefined;
                 }
-                warnOnce(tableName, error);
+                // No answer, or a request that could not be signed: the acquisitions meet the
+                // same cause and report it; the next one checks again. Only once locks have
+                // been granted meanwhile (the lock requests get through, DescribeTable does
+                // not) does it count, and a few such failures are warned about.
+                if (unanswered(code))
+                {
+                    if (self._metrics.succeeded > 0)
+                    {
+                        self._tableUnanswered = (self._tableUnanswered || 0) + 1;
+                    }
+                    if (!(self._tableUnanswered >= MOST_UNANSWERED))
+                    {
+                        self._tableCheck = undefined;
+                        return undefined;
+                    }
+                }
+                warnOnce(tableName, error, self._tableUnanswered || 1);
                 return undefined;
             });
     }

@@ -11,6 +11,7 @@ const { toError, internalError, invalidArgument, lockNotHeld, notSupported } = r
 const { withLockId } = require("./lock-id.js");
 const { checkData, dataInput, copyData } = require("./options.js");
 const { settle } = require("./settle.js");
+const { debug, ms, shownId } = require("./debug.js");
 
 // The error of a failed heartbeat: `leaseAtRisk` says whether the lease is at risk (no retry
 // mends the failure, or no more than the danger margin is left) or a retry within the lease
@@ -115,6 +116,7 @@ class Lock extends EventEmitter
         }
         else if (ev.event === "danger")
         {
+            debug(() => `lock ${this._track ? shownId(this._track.id) : "?"} (fencing token ${this.fencingToken}): danger, ${ms(ev.remainingMs)} of lease left`);
             this.emit("danger", { remainingMs: ev.remainingMs });
         }
         else if (ev.event === "lost")
@@ -228,6 +230,11 @@ class NativeLock extends Lock
         if (options === null || typeof options !== "object" || !("data" in options))
         {
             throw invalidArgument("lock.update needs an options object with `data`");
+        }
+        if (this._released)
+        {
+            throw lockNotHeld("The lock was released by this holder (its release() was called): update() writes only to a lock"
+                + " still held. Acquire the lock again to write its data.");
         }
         const problem = checkData(options.data);
         if (problem)

@@ -8,6 +8,7 @@
 
 const diagnostics = require("node:diagnostics_channel");
 const { performance } = require("node:perf_hooks");
+const { debug, ms, shownId, shownError } = require("./debug.js");
 
 const channels =
 {
@@ -189,6 +190,7 @@ class Track
         return promise.then(
             value =>
             {
+                debug(() => `release ${shownId(this.id)} (${m.kind}, fencing token ${lock.fencingToken}): released after holding it ${ms(performance.now() - this.acquiredAt)}`);
                 m.releases.succeeded++;
                 if (this.held)
                 {
@@ -203,6 +205,7 @@ class Track
             },
             error =>
             {
+                debug(() => `release ${shownId(this.id)} (${m.kind}, fencing token ${lock.fencingToken}): failed: ${shownError(error)}`);
                 m.releases.failed++;
                 // Not ours to release any more: nothing is left to retry.
                 if (error && error.code === "FailedToReleaseLock")
@@ -216,6 +219,12 @@ class Track
     // `error` is a function that makes the error: it is made only for a subscriber.
     heartbeatFailed(lock, error)
     {
+        debug(() =>
+        {
+            const e = error();
+            const left = typeof e.leaseRemainingMs === "number" ? `, ${ms(e.leaseRemainingMs)} of lease left` : "";
+            return `lock ${shownId(this.id)} (${this.metrics.kind}, fencing token ${lock.fencingToken}): heartbeat failed: ${shownError(e)}${left}, lease ${e.leaseAtRisk ? "at risk" : "not at risk"}`;
+        });
         if (channels.heartbeatFailed.hasSubscribers)
         {
             channels.heartbeatFailed.publish(this.message(lock, { error: error() }));
@@ -228,6 +237,7 @@ class Track
         {
             return;
         }
+        debug(() => `lock ${shownId(this.id)} (${this.metrics.kind}, fencing token ${lock.fencingToken}): lost after holding it ${ms(performance.now() - this.acquiredAt)}: ${shownError(error)}`);
         this.metrics.lost++;
         this.metrics.holds.record(performance.now() - this.acquiredAt);
         this.done(lock);
@@ -264,6 +274,8 @@ class Metrics
         this.lapsed = new Set();
         // Acquisitions not yet settled, for `close()`.
         this.pending = new Set();
+        // The courses of the acquisitions not yet settled, for the gauges of `metrics()`.
+        this.courses = new Set();
     }
 
     // Wraps the acquisition of `id` that `start` begins (returning its promise). `start` is
@@ -293,10 +305,15 @@ class Metrics
                 }
             },
         };
+        this.courses.add(course);
+        debug(() => `acquire ${shownId(id)} (${this.kind}): started`);
         const tracked = trace(tracing.acquire, () => start(course), { id, kind: this.kind }).then(
             lock =>
             {
                 this.pending.delete(tracked);
+                this.courses.delete(course);
+                debug(() => `acquire ${shownId(id)} (${this.kind}): granted, fencing token ${lock.fencingToken}, after ${ms(performance.now() - startedAt)}`
+                    + (course.waitingAt === undefined ? "" : `, of which ${ms(performance.now() - course.waitingAt)} waiting for a holder`));
                 const now = performance.now();
                 const waitMs = now - startedAt;
                 this.succeeded++;
@@ -320,6 +337,8 @@ class Metrics
             error =>
             {
                 this.pending.delete(tracked);
+                this.courses.delete(course);
+                debug(() => `acquire ${shownId(id)} (${this.kind}): failed after ${ms(performance.now() - startedAt)}: ${shownError(error)}`);
                 this.failed++;
                 const code = (error && error.code) || "Error";
                 this.byCode[code] = (this.byCode[code] || 0) + 1;
@@ -366,6 +385,10 @@ class Metrics
                 byCode: Object.assign({}, this.byCode),
                 waited: this.waited,
                 handedOver: this.handedOver,
+                // Gauges: acquisitions under way now, and those of them that found the lock
+                // held and wait for it.
+                pending: this.courses.size,
+                waiting: [...this.courses].filter(c => c.waitingAt !== undefined).length,
             },
             waits: this.waits.snapshot(),
             holds: this.holds.snapshot(),

@@ -8,6 +8,9 @@
 // or the error's `code` and whether it is a failed condition. The error object itself is kept
 // here under a number, so that callers get back the very object the user's method gave.
 
+const { performance } = require("node:perf_hooks");
+const debugLog = require("./debug.js");
+
 const CONDITION_FAILED = "ConditionalCheckFailedException";
 
 // The errors handed to the core, by number; the oldest go first past MOST_KEPT (an error the
@@ -92,6 +95,7 @@ function objectCaller(db)
     return (method, params) => new Promise(resolve =>
     {
         let done = false;
+        const startedAt = debugLog.enabled ? performance.now() : 0;
         const settle = (error, data) =>
         {
             if (done)
@@ -99,6 +103,8 @@ function objectCaller(db)
                 return;
             }
             done = true;
+            debugLog.debug(() => `dynamodb.${method} on "${params && params.TableName}": ${error ? `failed: ${debugLog.shownError(error)}` : "done"}`
+                + ` in ${debugLog.ms(performance.now() - startedAt)}`);
             if (error)
             {
                 return resolve({ error: describe(error) });

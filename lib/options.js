@@ -215,7 +215,78 @@ function copyData(data)
 // slowed pace for as long as a leader leads. A symbol: no user option can set it.
 const UNTIL_ABORTED = Symbol("untilAborted");
 
-function checkAcquireOptions(options)
+// The options of one acquisition, by the method that takes them.
+const ACQUIRE_KEYS = Object.freeze({
+    acquireLock: ["signal", "data"],
+    // A Fifo lock carries no data: `data` is refused by name further on.
+    fifoAcquireLock: ["signal", "waitMs", "data"],
+    campaign: ["signal"],
+});
+
+// Every option of a client's configuration, of any kind: given to an acquisition, it is named
+// as the client's.
+const CLIENT_KEYS = new Set(["owner", "dynamodb", "lockTable", "partitionKey", "sortKey", "acquirePeriodMs", "retryCount",
+    "requestTimeoutMs", "rereadPeriodMs", "transport", "ttlAttribute", "ttlSeconds", "allowEventuallyConsistentGlobalTable",
+    "heartbeatPeriodMs", "leaseDurationMs", "trustLocalTime", "dangerMarginMs", "maxHeartbeatsPerSecond", "session"]);
+
+// Levenshtein distance, for the option a misspelt key most likely meant.
+function distance(a, b)
+{
+    let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++)
+    {
+        const row = [i];
+        for (let j = 1; j <= b.length; j++)
+        {
+            row[j] = Math.min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+        }
+        previous = row;
+    }
+    return previous[b.length];
+}
+
+// The allowed key that `key` most likely meant, if one is close.
+function meant(key, allowed)
+{
+    const lower = key.toLowerCase();
+    const scored = allowed.map(a => ({ a, d: a.toLowerCase() === lower ? 0 : distance(lower, a.toLowerCase()) }))
+        .sort((x, y) => x.d - y.d);
+    return scored.length > 0 && scored[0].d <= Math.max(1, Math.floor(scored[0].a.length / 3)) ? scored[0].a : undefined;
+}
+
+// The keys of `options` that `method` does not take (those whose value is undefined count as
+// absent, as in the client's configuration), as a ValidationError that lists them, each with
+// what it most likely meant; undefined when there is none.
+function unknownKeys(options, method)
+{
+    const allowed = ACQUIRE_KEYS[method];
+    const shownMethod = method === "fifoAcquireLock" ? "acquireLock" : method;
+    const list = allowed.length === 1 ? allowed[0] : `${allowed.slice(0, -1).join(", ")} and ${allowed[allowed.length - 1]}`;
+    const details = Object.keys(options).filter(k => !allowed.includes(k) && options[k] !== undefined).map(key =>
+    {
+        let why;
+        const close = meant(key, allowed);
+        if (close)
+        {
+            why = `did you mean "${close}"?`;
+        }
+        else if (key === "waitMs")
+        {
+            why = "waitMs is a Fifo acquisition's; a FailClosed or FailOpen acquisition waits as its client's retryCount says, and its signal can end the wait";
+        }
+        else if (CLIENT_KEYS.has(key))
+        {
+            why = "it is an option of the client, given to its constructor, for every acquisition";
+        }
+        const message = `"${key}" is not an option of ${shownMethod}${why ? ` (${why})` : ""}: its options are ${list}`;
+        return { message, path: [key], type: "object.unknown", context: { child: key, label: key, key, value: options[key] } };
+    });
+    return details.length > 0 ? new ValidationError(details, options) : undefined;
+}
+
+// `method`: "acquireLock" (FailClosed, FailOpen), "fifoAcquireLock" or "campaign", whose
+// options are checked.
+function checkAcquireOptions(options, method = "acquireLock")
 {
     if (options === undefined || options === null)
     {
@@ -223,7 +294,12 @@ function checkAcquireOptions(options)
     }
     if (typeof options !== "object")
     {
-        return invalidArgument("acquireLock options must be an object");
+        return invalidArgument(`${method === "campaign" ? "campaign" : "acquireLock"} options must be an object`);
+    }
+    const unknown = unknownKeys(options, method);
+    if (unknown)
+    {
+        return unknown;
     }
     const dataProblem = checkData(options.data);
     if (dataProblem)

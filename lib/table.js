@@ -248,9 +248,56 @@ async function createTable(options, call)
     await untilActive(call, tableName, table, waitMs);
     if (options.ttlAttribute !== undefined)
     {
-        await enableTtl(call, tableName, options.ttlAttribute);
+        try
+        {
+            await enableTtl(call, tableName, options.ttlAttribute);
+        }
+        catch (err)
+        {
+            throw ttlNotEnabled(err, tableName, created, options.ttlAttribute);
+        }
     }
     return { tableName, created, ttlAttribute: options.ttlAttribute };
+}
+
+// Why TTL could not be enabled, in words, with what to do.
+function ttlWhy(err)
+{
+    const code = err && (err.code || err.name);
+    const said = err && err.message && !/without a message/.test(err.message) ? `: ${err.message}` : "";
+    if (code === "UnknownOperationException")
+    {
+        return `the endpoint does not offer DescribeTimeToLive and UpdateTimeToLive (${code}); enable TTL where the table is`
+            + " served (DynamoDB itself has it), or leave ttlAttribute out";
+    }
+    if (code === "AccessDeniedException" || code === "HttpStatus403")
+    {
+        return `the request was refused (${code}${said}); allow dynamodb:DescribeTimeToLive and dynamodb:UpdateTimeToLive on`
+            + " the table and call createTable again, which then only enables TTL";
+    }
+    return `${code || "Error"}${said}; call createTable again, which then only enables TTL, or enable it with`
+        + " `aws dynamodb update-time-to-live`";
+}
+
+// The error of a table made (or found) ACTIVE whose TTL could not be enabled: it says both,
+// keeps the cause's code and name, and carries the cause, the table's name, whether it was
+// created now, and the attribute.
+function ttlNotEnabled(err, tableName, created, attribute)
+{
+    if (err && err.code === "TableMismatch")
+    {
+        return err;
+    }
+    const table = created ? `Table "${tableName}" was created and is ACTIVE` : `Table "${tableName}" exists and is ACTIVE`;
+    const out = new Error(`${table}, but TTL was not enabled on "${attribute}": ${ttlWhy(err)}.`);
+    const code = (err && (err.code || err.name)) || "Error";
+    out.code = code;
+    out.name = code;
+    out.cause = err;
+    out.tableName = tableName;
+    out.created = created;
+    out.ttlAttribute = attribute;
+    return out;
 }
 
 module.exports = { createTable, difference, tableKeys, wantedKeys, codedError };

@@ -303,6 +303,35 @@ fn check_fifo(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
     }
 }
 
+/// FailOpen and Fifo: a `dangerMarginMs` is some of the lease, less than all of it. A margin of
+/// the whole lease or more would have `"danger"` due before the lease starts, and it never
+/// fires. Checked once both values are valid on their own.
+fn check_danger_margin(entries: &[(String, RawValue)], out: &mut Vec<Problem>) {
+    let has_problem = |k: &str| out.iter().any(|p| p.path.len() == 1 && p.path[0] == k);
+    if has_problem("dangerMarginMs") || has_problem("leaseDurationMs") {
+        return;
+    }
+    let num = |k| match RawValue::get(entries, k) {
+        Some(RawValue::Number(n)) => Some(*n),
+        _ => None,
+    };
+    if let (Some(margin), Some(lease)) = (num("dangerMarginMs"), num("leaseDurationMs")) {
+        if margin > 0.0 && margin >= lease {
+            let mut p = problem(
+                &["dangerMarginMs"],
+                "number.less",
+                &format!(
+                    "must be less than leaseDurationMs ({lease} ms): \"danger\" fires when that much of the lease is \
+                     left, which a margin of the whole lease or more never is. Leave it out (a third of the lease) or \
+                     choose a part of the lease"
+                ),
+            );
+            p.limit = Some(lease as i64);
+            out.push(p);
+        }
+    }
+}
+
 /// Validates a FailClosed, FailOpen or Fifo configuration. An empty result means valid.
 pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
     let entries = match config {
@@ -376,6 +405,9 @@ pub fn validate(kind: Kind, config: &RawValue) -> Vec<Problem> {
     if kind == Kind::FailOpen {
         check_session(entries, &mut out);
     }
+    if kind != Kind::FailClosed {
+        check_danger_margin(entries, &mut out);
+    }
     // FailOpen accepts a heartbeat period as long as the lease, as the original does (the
     // JavaScript side warns); Fifo, which has no such precedent, refuses it.
     if kind == Kind::Fifo && out.is_empty() {
@@ -430,6 +462,45 @@ mod tests {
     }
     fn n(v: f64) -> RawValue {
         RawValue::Number(v)
+    }
+
+    #[test]
+    fn a_danger_margin_is_less_than_the_lease() {
+        let open = |margin: f64| {
+            obj(&[
+                ("lockTable", s("t")),
+                ("partitionKey", s("id")),
+                ("leaseDurationMs", n(1000.0)),
+                ("dangerMarginMs", n(margin)),
+            ])
+        };
+        for margin in [0.0, 1.0, 999.0] {
+            assert!(validate(Kind::FailOpen, &open(margin)).is_empty(), "{margin}");
+        }
+        for margin in [1000.0, 5000.0] {
+            let problems = validate(Kind::FailOpen, &open(margin));
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].path, ["dangerMarginMs"]);
+            assert_eq!(problems[0].kind, "number.less");
+            assert_eq!(problems[0].limit, Some(1000));
+            assert!(
+                problems[0]
+                    .message
+                    .starts_with("\"dangerMarginMs\" must be less than leaseDurationMs (1000 ms)"),
+                "{}",
+                problems[0].message
+            );
+        }
+        let fifo = obj(&[
+            ("lockTable", s("t")),
+            ("partitionKey", s("resource")),
+            ("sortKey", s("entry")),
+            ("leaseDurationMs", n(1000.0)),
+            ("dangerMarginMs", n(1000.0)),
+        ]);
+        assert_eq!(validate(Kind::Fifo, &fifo)[0].path, ["dangerMarginMs"]);
+        // A margin that is itself refused is not compared with the lease.
+        assert_eq!(validate(Kind::FailOpen, &open(1e4 + 0.5)).len(), 1);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{self, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
-use crate::store::{timed_out, Store};
+use crate::store::Store;
 
 pub type Request = Req<Guid, Version>;
 
@@ -87,9 +87,9 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                 let result = match clock.instant(timeout_at) {
                     Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
                         Ok(r) => r,
-                        Err(_) => Err(timed_out()),
+                        Err(_) => Err(to.store.timed_out()),
                     },
-                    Some(_) => Err(timed_out()),
+                    Some(_) => Err(to.store.timed_out()),
                     None => send(to, &req).await,
                 };
                 match (&result, to.cancel) {
@@ -113,6 +113,17 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
             }
             Step::Wait { until, abortable } => {
                 let at = clock.instant(until);
+                crate::debug::log(|| {
+                    let pause = match at {
+                        Some(at) => crate::debug::ms(at.saturating_duration_since(Instant::now())),
+                        None => "until cancelled".into(),
+                    };
+                    let purpose = dynamodb_lock_core::request::PURPOSES[m.purpose() as usize];
+                    format!(
+                        "lock {} ({purpose}): pauses {pause} before its next request",
+                        crate::debug::key(to.key)
+                    )
+                });
                 match (to.cancel.filter(|_| abortable), at) {
                     (Some(cancel), Some(at)) => {
                         let _ = cancel.sleep_until(at).await;

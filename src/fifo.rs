@@ -24,7 +24,7 @@ use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
-use crate::store::{attempt, timed_out, OpenFields, StoreOps};
+use crate::store::{attempt_on, OpenFields, StoreOps};
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
 
@@ -378,12 +378,12 @@ impl Driver<'_> {
             }
             let own = join_all(
                 own.iter()
-                    .map(|(key, guids)| attempt(policy, move || c.store.delete_if_guid(key, guids))),
+                    .map(|(key, guids)| attempt_on(&*c.store, policy, move || c.store.delete_if_guid(key, guids))),
             );
             let passed = join_all(
                 passed
                     .iter()
-                    .map(|key| attempt(policy, move || c.store.fifo_delete_finished(key))),
+                    .map(|key| attempt_on(&*c.store, policy, move || c.store.fifo_delete_finished(key))),
             );
             futures_util::future::join(own, passed).await;
         });
@@ -402,9 +402,9 @@ async fn send_by(
     match timeout_at {
         Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(c, resources, req)).await {
             Ok(r) => r,
-            Err(_) => Err(timed_out()),
+            Err(_) => Err(c.store.timed_out()),
         },
-        Some(_) => Err(timed_out()),
+        Some(_) => Err(c.store.timed_out()),
         None => send(c, resources, req).await,
     }
 }

@@ -943,7 +943,7 @@ fn target(lock: &HeldLock) -> Target<'_> {
 /// timeout, when no answer came).
 fn failed(lock: &HeldLock, last_error: Option<StoreError>, report: bool) {
     Stats::add(&lock.client.settings.stats.heartbeats_failed);
-    let error = last_error.unwrap_or_else(timed_out);
+    let error = last_error.unwrap_or_else(|| lock.client.store.timed_out());
     if report {
         lock.emit(LockEvent::Error(LockError::Store(error)));
     }

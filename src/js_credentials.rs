@@ -24,6 +24,10 @@ pub struct JsCredentials {
 
 pub type CredentialsFn = ThreadsafeFunction<(), Promise<JsCredentials>, (), Status, false, true>;
 
+/// The provider, as messages name it: the user's function, or the AWS SDK client's.
+const PROVIDER: &str =
+    "the credentials provider in JavaScript (the `dynamodb.credentials` function, or the AWS SDK client's)";
+
 #[derive(Clone)]
 pub struct JsCredentialsProvider {
     pub resolve: Arc<CredentialsFn>,
@@ -37,13 +41,14 @@ impl std::fmt::Debug for JsCredentialsProvider {
 
 impl JsCredentialsProvider {
     async fn fetch(&self) -> provider::Result {
-        let promise =
-            self.resolve.call_async(()).await.map_err(|e| {
-                CredentialsError::provider_error(format!("the JavaScript credential provider failed: {e}"))
-            })?;
-        let c = promise.await.map_err(|e| {
-            CredentialsError::provider_error(format!("the JavaScript credential provider rejected: {e}"))
-        })?;
+        let promise = self
+            .resolve
+            .call_async(())
+            .await
+            .map_err(|e| CredentialsError::provider_error(format!("{PROVIDER} threw: {}", e.reason)))?;
+        let c = promise
+            .await
+            .map_err(|e| CredentialsError::provider_error(format!("{PROVIDER} rejected: {}", e.reason)))?;
         let expiry = c
             .expiration_ms
             .filter(|ms| ms.is_finite() && *ms > 0.0)

@@ -51,6 +51,7 @@ mod agreement;
 mod cancel;
 mod client;
 mod config;
+mod debug;
 mod defaults;
 mod drive;
 mod error;
@@ -96,7 +97,7 @@ use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
-use crate::store::StoreOps;
+use crate::store::{Store, StoreOps};
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
 #[global_allocator]
@@ -660,7 +661,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
     let mut guids = held_guids(client, key).await;
     let policy = client.settings.policy();
-    let record = store::attempt(policy, || client.store.get(key))
+    let record = store::attempt_on(&*client.store, policy, || client.store.get(key))
         .await
         .map_err(LockError::Store)?;
     let Some(r) = record else { return Ok(None) };
@@ -1089,9 +1090,19 @@ impl NativeClient {
     pub fn start_admin(&self, request: u32, operation: String, body: String) {
         let store = self.admin.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
+            let started = std::time::Instant::now();
+            let table = debug::on().then(|| debug::table_name(&body)).flatten();
             let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
                 .await
-                .unwrap_or_else(|_| Err(store::timed_out()));
+                .unwrap_or_else(|_| Err(store.timed_out()));
+            debug::log(|| {
+                let outcome = match &reply {
+                    Ok(_) => "done".to_string(),
+                    Err(e) => format!("failed: {}: {}", e.code(), e.message()),
+                };
+                let on = table.map(|t| format!(" on \"{t}\"")).unwrap_or_default();
+                format!("{operation}{on}: {outcome} in {}", debug::ms(started.elapsed()))
+            });
             match reply {
                 Ok(body) => JsOutcome {
                     body: Some(body),
@@ -1292,6 +1303,14 @@ pub fn forget_lock(lock_id: f64) {
 #[napi(catch_unwind)]
 pub fn held_lock_count() -> u32 {
     locks().len() as u32
+}
+
+/// Turns the native debug log on or off (`NODE_DEBUG=dynamodb-lock-native`, read by
+/// JavaScript as Node's `util.debuglog` reads it): requests, outcomes and the protocol's
+/// pauses, on stderr.
+#[napi(catch_unwind)]
+pub fn set_debug(on: bool) {
+    debug::set(on);
 }
 
 /// Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error.

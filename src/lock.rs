@@ -25,7 +25,7 @@ use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::Settings;
 use crate::stand_back::StandBack;
-use crate::store::{attempt, Store, StoreOps};
+use crate::store::{attempt_on, Store, StoreOps};
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -387,7 +387,7 @@ impl HeldLock {
             let now = Instant::now();
             policy = policy.until(now + held::update_time(until.saturating_duration_since(now)));
         }
-        match attempt(policy, || {
+        match attempt_on(&*c.store, policy, || {
             c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())
         })
         .await

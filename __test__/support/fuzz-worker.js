@@ -400,6 +400,11 @@ function modelAccepts(kind, cfg)
     {
         return false;
     }
+    // A danger margin is less than the lease (0: none).
+    if (KEYS[kind].includes("dangerMarginMs") && present("dangerMarginMs") && cfg.dangerMarginMs > 0 && cfg.dangerMarginMs >= cfg.leaseDurationMs)
+    {
+        return false;
+    }
     // A FailOpen heartbeat period not shorter than the lease is accepted, as by the original,
     // with a process warning (see dropin-differences.test.js).
     if (cfg.transport === "object" && !present("dynamodb"))
@@ -1263,7 +1268,7 @@ async function fuzzAbuse()
             const MAX = Number.MAX_SAFE_INTEGER;
             const configs = [
                 ["FailOpen", { leaseDurationMs: MAX, heartbeatPeriodMs: MAX - 1 }],
-                ["FailOpen", { leaseDurationMs: MAX, heartbeatPeriodMs: 100, dangerMarginMs: MAX, rereadPeriodMs: MAX, maxHeartbeatsPerSecond: MAX }],
+                ["FailOpen", { leaseDurationMs: MAX, heartbeatPeriodMs: 100, dangerMarginMs: MAX - 1, rereadPeriodMs: MAX, maxHeartbeatsPerSecond: MAX }],
                 ["FailOpen", { leaseDurationMs: 0 }],
                 ["FailOpen", { leaseDurationMs: 1 }],
                 ["FailOpen", { leaseDurationMs: 1000, heartbeatPeriodMs: 0, requestTimeoutMs: MAX, retryCount: MAX }],

@@ -103,6 +103,78 @@ pub async fn credentials_cause(e: &CredentialsError) -> Option<String> {
     Some(sso_cause(&name, identifier, &deepest))
 }
 
+/// The chain of causes of an error as people read it: each cause's own message, outermost
+/// first, joined by ": " (never a debug dump of the error's structure).
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let text = e.to_string().trim().to_string();
+        // A cause that repeats what its wrapper already said adds nothing.
+        if !text.is_empty() && !out.last().is_some_and(|last| last.contains(&text)) {
+            out.push(text);
+        }
+        next = e.source();
+    }
+    out.join(": ")
+}
+
+/// Whether the variable is set to something.
+fn is_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty())
+}
+
+/// What a pair of variables that go together says: both set, one without the other, neither.
+fn pair(first: &str, second: &str) -> String {
+    match (is_set(first), is_set(second)) {
+        (true, true) => format!("{first} and {second} are set"),
+        (true, false) => format!("{first} is set without {second}"),
+        (false, true) => format!("{second} is set without {first}"),
+        (false, false) => format!("{first} and {second} are not set"),
+    }
+}
+
+/// The message for credentials that none of the standard sources had: each source the AWS
+/// SDKs' default chain tries, in its order, what was found there, and what to set.
+pub async fn no_credentials_found() -> String {
+    let name = named_profile().unwrap_or_else(|| "default".into());
+    let profile = match profiles().await {
+        Err(e) => format!("its files could not be read: {e}"),
+        Ok(set) => match set.get_profile(&name) {
+            None => format!(
+                "\"{name}\" is in neither the config file {} nor the credentials file {}",
+                config_file(),
+                credentials_file()
+            ),
+            Some(_) => format!(
+                "\"{name}\", in {} or {}, has no aws_access_key_id, credential_process, SSO or role",
+                config_file(),
+                credentials_file()
+            ),
+        },
+    };
+    let container = if is_set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") || is_set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    {
+        "the container credentials endpoint gave none"
+    } else {
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_CREDENTIALS_FULL_URI are not set"
+    };
+    let metadata_off = std::env::var("AWS_EC2_METADATA_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let instance = if metadata_off {
+        "turned off by AWS_EC2_METADATA_DISABLED"
+    } else {
+        "no instance metadata service gave a role's credentials"
+    };
+    format!(
+        "No AWS credentials could be loaded for DynamoDB. The sources tried, in order: the environment ({}); the AWS \
+         profile ({profile}); web identity ({}); the container endpoint ({container}); the EC2 instance role \
+         ({instance}). Give `dynamodb.credentials`, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE \
+         to a profile that has credentials.",
+        pair("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+        pair("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"),
+    )
+}
+
 /// The innermost cause of an error, trimmed.
 pub fn deepest(e: &(dyn std::error::Error + 'static)) -> String {
     let mut e = e;
@@ -176,6 +248,19 @@ mod tests {
         let t = r#"{"accessToken": "x", "expiresAt" : "2026-01-01T00:00:00Z"}"#;
         assert_eq!(json_string(t, "expiresAt").as_deref(), Some("2026-01-01T00:00:00Z"));
         assert_eq!(json_string(t, "missing"), None);
+    }
+
+    #[test]
+    fn causes_are_their_messages_without_a_debug_dump() {
+        let e = CredentialsError::not_loaded(CredentialsError::provider_error(
+            "no providers in chain provided credentials",
+        ));
+        let text = causes(&e);
+        assert!(text.ends_with("no providers in chain provided credentials"), "{text}");
+        assert!(
+            !text.contains("CredentialsNotLoaded") && !text.contains("source:") && !text.contains("Some("),
+            "{text}"
+        );
     }
 
     #[test]

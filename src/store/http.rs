@@ -22,7 +22,6 @@ use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
-use aws_smithy_types::error::display::DisplayErrorContext;
 use tokio::sync::OnceCell;
 
 use super::json::{read_response, Attr, Body, Response};
@@ -46,8 +45,6 @@ pub struct HttpOptions {
     /// not given.
     pub ca_bundle: Option<Vec<u8>>,
 }
-
-const NO_CREDENTIALS: &str = "No AWS credentials could be loaded for DynamoDB: give `dynamodb.credentials`, or set them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...).";
 
 /// Credentials are fetched again when less than this is left before they expire.
 const CREDENTIALS_REFRESH_MARGIN: Duration = Duration::from_secs(10);
@@ -104,6 +101,16 @@ struct Link {
     refresh: tokio::sync::Mutex<()>,
     /// The service's clock minus ours, in milliseconds, learnt from a clock-skew error.
     skew_ms: AtomicI64,
+}
+
+impl Link {
+    /// Where requests go, for messages: ` (endpoint URL)`, with the proxy when there is one.
+    fn destination(&self) -> String {
+        match &self.transport.via {
+            Some(proxy) => format!(" (endpoint {}, through the proxy {proxy})", self.shown),
+            None => format!(" (endpoint {})", self.shown),
+        }
+    }
 }
 
 pub struct HttpStore {
@@ -322,10 +329,7 @@ impl HttpStore {
                 _ => "NetworkingError",
             }
             .into(),
-            message: match &link.transport.via {
-                Some(proxy) => format!("{e} (endpoint {}, through the proxy {proxy})", link.shown),
-                None => format!("{e} (endpoint {})", link.shown),
-            },
+            message: format!("{e}{}", link.destination()),
             // Only a request that was never sent is known not to have landed.
             maybe_applied: !matches!(e, TransportError::Connect(_) | TransportError::ConnectTimeout),
         })?;
@@ -619,17 +623,17 @@ impl Link {
                         }
                         match super::aws_env::credentials_cause(&e).await {
                             Some(cause) => format!("No AWS credentials could be loaded for DynamoDB: {cause}."),
-                            None => NO_CREDENTIALS.to_string(),
+                            None => super::aws_env::no_credentials_found().await,
                         }
                     }
                     None => format!(
-                        "No AWS credentials could be loaded for DynamoDB: {}",
-                        super::aws_env::deepest(&e)
+                        "No AWS credentials could be loaded for DynamoDB: {}.",
+                        super::aws_env::deepest(&e).trim_end_matches('.')
                     ),
                 };
                 Err(StoreError::Service {
                     code: "CredentialsError".into(),
-                    message: crate::error::with_detail(&message, &DisplayErrorContext(&e).to_string()),
+                    message: crate::error::with_detail(&message, &super::aws_env::causes(&e)),
                     transient: true,
                     maybe_applied: false,
                 })
@@ -787,10 +791,33 @@ fn invalid_response(message: &str) -> StoreError {
 
 #[async_trait]
 impl Store for HttpStore {
+    /// A timeout names the endpoint, once the connection is set up (a request that timed out
+    /// before that names none: it never got as far as an endpoint).
+    fn timed_out(&self) -> StoreError {
+        let mut e = super::timed_out();
+        if let (StoreError::Io { message, .. }, Some(Ok(link))) = (&mut e, self.link.get()) {
+            *message = super::timed_out_message(&link.destination());
+        }
+        e
+    }
+
     /// The one way an operation reaches DynamoDB: each `Op` is one request, whose condition
     /// states `op::allowed` and whose update states `op::apply` (the agreement test,
     /// `src/agreement`, holds the two side by side on real engines).
     async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
+        if !crate::debug::on() {
+            return self.apply_op(key, op).await;
+        }
+        let started = std::time::Instant::now();
+        let r = self.apply_op(key, op).await;
+        crate::debug::log(|| crate::debug::request(&self.table, key, op, &r, started.elapsed()));
+        r
+    }
+}
+
+impl HttpStore {
+    /// `Store::apply`: the request of each operation.
+    async fn apply_op(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
         match *op {
             Op::Get => self.get(key).await.map(Reply::Before),
             Op::PutIfAbsent { owner, guid, data, ttl } => {

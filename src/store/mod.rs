@@ -54,6 +54,12 @@ pub struct WholeItem<'a> {
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError>;
+
+    /// The error of a request that got no answer in time, naming where it went when the store
+    /// knows (`timed_out` otherwise).
+    fn timed_out(&self) -> StoreError {
+        timed_out()
+    }
 }
 
 /// Each operation by name: `Store::apply` of its `Op`, and the part of the reply it answers.
@@ -385,7 +391,30 @@ impl RetryPolicy {
 /// `request::Attempts` decides: each attempt gets a timeout; condition failures are returned
 /// at once: they are answers, not faults. For operations whose outcome needs no settling
 /// (reads, and writes whose repetition is harmless); the machines settle their own.
-pub async fn attempt<T, F, Fut>(retry: RetryPolicy, mut op: F) -> Result<T, StoreError>
+#[cfg_attr(not(test), allow(dead_code))]
+pub async fn attempt<T, F, Fut>(retry: RetryPolicy, op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    attempt_with(timed_out, retry, op).await
+}
+
+/// `attempt` of an operation on `store`, whose timeouts name where the request went.
+pub async fn attempt_on<T, F, Fut>(store: &dyn Store, retry: RetryPolicy, op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    attempt_with(|| store.timed_out(), retry, op).await
+}
+
+/// `attempt`, with `timed_out` making the error of an attempt that ran out of time.
+async fn attempt_with<T, F, Fut>(
+    timed_out: impl Fn() -> StoreError,
+    retry: RetryPolicy,
+    mut op: F,
+) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
@@ -417,8 +446,20 @@ where
 pub fn timed_out() -> StoreError {
     StoreError::Io {
         code: "TimeoutError".into(),
-        message: "The request timed out before DynamoDB answered".into(),
+        message: timed_out_message(""),
         maybe_applied: true,
+    }
+}
+
+/// The message of a timeout; `destination` names where the request went (` (endpoint URL)`),
+/// or is empty when the store has no endpoint to name.
+pub fn timed_out_message(destination: &str) -> String {
+    match destination {
+        "" => "The request timed out before DynamoDB answered".into(),
+        _ => format!(
+            "The request timed out before DynamoDB answered{destination}: check that the endpoint is the right one, \
+             reachable and answering"
+        ),
     }
 }
 
