@@ -210,6 +210,18 @@ export interface JsLockEvent {
   /** `waiting`: the request number of the acquisition. */
   request?: number
   /**
+   * `waiting`: a report while the acquisition keeps waiting (about once a lease), not its
+   * first.
+   */
+  progress?: boolean
+  /** `waiting`: the holder as the acquisition last saw it, when the answer carried the item. */
+  holderOwner?: string
+  holderFencingToken?: number
+  holderLeaseDurationMs?: number
+  holderSession?: string
+  /** `waiting`: how long the acquisition has seen the holder's item unchanged. */
+  holderUnchangedMs?: number
+  /**
    * `lost`: the item may still carry the lock (its lease ran out, and nobody may have taken
    * it), which stays known, so that a release can still free it.
    */

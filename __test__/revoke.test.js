@@ -127,6 +127,28 @@ for (const name of selectedEngines())
             }
         });
 
+        it("a session lock whose item was changed behind the protocol: its release rejects and leaves the item as it is", async () =>
+        {
+            const client = new DynamoDBLockClient.FailOpen(config("revoke", { session: true }));
+            const id = uniqueId("edited");
+            const lock = await client.acquireLock(id);
+            try
+            {
+                const key = { id: { S: id } };
+                const item = await engine.getItem("revoke", key);
+                // A hand edit: another guid, as another writer would leave it.
+                await engine.putItem("revoke", Object.assign({}, item, { guid: { B: Buffer.alloc(64, 7) }, owner: { S: "someone else" } }));
+                await assert.rejects(lock.release(), e => e.code === "FailedToReleaseLock");
+                const after = await engine.getItem("revoke", key);
+                assert.equal(after.owner.S, "someone else", "the changed item is left alone");
+                assert.notEqual(after.leaseDurationMs.N, "1", "not marked released");
+            }
+            finally
+            {
+                await client.close();
+            }
+        });
+
         it("a FailClosed lock is refused without now; now frees a lock at once and says what it risks", async () =>
         {
             const closed = new DynamoDBLockClient.FailClosed({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", partitionKey: "id", acquirePeriodMs: 100, owner: "cron" });

@@ -1003,7 +1003,8 @@ impl NativeClient {
     /// if any. `strict` (`close({ releaseLocks: true })`, whose outcomes say what was freed):
     /// a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
     /// fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
-    /// in the original.
+    /// in the original, except for a lock held through a session whose item was changed
+    /// behind its back.
     #[napi(catch_unwind)]
     pub fn start_release(&self, request: u32, lock_id: f64, strict: Option<bool>) {
         let id = lock_id as u64;
@@ -1016,13 +1017,17 @@ impl NativeClient {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => {
+                    // A lock held through a session writes nothing while it is held: an item
+                    // changed behind the protocol (a hand edit, the original's write) is found
+                    // here, and its release says so instead of claiming a release.
+                    let through_session = lock.session.is_some();
                     let r = lock.release().await;
                     // Released, or not ours to release: either way nothing is left to retry.
                     if matches!(r, Ok(_) | Err(LockError::FailedToReleaseLock { .. })) {
                         locks().remove(&id);
                     }
                     match r {
-                        Ok(false) if strict => Err(not_ours()),
+                        Ok(false) if strict || through_session => Err(not_ours()),
                         r => r.map(drop),
                     }
                 }

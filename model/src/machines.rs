@@ -494,12 +494,10 @@ impl Out {
                 contended: false,
             }),
             Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
-            Out::OriginalRelease(original::Released::Released) => {
-                Out::End(ending::Outcome::Released {
-                    stand_back: None,
-                    ours: true,
-                })
-            }
+            Out::OriginalRelease(original::Released::Released) => Out::End(ending::Outcome::Released {
+                stand_back: None,
+                ours: true,
+            }),
             Out::OriginalRelease(_) => Out::End(ending::Outcome::NotOurs),
             other => other,
         }
