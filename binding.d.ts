@@ -36,7 +36,8 @@ export declare class NativeClient {
    * if any. `strict` (`close({ releaseLocks: true })`, whose outcomes say what was freed):
    * a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
    * fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
-   * in the original.
+   * in the original, except for a lock held through a session whose item was changed
+   * behind its back.
    */
   startRelease(request: number, lockId: number, strict?: boolean | undefined | null): void
   /**

@@ -228,7 +228,7 @@ for (const name of selectedEngines())
             await holder.acquireLock(id);
             const written = Number((await engine.getItem("cli", { id: { S: id } })).lockWrittenUnixMs.N);
             const waiter = new DynamoDBLockClient.FailOpen(config({ owner: "patient", leaseDurationMs: 20000, heartbeatPeriodMs: 0 }));
-            const attempt = waiter.acquireLock(id, { waitMs: 60000 }).catch(e => e);
+            const attempt = waiter.acquireLock(id, { signal: AbortSignal.timeout(60000) }).catch(e => e);
             await until(async () => (await engine.getItem("cli", { id: { S: id } })).lockWaitingUnixMs !== undefined, 10000, "the waiter's mark");
             const item = await engine.getItem("cli", { id: { S: id } });
             assert.equal(item.lockWaiterOwner.S, "patient");

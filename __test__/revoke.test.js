@@ -58,7 +58,7 @@ for (const name of selectedEngines())
                 });
                 const rivalConfig = config(c.table, { owner: "rival" });
                 rivalConfig.dynamodb = { endpoint: engine.endpoint, region: engine.region, credentials: engine.credentials };
-                const rival = runScript("child.js", { kind: c.kind, id, then: "hold", config: rivalConfig }, { timeoutMs: 60000 });
+                const rival = runScript("child.js", { kind: c.kind, id, then: "hold", stamp: true, config: rivalConfig }, { timeoutMs: 60000 });
                 try
                 {
                     // The rival waits for the live holder.

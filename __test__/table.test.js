@@ -159,7 +159,7 @@ for (const engineName of selectedEngines())
                 assert.match(wrong.stderr, /TableMismatch: Table ".*" exists with partition key "pk" \(S\), not "id" \(S\) and sort key "sk" \(S\), where none was asked for/);
                 const usage = await runCli(["drop-table"], engine);
                 assert.equal(usage.code, 2);
-                assert.match(usage.stderr, /expected a command: create-table, list, show, release, check-table/);
+                assert.match(usage.stderr, /expected a command: create-table, list, show, release, prune, check-table/);
                 const help = await runCli(["--help"], engine);
                 assert.equal(help.code, 0);
                 assert.match(help.stdout, /--ttl-attribute/);

@@ -2,7 +2,8 @@
 
 // A lock-holding child process for tests. Reads a JSON job from argv[2]:
 //   { kind: "FailOpen"|"FailClosed", config: {...}, id, then: "hold"|"release"|"exit" }
-// prints JSON lines ({"acquired":..., "fencingToken":..., "at": <Date.now()>}, {"released":true}, {"error":...})
+//   (and `stamp: true` to add "at": Date.now() to the lines of acquisition and loss)
+// prints JSON lines ({"acquired":..., "fencingToken":...}, {"released":true}, {"error":...})
 // and, with "hold", keeps the lock (heartbeating) until it is killed.
 
 const DynamoDBLockClient = require("../..");
@@ -17,9 +18,11 @@ client.acquireLock(job.id, (error, lock) =>
         {
             return say({ error: error.code, message: error.message });
         }
-        say({ acquired: true, fencingToken: lock.fencingToken === undefined ? null : lock.fencingToken, at: Date.now() });
+        // `stamp`: each line carries its time (Date.now()), for tests that order events.
+        const at = () => (job.stamp ? { at: Date.now() } : {});
+        say(Object.assign({ acquired: true, fencingToken: lock.fencingToken === undefined ? null : lock.fencingToken }, at()));
         lock.on("error", e => say({ heartbeatError: e.code }));
-        lock.on("lost", e => say({ lost: e.code, at: Date.now() }));
+        lock.on("lost", e => say(Object.assign({ lost: e.code }, at())));
         if (job.then === "release")
         {
             lock.release(e => say({ released: !e, error: e ? e.code : undefined }));
