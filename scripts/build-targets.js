@@ -57,10 +57,11 @@ function nativeTo(target)
     return os !== "linux" && os === process.platform;
 }
 
-// The napi build of `target` into `out`, with `extra` flags and environment.
-function napiBuild(target, out, flags, env)
+// The napi build of `target` into `out`, with `extra` flags and environment; `spelling` is the
+// target as cargo-zigbuild is given it (with a glibc version).
+function napiBuild(target, out, flags, env, spelling)
 {
-    must(process.execPath, [napiCli, "build", "--platform", "--release", "--target", target.triple, ...flags,
+    must(process.execPath, [napiCli, "build", "--platform", "--release", "--target", spelling || target.triple, ...flags,
         "--target-dir", TARGET_DIR, "--output-dir", out, "--js", "binding.js", "--dts", "binding.d.ts"], env);
     return path.join(out, `${BINARY}.${target.platform}.node`);
 }
@@ -79,24 +80,6 @@ function releaseEnv(target)
         // A Node.js addon on musl links musl dynamically, as Node.js itself does: a static C
         // runtime inside the addon would be a second libc in the process.
         env.RUSTFLAGS = [process.env.RUSTFLAGS, "-C target-feature=-crt-static"].filter(Boolean).join(" ");
-    }
-    return env;
-}
-
-// The C compilers of napi's cross toolchain for `target`, through a wrapper: its gcc is 4.8,
-// which refuses the `-Wno-error=date-time` that mimalloc's build passes (the warning came with
-// gcc 4.9), so the wrapper leaves that one flag out. napi keeps compilers set beforehand.
-function napiCrossCompilers(target)
-{
-    const dir = toolchains.napiCrossToolchain(target.triple);
-    const env = {};
-    for (const [tool, name] of [["CC", "gcc"], ["CXX", "g++"]])
-    {
-        const real = path.join(dir, "bin", `${target.triple}-${name}`);
-        env[`TARGET_${tool}`] = toolchains.writeScript(path.join(toolchains.bin, `${target.triple}-${name}`),
-            "#!/bin/sh\n# gcc 4.8 knows no -Wdate-time: drop the flag that names it.\n"
-            + "for arg do\n  shift\n  [ \"$arg\" = -Wno-error=date-time ] || set -- \"$@\" \"$arg\"\ndone\n"
-            + `exec "${real}" "$@"\n`);
     }
     return env;
 }
@@ -146,10 +129,10 @@ function buildOne(target, out)
     {
         throw new Error(`${target.triple} is built on Linux or on its own platform, not on ${process.platform}`);
     }
-    else if (target.how === "napi-cross")
+    else if (target.how === "zig-glibc")
     {
-        how = "napi build --use-napi-cross";
-        file = napiBuild(target, out, ["--use-napi-cross"], Object.assign(releaseEnv(target), napiCrossCompilers(target)));
+        how = `napi build -x (zig, glibc ${GLIBC_PROMISED})`;
+        file = napiBuild(target, out, ["-x"], Object.assign(releaseEnv(target), toolchains.zigEnv()), `${target.triple}.${GLIBC_PROMISED}`);
         result = "built";
     }
     else if (target.how === "zig")

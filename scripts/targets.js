@@ -4,8 +4,10 @@
 // `npm run build:targets` (scripts/build-targets.js), `npm run test:arm64` and the release
 // workflow follow. It must name exactly `package.json`'s `napi.targets` (a test checks it).
 //
-// - "napi-cross": a glibc target, linked against glibc GLIBC_PROMISED by the cross toolchain of
-//   `napi build --use-napi-cross` (a gcc with an old glibc sysroot, from the npm registry).
+// - "zig-glibc": a glibc target, compiled and linked by zig against glibc GLIBC_PROMISED
+//   (`napi build -x --target <triple>.<glibc>`: cargo-zigbuild hands the version to zig). napi's
+//   own cross toolchain (`--use-napi-cross`) is gcc 4.8, which has no <stdatomic.h> and so
+//   cannot compile mimalloc.
 // - "zig": a musl target, compiled and linked by zig (`napi build -x`, that is cargo-zigbuild).
 // - "zig-or-check": a macOS target: linked by zig where it can link, otherwise compiled only
 //   (`cargo check`, with zig as the C compiler of the C dependencies).
@@ -15,8 +17,8 @@
 // a plain `napi build --target`.
 
 const TARGETS = [
-    { triple: "x86_64-unknown-linux-gnu", platform: "linux-x64-gnu", how: "napi-cross" },
-    { triple: "aarch64-unknown-linux-gnu", platform: "linux-arm64-gnu", how: "napi-cross" },
+    { triple: "x86_64-unknown-linux-gnu", platform: "linux-x64-gnu", how: "zig-glibc" },
+    { triple: "aarch64-unknown-linux-gnu", platform: "linux-arm64-gnu", how: "zig-glibc" },
     { triple: "x86_64-unknown-linux-musl", platform: "linux-x64-musl", how: "zig" },
     { triple: "aarch64-unknown-linux-musl", platform: "linux-arm64-musl", how: "zig" },
     { triple: "x86_64-apple-darwin", platform: "darwin-x64", how: "zig-or-check" },

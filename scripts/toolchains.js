@@ -3,9 +3,9 @@
 // What the builds for other platforms (scripts/build-targets.js) and the arm64 run under
 // emulation (scripts/test-arm64.js) need, each installed on first use from a package registry
 // into target/toolchains (or, for Debian packages, with apt-get): Rust's standard library for a
-// target (rustup), napi's glibc cross toolchains (npm), zig and cargo-zigbuild (PyPI, in a
-// virtual environment of their own), Node.js for linux arm64 (npm), and qemu-user with Debian's
-// arm64 C and C++ runtimes (apt-get, as root).
+// target (rustup), zig and cargo-zigbuild (PyPI, in a virtual environment of their own),
+// Node.js for linux arm64 (npm), and qemu-user with Debian's arm64 C and C++ runtimes (apt-get,
+// as root).
 
 const fs = require("fs");
 const path = require("path");
@@ -64,46 +64,6 @@ function rustTarget(triple)
     {
         run("rustup", ["target", "add", triple]);
     }
-}
-
-// npm packages installed into a prefix of their own under target/toolchains, outside the
-// project's node_modules and lockfile. Returns the prefix's node_modules.
-function npmPrefix(name, specs)
-{
-    const prefix = path.join(home, name);
-    const modules = path.join(prefix, "node_modules");
-    const stamp = path.join(prefix, "installed.json");
-    const wanted = JSON.stringify(specs);
-    if (!fs.existsSync(stamp) || fs.readFileSync(stamp, "utf8") !== wanted)
-    {
-        fs.mkdirSync(prefix, { recursive: true });
-        fs.writeFileSync(path.join(prefix, "package.json"), JSON.stringify({ private: true }));
-        run("npm", ["install", "--prefix", prefix, "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--ignore-scripts", ...specs]);
-        fs.writeFileSync(stamp, wanted);
-    }
-    return modules;
-}
-
-// napi's glibc cross toolchain for `triple`, where `napi build --use-napi-cross` looks for it
-// (~/.napi-rs/cross-toolchain/<version>/<triple>): unpacked here from the npm package that
-// carries it, as napi's own download asks the registry for a version of that package that it
-// does not have and needs native bindings that npm may leave out.
-function napiCrossToolchain(triple)
-{
-    const { version } = require(path.join(root, "node_modules", "@napi-rs", "cross-toolchain", "package.json"));
-    const dir = path.join(require("os").homedir(), ".napi-rs", "cross-toolchain", version, triple);
-    if (!fs.existsSync(path.join(dir, "package.json")))
-    {
-        const hostArch = process.arch === "arm64" ? "arm64" : "x64";
-        const name = `@napi-rs/cross-toolchain-${hostArch}-target-${triple.split("-")[0]}`;
-        const modules = npmPrefix(`napi-cross-${triple}`, [`${name}@^1`]);
-        const archive = path.join(modules, name, `${triple}.tar.xz`);
-        fs.rmSync(dir, { recursive: true, force: true });
-        fs.mkdirSync(dir, { recursive: true });
-        run("tar", ["-xJf", archive, "-C", dir]);
-        fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name, unpackedFrom: archive }));
-    }
-    return dir;
 }
 
 // zig (PyPI `ziglang`) and cargo-zigbuild (PyPI `cargo-zigbuild`) in a virtual environment,
@@ -199,4 +159,4 @@ function arm64Node(major)
     return node;
 }
 
-module.exports = { home, bin, rustTarget, napiCrossToolchain, zigEnv, zigCc, aptPackages, qemuArm64, arm64Node, writeScript, onPath };
+module.exports = { home, bin, rustTarget, zigEnv, zigCc, aptPackages, qemuArm64, arm64Node, writeScript, onPath };
