@@ -141,6 +141,15 @@ function buildOne(target, out)
         file = napiBuild(target, out, ["-x"], Object.assign(releaseEnv(target), toolchains.zigEnv()));
         result = "built";
     }
+    else if (target.how === "zig-or-check" && !process.env.SDKROOT)
+    {
+        // zig compiles for macOS, but links the frameworks the addon needs (Security and
+        // CoreFoundation, for the system's certificates) only from a macOS SDK.
+        say(`${target.triple}: no macOS SDK (SDKROOT) to link against: checking it`);
+        how = "cargo check (zig cc; no SDKROOT to link)";
+        check(target);
+        result = "checked";
+    }
     else if (target.how === "zig-or-check")
     {
         try
