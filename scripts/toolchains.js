@@ -90,8 +90,11 @@ function zigEnv()
 function zigCc(zigTarget, cxx)
 {
     zigEnv();
+    // cc-rs adds --target=<Rust's triple> for a clang-like compiler: zig knows its own names
+    // only, so the wrapper leaves that out.
     return writeScript(path.join(bin, `zig-${cxx ? "c++" : "cc"}-${zigTarget}`),
-        `#!/bin/sh\nexec "${path.join(bin, "zig")}" ${cxx ? "c++" : "cc"} -target ${zigTarget} "$@"\n`);
+        "#!/bin/sh\nfor arg do\n  shift\n  case \"$arg\" in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\n"
+        + `exec "${path.join(bin, "zig")}" ${cxx ? "c++" : "cc"} -target ${zigTarget} "$@"\n`);
 }
 
 let aptUpdated = false;
