@@ -4,8 +4,8 @@
 // aarch64-unknown-linux-gnu as `npm run build:targets` does (--no-build: reuse
 // target/targets/), installs qemu-user with Debian's arm64 runtimes and Node.js for linux arm64
 // from npm, then under qemu-aarch64: loads the addon, runs `npm run readme` against dynalite on
-// 127.0.0.1, and the FailOpen, FailClosed, sessions and Fifo suites. Prints how long each step
-// took and what failed.
+// 127.0.0.1, and the FailOpen, FailClosed, sessions and Fifo suites (their dynalite runs on the
+// machine's own Node.js: DDB_ENGINE_NODE). Prints how long each step took and what failed.
 //
 // Without binfmt_misc the kernel cannot start an arm64 program itself, so every Node.js the
 // run starts goes through a wrapper script (target/arm64/node) that execs qemu-aarch64; a
@@ -93,6 +93,9 @@ function main(argv)
             NODE_OPTIONS: [process.env.NODE_OPTIONS, `--require ${preload}`].filter(Boolean).join(" "),
             AWS_EC2_METADATA_DISABLED: "true",
             DDB_ENGINES: "dynalite",
+            // The suites' engine runs natively: what runs under emulation is the addon and the
+            // processes that use it, not the engine they talk to.
+            DDB_ENGINE_NODE: process.execPath,
         });
         const arm64 = (args, extra) =>
         {
