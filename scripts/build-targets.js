@@ -84,33 +84,32 @@ function releaseEnv(target)
     return env;
 }
 
-// zig's name of a Rust target, for its C compiler.
-function zigTarget(triple)
+// The `links` names of the crates whose build scripts compile C for the target: aws-lc-sys
+// (its name carries its version, read from Cargo.lock) and libmimalloc-sys.
+function cLinks()
 {
-    const [arch] = triple.split("-");
-    if (triple.endsWith("-apple-darwin"))
-    {
-        return `${arch}-macos`;
-    }
-    if (triple.endsWith("-windows-msvc"))
-    {
-        return `${arch}-windows-gnu`;
-    }
-    return `${arch}-linux-${triple.endsWith("-musl") ? "musl" : "gnu"}`;
+    const lock = fs.readFileSync(path.join(root, "Cargo.lock"), "utf8");
+    const m = /name = "aws-lc-sys"\nversion = "([^"]+)"/.exec(lock);
+    return { awsLc: m ? `aws_lc_${m[1].replace(/[.-]/g, "_")}` : undefined, mimalloc: "mimalloc" };
 }
 
-// `cargo check` of `target`, its C dependencies compiled by zig (the only C compiler here for
-// macOS and Windows; for Windows with MinGW's headers, as no MSVC ones can be had here).
+// `cargo check` of `target`: the Rust code, every crate's, compiled for the target. The C of
+// aws-lc and mimalloc is not compiled: their build scripts need the target's own system headers
+// (macOS's SDK, MSVC's), which cannot be had here, so cargo is told what those scripts would
+// say instead (aws-lc's portable bindings); the release compiles them on the target's platform.
 function check(target)
 {
-    const cc = toolchains.zigCc(zigTarget(target.triple), false);
-    const cxx = toolchains.zigCc(zigTarget(target.triple), true);
-    const key = target.triple.replace(/-/g, "_");
-    const env = Object.assign(releaseEnv(target), toolchains.zigEnv(), {
-        [`CC_${key}`]: cc, [`CXX_${key}`]: cxx, [`AR_${key}`]: path.join(toolchains.bin, "zig-ar"),
-    });
-    toolchains.writeScript(path.join(toolchains.bin, "zig-ar"), `#!/bin/sh\nexec "${path.join(toolchains.bin, "zig")}" ar "$@"\n`);
-    must("cargo", ["check", "--release", "--lib", "--target", target.triple, "--target-dir", TARGET_DIR], env);
+    const links = cLinks();
+    const key = `target.${target.triple}`;
+    const overrides = [`${key}.${links.mimalloc}.rustc-link-lib=["mimalloc"]`];
+    if (links.awsLc)
+    {
+        // aws-lc-rs's build script reads the include folder aws-lc-sys's would name.
+        overrides.push(`${key}.${links.awsLc}.rustc-cfg=["universal"]`, `${key}.${links.awsLc}.rustc-link-lib=["${links.awsLc}"]`,
+            `${key}.${links.awsLc}.include="${path.join(TARGET_DIR, "no-aws-lc-include")}"`);
+    }
+    must("cargo", ["check", "--release", "--lib", "--target", target.triple, "--target-dir", TARGET_DIR,
+        ...overrides.flatMap(o => ["--config", o])], releaseEnv(target));
 }
 
 // Builds (or checks) `target`; returns { result, file, seconds, how }.
@@ -146,7 +145,7 @@ function buildOne(target, out)
         // zig compiles for macOS, but links the frameworks the addon needs (Security and
         // CoreFoundation, for the system's certificates) only from a macOS SDK.
         say(`${target.triple}: no macOS SDK (SDKROOT) to link against: checking it`);
-        how = "cargo check (zig cc; no SDKROOT to link)";
+        how = "cargo check (Rust; no macOS SDK)";
         check(target);
         result = "checked";
     }
@@ -161,7 +160,7 @@ function buildOne(target, out)
         catch (err)
         {
             say(`${target.triple}: zig could not link it (${err.message}); checking it instead`);
-            how = "cargo check (zig cc)";
+            how = "cargo check (Rust)";
             check(target);
             result = "checked";
             file = undefined;
@@ -169,7 +168,7 @@ function buildOne(target, out)
     }
     else
     {
-        how = "cargo check (zig cc)";
+        how = "cargo check (Rust)";
         check(target);
         result = "checked";
     }

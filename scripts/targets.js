@@ -9,10 +9,11 @@
 //   own cross toolchain (`--use-napi-cross`) is gcc 4.8, which has no <stdatomic.h> and so
 //   cannot compile mimalloc.
 // - "zig": a musl target, compiled and linked by zig (`napi build -x`, that is cargo-zigbuild).
-// - "zig-or-check": a macOS target: linked by zig where it can link, otherwise compiled only
-//   (`cargo check`, with zig as the C compiler of the C dependencies).
-// - "check": compiled only from Linux (`cargo check --target`): its binary is built on its own
-//   platform by the release workflow.
+// - "zig-or-check": a macOS target: linked by zig where a macOS SDK (SDKROOT) is there to link
+//   against, otherwise its Rust compiled only (`cargo check --target`; the C of aws-lc and
+//   mimalloc needs the SDK's headers).
+// - "check": its Rust compiled only from Linux (`cargo check --target`; the C needs MSVC's
+//   headers): its binary is built on its own platform by the release workflow.
 // `native: true` where a build on the target's own platform (the release workflow's runner) is
 // a plain `napi build --target`.
 

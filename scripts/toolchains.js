@@ -85,18 +85,6 @@ function zigEnv()
     return { PATH: [bin, path.join(venv, "bin"), process.env.PATH].join(path.delimiter) };
 }
 
-// A C compiler for `zigTarget` (zig's name of a target, e.g. aarch64-macos) through zig: for
-// the C dependencies of a `cargo check` of a target no other compiler here can build for.
-function zigCc(zigTarget, cxx)
-{
-    zigEnv();
-    // cc-rs adds --target=<Rust's triple> for a clang-like compiler: zig knows its own names
-    // only, so the wrapper leaves that out.
-    return writeScript(path.join(bin, `zig-${cxx ? "c++" : "cc"}-${zigTarget}`),
-        "#!/bin/sh\nfor arg do\n  shift\n  case \"$arg\" in --target=*) ;; *) set -- \"$@\" \"$arg\" ;; esac\ndone\n"
-        + `exec "${path.join(bin, "zig")}" ${cxx ? "c++" : "cc"} -target ${zigTarget} "$@"\n`);
-}
-
 let aptUpdated = false;
 
 // Debian packages, installed with apt-get when `present()` says they are not there yet.
@@ -162,4 +150,4 @@ function arm64Node(major)
     return node;
 }
 
-module.exports = { home, bin, rustTarget, zigEnv, zigCc, aptPackages, qemuArm64, arm64Node, writeScript, onPath };
+module.exports = { home, bin, rustTarget, zigEnv, aptPackages, qemuArm64, arm64Node, writeScript, onPath };
