@@ -68,7 +68,10 @@ interface GenericConfig {
     /**
      * Take locks on a global table in the eventually consistent mode, where two Regions can grant
      * one lock at once. Without it such a table is refused (code `EventuallyConsistentGlobalTable`),
-     * as the client learns with one `DescribeTable` beside its first acquisition. Default: false.
+     * as the client learns with one `DescribeTable` beside its first acquisition. The same check
+     * refuses a TTL attribute (`ttlAttribute`, and Fifo's queue entries) on a global table with
+     * multi-Region strong consistency (code `StronglyConsistentGlobalTableLimit`); `true` turns
+     * both off. Default: false.
      */
     allowEventuallyConsistentGlobalTable?: boolean;
 }
@@ -297,7 +300,9 @@ export declare class Lock<T extends number | undefined = number> {
      * FailClosed, FailOpen: the `ConditionCheck` entry of a `TransactWriteItems` that holds
      * exactly while this acquisition holds the lock item (FailOpen: its fencing token, not
      * released; FailClosed: its `guid`). DocumentClient shape by default; `{ marshalled: true }`
-     * for the low-level client. Throws `code` `LockLost` once the lock is released, lost or lapsed.
+     * for the low-level client. Throws `code` `LockLost` once the lock is released, lost or lapsed,
+     * and `code` `StronglyConsistentGlobalTableLimit` on a global table with multi-Region strong
+     * consistency, which has no transactions.
      */
     conditionCheck(options?: { marshalled?: false }): { ConditionCheck: ConditionCheck<any> };
     conditionCheck(options: { marshalled: true }): { ConditionCheck: ConditionCheck<{ [type: string]: string | Uint8Array }> };
@@ -418,6 +423,8 @@ export declare function checkTable(options: TableOptions & { partitionKey?: stri
     ttl: { status: string; attribute?: string; error?: string };
     global?: { replicas: string[]; consistency: "EVENTUAL" | "STRONG" };
     problems: string[];
+    /** What this table cannot do that locks can use (a global table with multi-Region strong consistency: no TTL, no transactions). */
+    limits: string[];
     ok: boolean;
 }>;
 

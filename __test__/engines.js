@@ -243,7 +243,10 @@ async function withDeadline(promise, deadline, what) {
 }
 
 async function launchDynalite(deadline) {
-  const proc = spawnEngine('dynalite', process.execPath, [path.join(SUPPORT_DIR, 'dynalite-server.js')], {
+  // DDB_ENGINE_NODE: another Node.js to run the engine with (npm run test:arm64 runs the
+  // suites under emulation, and the engine natively).
+  const node = process.env.DDB_ENGINE_NODE || process.execPath;
+  const proc = spawnEngine('dynalite', node, [path.join(SUPPORT_DIR, 'dynalite-server.js')], {
     cwd: path.resolve(__dirname, '..'),
     env: process.env,
   });

@@ -44,6 +44,7 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
     {
         engine = await startEngine("dynalite");
         await engine.createTable("global", { partitionKey: "id" });
+        await engine.createTable("global-fifo", { partitionKey: "id", sortKey: "entry" });
         server = http.createServer((req, res) =>
         {
             const chunks = [];
@@ -149,6 +150,63 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
         await lock.release();
         assert.equal(count("DescribeTable"), 2, "one per client");
         await Promise.all([open.close(), fifo.close()]);
+    });
+
+    it("the strongly consistent mode refuses a TTL attribute, Fifo's default one included, naming the table and the limit", async () =>
+    {
+        reset("STRONG");
+        const open = new DynamoDBLockClient.FailOpen(config({ leaseDurationMs: 10000, ttlAttribute: "expires" }));
+        const id = uniqueId("gt-ttl");
+        const err = await open.acquireLock(id).then(() => assert.fail("acquired"), e => e);
+        assert.equal(err.code, "StronglyConsistentGlobalTableLimit", err.stack);
+        assert.equal(err.tableName, "global");
+        assert.equal(err.limit, "TTL");
+        assert.deepEqual(err.regions, ["us-east-1", "eu-west-1"]);
+        assert.match(err.message, /"global" is a global table with multi-Region strong consistency \(Regions us-east-1, eu-west-1\), which supports no TTL: ttlAttribute "expires"/);
+        const item = await engine.getItem("global", { id: { S: id } });
+        assert.ok(item === undefined || item.leaseDurationMs.N === "1", `the lock was released: ${JSON.stringify(item)}`);
+        const writes = count("UpdateItem");
+        await assert.rejects(open.acquireLock(uniqueId("gt-ttl")), { code: "StronglyConsistentGlobalTableLimit" });
+        assert.equal(count("UpdateItem"), writes, "a later acquisition sends nothing");
+        await open.close();
+
+        const closed = new DynamoDBLockClient.FailClosed(config({ acquirePeriodMs: 50, ttlAttribute: "expires", ttlSeconds: 3600 }));
+        await assert.rejects(closed.acquireLock(uniqueId("gt-ttl")), { code: "StronglyConsistentGlobalTableLimit", limit: "TTL" });
+        await closed.close();
+
+        for (const [extra, shown] of [[{}, /"ttl", the default/], [{ ttlAttribute: "gone" }, /"gone"\)/]])
+        {
+            const fifo = new DynamoDBLockClient.Fifo(config(Object.assign({ lockTable: "global-fifo", sortKey: "entry", leaseDurationMs: 10000 }, extra)));
+            const refused = await fifo.acquireLock(uniqueId("gt-fifo")).then(() => assert.fail("acquired"), e => e);
+            assert.equal(refused.code, "StronglyConsistentGlobalTableLimit", refused.stack);
+            assert.equal(refused.tableName, "global-fifo");
+            assert.match(refused.message, /"global-fifo" .* which supports no TTL: a Fifo client writes its TTL attribute/);
+            assert.match(refused.message, shown);
+            await fifo.close();
+        }
+    });
+
+    it("on the strongly consistent mode a lock's conditionCheck() is refused (no transactions); elsewhere it is given", async () =>
+    {
+        const settings = { FailOpen: { leaseDurationMs: 10000 }, FailClosed: { acquirePeriodMs: 50 } };
+        for (const Kind of ["FailOpen", "FailClosed"])
+        {
+            reset("STRONG");
+            const client = new DynamoDBLockClient[Kind](config(settings[Kind]));
+            const lock = await client.acquireLock(uniqueId("gt-check"));
+            assert.throws(() => lock.conditionCheck(), e => e.code === "StronglyConsistentGlobalTableLimit" && e.limit === "transactions"
+                && e.tableName === "global" && /"global" is a global table with multi-Region strong consistency .* which supports no transactions: lock.conditionCheck\(\)/.test(e.message));
+            assert.throws(() => lock.conditionCheck({ marshalled: true }), { code: "StronglyConsistentGlobalTableLimit" });
+            await lock.release();
+            await client.close();
+
+            reset(undefined);
+            const plain = new DynamoDBLockClient[Kind](config(settings[Kind]));
+            const held = await plain.acquireLock(uniqueId("gt-check"));
+            assert.equal(held.conditionCheck().ConditionCheck.TableName, "global");
+            await held.release();
+            await plain.close();
+        }
     });
 
     it("a DescribeTable refused (AccessDeniedException) is warned about once, and locking proceeds", async () =>

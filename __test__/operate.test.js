@@ -227,6 +227,14 @@ describe("check-table on a global table (a loopback stand-in for DescribeTable)"
             if (status === 1)
             {
                 assert.match(r.stdout, /Problem: the table is global .* eventually consistent mode/);
+                assert.doesNotMatch(r.stdout, /Limit:/);
+            }
+            else
+            {
+                // Strong consistency keeps a lock, without TTL or transactions.
+                assert.match(r.stdout, /Limit: no TTL on a global table with multi-Region strong consistency: clients with ttlAttribute, and Fifo clients .* are refused/);
+                assert.match(r.stdout, /Limit: no transactions .* lock.conditionCheck\(\) is refused/);
+                assert.match(r.stdout, /It can keep a lock\./);
             }
         }
     });

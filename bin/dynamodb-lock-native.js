@@ -522,6 +522,7 @@ const COMMANDS = {
                 `Table "${r.table}": ${r.status}, key ${key}, billing ${r.billingMode}, TTL ${r.ttl.status}${r.ttl.attribute ? ` on "${r.ttl.attribute}"` : ""}`,
                 r.global ? `Global table in Regions ${r.global.replicas.join(", ")}, ${r.global.consistency} consistency` : "Not a global table",
                 ...r.problems.map(p => `Problem: ${p}`),
+                ...r.limits.map(l => `Limit: ${l}`),
                 r.ok ? "It can keep a lock." : "It cannot keep a lock.",
             ].join("\n");
             print(values, r, text);

@@ -13,11 +13,17 @@
 // with its own cause. `allowEventuallyConsistentGlobalTable:
 // true` turns the check off. Over a user's own object, the check calls its `describeTable`
 // when it has one, and is skipped silently when it has none.
+//
+// A global table with multi-Region strong consistency (MRSC) keeps a lock, but has neither TTL
+// nor transactions: a client that writes a TTL attribute (`ttlAttribute`, and every Fifo client,
+// whose queue entries carry one, by default "ttl") is refused there the same way, and a lock
+// taken there refuses `conditionCheck()`.
 
 const bridge = require("./bridge.js");
 const { debug, shownError } = require("./debug.js");
 
 const REFUSED = "EventuallyConsistentGlobalTable";
+const STRONG_LIMIT = "StronglyConsistentGlobalTableLimit";
 const UNKNOWN_MODE = "DYNAMODB_LOCK_NATIVE_TABLE_MODE_UNKNOWN";
 
 // Tables whose failed DescribeTable was already warned about, in this process.
@@ -50,11 +56,55 @@ function unanswered(code)
     return UNANSWERED_CODES.has(code) || /^HttpStatus5\d\d$/.test(code);
 }
 
-// The refusal of `table` (DescribeTable's `Table`), or undefined when locks are safe on it.
-function refusalOf(table, tableName)
+// The Regions of a global table in multi-Region strong consistency, or undefined.
+function strongRegions(table)
+{
+    const replicas = ((table && table.Replicas) || []).map(r => r.RegionName);
+    return replicas.length > 0 && table.MultiRegionConsistency === "STRONG" ? replicas : undefined;
+}
+
+// The error for what a strongly consistent global table cannot do: `limit` "TTL" or
+// "transactions", `what` the sentence on what was asked of it.
+function strongLimit(tableName, regions, limit, what)
+{
+    const err = new Error(`Lock table "${tableName}" is a global table with multi-Region strong consistency (Regions ${regions.join(", ")}), `
+        + `which supports no ${limit}: ${what}`);
+    err.code = STRONG_LIMIT;
+    err.tableName = tableName;
+    err.regions = regions;
+    err.limit = limit;
+    return err;
+}
+
+// The TTL attribute a client of `kind` writes with `config`, or undefined.
+function ttlWritten(kind, config)
+{
+    if (config.ttlAttribute !== undefined)
+    {
+        return config.ttlAttribute;
+    }
+    return kind === "Fifo" ? "ttl" : undefined;
+}
+
+// The refusal of `table` (DescribeTable's `Table`) to a client of `kind` with `config`, or
+// undefined when its locks are safe and work there.
+function refusalOf(table, tableName, kind, config)
 {
     const replicas = ((table && table.Replicas) || []).map(r => r.RegionName);
     const consistency = table && table.MultiRegionConsistency;
+    const strong = strongRegions(table);
+    if (strong)
+    {
+        const ttl = ttlWritten(kind, config || {});
+        if (ttl === undefined)
+        {
+            return undefined;
+        }
+        return strongLimit(tableName, strong, "TTL", kind === "Fifo"
+            ? `a Fifo client writes its TTL attribute ("${ttl}"${config && config.ttlAttribute !== undefined ? "" : ", the default"}) on queue entries, and nothing would remove those of crashed waiters. `
+                + "Use FailOpen or FailClosed without ttlAttribute there, or a table in one Region for Fifo."
+            : `ttlAttribute "${ttl}" would never remove an item. Leave ttlAttribute out for this table.`);
+    }
     if (replicas.length === 0 || (consistency !== undefined && consistency !== "EVENTUAL"))
     {
         return undefined;
@@ -66,6 +116,13 @@ function refusalOf(table, tableName)
     err.tableName = tableName;
     err.regions = replicas;
     return err;
+}
+
+// What `lock.conditionCheck()` throws for a lock on a strongly consistent global table.
+function noTransactions(strong)
+{
+    return strongLimit(strong.tableName, strong.regions, "transactions",
+        "lock.conditionCheck() builds an entry of TransactWriteItems, which such a table refuses. Fence the write with the lock's fencingToken instead.");
 }
 
 // Warns once per table that its mode could not be checked: what the failure was, and what to
@@ -132,9 +189,11 @@ function tableCheck(self)
         self._tableCheck = describeTable(self).then(
             table =>
             {
-                self._tableRefusal = table === undefined ? undefined : refusalOf(table, tableName);
+                const strong = table === undefined ? undefined : strongRegions(table);
+                self._strongGlobal = strong && { tableName, regions: strong };
+                self._tableRefusal = table === undefined ? undefined : refusalOf(table, tableName, self._kind, self._config);
                 debug(() => `table check of "${tableName}": ${table === undefined ? "skipped (the dynamodb object has no describeTable)"
-                    : self._tableRefusal ? "refused: a global table in the eventually consistent mode" : "locks are safe on it"}`);
+                    : self._tableRefusal ? `refused: ${self._tableRefusal.code}` : "locks are safe on it"}`);
                 return self._tableRefusal;
             },
             error =>
@@ -202,7 +261,10 @@ function checked(self, start, waitMs)
         {
             if (!refusal)
             {
-                return lock;
+                // A lock on a strongly consistent global table refuses conditionCheck(), also
+                // when the check answers after the lock was handed out.
+                check.then(() => marked(self, lock), () => {});
+                return marked(self, lock);
             }
             return lock.release().catch(() => {}).then(() =>
             {
@@ -215,4 +277,13 @@ function checked(self, start, waitMs)
         });
 }
 
-module.exports = { checked, refusalOf };
+function marked(self, lock)
+{
+    if (self._strongGlobal && lock && lock._strongGlobal === undefined)
+    {
+        lock._strongGlobal = self._strongGlobal;
+    }
+    return lock;
+}
+
+module.exports = { checked, refusalOf, noTransactions, strongRegions };

@@ -607,6 +607,8 @@ async function revoke(call, tableName, key, Key, item, lock)
  * Whether a table can keep a lock: its key schema, TTL, billing and, for a global table, its
  * Regions and consistency mode. `problems` lists what keeps it from being a lock table; a
  * global table in the eventually consistent mode is one (two Regions could grant one lock).
+ * `limits` lists what a lock table can do but this one cannot: a global table with
+ * multi-Region strong consistency has no TTL and no transactions.
  */
 async function checkTable(options)
 {
@@ -642,6 +644,12 @@ async function checkTable(options)
     {
         problems.push(`the table is global (Regions ${replicas.join(", ")}) in the eventually consistent mode: a conditional write is checked against its own Region's copy and the last writer wins, so two Regions can grant one lock at once`);
     }
+    const limits = [];
+    if (consistency === "STRONG")
+    {
+        limits.push("no TTL on a global table with multi-Region strong consistency: clients with ttlAttribute, and Fifo clients (whose queue entries carry \"ttl\"), are refused on it");
+        limits.push("no transactions on a global table with multi-Region strong consistency: lock.conditionCheck() is refused on it");
+    }
     return {
         table: t.TableName,
         status: t.TableStatus,
@@ -651,6 +659,7 @@ async function checkTable(options)
         ttl,
         global: replicas.length > 0 ? { replicas, consistency } : undefined,
         problems,
+        limits,
         ok: problems.length === 0 && t.TableStatus === "ACTIVE",
     };
 }

@@ -12,6 +12,7 @@ const { withLockId } = require("./lock-id.js");
 const { checkData, dataInput, copyData } = require("./options.js");
 const { settle } = require("./settle.js");
 const { debug, ms, shownId } = require("./debug.js");
+const { noTransactions } = require("./global-table.js");
 
 // The error of a failed heartbeat: `leaseAtRisk` says whether the lease is at risk (no retry
 // mends the failure, or no more than the danger margin is left) or a retry within the lease
@@ -286,6 +287,10 @@ class NativeLock extends Lock
     conditionCheck(options)
     {
         const marshalled = Boolean(options && options.marshalled);
+        if (this._strongGlobal !== undefined)
+        {
+            throw noTransactions(this._strongGlobal);
+        }
         if (this._lost !== undefined)
         {
             throw lockNotHeld(`the lock is lost (${this._lost.code}): no condition can hold for it`);

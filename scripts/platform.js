@@ -6,6 +6,9 @@
 const fs = require("fs");
 const path = require("path");
 
+// Whether this Linux runs on musl, decided as the generated loader (binding.js) decides, so
+// that the install hook, a bundle and the loader agree on the binary: /usr/bin/ldd names musl;
+// else Node's report (no glibc runtime, or a musl library loaded); else Alpine's release file.
 function isMusl()
 {
     if (process.platform !== "linux")
@@ -14,7 +17,20 @@ function isMusl()
     }
     try
     {
-        return !process.report.getReport().header.glibcVersionRuntime;
+        return fs.readFileSync("/usr/bin/ldd", "utf8").includes("musl");
+    }
+    catch (_)
+    {
+        // No ldd: ask the report.
+    }
+    try
+    {
+        const report = process.report.getReport();
+        if (report.header && report.header.glibcVersionRuntime)
+        {
+            return false;
+        }
+        return (report.sharedObjects || []).some(f => f.includes("libc.musl-") || f.includes("ld-musl-"));
     }
     catch (_)
     {
@@ -67,4 +83,4 @@ function rustNeeded()
     return "a recent Rust";
 }
 
-module.exports = { binaryName, platformSuffix, hostTriple, rustNeeded };
+module.exports = { binaryName, platformSuffix, hostTriple, rustNeeded, isMusl };
