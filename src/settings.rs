@@ -113,7 +113,9 @@ impl Settings {
         OpenFields {
             owner: &self.owner,
             lease_duration_ms: self.lease_duration_ms,
-            lock_acquired_time_unix_ms: Some(unix_now_ms()),
+            // The original with `trustLocalTime` counts a FailOpen lease from it; Fifo items
+            // are this package's alone.
+            lock_acquired_time_unix_ms: (self.kind == Kind::FailOpen).then(unix_now_ms),
             data: None,
             ttl: self.ttl_held(),
             token_floor: self.token_floor(),
