@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::item::{LockKey, LockRecord, TableSpec};
-use crate::store::{Op, Reply};
+use dynamodb_lock_core::op::{Op, Reply};
 
 static ON: AtomicBool = AtomicBool::new(false);
 
