@@ -437,20 +437,9 @@ impl HttpStore {
             .await
     }
 
-    /// One `UpdateItem` of a waiter (its first-in-line mark, a Fifo ticket): it leaves
-    /// `lockWrittenUnixMs` alone, which tells when the holder last wrote.
-    async fn update_by_waiter(
-        &self,
-        key: &LockKey,
-        update: &str,
-        condition: Option<&str>,
-        names: &[(&str, &str)],
-        values: &[(&str, Attr<'_>)],
-        returns: &str,
-    ) -> Result<Response, StoreError> {
-        self.send_update(key, update, condition, names, values, returns).await
-    }
-
+    /// One `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo ticket) is
+    /// sent through it directly: it leaves `lockWrittenUnixMs` alone, which tells when the
+    /// holder last wrote.
     async fn send_update(
         &self,
         key: &LockKey,
@@ -1208,7 +1197,7 @@ impl HttpStore {
             ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .update_by_waiter(head, &update, Some(cond), &names, &values, "ALL_OLD")
+            .send_update(head, &update, Some(cond), &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1227,7 +1216,7 @@ impl HttpStore {
             ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .update_by_waiter(head, update, Some(&cond), &names, &values, "ALL_OLD")
+            .send_update(head, update, Some(&cond), &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1250,7 +1239,7 @@ impl HttpStore {
             ("#qn", item::QUEUE_NEXT),
             ("#ft", item::FENCING_TOKEN),
         ];
-        self.update_by_waiter(
+        self.send_update(
             head,
             "SET #tn = :prev, #qn = :pprev",
             Some("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)"),
@@ -1366,7 +1355,7 @@ impl HttpStore {
             (":wo", Attr::S(mark.owner)),
             (":stale", Attr::N(mark.stale_before_unix_ms)),
         ];
-        self.update_by_waiter(
+        self.send_update(
             key,
             "SET #w = :w, #wid = :wid, #ws = :ws, #wo = :wo",
             Some("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)"),
