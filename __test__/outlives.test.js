@@ -110,6 +110,70 @@ for (const name of selectedEngines())
             });
         }
 
+        for (const kind of ["FailOpen", "FailClosed"])
+        {
+            it(`${kind}: a Worker terminated while its acquisition's write is on the wire leaves the lock free: the write that landed is undone`, async () =>
+            {
+                const id = uniqueId(`worker-in-flight-${kind}`);
+                env.proxy.clearFaults();
+                // Each request is applied at once and answered 400 ms later.
+                env.proxy.replyDelayMs = 400;
+                try
+                {
+                    const settings = kind === "FailOpen" ? { leaseDurationMs: 60000, heartbeatPeriodMs: 10000 } : { acquirePeriodMs: 100 };
+                    const worker = new Worker(path.join(__dirname, "support", "terminated-worker.js"), {
+                        workerData: { kind, id, config: config(env.engine, env.proxy.endpoint, Object.assign({ owner: "worker" }, settings)) },
+                    });
+                    const messages = [];
+                    worker.on("message", m => messages.push(m));
+                    const deadline = Date.now() + 10000;
+                    while (!messages.some(m => m.started) && Date.now() < deadline)
+                    {
+                        await sleep(10);
+                    }
+                    assert.ok(messages.some(m => m.started), JSON.stringify(messages));
+                    // The write has reached the engine; its answer is 400 ms away.
+                    let landed;
+                    while (!landed && Date.now() < deadline)
+                    {
+                        await sleep(10);
+                        landed = await env.engine.getItem(TABLE, { id: { S: id } });
+                    }
+                    assert.ok(landed, "the acquisition's write landed");
+                    assert.equal(landed.owner.S, "worker");
+                    await worker.terminate();
+                    assert.deepEqual(messages.filter(m => m.granted), [], "nothing was granted to the Worker");
+                }
+                finally
+                {
+                    env.proxy.replyDelayMs = 0;
+                }
+                // The undo goes out once the write's answer comes in (400 ms), and is itself
+                // answered at once.
+                let item;
+                const until = Date.now() + 5000;
+                do
+                {
+                    await sleep(100);
+                    item = await env.engine.getItem(TABLE, { id: { S: id } });
+                }
+                while (Date.now() < until && (kind === "FailClosed" ? item !== undefined : item.leaseDurationMs.N !== "1"));
+                if (kind === "FailClosed")
+                {
+                    assert.equal(item, undefined, `the landed write's item is deleted: ${JSON.stringify(item)}`);
+                }
+                else
+                {
+                    assert.equal(item.leaseDurationMs.N, "1", `the landed write is released: ${JSON.stringify(item)}`);
+                }
+                // Free: taken at once by another client.
+                const other = new DynamoDBLockClient[kind](config(env.engine, undefined, kind === "FailOpen" ? { leaseDurationMs: 60000, heartbeatPeriodMs: 10000, retryCount: 0 } : { acquirePeriodMs: 100, retryCount: 0 }));
+                const lock = await other.acquireLock(id);
+                await lock.release();
+                await other.close();
+            });
+        }
+
         it("once close() resolves the client sends nothing: held locks' heartbeats and pending acquisitions end with it", async () =>
         {
             env.proxy.clearFaults();
