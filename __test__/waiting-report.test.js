@@ -20,6 +20,7 @@ for (const name of selectedEngines())
         {
             engine = await startEngine(name);
             await engine.createTable("waits", { partitionKey: "id" });
+            await engine.createTable("fifo-waits", { partitionKey: "pk", sortKey: "sk" });
         });
         after(async () => engine && engine.stop());
 
@@ -56,6 +57,43 @@ for (const name of selectedEngines())
                     assert.ok(m.waitMs > first.waitMs);
                 }
                 assert.equal(rest.filter(m => !m.progress).length, 0, "one first message");
+            }
+            finally
+            {
+                diagnostics.unsubscribe("dynamodb-lock-native:waiting", onMessage);
+                await Promise.all([holder.close(), waiter.close()]);
+            }
+        });
+
+        it("Fifo: names the head's holder, then reports progress about once a lease", async () =>
+        {
+            const config = owner => ({ dynamodb: dynamodbOptions(engine), lockTable: "fifo-waits", partitionKey: "pk", sortKey: "sk", leaseDurationMs: 1200, heartbeatPeriodMs: 400, owner });
+            const id = uniqueId("fifo-why");
+            const holder = new DynamoDBLockClient.Fifo(config("the-holder"));
+            const waiter = new DynamoDBLockClient.Fifo(config("the-waiter"));
+            const lock = await holder.acquireLock(id);
+            const messages = [];
+            const onMessage = m => m.id === id && messages.push(Object.assign({ at: Date.now() }, m));
+            diagnostics.subscribe("dynamodb-lock-native:waiting", onMessage);
+            try
+            {
+                const pending = waiter.acquireLock(id, { waitMs: 20000 });
+                await sleep(3500);
+                await lock.release();
+                const next = await pending;
+                assert.ok(next.fencingToken > lock.fencingToken);
+                await next.release();
+                const [first, ...rest] = messages;
+                assert.ok(first, "a waiting message");
+                assert.equal(first.progress, false);
+                assert.ok(first.holder, `the first message names the holder: ${JSON.stringify(first)}`);
+                assert.deepEqual([first.holder.owner, first.holder.fencingToken, first.holder.leaseDurationMs], ["the-holder", lock.fencingToken, 1200]);
+                const progress = rest.filter(m => m.progress);
+                assert.ok(progress.length >= 1 && progress.length <= 4, `about one progress message a lease over 3.5 s: ${JSON.stringify(messages)}`);
+                for (const m of progress)
+                {
+                    assert.equal(m.holder.owner, "the-holder");
+                }
             }
             finally
             {

@@ -225,17 +225,22 @@ impl Driver<'_> {
         let (mut m, mut act) =
             Acquire::<LockRecord, StoreError>::start(c.settings.protocol(), self.resources.len(), wait, &env, self);
         let mut changed: Option<Pin<Box<Notified<'_>>>> = None;
+        // The head as the last read of it found it: the holder a waiting report names.
+        let mut head: Option<LockRecord> = None;
         loop {
             let input = match act {
                 Act::Send { req, timeout_at } => {
                     let result = send_by(c, self.resources, &req, clock.instant(timeout_at)).await;
+                    if let (Ok(Reply::Before(Some(r))), None) = (&result, req.place().1) {
+                        head = Some(r.clone());
+                    }
                     Input::Answer(answer(result))
                 }
                 Act::Wait { until, watch } => {
                     // Someone is ahead in a queue or holds the head: this acquisition waits
                     // (joining a queue alone is no wait: an acquisition of several resources
                     // always joins theirs).
-                    cancel.waiting(None);
+                    cancel.waiting(head.take().as_ref());
                     let at = clock.instant(until);
                     if watch {
                         wait_or_change(at, cancel, &mut changed).await;
