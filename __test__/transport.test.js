@@ -7,7 +7,8 @@
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { uniqueId } = require("./helpers.js");
+const net = require("node:net");
+const { DynamoDBLockClient, uniqueId } = require("./helpers.js");
 const { startChild } = require("./support/spawn.js");
 const { startForwardProxy, startTlsFront, startReverse, CA_FILE } = require("./support/http-proxies.js");
 
@@ -42,6 +43,38 @@ async function acquireAndRelease(engine, endpoint, { env = {}, dynamodb = {}, re
     const released = await child.next(l => l.released !== undefined);
     await child.exited;
     return Object.assign({}, first, { released: released.released });
+}
+
+// A TCP relay to `target` on 127.0.0.1 that counts the connections made to it.
+function countingRelay(target)
+{
+    const { port } = new URL(target);
+    const sockets = new Set();
+    const relay = { opened: 0 };
+    const server = net.createServer(socket =>
+    {
+        relay.opened++;
+        const upstream = net.connect(Number(port), "127.0.0.1");
+        for (const s of [socket, upstream])
+        {
+            sockets.add(s);
+            s.on("close", () => sockets.delete(s));
+            s.on("error", () => {});
+        }
+        socket.pipe(upstream).pipe(socket);
+        socket.on("close", () => upstream.destroy());
+        upstream.on("close", () => socket.destroy());
+    });
+    return new Promise(resolve => server.listen(0, "127.0.0.1", () =>
+    {
+        relay.endpoint = `http://127.0.0.1:${server.address().port}`;
+        relay.close = () => new Promise(done =>
+        {
+            sockets.forEach(s => s.destroy());
+            server.close(() => done());
+        });
+        resolve(relay);
+    }));
 }
 
 for (const engineName of selectedEngines())
@@ -130,6 +163,41 @@ for (const engineName of selectedEngines())
                 assert.equal(refused.error, "NetworkingError", JSON.stringify(refused));
                 assert.match(refused.message, /certificate/i);
                 assert.match(refused.message, /UnknownIssuer/);
+            });
+
+        it("256 acquisitions at once, again and again, reuse the connections of the first round", async () =>
+            {
+                const relay = await countingRelay(engine.endpoint);
+                const client = new DynamoDBLockClient.FailOpen({
+                    dynamodb: { endpoint: relay.endpoint, region: engine.region, credentials: engine.credentials },
+                    lockTable: "locks",
+                    partitionKey: "id",
+                    leaseDurationMs: 20000,
+                    heartbeatPeriodMs: 10000,
+                });
+                try
+                {
+                    const ids = Array.from({ length: 256 }, (_, i) => uniqueId(`burst-${i}`));
+                    const round = async () =>
+                    {
+                        const locks = await Promise.all(ids.map(id => client.acquireLock(id)));
+                        await Promise.all(locks.map(lock => lock.release()));
+                    };
+                    await round();
+                    const first = relay.opened;
+                    assert.ok(first > 1, `the first round opened ${first} connections`);
+                    for (let i = 0; i < 3; i++)
+                    {
+                        await round();
+                    }
+                    const later = relay.opened - first;
+                    assert.ok(later <= 8, `three more rounds opened ${later} connections after the first round's ${first}`);
+                }
+                finally
+                {
+                    await client.close();
+                    await relay.close();
+                }
             });
 
         it("a damaged x-amz-crc32 is retried, and reported clearly when it persists", async () =>

@@ -192,6 +192,8 @@ function tableCheck(self)
                 const strong = table === undefined ? undefined : strongRegions(table);
                 self._strongGlobal = strong && { tableName, regions: strong };
                 self._tableRefusal = table === undefined ? undefined : refusalOf(table, tableName, self._kind, self._config);
+                // Settled for good: later acquisitions skip the check's wait.
+                self._tableSafe = !self._tableRefusal;
                 debug(() => `table check of "${tableName}": ${table === undefined ? "skipped (the dynamodb object has no describeTable)"
                     : self._tableRefusal ? `refused: ${self._tableRefusal.code}` : "locks are safe on it"}`);
                 return self._tableRefusal;
@@ -254,6 +256,10 @@ function checked(self, start, waitMs)
     if (self._tableRefusal)
     {
         return Promise.reject(self._tableRefusal);
+    }
+    if (self._tableSafe)
+    {
+        return self._strongGlobal ? start().then(lock => marked(self, lock)) : start();
     }
     const check = tableCheck(self);
     return start().then(

@@ -28,8 +28,10 @@ use tokio::net::TcpStream;
 /// balancers drop quiet connections after a while.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// At most this many idle connections are kept per client.
-const MAX_IDLE: usize = 64;
+/// At most this many idle connections are kept per client: as many as may be on the wire
+/// (`MAX_CONNECTIONS`), so that a burst that used them all finds them again instead of
+/// opening (against DynamoDB: a TLS handshake each) the ones a smaller pool closed.
+const MAX_IDLE: usize = MAX_CONNECTIONS;
 
 /// At most this many heartbeat requests of one process are on the wire at once, on
 /// connections of their own (the heartbeat scheduler bounds them itself, following the round
