@@ -84,40 +84,6 @@ export declare class NativeClient {
   stats(): NativeStats
 }
 
-/** How often one kind of operation applied and was refused. */
-export interface AgreementCount {
-  kind: string
-  applied: number
-  refused: number
-}
-
-/** Where and how long to run. */
-export interface AgreementOptions {
-  /** The engine's endpoint, e.g. `http://127.0.0.1:8000`. */
-  endpoint: string
-  region: string
-  /** A table with the partition key `pk` (S) and no sort key: lock items. */
-  table: string
-  /**
-   * A table with the partition key `pk` (S) and the sort key `sk` (S): Fifo heads and
-   * queue entries.
-   */
-  fifoTable: string
-  seed: number
-  steps: number
-  /** Set aside the item a refusal returns (an engine that does not return it). */
-  ignoreRefusalItems?: boolean
-}
-
-export interface AgreementReport {
-  steps: number
-  counts: Array<AgreementCount>
-  disagreements: Array<Disagreement>
-}
-
-/** Runs `steps` seeded steps on both stores and reports every step where they differ. */
-export declare function agreementRun(options: AgreementOptions): Promise<AgreementReport>
-
 /** One problem found in a configuration, shaped like a Joi error detail. */
 export interface ConfigProblem {
   message: string
@@ -144,22 +110,6 @@ export interface Defaults {
   retryCount: number
   /** Fifo's `waitMs`: how long an acquisition waits for its turn, in milliseconds. */
   fifoWaitMs: number
-}
-
-/** One step at which the engine and `op::apply` differ. */
-export interface Disagreement {
-  seed: number
-  step: number
-  kind: string
-  /** The key, and the operation with its arguments (guids by number: `g7`). */
-  key: string
-  op: string
-  /** The item before the step, as the memory store had it. */
-  before: string
-  engineOutcome: string
-  memoryOutcome: string
-  engineItem: string
-  memoryItem: string
 }
 
 /**
@@ -415,9 +365,6 @@ export interface ObjectReply {
   item?: ObjectItem
   error?: ObjectError
 }
-
-/** Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error. */
-export declare function panicForTest(message: string): void
 
 /**
  * Turns the native debug log on or off (`NODE_DEBUG=dynamodb-lock-native`, read by

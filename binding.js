@@ -836,12 +836,10 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
-module.exports.agreementRun = nativeBinding.agreementRun
 module.exports.defaults = nativeBinding.defaults
 module.exports.forgetLock = nativeBinding.forgetLock
 module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.leaseRemainingMs = nativeBinding.leaseRemainingMs
 module.exports.lockConditionTarget = nativeBinding.lockConditionTarget
-module.exports.panicForTest = nativeBinding.panicForTest
 module.exports.setDebug = nativeBinding.setDebug
 module.exports.validateConfig = nativeBinding.validateConfig

@@ -1,16 +1,19 @@
 "use strict";
 
 // The agreement test: the HTTP store's DynamoDB expressions against the core's `op::apply`.
-// The addon's internal `agreementRun` (src/agreement, not exported by index.js) runs seeded
-// random sequences of every store operation on a few keys, through the HTTP store to the
-// engine and through the in-memory store side by side, and reports every step where the
-// outcomes or the resulting items differ. A run must also have seen every kind of operation
-// both applied and refused, else it would pass without checking anything.
+// The Rust test `agreement::engine_agrees` (src/agreement, compiled into the unit tests only,
+// not into the addon) runs seeded random sequences of every store operation on a few keys,
+// through the HTTP store to the engine and through the in-memory store side by side, and
+// reports every step where the outcomes or the resulting items differ. A run must also have
+// seen every kind of operation both applied and refused, else it would pass without checking
+// anything.
 
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { agreementRun } = require("../binding.js");
+const { spawn } = require("node:child_process");
+const path = require("node:path");
+const { hostTriple } = require("../scripts/platform.js");
 
 const SEEDS = [1, 2, 3];
 const STEPS = 400;
@@ -25,6 +28,54 @@ const KINDS = [
     "fifo_ticket", "fifo_reserve", "fifo_untake", "fifo_put_entry", "fifo_grant",
     "fifo_finish_entry", "fifo_delete_finished", "fifo_touch_entry",
 ];
+
+// One run of `agreement::engine_agrees` through cargo (built already by `npm test`'s unit
+// tests; built here otherwise), its report read from the lines it prints.
+function agreementRun(o)
+{
+    const args = ["test", "--workspace", "--target", hostTriple(), "--lib", "--",
+        "--ignored", "--exact", "agreement::engine_agrees", "--nocapture", "--test-threads=1"];
+    const env = Object.assign({}, process.env, {
+        AWS_EC2_METADATA_DISABLED: "true",
+        AGREEMENT_ENDPOINT: o.endpoint,
+        AGREEMENT_REGION: o.region,
+        AGREEMENT_TABLE: o.table,
+        AGREEMENT_FIFO_TABLE: o.fifoTable,
+        AGREEMENT_SEED: String(o.seed),
+        AGREEMENT_STEPS: String(o.steps),
+        AGREEMENT_IGNORE_REFUSAL_ITEMS: String(o.ignoreRefusalItems),
+    });
+    return new Promise((resolve, reject) =>
+    {
+        const child = spawn("cargo", args, { cwd: path.join(__dirname, ".."), env, stdio: ["ignore", "pipe", "pipe"] });
+        let out = "";
+        let err = "";
+        child.stdout.on("data", d => (out += d));
+        child.stderr.on("data", d => (err += d));
+        child.on("error", reject);
+        child.on("close", code =>
+        {
+            if (code !== 0)
+            {
+                reject(new Error(`cargo ${args.join(" ")} exited ${code}:\n${out.slice(-4000)}\n${err.slice(-4000)}`));
+                return;
+            }
+            const report = { steps: undefined, counts: [], disagreements: [] };
+            for (const l of out.split("\n"))
+            {
+                const f = l.split("\t");
+                if (f[0] === "agreement-steps") report.steps = Number(f[1]);
+                else if (f[0] === "agreement-count") report.counts.push({ kind: f[1], applied: Number(f[2]), refused: Number(f[3]) });
+                else if (f[0] === "agreement-disagreement")
+                {
+                    const [seed, step, kind, key, op, before, engineOutcome, memoryOutcome, engineItem, memoryItem] = f.slice(1);
+                    report.disagreements.push({ seed, step, kind, key, op, before, engineOutcome, memoryOutcome, engineItem, memoryItem });
+                }
+            }
+            resolve(report);
+        });
+    });
+}
 
 function describeDisagreement(d)
 {
@@ -41,7 +92,7 @@ function describeDisagreement(d)
 
 for (const engineName of selectedEngines())
 {
-    describe(`the HTTP store agrees with op::apply on ${engineName}`, { timeout: 300000 }, () =>
+    describe(`the HTTP store agrees with op::apply on ${engineName}`, { timeout: 900000 }, () =>
     {
         let engine;
         before(async () =>

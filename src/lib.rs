@@ -37,8 +37,8 @@
 //!   items and queue entries, the entries' heartbeats, and the held locks.
 //! - `client`: acquisition of every kind through the local line, and the start of a new
 //!   lock's heartbeats.
-//! - `agreement`: seeded runs of every store operation on a real engine through the HTTP
-//!   store and through `op::apply`, compared step by step (internal: for
+//! - `agreement` (tests only): seeded runs of every store operation on a real engine through
+//!   the HTTP store and through `op::apply`, compared step by step (run by
 //!   `__test__/agreement.test.js`).
 //! - `testkit` (tests only): a client over the in-memory store, and a recorder of events.
 //!
@@ -47,6 +47,7 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
+#[cfg(test)]
 mod agreement;
 mod cancel;
 mod client;
@@ -1316,12 +1317,6 @@ pub fn held_lock_count() -> u32 {
 #[napi(catch_unwind)]
 pub fn set_debug(on: bool) {
     debug::set(on);
-}
-
-/// Ignored by the protocol; lets tests prove that a Rust panic becomes a JavaScript error.
-#[napi(catch_unwind)]
-pub fn panic_for_test(message: String) {
-    panic!("{message}");
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! keys, applied step by step through the HTTP store to a real engine (DynamoDB Local,
 //! dynalite) and through the in-memory store (`op::apply`) side by side. After each step the
 //! two outcomes, and the two items (the engine's read back with a strongly consistent get),
-//! must be equal, once what legitimately differs is set aside (`normalise`). Internal: the
-//! binding exports it for `__test__/agreement.test.js`; `index.js` does not.
+//! must be equal, once what legitimately differs is set aside (`normalise`). A test module:
+//! `engine_agrees` (ignored by a plain `cargo test`) is run by `__test__/agreement.test.js`
+//! with the engine it started, and prints its report as tab-separated lines.
 
 mod run;
 mod step;
@@ -13,7 +14,6 @@ use std::sync::Arc;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
-use napi_derive::napi;
 
 use crate::fifo::{entry_key, head_key};
 use crate::item::{GuidValue, KeyValue, LockKey, LockRecord, TableSpec};
@@ -24,7 +24,6 @@ use run::Outcome;
 use step::{guid_number, Gen, Rng, Step};
 
 /// Where and how long to run.
-#[napi(object)]
 pub struct AgreementOptions {
     /// The engine's endpoint, e.g. `http://127.0.0.1:8000`.
     pub endpoint: String,
@@ -41,7 +40,6 @@ pub struct AgreementOptions {
 }
 
 /// How often one kind of operation applied and was refused.
-#[napi(object)]
 pub struct AgreementCount {
     pub kind: String,
     pub applied: u32,
@@ -49,7 +47,6 @@ pub struct AgreementCount {
 }
 
 /// One step at which the engine and `op::apply` differ.
-#[napi(object)]
 pub struct Disagreement {
     pub seed: u32,
     pub step: u32,
@@ -65,7 +62,6 @@ pub struct Disagreement {
     pub memory_item: String,
 }
 
-#[napi(object)]
 pub struct AgreementReport {
     pub steps: u32,
     pub counts: Vec<AgreementCount>,
@@ -121,8 +117,7 @@ fn keys(seed: u32) -> Vec<(bool, LockKey)> {
 }
 
 /// Runs `steps` seeded steps on both stores and reports every step where they differ.
-#[napi]
-pub async fn agreement_run(options: AgreementOptions) -> napi::Result<AgreementReport> {
+pub async fn agreement_run(options: AgreementOptions) -> Result<AgreementReport, String> {
     let (lock_table, fifo_table) = tables(&options);
     let lock_http = Arc::new(http_store(&options, lock_table.clone()));
     let fifo_http = Arc::new(http_store(&options, fifo_table.clone()));
@@ -161,7 +156,7 @@ pub async fn agreement_run(options: AgreementOptions) -> napi::Result<AgreementR
             _ => c.0 += 1,
         }
         normalise(&step, &mut mem, &mut eng, options.ignore_refusal_items.unwrap_or(false));
-        let eng_item = eng_item.map_err(|e| napi::Error::from_reason(format!("read back: {e}")))?;
+        let eng_item = eng_item.map_err(|e| format!("read back: {e}"))?;
         let (m, e) = (mem_item.clone().map(plain), eng_item.clone().map(plain));
         if mem != eng || m != e {
             disagreements.push(Disagreement {
@@ -243,5 +238,57 @@ fn show_outcome(o: &Outcome) -> String {
         Outcome::Before(r) => format!("Before({})", show(r)),
         Outcome::Refused(Some(r)) => format!("Refused({})", show(r)),
         other => format!("{other:?}"),
+    }
+}
+
+/// A setting of the run from the environment `__test__/agreement.test.js` sets.
+fn setting(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run through __test__/agreement.test.js"))
+}
+
+/// One line of the report: its fields separated by tabs (none of them holds a tab or a
+/// line break).
+fn line(fields: &[&str]) {
+    println!("{}", fields.join("\t"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an engine: __test__/agreement.test.js starts one and runs this"]
+async fn engine_agrees() {
+    let options = AgreementOptions {
+        endpoint: setting("AGREEMENT_ENDPOINT"),
+        region: setting("AGREEMENT_REGION"),
+        table: setting("AGREEMENT_TABLE"),
+        fifo_table: setting("AGREEMENT_FIFO_TABLE"),
+        seed: setting("AGREEMENT_SEED").parse().expect("AGREEMENT_SEED"),
+        steps: setting("AGREEMENT_STEPS").parse().expect("AGREEMENT_STEPS"),
+        ignore_refusal_items: Some(setting("AGREEMENT_IGNORE_REFUSAL_ITEMS") == "true"),
+    };
+    let report = agreement_run(options).await.expect("the run");
+    // The test harness's "test ... " has no line break of its own under --nocapture.
+    println!();
+    line(&["agreement-steps", &report.steps.to_string()]);
+    for c in &report.counts {
+        line(&[
+            "agreement-count",
+            &c.kind,
+            &c.applied.to_string(),
+            &c.refused.to_string(),
+        ]);
+    }
+    for d in &report.disagreements {
+        line(&[
+            "agreement-disagreement",
+            &d.seed.to_string(),
+            &d.step.to_string(),
+            &d.kind,
+            &d.key,
+            &d.op,
+            &d.before,
+            &d.engine_outcome,
+            &d.memory_outcome,
+            &d.engine_item,
+            &d.memory_item,
+        ]);
     }
 }

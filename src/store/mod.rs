@@ -25,7 +25,7 @@ use crate::item::{Guid, LockData, LockKey, LockRecord, Version};
 mod aws_env;
 pub mod http;
 pub(crate) mod json;
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg(test)]
 pub mod memory;
 pub mod object;
 mod sigv4;
@@ -70,6 +70,7 @@ pub trait StoreOps: Store {
         self.apply(key, &Op::Get).await.and_then(before)
     }
 
+    #[cfg(test)]
     /// FailClosed acquisition: write `{key, owner, guid}` (and the holder's data and the TTL
     /// attribute, when given) if no item exists.
     async fn put_if_absent(
@@ -92,6 +93,7 @@ pub trait StoreOps: Store {
             .and_then(waiting_mark)
     }
 
+    #[cfg(test)]
     /// FailOpen acquisition in one request: set owner, `guid`, lease and `fencingToken + 1`
     /// if the item is absent, released, or still carries `waited_out`. Returns the new token.
     /// `clear_mark` removes the waiting mark (the taker was the first waiter in line).
@@ -112,6 +114,7 @@ pub trait StoreOps: Store {
         self.apply(key, &op).await.and_then(token)
     }
 
+    #[cfg(test)]
     /// Hands a held lock from one acquisition of this client to the next: rotate `guid` to
     /// `new_guid` if it is one of `guids` and no waiter marked the item at or after
     /// `marks_fresh_since_unix_ms` (another process waits: it goes first). With `fields`
@@ -140,6 +143,7 @@ pub trait StoreOps: Store {
         }
     }
 
+    #[cfg(test)]
     /// A put of the whole FailOpen item on `item.expect` (the original's request sequence,
     /// for a store without `UpdateItem`). Only the user-object store carries it.
     async fn put_item(&self, key: &LockKey, w: &WholeItem<'_>) -> Result<(), StoreError> {
@@ -174,6 +178,7 @@ pub trait StoreOps: Store {
         }
     }
 
+    #[cfg(test)]
     /// FailOpen release: set `leaseDurationMs` to 1 if `guid` is one of `guids`; the item and
     /// its `fencingToken` stay (with `ttl`, until DynamoDB deletes it). Returns the item's
     /// `lockWaitingUnixMs` as it was.
@@ -204,6 +209,7 @@ pub trait StoreOps: Store {
         self.apply(key, &Op::SetData { guids, data, ttl }).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// A waiter puts itself first in line on the item, if there is one, and the place is
     /// free, stale, already its own, or held by a waiter that started waiting later. A failed
     /// condition means another waiter is first.
@@ -211,6 +217,7 @@ pub trait StoreOps: Store {
         self.apply(key, &Op::MarkWaiting(mark.clone())).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// Fifo, uncontended: take the head item if it is free (absent, or released) and no
     /// ticket is outstanding (`ticketNext` absent or equal to `fencingToken`). The ticket and
     /// the token become `ticketNext + 1` (from `fencingToken`, or 0, when absent), and
@@ -221,18 +228,21 @@ pub trait StoreOps: Store {
             .and_then(token)
     }
 
+    #[cfg(test)]
     /// Fifo: take the next ticket and queue position (`ticketNext + 1`, `queueNext + 1`),
     /// unconditionally. Returns the head item as it was before.
     async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
         self.apply(head, &Op::FifoTicket).await.and_then(before)
     }
 
+    #[cfg(test)]
     /// Fifo, several resources: set `ticketNext` to `ticket` and take the next queue position,
     /// if every ticket issued for this resource is lower. Returns the head item as it was.
     async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
         self.apply(head, &Op::FifoReserve { ticket }).await.and_then(before)
     }
 
+    #[cfg(test)]
     /// Fifo: give back ticket `ticket` at queue position `position`, if both are still the
     /// last issued: `ticketNext` becomes `previous_ticket`, `queueNext` `position - 1`.
     async fn fifo_untake(
@@ -250,11 +260,13 @@ pub trait StoreOps: Store {
         self.apply(head, &op).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// Fifo: write a queue entry if there is none at `key`.
     async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
         self.apply(key, &Op::FifoPutEntry(entry.clone())).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// Fifo: grant the head item to `ticket` (queue position `position`): set owner, `guid`,
     /// lease, `fencingToken = ticket`, `queueGranted = position`, if the item is free (or
     /// still carries `waited_out`) and its `fencingToken` is lower than `ticket`.
@@ -277,6 +289,7 @@ pub trait StoreOps: Store {
         self.apply(head, &op).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// Fifo: mark a queue entry finished (`leaseDurationMs` 1, `guid` rotated to `new_guid`
     /// so that its owner's heartbeats fail) if its `guid` is one of `guids`.
     async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
@@ -290,6 +303,7 @@ pub trait StoreOps: Store {
         self.apply(key, &Op::FifoDeleteFinished).await.and_then(done)
     }
 
+    #[cfg(test)]
     /// Fifo: move a live queue entry's TTL attribute to `ttl` (Unix seconds).
     async fn fifo_touch_entry(&self, key: &LockKey, ttl: Ttl<'_>) -> Result<(), StoreError> {
         self.apply(key, &Op::FifoTouchEntry { ttl }).await.and_then(done)
@@ -316,6 +330,7 @@ fn done(r: Reply<LockRecord>) -> Result<(), StoreError> {
     }
 }
 
+#[cfg(test)]
 fn token(r: Reply<LockRecord>) -> Result<u64, StoreError> {
     match r {
         Reply::Token(t) => Ok(t),
