@@ -791,10 +791,27 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
     let next = match outcome {
         Ok(Some(next)) => next,
         Ok(None) => return,
-        // A panic must not silently stop heartbeats: report it, try again.
+        // A panic must not silently stop heartbeats: report it, and try again a period later
+        // while the lease lasts. Once it has run out unrenewed, the lock is lost, told once,
+        // and nothing more is tried.
         Err(_) => {
             lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
-            Instant::now() + Duration::from_millis(100)
+            let now = Instant::now();
+            match lock.lease.until() {
+                Some(until) if until > now => {
+                    let period = lock.client.settings.heartbeat_period.unwrap_or_default();
+                    (now + period.max(TIMER_GRAIN)).min(until)
+                }
+                _ => {
+                    tokio::spawn(async move {
+                        let mut st = lock.state.lock().await;
+                        if st.lost.is_none() && !st.released {
+                            lapse(&lock, &mut st);
+                        }
+                    });
+                    return;
+                }
+            }
         }
     };
     push(heap, seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
@@ -1121,6 +1138,32 @@ mod tests {
         assert!(lost(&events), "lost on resume: {:?}", events.events());
         assert_eq!(lock.lease_remaining(Instant::now()), Some(Duration::ZERO));
         assert_eq!(store.count("renew"), 1, "no heartbeat after the loss");
+    }
+
+    /// Every heartbeat panics (a bug): each panic is reported as an error, tried again a
+    /// period later rather than at once, and the lock is lost once its lease has run out.
+    #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_that_keeps_panicking_ends_in_lost_at_the_lease_end() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 1000, Some(250)));
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        for _ in 0..100 {
+            store.fault("renew", Fault::Panic);
+        }
+        let deadline = lock.lease.until().unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let ev = events.events();
+        let panics = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).count();
+        assert!((1..=5).contains(&panics), "one error a period at most: {ev:?}");
+        assert_eq!(
+            ev.iter().filter(|e| matches!(e, LockEvent::Lost(_))).count(),
+            1,
+            "lost once: {ev:?}"
+        );
+        assert!(lost(&events));
+        assert!(store.count("renew") <= 5, "{} heartbeats", store.count("renew"));
+        assert_eq!(lock.lease_remaining(Instant::now()), Some(Duration::ZERO));
+        assert!(Instant::now() > deadline);
     }
 
     /// A partition: every heartbeat write hangs. "danger" comes before the deadline and

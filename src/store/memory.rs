@@ -24,6 +24,8 @@ pub enum Fault {
     Hang,
     /// Wait this long, then behave normally.
     Delay(Duration),
+    /// Panic in the request's task (a bug of the sender's side).
+    Panic,
 }
 
 #[derive(Default)]
@@ -94,6 +96,7 @@ impl MemoryStore {
             Some(Fault::Fail(e)) => return Err(e.clone()),
             Some(Fault::Hang) => std::future::pending::<()>().await,
             Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
+            Some(Fault::Panic) => panic!("a fault of the test: {name} panics"),
             _ => {}
         }
         let result = {
