@@ -1228,6 +1228,10 @@ function analysePool(r, p)
         idleShare: idleShare(all),
         jain: jain(r.perTask),
         handoffMs: summary(gaps),
+        // How long release() took (for ours, with a task waiting: the hand-over write's round
+        // trip as the caller sees it), and how long a hold lasted.
+        releaseCallMs: summary(all.map(x => x.releasedAt - x.releaseAt)),
+        holdMs: summary(all.map(x => x.releaseAt - x.acquiredAt)),
         waitPerAttemptMs: summary(all.map(x => x.acquiredAt - x.callAt)),
         overlaps,
         fencingTokensRising: tokensRising,
