@@ -1,5 +1,7 @@
 //! Exhaustive model checking of the dynamodb-lock-native lock protocol.
 //!
+//! - `beats`: a FailOpen holder's heartbeats as the addon's scheduler carries them out (one
+//!   write on the wire at a time), shared by `machines` and `session`.
 //! - `env`: the environment both client models share: the clock in ticks, requests on their
 //!   way and what may happen to them (landing, answer, loss, throttle, timeout), crashes, and
 //!   the properties both check (mutual exclusion, fencing, no lost release, no orphan).
@@ -26,6 +28,7 @@
 //!
 //! No client step is restated here: every decision a client makes is the core's machine's.
 
+pub mod beats;
 pub mod env;
 pub mod explore;
 pub mod fifo_machines;

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
-use dynamodb_lock_core::heartbeat::{self, Beat};
+use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held::{self, Held};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
@@ -47,6 +47,7 @@ use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::undo::Undo;
 use dynamodb_lock_core::{fail_closed, fail_open, original, release};
 
+use crate::beats::{BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
@@ -346,7 +347,7 @@ pub struct Client {
     /// tenure (heartbeats rotate it).
     pub released: Option<(u8, G, G)>,
     /// A FailOpen holder's heartbeats.
-    pub hb: Option<Box<Hb>>,
+    pub hb: Option<Box<Beats>>,
     /// A heartbeat write given up on while on its way: it may still land (lock, `guid`s, new
     /// `guid`).
     pub stray: Option<(u8, [G; 2], G)>,
@@ -378,39 +379,6 @@ impl Client {
             hand_overs: 0,
         }
     }
-}
-
-/// A FailOpen holder's heartbeats, stepped as the addon's scheduler steps them
-/// (src/heartbeat.rs `beat`): the core's `held::Held` keeps the `guid`s, the core's
-/// `heartbeat::Beat` runs one heartbeat at a time. Of the writes a heartbeat asks for, one is
-/// on the wire at a time (another is "not sent", as when the scheduler has no free slot).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Hb {
-    pub held: Held<G>,
-    pub beat: Option<Beat>,
-    /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true)`:
-    /// renewed, `Landed(false)`: refused).
-    pub net: Option<([G; 2], G, BeatNet)>,
-    /// When the heartbeat must be stepped, or the next is due.
-    pub wake: Tick,
-    /// Heartbeats left to start.
-    pub left: u8,
-    /// `release()` was called and waits for the heartbeat's write.
-    pub releasing: bool,
-}
-
-impl Hb {
-    /// A heartbeat is to start or be stepped at `wake`.
-    fn due(&self) -> bool {
-        self.beat.is_some() || (!self.releasing && self.left > 0 && self.held.beats())
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BeatNet {
-    Out,
-    Landed(bool),
-    Lost,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -724,7 +692,7 @@ impl Machines {
             let cfg = self.cfg.beat();
             let last = cfg.period.as_micros() as u64 - 1;
             let wake = tick(sent_at + heartbeat::first_due(&cfg, last, ms(self.cfg.lease))).max(s.now);
-            s.clients[i].hb = Some(Box::new(Hb {
+            s.clients[i].hb = Some(Box::new(Beats {
                 held: Held::new(g),
                 beat: None,
                 net: None,
@@ -812,59 +780,23 @@ impl Machines {
         let now = s.now;
         let k = self.key(s, i);
         let c = &mut s.clients[i];
+        let stray = &mut c.stray;
         let h = c.hb.as_mut().expect("heartbeats");
-        for a in actions {
-            match a {
-                heartbeat::Action::Write => {
-                    let b = h.beat.as_mut().expect("a heartbeat");
-                    match (h.net, h.held.pending) {
-                        (None, Some(new)) => {
-                            h.net = Some(([h.held.guid, new], new, BeatNet::Out));
-                            h.held.on_the_wire(true);
-                        }
-                        _ => b.write_not_sent(),
-                    }
-                }
-                heartbeat::Action::Abandon => {
-                    if let Some((gs, new, st)) = h.net.take() {
-                        if st == BeatNet::Out && c.stray.is_none() {
-                            c.stray = Some((k, gs, new));
-                        }
-                    }
-                    h.held.on_the_wire(false);
-                }
-                heartbeat::Action::Failed { .. } | heartbeat::Action::Danger { .. } => {}
-                heartbeat::Action::Landed => h.held.landed(),
-                heartbeat::Action::Renewed { until, next } => {
-                    if let Phase::Holding { until: u, .. } = &mut c.phase {
-                        *u = Some(tick(until));
-                    }
-                    h.beat = None;
-                    h.wake = tick(next);
-                }
-                heartbeat::Action::Lost(loss) => {
-                    h.held.lose(match loss {
-                        heartbeat::Loss::Lapsed => held::Lost::Lapsed,
-                        heartbeat::Loss::NotOurs => held::Lost::Taken,
-                    });
-                    if let Phase::Holding { until: u, .. } = &mut c.phase {
-                        *u = Some(now);
-                    }
-                    h.beat = None;
-                }
+        let carried = h.carry(actions, |gs, new| {
+            if stray.is_none() {
+                *stray = Some((k, gs, new));
+            }
+        });
+        if let Phase::Holding { until: u, .. } = &mut c.phase {
+            if let Some((until, _)) = carried.renewed {
+                *u = Some(until);
+            }
+            if carried.lost {
+                *u = Some(now);
             }
         }
-        if let Some(t) = h.beat.as_ref().and_then(|b| b.poll_timeout()) {
-            h.wake = tick(t);
-        }
-        // A release that waited for the heartbeat's write goes on once it is answered.
-        if h.releasing && h.net.is_none() {
-            h.releasing = false;
-            h.beat = None;
-            h.held.on_the_wire(false);
-            if let held::Release::Write { guids, taken } = h.held.release(Kind::FailOpen) {
-                return self.start_release(s, i, guids, taken);
-            }
+        if let Some(held::Release::Write { guids, taken }) = carried.release {
+            return self.start_release(s, i, guids, taken);
         }
         Ok(())
     }
@@ -874,7 +806,7 @@ impl Machines {
         !matches!(c.phase, Phase::Crashed { .. })
             && (c.wake.is_some_and(|w| w <= s.now)
                 || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
-                || c.hb.as_ref().is_some_and(|h| h.due() && h.wake <= s.now))
+                || c.hb.as_ref().is_some_and(|h| h.due(true) && h.wake <= s.now))
     }
 
     /// Whether time going on can change anything.
@@ -884,7 +816,7 @@ impl Machines {
                 !matches!(c.phase, Phase::Crashed { .. })
                     && (c.wake.is_some_and(|w| w != Tick::MAX)
                         || c.net.is_some()
-                        || c.hb.as_ref().is_some_and(|h| h.due() || h.net.is_some())
+                        || c.hb.as_ref().is_some_and(|h| h.due(true) || h.net.is_some())
                         || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now))
             })
     }
@@ -987,26 +919,16 @@ impl Machines {
     fn beat(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         let now = s.now;
         let cl = &mut s.clients[i];
+        let seq = &mut cl.seq;
         let h = cl.hb.as_mut().expect("heartbeats");
-        let actions = match h.beat.as_mut() {
-            Some(b) => b.timer(ms(now), ms(1), Duration::ZERO),
-            None => {
-                let Phase::Holding { until: Some(until), .. } = cl.phase else {
-                    unreachable!("a FailOpen holder")
-                };
-                let fresh = match h.held.pending {
-                    Some(p) => p,
-                    None => Self::new_guid(&mut cl.seq, i),
-                };
-                // `Hb::due` said the lock needs another heartbeat.
-                h.held.beat_starts(fresh).expect("a lock that needs heartbeats");
-                h.left -= 1;
-                let due = h.wake;
-                let (b, actions) = Beat::start(self.cfg.beat(), ms(due), ms(until), ms(now), Duration::ZERO);
-                h.beat = Some(b);
-                actions
-            }
+        let until = match cl.phase {
+            Phase::Holding { until: Some(until), .. } => until,
+            // A heartbeat under way needs no lease: its timer fires.
+            _ if h.beat.is_some() => now,
+            _ => unreachable!("a FailOpen holder"),
         };
+        // `Beats::due` said the lock needs another heartbeat, or has one under way.
+        let actions = h.step(self.cfg.beat(), until, now, || Self::new_guid(seq, i));
         self.beat_steps(s, i, actions)
     }
 
@@ -1020,23 +942,14 @@ impl Machines {
 
     /// Client `i` gets its heartbeat write's answer.
     fn beat_answered(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        let h = s.clients[i].hb.as_mut().unwrap();
-        let Some((_, _, BeatNet::Landed(ok))) = h.net.take() else {
-            unreachable!()
-        };
-        h.held.on_the_wire(false);
-        let answer = if ok {
-            heartbeat::Answer::Renewed
-        } else {
-            heartbeat::Answer::NotOurs
-        };
-        let actions = h.beat.as_mut().expect("a heartbeat").answer(ms(s.now), answer, ms(1));
+        let now = s.now;
+        let actions = s.clients[i].hb.as_mut().unwrap().answered(now);
         self.beat_steps(s, i, actions)
     }
 
     /// The steps client `ci`'s heartbeats `h` may take.
-    fn beat_actions(&self, s: &State, h: &Hb, ci: u8, out: &mut Vec<Action>) {
-        if h.due() && h.wake <= s.now {
+    fn beat_actions(&self, s: &State, h: &Beats, ci: u8, out: &mut Vec<Action>) {
+        if h.due(true) && h.wake <= s.now {
             out.push(Action::Beat(ci));
         }
         match h.net.map(|n| n.2) {

@@ -34,13 +34,14 @@ use std::time::Duration;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
-use dynamodb_lock_core::heartbeat::{self, Beat};
+use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held::{self, Held};
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
+use crate::beats::{BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G, SESSIONS};
@@ -223,31 +224,6 @@ impl Slot {
             released: None,
         }
     }
-}
-
-/// S's heartbeats, as `machines::Hb`: one write on the wire at a time.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Beats {
-    pub held: Held<G>,
-    pub beat: Option<Beat>,
-    pub net: Option<([G; 2], G, BeatNet)>,
-    pub wake: Tick,
-    /// Heartbeats that write, left to start.
-    pub left: u8,
-    pub releasing: bool,
-}
-
-impl Beats {
-    fn due(&self) -> bool {
-        self.beat.is_some() || (!self.releasing && self.held.beats())
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BeatNet {
-    Out,
-    Landed(bool),
-    Lost,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -666,64 +642,34 @@ impl Sessions {
 
     fn beat_steps(&self, s: &mut State, actions: Vec<heartbeat::Action>) -> Result<(), Violation> {
         let now = s.now;
-        let lost_at = |u: Tick| self.lost_at(u);
+        let stray = &mut s.stray;
         let h = s.hb.as_mut().expect("heartbeats");
-        for a in actions {
-            match a {
-                heartbeat::Action::Write => {
-                    let b = h.beat.as_mut().expect("a heartbeat");
-                    match (h.net, h.held.pending) {
-                        (None, Some(new)) => {
-                            h.net = Some(([h.held.guid, new], new, BeatNet::Out));
-                            h.held.on_the_wire(true);
-                        }
-                        _ => b.write_not_sent(),
-                    }
-                }
-                heartbeat::Action::Abandon => {
-                    if let Some((gs, new, st)) = h.net.take() {
-                        if st == BeatNet::Out && s.stray.is_none() {
-                            s.stray = Some((gs, new));
-                        }
-                    }
-                    h.held.on_the_wire(false);
-                }
-                heartbeat::Action::Failed { .. } | heartbeat::Action::Danger { .. } => {}
-                heartbeat::Action::Landed => h.held.landed(),
-                heartbeat::Action::Renewed { until, next } => {
-                    let until = tick(until);
-                    if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
-                        *u = until;
-                    }
-                    h.beat = None;
-                    // Once its writing heartbeats are spent, the scheduler still steps it at
-                    // the loss moment.
-                    h.wake = if h.left > 0 { tick(next) } else { lost_at(until) };
-                }
-                heartbeat::Action::Lost(loss) => {
-                    h.held.lose(match loss {
-                        heartbeat::Loss::Lapsed => held::Lost::Lapsed,
-                        heartbeat::Loss::NotOurs => held::Lost::Taken,
-                    });
-                    if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
-                        *u = now;
-                    }
-                    h.beat = None;
-                }
+        let carried = h.carry(actions, |gs, new| {
+            if stray.is_none() {
+                *stray = Some((gs, new));
+            }
+        });
+        if let Some((until, _)) = carried.renewed {
+            // Once its writing heartbeats are spent, the scheduler still steps it at the loss
+            // moment.
+            if h.left == 0 {
+                h.wake = self.lost_at(until);
             }
         }
-        if let Some(t) = h.beat.as_ref().and_then(|b| b.poll_timeout()) {
-            h.wake = tick(t);
+        if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
+            if let Some((until, _)) = carried.renewed {
+                *u = until;
+            }
+            if carried.lost {
+                *u = now;
+            }
         }
-        if h.releasing && h.net.is_none() {
-            h.releasing = false;
-            h.beat = None;
-            h.held.on_the_wire(false);
+        if let Some(release) = carried.release {
             let Phase::Releasing { g, .. } = s.slots[SESSION_SLOT].phase else {
                 unreachable!("S's release waits")
             };
-            if let held::Release::Write { guids, taken } = h.held.release(Kind::FailOpen) {
-                let lost = h.held.lost.is_some();
+            if let held::Release::Write { guids, taken } = release {
+                let lost = s.hb.as_ref().is_some_and(|h| h.held.lost.is_some());
                 return self.end_guids(s, SESSION_SLOT, g, guids, false, lost, taken);
             }
         }
@@ -737,51 +683,19 @@ impl Sessions {
             Phase::Holding { until, .. } => until,
             _ => now,
         };
-        let cfg = self.cfg.beat();
+        let seq = &mut s.seq;
         let h = s.hb.as_mut().expect("heartbeats");
-        let actions = match h.beat.as_mut() {
-            Some(b) => b.timer(ms(now), ms(1), Duration::ZERO),
-            None if h.left == 0 => {
-                // The loss moment: a heartbeat that writes nothing.
-                let (b, actions) = Beat::start(cfg, ms(h.wake), ms(until), ms(now), Duration::ZERO);
-                h.beat = Some(b);
-                actions
-            }
-            None => {
-                let fresh = match h.held.pending {
-                    Some(p) => p,
-                    None => {
-                        s.seq += 1;
-                        assert!(s.seq < 16, "guid space");
-                        s.seq
-                    }
-                };
-                h.held.beat_starts(fresh).expect("S needs another heartbeat");
-                h.left -= 1;
-                let (b, actions) = Beat::start(cfg, ms(h.wake), ms(until), ms(now), Duration::ZERO);
-                h.beat = Some(b);
-                actions
-            }
-        };
+        let actions = h.step(self.cfg.beat(), until, now, || {
+            *seq += 1;
+            assert!(*seq < 16, "guid space");
+            *seq
+        });
         self.beat_steps(s, actions)
     }
 
     fn beat_answered(&self, s: &mut State) -> Result<(), Violation> {
         let now = s.now;
-        let h = s.hb.as_mut().expect("heartbeats");
-        let Some((_, _, BeatNet::Landed(ok))) = h.net.take() else {
-            unreachable!()
-        };
-        h.held.on_the_wire(false);
-        let answer = if ok {
-            heartbeat::Answer::Renewed
-        } else {
-            heartbeat::Answer::NotOurs
-        };
-        let actions = match h.beat.as_mut() {
-            Some(b) => b.answer(ms(now), answer, ms(1)),
-            None => Vec::new(),
-        };
+        let actions = s.hb.as_mut().expect("heartbeats").answered(now);
         self.beat_steps(s, actions)
     }
 
@@ -804,12 +718,12 @@ impl Sessions {
                     && (c.wake.is_some_and(|w| w <= s.now)
                         || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now))
             })
-            || s.hb.as_ref().is_some_and(|h| h.due() && h.wake <= s.now)
+            || s.hb.as_ref().is_some_and(|h| h.due(false) && h.wake <= s.now)
     }
 
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
-            && (s.hb.as_ref().is_some_and(|h| h.due() || h.net.is_some())
+            && (s.hb.as_ref().is_some_and(|h| h.due(false) || h.net.is_some())
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
                         && (c.wake.is_some_and(|w| w != Tick::MAX)
@@ -890,7 +804,7 @@ impl Model for Sessions {
             }
         }
         if let (Some(h), false) = (&s.hb, c0_crashed) {
-            if h.due() && h.wake <= s.now {
+            if h.due(false) && h.wake <= s.now {
                 out.push(Action::Beat);
             }
             match h.net.map(|n| n.2) {
