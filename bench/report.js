@@ -400,7 +400,8 @@ function poolRows(rows, pool)
         // at least while the call's write is on the wire.
         const floor = r => (r.releaseCallMs && r.holdMs && r.releaseCallMs.p50 !== undefined
             ? r.releaseCallMs.p50 / (r.holdMs.p50 + r.releaseCallMs.p50) : null);
-        const reachable = floor(o) === null || floor(o) <= 0.2;
+        // Without the original (Fifo) there is nothing to compare with: 20% it is.
+        const reachable = !hasOriginal || floor(o) === null || floor(o) <= 0.2;
         rows.add(S, `${label}: idle share of the lock`, o.idleShare, g.idleShare, ox({
             oursText: pct(o.idleShare),
             target: reachable
