@@ -308,9 +308,9 @@ mod tests {
         let ev = events.events();
         assert_eq!(ev.len(), 2, "{ev:?}");
         assert!(
-            matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ProvisionedThroughputExceededException")
+            matches!(&ev[0], LockEvent::Error(LockError::Store(e), _) if e.code() == "ProvisionedThroughputExceededException")
         );
-        assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e)) if e.code() == "NetworkingError"));
+        assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e), _) if e.code() == "NetworkingError"));
         let st = lock.state.lock().await;
         assert!(st.lost.is_none());
         assert!(
@@ -335,7 +335,7 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let ev = events.events();
-        let errors: Vec<_> = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).collect();
+        let errors: Vec<_> = ev.iter().filter(|e| matches!(e, LockEvent::Error(..))).collect();
         assert_eq!(errors.len(), 1, "{ev:?}");
         assert_eq!(store.count("renew"), 1, "not retried");
         assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::LeaseExpired)));
@@ -360,7 +360,7 @@ mod tests {
         let ev = events.events();
         assert_eq!(store.count("renew"), 1, "not retried");
         assert!(
-            matches!(&ev[0], LockEvent::Error(LockError::Store(e)) if e.code() == "ResourceNotFoundException"),
+            matches!(&ev[0], LockEvent::Error(LockError::Store(e), _) if e.code() == "ResourceNotFoundException"),
             "{ev:?}"
         );
         assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
@@ -379,7 +379,7 @@ mod tests {
         let errors = events
             .events()
             .iter()
-            .filter(|e| matches!(e, LockEvent::Error(_)))
+            .filter(|e| matches!(e, LockEvent::Error(..)))
             .count();
         let attempts = store.count("renew");
         assert!(attempts > 5, "{attempts} attempts: retried with (jittered) backoff");
@@ -407,7 +407,7 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
         let ev = events.events();
-        assert!(matches!(&ev[0], LockEvent::Error(e) if e.code() == "ConditionalCheckFailedException"));
+        assert!(matches!(&ev[0], LockEvent::Error(e, _) if e.code() == "ConditionalCheckFailedException"));
         assert_eq!(ev[1], LockEvent::Lost(LostReason::NotOwner));
         let renews = store.count("renew");
         tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -559,7 +559,7 @@ mod tests {
         assert!(danger < lost, "{ev:?}");
         assert!(ev
             .iter()
-            .any(|e| matches!(e, LockEvent::Error(e) if e.code() == "TimeoutError")));
+            .any(|e| matches!(e, LockEvent::Error(e, _) if e.code() == "TimeoutError")));
     }
 
     /// 100 locks renewed every 100 ms by a client capped at 200 heartbeats per second.
@@ -747,7 +747,11 @@ mod tests {
             "{writes} heartbeat writes (first attempts and retries) in 2 s at a cap of 200/s"
         );
         // One report per lock and period for one cause: retries within the period are quiet.
-        let errors = rec.events().iter().filter(|e| matches!(e, LockEvent::Error(_))).count();
+        let errors = rec
+            .events()
+            .iter()
+            .filter(|e| matches!(e, LockEvent::Error(..)))
+            .count();
         assert!(
             (100..=writes / 2).contains(&errors),
             "{errors} throttled heartbeats reported"

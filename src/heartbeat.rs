@@ -33,7 +33,7 @@ use dynamodb_lock_core::request::Purpose;
 use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, unix_now_ms, Guid};
-use crate::lock::{HeldLock, LockEvent, LockState, Scheduler};
+use crate::lock::{HeldLock, LockEvent, LockState, Risk, Scheduler};
 use crate::stats::Stats;
 use crate::store::{timed_out, OpenFields, StoreOps};
 
@@ -795,8 +795,18 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
         // while the lease lasts. Once it has run out unrenewed, the lock is lost, told once,
         // and nothing more is tried.
         Err(_) => {
-            lock.emit(LockEvent::Error(LockError::Internal("heartbeat panicked".into())));
             let now = Instant::now();
+            let remaining = lock
+                .lease
+                .until()
+                .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            lock.emit(LockEvent::Error(
+                LockError::Internal("heartbeat panicked".into()),
+                Risk {
+                    at_risk: true,
+                    remaining,
+                },
+            ));
             match lock.lease.until() {
                 Some(until) if until > now => {
                     let period = lock.client.settings.heartbeat_period.unwrap_or_default();
@@ -902,7 +912,11 @@ pub(crate) async fn beat(
                     out.push(write(renew, slot, flight.slots.clone(), paced_at));
                 }
                 machine::Action::Abandon => out.clear(),
-                machine::Action::Failed { report } => failed(lock, last_error.take(), report),
+                machine::Action::Failed {
+                    report,
+                    at_risk,
+                    remaining,
+                } => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
                 machine::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 }),
@@ -956,13 +970,13 @@ fn target(lock: &HeldLock) -> Target<'_> {
     }
 }
 
-/// A heartbeat failed: counts it and, if the machine says so, reports its last error (or a
-/// timeout, when no answer came).
-fn failed(lock: &HeldLock, last_error: Option<StoreError>, report: bool) {
+/// A heartbeat failed: counts it and, if the machine says so (`report`), reports its last
+/// error (or a timeout, when no answer came) with what it means for the lease.
+fn failed(lock: &HeldLock, last_error: Option<StoreError>, report: Option<Risk>) {
     Stats::add(&lock.client.settings.stats.heartbeats_failed);
     let error = last_error.unwrap_or_else(|| lock.client.store.timed_out());
-    if report {
-        lock.emit(LockEvent::Error(LockError::Store(error)));
+    if let Some(risk) = report {
+        lock.emit(LockEvent::Error(LockError::Store(error), risk));
     }
 }
 
@@ -1153,7 +1167,7 @@ mod tests {
         let deadline = lock.lease.until().unwrap();
         tokio::time::sleep(Duration::from_secs(3)).await;
         let ev = events.events();
-        let panics = ev.iter().filter(|e| matches!(e, LockEvent::Error(_))).count();
+        let panics = ev.iter().filter(|e| matches!(e, LockEvent::Error(..))).count();
         assert!((1..=5).contains(&panics), "one error a period at most: {ev:?}");
         assert_eq!(
             ev.iter().filter(|e| matches!(e, LockEvent::Lost(_))).count(),
@@ -1217,7 +1231,8 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let ev = events.events();
         assert!(
-            !ev.iter().any(|e| matches!(e, LockEvent::Error(_) | LockEvent::Lost(_))),
+            !ev.iter()
+                .any(|e| matches!(e, LockEvent::Error(..) | LockEvent::Lost(_))),
             "{ev:?}"
         );
         assert!(held
@@ -1242,7 +1257,7 @@ mod tests {
         let ev = events.events();
         let bad = ev
             .iter()
-            .filter(|e| matches!(e, LockEvent::Error(_) | LockEvent::Lost(_)))
+            .filter(|e| matches!(e, LockEvent::Error(..) | LockEvent::Lost(_)))
             .count();
         assert_eq!(bad, 0, "{:?}", &ev[..3.min(ev.len())]);
         assert!(held

@@ -266,35 +266,15 @@ impl JsLockEvent {
 /// Sends a client's lock events to the JavaScript environment that made the client.
 struct JsEvents(Arc<WeakHandler<JsLockEvent>>);
 
-/// What is left of held lock `lock_id`'s lease now, and whether a heartbeat that failed with
-/// `e` puts it at risk: the failure is one no retry mends, or the lease is down to the danger
-/// margin, where the next attempt has no room left before `"danger"`.
-fn lease_at_risk(lock_id: u64, e: &LockError) -> (Option<f64>, bool) {
-    let mendable = matches!(e, LockError::Store(s) if s.is_transient());
-    let lock = locks().get(&lock_id).cloned();
-    // Its own lease, or, held through a session, the session's.
-    let remaining = lock.as_ref().and_then(|l| {
-        l.lease_remaining(tokio::time::Instant::now())
-            .map(|r| (r, l.client.settings.danger_margin))
-    });
-    match remaining {
-        Some((left, margin)) => (Some(left.as_secs_f64() * 1000.0), !mendable || left <= margin),
-        None => (None, !mendable),
-    }
-}
-
 impl EventSink for JsEvents {
     fn emit(&self, lock_id: u64, event: LockEvent) {
         let ev = match &event {
-            LockEvent::Error(e) => {
-                let (remaining_ms, at_risk) = lease_at_risk(lock_id, e);
-                JsLockEvent {
-                    error: Some(e.into()),
-                    remaining_ms,
-                    lease_at_risk: Some(at_risk),
-                    ..JsLockEvent::new(lock_id, "error")
-                }
-            }
+            LockEvent::Error(e, risk) => JsLockEvent {
+                error: Some(e.into()),
+                remaining_ms: Some(risk.remaining.as_secs_f64() * 1000.0),
+                lease_at_risk: Some(risk.at_risk),
+                ..JsLockEvent::new(lock_id, "error")
+            },
             LockEvent::Danger { remaining_ms } => JsLockEvent {
                 remaining_ms: Some(*remaining_ms as f64),
                 ..JsLockEvent::new(lock_id, "danger")

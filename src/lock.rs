@@ -30,8 +30,9 @@ use crate::store::{attempt_on, Store, StoreOps};
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LockEvent {
-    /// A heartbeat failed (the original's `"error"` event).
-    Error(LockError),
+    /// A heartbeat failed (the original's `"error"` event), with what it means for the lease
+    /// as the core's heartbeat machine judged it.
+    Error(LockError, Risk),
     /// The lease is about to lapse without a successful heartbeat.
     Danger { remaining_ms: u64 },
     /// The lock is no longer ours.
@@ -39,6 +40,15 @@ pub enum LockEvent {
     /// A session's renewal found these locks (by their items' `guid`s) revoked by an
     /// operator: the session tells each of them it is lost (`Session::report`).
     Revoked(Vec<Vec<u8>>),
+}
+
+/// What a failed heartbeat means for the lease (the core's `heartbeat::Action::Failed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Risk {
+    /// No retry mends the failure, or the lease is down to where `"danger"` is told.
+    pub at_risk: bool,
+    /// What was left of the lease (a session lock's: the session's) when it failed.
+    pub remaining: Duration,
 }
 
 pub trait EventSink: Send + Sync {

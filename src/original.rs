@@ -234,7 +234,7 @@ mod tests {
             lock.lease.until().is_some_and(|u| u > Instant::now()),
             "renewed by a retry"
         );
-        assert!(matches!(events.events().first(), Some(LockEvent::Error(_))));
+        assert!(matches!(events.events().first(), Some(LockEvent::Error(..))));
         assert!(!events.events().iter().any(|e| matches!(e, LockEvent::Lost(_))));
         lock.release().await.unwrap();
     }

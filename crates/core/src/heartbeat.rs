@@ -96,8 +96,14 @@ pub enum Action {
     /// Drop every write of this heartbeat still out.
     Abandon,
     /// A write or an attempt failed (count it); `report`: emit an `"error"` event for it (the
-    /// answer's error, or a timeout when the step was a timer).
-    Failed { report: bool },
+    /// answer's error, or a timeout when the step was a timer). `at_risk`: the lease is at
+    /// risk, since no retry mends the failure or the lease is down to where `"danger"` is
+    /// told; `remaining`: what is left of the lease.
+    Failed {
+        report: bool,
+        at_risk: bool,
+        remaining: Duration,
+    },
     /// Emit `"danger"`: this much of the lease is left.
     Danger { remaining: Duration },
     /// The item carries the new `guid` now: it is the lock's own.
@@ -294,8 +300,8 @@ impl Beat {
                 if let Phase::Writing { slow_told, .. } = &mut self.phase {
                     *slow_told = true;
                 }
-                let report = self.tell(now, TIMEOUT);
-                actions.push(Action::Failed { report });
+                let failure = self.failure(now, TIMEOUT, true);
+                actions.push(failure);
             }
             Phase::Writing {
                 out, next_write, hedge, ..
@@ -353,12 +359,16 @@ impl Beat {
             }
             _ if late => self.lose(Loss::Lapsed, &mut actions),
             Answer::NotOurs => {
-                actions.push(Action::Failed { report: true });
+                actions.push(Action::Failed {
+                    report: true,
+                    at_risk: true,
+                    remaining: self.until.saturating_sub(now),
+                });
                 self.lose(Loss::NotOurs, &mut actions);
             }
             Answer::Failed { code, .. } if code == TABLE_GONE => {
-                let report = self.tell(now, &code);
-                actions.push(Action::Failed { report });
+                let failure = self.failure(now, &code, false);
+                actions.push(failure);
                 self.lose(Loss::NotOurs, &mut actions);
             }
             Answer::Failed { code, transient } => self.failed(now, code, transient, backoff, &mut actions),
@@ -393,8 +403,8 @@ impl Beat {
     /// An attempt failed: report it (once per period for one cause) and pause before the
     /// next, or until the lease ends if no retry can mend it.
     fn failed(&mut self, now: Time, code: String, transient: bool, backoff: Duration, actions: &mut Vec<Action>) {
-        let report = self.tell(now, &code);
-        actions.push(Action::Failed { report });
+        let failure = self.failure(now, &code, transient);
+        actions.push(failure);
         self.maybe_danger(now, actions);
         let remaining = self.until.saturating_sub(now);
         let until = if transient {
@@ -403,6 +413,16 @@ impl Beat {
             self.until
         };
         self.phase = Phase::Pausing { until };
+    }
+
+    /// A failure with `code` at `now`: reported unless it repeats within a period; the lease
+    /// at risk unless a retry may mend it (`mendable`) and `"danger"` is not yet due.
+    fn failure(&mut self, now: Time, code: &str, mendable: bool) -> Action {
+        Action::Failed {
+            report: self.tell(now, code),
+            at_risk: !mendable || now >= self.danger_at,
+            remaining: self.until.saturating_sub(now),
+        }
     }
 
     /// Whether an error with `code` is to be reported now.
@@ -512,7 +532,11 @@ mod tests {
             a,
             vec![
                 Action::Abandon,
-                Action::Failed { report: true },
+                Action::Failed {
+                    report: true,
+                    at_risk: true,
+                    remaining: ms(740)
+                },
                 Action::Lost(Loss::NotOurs)
             ]
         );
@@ -527,6 +551,29 @@ mod tests {
         assert!(!a.iter().any(|a| matches!(a, Action::Lost(_))), "{a:?}");
         assert!(!b.is_done());
         assert_eq!(b.lost_at(), ms(999));
+    }
+
+    #[test]
+    fn a_failure_puts_the_lease_at_risk_when_no_retry_mends_it_or_danger_is_due() {
+        let failed = |transient| Answer::Failed {
+            code: "X".into(),
+            transient,
+        };
+        let risk = |a: &[Action]| {
+            a.iter().find_map(|a| match a {
+                Action::Failed { at_risk, remaining, .. } => Some((*at_risk, *remaining)),
+                _ => None,
+            })
+        };
+        // Danger is due at 667 (the lease ends at 1000, the margin is 333).
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        assert_eq!(risk(&b.answer(ms(300), failed(true), ms(10))), Some((false, ms(700))));
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        assert_eq!(risk(&b.answer(ms(300), failed(false), ms(10))), Some((true, ms(700))));
+        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let a = b.answer(ms(700), failed(true), ms(10));
+        assert_eq!(risk(&a), Some((true, ms(300))));
+        assert!(a.iter().any(|a| matches!(a, Action::Danger { .. })), "{a:?}");
     }
 
     #[test]
@@ -551,7 +598,7 @@ mod tests {
         let danger = seen.iter().position(|a| matches!(a, Action::Danger { .. }));
         assert!(danger.is_some(), "{seen:?}");
         assert!(
-            seen.contains(&Action::Failed { report: true }),
+            seen.iter().any(|a| matches!(a, Action::Failed { report: true, .. })),
             "a slow write is reported"
         );
         assert!(
@@ -580,7 +627,14 @@ mod tests {
     fn a_slow_answer_still_counts() {
         let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
         let a = b.timer(ms(625), ms(25), Duration::ZERO);
-        assert_eq!(a, vec![Action::Failed { report: true }]);
+        assert_eq!(
+            a,
+            vec![Action::Failed {
+                report: true,
+                at_risk: false,
+                remaining: ms(375)
+            }]
+        );
         let a = b.answer(ms(900), Answer::Renewed, ms(25));
         assert!(a.contains(&Action::Renewed {
             until: ms(1250),
