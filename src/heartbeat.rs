@@ -45,8 +45,7 @@ pub(crate) const FIRST_IN_FLIGHT: usize = 64;
 /// the scheduler may keep open).
 pub(crate) const MOST_IN_FLIGHT: usize = crate::store::MOST_HEARTBEAT_CONNECTIONS;
 
-/// The granularity of the runtime's timers.
-const TIMER_GRAIN: Duration = Duration::from_millis(1);
+use crate::settings::TIMER_GRAIN;
 
 /// How far behind schedule the rate cap may catch up at once, so that timer granularity does
 /// not lower the rate below the cap.

@@ -23,7 +23,7 @@ use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::original;
 use crate::queues::{Head, Queues};
-use crate::settings::Settings;
+use crate::settings::{Settings, TIMER_GRAIN};
 use crate::stand_back::StandBack;
 use crate::store::{attempt_on, Store, StoreOps};
 
@@ -508,11 +508,17 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// The session's lease still lasts, on this process's clock.
+    /// The session's lease still lasts, on this process's clock, as the core's heartbeat
+    /// counts it: no longer from the moment the heartbeat declares it lost.
     pub fn alive(&self, now: Instant) -> bool {
         !self.lost.load(Ordering::SeqCst)
             && !self.lock.is_stopping()
-            && self.lock.lease.until().is_some_and(|until| until > now)
+            && self.lock.lease.until().is_some_and(|until| {
+                // Both on one time line that starts at least a grain before `now`.
+                let base = now.checked_sub(TIMER_GRAIN).unwrap_or(now);
+                let (now, until) = (now - base, until.saturating_duration_since(base));
+                !dynamodb_lock_core::heartbeat::lapsed_by(TIMER_GRAIN, now, until)
+            })
     }
 
     /// `lock` is held through this session from now on. `false`: the session is lost already,

@@ -344,3 +344,23 @@ async fn a_refused_renewal_reports_every_lock_lost_and_the_next_acquisition_star
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(lost_count(&events, &next), 0, "{:?}", events_of(&events, &next));
 }
+
+/// Near the end of the session's lease, the session counts as alive exactly as long as the
+/// core's heartbeat does not declare it lost: not in the last timer grain, where the
+/// heartbeat has already reported the loss.
+#[tokio::test(start_paused = true)]
+async fn a_session_is_alive_until_the_moment_its_heartbeat_declares_it_lost() {
+    let store = Arc::new(MemoryStore::new(true));
+    let (c, _events) = session_client(&store, "me", 1000, 300);
+    let lock = acquire(&c, key("a")).await;
+    let session = lock.session.clone().expect("a session");
+    let until = session.lock.lease.until().expect("a lease");
+    let grain = crate::settings::TIMER_GRAIN;
+    assert!(session.alive(until - grain - Duration::from_micros(1)));
+    assert!(
+        !session.alive(until - grain),
+        "lost from a grain before the end, as the heartbeat says"
+    );
+    assert!(!session.alive(until - grain / 2));
+    assert!(!session.alive(until));
+}

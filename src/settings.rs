@@ -47,6 +47,10 @@ pub struct Settings {
     pub session: bool,
 }
 
+/// The granularity of the runtime's timers: the core declares a lease lost this much before
+/// its end (`heartbeat::lapsed_by`).
+pub const TIMER_GRAIN: Duration = Duration::from_millis(1);
+
 /// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL.
 #[derive(Clone, Debug)]
 pub struct TtlSettings {

@@ -185,7 +185,15 @@ pub fn first_step(config: &Config, beats: bool, random: u64, until: Time) -> Tim
 /// Whether a lock without heartbeats, stepped at `now`, has lost its lease ending at `until`:
 /// from the moment `first_step` gives on.
 pub fn lapsed(config: &Config, now: Time, until: Time) -> bool {
-    now >= lost_at(config, until)
+    lapsed_by(config.timer_grain, now, until)
+}
+
+/// Whether a lease that ends at `until` counts as lost at `now`, for a runtime whose timers
+/// fire within `timer_grain`: from a grain before its end on, as the heartbeat declares it.
+/// Whatever else asks whether a lease still lasts (a session a lock is held through) asks
+/// this, so that it never says alive where the heartbeat says lost.
+pub fn lapsed_by(timer_grain: Duration, now: Time, until: Time) -> bool {
+    now >= until.checked_sub(timer_grain).unwrap_or(until)
 }
 
 /// The moment the loss of a lease that ends at `until` is declared: a timer grain early.
