@@ -242,8 +242,9 @@ export interface LockError extends Error {
     cause?: unknown;
     /**
      * A lock's `"error"` (a failed heartbeat): `false` when a retry will mend it (a retryable
-     * failure with more than `dangerMarginMs` of lease left), `true` when the lease is at risk
-     * (no retry mends the failure, or no more than the danger margin is left).
+     * failure before `"danger"` is due), `true` when the lease is at risk (no retry mends the
+     * failure, or `"danger"` is due: `dangerMarginMs` left, or half the lease left at the
+     * heartbeat's start if that comes later).
      */
     leaseAtRisk?: boolean;
     /** A lock's `"error"`: ms of lease left when the heartbeat failed (absent without a lease). */
