@@ -26,7 +26,9 @@
 //! - `simulate`: seeded random walks through the lease, machines and Fifo models at larger
 //!   scales; a failing seed replays exactly.
 //!
-//! No client step is restated here: every decision a client makes is the core's machine's.
+//! Every decision a client makes is the core's machine's; the glue the addon's runtime puts
+//! between the machines (a heartbeat's writes, a release that waits for one, the step from a
+//! request to the network) is restated here as the runtime does it.
 
 pub mod beats;
 pub mod env;
