@@ -34,6 +34,7 @@ use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, unix_now_ms, Guid};
 use crate::lock::{HeldLock, LockEvent, LockState, Risk, Scheduler};
+use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
 use crate::store::{timed_out, OpenFields, StoreOps};
 
@@ -44,8 +45,6 @@ pub(crate) const FIRST_IN_FLIGHT: usize = 64;
 /// The most heartbeats in flight at once, however slow the round trip (and the connections
 /// the scheduler may keep open).
 pub(crate) const MOST_IN_FLIGHT: usize = crate::store::MOST_HEARTBEAT_CONNECTIONS;
-
-use crate::settings::TIMER_GRAIN;
 
 /// How far behind schedule the rate cap may catch up at once, so that timer granularity does
 /// not lower the rate below the cap.
@@ -795,19 +794,16 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
         // and nothing more is tried.
         Err(_) => {
             let now = Instant::now();
-            let remaining = lock
-                .lease
-                .until()
-                .map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            let until = lock.lease.until().filter(|u| *u > now);
             lock.emit(LockEvent::Error(
                 LockError::Internal("heartbeat panicked".into()),
                 Risk {
                     at_risk: true,
-                    remaining,
+                    remaining: until.map_or(Duration::ZERO, |u| u - now),
                 },
             ));
-            match lock.lease.until() {
-                Some(until) if until > now => {
+            match until {
+                Some(until) => {
                     let period = lock.client.settings.heartbeat_period.unwrap_or_default();
                     (now + period.max(TIMER_GRAIN)).min(until)
                 }

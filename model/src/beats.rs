@@ -38,8 +38,8 @@ pub enum BeatNet {
 
 /// What a heartbeat's actions did to the lock, for the model that holds it.
 pub struct Carried {
-    /// Renewed until the first tick, the next heartbeat due at the second.
-    pub renewed: Option<(Tick, Tick)>,
+    /// Renewed until then (the next heartbeat is due at `Beats::wake`).
+    pub renewed: Option<Tick>,
     /// The lock is lost.
     pub lost: bool,
     /// A release that waited for the heartbeat's write goes on, as `held::Held` says.
@@ -126,7 +126,7 @@ impl Beats {
                 heartbeat::Action::Renewed { until, next } => {
                     self.beat = None;
                     self.wake = tick(next);
-                    carried.renewed = Some((tick(until), tick(next)));
+                    carried.renewed = Some(tick(until));
                 }
                 heartbeat::Action::Lost(loss) => {
                     self.held.lose(match loss {

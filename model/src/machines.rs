@@ -788,7 +788,7 @@ impl Machines {
             }
         });
         if let Phase::Holding { until: u, .. } = &mut c.phase {
-            if let Some((until, _)) = carried.renewed {
+            if let Some(until) = carried.renewed {
                 *u = Some(until);
             }
             if carried.lost {

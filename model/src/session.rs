@@ -649,7 +649,7 @@ impl Sessions {
                 *stray = Some((gs, new));
             }
         });
-        if let Some((until, _)) = carried.renewed {
+        if let Some(until) = carried.renewed {
             // Once its writing heartbeats are spent, the scheduler still steps it at the loss
             // moment.
             if h.left == 0 {
@@ -657,7 +657,7 @@ impl Sessions {
             }
         }
         if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
-            if let Some((until, _)) = carried.renewed {
+            if let Some(until) = carried.renewed {
                 *u = until;
             }
             if carried.lost {
