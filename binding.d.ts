@@ -30,7 +30,7 @@ export declare class NativeClient {
    * long to wait for the turn (0: fail at once if anyone is ahead; `Infinity`: without
    * end). The answer carries the locks' ids in `lockIds`.
    */
-  startAcquireFifo(request: number, resources: Array<KeyInput>, waitMs: number, cancelId?: number | undefined | null): void
+  startAcquireFifo(request: number, resources: Array<KeyInput>, waitMs: number, cancelId?: number | undefined | null, limit?: number | undefined | null, permits?: number | undefined | null): void
   /**
    * Starts releasing a held lock; the answer carries `request` and an error to rethrow,
    * if any. `strict` (`close({ releaseLocks: true })`, whose outcomes say what was freed):

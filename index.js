@@ -4,7 +4,8 @@
 // dynamodb-lock-client, plus Promises, AbortSignal and `await using`. The protocol, timers
 // and I/O live in the native core (binding.js); the files under lib/ adapt values and errors:
 //
-// - clients.js: FailClosed, FailOpen and Fifo, and their acquireLock;
+// - clients.js: FailClosed, FailOpen and Fifo, and their acquireLock; semaphore.js: Semaphore
+//   and ReadWriteLock, on Fifo's queue;
 // - client.js: what the clients share (setup, close, metrics, getLock, campaign);
 // - lock.js: the Lock a caller holds;
 // - bridge.js: calls into the native core (loaded by native.js) and its answers and events;
@@ -15,6 +16,7 @@
 //   for the native core.
 
 const { FailClosed, FailOpen, Fifo } = require("./lib/clients.js");
+const { Semaphore, ReadWriteLock } = require("./lib/semaphore.js");
 const { Lock } = require("./lib/lock.js");
 const { ValidationError } = require("./lib/errors.js");
 const { createTable } = require("./lib/admin.js");
@@ -26,6 +28,8 @@ module.exports =
     FailClosed,
     FailOpen,
     Fifo,
+    Semaphore,
+    ReadWriteLock,
     Lock,
     ValidationError,
     createTable,

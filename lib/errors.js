@@ -20,6 +20,7 @@ const OWN_CODES = new Set([
     "ClientClosed",
     "NotSupported",
     "CorruptLockItem",
+    "PermitsMismatch",
 ]);
 
 class ValidationError extends Error

@@ -20,6 +20,48 @@ const SESSION_PREFIX = "dynamodb-lock-native/session/";
 const SESSION_SORT = "session";
 // `leaseDurationMs` of a released FailOpen lock or Fifo head.
 const RELEASED = "1";
+// A semaphore's holders: one attribute each, this prefix and the hex of the guid it was
+// granted with, holding "<permits> <leaseDurationMs> <guid hex> <written Unix ms> <owner>".
+const HOLDER_PREFIX = "holder.";
+// The permits a ReadWriteLock's head counts (lib/semaphore.js).
+const READ_WRITE_PERMITS = 2 ** 40;
+
+// A semaphore's holders as its head item carries them, judged at `now`: each one's permits
+// (a ReadWriteLock's as `mode`), owner, lease, last write and state.
+function holdersOf(item, now, readWrite)
+{
+    const out = [];
+    for (const [name, value] of Object.entries(item))
+    {
+        if (!name.startsWith(HOLDER_PREFIX) || !value || typeof value.S !== "string")
+        {
+            continue;
+        }
+        const [permits, lease, guid, written, ...owner] = value.S.split(" ");
+        const holder = {
+            key: name.slice(HOLDER_PREFIX.length),
+            guid,
+            owner: owner.join(" "),
+            leaseDurationMs: Number(lease),
+            renewedUnixMs: Number.isFinite(Number(written)) ? Number(written) : undefined,
+        };
+        if (readWrite)
+        {
+            holder.mode = Number(permits) === READ_WRITE_PERMITS ? "exclusive" : "shared";
+        }
+        else
+        {
+            holder.permits = Number(permits);
+        }
+        if (holder.renewedUnixMs !== undefined)
+        {
+            holder.silentMs = Math.max(0, now - holder.renewedUnixMs);
+        }
+        holder.state = holder.silentMs !== undefined && holder.silentMs > holder.leaseDurationMs ? "expired" : "held";
+        out.push(holder);
+    }
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
 
 // The table's description and its key: names and types.
 async function tableOf(call, tableName)
@@ -104,7 +146,9 @@ function describeItem(item, key)
     const fifoHead = key.sort && sort === FIFO_HEAD && "ticketNext" in item;
     const partition = plain(item[key.partition.name]);
     const session = typeof partition === "string" && partition.startsWith(SESSION_PREFIX);
-    const kind = fifoHead ? "Fifo" : session ? "Session" : "leaseDurationMs" in item ? "FailOpen" : "FailClosed";
+    const permits = fifoHead ? numberOf(item.permits) : undefined;
+    const kind = permits !== undefined ? (permits === READ_WRITE_PERMITS ? "ReadWriteLock" : "Semaphore")
+        : fifoHead ? "Fifo" : session ? "Session" : "leaseDurationMs" in item ? "FailOpen" : "FailClosed";
     const lease = item.leaseDurationMs && item.leaseDurationMs.N;
     const out = {
         id: key.sort && !fifoHead ? { [key.partition.name]: plain(item[key.partition.name]), [key.sort.name]: sort } : plain(item[key.partition.name]),
@@ -123,6 +167,20 @@ function describeItem(item, key)
         // When an operator last revoked the lock (`forceRelease`), by the revoker's clock.
         revokedUnixMs: numberOf(item.lockRevokedUnixMs),
     };
+    if (permits !== undefined)
+    {
+        // A semaphore's head: held while any holder is on it; each holder judged on its own.
+        const holders = holdersOf(item, Date.now(), kind === "ReadWriteLock");
+        out.held = holders.length > 0;
+        out.holders = holders;
+        if (kind === "Semaphore")
+        {
+            out.permits = permits;
+            out.permitsHeld = numberOf(item.permitsHeld) || 0;
+        }
+        delete out.owner;
+        delete out.guid;
+    }
     // The session a lock is held through (`session: true`): its lease is the session's.
     if (item.lockSession && typeof item.lockSession.S === "string")
     {
@@ -172,6 +230,11 @@ function judge(lock, now, session)
     else if (!lock.held)
     {
         lock.state = "released";
+    }
+    else if (lock.holders)
+    {
+        // Held while any holder renews; expired once every holder has been silent for its lease.
+        lock.state = lock.holders.some(h => h.state === "held") ? "held" : "expired";
     }
     else if (lock.kind !== "Session" && lock.session !== undefined)
     {
@@ -341,7 +404,7 @@ function judgeAll(items, key, now)
                 session.locks++;
             }
         }
-        if (lock.kind === "Fifo")
+        if (lock.kind === "Fifo" || lock.holders)
         {
             lock.waiters = waiting.get(JSON.stringify(item[key.partition.name])) || 0;
         }
@@ -412,7 +475,7 @@ async function showLock(options)
         session = s.Item ? judge(describeItem(s.Item, key), Date.now(), null) : null;
     }
     let entries;
-    if (lock.kind === "Fifo")
+    if (lock.kind === "Fifo" || lock.holders)
     {
         entries = [];
         let start;
@@ -496,6 +559,10 @@ async function forceRelease(options)
         if (lock.kind === "FailClosed" && !now)
         {
             throw codedError("HolderCannotBeTold", `the lock ${JSON.stringify(lock.id)} is a FailClosed lock (held by ${JSON.stringify(lock.owner)}): its holder writes nothing while it holds, so nothing can tell it that its lock is gone. Free it with now: true (the command line's --now) only once you know the holder is dead`);
+        }
+        if (lock.holders)
+        {
+            throw codedError("NotSupported", `the lock ${JSON.stringify(lock.id)} is a ${lock.kind}'s: its holders share one item, and a waiter reclaims the permits of a holder that has not renewed for its lease, so there is nothing to force`);
         }
         first = first || lock;
         try

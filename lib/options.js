@@ -220,6 +220,8 @@ const ACQUIRE_KEYS = Object.freeze({
     acquireLock: ["signal", "data"],
     // A Fifo lock carries no data: `data` is refused by name further on.
     fifoAcquireLock: ["signal", "waitMs", "data"],
+    semaphoreAcquireLock: ["signal", "waitMs", "permits"],
+    readWriteAcquireLock: ["signal", "waitMs", "mode"],
     campaign: ["signal"],
 });
 
@@ -260,7 +262,7 @@ function meant(key, allowed)
 function unknownKeys(options, method)
 {
     const allowed = ACQUIRE_KEYS[method];
-    const shownMethod = method === "fifoAcquireLock" ? "acquireLock" : method;
+    const shownMethod = method.endsWith("AcquireLock") ? "acquireLock" : method;
     const list = allowed.length === 1 ? allowed[0] : `${allowed.slice(0, -1).join(", ")} and ${allowed[allowed.length - 1]}`;
     const details = Object.keys(options).filter(k => !allowed.includes(k) && options[k] !== undefined).map(key =>
     {

@@ -16,10 +16,22 @@ process.env.AWS_EC2_METADATA_DISABLED = "true";
 // The full suite runs on the machine's Node.js, not on a devDependency's (scripts/machine-node.js).
 const machineNode = preferMachineNode();
 
-function run(cmd, args, extraEnv)
+// How long each step took, printed after it and summed up at the end.
+const started = Date.now();
+const took = [];
+
+function seconds(ms)
+{
+    return `${(ms / 1000).toFixed(0)} s`;
+}
+
+function run(cmd, args, extraEnv, label)
 {
     console.log(`\n> ${cmd} ${args.join(" ")}`);
+    const t0 = Date.now();
     const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: Object.assign({}, process.env, extraEnv) });
+    took.push([label, Date.now() - t0]);
+    console.log(`< ${label}: ${seconds(Date.now() - t0)}`);
     if (r.status !== 0)
     {
         console.error(`failed: ${cmd} ${args.join(" ")} (${r.error ? r.error.message : `exit ${r.status}`})`);
@@ -27,32 +39,44 @@ function run(cmd, args, extraEnv)
     }
 }
 
+process.on("exit", code =>
+{
+    if (code === 0)
+    {
+        console.log(`\nnpm test took ${seconds(Date.now() - started)}:`);
+        for (const [name, ms] of took)
+        {
+            console.log(`  ${seconds(ms).padStart(6)}  ${name}`);
+        }
+    }
+});
+
 const napiCli = path.join(root, "node_modules", "@napi-rs", "cli", "dist", "cli.js");
 const buildArgs = ["build", "--platform", "--js", "binding.js", "--dts", "binding.d.ts"];
 if (!process.env.DEBUG_BUILD)
 {
     buildArgs.push("--release");
 }
-run(machineNode, [napiCli, ...buildArgs]);
+run(machineNode, [napiCli, ...buildArgs], {}, "addon build (napi, release)");
 
 // Share napi's target directory layout so the unit tests reuse its dependency builds.
 const triple = hostTriple();
-run("cargo", ["fmt", "--check"]);
+run("cargo", ["fmt", "--check"], {}, "cargo fmt");
 // The workspace: the addon and the protocol's core (crates/core).
-run("cargo", ["clippy", "--workspace", "--target", triple, "--all-targets", "--", "-D", "warnings"]);
-run("cargo", ["test", "--workspace", "--target", triple]);
+run("cargo", ["clippy", "--workspace", "--target", triple, "--all-targets", "--", "-D", "warnings"], {}, "cargo clippy (addon, core)");
+run("cargo", ["test", "--workspace", "--target", triple], {}, "cargo test (addon, core)");
 // The protocol's model checker: its bounded run (`npm run model` runs the full one).
 const model = ["--manifest-path", path.join("model", "Cargo.toml")];
-run("cargo", ["fmt", "--check", ...model]);
-run("cargo", ["clippy", "--release", ...model, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
-run("cargo", ["test", "--release", ...model], { CARGO_TARGET_DIR: path.join(root, "target", "model") });
+run("cargo", ["fmt", "--check", ...model], {}, "cargo fmt (model)");
+run("cargo", ["clippy", "--release", ...model, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "model") }, "cargo clippy (model)");
+run("cargo", ["test", "--release", ...model], { CARGO_TARGET_DIR: path.join(root, "target", "model") }, "model checker: unit tests and bounded run");
 // The signing benchmark (`npm run bench:sign`) compiles the addon's signer: it must keep
 // compiling, formatted and lint-clean, though it runs only on demand.
 const signBench = ["--manifest-path", path.join("bench", "sign", "Cargo.toml")];
-run("cargo", ["fmt", "--check", ...signBench]);
-run("cargo", ["clippy", ...signBench, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "sign-bench") });
+run("cargo", ["fmt", "--check", ...signBench], {}, "cargo fmt (sign bench)");
+run("cargo", ["clippy", ...signBench, "--all-targets", "--", "-D", "warnings"], { CARGO_TARGET_DIR: path.join(root, "target", "sign-bench") }, "cargo clippy (sign bench)");
 // A short run of the seeded simulator (`npm run simulate` takes --seed and --steps).
-run(process.execPath, [path.join("scripts", "simulate.js"), "--seed", "1", "--steps", "2000000"]);
+run(process.execPath, [path.join("scripts", "simulate.js"), "--seed", "1", "--steps", "2000000"], {}, "simulator, 2,000,000 steps");
 
 const suites = fs.readdirSync(path.join(root, "__test__"))
     .filter(f => f.endsWith(".test.js") || f.endsWith(".test.mjs"))
@@ -62,7 +86,7 @@ const suites = fs.readdirSync(path.join(root, "__test__"))
 // `node --test` without files would run every suite: TEST_ONLY=node-versions runs none here.
 if (suites.length > 0)
 {
-    run(machineNode, ["--test", "--test-concurrency=1", ...suites]);
+    run(machineNode, ["--test", "--test-concurrency=2", ...suites], {}, `node --test: ${suites.length} suites`);
 }
 
 // The other Node.js versions users run, from the devDependencies node22 and node24 (the npm
@@ -81,8 +105,8 @@ if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-ve
             process.exit(1);
         }
         const env = { PATH: path.dirname(bin) + path.delimiter + process.env.PATH, DDB_ENGINES: "dynalite" };
-        run(bin, ["--version"], env);
-        run(bin, [path.join("examples", "run-readme.js")], env);
-        run(bin, ["--test", "--test-concurrency=1", ...CORE_SUITES.map(f => path.join("__test__", f))], env);
+        run(bin, ["--version"], env, `${name} --version`);
+        run(bin, [path.join("examples", "run-readme.js")], env, `${name}: README example`);
+        run(bin, ["--test", "--test-concurrency=1", ...CORE_SUITES.map(f => path.join("__test__", f))], env, `${name}: core suites`);
     }
 }

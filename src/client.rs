@@ -101,7 +101,13 @@ impl Client {
             return self.start_lock(Arc::new(lock), cancel).await;
         }
         let Some(place) = place else {
-            let locks = fifo::acquire(&self.shared, vec![key.partition], Some(settings::FIFO_WAIT), cancel);
+            let locks = fifo::acquire(
+                &self.shared,
+                vec![key.partition],
+                None,
+                Some(settings::FIFO_WAIT),
+                cancel,
+            );
             return locks
                 .await?
                 .pop()

@@ -4,7 +4,7 @@
 //! the machine allows it), and feeds back answers, timers, both clocks and random numbers. It
 //! makes no protocol decision.
 
-use dynamodb_lock_core::op::{self, OpenFields};
+use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine, Req, Step, Time};
 use rand::Rng;
 use tokio::time::Instant;
@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{self, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
+use crate::lock::Permit;
 use crate::settings::Settings;
 use crate::store::Store;
 
@@ -27,6 +28,9 @@ pub struct Target<'a> {
     /// The session an acquisition or hand-over holds the lock through (`None`: its own lease).
     pub session: Option<&'a str>,
     pub cancel: Option<&'a Cancel>,
+    /// A semaphore's permits the lock is: its release removes the holder from the head, and
+    /// the head read back is seen as the holder's (`permit_view`).
+    pub permit: Option<&'a Permit>,
 }
 
 /// A machine's clock: the time since `base`, which the machine started at.
@@ -171,9 +175,30 @@ pub async fn send(to: &Target<'_>, req: &Request) -> Result<op::Reply<LockRecord
     };
     let parts = req.parts(&adds);
     let op = req.op(&adds, &parts);
+    if let Some(p) = to.permit {
+        return send_permit(to, p, op).await;
+    }
     match req.session() {
         // A waiter's read or end of the session a lock is held through: the session's item.
         Some(id) => to.store.apply(&item::session_key(id, to.key.sort.is_some()), &op).await,
         None => to.store.apply(to.key, &op).await,
+    }
+}
+
+/// A held semaphore's request (`send`): its release removes the holder and gives its permits
+/// back; a read sees the head as the holder's item (`op::permit_view`).
+async fn send_permit(to: &Target<'_>, p: &Permit, op: Op<'_, LockRecord>) -> Result<op::Reply<LockRecord>, StoreError> {
+    let shown = format!("{op:?}");
+    let Some(op) = op::permit_op(op, &p.key, p.permits) else {
+        return Err(crate::store::not_supported(format!("{shown} on a semaphore's permits")));
+    };
+    let view = |r: Option<LockRecord>| op::permit_view(r, &p.key);
+    match to.store.apply(to.key, &op).await {
+        Ok(op::Reply::Before(r)) => Ok(op::Reply::Before(view(r))),
+        Ok(op::Reply::Refused(r)) => Ok(op::Reply::Refused(view(r))),
+        Err(StoreError::ConditionFailed { current }) => Err(StoreError::ConditionFailed {
+            current: current.map(|c| view(c.map(|b| *b)).map(Box::new)),
+        }),
+        other => other,
     }
 }

@@ -166,6 +166,14 @@ pub enum LockError {
         attribute: &'static str,
         found: String,
     },
+    /// A semaphore's head counts another number of permits than this client (`found`), or it
+    /// is a Fifo lock's (`found` `None`).
+    PermitsMismatch {
+        table: String,
+        id: String,
+        permits: u64,
+        found: Option<u64>,
+    },
 }
 
 /// A lock's key as people read it: `name "value"`, with the sort key after a comma; numbers
@@ -195,6 +203,7 @@ impl LockError {
             LockError::Lost(LostReason::LeaseExpired) => "LeaseExpired",
             LockError::Internal(_) => "InternalError",
             LockError::CorruptLockItem { .. } => "CorruptLockItem",
+            LockError::PermitsMismatch { .. } => "PermitsMismatch",
         }
     }
 
@@ -220,6 +229,20 @@ impl LockError {
                 "The lock item {id} in the table \"{table}\" is refused: its {attribute} holds {found}, which \
                  neither library writes. No lock is handed out from it until the attribute is corrected or the \
                  item deleted."
+            ),
+            LockError::PermitsMismatch {
+                table,
+                id,
+                permits,
+                found: Some(found),
+            } => format!(
+                "The semaphore {id} in the table \"{table}\" counts {found} permits, and this client {permits}: \
+                 every client of one id must be constructed with the same permits. Delete its item once nobody \
+                 holds or waits for it to count another number."
+            ),
+            LockError::PermitsMismatch { table, id, .. } => format!(
+                "The item {id} in the table \"{table}\" is a Fifo lock's, not a semaphore's or read/write \
+                 lock's: one id serves one kind of lock."
             ),
         }
     }

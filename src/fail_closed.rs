@@ -24,6 +24,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
         data,
         session: None,
         cancel: Some(cancel),
+        permit: None,
     };
     match run(&mut m, step, clock, &to).await {
         Outcome::Acquired => Ok(guid),

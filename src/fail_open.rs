@@ -58,6 +58,7 @@ pub async fn acquire(
         data,
         session: session.map(|s| s.id.as_str()),
         cancel: Some(cancel),
+        permit: None,
     };
     match run(&mut m, step, clock, &to).await {
         // The session's lease ended before the grant was known: the lock is lost already.

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, Outcome, Request};
+use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, Outcome, Request, Sem};
 use dynamodb_lock_core::op::Reply;
 use dynamodb_lock_core::request::Time;
 use futures_util::future::join_all;
@@ -125,6 +125,7 @@ fn explain(c: &Shared, e: LockError) -> LockError {
 pub async fn acquire(
     c: &Arc<Shared>,
     mut resources: Vec<KeyValue>,
+    sem: Option<Sem>,
     wait: Option<Duration>,
     cancel: &Cancel,
 ) -> Result<Vec<Arc<HeldLock>>, LockError> {
@@ -133,8 +134,14 @@ pub async fn acquire(
     if resources.is_empty() {
         return Err(LockError::Internal("a Fifo acquisition needs a resource".into()));
     }
+    if sem.is_some() && resources.len() != 1 {
+        return Err(LockError::Internal(
+            "a semaphore's acquisition is of one resource".into(),
+        ));
+    }
     let mut d = Driver {
         c,
+        sem,
         resources: &resources,
         clock: Clock::start(),
         entries: vec![None; resources.len()],
@@ -154,9 +161,13 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
 }
 
 /// A head item taken with `token`: a held lock, heartbeated like a FailOpen lock.
-fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant) -> Arc<HeldLock> {
+fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant, sem: Option<Sem>) -> Arc<HeldLock> {
     let resource = head.partition.clone();
-    let lock = Arc::new(HeldLock::new(c.clone(), head, guid, Some(token), Some(sent_at)));
+    let mut lock = HeldLock::new(c.clone(), head, guid, Some(token), Some(sent_at));
+    if let Some(sem) = sem {
+        lock = lock.with_permits(sem.permits);
+    }
+    let lock = Arc::new(lock);
     c.heartbeats.watch(&lock);
     c.fifo.hold(&resource, token, &lock);
     lock
@@ -166,6 +177,7 @@ fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant
 /// heartbeats, the locks it was granted, and where it waits in this client's registry.
 struct Driver<'a> {
     c: &'a Arc<Shared>,
+    sem: Option<Sem>,
     resources: &'a [KeyValue],
     clock: Clock,
     entries: Vec<Option<Arc<HeldLock>>>,
@@ -222,8 +234,12 @@ impl Driver<'_> {
         let c = self.c;
         let clock = self.clock;
         let env = clock.env(Some(cancel));
-        let (mut m, mut act) =
-            Acquire::<LockRecord, StoreError>::start(c.settings.protocol(), self.resources.len(), wait, &env, self);
+        let (mut m, mut act) = match self.sem {
+            Some(sem) => Acquire::<LockRecord, StoreError>::start_sem(c.settings.protocol(), sem, wait, &env, self),
+            None => {
+                Acquire::<LockRecord, StoreError>::start(c.settings.protocol(), self.resources.len(), wait, &env, self)
+            }
+        };
         let mut changed: Option<Pin<Box<Notified<'_>>>> = None;
         // The head as the last read of it found it: the holder a waiting report names.
         let mut head: Option<LockRecord> = None;
@@ -331,7 +347,7 @@ impl Driver<'_> {
     /// `sent_at`), and leaves this acquisition's place in its queue, if it had one.
     fn hold_head(&mut self, resource: usize, guid: Guid, token: u64, sent_at: Instant, leave: Option<u64>) {
         let head = head_key(&self.resources[resource]);
-        self.held[resource] = Some(hold(self.c, head, guid, token, sent_at));
+        self.held[resource] = Some(hold(self.c, head, guid, token, sent_at, self.sem));
         if let Some(position) = leave {
             self.leave(resource, position, Some(Mine::Granted(token)));
         }
@@ -357,6 +373,17 @@ impl Driver<'_> {
             Outcome::Aborted => Err(LockError::Aborted),
             Outcome::Lost => Err(LockError::Lost(LostReason::LeaseExpired)),
             Outcome::Failed(e) => Err(LockError::Store(e)),
+            Outcome::WrongKind { permits } => {
+                let n = &self.c.fifo.names;
+                let head = head_key(&self.resources[0]);
+                let sort_key = (!n.sort_key.is_empty()).then_some(n.sort_key.as_str());
+                Err(LockError::PermitsMismatch {
+                    table: n.table.clone(),
+                    id: crate::error::shown_key(&n.partition_key, sort_key, &head),
+                    permits: self.sem.map_or(0, |s| s.limit),
+                    found: permits,
+                })
+            }
         }
     }
 
@@ -516,6 +543,7 @@ mod tests {
         acquire(
             &c.shared,
             ids.iter().map(|i| res(i)).collect(),
+            None,
             wait,
             &Cancel::default(),
         )
@@ -793,7 +821,7 @@ mod tests {
         let cancel = Arc::new(Cancel::default());
         let aborted = {
             let (c, cancel) = (fifo_client(&store, "aborted", 1000), cancel.clone());
-            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, &cancel).await })
+            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, None, &cancel).await })
         };
         settle_for(5).await;
         let behind = spawn_take(&fifo_client(&store, "behind", 1000), &["a"], None);
@@ -815,7 +843,7 @@ mod tests {
         let cancel = Arc::new(Cancel::default());
         let last = {
             let (c, cancel) = (fifo_client(&store, "last", 1000), cancel.clone());
-            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, &cancel).await })
+            tokio::spawn(async move { acquire(&c.shared, vec![res("a")], None, None, &cancel).await })
         };
         settle_for(500).await;
         assert_eq!(entries(&store, "a").len(), 1);

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use dynamodb_lock_core::heartbeat as machine;
 use dynamodb_lock_core::held;
+use dynamodb_lock_core::op::Op;
 use dynamodb_lock_core::original;
 use dynamodb_lock_core::request::Purpose;
 
@@ -962,6 +963,7 @@ fn target(lock: &HeldLock) -> Target<'_> {
         data: None,
         session: None,
         cancel: None,
+        permit: None,
     }
 }
 
@@ -998,6 +1000,17 @@ fn renewal<'a>(
     if s.original_requests {
         let req = original::heartbeat(&s.protocol(), &guids[0], new, lock.fencing_token, unix_now_ms());
         Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) })
+    } else if let Some(p) = &lock.permit {
+        Box::pin(async move {
+            let op = Op::SemRenew {
+                key: &p.key,
+                guids,
+                new_guid: new,
+                permits: p.permits,
+                fields: f,
+            };
+            lock.client.store.apply(&lock.key, &op).await.map(|_| Vec::new())
+        })
     } else {
         lock.client.store.renew(&lock.key, guids, new, f)
     }

@@ -942,11 +942,28 @@ impl NativeClient {
         resources: Vec<KeyInput>,
         wait_ms: f64,
         cancel_id: Option<u32>,
+        limit: Option<f64>,
+        permits: Option<f64>,
     ) -> Result<()> {
         if self.inner.settings.kind != Kind::Fifo {
             return Err(Error::from_reason("startAcquireFifo needs a Fifo client"));
         }
         let resources = resources.into_iter().map(key_value).collect::<Result<Vec<_>>>()?;
+        // A semaphore's: `permits` of the `limit` its resource counts (validated in lib/).
+        let sem = match (limit, permits) {
+            (Some(limit), Some(permits)) if limit >= 1.0 && permits >= 1.0 && permits <= limit => {
+                Some(dynamodb_lock_core::fifo::Sem {
+                    limit: limit as u64,
+                    permits: permits as u64,
+                })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(Error::from_reason(
+                    "startAcquireFifo: permits must be from 1 to the limit",
+                ))
+            }
+        };
         let wait = (wait_ms.is_finite() && wait_ms >= 0.0).then(|| Duration::from_millis(wait_ms as u64));
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
@@ -954,7 +971,7 @@ impl NativeClient {
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
             tell_waiting(&cancel, waiting_report_period(&client.settings), events, request);
-            let result = match fifo::acquire(&client.shared, resources, wait, &cancel).await {
+            let result = match fifo::acquire(&client.shared, resources, sem, wait, &cancel).await {
                 Ok(held) => register_locks(held, &cancel).await.map_err(|_| LockError::Aborted),
                 Err(e) => Err(e),
             };

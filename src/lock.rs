@@ -190,7 +190,17 @@ pub struct HeldLock {
     pub lease: Lease,
     /// The session the lock is held through: its lease is the session's.
     pub session: Option<Arc<Session>>,
+    /// A semaphore's permits: the lock is its holder's attribute on the head.
+    pub permit: Option<Permit>,
     pub(crate) state: Mutex<LockState>,
+}
+
+/// Permits of a semaphore held: the holder's attribute on its head is keyed by `key` (the
+/// `guid` it was granted with), and holds `permits`.
+#[derive(Clone, Debug)]
+pub struct Permit {
+    pub key: Guid,
+    pub permits: u64,
 }
 
 impl std::fmt::Debug for HeldLock {
@@ -229,8 +239,16 @@ impl HeldLock {
             wake: Notify::new(),
             lease: Lease::new(lease_until),
             session: None,
+            permit: None,
             state: Mutex::new(held::Held::new(guid)),
         }
+    }
+
+    /// The lock as a semaphore's holder of `permits`, keyed by the `guid` it was granted with.
+    pub fn with_permits(mut self, permits: u64) -> Self {
+        let key = self.state.get_mut().guid;
+        self.permit = Some(Permit { key, permits });
+        self
     }
 
     /// The end of the lock's lease: its own, or, held through a session, the session's (in the
@@ -331,6 +349,7 @@ impl HeldLock {
             // A hand-over keeps the lock in the session.
             session: self.session.as_ref().map(|s| s.id.as_str()),
             cancel: None,
+            permit: self.permit.as_ref(),
         };
         loop {
             let clock = Clock::start();
@@ -382,6 +401,12 @@ impl HeldLock {
     /// on the condition that the item still carries this lock's `guid`, as a heartbeat does;
     /// serialized with heartbeats and release. A failed condition means the lock is lost.
     pub async fn update_data(&self, data: Option<LockData>) -> Result<(), LockError> {
+        if self.permit.is_some() {
+            return Err(LockError::Store(crate::store::not_supported(
+                "lock.update: a semaphore's or read/write lock's holders share one item, which keeps no holder's data"
+                    .into(),
+            )));
+        }
         let mut st = self.state.lock().await;
         if st.lost == Some(held::Lost::Lapsed) {
             return Err(LockError::Lost(LostReason::LeaseExpired));

@@ -47,6 +47,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
         data: None,
         session: None,
         cancel: Some(cancel),
+        permit: None,
     };
     // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
     let mut refusal = None;
@@ -97,6 +98,7 @@ pub async fn release(
         data: None,
         session: None,
         cancel: None,
+        permit: None,
     };
     let mut refusal = None;
     match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {

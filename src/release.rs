@@ -27,6 +27,7 @@ pub async fn release(store: &dyn Store, settings: &Settings, key: &LockKey, guid
         data: None,
         session: None,
         cancel: None,
+        permit: None,
     };
     match run(&mut m, step, clock, &to).await {
         Released::Released { .. } => Ok(()),
@@ -75,6 +76,7 @@ pub fn undo_later(
             session: None,
             // `close()` cuts its pauses short: one last round, then it ends.
             cancel: Some(&closing),
+            permit: None,
         };
         // Given up: the lease (or the TTL) frees the item.
         let _: undo::Outcome<StoreError> = run(&mut m, step, clock, &to).await;

@@ -36,7 +36,7 @@ use std::fmt;
 
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
-use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request};
+use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request, Sem};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
@@ -50,7 +50,14 @@ pub const MAX_CLIENTS: usize = 8;
 const GUIDS: u8 = 32;
 
 /// The properties checked.
-pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", "no orphan"];
+pub const PROPERTIES: [&str; 6] = [
+    "mutual exclusion",
+    "fencing",
+    "no lost release",
+    "no orphan",
+    "permits",
+    "ticket order",
+];
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -83,6 +90,10 @@ pub struct Config {
     pub horizon: Tick,
     /// A holder releases no sooner than this long after it was granted.
     pub min_hold: Tick,
+    /// A semaphore of this many permits, each client asking for the permits of its place in
+    /// `asks` (1 if it has none); `None`: Fifo locks.
+    pub permits: Option<u8>,
+    pub asks: Vec<u8>,
     pub bug: Option<Broken>,
 }
 
@@ -105,8 +116,28 @@ impl Config {
             offset: 3,
             horizon: 6,
             min_hold: 0,
+            permits: None,
+            asks: Vec::new(),
             bug: None,
         }
+    }
+
+    /// A semaphore of `permits`, its clients asking for `asks`.
+    pub fn semaphore(permits: u8, asks: &[u8]) -> Config {
+        Config {
+            clients: asks.len(),
+            permits: Some(permits),
+            asks: asks.to_vec(),
+            ..Config::new()
+        }
+    }
+
+    /// What client `i` asks for of the semaphore, if there is one.
+    fn sem(&self, i: usize) -> Option<Sem> {
+        self.permits.map(|limit| Sem {
+            limit: limit.into(),
+            permits: self.asks.get(i).copied().unwrap_or(1).into(),
+        })
     }
 
     fn lock(&self) -> Lock {
@@ -132,6 +163,9 @@ pub enum Rq {
     Fifo(Request<G, Ver>),
     /// The release machine's, on the head of the lock being released.
     Release(Req<G, Ver>),
+    /// The release machine's, for a semaphore's holder (key, permits), as the addon sends it
+    /// (`op::permit_op`, `op::permit_view`).
+    Permit(Req<G, Ver>, G, u8),
 }
 
 /// A request sent, to lock `k`'s item `slot` (0: the head; else the queue position), and
@@ -182,6 +216,8 @@ pub struct Held {
     pub guid: G,
     pub token: u8,
     pub until: Tick,
+    /// A semaphore's permits (0: a Fifo lock).
+    pub permits: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -220,6 +256,10 @@ pub struct State {
     pub aborts: u8,
     /// The token of the last grant of each lock (history, for fencing).
     pub last_token: Vec<u8>,
+    /// A semaphore's grant landed while an earlier ticket's entry waited: (lock, position).
+    pub overtaken: Option<(u8, u8)>,
+    /// A semaphore's tokens handed out: (lock, token).
+    pub tokens: Vec<(u8, u8)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -369,7 +409,8 @@ impl FifoMachines {
     fn sets(&self) -> Vec<Vec<u8>> {
         let n = self.cfg.locks as u8;
         let mut out: Vec<Vec<u8>> = (0..n).map(|k| vec![k]).collect();
-        if self.cfg.several {
+        // A semaphore's acquisition is of one id.
+        if self.cfg.several && self.cfg.permits.is_none() {
             for a in 0..n {
                 for b in a + 1..n {
                     out.push(vec![a, b]);
@@ -402,17 +443,58 @@ impl FifoMachines {
             ttl_released: None,
         };
         let parts;
+        let permit = match rq {
+            Rq::Permit(_, key, _) => Some(*key),
+            _ => None,
+        };
         let op = match rq {
             Rq::Fifo(r) => r.op(&fifo_adds),
             Rq::Release(r) => {
                 parts = r.parts(&adds);
                 r.op(&adds, &parts)
             }
+            Rq::Permit(r, key, permits) => {
+                parts = r.parts(&adds);
+                core_op::permit_op(r.op(&adds, &parts), key, (*permits).into()).expect("a release's request")
+            }
         };
+        let grants = matches!(rq, Rq::Fifo(Request::SemTake { .. } | Request::SemGrant { .. }));
+        if grants && core_op::allowed(&op, self.slot(s, k, slot).as_ref()) {
+            Self::ticket_order(s, k, rq);
+        }
         let item = self.slot(s, k, slot);
         let (after, reply) = core_op::apply(&op, *item);
         *item = after;
+        let reply = match (permit, reply) {
+            (Some(key), core_op::Reply::Before(r)) => core_op::Reply::Before(core_op::permit_view(r, &key)),
+            (Some(key), core_op::Reply::Refused(r)) => core_op::Reply::Refused(core_op::permit_view(r, &key)),
+            (_, reply) => reply,
+        };
         answer_of(reply)
+    }
+
+    /// Before a semaphore's take or grant on lock `k` lands: no entry between the last
+    /// position granted and the one this grants may still wait (live), or an earlier ticket
+    /// is overtaken; and a grant's ticket is above the head's token (tokens rise in the order
+    /// grants land).
+    fn ticket_order(s: &mut State, k: u8, rq: &Rq) {
+        let items = &s.items[k as usize];
+        let Some(head) = items[0] else { return };
+        if let Rq::Fifo(Request::SemGrant { ticket, position, .. }) = rq {
+            if u64::from(head.token) >= *ticket && s.overtaken.is_none() {
+                s.overtaken = Some((k, small(*position)));
+            }
+        }
+        let from = head.qg.unwrap_or(0);
+        let to = match rq {
+            Rq::Fifo(Request::SemGrant { position, .. }) => small(*position),
+            // A take that lands grants every position issued.
+            _ => head.qn.unwrap_or(0).saturating_add(1),
+        };
+        let live = (from + 1..to).find(|&p| items.get(p as usize).copied().flatten().is_some_and(|e| !e.released));
+        if let (Some(p), None) = (live, s.overtaken) {
+            s.overtaken = Some((k, p));
+        }
     }
 
     /// Steps client `i`'s acquisition with `input`, carrying out its effects, until it sends,
@@ -442,7 +524,7 @@ impl FifoMachines {
         let resume = Ok(Some(Input::Resume));
         match act {
             Act::Send { req, timeout_at } => {
-                if let Request::TakeFree { guid, .. } = req {
+                if let Request::TakeFree { guid, .. } | Request::SemTake { guid, .. } = req {
                     c.take = Some(guid);
                 }
                 let (r, position) = req.place();
@@ -518,8 +600,26 @@ impl FifoMachines {
         let c = &mut s.clients[i];
         let k = c.resources[resource];
         let until = self.at(i, sent_at) + self.cfg.lease;
-        c.held[resource] = Some(Held { guid, token, until });
-        env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)
+        let permits = self.cfg.sem(i).map_or(0, |p| small(p.permits));
+        c.held[resource] = Some(Held {
+            guid,
+            token,
+            until,
+            permits,
+        });
+        if self.cfg.permits.is_none() {
+            return env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now);
+        }
+        // A semaphore's holders learn of their grants in any order: each token is handed out
+        // once, and rises in the order the grants land (`ticket_order`).
+        if s.tokens.contains(&(k, token)) {
+            return Err(Violation {
+                property: "fencing",
+                detail: format!("c{i} granted lock {k} with token {token}, handed out before"),
+            });
+        }
+        s.tokens.push((k, token));
+        Ok(())
     }
 
     /// The acquisition lets go of the lock it holds of resource `resource` (one write, at once).
@@ -527,10 +627,17 @@ impl FifoMachines {
         let c = &mut s.clients[i];
         let k = c.resources[resource];
         if let Some(h) = c.held[resource].take() {
-            let rq = Rq::Release(Req::Release {
-                guids: vec![h.guid],
-                lock_acquired_time_unix_ms: None,
-            });
+            let rq = match self.cfg.permits {
+                Some(_) => Rq::Fifo(Request::SemRelease {
+                    resource,
+                    key: h.guid,
+                    permits: h.permits.into(),
+                }),
+                None => Rq::Release(Req::Release {
+                    guids: vec![h.guid],
+                    lock_acquired_time_unix_ms: None,
+                }),
+            };
             self.apply(s, k, 0, &rq);
         }
     }
@@ -661,7 +768,11 @@ impl FifoMachines {
         match step {
             Step::Send { req, timeout_at } => {
                 let k = c.resources[r];
-                match self.send(s, i, Rq::Release(req), k, 0, timeout_at)? {
+                let rq = match (self.cfg.permits, c.held[r]) {
+                    (Some(_), Some(h)) => Rq::Permit(req, h.guid, h.permits),
+                    _ => Rq::Release(req),
+                };
+                match self.send(s, i, rq, k, 0, timeout_at)? {
                     Some(Input::Answer(a)) => self.resume(s, i, Some(a)),
                     _ => Ok(()),
                 }
@@ -722,6 +833,28 @@ impl FifoMachines {
             })
     }
 
+    /// A semaphore's clients that believe they hold permits of one lock hold `limit` at most
+    /// together.
+    fn permits_held(&self, s: &State, limit: u8) -> Result<(), Violation> {
+        for k in 0..self.cfg.locks as u8 {
+            let holders: Vec<usize> = (0..self.cfg.clients).filter(|&i| self.believes(s, i, k)).collect();
+            let held: u8 = holders
+                .iter()
+                .map(|&i| self.cfg.sem(i).map_or(1, |p| small(p.permits)))
+                .sum();
+            if held > limit {
+                return Err(Violation {
+                    property: "permits",
+                    detail: format!(
+                        "clients {holders:?} hold {held} permits of lock {k} at tick {}, of {limit}",
+                        s.now
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Client `i` starts acquiring the lock ids of set `set`.
     fn start(&self, s: &mut State, i: usize, set: u8) -> Result<(), Violation> {
         let resources = self.sets()[set as usize].clone();
@@ -743,7 +876,10 @@ impl FifoMachines {
         cl.phase = Phase::Acquiring;
         cl.since = now;
         let here = &mut Ctx::of(cl, i, &used, now, self.offset(i));
-        let (m, act) = fifo::Acquire::start(self.cfg.lock(), n, wait, &env, here);
+        let (m, act) = match self.cfg.sem(i) {
+            Some(sem) => fifo::Acquire::start_sem(self.cfg.lock(), sem, wait, &env, here),
+            None => fifo::Acquire::start(self.cfg.lock(), n, wait, &env, here),
+        };
         s.clients[i].acquire = Some(m);
         if let Some(input) = self.act(s, i, act)? {
             self.run(s, i, input)?;
@@ -825,6 +961,8 @@ impl Model for FifoMachines {
             },
             aborts: self.cfg.aborts,
             last_token: vec![0; self.cfg.locks],
+            overtaken: None,
+            tokens: Vec::new(),
         }]
     }
 
@@ -878,18 +1016,31 @@ impl Model for FifoMachines {
     }
 
     fn invariant(&self, s: &State) -> Result<(), Violation> {
-        env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?;
+        match self.cfg.permits {
+            Some(limit) => self.permits_held(s, limit)?,
+            None => env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?,
+        }
+        if let Some((k, p)) = s.overtaken {
+            return Err(Violation {
+                property: "ticket order",
+                detail: format!("lock {k} granted while the waiter at position {p}, an earlier ticket, waited"),
+            });
+        }
+        // The head carries grant `g` of a client: as its `guid`, or as a semaphore's holder.
+        let carries = |it: &Item, g: G| match self.cfg.permits {
+            Some(_) => it.holders.iter().any(|h| h.0 == g),
+            None => it.guid == g && !it.released,
+        };
         for (i, c) in s.clients.iter().enumerate() {
             for &(k, g) in &c.released {
-                if s.items[k as usize][0].is_some_and(|it| it.guid == g && !it.released) {
+                if s.items[k as usize][0].is_some_and(|it| carries(&it, g)) {
                     return Err(env::lost_release(i, k));
                 }
             }
             if c.failed && c.phase == Phase::Idle {
                 for &k in &c.resources {
                     let head = s.items[k as usize][0];
-                    let orphan =
-                        head.is_some_and(|it| !it.released && c.grants.contains(&it.guid) && c.take != Some(it.guid));
+                    let orphan = head.is_some_and(|it| c.grants.iter().any(|&g| carries(&it, g) && c.take != Some(g)));
                     if orphan {
                         return Err(env::orphan(i, k, "the head"));
                     }
@@ -963,9 +1114,61 @@ pub fn configs(full: bool) -> Vec<Config> {
     ]
 }
 
+/// The semaphore configurations explored: the bounded ones of the test suite (two clients on
+/// two permits, asking for one each, or one and both: a shared/exclusive mix), or the full
+/// ones of `npm run model`.
+pub fn semaphore_configs(full: bool) -> Vec<Config> {
+    let one = Config {
+        max_attempts: 1,
+        ..Config::semaphore(2, &[1, 1])
+    };
+    let mix = Config {
+        max_attempts: 1,
+        ..Config::semaphore(2, &[1, 2])
+    };
+    if !full {
+        return vec![one, mix];
+    }
+    vec![
+        // A crash.
+        one,
+        mix.clone(),
+        // Requests tried twice (an answer lost to a timeout, the request sent again).
+        Config {
+            max_attempts: 2,
+            lease: 3,
+            horizon: 5,
+            ..mix.clone()
+        },
+        // A lost, throttled or slow request; a cancellation.
+        Config {
+            faults: 1,
+            crashes: 0,
+            aborts: 1,
+            ..mix.clone()
+        },
+        // Each client acquires twice.
+        Config {
+            acquisitions: 2,
+            crashes: 0,
+            ..mix
+        },
+    ]
+}
+
 /// The configuration a broken variant is checked in.
 pub fn broken_config(bug: Broken) -> Config {
-    let mut c = Config::new();
+    let mut c = match bug {
+        // A holder of one permit and a request for both; then each client acquires again, so
+        // that one waits while the other asks anew.
+        Broken::SemGrantIgnoresHeld | Broken::SemGrantIgnoresEarlier | Broken::SemTakePastWaiter => Config {
+            max_attempts: 1,
+            crashes: 0,
+            acquisitions: if bug == Broken::SemGrantIgnoresHeld { 1 } else { 2 },
+            ..Config::semaphore(2, &[1, 2])
+        },
+        _ => Config::new(),
+    };
     c.bug = Some(bug);
     match bug {
         // A waiter whose entry is never renewed, and whose grant is slow to land: the holder's
@@ -994,13 +1197,20 @@ pub fn broken_config(bug: Broken) -> Config {
 /// The variants the simulator must find too. The token condition of the grant shows only
 /// after a ticket is given back and taken again while a slow waiter's grant is on its way, a
 /// schedule the exhaustive search finds and random runs have not.
-pub const SIMULATED: [Broken; 1] = [Broken::FifoGiveUpKeepsGrant];
+pub const SIMULATED: [Broken; 4] = [
+    Broken::FifoGiveUpKeepsGrant,
+    Broken::SemGrantIgnoresHeld,
+    Broken::SemGrantIgnoresEarlier,
+    Broken::SemTakePastWaiter,
+];
 
 /// The property a broken variant's counterexample violates.
 pub fn property(bug: Broken) -> &'static str {
     match bug {
         Broken::FifoGrantIgnoresToken => "fencing",
         Broken::FifoGiveUpKeepsGrant => "no orphan",
+        Broken::SemGrantIgnoresHeld => "permits",
+        Broken::SemGrantIgnoresEarlier | Broken::SemTakePastWaiter => "ticket order",
         _ => "",
     }
 }

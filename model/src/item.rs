@@ -8,7 +8,7 @@
 //! cannot change an answer unnoticed.
 
 use dynamodb_lock_core::item::{LockData, RELEASED_LEASE_MS, SESSION_LOCK_LEASE_MS};
-use dynamodb_lock_core::op::{Mark, Record};
+use dynamodb_lock_core::op::{Holder, Mark, Record};
 
 /// A `guid`. 0 is never used.
 pub type G = u8;
@@ -38,7 +38,18 @@ pub struct Item {
     pub acquired: Option<u16>,
     /// `lockSession`: 0 when absent, else the session `SESSIONS[session - 1]`.
     pub session: u8,
+    /// A semaphore's head: `permits` (0: absent), `permitsHeld`, and its holders (key 0: no
+    /// holder in that place), each with its `guid`, permits and lease.
+    pub permits: u8,
+    pub held: u8,
+    pub holders: [Slot; MAX_HOLDERS],
 }
+
+/// One holder of a semaphore's head: key, `guid`, permits, `leaseDurationMs`.
+pub type Slot = (G, G, u8, u16);
+
+/// The most holders the model's semaphore head names at once.
+pub const MAX_HOLDERS: usize = 4;
 
 /// The session ids the model's items may name (`lockSession`).
 pub const SESSIONS: [&str; 2] = ["s1", "s2"];
@@ -167,6 +178,54 @@ impl Record for Item {
     }
     fn set_queue_granted(&mut self, position: u64) {
         self.qg = Some(small(position));
+    }
+    fn permits(&self) -> Option<u64> {
+        (self.permits > 0).then_some(self.permits.into())
+    }
+    fn permits_held(&self) -> u64 {
+        self.held.into()
+    }
+    fn holders(&self) -> Vec<Holder<G>> {
+        self.holders
+            .iter()
+            .filter(|h| h.0 != 0)
+            .map(|&(key, guid, permits, lease)| Holder {
+                key,
+                guid,
+                permits: permits.into(),
+                lease_duration_ms: lease.into(),
+            })
+            .collect()
+    }
+    fn set_permits(&mut self, n: u64) {
+        self.permits = small(n);
+    }
+    fn set_permits_held(&mut self, held: u64) {
+        self.held = small(held);
+    }
+    fn set_holder(&mut self, key: &G, holder: Option<&Holder<G>>, _owner: &str) {
+        let at = self.holders.iter().position(|h| h.0 == *key);
+        match holder {
+            Some(h) => {
+                let slot = (
+                    *key,
+                    h.guid,
+                    small(h.permits),
+                    u16::try_from(h.lease_duration_ms).expect("the model's leases stay small"),
+                );
+                let i = at
+                    .or_else(|| self.holders.iter().position(|h| h.0 == 0))
+                    .expect("the model's semaphore names few holders");
+                self.holders[i] = slot;
+            }
+            None => {
+                if let Some(i) = at {
+                    self.holders[i] = (0, 0, 0, 0);
+                }
+            }
+        }
+        // One order for one set of holders: states that differ only in it are one state.
+        self.holders.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
     }
 }
 

@@ -158,19 +158,22 @@ fn machines_label(cfg: &machines::Config) -> String {
 /// The Fifo machines: each configuration, then each broken variant.
 fn check_fifo(rep: &mut Report, full: bool) {
     println!(
-        "Fifo: the core's Fifo machines (acquisition with its queue entries, grant and give-up; release) over \
-         the core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
+        "Fifo: the core's Fifo machines (acquisition with its queue entries, grant and give-up; release; \
+         a semaphore's permits) over the core's apply, with lost, throttled and slow requests, crashes, cancellations and clock offsets \
          (properties: {})",
         fifo_machines::PROPERTIES.join(", ")
     );
     let mut runs = Vec::new();
-    for cfg in fifo_machines::configs(full) {
+    for cfg in fifo_machines::configs(full)
+        .into_iter()
+        .chain(fifo_machines::semaphore_configs(full))
+    {
         let label = fifo_label(&cfg);
         let (r, s) = timed(|| fifo_machines::check(cfg, fifo_machines::MAX_STATES));
         runs.push(rep.run(label, r, s));
     }
     let mut variants = Vec::new();
-    for bug in Broken::FIFO {
+    for bug in Broken::FIFO.into_iter().chain(Broken::SEMAPHORE) {
         let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
         variants.push(rep.variant(bug.name(), fifo_machines::property(bug), r));
     }
@@ -180,8 +183,12 @@ fn check_fifo(rep: &mut Report, full: bool) {
 /// A Fifo machines configuration, as its run is labelled.
 fn fifo_label(cfg: &fifo_machines::Config) -> String {
     format!(
-        "{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
+        "{}{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
          attempts, {} faults, {} crash, {} cancellation, {} ticks",
+        match cfg.permits {
+            Some(n) => format!("a semaphore of {n} permits, asked for {:?} by ", cfg.asks),
+            None => String::new(),
+        },
         cfg.clients,
         cfg.locks,
         if cfg.several {

@@ -195,9 +195,20 @@ fn draw_fifo(rng: &mut Rng, bug: Option<Broken>) -> fifo_machines::Config {
         4
     };
     let lease = rng.range(shortest, 20) as u16;
-    let several = rng.range(0, 1) == 1;
+    // A semaphore of one or two permits in half the runs (always for its variants), its
+    // clients asking for one permit or all.
+    let sem = bug.is_some_and(|b| Broken::SEMAPHORE.contains(&b)) || (bug.is_none() && rng.range(0, 1) == 1);
+    let permits = sem.then(|| rng.range(1, 2) as u8);
+    let clients = rng.range(2, 8) as usize;
+    let asks = match permits {
+        Some(n) => (0..clients).map(|_| rng.range(1, n.into()) as u8).collect(),
+        None => Vec::new(),
+    };
+    let several = permits.is_none() && rng.range(0, 1) == 1;
     fifo_machines::Config {
-        clients: rng.range(2, 8) as usize,
+        clients,
+        permits,
+        asks,
         locks: rng.range(1, 4) as usize,
         acquisitions: rng.range(1, 3) as u8,
         several,

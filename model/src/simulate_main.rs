@@ -136,7 +136,7 @@ fn main() {
 
     println!(
         "Fifo machines: acquisition with its queue entries, grant and give-up, one or several ids per \
-         acquisition; release (properties: {})",
+         acquisition, or a semaphore's permits; release (properties: {})",
         fifo_machines::PROPERTIES.join(", ")
     );
     // A Fifo step costs more than another model's: a quarter of the steps.
@@ -146,6 +146,7 @@ fn main() {
     println!("Broken variants (each must be caught):");
     for bug in Broken::FIFO
         .into_iter()
+        .chain(Broken::SEMAPHORE)
         .filter(|b| !fifo_machines::SIMULATED.contains(b))
     {
         println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());

@@ -2,7 +2,9 @@
 //! every Fifo broken variant yields a counterexample to its property.
 
 use dynamodb_lock_core::broken::Broken;
-use dynamodb_lock_model::fifo_machines::{broken_config, check, property, Config, MAX_STATES, SIMULATED};
+use dynamodb_lock_model::fifo_machines::{
+    broken_config, check, property, semaphore_configs, Config, MAX_STATES, SIMULATED,
+};
 
 const LIMIT: usize = 3_000_000;
 
@@ -16,9 +18,23 @@ fn every_property_holds_for_fifo_machines() {
     assert!(r.states > 100_000, "{} states", r.states);
 }
 
+/// A semaphore of two permits, three clients asking for one, two and one: never more than two
+/// permits held, grants in ticket order.
+#[test]
+fn every_property_holds_for_a_semaphore() {
+    for cfg in semaphore_configs(false) {
+        let r = check(cfg, LIMIT);
+        assert!(!r.truncated, "stopped at {} states", r.states);
+        if let Some((p, d, steps)) = r.violation {
+            panic!("{p}: {d}\n{}", steps.join("\n"));
+        }
+        assert!(r.states > 10_000, "{} states", r.states);
+    }
+}
+
 #[test]
 fn every_fifo_broken_variant_is_caught() {
-    for bug in Broken::FIFO {
+    for bug in Broken::FIFO.into_iter().chain(Broken::SEMAPHORE) {
         // The token condition shows only with a ticket given back and taken again (about
         // eight million states).
         let r = check(broken_config(bug), MAX_STATES);

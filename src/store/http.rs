@@ -30,9 +30,11 @@ use super::transport::{Transport, TransportError, TransportOptions};
 use super::{not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
 use crate::error::StoreError;
 use crate::item::{
-    self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+    self, unix_now_ms, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN,
+    RELEASED_LEASE_MS,
 };
 use crate::stats::{Outcome, Stats};
+use dynamodb_lock_core::op::Holder;
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
 #[derive(Clone, Default)]
@@ -537,7 +539,7 @@ fn ticket_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
 }
 
 /// Names of the Fifo head item's attributes in expressions.
-const FIFO_NAMES: [(&str, &str); 8] = [
+const FIFO_NAMES: [(&str, &str); 9] = [
     ("#owner", item::OWNER),
     ("#guid", item::GUID),
     ("#lease", item::LEASE_DURATION_MS),
@@ -546,16 +548,18 @@ const FIFO_NAMES: [(&str, &str); 8] = [
     ("#tn", item::TICKET_NEXT),
     ("#qn", item::QUEUE_NEXT),
     ("#qg", item::QUEUE_GRANTED),
+    ("#perm", item::PERMITS),
 ];
 
 /// The names a grant uses (DynamoDB refuses names an expression does not use).
-const GRANT_NAMES: [(&str, &str); 6] = [
+const GRANT_NAMES: [(&str, &str); 7] = [
     ("#owner", item::OWNER),
     ("#guid", item::GUID),
     ("#lease", item::LEASE_DURATION_MS),
     ("#ft", item::FENCING_TOKEN),
     ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
     ("#qg", item::QUEUE_GRANTED),
+    ("#perm", item::PERMITS),
 ];
 
 /// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
@@ -877,7 +881,219 @@ impl HttpStore {
             }
             Op::FifoDeleteFinished => self.fifo_delete_finished(key).await.map(|()| Reply::Done),
             Op::FifoTouchEntry { ttl } => self.fifo_touch_entry(key, ttl).await.map(|()| Reply::Done),
+            Op::SemTake {
+                fields,
+                guid,
+                limit,
+                permits,
+            } => self.sem_take(key, fields, guid, limit, permits).await.map(Reply::Token),
+            Op::SemGrant {
+                fields,
+                guid,
+                limit,
+                permits,
+                ticket,
+                position,
+                reclaim,
+            } => self
+                .sem_grant(key, fields, guid, (limit, permits), (ticket, position), reclaim)
+                .await
+                .map(|()| Reply::Done),
+            Op::SemRenew {
+                key: holder,
+                guids,
+                new_guid,
+                permits,
+                fields,
+            } => self
+                .sem_renew(key, holder, guids, new_guid, permits, fields)
+                .await
+                .map(|()| Reply::Done),
+            Op::SemRelease {
+                key: holder,
+                guids,
+                permits,
+            } => self
+                .sem_release(key, holder, guids, permits)
+                .await
+                .map(|()| Reply::WaitingMark(None)),
         }
+    }
+}
+
+/// Names for the holders one semaphore grant reclaims, `fifo::MAX_RECLAIM` at most.
+const RECLAIM_NAMES: [(&str, &str); dynamodb_lock_core::fifo::MAX_RECLAIM] = [
+    ("#r0", ":r0"),
+    ("#r1", ":r1"),
+    ("#r2", ":r2"),
+    ("#r3", ":r3"),
+    ("#r4", ":r4"),
+    ("#r5", ":r5"),
+    ("#r6", ":r6"),
+    ("#r7", ":r7"),
+];
+
+/// The condition that a semaphore holder's attribute `#h` carries one of `hexes` (its `guid`s
+/// in hex), with the values it names.
+fn holder_condition<'a>(hexes: &'a [String], values: &mut Vec<(&'static str, Attr<'a>)>) -> Result<String, StoreError> {
+    const NAMES: [&str; 4] = [":hg0", ":hg1", ":hg2", ":hg3"];
+    if hexes.is_empty() || hexes.len() > NAMES.len() {
+        return Err(config_error(format!("{} guids in one condition", hexes.len())));
+    }
+    let mut parts = Vec::new();
+    for (name, h) in NAMES.iter().zip(hexes) {
+        values.push((name, Attr::S(h)));
+        parts.push(format!("contains(#h, {name})"));
+    }
+    Ok(format!("({})", parts.join(" OR ")))
+}
+
+/// A semaphore's requests on its head item (`Op::SemTake`, `SemGrant`, `SemRenew`,
+/// `SemRelease`). A holder is one attribute (`item::holder_name`), so that each holder's
+/// writes name only its own; `permitsHeld` counts the permits of them all, which conditions
+/// compare with the permits a grant may add.
+impl HttpStore {
+    async fn sem_take(
+        &self,
+        head: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        limit: u64,
+        permits: u64,
+    ) -> Result<u64, StoreError> {
+        let name = item::holder_name(guid);
+        let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
+        let mut values = vec![
+            (":zero", Attr::N(0)),
+            (":one", Attr::N(1)),
+            (":n", Attr::N(limit)),
+            (":k", Attr::N(permits)),
+            (":room", Attr::N(limit.saturating_sub(permits))),
+            (":hv", Attr::S(&value)),
+        ];
+        let update = format!(
+            "SET #perm = :n, #held = if_not_exists(#held, :zero) + :k, #h = :hv, #ft = {NEXT_TICKET}, \
+             #tn = {NEXT_TICKET}, #qg = if_not_exists(#qn, :zero)"
+        );
+        let cond = format!(
+            "attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n) \
+             AND (attribute_not_exists(#held) OR #held <= :room) \
+             AND (attribute_not_exists(#tn) OR #tn = #ft OR (attribute_not_exists(#ft) AND #tn = :zero)) AND {}",
+            ticket_can_rise(&mut values)
+        );
+        let names = [
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#perm", item::PERMITS),
+            ("#held", item::PERMITS_HELD),
+            ("#h", name.as_str()),
+            ("#ft", item::FENCING_TOKEN),
+            ("#tn", item::TICKET_NEXT),
+            ("#qn", item::QUEUE_NEXT),
+            ("#qg", item::QUEUE_GRANTED),
+        ];
+        let reply = self
+            .update(head, &update, &cond, &names, &values, "UPDATED_NEW")
+            .await?;
+        reply
+            .record
+            .and_then(|r| r.fencing_token)
+            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+    }
+
+    async fn sem_grant(
+        &self,
+        head: &LockKey,
+        fields: &OpenFields<'_>,
+        guid: &Guid,
+        (limit, permits): (u64, u64),
+        (ticket, position): (u64, u64),
+        reclaim: &[Holder<Guid>],
+    ) -> Result<(), StoreError> {
+        if reclaim.len() > RECLAIM_NAMES.len() {
+            return Err(config_error(format!(
+                "{} holders reclaimed in one grant",
+                reclaim.len()
+            )));
+        }
+        let name = item::holder_name(guid);
+        let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
+        let freed: u64 = reclaim.iter().map(|r| r.permits).sum();
+        let reclaimed: Vec<(String, String)> = reclaim
+            .iter()
+            .map(|r| (item::holder_name(&r.key), item::guid_hex(&r.guid)))
+            .collect();
+        let mut values = vec![
+            (":zero", Attr::N(0)),
+            (":n", Attr::N(limit)),
+            (":tk", Attr::N(ticket)),
+            (":p", Attr::N(position)),
+            (":room", Attr::N((limit + freed).saturating_sub(permits))),
+            (":hv", Attr::S(&value)),
+        ];
+        let mut names = vec![
+            ("#lease", item::LEASE_DURATION_MS),
+            ("#perm", item::PERMITS),
+            ("#held", item::PERMITS_HELD),
+            ("#h", name.as_str()),
+            ("#ft", item::FENCING_TOKEN),
+            ("#qg", item::QUEUE_GRANTED),
+        ];
+        // `permitsHeld` moves by what the grant adds less what it reclaims.
+        let held = match permits >= freed {
+            true => {
+                values.push((":d", Attr::N(permits - freed)));
+                "if_not_exists(#held, :zero) + :d"
+            }
+            false => {
+                values.push((":d", Attr::N(freed - permits)));
+                "#held - :d"
+            }
+        };
+        let mut update = format!("SET #perm = :n, #held = {held}, #h = :hv, #ft = :tk, #qg = :p");
+        let mut cond = "attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n) \
+             AND (attribute_not_exists(#ft) OR #ft < :tk) AND (attribute_not_exists(#held) OR #held <= :room)"
+            .to_string();
+        for (i, (n, hex)) in reclaimed.iter().enumerate() {
+            let (hn, vn) = RECLAIM_NAMES[i];
+            names.push((hn, n.as_str()));
+            values.push((vn, Attr::S(hex)));
+            cond.push_str(&format!(" AND contains({hn}, {vn})"));
+            update.push_str(if i == 0 { " REMOVE " } else { ", " });
+            update.push_str(hn);
+        }
+        self.update(head, &update, &cond, &names, &values, "NONE").await?;
+        Ok(())
+    }
+
+    async fn sem_renew(
+        &self,
+        head: &LockKey,
+        key: &Guid,
+        guids: &[Guid],
+        new_guid: &Guid,
+        permits: u64,
+        fields: &OpenFields<'_>,
+    ) -> Result<(), StoreError> {
+        let name = item::holder_name(key);
+        let value = item::holder_value(permits, fields.lease_duration_ms, new_guid, unix_now_ms(), fields.owner);
+        let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
+        let mut values = vec![(":hv", Attr::S(&value))];
+        let cond = holder_condition(&hexes, &mut values)?;
+        let names = [("#h", name.as_str())];
+        self.update(head, "SET #h = :hv", &cond, &names, &values, "NONE")
+            .await?;
+        Ok(())
+    }
+
+    async fn sem_release(&self, head: &LockKey, key: &Guid, guids: &[Guid], permits: u64) -> Result<(), StoreError> {
+        let name = item::holder_name(key);
+        let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
+        let mut values = vec![(":k", Attr::N(permits))];
+        let cond = holder_condition(&hexes, &mut values)?;
+        let names = [("#h", name.as_str()), ("#held", item::PERMITS_HELD)];
+        self.update(head, "SET #held = #held - :k REMOVE #h", &cond, &names, &values, "NONE")
+            .await?;
+        Ok(())
     }
 }
 
@@ -1174,7 +1390,7 @@ impl HttpStore {
         // one issued was given back before any was granted (`ticketNext` 0, no token yet).
         let cond = format!(
             "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft \
-             OR (attribute_not_exists(#ft) AND #tn = :zero)) AND {}",
+             OR (attribute_not_exists(#ft) AND #tn = :zero)) AND attribute_not_exists(#perm) AND {}",
             ticket_can_rise(&mut values)
         );
         let reply = self
@@ -1297,7 +1513,7 @@ impl HttpStore {
             free.push_str(" OR ");
             free.push_str(&waited_out_condition(v, &mut values));
         }
-        let cond = format!("({free}) AND (attribute_not_exists(#ft) OR #ft < :tk)");
+        let cond = format!("({free}) AND (attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
         self.update(head, &update, &cond, &GRANT_NAMES, &values, "NONE").await?;
         Ok(())
     }

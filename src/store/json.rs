@@ -186,7 +186,7 @@ fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Op
             *revoked = read_binary_set(tokens)?;
             continue;
         }
-        if !item::READ_ATTRIBUTES.contains(&name.as_ref()) {
+        if !item::READ_ATTRIBUTES.contains(&name.as_ref()) && !name.starts_with(item::HOLDER_PREFIX) {
             skip_value(tokens)?;
             continue;
         }

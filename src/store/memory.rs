@@ -164,6 +164,10 @@ fn name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::FifoFinishEntry { .. } => "finish",
         Op::FifoDeleteFinished => "delete_finished",
         Op::FifoTouchEntry { .. } => "touch",
+        Op::SemTake { .. } => "sem_take",
+        Op::SemGrant { .. } => "sem_grant",
+        Op::SemRenew { .. } => "sem_renew",
+        Op::SemRelease { .. } => "sem_release",
     }
 }
 

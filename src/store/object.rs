@@ -396,6 +396,9 @@ impl Store for ObjectStore {
             | Op::FifoFinishEntry { .. }
             | Op::FifoDeleteFinished
             | Op::FifoTouchEntry { .. } => Err(unsupported("Fifo")),
+            Op::SemTake { .. } | Op::SemGrant { .. } | Op::SemRenew { .. } | Op::SemRelease { .. } => {
+                Err(unsupported("Semaphore"))
+            }
         }
     }
 }

@@ -39,6 +39,14 @@ pub enum Broken {
     /// A session renewal without its condition that the session is not ended: a renewal
     /// written before a waiter ended the session and landing after it revives the session.
     RenewRevivesEnded,
+    /// A semaphore grant or take that does not count the permits held.
+    SemGrantIgnoresHeld,
+    /// A semaphore waiter that takes an entry ahead of it that still waits for finished: it
+    /// is granted before an earlier ticket.
+    SemGrantIgnoresEarlier,
+    /// A semaphore's uncontended take while tickets are out: a shared or small request taken
+    /// past an exclusive or larger one that waits.
+    SemTakePastWaiter,
 }
 
 impl Broken {
@@ -51,6 +59,12 @@ impl Broken {
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
     /// The variants of sessions (the session model and the simulator).
     pub const SESSION: [Broken; 2] = [Broken::TakeoverSkipsSessionEnd, Broken::RenewRevivesEnded];
+    /// The variants of semaphores (the Fifo machines model with permits, and the simulator).
+    pub const SEMAPHORE: [Broken; 3] = [
+        Broken::SemGrantIgnoresHeld,
+        Broken::SemGrantIgnoresEarlier,
+        Broken::SemTakePastWaiter,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +81,9 @@ impl Broken {
             Broken::FifoGiveUpKeepsGrant => "Fifo give-up that keeps a grant that may have landed",
             Broken::TakeoverSkipsSessionEnd => "takeover of a session's lock that does not end the session first",
             Broken::RenewRevivesEnded => "session renewal without its condition that the session is not ended",
+            Broken::SemGrantIgnoresHeld => "semaphore grant that does not count the permits held",
+            Broken::SemGrantIgnoresEarlier => "semaphore waiter granted past an earlier waiter",
+            Broken::SemTakePastWaiter => "semaphore take while an earlier request waits",
         }
     }
 }

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::broken::{self, Broken};
 use crate::item::MAX_FENCING_TOKEN;
-use crate::op::{self, Entry, Op, OpenFields, Record, Ttl};
+use crate::op::{self, Entry, Holder, Op, OpenFields, Record, Ttl};
 use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
 use crate::waiting::Pace;
@@ -52,6 +52,8 @@ pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
 /// behind took this one for dead, or, for several resources, when another acquisition took a
 /// higher ticket for one of them meanwhile.
 pub const MAX_ROUNDS: u32 = 16;
+/// The most holders of a semaphore one grant reclaims; more are reclaimed one by one first.
+pub const MAX_RECLAIM: usize = 8;
 
 /// One request of a Fifo acquisition, addressed to resource `resource` (an index into the
 /// acquisition's resources): its head item, or its queue entry at `position`.
@@ -106,6 +108,30 @@ pub enum Request<G, V> {
         position: u64,
         guids: Vec<G>,
     },
+    /// `Op::SemTake` on the head: a semaphore's uncontended take.
+    SemTake { resource: usize, guid: G, sem: Sem },
+    /// `Op::SemGrant` on the head.
+    SemGrant {
+        resource: usize,
+        guid: G,
+        sem: Sem,
+        ticket: u64,
+        position: u64,
+        reclaim: Vec<Holder<G>>,
+    },
+    /// `Op::SemRelease` of holder `key` on the head (a take or grant that may have landed
+    /// unseen, before any heartbeat of it).
+    SemRelease { resource: usize, key: G, permits: u64 },
+    /// `Op::SemRelease` of `holder`, still at the `guid` seen: it has not renewed for its
+    /// lease.
+    SemReclaim { resource: usize, holder: Holder<G> },
+}
+
+/// What a semaphore acquisition asks for: `permits` of the `limit` its resource counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sem {
+    pub limit: u64,
+    pub permits: u64,
 }
 
 impl<G, V> Request<G, V> {
@@ -116,6 +142,7 @@ impl<G, V> Request<G, V> {
         match self {
             Request::Get { .. }
             | Request::FinishEntry { .. }
+            | Request::SemReclaim { .. }
             | Request::TouchEntry { .. }
             | Request::PutEntry { finished: true, .. } => Purpose::Waiting,
             _ => Purpose::Acquiring,
@@ -131,7 +158,11 @@ impl<G, V> Request<G, V> {
             | Request::Reserve { resource, .. }
             | Request::Untake { resource, .. }
             | Request::Grant { resource, .. }
-            | Request::ReleaseHead { resource, .. } => (*resource, None),
+            | Request::ReleaseHead { resource, .. }
+            | Request::SemTake { resource, .. }
+            | Request::SemGrant { resource, .. }
+            | Request::SemRelease { resource, .. }
+            | Request::SemReclaim { resource, .. } => (*resource, None),
             Request::PutEntry { resource, position, .. }
             | Request::FinishEntry { resource, position, .. }
             | Request::TouchEntry { resource, position }
@@ -207,6 +238,38 @@ impl<G, V> Request<G, V> {
                 ttl: None,
             },
             Request::DeleteEntry { guids, .. } => Op::DeleteIfGuid { guids },
+            Request::SemTake { guid, sem, .. } => Op::SemTake {
+                fields: &adds.fields,
+                guid,
+                limit: sem.limit,
+                permits: sem.permits,
+            },
+            Request::SemGrant {
+                guid,
+                sem,
+                ticket,
+                position,
+                reclaim,
+                ..
+            } => Op::SemGrant {
+                fields: &adds.fields,
+                guid,
+                limit: sem.limit,
+                permits: sem.permits,
+                ticket: *ticket,
+                position: *position,
+                reclaim,
+            },
+            Request::SemRelease { key, permits, .. } => Op::SemRelease {
+                key,
+                guids: std::slice::from_ref(key),
+                permits: *permits,
+            },
+            Request::SemReclaim { holder, .. } => Op::SemRelease {
+                key: &holder.key,
+                guids: std::slice::from_ref(&holder.guid),
+                permits: holder.permits,
+            },
         }
     }
 }
@@ -266,6 +329,11 @@ pub enum Outcome<E> {
     /// ours that landed on it is released. `Acquire::refused` holds the item as it was read.
     Corrupt {
         resource: usize,
+    },
+    /// The head is not one this semaphore may use: it counts `Some(n)` permits, another
+    /// number, or it is a Fifo lock's (`None`).
+    WrongKind {
+        permits: Option<u64>,
     },
     Failed(E),
 }
@@ -382,6 +450,8 @@ enum QPhase {
     ReadHead {
         now: Time,
     },
+    /// Removing a semaphore's holder that has not renewed for its lease.
+    Reclaim,
     Grant,
     /// The grant's `Hold` was carried out.
     Granted,
@@ -428,6 +498,8 @@ struct Queued<R: Record> {
     /// the head's holder (its token).
     pace: Pace<Watched>,
     watch: Seen<R::Guid, R::Version>,
+    /// A semaphore's holders as this waiter saw them, and since when on its own clock.
+    holders_seen: Vec<(Holder<R::Guid>, Time)>,
     /// The token of a local release already acted on without a read.
     local_release_tried: u64,
     /// Another entry was found at this waiter's position: the position is not given back.
@@ -481,6 +553,9 @@ enum Phase<E> {
     TakeFreeHeld,
     /// Releasing the uncontended take, which landed on a refused head.
     TakeFreeUndo,
+    /// Releasing a semaphore's take that landed unseen (its token is not known): then the
+    /// queue.
+    SemTakeUndo,
     /// Reading the head after a refused ticket whose refusal did not carry it.
     TicketRead,
     Ticket,
@@ -507,6 +582,8 @@ enum Phase<E> {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Acquire<R: Record, E> {
     s: Lock,
+    /// A semaphore's acquisition: permits, not the whole head.
+    sem: Option<Sem>,
     resources: usize,
     no_wait: bool,
     deadline: Option<Time>,
@@ -555,8 +632,31 @@ where
         env: &Env,
         here: &mut dyn Here<R::Guid>,
     ) -> (Self, A<R, E>) {
+        Self::start_with(s, None, resources, wait, env, here)
+    }
+
+    /// Starts a semaphore's acquisition of `sem.permits` permits of one resource.
+    pub fn start_sem(
+        s: Lock,
+        sem: Sem,
+        wait: Option<Duration>,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> (Self, A<R, E>) {
+        Self::start_with(s, Some(sem), 1, wait, env, here)
+    }
+
+    fn start_with(
+        s: Lock,
+        sem: Option<Sem>,
+        resources: usize,
+        wait: Option<Duration>,
+        env: &Env,
+        here: &mut dyn Here<R::Guid>,
+    ) -> (Self, A<R, E>) {
         let mut m = Acquire {
             s,
+            sem,
             resources,
             no_wait: wait.is_some_and(|w| w.is_zero()),
             deadline: wait.and_then(|w| env.now.checked_add(w)),
@@ -688,14 +788,19 @@ where
         }
         // While this client itself waits for or holds the resource, the one-request path is
         // refused for sure: go to the queue at once.
-        if self.resources == 1 && (self.no_wait || !here.busy(0)) {
+        // A semaphore's take may succeed beside this client's own holds.
+        if self.resources == 1 && (self.no_wait || self.sem.is_some() || !here.busy(0)) {
             let guid = here.guid();
             self.take_guid = Some(guid.clone());
             self.take_sent_at = env.now;
             let budget = self.s.budget(self.s.max_attempts, env.now);
             self.settle = budget.settle;
             self.phase = Phase::TakeFree;
-            return self.send(Request::TakeFree { resource: 0, guid }, budget.writes, env);
+            let req = match self.sem {
+                Some(sem) => Request::SemTake { resource: 0, guid, sem },
+                None => Request::TakeFree { resource: 0, guid },
+            };
+            return self.send(req, budget.writes, env);
         }
         self.round(env, here)
     }
@@ -718,6 +823,20 @@ where
     /// The uncontended take landed: the head `h` carries its `guid`. A head refused
     /// (`Record::head_corrupt`), or without a token, is given back, not held.
     fn landed(&mut self, h: &R, env: &Env) -> A<R, E> {
+        if let Some(sem) = self.sem {
+            // Its token is not on the head (later grants raise it): given back, and the
+            // acquisition goes to the queue.
+            let Some(key) = self.take_guid.clone() else {
+                unreachable!("a take without a guid");
+            };
+            self.phase = Phase::SemTakeUndo;
+            let req = Request::SemRelease {
+                resource: 0,
+                key,
+                permits: sem.permits,
+            };
+            return self.send(req, self.s.policy(self.s.release_attempts()), env);
+        }
         match h.fencing_token().filter(|_| !h.head_corrupt()) {
             Some(token) => self.taken(token),
             None => {
@@ -735,8 +854,11 @@ where
     /// The uncontended take was refused by `current`.
     fn take_refused(&mut self, current: Option<R>, env: &Env, here: &mut dyn Here<R::Guid>) -> A<R, E> {
         if let Some(h) = &current {
-            if self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
+            if self.take_guid.as_ref().is_some_and(|g| self.holds(h, g)) {
                 return self.landed(h, env);
+            }
+            if let Some(o) = self.wrong_kind(h) {
+                return self.over(o);
             }
             // The take's condition excludes the heads it can: a refusal for the item, not for
             // contention, and not waited out.
@@ -744,11 +866,31 @@ where
                 let o = self.corrupt(0, h);
                 return self.over(o);
             }
-            if self.no_wait && !op::free(Some(h)) {
+            let free = match self.sem {
+                Some(sem) => op::permits_fit(Some(h), sem.limit, sem.permits, &[]),
+                None => op::free(Some(h)),
+            };
+            if self.no_wait && !free {
                 return self.over(Outcome::NotAcquired);
             }
         }
         self.round(env, here)
+    }
+
+    /// The head `h` is held with `guid`: as the lock's `guid`, or as a semaphore's holder.
+    fn holds(&self, h: &R, guid: &R::Guid) -> bool {
+        match self.sem {
+            Some(_) => op::holder(Some(h), guid).is_some(),
+            None => h.carries(guid),
+        }
+    }
+
+    /// How a semaphore's acquisition ends on head `h`, if `h` is not one it may use.
+    fn wrong_kind(&self, h: &R) -> Option<Outcome<E>> {
+        let sem = self.sem?;
+        (!op::sem_head(Some(h), sem.limit)).then(|| Outcome::WrongKind {
+            permits: h.permits().filter(|_| h.lease_duration_ms().is_none()),
+        })
     }
 
     /// A new round: a new ticket for every resource.
@@ -816,6 +958,7 @@ where
             next_read: env.now,
             pace: Pace::new(env.now),
             watch: None,
+            holders_seen: Vec::new(),
             local_release_tried: 0,
             displaced: false,
             passed: Vec::new(),
@@ -828,6 +971,10 @@ where
             phase: QPhase::Idle,
         };
         self.queued.push(q);
+        if let Some(o) = before.and_then(|h| self.wrong_kind(h)) {
+            self.queued[resource].joined = false;
+            return self.stop(Stop::End(o), env, here);
+        }
         // A ticket taken on a head whose refused form no condition excludes (a fraction): it
         // is given back, and nothing is handed out.
         if let Some(h) = refused {
@@ -867,6 +1014,9 @@ where
             Phase::TakeFreeSettle(failure) => self.take_settle_answer(failure, ended, env, here),
             // Released or not, the refusal stands (a release that failed lapses with the lease).
             Phase::TakeFreeUndo => self.over(Outcome::Corrupt { resource: 0 }),
+            // Given back or not (a release that failed lapses with the holder's lease, and no
+            // heartbeat renews it), the acquisition queues.
+            Phase::SemTakeUndo => self.round(env, here),
             Phase::Ticket => self.ticket_answer(ended, env, here),
             Phase::TicketRead => match ended {
                 Ended::Ok(Reply::Before(Some(h))) if h.head_corrupt() || !h.ticket_can_rise() => {
@@ -946,7 +1096,7 @@ where
         match (failure, item) {
             (None, Some(cur)) => self.take_refused(cur, env, here),
             (None, None) => self.round(env, here),
-            (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| h.carries(g)) {
+            (Some(error), Some(Some(h))) => match self.take_guid.as_ref().is_some_and(|g| self.holds(&h, g)) {
                 true => self.landed(&h, env),
                 false => self.over(Outcome::Failed(error)),
             },
@@ -1290,7 +1440,12 @@ where
             let head = match q.fresh_head.take() {
                 Some(h) => h,
                 None => {
-                    match here.holder(q.resource, q.head_token) {
+                    let local = match self.sem {
+                        // Other holders may be anywhere: the head is read.
+                        Some(_) => None,
+                        None => here.holder(q.resource, q.head_token),
+                    };
+                    match local {
                         // Held here: its release wakes this waiter. Looked at again every
                         // lease, without a request, in case the lock was lost.
                         Some(false) => return Ok(QRes::Step(QStep::Wait(now + s.lease()))),
@@ -1298,7 +1453,7 @@ where
                         // followed by reads).
                         Some(true) if q.local_release_tried < q.head_token => {
                             q.local_release_tried = q.head_token;
-                            return Ok(QRes::Act(self.grant(k, None, env)));
+                            return Ok(QRes::Act(self.grant(k, None, Vec::new(), env)));
                         }
                         _ => {}
                     }
@@ -1328,16 +1483,22 @@ where
 
     /// Learns from a head item: the last grant, or that this waiter's own grant landed.
     fn observe_head(&mut self, k: usize, head: &Option<R>) -> Result<Option<Res<R, E>>, Stop<E>> {
+        let sem = self.sem;
+        let mine = head.as_ref().is_some_and(|h| self.holds(h, &self.queued[k].guid));
         let q = &mut self.queued[k];
         if let Some(h) = head.as_ref().filter(|h| h.head_corrupt()) {
             // A grant of ours that landed on it is released on the way out.
-            q.maybe_granted |= h.carries(&q.guid);
+            q.maybe_granted |= mine;
             let resource = q.resource;
             return Err(Stop::End(self.corrupt(resource, h)));
         }
+        if let Some(o) = head.as_ref().and_then(|h| self.wrong_kind(h)) {
+            return Err(Stop::End(o));
+        }
         let q = &mut self.queued[k];
         if let Some(h) = head {
-            if h.carries(&q.guid) && h.fencing_token() == Some(q.ticket) && !op::released(Some(h)) {
+            // A semaphore's holder is keyed by the `guid` of this waiter's round alone.
+            if mine && (sem.is_some() || (h.fencing_token() == Some(q.ticket) && !op::released(Some(h)))) {
                 return Ok(Some(self.granted(k)));
             }
             q.granted_position = q.granted_position.max(h.queue_granted().unwrap_or(0));
@@ -1372,6 +1533,27 @@ where
             return Ok(res);
         }
         let s = self.s;
+        if let Some(sem) = self.sem {
+            let q = &mut self.queued[k];
+            let reclaim = match q.reclaim(head.as_ref(), sem, now, s.lease_duration_ms) {
+                Ok(reclaim) => reclaim,
+                Err(at) => return Ok(QRes::Step(QStep::Wait(at))),
+            };
+            if now < q.grant_after {
+                q.next_read = q.next_read.max(q.grant_after);
+                return Ok(QRes::Step(QStep::Wait(q.grant_after)));
+            }
+            if reclaim.len() > MAX_RECLAIM {
+                // Too many for one grant's condition: one is removed, then the head is read.
+                q.phase = QPhase::Reclaim;
+                let req = Request::SemReclaim {
+                    resource: q.resource,
+                    holder: reclaim[0].clone(),
+                };
+                return Ok(QRes::Act(self.send(req, self.policy(), env)));
+            }
+            return Ok(QRes::Act(self.grant(k, None, reclaim, env)));
+        }
         let q = &mut self.queued[k];
         let waited_out = match &head {
             h if op::free(h.as_ref()) => None,
@@ -1390,20 +1572,30 @@ where
             q.next_read = q.next_read.max(q.grant_after);
             return Ok(QRes::Step(QStep::Wait(q.grant_after)));
         }
-        Ok(QRes::Act(self.grant(k, waited_out, env)))
+        Ok(QRes::Act(self.grant(k, waited_out, Vec::new(), env)))
     }
 
-    /// One grant attempt on the head.
-    fn grant(&mut self, k: usize, waited_out: Option<R::Version>, env: &Env) -> A<R, E> {
+    /// One grant attempt on the head (a semaphore's, reclaiming the holders of `reclaim`).
+    fn grant(&mut self, k: usize, waited_out: Option<R::Version>, reclaim: Vec<Holder<R::Guid>>, env: &Env) -> A<R, E> {
         let q = &mut self.queued[k];
         q.grant_sent_at = env.now;
         q.phase = QPhase::Grant;
-        let req = Request::Grant {
-            resource: q.resource,
-            guid: q.guid.clone(),
-            ticket: q.ticket,
-            position: q.position,
-            waited_out,
+        let req = match self.sem {
+            Some(sem) => Request::SemGrant {
+                resource: q.resource,
+                guid: q.guid.clone(),
+                sem,
+                ticket: q.ticket,
+                position: q.position,
+                reclaim,
+            },
+            None => Request::Grant {
+                resource: q.resource,
+                guid: q.guid.clone(),
+                ticket: q.ticket,
+                position: q.position,
+                waited_out,
+            },
         };
         self.send(req, self.policy(), env)
     }
@@ -1435,6 +1627,15 @@ where
             QPhase::PutMarker { now } => self.q_pass_answer(k, ended, false, now, env, here),
             QPhase::ReadHead { now } => self.q_head_read(k, ended, now, env),
             QPhase::Grant => self.q_grant_answer(k, ended, env, here),
+            QPhase::Reclaim => {
+                let q = &mut self.queued[k];
+                match ended {
+                    Ended::Failed { error, .. } if !self.transient => return Err(Stop::End(Outcome::Failed(error))),
+                    Ended::Refused { current: Some(h), .. } => q.fresh_head = Some(h),
+                    _ => q.next_read = env.now,
+                }
+                self.q_step(k, env, here)
+            }
             phase => unreachable!("a waiter's answer in {phase:?}"),
         }
     }
@@ -1449,9 +1650,10 @@ where
         env: &Env,
         here: &mut dyn Here<R::Guid>,
     ) -> QOut<R, E> {
+        let skip = self.sem.is_some() && broken::on(Broken::SemGrantIgnoresEarlier);
         let q = &mut self.queued[k];
         let e = match entry {
-            Some(e) if op::released(Some(&e)) => {
+            Some(e) if op::released(Some(&e)) || skip => {
                 q.pass(q.cursor, env.now);
                 return self.q_step(k, env, here);
             }
@@ -1668,9 +1870,16 @@ where
         if q.maybe_granted && !broken::on(Broken::FifoGiveUpKeepsGrant) {
             // A grant that may have landed unseen is released if it did.
             q.phase = QPhase::GiveUpMaybeGranted;
-            let req = Request::ReleaseHead {
-                resource: q.resource,
-                guid: q.guid.clone(),
+            let req = match self.sem {
+                Some(sem) => Request::SemRelease {
+                    resource: q.resource,
+                    key: q.guid.clone(),
+                    permits: sem.permits,
+                },
+                None => Request::ReleaseHead {
+                    resource: q.resource,
+                    guid: q.guid.clone(),
+                },
             };
             return Some(self.send(req, self.s.policy(self.s.release_attempts()), env));
         }
@@ -1758,6 +1967,52 @@ impl<R: Record> Queued<R> {
         self.cursor = position - 1;
         self.watch = None;
         self.next_read = now;
+    }
+
+    /// A semaphore's next in line, with the head `head` read at `now`: the holders to reclaim
+    /// so that `sem.permits` fit (those whose `guid` has not changed for their lease on this
+    /// waiter's clock; none when the permits fit as they are), or when to read the head next.
+    fn reclaim(&mut self, head: Option<&R>, sem: Sem, now: Time, lease_ms: u64) -> Result<Vec<Holder<R::Guid>>, Time> {
+        let holders = head.map_or_else(Vec::new, |h| h.holders());
+        // A holder seen with the same `guid` keeps its time; any other starts its count.
+        let seen = std::mem::take(&mut self.holders_seen);
+        self.holders_seen = holders
+            .into_iter()
+            .map(|h| {
+                let since = seen.iter().find(|(o, _)| *o == h).map_or(now, |(_, t)| *t);
+                (h, since)
+            })
+            .collect();
+        if op::permits_fit(head, sem.limit, sem.permits, &[]) {
+            return Ok(Vec::new());
+        }
+        let lease = |h: &Holder<R::Guid>| {
+            Duration::from_millis(match h.lease_duration_ms {
+                0 => lease_ms,
+                ms => ms,
+            })
+        };
+        let stale: Vec<Holder<R::Guid>> = self
+            .holders_seen
+            .iter()
+            .filter(|(h, since)| now.saturating_sub(*since) >= lease(h))
+            .map(|(h, _)| h.clone())
+            .collect();
+        if !stale.is_empty() && op::permits_fit(head, sem.limit, sem.permits, &stale) {
+            return Ok(stale);
+        }
+        // The next read is due when the next holder's lease has passed unrenewed, at the
+        // latest, whatever the pace.
+        if let Some(at) = self
+            .holders_seen
+            .iter()
+            .map(|(h, since)| *since + lease(h))
+            .filter(|at| *at > now)
+            .min()
+        {
+            self.next_read = self.next_read.min(at);
+        }
+        Err(self.next_read)
     }
 
     /// Waits out what this waiter watches, `seen` as read at `now`: while it has not stayed the

@@ -27,6 +27,16 @@ pub const TICKET_NEXT: &str = "ticketNext";
 pub const QUEUE_NEXT: &str = "queueNext";
 /// Fifo head item: the queue position of the last entry granted the lock.
 pub const QUEUE_GRANTED: &str = "queueGranted";
+/// Semaphore head item: how many permits the resource counts, written by its first use. A
+/// client constructed with another number is refused (`PermitsMismatch`).
+pub const PERMITS: &str = "permits";
+/// Semaphore head item: the permits its holders hold together.
+pub const PERMITS_HELD: &str = "permitsHeld";
+/// Semaphore head item: one attribute per holder, named this and the hex of the `guid` it was
+/// granted with (its key), holding `"<permits> <leaseDurationMs> <guid hex> <written> <owner>"`,
+/// where the `guid` is the one its last heartbeat wrote and `written` when it wrote it (Unix
+/// ms, its clock; for people only, as `lockWrittenUnixMs`).
+pub const HOLDER_PREFIX: &str = "holder.";
 /// When a holder of this library last wrote the item (Unix ms, the writer's clock): every
 /// acquisition, heartbeat, release, hand-over, data update, forced release and Fifo head or
 /// entry write of a holder sets it; a waiter's writes (its first-in-line mark, a Fifo ticket
@@ -75,7 +85,7 @@ pub fn is_session_key(key: &LockKey) -> bool {
 }
 
 /// The attributes `LockRecord::read` reads; a decoder skips any other an item carries.
-pub const READ_ATTRIBUTES: [&str; 14] = [
+pub const READ_ATTRIBUTES: [&str; 16] = [
     OWNER,
     GUID,
     FENCING_TOKEN,
@@ -90,6 +100,8 @@ pub const READ_ATTRIBUTES: [&str; 14] = [
     QUEUE_GRANTED,
     LOCK_WRITTEN_UNIX_MS,
     LOCK_SESSION,
+    PERMITS,
+    PERMITS_HELD,
 ];
 
 /// Names a key attribute may not take, because the lock item uses them.
@@ -227,9 +239,91 @@ pub struct QueueCounters {
     pub queue_next: Option<u64>,
     /// `queueGranted`: the queue position of the last entry granted the lock.
     pub queue_granted: Option<u64>,
+    /// `permits`, `permitsHeld`: a semaphore's head only.
+    pub permits: Option<u64>,
+    pub permits_held: Option<u64>,
+    /// A semaphore's holders, in the order read.
+    pub holders: Vec<SemHolder>,
     /// The first counter the head holds in a form Fifo refuses (`LockRecord::head_refusal`).
     /// Kept apart from `LockRecord::malformed`: only a Fifo head is refused for its counters.
     pub malformed: Option<Malformed>,
+}
+
+/// One holder of a semaphore's permits as its head carries it (`HOLDER_PREFIX`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemHolder {
+    /// The `guid` it was granted with: its attribute's name.
+    pub key: Guid,
+    /// The `guid` its last heartbeat wrote.
+    pub guid: Guid,
+    pub permits: u64,
+    pub lease_duration_ms: u64,
+    pub written_unix_ms: Option<u64>,
+    pub owner: String,
+}
+
+/// The attribute name of the semaphore holder granted with `key`.
+pub fn holder_name(key: &[u8]) -> String {
+    let mut s = String::with_capacity(HOLDER_PREFIX.len() + 2 * key.len());
+    s.push_str(HOLDER_PREFIX);
+    push_hex(&mut s, key);
+    s
+}
+
+/// The value of a semaphore holder's attribute.
+pub fn holder_value(permits: u64, lease_duration_ms: u64, guid: &[u8], written_unix_ms: u64, owner: &str) -> String {
+    let mut s = format!("{permits} {lease_duration_ms} ");
+    push_hex(&mut s, guid);
+    s.push_str(&format!(" {written_unix_ms} "));
+    s.push_str(owner);
+    s
+}
+
+/// A `guid` in the form a holder's value carries it, for a condition to look for.
+pub fn guid_hex(guid: &[u8]) -> String {
+    let mut s = String::with_capacity(2 * guid.len());
+    push_hex(&mut s, guid);
+    s
+}
+
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+}
+
+fn guid_from_hex(hex: &str) -> Option<Guid> {
+    if hex.len() != 2 * GUID_LEN || !hex.is_ascii() {
+        return None;
+    }
+    let mut g = [0u8; GUID_LEN];
+    for (i, b) in g.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(g)
+}
+
+/// A semaphore holder's attribute, `name` and `value`, decoded: `None` if either is not in
+/// the form this library writes.
+fn read_holder(name: &str, value: &Found) -> Option<SemHolder> {
+    let key = guid_from_hex(name.strip_prefix(HOLDER_PREFIX)?)?;
+    let Found::S(v) = value else { return None };
+    let mut parts = v.splitn(5, ' ');
+    let permits = parse_u64(parts.next()?).filter(|p| (1..=MAX_FENCING_TOKEN).contains(p))?;
+    let lease_duration_ms = parse_u64(parts.next()?).filter(|l| *l <= MAX_FENCING_TOKEN)?;
+    let guid = guid_from_hex(parts.next()?)?;
+    let written_unix_ms = parts.next().and_then(parse_u64);
+    let owner = parts.next().unwrap_or("").to_string();
+    Some(SemHolder {
+        key,
+        guid,
+        permits,
+        lease_duration_ms,
+        written_unix_ms,
+        owner,
+    })
 }
 
 impl LockRecord {
@@ -306,6 +400,34 @@ impl LockRecord {
                         attribute,
                         found: value.to_string(),
                     });
+                }
+            }
+            PERMITS | PERMITS_HELD => {
+                let read = integer(&value);
+                let q = self.queue_mut();
+                let (slot, attribute) = match name {
+                    PERMITS => (&mut q.permits, PERMITS),
+                    _ => (&mut q.permits_held, PERMITS_HELD),
+                };
+                *slot = read;
+                if read.is_none() {
+                    q.malformed.get_or_insert_with(|| Malformed {
+                        attribute,
+                        found: value.to_string(),
+                    });
+                }
+            }
+            _ if name.starts_with(HOLDER_PREFIX) => {
+                let read = read_holder(name, &value);
+                let q = self.queue_mut();
+                match read {
+                    Some(h) => q.holders.push(h),
+                    None => {
+                        q.malformed.get_or_insert_with(|| Malformed {
+                            attribute: HOLDER_PREFIX,
+                            found: value.to_string(),
+                        });
+                    }
                 }
             }
             LOCK_DATA => {

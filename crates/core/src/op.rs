@@ -13,7 +13,7 @@
 
 use crate::broken::{self, Broken};
 use crate::item::{
-    Guid, GuidValue, LockData, LockRecord, Version, FENCING_TOKEN, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
+    Guid, GuidValue, LockData, LockRecord, SemHolder, Version, FENCING_TOKEN, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
 };
 
 /// A TTL attribute's name and value (Unix seconds after which DynamoDB may delete the item).
@@ -73,6 +73,16 @@ pub struct Mark {
     pub waiting_unix_ms: Option<u64>,
     pub waiter: Option<String>,
     pub waiting_since_unix_ms: Option<u64>,
+}
+
+/// One holder of a semaphore's permits, as its head item carries it (`item::HOLDER_PREFIX`):
+/// `key` is the `guid` it was granted with, `guid` the one its last heartbeat wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Holder<G> {
+    pub key: G,
+    pub guid: G,
+    pub permits: u64,
+    pub lease_duration_ms: u64,
 }
 
 /// What `apply` reads and writes of an item. A record may keep less than the whole item (the
@@ -138,6 +148,17 @@ pub trait Record: Clone {
     fn set_ticket_next(&mut self, ticket: u64);
     fn set_queue_next(&mut self, position: u64);
     fn set_queue_granted(&mut self, position: u64);
+
+    /// `permits`: how many permits a semaphore's head counts (`None`: nobody used it as one).
+    fn permits(&self) -> Option<u64>;
+    /// `permitsHeld`: the permits the holders hold together.
+    fn permits_held(&self) -> u64;
+    /// The semaphore's holders.
+    fn holders(&self) -> Vec<Holder<Self::Guid>>;
+    fn set_permits(&mut self, n: u64);
+    fn set_permits_held(&mut self, held: u64);
+    /// Sets holder `key` (`Some`, with `owner` beside it) or removes it (`None`).
+    fn set_holder(&mut self, key: &Self::Guid, holder: Option<&Holder<Self::Guid>>, owner: &str);
 }
 
 /// One operation on one item: the `Store` trait's methods (src/store/mod.rs) as data, with the
@@ -241,6 +262,43 @@ pub enum Op<'a, R: Record> {
     FifoDeleteFinished,
     /// Fifo: move a live queue entry's TTL attribute.
     FifoTouchEntry { ttl: Ttl<'a> },
+    /// Semaphore, uncontended: hold `permits` of the head's `limit` as holder `guid`, with the
+    /// next ticket as the token, if that many are free, the head counts `limit` permits (or
+    /// none yet), is no Fifo head, and no ticket is out.
+    SemTake {
+        fields: &'a OpenFields<'a>,
+        guid: &'a R::Guid,
+        limit: u64,
+        permits: u64,
+    },
+    /// Semaphore: grant `permits` to `ticket` at `position` as holder `guid`, if the head counts
+    /// `limit` permits (or none yet), is no Fifo head, its token is below `ticket`, every holder
+    /// of `reclaim` still carries the `guid` seen, and the permits fit once those are removed.
+    SemGrant {
+        fields: &'a OpenFields<'a>,
+        guid: &'a R::Guid,
+        limit: u64,
+        permits: u64,
+        ticket: u64,
+        position: u64,
+        reclaim: &'a [Holder<R::Guid>],
+    },
+    /// Semaphore heartbeat: holder `key` (holding `permits`) writes `new_guid`, if it carries
+    /// one of `guids`.
+    SemRenew {
+        key: &'a R::Guid,
+        guids: &'a [R::Guid],
+        new_guid: &'a R::Guid,
+        permits: u64,
+        fields: &'a OpenFields<'a>,
+    },
+    /// Semaphore release: holder `key` removed and its `permits` given back, if it carries one
+    /// of `guids`.
+    SemRelease {
+        key: &'a R::Guid,
+        guids: &'a [R::Guid],
+        permits: u64,
+    },
 }
 
 impl<R: Record> Op<'_, R> {
@@ -387,6 +445,67 @@ pub fn token_below<R: Record>(head: Option<&R>, ticket: u64) -> bool {
     head.is_none_or(|h| h.fencing_token().is_none_or(|ft| ft < ticket))
 }
 
+/// The head is no semaphore's: a Fifo lock is never granted beside permits.
+pub fn not_sem<R: Record>(head: Option<&R>) -> bool {
+    head.is_none_or(|h| h.permits().is_none())
+}
+
+/// The semaphore holder `key` of `head`, if it holds.
+pub fn holder<R: Record>(head: Option<&R>, key: &R::Guid) -> Option<Holder<R::Guid>> {
+    head.and_then(|h| h.holders().into_iter().find(|x| x.key == *key))
+}
+
+/// The semaphore holder `key` carries one of `guids` (a write of its own may have landed).
+pub fn holder_ours<R: Record>(head: Option<&R>, key: &R::Guid, guids: &[R::Guid]) -> bool {
+    holder(head, key).is_some_and(|h| guids.contains(&h.guid))
+}
+
+/// The head may serve a semaphore of `limit` permits: it is no Fifo head (one granted as a
+/// lock carries `leaseDurationMs`), and counts `limit` permits or none yet.
+pub fn sem_head<R: Record>(head: Option<&R>, limit: u64) -> bool {
+    head.is_none_or(|h| h.lease_duration_ms().is_none() && h.permits().is_none_or(|n| n == limit))
+}
+
+/// `permits` more fit under `limit` once the permits of `reclaim` are given back.
+pub fn permits_fit<R: Record>(head: Option<&R>, limit: u64, permits: u64, reclaim: &[Holder<R::Guid>]) -> bool {
+    let held = head.map_or(0, |h| h.permits_held());
+    let freed: u64 = reclaim.iter().map(|r| r.permits).sum();
+    held.saturating_sub(freed).saturating_add(permits) <= limit || broken::on(Broken::SemGrantIgnoresHeld)
+}
+
+/// Every holder of `reclaim` still carries the `guid` it was seen with.
+pub fn reclaimable<R: Record>(head: Option<&R>, reclaim: &[Holder<R::Guid>]) -> bool {
+    reclaim
+        .iter()
+        .all(|r| holder(head, &r.key).is_some_and(|h| h.guid == r.guid && h.permits == r.permits))
+}
+
+/// What a held semaphore's permits send in place of a held lock's operation (its release
+/// machine's, `ending`): a read as it is, a release as the removal of holder `key`. `None` for
+/// any other: nothing else is sent for permits.
+pub fn permit_op<'a, R: Record>(op: Op<'a, R>, key: &'a R::Guid, permits: u64) -> Option<Op<'a, R>> {
+    match op {
+        Op::Get => Some(Op::Get),
+        Op::Release { guids, .. } => Some(Op::SemRelease { key, guids, permits }),
+        _ => None,
+    }
+}
+
+/// A semaphore's head as holder `key`'s lock item, for the release machine to judge as a
+/// FailOpen item: the holder's `guid` and lease while it is on the head, else released.
+pub fn permit_view<R: Record>(head: Option<R>, key: &R::Guid) -> Option<R> {
+    head.map(|mut r| {
+        match holder(Some(&r), key) {
+            Some(h) => {
+                r.set_guid(&h.guid);
+                r.set_lease_duration_ms(h.lease_duration_ms);
+            }
+            None => r.set_lease_duration_ms(RELEASED_LEASE_MS),
+        }
+        r
+    })
+}
+
 /// The operation's condition holds on `item`.
 pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
     match op {
@@ -420,7 +539,7 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
                 && (fields.is_none() || token_can_rise(item))
         }
         Op::MarkWaiting(mark) => place_open(item, mark),
-        Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item) && ticket_can_rise(item),
+        Op::FifoTakeFree { .. } => free(item) && no_ticket_out(item) && ticket_can_rise(item) && not_sem(item),
         Op::FifoReserve { ticket } => {
             tickets_below(item, *ticket) && *ticket <= MAX_FENCING_TOKEN && ticket_can_rise(item)
         }
@@ -428,9 +547,29 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         Op::FifoGrant { ticket, waited_out, .. } => {
             (free(item) || still_version(item, *waited_out))
                 && (token_below(item, *ticket) || broken::on(Broken::FifoGrantIgnoresToken))
+                && not_sem(item)
         }
         Op::FifoDeleteFinished => released(item),
         Op::FifoTouchEntry { .. } => item.is_some() && !released(item),
+        Op::SemTake { limit, permits, .. } => {
+            sem_head(item, *limit)
+                && permits_fit(item, *limit, *permits, &[])
+                && (no_ticket_out(item) || broken::on(Broken::SemTakePastWaiter))
+                && ticket_can_rise(item)
+        }
+        Op::SemGrant {
+            limit,
+            permits,
+            ticket,
+            reclaim,
+            ..
+        } => {
+            sem_head(item, *limit)
+                && token_below(item, *ticket)
+                && reclaimable(item, reclaim)
+                && permits_fit(item, *limit, *permits, reclaim)
+        }
+        Op::SemRenew { key, guids, .. } | Op::SemRelease { key, guids, .. } => holder_ours(item, key, guids),
     }
 }
 
@@ -501,7 +640,110 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
         Op::FifoFinishEntry { new_guid, .. } => fifo_finish_entry(item, new_guid),
         Op::FifoDeleteFinished => (None, Reply::Done),
         Op::FifoTouchEntry { .. } => (item, Reply::Done),
+        Op::SemTake {
+            fields,
+            guid,
+            limit,
+            permits,
+        } => sem_take(item, fields, guid, limit, permits),
+        Op::SemGrant {
+            fields,
+            guid,
+            limit,
+            permits,
+            ticket,
+            position,
+            reclaim,
+        } => sem_grant(item, fields, guid, limit, permits, ticket, position, reclaim),
+        Op::SemRenew {
+            key,
+            new_guid,
+            permits,
+            fields,
+            ..
+        } => {
+            let holder = Holder {
+                key: key.clone(),
+                guid: new_guid.clone(),
+                permits,
+                lease_duration_ms: fields.lease_duration_ms,
+            };
+            (
+                changed(item, |r| r.set_holder(key, Some(&holder), fields.owner)),
+                Reply::Done,
+            )
+        }
+        Op::SemRelease { key, permits, .. } => {
+            let item = changed(item, |r| {
+                r.set_holder(key, None, "");
+                r.set_permits_held(r.permits_held().saturating_sub(permits));
+            });
+            // Answered as a release is (no first-in-line mark on a semaphore's head).
+            (item, Reply::WaitingMark(None))
+        }
     }
+}
+
+/// `SemTake`: holder `guid` added with `permits`, the next ticket issued and granted at once
+/// (as `FifoTakeFree`); the reply carries the token.
+fn sem_take<R: Record>(
+    item: Option<R>,
+    fields: &OpenFields<'_>,
+    guid: &R::Guid,
+    limit: u64,
+    permits: u64,
+) -> Applied<R> {
+    let token = last_ticket(item.as_ref()) + 1;
+    let mut r = item.unwrap_or_else(R::empty);
+    sem_hold(&mut r, fields, guid, limit, permits, &[]);
+    r.set_fencing_token(token);
+    r.set_ticket_next(token);
+    r.set_queue_granted(r.queue_next().unwrap_or(0));
+    (Some(r), Reply::Token(token))
+}
+
+/// `SemGrant`: the holders of `reclaim` removed, holder `guid` added with `permits`, `ticket`
+/// the token, `position` the last granted.
+#[allow(clippy::too_many_arguments)]
+fn sem_grant<R: Record>(
+    item: Option<R>,
+    fields: &OpenFields<'_>,
+    guid: &R::Guid,
+    limit: u64,
+    permits: u64,
+    ticket: u64,
+    position: u64,
+    reclaim: &[Holder<R::Guid>],
+) -> Applied<R> {
+    let mut r = item.unwrap_or_else(R::empty);
+    sem_hold(&mut r, fields, guid, limit, permits, reclaim);
+    r.set_fencing_token(ticket);
+    r.set_queue_granted(position);
+    (Some(r), Reply::Done)
+}
+
+/// A semaphore's head with the holders of `reclaim` removed and holder `guid` added.
+fn sem_hold<R: Record>(
+    r: &mut R,
+    fields: &OpenFields<'_>,
+    guid: &R::Guid,
+    limit: u64,
+    permits: u64,
+    reclaim: &[Holder<R::Guid>],
+) {
+    let freed: u64 = reclaim.iter().map(|x| x.permits).sum();
+    for x in reclaim {
+        r.set_holder(&x.key, None, "");
+    }
+    let holder = Holder {
+        key: guid.clone(),
+        guid: guid.clone(),
+        permits,
+        lease_duration_ms: fields.lease_duration_ms,
+    };
+    r.set_holder(guid, Some(&holder), fields.owner);
+    r.set_permits(limit);
+    r.set_permits_held(r.permits_held().saturating_sub(freed) + permits);
 }
 
 // What each operation writes once its condition holds, and its reply. An operation whose
@@ -771,6 +1013,55 @@ impl Record for LockRecord {
     }
     fn set_queue_granted(&mut self, position: u64) {
         self.queue_mut().queue_granted = Some(position);
+    }
+    fn permits(&self) -> Option<u64> {
+        self.queue.as_ref().and_then(|q| q.permits)
+    }
+    fn permits_held(&self) -> u64 {
+        self.queue.as_ref().and_then(|q| q.permits_held).unwrap_or(0)
+    }
+    fn holders(&self) -> Vec<Holder<Guid>> {
+        self.queue.as_ref().map_or_else(Vec::new, |q| {
+            q.holders
+                .iter()
+                .map(|h| Holder {
+                    key: h.key,
+                    guid: h.guid,
+                    permits: h.permits,
+                    lease_duration_ms: h.lease_duration_ms,
+                })
+                .collect()
+        })
+    }
+    fn set_permits(&mut self, n: u64) {
+        self.queue_mut().permits = Some(n);
+    }
+    fn set_permits_held(&mut self, held: u64) {
+        self.queue_mut().permits_held = Some(held);
+    }
+    fn set_holder(&mut self, key: &Guid, holder: Option<&Holder<Guid>>, owner: &str) {
+        let q = self.queue_mut();
+        let at = q.holders.iter().position(|h| h.key == *key);
+        match (holder, at) {
+            (Some(h), at) => {
+                let h = SemHolder {
+                    key: *key,
+                    guid: h.guid,
+                    permits: h.permits,
+                    lease_duration_ms: h.lease_duration_ms,
+                    written_unix_ms: None,
+                    owner: owner.into(),
+                };
+                match at {
+                    Some(i) => q.holders[i] = h,
+                    None => q.holders.push(h),
+                }
+            }
+            (None, Some(i)) => {
+                q.holders.remove(i);
+            }
+            (None, None) => {}
+        }
     }
 }
 
