@@ -27,6 +27,7 @@ const KINDS = [
     "put_item_guid", "renew", "release", "set_data", "mark_waiting", "fifo_take_free",
     "fifo_ticket", "fifo_reserve", "fifo_untake", "fifo_put_entry", "fifo_grant",
     "fifo_finish_entry", "fifo_delete_finished", "fifo_touch_entry",
+    "sem_take", "sem_grant", "sem_grant_reclaim", "sem_renew", "sem_release",
 ];
 
 // One run of `agreement::engine_agrees` through cargo (built already by `npm test`'s unit

@@ -113,8 +113,15 @@ fn keys(seed: u32) -> Vec<(bool, LockKey)> {
         v.push((true, entry_key(&resource, 1)));
         v.push((true, entry_key(&resource, 2)));
     }
+    // Semaphores' heads (`SEM_PREFIX`).
+    for m in 0..2 {
+        v.push((true, head_key(&KeyValue::S(format!("s{seed}-{SEM_PREFIX}{m}")))));
+    }
     v
 }
+
+/// The partition values of the semaphores' heads begin with this, after the seed's.
+const SEM_PREFIX: &str = "m";
 
 /// Runs `steps` seeded steps on both stores and reports every step where they differ.
 pub async fn agreement_run(options: AgreementOptions) -> Result<AgreementReport, String> {
@@ -143,7 +150,10 @@ pub async fn agreement_run(options: AgreementOptions) -> Result<AgreementReport,
         };
         let step = match (fifo, key.sort.as_ref()) {
             (false, _) => gen.lock_step(),
-            (true, Some(KeyValue::S(s))) if s == crate::fifo::HEAD_SORT_VALUE => gen.head_step(),
+            (true, Some(KeyValue::S(s))) if s == crate::fifo::HEAD_SORT_VALUE => match &key.partition {
+                KeyValue::S(p) if p.starts_with(&format!("s{}-{SEM_PREFIX}", options.seed)) => gen.sem_head_step(),
+                _ => gen.head_step(),
+            },
             (true, _) => gen.entry_step(),
         };
         let mut mem = run::run(&memory, None, key, &step).await;
@@ -217,6 +227,14 @@ fn plain(mut r: LockRecord) -> LockRecord {
         r.queue = None;
     }
     r.lock_written_unix_ms = r.lock_written_unix_ms.map(|_| 0);
+    // A semaphore's holders: in one order, and without the write time each side's clock puts
+    // in their values.
+    if let Some(q) = r.queue.as_mut() {
+        q.holders.sort_by_key(|h| h.key);
+        for h in &mut q.holders {
+            h.written_unix_ms = None;
+        }
+    }
     r
 }
 

@@ -9,6 +9,7 @@ use crate::store::http::HttpStore;
 use crate::store::json::{Attr, Body};
 use crate::store::object::{Params, Value};
 use crate::store::{Entry, Store, StoreOps, WaitMark, WholeItem};
+use dynamodb_lock_core::op::{Holder, Op, Reply};
 
 /// What a store answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,6 +176,95 @@ async fn run_fifo(store: &dyn Store, key: &LockKey, step: &Step) -> Outcome {
         }
         Step::FifoDeleteFinished => Outcome::of(store.fifo_delete_finished(key).await, done),
         Step::FifoTouchEntry { ttl } => Outcome::of(store.fifo_touch_entry(key, (TTL, *ttl)).await, done),
+        _ => run_sem(store, key, step).await,
+    }
+}
+
+/// A semaphore's step on its head.
+async fn run_sem(store: &dyn Store, key: &LockKey, step: &Step) -> Outcome {
+    let reply = |r: Result<Reply<LockRecord>, StoreError>| {
+        Outcome::of(r, |reply| match reply {
+            Reply::Token(t) => Outcome::Token(t),
+            Reply::WaitingMark(m) => Outcome::WaitingMark(m),
+            _ => Outcome::Done,
+        })
+    };
+    match step {
+        Step::SemTake {
+            fields,
+            guid: g,
+            limit,
+            permits,
+        } => {
+            let (f, g) = (fields.open(), guid(*g));
+            let op = Op::SemTake {
+                fields: &f,
+                guid: &g,
+                limit: *limit,
+                permits: *permits,
+            };
+            reply(store.apply(key, &op).await)
+        }
+        Step::SemGrant {
+            fields,
+            guid: g,
+            limit,
+            permits,
+            ticket,
+            position,
+            reclaim,
+        } => {
+            let (f, g) = (fields.open(), guid(*g));
+            let reclaim: Vec<Holder<Guid>> = reclaim
+                .iter()
+                .map(|&(k, hg, p)| Holder {
+                    key: guid(k),
+                    guid: guid(hg),
+                    permits: p,
+                    lease_duration_ms: 0,
+                })
+                .collect();
+            let op = Op::SemGrant {
+                fields: &f,
+                guid: &g,
+                limit: *limit,
+                permits: *permits,
+                ticket: *ticket,
+                position: *position,
+                reclaim: &reclaim,
+            };
+            reply(store.apply(key, &op).await)
+        }
+        Step::SemRenew {
+            key: k,
+            guids: gs,
+            new_guid,
+            permits,
+            fields,
+        } => {
+            let (f, k, gs, n) = (fields.open(), guid(*k), guids(gs), guid(*new_guid));
+            let op = Op::SemRenew {
+                key: &k,
+                guids: &gs,
+                new_guid: &n,
+                permits: *permits,
+                fields: &f,
+            };
+            reply(store.apply(key, &op).await)
+        }
+        Step::SemRelease {
+            key: k,
+            guids: gs,
+            permits,
+        } => {
+            let (k, gs) = (guid(*k), guids(gs));
+            let op = Op::SemRelease {
+                key: &k,
+                guids: &gs,
+                permits: *permits,
+            };
+            reply(store.apply(key, &op).await)
+        }
         other => Outcome::Failed(format!("not a Fifo step: {other:?}")),
     }
 }

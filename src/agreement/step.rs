@@ -196,6 +196,34 @@ pub enum Step {
     FifoTouchEntry {
         ttl: u64,
     },
+    SemTake {
+        fields: Fields,
+        guid: u32,
+        limit: u64,
+        permits: u64,
+    },
+    SemGrant {
+        fields: Fields,
+        guid: u32,
+        limit: u64,
+        permits: u64,
+        ticket: u64,
+        position: u64,
+        /// Holders reclaimed: key, guid, permits (by guid number).
+        reclaim: Vec<(u32, u32, u64)>,
+    },
+    SemRenew {
+        key: u32,
+        guids: Vec<u32>,
+        new_guid: u32,
+        permits: u64,
+        fields: Fields,
+    },
+    SemRelease {
+        key: u32,
+        guids: Vec<u32>,
+        permits: u64,
+    },
 }
 
 impl Step {
@@ -233,6 +261,11 @@ impl Step {
             Step::FifoFinishEntry { .. } => "fifo_finish_entry",
             Step::FifoDeleteFinished => "fifo_delete_finished",
             Step::FifoTouchEntry { .. } => "fifo_touch_entry",
+            Step::SemTake { .. } => "sem_take",
+            Step::SemGrant { reclaim, .. } if reclaim.is_empty() => "sem_grant",
+            Step::SemGrant { .. } => "sem_grant_reclaim",
+            Step::SemRenew { .. } => "sem_renew",
+            Step::SemRelease { .. } => "sem_release",
         }
     }
 }
@@ -430,7 +463,10 @@ impl Gen<'_> {
         let tn = cur.and_then(|r| r.ticket_next());
         let qn = cur.and_then(|r| r.queue_next()).unwrap_or(0);
         let last = tn.unwrap_or(ft);
-        match self.rng.below(8) {
+        match self.rng.below(10) {
+            // Now and then a semaphore's step on a Fifo head: refused, as the kinds exclude
+            // each other.
+            8 | 9 => self.sem_step(),
             0 => Step::Get,
             1 => Step::FifoTakeFree {
                 fields: self.fields(),
@@ -440,15 +476,7 @@ impl Gen<'_> {
             3 => Step::FifoReserve {
                 ticket: self.near(last + 1),
             },
-            4 | 5 => {
-                let ticket = if self.rng.chance(70) { last } else { self.near(last) };
-                let position = if self.rng.chance(70) { qn } else { self.near(qn) };
-                Step::FifoUntake {
-                    ticket,
-                    position,
-                    previous: ticket.saturating_sub(1),
-                }
-            }
+            4 | 5 => self.untake(last, qn),
             _ => {
                 let waited_out = self.rng.chance(40).then(|| self.version());
                 Step::FifoGrant {
@@ -457,6 +485,112 @@ impl Gen<'_> {
                     ticket: self.near(ft + 1),
                     position: self.near(qn),
                     waited_out,
+                }
+            }
+        }
+    }
+
+    /// Gives back a ticket: mostly the last one issued at the last position.
+    fn untake(&mut self, last: u64, qn: u64) -> Step {
+        let ticket = if self.rng.chance(70) { last } else { self.near(last) };
+        let position = if self.rng.chance(70) { qn } else { self.near(qn) };
+        Step::FifoUntake {
+            ticket,
+            position,
+            previous: ticket.saturating_sub(1),
+        }
+    }
+
+    /// A step on a semaphore's head: its own steps, and the queue's tickets taken and given
+    /// back.
+    pub fn sem_head_step(&mut self) -> Step {
+        let cur = self.cur;
+        let ft = cur.and_then(|r| r.fencing_token).unwrap_or(0);
+        let last = cur.and_then(|r| r.ticket_next()).unwrap_or(ft);
+        let qn = cur.and_then(|r| r.queue_next()).unwrap_or(0);
+        match self.rng.below(10) {
+            0 => Step::Get,
+            1 => Step::FifoTicket,
+            2 | 3 => self.untake(last, qn),
+            _ => self.sem_step(),
+        }
+    }
+
+    /// A semaphore's step on a head: mostly with the permits it counts and its holders'
+    /// keys and guids, else others.
+    fn sem_step(&mut self) -> Step {
+        let cur = self.cur;
+        let counted = cur.and_then(|r| r.queue.as_ref()).and_then(|q| q.permits);
+        let limit = match counted {
+            Some(n) if self.rng.chance(85) => n,
+            _ => 2 + self.rng.below(2),
+        };
+        // As the machine asks: from 1 to the permits counted (`Op::SemTake`'s contract).
+        let permits = 1 + self.rng.below(limit);
+        let holders: Vec<(u32, u32, u64)> = cur
+            .and_then(|r| r.queue.as_ref())
+            .map(|q| {
+                q.holders
+                    .iter()
+                    .filter_map(|h| Some((guid_number(&h.key)?, guid_number(&h.guid)?, h.permits)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let pick = |gen: &mut Self| match holders.len() {
+            0 => None,
+            n => Some(holders[gen.rng.below(n as u64) as usize]),
+        };
+        let ft = cur.and_then(|r| r.fencing_token).unwrap_or(0);
+        let qn = cur.and_then(|r| r.queue_next()).unwrap_or(0);
+        match self.rng.below(5) {
+            0 => Step::SemTake {
+                fields: self.fields(),
+                guid: self.fresh(),
+                limit,
+                permits,
+            },
+            1 => {
+                let mut reclaim = Vec::new();
+                if self.rng.chance(50) {
+                    if let Some((k, g, p)) = pick(self) {
+                        // As seen, or with another guid or permits.
+                        reclaim.push(match self.rng.below(4) {
+                            0 => (k, self.fresh(), p),
+                            1 => (k, g, p + 1),
+                            _ => (k, g, p),
+                        });
+                    }
+                }
+                Step::SemGrant {
+                    fields: self.fields(),
+                    guid: self.fresh(),
+                    limit,
+                    permits,
+                    ticket: self.near(ft + 1),
+                    position: self.near(qn),
+                    reclaim,
+                }
+            }
+            2 | 3 => {
+                let (key, g, p) = pick(self).unwrap_or((self.fresh(), 0, 1));
+                let mut guids = vec![if g != 0 && self.rng.chance(75) { g } else { self.guid() }];
+                if self.rng.chance(30) {
+                    guids.push(self.fresh());
+                }
+                Step::SemRenew {
+                    key,
+                    guids,
+                    new_guid: self.fresh(),
+                    permits: p,
+                    fields: self.fields(),
+                }
+            }
+            _ => {
+                let (key, g, p) = pick(self).unwrap_or((self.fresh(), 0, 1));
+                Step::SemRelease {
+                    key,
+                    guids: vec![if g != 0 && self.rng.chance(75) { g } else { self.guid() }],
+                    permits: p,
                 }
             }
         }

@@ -922,20 +922,24 @@ impl HttpStore {
 }
 
 /// Names for the holders one semaphore grant reclaims, `fifo::MAX_RECLAIM` at most.
-const RECLAIM_NAMES: [(&str, &str); dynamodb_lock_core::fifo::MAX_RECLAIM] = [
-    ("#r0", ":r0"),
-    ("#r1", ":r1"),
-    ("#r2", ":r2"),
-    ("#r3", ":r3"),
-    ("#r4", ":r4"),
-    ("#r5", ":r5"),
-    ("#r6", ":r6"),
-    ("#r7", ":r7"),
+const RECLAIM_NAMES: [(&str, &str, &str); dynamodb_lock_core::fifo::MAX_RECLAIM] = [
+    ("#r0", ":r0", ":rp0"),
+    ("#r1", ":r1", ":rp1"),
+    ("#r2", ":r2", ":rp2"),
+    ("#r3", ":r3", ":rp3"),
+    ("#r4", ":r4", ":rp4"),
+    ("#r5", ":r5", ":rp5"),
+    ("#r6", ":r6", ":rp6"),
+    ("#r7", ":r7", ":rp7"),
 ];
 
-/// The condition that a semaphore holder's attribute `#h` carries one of `hexes` (its `guid`s
-/// in hex), with the values it names.
-fn holder_condition<'a>(hexes: &'a [String], values: &mut Vec<(&'static str, Attr<'a>)>) -> Result<String, StoreError> {
+/// The condition that a semaphore holder's attribute `#h` holds `permits` (its value's first
+/// word, `:hp`) and carries one of `hexes` (its `guid`s in hex), with the values it names.
+fn holder_condition<'a>(
+    hexes: &'a [String],
+    permits: &'a str,
+    values: &mut Vec<(&'static str, Attr<'a>)>,
+) -> Result<String, StoreError> {
     const NAMES: [&str; 4] = [":hg0", ":hg1", ":hg2", ":hg3"];
     if hexes.is_empty() || hexes.len() > NAMES.len() {
         return Err(config_error(format!("{} guids in one condition", hexes.len())));
@@ -945,7 +949,13 @@ fn holder_condition<'a>(hexes: &'a [String], values: &mut Vec<(&'static str, Att
         values.push((name, Attr::S(h)));
         parts.push(format!("contains(#h, {name})"));
     }
-    Ok(format!("({})", parts.join(" OR ")))
+    values.push((":hp", Attr::S(permits)));
+    Ok(format!("begins_with(#h, :hp) AND ({})", parts.join(" OR ")))
+}
+
+/// The first word of a semaphore holder's value, with the space after it: its permits.
+fn permits_word(permits: u64) -> String {
+    format!("{permits} ")
 }
 
 /// A semaphore's requests on its head item (`Op::SemTake`, `SemGrant`, `SemRenew`,
@@ -1018,12 +1028,17 @@ impl HttpStore {
         let name = item::holder_name(guid);
         let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
         let freed: u64 = reclaim.iter().map(|r| r.permits).sum();
-        let reclaimed: Vec<(String, String)> = reclaim
+        let reclaimed: Vec<(String, String, String)> = reclaim
             .iter()
-            .map(|r| (item::holder_name(&r.key), item::guid_hex(&r.guid)))
+            .map(|r| {
+                (
+                    item::holder_name(&r.key),
+                    item::guid_hex(&r.guid),
+                    permits_word(r.permits),
+                )
+            })
             .collect();
         let mut values = vec![
-            (":zero", Attr::N(0)),
             (":n", Attr::N(limit)),
             (":tk", Attr::N(ticket)),
             (":p", Attr::N(position)),
@@ -1042,6 +1057,7 @@ impl HttpStore {
         let held = match permits >= freed {
             true => {
                 values.push((":d", Attr::N(permits - freed)));
+                values.push((":zero", Attr::N(0)));
                 "if_not_exists(#held, :zero) + :d"
             }
             false => {
@@ -1053,11 +1069,12 @@ impl HttpStore {
         let mut cond = "attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n) \
              AND (attribute_not_exists(#ft) OR #ft < :tk) AND (attribute_not_exists(#held) OR #held <= :room)"
             .to_string();
-        for (i, (n, hex)) in reclaimed.iter().enumerate() {
-            let (hn, vn) = RECLAIM_NAMES[i];
+        for (i, (n, hex, word)) in reclaimed.iter().enumerate() {
+            let (hn, vn, pn) = RECLAIM_NAMES[i];
             names.push((hn, n.as_str()));
             values.push((vn, Attr::S(hex)));
-            cond.push_str(&format!(" AND contains({hn}, {vn})"));
+            values.push((pn, Attr::S(word)));
+            cond.push_str(&format!(" AND contains({hn}, {vn}) AND begins_with({hn}, {pn})"));
             update.push_str(if i == 0 { " REMOVE " } else { ", " });
             update.push_str(hn);
         }
@@ -1077,8 +1094,9 @@ impl HttpStore {
         let name = item::holder_name(key);
         let value = item::holder_value(permits, fields.lease_duration_ms, new_guid, unix_now_ms(), fields.owner);
         let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
+        let word = permits_word(permits);
         let mut values = vec![(":hv", Attr::S(&value))];
-        let cond = holder_condition(&hexes, &mut values)?;
+        let cond = holder_condition(&hexes, &word, &mut values)?;
         let names = [("#h", name.as_str())];
         self.update(head, "SET #h = :hv", &cond, &names, &values, "NONE")
             .await?;
@@ -1088,8 +1106,9 @@ impl HttpStore {
     async fn sem_release(&self, head: &LockKey, key: &Guid, guids: &[Guid], permits: u64) -> Result<(), StoreError> {
         let name = item::holder_name(key);
         let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
+        let word = permits_word(permits);
         let mut values = vec![(":k", Attr::N(permits))];
-        let cond = holder_condition(&hexes, &mut values)?;
+        let cond = holder_condition(&hexes, &word, &mut values)?;
         let names = [("#h", name.as_str()), ("#held", item::PERMITS_HELD)];
         self.update(head, "SET #held = #held - :k REMOVE #h", &cond, &names, &values, "NONE")
             .await?;

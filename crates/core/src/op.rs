@@ -264,7 +264,8 @@ pub enum Op<'a, R: Record> {
     FifoTouchEntry { ttl: Ttl<'a> },
     /// Semaphore, uncontended: hold `permits` of the head's `limit` as holder `guid`, with the
     /// next ticket as the token, if that many are free, the head counts `limit` permits (or
-    /// none yet), is no Fifo head, and no ticket is out.
+    /// none yet), is no Fifo head, and no ticket is out. `permits` is from 1 to `limit`, in
+    /// this operation and the next.
     SemTake {
         fields: &'a OpenFields<'a>,
         guid: &'a R::Guid,
@@ -284,7 +285,7 @@ pub enum Op<'a, R: Record> {
         reclaim: &'a [Holder<R::Guid>],
     },
     /// Semaphore heartbeat: holder `key` (holding `permits`) writes `new_guid`, if it carries
-    /// one of `guids`.
+    /// one of `guids` and those permits.
     SemRenew {
         key: &'a R::Guid,
         guids: &'a [R::Guid],
@@ -293,7 +294,7 @@ pub enum Op<'a, R: Record> {
         fields: &'a OpenFields<'a>,
     },
     /// Semaphore release: holder `key` removed and its `permits` given back, if it carries one
-    /// of `guids`.
+    /// of `guids` and those permits.
     SemRelease {
         key: &'a R::Guid,
         guids: &'a [R::Guid],
@@ -455,7 +456,8 @@ pub fn holder<R: Record>(head: Option<&R>, key: &R::Guid) -> Option<Holder<R::Gu
     head.and_then(|h| h.holders().into_iter().find(|x| x.key == *key))
 }
 
-/// The semaphore holder `key` carries one of `guids` (a write of its own may have landed).
+/// The semaphore holder `key` carries one of `guids` (a write of its own may have landed). Its
+/// operations also name the permits it holds, which must be the ones it carries.
 pub fn holder_ours<R: Record>(head: Option<&R>, key: &R::Guid, guids: &[R::Guid]) -> bool {
     holder(head, key).is_some_and(|h| guids.contains(&h.guid))
 }
@@ -569,7 +571,12 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
                 && reclaimable(item, reclaim)
                 && permits_fit(item, *limit, *permits, reclaim)
         }
-        Op::SemRenew { key, guids, .. } | Op::SemRelease { key, guids, .. } => holder_ours(item, key, guids),
+        Op::SemRenew {
+            key, guids, permits, ..
+        }
+        | Op::SemRelease {
+            key, guids, permits, ..
+        } => holder_ours(item, key, guids) && holder(item, key).is_some_and(|h| h.permits == *permits),
     }
 }
 
