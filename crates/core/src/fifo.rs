@@ -2170,6 +2170,159 @@ mod tests {
         (m, a)
     }
 
+    /// A semaphore's head of `limit` permits with holders (key, guid, permits) of a lease of
+    /// `LEASE`, the last ticket `token` granted.
+    fn sem_head(limit: u64, token: u64, holders: &[(u8, u8, u64)]) -> LockRecord {
+        LockRecord {
+            fencing_token: Some(token),
+            queue: Some(Box::new(QueueCounters {
+                ticket_next: Some(token),
+                queue_next: Some(0),
+                queue_granted: Some(0),
+                permits: Some(limit),
+                permits_held: Some(holders.iter().map(|h| h.2).sum()),
+                holders: holders
+                    .iter()
+                    .map(|&(k, g, p)| crate::item::SemHolder {
+                        key: [k; 64],
+                        guid: [g; 64],
+                        permits: p,
+                        lease_duration_ms: LEASE,
+                        written_unix_ms: None,
+                        owner: "other".into(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn sem(limit: u64, permits: u64) -> Sem {
+        Sem { limit, permits }
+    }
+
+    #[test]
+    fn a_semaphores_uncontended_acquisition_is_one_request() {
+        let mut here = Alone::default();
+        let (mut m, a) = M::start_sem(lock(), sem(3, 2), None, &at(0), &mut here);
+        assert_eq!(
+            sent(&a),
+            Request::SemTake {
+                resource: 0,
+                guid: [1; 64],
+                sem: sem(3, 2)
+            }
+        );
+        let a = m.step(Input::Answer(Answer::Done(Reply::Token(4))), &at(5), &mut here);
+        assert!(matches!(a, Act::Hold { token: 4, .. }), "{a:?}");
+        here.held_until = Some(Duration::from_millis(LEASE));
+        assert_eq!(m.step(Input::Resume, &at(5), &mut here), Act::Done(Outcome::Granted));
+    }
+
+    #[test]
+    fn a_semaphore_refuses_a_head_that_counts_other_permits_or_is_a_fifo_lock() {
+        let mut here = Alone::default();
+        let (mut m, _) = M::start_sem(lock(), sem(3, 1), None, &at(0), &mut here);
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(sem_head(5, 2, &[(7, 7, 5)]))))),
+            &at(1),
+            &mut here,
+        );
+        assert_eq!(a, Act::Done(Outcome::WrongKind { permits: Some(5) }));
+        let (mut m, _) = M::start_sem(lock(), sem(3, 1), None, &at(0), &mut here);
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(held_head(3, 9))))),
+            &at(1),
+            &mut here,
+        );
+        assert_eq!(a, Act::Done(Outcome::WrongKind { permits: None }));
+    }
+
+    /// Two permits of three held by a holder that never renews: a request for two waits it out
+    /// for its lease on the waiter's clock, then is granted reclaiming it in the same write;
+    /// a request for one is granted at once.
+    #[test]
+    fn a_semaphore_waiter_reclaims_a_silent_holder_after_its_lease() {
+        let mut here = Alone::default();
+        let head = sem_head(3, 1, &[(9, 9, 2)]);
+        let (mut m, _) = M::start_sem(lock(), sem(3, 1), None, &at(0), &mut here);
+        // One permit is free: the take's refusal is for another reason (a ticket out), and
+        // the queue's first look at the head grants it with nothing to reclaim.
+        let a = m.step(
+            Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+            &at(1),
+            &mut here,
+        );
+        assert_eq!(sent(&a), Request::Ticket { resource: 0 });
+        m.step(item(Some(head.clone())), &at(2), &mut here);
+        m.step(Input::Resume, &at(2), &mut here);
+        // Granted on the head the ticket found, before any entry is written.
+        let a = m.step(Input::Resume, &at(2), &mut here);
+        let Request::SemGrant { reclaim, ticket: 2, .. } = sent(&a) else {
+            panic!("{a:?}")
+        };
+        assert!(reclaim.is_empty());
+
+        let mut here = Alone::default();
+        let (mut m, _) = M::start_sem(lock(), sem(3, 2), None, &at(0), &mut here);
+        m.step(
+            Input::Answer(Answer::Refused(Some(Some(head.clone())))),
+            &at(1),
+            &mut here,
+        );
+        m.step(item(Some(head.clone())), &at(2), &mut here);
+        m.step(Input::Resume, &at(2), &mut here);
+        let a = m.step(Input::Resume, &at(2), &mut here);
+        assert!(matches!(sent(&a), Request::PutEntry { .. }));
+        m.step(done(), &at(3), &mut here);
+        let mut now = 3;
+        let reclaim = loop {
+            let a = m.step(Input::Resume, &at(now), &mut here);
+            match a {
+                Act::Wait { until, .. } => {
+                    assert!(until <= Duration::from_millis(2 + LEASE), "{until:?}");
+                    now = until.as_millis() as u64;
+                    assert_eq!(m.step(Input::Resume, &at(now), &mut here), Act::Arm);
+                    continue;
+                }
+                Act::Send {
+                    req: Request::Get { position: None, .. },
+                    ..
+                } => {
+                    let a = m.step(item(Some(head.clone())), &at(now), &mut here);
+                    match a {
+                        Act::Send {
+                            req: Request::SemGrant { reclaim, .. },
+                            ..
+                        } => break reclaim,
+                        Act::Wait { until, .. } => {
+                            now = until.as_millis() as u64;
+                            assert_eq!(m.step(Input::Resume, &at(now), &mut here), Act::Arm);
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+                Act::Send {
+                    req: Request::SemGrant { reclaim, .. },
+                    ..
+                } => break reclaim,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Seen first at 2 ms: not reclaimed before a whole lease from then.
+        assert!(now >= 2 + LEASE, "reclaimed at {now} ms");
+        assert_eq!(
+            reclaim,
+            vec![Holder {
+                key: [9; 64],
+                guid: [9; 64],
+                permits: 2,
+                lease_duration_ms: LEASE
+            }]
+        );
+    }
+
     #[test]
     fn an_uncontended_acquisition_is_one_request() {
         let mut here = Alone::default();
