@@ -1,5 +1,6 @@
 "use strict";
 
+const util = require("util");
 // Semaphore and ReadWriteLock: permits of a resource granted in ticket order on Fifo's queue
 // (docs/semaphore.md). Each is a Fifo client whose acquisitions ask the native core for
 // `permits` of the `limit` the resource counts: a ReadWriteLock is a semaphore of
@@ -114,14 +115,39 @@ async function nativeAcquire(self, id, options, permits, course)
     return lock;
 }
 
-// What a Semaphore or ReadWriteLock does not offer of a Fifo client.
+// What a Semaphore or ReadWriteLock does not offer of a Fifo client, and how it shows itself.
 const notForPermits =
 {
     campaign()
     {
         throw notSupported(`${this._lockKind} has no campaign: leader election needs one leader; use Fifo or FailOpen`);
     },
+
+    toJSON()
+    {
+        const out = clientMethods.toJSON.call(this);
+        if (this._lockKind === "Semaphore")
+        {
+            out.permits = this._limit;
+        }
+        return out;
+    },
+
+    [util.inspect.custom](depth, options, inspect)
+    {
+        return `${this._lockKind} ${inspect(this.toJSON(), options)}`;
+    },
 };
+
+// Sets up `self` as a Fifo client that acquires permits: named `kind` in its metrics, debug
+// log and diagnostics channels.
+function setUpPermits(self, kind, config, limit)
+{
+    setUp(self, "Fifo", config);
+    self._limit = limit;
+    self._lockKind = kind;
+    self._metrics.kind = kind;
+}
 
 // A counting semaphore: at most `permits` held at once per id, granted in ticket order.
 function Semaphore(config)
@@ -130,10 +156,7 @@ function Semaphore(config)
     {
         return new Semaphore(config);
     }
-    const limit = permitsOf(config);
-    setUp(this, "Fifo", withoutPermits(config));
-    this._limit = limit;
-    this._lockKind = "Semaphore";
+    setUpPermits(this, "Semaphore", withoutPermits(config), permitsOf(config));
 }
 
 Semaphore.prototype.acquireLock = function(id, options, callback)
@@ -162,9 +185,7 @@ function ReadWriteLock(config)
     {
         throw new ValidationError([problem("\"permits\" is not an option of ReadWriteLock: a shared hold takes one, an exclusive hold all", "permits", config.permits)], config);
     }
-    setUp(this, "Fifo", config);
-    this._limit = READ_WRITE_PERMITS;
-    this._lockKind = "ReadWriteLock";
+    setUpPermits(this, "ReadWriteLock", config, READ_WRITE_PERMITS);
 }
 
 ReadWriteLock.prototype.acquireLock = function(id, options, callback)
