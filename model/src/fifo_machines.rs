@@ -31,6 +31,16 @@
 //! - no lost release: a release reported done leaves nothing of the holder on the head;
 //! - no orphan: an acquisition reported failed leaves no head held with a grant of its own
 //!   (the uncontended take's unread outcome is left to its lease, as the protocol says).
+//!
+//! With `permits`, the clients are a semaphore's (`Acquire::start_sem`), each asking for the
+//! permits of its place in `asks`, and a held lock is a holder on the head (released through
+//! `op::permit_op`, as the addon's driver sends it); a ReadWriteLock is such a semaphore, a
+//! shared hold one permit and an exclusive hold all. Mutual exclusion becomes:
+//! - permits: the clients that believe they hold permits of one lock hold at most `permits`
+//!   together;
+//! - fencing: each token is handed out once (holders learn of their grants in any order);
+//! - ticket order: no take or grant lands while a live queue entry of an earlier position
+//!   (after the last granted) waits, and a grant's ticket is above the head's token.
 
 use std::fmt;
 

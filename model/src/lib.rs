@@ -17,7 +17,8 @@
 //! - `fifo_machines`: Fifo clients that are the core's Fifo acquisition and release machines
 //!   themselves (queues, entries, grants, give-up; one or several lock ids), over the same
 //!   store, with lost, throttled and timed-out requests, crashes, cancellations and clock
-//!   offsets, and the Fifo broken variants.
+//!   offsets, and the Fifo broken variants; the same clients as a semaphore's (permits of a
+//!   limit, a ReadWriteLock's shared and exclusive holds among them) and its variants.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
 //! - `session`: a client that holds two locks through its session (the core's heartbeat
