@@ -337,6 +337,11 @@ function stateText(lock)
         const word = lock.kind === "Session" ? "ended" : "released";
         return lock.lastWrittenUnixMs === undefined ? word : `${word} ${ago(lock.lastWrittenUnixMs)} ago`;
     }
+    if (lock.holders)
+    {
+        // A semaphore's head: each holder renews on its own (shown with `show`).
+        return lock.state === "expired" ? "expired (every holder silent for longer than its lease)" : "held";
+    }
     if (lock.kind === "Session")
     {
         return lock.state === "expired"
@@ -393,11 +398,45 @@ function line(lock)
         const who = lock.waiterOwner === undefined ? "(owner not recorded)" : JSON.stringify(lock.waiterOwner);
         parts.push(`first waiter ${who} (marked ${ago(lock.waiterMarkedUnixMs)} ago)`);
     }
+    if (lock.permits !== undefined)
+    {
+        parts.push(`${lock.permitsHeld} of ${lock.permits} permits held`);
+    }
+    if (lock.holders && lock.holders.length > 0)
+    {
+        parts.push(`${lock.holders.length} ${lock.holders.length === 1 ? "holder" : "holders"}`);
+    }
     if (lock.waiters)
     {
         parts.push(`${lock.waiters} waiting`);
     }
     return parts.join("  ");
+}
+
+// What a semaphore's hold or waiter asks for: its permits, or a ReadWriteLock's mode.
+function permitsText(e)
+{
+    if (e.mode !== undefined)
+    {
+        return e.mode;
+    }
+    if (e.permits === undefined)
+    {
+        return undefined;
+    }
+    return e.permits >= 2 ** 40 ? "exclusive" : `${e.permits} ${e.permits === 1 ? "permit" : "permits"}`;
+}
+
+// A semaphore's holders, one a line.
+function holderLines(holders)
+{
+    return ["holders:"].concat(holders.map(h =>
+    {
+        const l = `, lease ${lease(h.leaseDurationMs)}`;
+        const state = h.state === "expired" ? `expired (holder silent for ${duration(h.silentMs)}${l})`
+            : `held (${h.renewedUnixMs === undefined ? "renewal time not recorded" : `renewed ${ago(h.renewedUnixMs)} ago`}${l})`;
+        return [`  ${permitsText(h)}`, state, `owner ${JSON.stringify(h.owner)}`].join("  ");
+    }));
 }
 
 // A Fifo head's queue, one entry a line.
@@ -421,6 +460,10 @@ function queueLines(queue)
         if (e.ticket !== undefined)
         {
             parts.push(`ticket ${e.ticket}`);
+        }
+        if (permitsText(e) !== undefined)
+        {
+            parts.push(`asks for ${permitsText(e)}`);
         }
         return parts.join("  ");
     }));
@@ -469,7 +512,7 @@ const COMMANDS = {
         {
             const id = idOf(text);
             const lock = await require("..").showLock(Object.assign(tableOf(values), { id, sortValue: values["sort-value"] }));
-            const said = lock ? [line(lock)].concat(lock.queue ? queueLines(lock.queue) : []).join("\n") : `no lock ${idName(id)} in table "${values.table}"`;
+            const said = lock ? [line(lock)].concat(lock.holders && lock.holders.length ? holderLines(lock.holders) : [], lock.queue ? queueLines(lock.queue) : []).join("\n") : `no lock ${idName(id)} in table "${values.table}"`;
             print(values, lock, said);
             if (!lock)
             {

@@ -296,6 +296,8 @@ function describeEntry(item, key, now)
         position: Number(plain(item[key.sort.name]).slice(FIFO_ENTRY.length)),
         owner: item.owner && item.owner.S,
         ticket: numberOf(item.fencingToken),
+        // A semaphore's waiter: the permits it asks for (a ReadWriteLock's as its mode).
+        permits: numberOf(item.permits),
         leaseDurationMs: lease,
         renewedUnixMs: renewed,
     };
@@ -498,6 +500,14 @@ async function showLock(options)
     if (entries)
     {
         lock.queue = entries.map(e => describeEntry(e, key, now)).sort((a, b) => a.position - b.position);
+        if (lock.kind === "ReadWriteLock")
+        {
+            for (const e of lock.queue.filter(q => q.permits !== undefined))
+            {
+                e.mode = e.permits === READ_WRITE_PERMITS ? "exclusive" : "shared";
+                delete e.permits;
+            }
+        }
         lock.waiters = lock.queue.filter(e => e.state === "waiting").length;
     }
     return lock;

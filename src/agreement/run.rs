@@ -153,6 +153,7 @@ async fn run_fifo(store: &dyn Store, key: &LockKey, step: &Step) -> Outcome {
                 owner,
                 guid: &g,
                 ticket: *ticket,
+                permits: (*ticket % 3 == 0).then_some(2),
                 lease_duration_ms: *lease,
                 ttl: (TTL, *ttl),
             };

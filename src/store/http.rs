@@ -1488,19 +1488,18 @@ impl HttpStore {
 
     async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
         let mut b = Body::new(&self.table.name);
-        b.item(
-            "Item",
-            &self.table,
-            key,
-            &[
-                (item::OWNER, Attr::S(entry.owner)),
-                (item::GUID, Attr::B(entry.guid)),
-                (item::FENCING_TOKEN, Attr::N(entry.ticket)),
-                (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
-                (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
-                (entry.ttl.0, Attr::N(entry.ttl.1)),
-            ],
-        );
+        let mut attrs = vec![
+            (item::OWNER, Attr::S(entry.owner)),
+            (item::GUID, Attr::B(entry.guid)),
+            (item::FENCING_TOKEN, Attr::N(entry.ticket)),
+            (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
+            (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
+            (entry.ttl.0, Attr::N(entry.ttl.1)),
+        ];
+        if let Some(p) = entry.permits {
+            attrs.push((item::PERMITS, Attr::N(p)));
+        }
+        b.item("Item", &self.table, key, &attrs);
         b.str("ConditionExpression", "attribute_not_exists(#pk)");
         b.names(&[("#pk", &self.table.partition_key)]);
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");

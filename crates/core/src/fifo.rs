@@ -75,13 +75,14 @@ pub enum Request<G, V> {
         previous: u64,
     },
     /// `Op::FifoPutEntry` at `position`: a live entry with the client's lease, or a finished
-    /// one (`leaseDurationMs` 1).
+    /// one (`leaseDurationMs` 1); a semaphore's waiter names the `permits` it asks for.
     PutEntry {
         resource: usize,
         position: u64,
         guid: G,
         ticket: u64,
         finished: bool,
+        permits: Option<u64>,
     },
     /// `Op::FifoGrant` on the head.
     Grant {
@@ -203,11 +204,16 @@ impl<G, V> Request<G, V> {
                 previous_ticket: *previous,
             },
             Request::PutEntry {
-                guid, ticket, finished, ..
+                guid,
+                ticket,
+                finished,
+                permits,
+                ..
             } => Op::FifoPutEntry(Entry {
                 owner: adds.fields.owner,
                 guid,
                 ticket: *ticket,
+                permits: *permits,
                 lease_duration_ms: match finished {
                     true => crate::item::RELEASED_LEASE_MS,
                     false => adds.fields.lease_duration_ms,
@@ -1278,6 +1284,7 @@ where
                 guid,
                 ticket: q.ticket,
                 finished: false,
+                permits: self.sem.map(|s| s.permits),
             };
             self.phase = Phase::Write(w, self.wait);
             return self.send(req, self.policy(), env);
@@ -1728,6 +1735,7 @@ where
             guid: marker,
             ticket: 0,
             finished: true,
+            permits: None,
         };
         Ok(QRes::Act(self.send(req, self.policy(), env)))
     }
@@ -1951,6 +1959,7 @@ where
                     guid,
                     ticket: q.ticket,
                     finished: true,
+                    permits: None,
                 };
                 Some(self.send(req, self.policy(), env))
             }

@@ -49,6 +49,8 @@ pub struct Entry<'a, G = Guid> {
     pub guid: &'a G,
     /// The ticket: the fencing token the waiter is granted with.
     pub ticket: u64,
+    /// The permits a semaphore's waiter asks for (`permits`, for people only).
+    pub permits: Option<u64>,
     pub lease_duration_ms: u64,
     /// The TTL attribute's name and value (Unix seconds), for DynamoDB to remove leftovers.
     pub ttl: Ttl<'a>,
@@ -887,6 +889,9 @@ fn fifo_put_entry<R: Record>(e: &Entry<'_, R::Guid>) -> Applied<R> {
     r.set_guid(e.guid);
     r.set_fencing_token(e.ticket);
     r.set_lease_duration_ms(e.lease_duration_ms);
+    if let Some(p) = e.permits {
+        r.set_permits(p);
+    }
     (Some(r), Reply::Done)
 }
 
