@@ -650,12 +650,18 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         return Err(refused);
     }
     guids.extend(held_guids(client, key).await);
+    let holders = op::Record::holders(&r);
     let released = match client.settings.kind {
         Kind::FailClosed => false,
         Kind::FailOpen => op::released(Some(&r)),
+        // A semaphore's head is held while any holder is on it.
+        Kind::Fifo if op::Record::permits(&r).is_some() => holders.is_empty(),
         Kind::Fifo => op::free(Some(&r)),
     };
-    let held_by_this_client = !released && guids.iter().any(|g| r.carries(g));
+    let held_by_this_client = !released
+        && guids
+            .iter()
+            .any(|g| r.carries(g) || holders.iter().any(|h| h.guid == *g));
     let (data_s, data_b) = match r.data.map(|d| *d) {
         Some(LockData::S(s)) => (Some(s), None),
         Some(LockData::B(b)) => (None, Some(b.into())),
