@@ -80,7 +80,9 @@ function fifoAcquire(self, ids, options, callback)
     return acquisition(self, ids, signal, course => nativeFifoAcquire(self, ids, options || {}, course), callback);
 }
 
-async function nativeFifoAcquire(self, ids, options, course)
+// A Fifo acquisition of `ids`; with `sem` (`{ limit, permits }`), a semaphore's of one id
+// (lib/semaphore.js).
+async function nativeFifoAcquire(self, ids, options, course, sem)
 {
     const list = Array.isArray(ids) ? ids : [ids];
     if (list.length === 0)
@@ -98,7 +100,8 @@ async function nativeFifoAcquire(self, ids, options, course)
     let outcome;
     try
     {
-        outcome = await bridge.askCancellable(client, signal, (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId),
+        outcome = await bridge.askCancellable(client, signal,
+            (request, cancelId) => client.startAcquireFifo(request, resources, waitMs, cancelId, sem && sem.limit, sem && sem.permits),
             late => bridge.releaseAbandoned(client, late.lockIds), course.waiting);
     }
     catch (err)
@@ -160,4 +163,4 @@ Fifo.prototype.acquireLock = function(ids, options, callback)
 };
 Object.assign(Fifo.prototype, clientMethods);
 
-module.exports = { FailClosed, FailOpen, Fifo };
+module.exports = { FailClosed, FailOpen, Fifo, nativeFifoAcquire };

@@ -6,12 +6,10 @@ const util = require("util");
 // `permits` of the `limit` the resource counts: a ReadWriteLock is a semaphore of
 // READ_WRITE_PERMITS permits, of which a shared hold takes one and an exclusive hold all.
 
-const bridge = require("./bridge.js");
 const { setUp, acquisition, clientMethods } = require("./client.js");
-const { FifoLock } = require("./lock.js");
-const { ValidationError, invalidArgument, invalidId, abortError, notSupported } = require("./errors.js");
-const { fifoResource, withLockId } = require("./lock-id.js");
-const { checkAcquireOptions, checkWaitMs, waitMsOf } = require("./options.js");
+const { nativeFifoAcquire } = require("./clients.js");
+const { ValidationError, invalidArgument, notSupported } = require("./errors.js");
+const { checkAcquireOptions, checkWaitMs } = require("./options.js");
 const { settle } = require("./settle.js");
 
 // The most permits a Semaphore may count.
@@ -80,37 +78,11 @@ function acquirePermits(self, id, options, callback, method, permitsFor)
 
 async function nativeAcquire(self, id, options, permits, course)
 {
-    if (id === undefined || id === null)
-    {
-        throw invalidId("Lock ID is required");
-    }
-    const resource = fifoResource(id, "");
-    const signal = options.signal;
-    if (signal && signal.aborted)
-    {
-        throw abortError(signal);
-    }
-    const client = self._native || await self._nativeReady;
-    let outcome;
-    try
-    {
-        outcome = await bridge.askCancellable(client, signal,
-            (request, cancelId) => client.startAcquireFifo(request, [resource], waitMsOf(options), cancelId, self._limit, permits),
-            late => bridge.releaseAbandoned(client, late.lockIds), course.waiting);
-    }
-    catch (err)
-    {
-        throw withLockId(err, id, true);
-    }
-    const lock = new FifoLock(client, outcome.lockIds, outcome.fencingToken);
+    const lock = await nativeFifoAcquire(self, id, options, course, { limit: self._limit, permits });
     lock.permits = permits;
     if (self._lockKind === "ReadWriteLock")
     {
         lock.mode = permits === 1 ? "shared" : "exclusive";
-    }
-    for (const lockId of outcome.lockIds)
-    {
-        bridge.routeEvents(lockId, lock);
     }
     return lock;
 }

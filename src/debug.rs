@@ -73,7 +73,7 @@ fn op_name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::FifoDeleteFinished => "Fifo delete a finished entry",
         Op::FifoTouchEntry { .. } => "Fifo renew an entry",
         Op::SemTake { .. } => "semaphore take free permits",
-        Op::SemGrant { .. } => "semaphore grant permits",
+        Op::SemGrant(_) => "semaphore grant permits",
         Op::SemRenew { .. } => "semaphore heartbeat",
         Op::SemRelease { .. } => "semaphore release permits",
     }

@@ -9,7 +9,7 @@ use crate::store::http::HttpStore;
 use crate::store::json::{Attr, Body};
 use crate::store::object::{Params, Value};
 use crate::store::{Entry, Store, StoreOps, WaitMark, WholeItem};
-use dynamodb_lock_core::op::{Holder, Op, Reply};
+use dynamodb_lock_core::op::{Grant, Holder, Op, Reply};
 
 /// What a store answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,7 +225,7 @@ async fn run_sem(store: &dyn Store, key: &LockKey, step: &Step) -> Outcome {
                     lease_duration_ms: 0,
                 })
                 .collect();
-            let op = Op::SemGrant {
+            let op = Op::SemGrant(Grant {
                 fields: &f,
                 guid: &g,
                 limit: *limit,
@@ -233,7 +233,7 @@ async fn run_sem(store: &dyn Store, key: &LockKey, step: &Step) -> Outcome {
                 ticket: *ticket,
                 position: *position,
                 reclaim: &reclaim,
-            };
+            });
             reply(store.apply(key, &op).await)
         }
         Step::SemRenew {

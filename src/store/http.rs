@@ -34,7 +34,7 @@ use crate::item::{
     RELEASED_LEASE_MS,
 };
 use crate::stats::{Outcome, Stats};
-use dynamodb_lock_core::op::Holder;
+use dynamodb_lock_core::op::Grant;
 
 /// How to reach DynamoDB. Unset fields come from the standard AWS environment (aws-config).
 #[derive(Clone, Default)]
@@ -887,18 +887,7 @@ impl HttpStore {
                 limit,
                 permits,
             } => self.sem_take(key, fields, guid, limit, permits).await.map(Reply::Token),
-            Op::SemGrant {
-                fields,
-                guid,
-                limit,
-                permits,
-                ticket,
-                position,
-                reclaim,
-            } => self
-                .sem_grant(key, fields, guid, (limit, permits), (ticket, position), reclaim)
-                .await
-                .map(|()| Reply::Done),
+            Op::SemGrant(ref g) => self.sem_grant(key, g).await.map(|()| Reply::Done),
             Op::SemRenew {
                 key: holder,
                 guids,
@@ -1010,15 +999,16 @@ impl HttpStore {
             .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
     }
 
-    async fn sem_grant(
-        &self,
-        head: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        (limit, permits): (u64, u64),
-        (ticket, position): (u64, u64),
-        reclaim: &[Holder<Guid>],
-    ) -> Result<(), StoreError> {
+    async fn sem_grant(&self, head: &LockKey, g: &Grant<'_, Guid>) -> Result<(), StoreError> {
+        let Grant {
+            fields,
+            guid,
+            limit,
+            permits,
+            ticket,
+            position,
+            reclaim,
+        } = *g;
         if reclaim.len() > RECLAIM_NAMES.len() {
             return Err(config_error(format!(
                 "{} holders reclaimed in one grant",

@@ -165,7 +165,7 @@ fn name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::FifoDeleteFinished => "delete_finished",
         Op::FifoTouchEntry { .. } => "touch",
         Op::SemTake { .. } => "sem_take",
-        Op::SemGrant { .. } => "sem_grant",
+        Op::SemGrant(_) => "sem_grant",
         Op::SemRenew { .. } => "sem_renew",
         Op::SemRelease { .. } => "sem_release",
     }

@@ -396,7 +396,7 @@ impl Store for ObjectStore {
             | Op::FifoFinishEntry { .. }
             | Op::FifoDeleteFinished
             | Op::FifoTouchEntry { .. } => Err(unsupported("Fifo")),
-            Op::SemTake { .. } | Op::SemGrant { .. } | Op::SemRenew { .. } | Op::SemRelease { .. } => {
+            Op::SemTake { .. } | Op::SemGrant(_) | Op::SemRenew { .. } | Op::SemRelease { .. } => {
                 Err(unsupported("Semaphore"))
             }
         }

@@ -257,7 +257,7 @@ impl<G, V> Request<G, V> {
                 position,
                 reclaim,
                 ..
-            } => Op::SemGrant {
+            } => Op::SemGrant(op::Grant {
                 fields: &adds.fields,
                 guid,
                 limit: sem.limit,
@@ -265,7 +265,7 @@ impl<G, V> Request<G, V> {
                 ticket: *ticket,
                 position: *position,
                 reclaim,
-            },
+            }),
             Request::SemRelease { key, permits, .. } => Op::SemRelease {
                 key,
                 guids: std::slice::from_ref(key),

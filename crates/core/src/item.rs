@@ -386,26 +386,13 @@ impl LockRecord {
             LOCK_WAITING_UNIX_MS => self.lock_waiting_unix_ms = number(&value),
             LOCK_WAITING_SINCE_UNIX_MS => self.lock_waiting_since_unix_ms = number(&value),
             LOCK_WRITTEN_UNIX_MS => self.lock_written_unix_ms = number(&value),
-            TICKET_NEXT | QUEUE_NEXT | QUEUE_GRANTED => {
+            TICKET_NEXT | QUEUE_NEXT | QUEUE_GRANTED | PERMITS | PERMITS_HELD => {
                 let read = integer(&value);
                 let q = self.queue_mut();
                 let (slot, attribute) = match name {
                     TICKET_NEXT => (&mut q.ticket_next, TICKET_NEXT),
                     QUEUE_NEXT => (&mut q.queue_next, QUEUE_NEXT),
-                    _ => (&mut q.queue_granted, QUEUE_GRANTED),
-                };
-                *slot = read;
-                if read.is_none() {
-                    q.malformed.get_or_insert_with(|| Malformed {
-                        attribute,
-                        found: value.to_string(),
-                    });
-                }
-            }
-            PERMITS | PERMITS_HELD => {
-                let read = integer(&value);
-                let q = self.queue_mut();
-                let (slot, attribute) = match name {
+                    QUEUE_GRANTED => (&mut q.queue_granted, QUEUE_GRANTED),
                     PERMITS => (&mut q.permits, PERMITS),
                     _ => (&mut q.permits_held, PERMITS_HELD),
                 };

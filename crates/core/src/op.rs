@@ -87,6 +87,21 @@ pub struct Holder<G> {
     pub lease_duration_ms: u64,
 }
 
+/// A semaphore's grant: `permits` of the head's `limit` to `ticket` at `position` as holder
+/// `guid`, if the head counts `limit` permits (or none yet), is no Fifo head, its token is
+/// below `ticket`, every holder of `reclaim` still carries the `guid` and permits seen, and the
+/// permits fit once those are removed.
+#[derive(Debug)]
+pub struct Grant<'a, G> {
+    pub fields: &'a OpenFields<'a>,
+    pub guid: &'a G,
+    pub limit: u64,
+    pub permits: u64,
+    pub ticket: u64,
+    pub position: u64,
+    pub reclaim: &'a [Holder<G>],
+}
+
 /// What `apply` reads and writes of an item. A record may keep less than the whole item (the
 /// model checker's does): what it does not keep, it reads as absent and ignores when written.
 pub trait Record: Clone {
@@ -274,18 +289,8 @@ pub enum Op<'a, R: Record> {
         limit: u64,
         permits: u64,
     },
-    /// Semaphore: grant `permits` to `ticket` at `position` as holder `guid`, if the head counts
-    /// `limit` permits (or none yet), is no Fifo head, its token is below `ticket`, every holder
-    /// of `reclaim` still carries the `guid` seen, and the permits fit once those are removed.
-    SemGrant {
-        fields: &'a OpenFields<'a>,
-        guid: &'a R::Guid,
-        limit: u64,
-        permits: u64,
-        ticket: u64,
-        position: u64,
-        reclaim: &'a [Holder<R::Guid>],
-    },
+    /// Semaphore: grant permits to a waiter (`Grant`).
+    SemGrant(Grant<'a, R::Guid>),
     /// Semaphore heartbeat: holder `key` (holding `permits`) writes `new_guid`, if it carries
     /// one of `guids` and those permits.
     SemRenew {
@@ -561,17 +566,11 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
                 && (no_ticket_out(item) || broken::on(Broken::SemTakePastWaiter))
                 && ticket_can_rise(item)
         }
-        Op::SemGrant {
-            limit,
-            permits,
-            ticket,
-            reclaim,
-            ..
-        } => {
-            sem_head(item, *limit)
-                && token_below(item, *ticket)
-                && reclaimable(item, reclaim)
-                && permits_fit(item, *limit, *permits, reclaim)
+        Op::SemGrant(g) => {
+            sem_head(item, g.limit)
+                && token_below(item, g.ticket)
+                && reclaimable(item, g.reclaim)
+                && permits_fit(item, g.limit, g.permits, g.reclaim)
         }
         Op::SemRenew {
             key, guids, permits, ..
@@ -655,15 +654,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             limit,
             permits,
         } => sem_take(item, fields, guid, limit, permits),
-        Op::SemGrant {
-            fields,
-            guid,
-            limit,
-            permits,
-            ticket,
-            position,
-            reclaim,
-        } => sem_grant(item, fields, guid, limit, permits, ticket, position, reclaim),
+        Op::SemGrant(ref g) => sem_grant(item, g),
         Op::SemRenew {
             key,
             new_guid,
@@ -713,21 +704,11 @@ fn sem_take<R: Record>(
 
 /// `SemGrant`: the holders of `reclaim` removed, holder `guid` added with `permits`, `ticket`
 /// the token, `position` the last granted.
-#[allow(clippy::too_many_arguments)]
-fn sem_grant<R: Record>(
-    item: Option<R>,
-    fields: &OpenFields<'_>,
-    guid: &R::Guid,
-    limit: u64,
-    permits: u64,
-    ticket: u64,
-    position: u64,
-    reclaim: &[Holder<R::Guid>],
-) -> Applied<R> {
+fn sem_grant<R: Record>(item: Option<R>, g: &Grant<'_, R::Guid>) -> Applied<R> {
     let mut r = item.unwrap_or_else(R::empty);
-    sem_hold(&mut r, fields, guid, limit, permits, reclaim);
-    r.set_fencing_token(ticket);
-    r.set_queue_granted(position);
+    sem_hold(&mut r, g.fields, g.guid, g.limit, g.permits, g.reclaim);
+    r.set_fencing_token(g.ticket);
+    r.set_queue_granted(g.position);
     (Some(r), Reply::Done)
 }
 
