@@ -626,7 +626,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
         } => release(item, lock_acquired_time_unix_ms),
         Op::SetData { data, .. } => (changed(item, |r| r.set_data(data)), Reply::Done),
         Op::MarkWaiting(ref mark) => mark_waiting(item, mark),
-        Op::FifoTakeFree { fields, guid } => fifo_take_free(item, fields, guid),
+        Op::FifoTakeFree { fields, guid } => take_next_ticket(item, |r| hold(r, fields, guid)),
         Op::FifoTicket => {
             let ticket = last_ticket(item.as_ref()) + 1;
             fifo_issue(item, ticket)
@@ -653,7 +653,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             guid,
             limit,
             permits,
-        } => sem_take(item, fields, guid, limit, permits),
+        } => take_next_ticket(item, |r| sem_hold(r, fields, guid, limit, permits, &[])),
         Op::SemGrant(ref g) => sem_grant(item, g),
         Op::SemRenew {
             key,
@@ -682,24 +682,6 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             (item, Reply::WaitingMark(None))
         }
     }
-}
-
-/// `SemTake`: holder `guid` added with `permits`, the next ticket issued and granted at once
-/// (as `FifoTakeFree`); the reply carries the token.
-fn sem_take<R: Record>(
-    item: Option<R>,
-    fields: &OpenFields<'_>,
-    guid: &R::Guid,
-    limit: u64,
-    permits: u64,
-) -> Applied<R> {
-    let token = last_ticket(item.as_ref()) + 1;
-    let mut r = item.unwrap_or_else(R::empty);
-    sem_hold(&mut r, fields, guid, limit, permits, &[]);
-    r.set_fencing_token(token);
-    r.set_ticket_next(token);
-    r.set_queue_granted(r.queue_next().unwrap_or(0));
-    (Some(r), Reply::Token(token))
 }
 
 /// `SemGrant`: the holders of `reclaim` removed, holder `guid` added with `permits`, `ticket`
@@ -833,12 +815,13 @@ fn mark_waiting<R: Record>(item: Option<R>, mark: &WaitMark<'_>) -> Applied<R> {
     (item, Reply::Done)
 }
 
-/// `FifoTakeFree`: the head held with the next ticket as its token, issued and granted at
-/// once (the last position issued is the last granted); the reply carries the token.
-fn fifo_take_free<R: Record>(item: Option<R>, fields: &OpenFields<'_>, guid: &R::Guid) -> Applied<R> {
+/// `FifoTakeFree`, `SemTake`: the head held (`hold`: the lock's fields, or a semaphore's
+/// holder) with the next ticket as its token, issued and granted at once (the last position
+/// issued is the last granted); the reply carries the token.
+fn take_next_ticket<R: Record>(item: Option<R>, hold: impl FnOnce(&mut R)) -> Applied<R> {
     let token = last_ticket(item.as_ref()) + 1;
     let mut r = item.unwrap_or_else(R::empty);
-    hold(&mut r, fields, guid);
+    hold(&mut r);
     r.set_fencing_token(token);
     r.set_ticket_next(token);
     r.set_queue_granted(r.queue_next().unwrap_or(0));
