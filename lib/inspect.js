@@ -773,7 +773,8 @@ async function pruneLocks(options)
         {
             continue;
         }
-        if (lock.kind !== "Session" && (!options.resetTokens || lock.kind === "Fifo" && entries.has(JSON.stringify(item[key.partition.name]))))
+        const queued = (lock.kind === "Fifo" || lock.holders !== undefined) && entries.has(JSON.stringify(item[key.partition.name]));
+        if (lock.kind !== "Session" && (!options.resetTokens || queued))
         {
             kept++;
             continue;
@@ -785,10 +786,22 @@ async function pruneLocks(options)
         }
         if (!options.dryRun)
         {
-            // Still released, with the guid, token and Fifo counters read.
+            // Still released, with the guid, token and Fifo counters read (a semaphore's head:
+            // no permits held, and no holder since, as the token and counters read say).
             const names = { "#lease": "leaseDurationMs" };
-            const values = { ":one": { N: RELEASED } };
-            const conditions = ["#lease = :one"];
+            const values = {};
+            const conditions = [];
+            if (lock.holders)
+            {
+                names["#held"] = "permitsHeld";
+                values[":zero"] = { N: "0" };
+                conditions.push("attribute_not_exists(#lease)", "(attribute_not_exists(#held) OR #held = :zero)");
+            }
+            else
+            {
+                values[":one"] = { N: RELEASED };
+                conditions.push("#lease = :one");
+            }
             for (const [i, name] of ["guid", "fencingToken", "ticketNext"].entries())
             {
                 names[`#a${i}`] = name;

@@ -151,7 +151,7 @@ class Lock extends EventEmitter
 
     conditionCheck()
     {
-        throw notSupported("lock.conditionCheck() is for FailClosed and FailOpen locks: a Fifo lock is several items");
+        throw notSupported("lock.conditionCheck() is for FailClosed and FailOpen locks: a Fifo lock may be several items, and a semaphore's holders share one");
     }
 
     release(callback)

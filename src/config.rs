@@ -121,7 +121,13 @@ const FIFO: &[Field] = &[
 ];
 
 /// Attribute names of the Fifo head item, which its key and TTL attribute names may not take.
-const FIFO_RESERVED: [&str; 3] = [item::TICKET_NEXT, item::QUEUE_NEXT, item::QUEUE_GRANTED];
+const FIFO_RESERVED: [&str; 5] = [
+    item::TICKET_NEXT,
+    item::QUEUE_NEXT,
+    item::QUEUE_GRANTED,
+    item::PERMITS,
+    item::PERMITS_HELD,
+];
 
 /// Attributes only this library writes, which key and TTL attribute names may not take.
 const OWN_NAMES: [&str; 7] = [

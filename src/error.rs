@@ -2,6 +2,7 @@
 //! JavaScript. Contention (`FailedToAcquireLock`) is kept apart from outages (the AWS error
 //! name), because callers retry them differently.
 
+use dynamodb_lock_core::fifo::READ_WRITE_PERMITS;
 use std::fmt;
 
 /// A failure reported by a store (DynamoDB or a stand-in).
@@ -234,16 +235,35 @@ impl LockError {
                 table,
                 id,
                 permits,
-                found: Some(found),
-            } => format!(
-                "The semaphore {id} in the table \"{table}\" counts {found} permits, and this client {permits}: \
-                 every client of one id must be constructed with the same permits. Delete its item once nobody \
-                 holds or waits for it to count another number."
-            ),
-            LockError::PermitsMismatch { table, id, .. } => format!(
-                "The item {id} in the table \"{table}\" is a Fifo lock's, not a semaphore's or read/write \
-                 lock's: one id serves one kind of lock."
-            ),
+                found,
+            } => {
+                // What a head counts, or a client takes: 0 for a Fifo lock.
+                let item = |n: u64| match n {
+                    0 => "a Fifo lock's".to_string(),
+                    READ_WRITE_PERMITS => "a ReadWriteLock's".to_string(),
+                    n => format!("a Semaphore's of {n} permits"),
+                };
+                let client = |n: u64| match n {
+                    0 => "a Fifo client".to_string(),
+                    READ_WRITE_PERMITS => "a ReadWriteLock".to_string(),
+                    n => format!("a Semaphore of {n} permits"),
+                };
+                let (found, permits) = (found.unwrap_or(0), *permits);
+                let both_semaphores = ![found, permits].iter().any(|n| *n == 0 || *n == READ_WRITE_PERMITS);
+                match both_semaphores {
+                    true => format!(
+                        "The semaphore {id} in the table \"{table}\" counts {found} permits, and this client {permits}: \
+                         every client of one id must be constructed with the same permits. Delete its item once \
+                         nobody holds or waits for it to count another number."
+                    ),
+                    false => format!(
+                        "The item {id} in the table \"{table}\" is {}, and this client {}: one id serves one kind of \
+                         lock.",
+                        item(found),
+                        client(permits)
+                    ),
+                }
+            }
         }
     }
 

@@ -222,6 +222,10 @@ impl Here<Guid> for Driver<'_> {
         let until = self.held[resource].as_ref()?.lease.until()?;
         Some(self.clock.time(until))
     }
+
+    fn releases(&self, resource: usize) -> u64 {
+        self.c.fifo.releases(&self.resources[resource])
+    }
 }
 
 impl Driver<'_> {

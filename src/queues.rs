@@ -127,6 +127,8 @@ struct Local {
     held: BTreeMap<u64, Held>,
     /// Acquisitions of this client waiting in this queue.
     waiting: usize,
+    /// Heads (or a semaphore's permits) this client released, so far, while anyone waited.
+    releases: u64,
 }
 
 /// Released heads remembered per resource while this client has waiters there.
@@ -220,8 +222,15 @@ impl Queues {
             if let Some(h) = l.held.get_mut(&token) {
                 *h = Held::Released;
             }
+            l.releases += 1;
         });
         self.changed();
+    }
+
+    /// How many locks this client released on `r` while it had a waiter there.
+    pub fn releases(&self, r: &KeyValue) -> u64 {
+        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(r).map_or(0, |l| l.releases)
     }
 
     /// Whether this client holds the head with `token` (`Some(false)`: its release wakes the

@@ -54,6 +54,9 @@ pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
 pub const MAX_ROUNDS: u32 = 16;
 /// The most holders of a semaphore one grant reclaims; more are reclaimed one by one first.
 pub const MAX_RECLAIM: usize = 8;
+/// The permits a ReadWriteLock's head counts: a shared hold takes one, an exclusive hold all.
+/// More than a Semaphore may count (2^31 - 1), so that neither kind takes the other's head.
+pub const READ_WRITE_PERMITS: u64 = 1 << 40;
 
 /// One request of a Fifo acquisition, addressed to resource `resource` (an index into the
 /// acquisition's resources): its head item, or its queue entry at `position`.
@@ -306,6 +309,12 @@ pub trait Here<G> {
     /// Until when the lock this acquisition was granted on `resource` is held, as its
     /// heartbeats know it.
     fn held_until(&self, resource: usize) -> Option<Time>;
+    /// How many locks of this client on `resource` were released so far: a semaphore's next
+    /// in line reads the head at once when it changes. A client that keeps no count (the
+    /// model checker's, whose clients hold one lock at a time) says 0.
+    fn releases(&self, _resource: usize) -> u64 {
+        0
+    }
 }
 
 /// What the machine is stepped with.
@@ -336,8 +345,9 @@ pub enum Outcome<E> {
     Corrupt {
         resource: usize,
     },
-    /// The head is not one this semaphore may use: it counts `Some(n)` permits, another
-    /// number, or it is a Fifo lock's (`None`).
+    /// The head is not one this acquisition may use: it counts `Some(n)` permits (a
+    /// semaphore's of another number, or any semaphore's for a Fifo acquisition), or it is a
+    /// Fifo lock's (`None`) and this a semaphore's.
     WrongKind {
         permits: Option<u64>,
     },
@@ -506,6 +516,8 @@ struct Queued<R: Record> {
     watch: Seen<R::Guid, R::Version>,
     /// A semaphore's holders as this waiter saw them, and since when on its own clock.
     holders_seen: Vec<(Holder<R::Guid>, Time)>,
+    /// This client's releases on the resource when the head was last read (`Here::releases`).
+    releases_seen: u64,
     /// The token of a local release already acted on without a read.
     local_release_tried: u64,
     /// Another entry was found at this waiter's position: the position is not given back.
@@ -891,12 +903,15 @@ where
         }
     }
 
-    /// How a semaphore's acquisition ends on head `h`, if `h` is not one it may use.
+    /// How an acquisition ends on head `h`, if `h` is not one it may use: a semaphore's on a
+    /// head of other permits or a Fifo lock's, a Fifo acquisition on a semaphore's.
     fn wrong_kind(&self, h: &R) -> Option<Outcome<E>> {
-        let sem = self.sem?;
-        (!op::sem_head(Some(h), sem.limit)).then(|| Outcome::WrongKind {
-            permits: h.permits().filter(|_| h.lease_duration_ms().is_none()),
-        })
+        match self.sem {
+            Some(sem) => (!op::sem_head(Some(h), sem.limit)).then(|| Outcome::WrongKind {
+                permits: h.permits().filter(|_| h.lease_duration_ms().is_none()),
+            }),
+            None => h.permits().map(|n| Outcome::WrongKind { permits: Some(n) }),
+        }
     }
 
     /// A new round: a new ticket for every resource.
@@ -965,6 +980,7 @@ where
             pace: Pace::new(env.now),
             watch: None,
             holders_seen: Vec::new(),
+            releases_seen: 0,
             local_release_tried: 0,
             displaced: false,
             passed: Vec::new(),
@@ -1448,8 +1464,16 @@ where
                 Some(h) => h,
                 None => {
                     let local = match self.sem {
-                        // Other holders may be anywhere: the head is read.
-                        Some(_) => None,
+                        // Other holders may be anywhere: the head is read, at once after a
+                        // release in this client.
+                        Some(_) => {
+                            let releases = here.releases(q.resource);
+                            if releases != q.releases_seen {
+                                q.releases_seen = releases;
+                                q.next_read = now;
+                            }
+                            None
+                        }
                         None => here.holder(q.resource, q.head_token),
                     };
                     match local {
