@@ -150,6 +150,28 @@ export interface FifoAcquireOptions {
     signal?: AbortSignal;
 }
 
+/**
+ * A Semaphore: Fifo's options and `permits`. At most `permits` permits of an id are held at
+ * once, granted in ticket order on Fifo's queue and table.
+ */
+export interface SemaphoreConfig extends FifoConfig {
+    /** How many permits each id counts, an integer from 1 to 2^31 - 1. Every client of one id must give the same: the first acquisition writes it into the id's head, and a client with another number is refused (`code` `PermitsMismatch`). */
+    permits: number;
+}
+
+/** A ReadWriteLock takes Fifo's options (and no `permits`). */
+export type ReadWriteLockConfig = FifoConfig;
+
+export interface SemaphoreAcquireOptions extends FifoAcquireOptions {
+    /** How many of the id's permits to take, from 1 to the semaphore's `permits`. Default: 1. */
+    permits?: number;
+}
+
+export interface ReadWriteLockAcquireOptions extends FifoAcquireOptions {
+    /** `"shared"`: held with any other shared holders; `"exclusive"`: held alone. Default: `"exclusive"`. */
+    mode?: "shared" | "exclusive";
+}
+
 /** A Fifo lock id: the resource's partition value. */
 export type FifoLockId = string | number | Buffer | Uint8Array;
 
@@ -338,7 +360,7 @@ export interface LockListing {
     /** The partition value; on a FailClosed or FailOpen table with a sort key, `{ [partitionKey]: v, [sortKey]: v }` (`showLock` and `forceRelease` take it as `id`). */
     id: string | number | Buffer | { [key: string]: string | number | Buffer };
     /** "Session": the item of a client's session (`session: true`), which keeps the locks that name it. */
-    kind: "FailClosed" | "FailOpen" | "Fifo" | "Session";
+    kind: "FailClosed" | "FailOpen" | "Fifo" | "Semaphore" | "ReadWriteLock" | "Session";
     /**
      * Judged when read, by this host's clock against the writer's: "held"; "expired" (a lease ran out: the holder's last recorded renewal is older than its lease, or the lock's session expired, ended or is gone); "released" (a Session: ended). FailClosed is held until its item is deleted.
      * A lock whose item records no renewal time reads as "held" (`renewedUnixMs` undefined).
@@ -376,6 +398,30 @@ export interface LockListing {
     waiters?: number;
     /** Fifo, `showLock`: the resource's queue, in order. */
     queue?: FifoQueueEntry[];
+    /** Semaphore: the permits its id counts, and those its holders hold together. */
+    permits?: number;
+    permitsHeld?: number;
+    /** Semaphore and ReadWriteLock: the holders on the head (its `state` is "held" while any holder is, "expired" once every one is, "released" with none). */
+    holders?: SemaphoreHolder[];
+}
+
+/** A holder of a Semaphore's or ReadWriteLock's permits as `showLock` and `listLocks` list it. */
+export interface SemaphoreHolder {
+    /** The hex of the `guid` it was granted with: its attribute is `holder.<key>`. */
+    key: string;
+    /** The hex of the `guid` its last heartbeat wrote. */
+    guid: string;
+    owner: string;
+    /** Semaphore: the permits it holds. */
+    permits?: number;
+    /** ReadWriteLock: its hold. */
+    mode?: "shared" | "exclusive";
+    leaseDurationMs: number;
+    /** Its last heartbeat (Unix ms, its writer's clock), and how long before the read that was. */
+    renewedUnixMs?: number;
+    silentMs?: number;
+    /** "expired": not renewed for longer than its lease; a waiter that needs its permits removes it. */
+    state: "held" | "expired";
 }
 
 /** A Fifo queue entry as `showLock` lists it. */
@@ -384,6 +430,9 @@ export interface FifoQueueEntry {
     owner?: string;
     /** The fencing token its waiter is granted with. */
     ticket?: number;
+    /** A Semaphore's waiter, when its entry records it: the permits it asks for (a ReadWriteLock's: `mode`). */
+    permits?: number;
+    mode?: "shared" | "exclusive";
     /** "waiting": renewed within its lease; "expired": not renewed for longer than its lease; "finished": granted or given up. */
     state: "waiting" | "expired" | "finished";
     leaseDurationMs?: number;
@@ -406,8 +455,9 @@ export declare function showLock(options: TableOptions & { id: LockListing["id"]
 /**
  * Ends a lock's hold on purpose. By default it revokes: the holder hears "lost" at its next
  * heartbeat or session renewal, and the lock is free `freeAfterMs` after the revocation; a
- * FailClosed lock is refused (`HolderCannotBeTold`): its holder cannot be told. `now: true`
- * frees it at once, and a live holder may still be writing (`warning`).
+ * FailClosed lock is refused (`HolderCannotBeTold`): its holder cannot be told; so is a
+ * Semaphore's or ReadWriteLock's id (`NotSupported`): a waiter reclaims a dead holder's
+ * permits. `now: true` frees it at once, and a live holder may still be writing (`warning`).
  */
 export declare function forceRelease(options: TableOptions & { id: string | number | Buffer; sortValue?: string | number | Buffer; now?: boolean }): Promise<{ action: "revoked" | "deleted" | "released" | "already-free" | "absent"; lock: LockListing | null; freeAfterMs?: number; warning?: string }>;
 /**
@@ -635,6 +685,21 @@ export interface ClientControl {
 /** A FailClosed lock: no lease, so no fencing token. */
 export type FailClosedLock = Lock<undefined>;
 
+/**
+ * Permits of a Semaphore's id: `fencingToken` is the grant's ticket, unique per id and rising
+ * in grant order. `update()` rejects and `conditionCheck()` throws: a semaphore's hold has no
+ * data and shares its item with the other holders.
+ */
+export interface SemaphoreLock extends Lock<number> {
+    /** The permits this hold takes (a ReadWriteLock's: 1 shared, 2^40 exclusive). */
+    readonly permits: number;
+}
+
+/** A ReadWriteLock's hold, shared or exclusive. */
+export interface ReadWriteHold extends SemaphoreLock {
+    readonly mode: "shared" | "exclusive";
+}
+
 export type LockId<K extends string | number = string | number> = K | Buffer | Uint8Array | { [key: string]: string | number | Buffer | Uint8Array };
 
 /**
@@ -695,6 +760,46 @@ export declare const Fifo: {
 };
 
 /**
+ * A counting semaphore on Fifo's queue and table: at most `permits` permits of an id held at
+ * once, each acquisition taking one or more, granted in ticket order (a waiting request holds
+ * back later ones, so a large one is not starved). One id per acquisition. A crashed holder's
+ * permits go to the waiter next in line a lease after it last saw the holder's heartbeat.
+ * Callable with or without `new`.
+ */
+export interface Semaphore extends ClientControl {
+    acquireLock(id: FifoLockId, callback: AcquireCallback<SemaphoreLock>): void;
+    acquireLock(id: FifoLockId, options: SemaphoreAcquireOptions, callback: AcquireCallback<SemaphoreLock>): void;
+    acquireLock(id: FifoLockId, options?: SemaphoreAcquireOptions): Promise<SemaphoreLock>;
+    /** The id's head as one consistent read finds it, or `null`: `released` is false while any holder is on it, `heldByThisClient` true when one of them is this client's (`showLock` lists the holders). */
+    getLock(id: FifoLockId, callback: (error: LockError, info: LockInfo | null) => void): void;
+    getLock(id: FifoLockId): Promise<LockInfo | null>;
+}
+export declare const Semaphore: {
+    new (config: SemaphoreConfig): Semaphore;
+    (config: SemaphoreConfig): Semaphore;
+    readonly prototype: Semaphore;
+};
+
+/**
+ * Shared and exclusive holds on Fifo's queue and table: any number of shared holders or one
+ * exclusive holder per id, granted in ticket order (a waiting exclusive request holds back
+ * later shared ones, so writers are not starved). Callable with or without `new`.
+ */
+export interface ReadWriteLock extends ClientControl {
+    acquireLock(id: FifoLockId, callback: AcquireCallback<ReadWriteHold>): void;
+    acquireLock(id: FifoLockId, options: ReadWriteLockAcquireOptions, callback: AcquireCallback<ReadWriteHold>): void;
+    acquireLock(id: FifoLockId, options?: ReadWriteLockAcquireOptions): Promise<ReadWriteHold>;
+    /** The id's head as one consistent read finds it, or `null`, as `Semaphore.getLock` reads it. */
+    getLock(id: FifoLockId, callback: (error: LockError, info: LockInfo | null) => void): void;
+    getLock(id: FifoLockId): Promise<LockInfo | null>;
+}
+export declare const ReadWriteLock: {
+    new (config: ReadWriteLockConfig): ReadWriteLock;
+    (config: ReadWriteLockConfig): ReadWriteLock;
+    readonly prototype: ReadWriteLock;
+};
+
+/**
  * The module as one object, for `import DynamoDBLockClient from "dynamodb-lock-native"` (with
  * or without `esModuleInterop`) and `require("dynamodb-lock-native").default`. A namespace, so
  * that its types are named through it too (`DynamoDBLockClient.FailOpen`,
@@ -736,6 +841,15 @@ declare namespace dynamodbLockNative {
     export import FifoAcquireOptions = self.FifoAcquireOptions;
     export import FifoConfig = self.FifoConfig;
     export import FifoLockId = self.FifoLockId;
+    export import ReadWriteHold = self.ReadWriteHold;
+    export import ReadWriteLock = self.ReadWriteLock;
+    export import ReadWriteLockAcquireOptions = self.ReadWriteLockAcquireOptions;
+    export import ReadWriteLockConfig = self.ReadWriteLockConfig;
+    export import Semaphore = self.Semaphore;
+    export import SemaphoreAcquireOptions = self.SemaphoreAcquireOptions;
+    export import SemaphoreConfig = self.SemaphoreConfig;
+    export import SemaphoreHolder = self.SemaphoreHolder;
+    export import SemaphoreLock = self.SemaphoreLock;
     export import Lock = self.Lock;
     export import LockClient = self.LockClient;
     export import LockData = self.LockData;

@@ -201,7 +201,8 @@ describe("the README, docs/ and the package", () =>
             const errors = readme.slice(readme.indexOf("## Errors"), readme.indexOf("## Events"));
             for (const code of ["FailedToAcquireLock", "FailedToReleaseLock", "ConfigError", "CredentialsError", "InvalidArgument",
                 "InvalidLockId", "InvalidResponse", "HttpStatus", "InternalServerError", "NetworkingError", "TimeoutError",
-                "CRC32CheckFailed", "AbortError", "LockLost", "LeaseExpired", "InternalError", "ValidationError", "ResourceNotFoundException"])
+                "CRC32CheckFailed", "AbortError", "LockLost", "LeaseExpired", "InternalError", "ValidationError", "ResourceNotFoundException",
+                "PermitsMismatch"])
             {
                 assert.ok(errors.includes(`\`${code}`), `the Errors section lists ${code}`);
             }
