@@ -12,11 +12,18 @@ use tokio::time::Instant;
 use crate::cancel::Cancel;
 use crate::error::StoreError;
 use crate::item::{self, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
-use crate::lock::Permit;
 use crate::settings::Settings;
 use crate::store::Store;
 
 pub type Request = Req<Guid, Version>;
+
+/// Permits of a semaphore held: the holder's attribute on its head is keyed by `key` (the
+/// `guid` it was granted with), and holds `permits`.
+#[derive(Clone, Debug)]
+pub struct Permit {
+    pub key: Guid,
+    pub permits: u64,
+}
 
 /// Where a machine's requests go: one lock of one client.
 pub struct Target<'a> {

@@ -17,7 +17,7 @@ use dynamodb_lock_core::{ending, held};
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
-use crate::drive::{run, Clock, Target};
+use crate::drive::{run, Clock, Permit, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
@@ -193,14 +193,6 @@ pub struct HeldLock {
     /// A semaphore's permits: the lock is its holder's attribute on the head.
     pub permit: Option<Permit>,
     pub(crate) state: Mutex<LockState>,
-}
-
-/// Permits of a semaphore held: the holder's attribute on its head is keyed by `key` (the
-/// `guid` it was granted with), and holds `permits`.
-#[derive(Clone, Debug)]
-pub struct Permit {
-    pub key: Guid,
-    pub permits: u64,
 }
 
 impl std::fmt::Debug for HeldLock {
