@@ -37,6 +37,7 @@ process.emitWarning = function(warning, ...rest)
     return emitWarning.call(process, warning, ...rest);
 };
 
+const { runOnGo } = require("./go.js");
 const Native = require("../..");
 const { DynamoDBClient, GetItemCommand } = require("@aws-sdk/client-dynamodb");
 const { holdersOfItem } = require("./permits-history.js");
@@ -185,27 +186,5 @@ if (job.hold)
 }
 else
 {
-    say({ ready: true });
-    let go = "";
-    process.stdin.setEncoding("utf8");
-    process.stdin.on("data", chunk =>
-        {
-            if (go === null)
-            {
-                return;
-            }
-            go += chunk;
-            if (go.includes("\n"))
-            {
-                go = null;
-                process.stdin.pause();
-                loop().then(
-                    () => process.exit(0),
-                    e =>
-                    {
-                        say({ error: "Crash", message: e && e.stack });
-                        process.exit(1);
-                    });
-            }
-        });
+    runOnGo(loop, say);
 }
