@@ -37,6 +37,7 @@ process.emitWarning = function(warning, ...rest)
     return emitWarning.call(process, warning, ...rest);
 };
 
+const { runOnGo } = require("./go.js");
 const Native = require("../..");
 const { DynamoDBClient, GetItemCommand, PutItemCommand } = require("@aws-sdk/client-dynamodb");
 
@@ -243,36 +244,7 @@ async function main()
 }
 
 holdBackground().then(
-    () =>
-    {
-        say({ ready: true });
-        let go = "";
-        process.stdin.setEncoding("utf8");
-        process.stdin.on("data", chunk =>
-            {
-                if (go === null)
-                {
-                    return;
-                }
-                go += chunk;
-                if (go.includes("\n"))
-                {
-                    go = null;
-                    process.stdin.pause();
-                    main().then(
-                        () =>
-                        {
-                            direct.destroy();
-                            process.exit(0);
-                        },
-                        e =>
-                        {
-                            say({ error: "Crash", message: e && e.stack });
-                            process.exit(1);
-                        });
-                }
-            });
-    },
+    () => runOnGo(() => main().finally(() => direct.destroy()), say),
     e =>
     {
         say({ error: "BackgroundAcquire", code: e.code, message: e.message });

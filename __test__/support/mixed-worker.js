@@ -18,6 +18,7 @@
 // grant refused as LeaseExpired (its answer came after the whole lease) is asked for again,
 // up to 3 times an iteration, and counted in lateGrants.
 
+const { runOnGo } = require("./go.js");
 const { documentClient } = require("./v2.js");
 
 const job = JSON.parse(process.argv[2]);
@@ -111,28 +112,4 @@ async function main()
     say({ done: true, acquisitions, lateGrants, stoppedEarly, ms: Date.now() - startedAt });
 }
 
-say({ ready: true });
-let go = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", chunk =>
-    {
-        if (go === null)
-        {
-            return;
-        }
-        go += chunk;
-        if (go.includes("\n"))
-        {
-            go = null;
-            process.stdin.pause();
-            main().then(
-                () => process.exit(0),
-                e =>
-                {
-                    say({ error: "Crash", message: e && e.stack });
-                    process.exit(1);
-                }
-            );
-        }
-    }
-);
+runOnGo(main, say);
