@@ -195,10 +195,8 @@ pub async fn send(to: &Target<'_>, req: &Request) -> Result<op::Reply<LockRecord
 /// A held semaphore's request (`send`): its release removes the holder and gives its permits
 /// back; a read sees the head as the holder's item (`op::permit_view`).
 async fn send_permit(to: &Target<'_>, p: &Permit, op: Op<'_, LockRecord>) -> Result<op::Reply<LockRecord>, StoreError> {
-    let shown = format!("{op:?}");
-    let Some(op) = op::permit_op(op, &p.key, p.permits) else {
-        return Err(crate::store::not_supported(format!("{shown} on a semaphore's permits")));
-    };
+    let op = op::permit_op(op, &p.key, p.permits)
+        .map_err(|other| crate::store::not_supported(format!("{other:?} on a semaphore's permits")))?;
     let view = |r: Option<LockRecord>| op::permit_view(r, &p.key);
     match to.store.apply(to.key, &op).await {
         Ok(op::Reply::Before(r)) => Ok(op::Reply::Before(view(r))),

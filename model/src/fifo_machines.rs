@@ -465,7 +465,8 @@ impl FifoMachines {
             }
             Rq::Permit(r, key, permits) => {
                 parts = r.parts(&adds);
-                core_op::permit_op(r.op(&adds, &parts), key, (*permits).into()).expect("a release's request")
+                core_op::permit_op(r.op(&adds, &parts), key, (*permits).into())
+                    .unwrap_or_else(|other| unreachable!("{other:?} for permits"))
             }
         };
         let grants = matches!(rq, Rq::Fifo(Request::SemTake { .. } | Request::SemGrant { .. }));

@@ -490,13 +490,13 @@ pub fn reclaimable<R: Record>(head: Option<&R>, reclaim: &[Holder<R::Guid>]) -> 
 }
 
 /// What a held semaphore's permits send in place of a held lock's operation (its release
-/// machine's, `ending`): a read as it is, a release as the removal of holder `key`. `None` for
-/// any other: nothing else is sent for permits.
-pub fn permit_op<'a, R: Record>(op: Op<'a, R>, key: &'a R::Guid, permits: u64) -> Option<Op<'a, R>> {
+/// machine's, `ending`): a read as it is, a release as the removal of holder `key`. Any other
+/// comes back as the error: nothing else is sent for permits.
+pub fn permit_op<'a, R: Record>(op: Op<'a, R>, key: &'a R::Guid, permits: u64) -> Result<Op<'a, R>, Op<'a, R>> {
     match op {
-        Op::Get => Some(Op::Get),
-        Op::Release { guids, .. } => Some(Op::SemRelease { key, guids, permits }),
-        _ => None,
+        Op::Get => Ok(Op::Get),
+        Op::Release { guids, .. } => Ok(Op::SemRelease { key, guids, permits }),
+        other => Err(other),
     }
 }
 
