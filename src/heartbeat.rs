@@ -21,12 +21,11 @@ use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
-use rand::Rng;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::heartbeat as machine;
-use dynamodb_lock_core::held;
+use dynamodb_lock_core::heartbeat::{self as machine, Loss};
+use dynamodb_lock_core::hold;
 use dynamodb_lock_core::op::Op;
 use dynamodb_lock_core::original;
 use dynamodb_lock_core::request::Purpose;
@@ -521,24 +520,15 @@ impl Heartbeats {
         Hurry(&self.inbox)
     }
 
-    /// Watches a lock just taken (`Scheduler::watch`): its first heartbeat at a random point
-    /// of its period, so that locks taken together renew evenly spread over the period, or,
-    /// without heartbeats, the report of the end of its lease. Times count from when the write
-    /// that took the lock was sent, as its lease does: after an answer slower than the period,
-    /// the first heartbeat starts at once.
+    /// Watches a lock just taken (`Scheduler::watch`) from when its state says it is first
+    /// stepped: its first heartbeat, at a random point of its period so that locks taken
+    /// together renew evenly spread over the period, or, without heartbeats, the end of its
+    /// lease. Times count from when the write that took the lock was sent, as its lease does:
+    /// after an answer slower than the period, the first heartbeat starts at once.
     pub fn watch(&self, lock: &Arc<HeldLock>) {
-        let Some(until) = lock.lease.until() else { return };
-        let now = Instant::now();
-        let s = &lock.client.settings;
-        let config = beat_config(s, s.heartbeat_period.unwrap_or_default());
-        let sent = leased_from(s, until, now);
-        let first = machine::first_step(
-            &config,
-            s.heartbeat_period.is_some(),
-            rand::thread_rng().gen(),
-            until.saturating_duration_since(sent),
-        );
-        self.schedule(lock, (sent + first).max(now));
+        if let Some(first) = lock.first_step {
+            self.schedule(lock, first);
+        }
     }
 
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -640,7 +630,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             while let Some((lock, e, permit)) = next_start_due(&mut heap, &flight, pacer.as_deref(), now) {
                 flight_early = flight_early.min(e.early);
                 unsent = true;
-                running.push(guarded_beat(lock, e.due, permit, flight.clone(), pacer.clone()));
+                running.push(guarded_beat(lock, permit, flight.clone(), pacer.clone()));
             }
             continue;
         }
@@ -757,12 +747,11 @@ fn next_start_due(
 /// (when the next one is due, or the panic).
 async fn guarded_beat(
     lock: Arc<HeldLock>,
-    due: Instant,
     permit: OwnedSemaphorePermit,
     flight: Arc<Flight>,
     pacer: Option<Arc<Pacer>>,
 ) -> Outcome {
-    let beat = beat(&lock, due, Some(permit), &flight, pacer.as_deref());
+    let beat = beat(&lock, Some(permit), &flight, pacer.as_deref());
     let outcome = AssertUnwindSafe(beat).catch_unwind().await;
     (lock, outcome)
 }
@@ -790,34 +779,11 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
     let next = match outcome {
         Ok(Some(next)) => next,
         Ok(None) => return,
-        // A panic must not silently stop heartbeats: report it, and try again a period later
-        // while the lease lasts. Once it has run out unrenewed, the lock is lost, told once,
-        // and nothing more is tried.
+        // A panic while the lock's state was not in hand (`beat` catches those within it, and
+        // its state decides what follows): the lock is stepped again a period later.
         Err(_) => {
-            let now = Instant::now();
-            let until = lock.lease.until().filter(|u| *u > now);
-            lock.emit(LockEvent::Error(
-                LockError::Internal("heartbeat panicked".into()),
-                Risk {
-                    at_risk: true,
-                    remaining: until.map_or(Duration::ZERO, |u| u - now),
-                },
-            ));
-            match until {
-                Some(until) => {
-                    let period = lock.client.settings.heartbeat_period.unwrap_or_default();
-                    (now + period.max(TIMER_GRAIN)).min(until)
-                }
-                _ => {
-                    tokio::spawn(async move {
-                        let mut st = lock.state.lock().await;
-                        if st.lost.is_none() && !st.released {
-                            lapse(&lock, &mut st);
-                        }
-                    });
-                    return;
-                }
-            }
+            let period = lock.client.settings.heartbeat_period.unwrap_or_default();
+            Instant::now() + period.max(TIMER_GRAIN)
         }
     };
     push(heap, seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
@@ -842,40 +808,59 @@ fn batch_window(lock: &HeldLock) -> Duration {
         .map_or(Duration::ZERO, |p| (p / BATCH_SHARE).min(BATCH_MAX))
 }
 
-/// One heartbeat of `lock`, due at `due`: steps the core's machine (`dynamodb_lock_core::
-/// heartbeat`, where the protocol and its timing are stated) with this process's monotonic
-/// clock, sends the writes it asks for, and reports what it decides. Writes beside a slow one
-/// are sent only in a free slot; a retry waits for one, and for the cap. While a write is out
-/// a release waits (it then writes with every `guid` the item may carry); between attempts it
-/// stops the heartbeat at once. Returns when the next heartbeat is due, or `None` when this
-/// lock needs no more.
+/// Steps `lock` once its state is in hand: its heartbeat, as the core's `hold::Hold` (and
+/// within it `heartbeat::Beat`, where the protocol and its timing are stated) says, on this
+/// process's monotonic clock. Returns when the lock is next due, or `None` when it needs no
+/// more steps. A panic while it steps is reported and handled as the state says
+/// (`Hold::failed_outside`): tried again a period later while the lease lasts, else lost.
 pub(crate) async fn beat(
     lock: &HeldLock,
-    due: Instant,
+    permit: Option<OwnedSemaphorePermit>,
+    flight: &Flight,
+    pacer: Option<&Pacer>,
+) -> Option<Instant> {
+    let mut st = lock.state.lock().await;
+    if lock.is_stopping() {
+        return None;
+    }
+    let stepped = AssertUnwindSafe(steps(lock, &mut st, permit, flight, pacer))
+        .catch_unwind()
+        .await;
+    stepped.unwrap_or_else(|_| {
+        let now = Instant::now().saturating_duration_since(lock.base);
+        for action in st.failed_outside(now) {
+            match action {
+                hold::Action::Failed { at_risk, remaining, .. } => lock.emit(LockEvent::Error(
+                    LockError::Internal("heartbeat panicked".into()),
+                    Risk { at_risk, remaining },
+                )),
+                hold::Action::Lost(_) => lock.emit(LockEvent::Lost(LostReason::LeaseExpired)),
+                _ => {}
+            }
+        }
+        st.poll_timeout().map(|t| lock.base + t)
+    })
+}
+
+/// The lock's step: sends the writes its state asks for and reports what it decides. Writes
+/// beside a slow one are sent only in a free slot; a retry waits for one, and for the cap.
+/// While a write is out a release waits (it then writes with every `guid` the item may
+/// carry); between attempts it stops the heartbeat at once.
+async fn steps(
+    lock: &HeldLock,
+    st: &mut LockState,
     mut permit: Option<OwnedSemaphorePermit>,
     flight: &Flight,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
     let s = &lock.client.settings;
-    let mut st = lock.state.lock().await;
-    if lock.is_stopping() || !st.beats() {
-        return None;
-    }
-    let lease_until = lock.lease.until()?;
-    let Some(period) = s.heartbeat_period else {
-        return watch_lapse(lock, &mut st, lease_until);
-    };
-    let new = st.beat_starts(new_guid())?;
-    let guids = [st.guid, new];
+    let base = lock.base;
+    let t = |i: Instant| i.saturating_duration_since(base);
     let f = s.open_fields();
     let to = &target(lock);
-    let now = Instant::now();
-    // The machine's clock: time since the earliest instant it is told of.
-    let base = due.min(now).min(lease_until);
-    let t = |i: Instant| i.saturating_duration_since(base);
-    let config = beat_config(s, period);
-    let (mut m, mut actions) = machine::Beat::start(config, t(due), t(lease_until), t(now), flight.round_trip());
-    let mut watch = flight.watch(lock.id, base + m.urgent());
+    let fresh = s.heartbeat_period.map(|_| new_guid());
+    let mut actions = st.handle_timeout(t(Instant::now()), fresh, Duration::ZERO, flight.round_trip());
+    let mut watch: Option<Watch<'_>> = None;
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
     let mut writes = 0u32;
     let mut last_error: Option<StoreError> = None;
@@ -887,8 +872,8 @@ pub(crate) async fn beat(
             match action {
                 // Nothing goes out once the lock is released or abandoned: a release waits
                 // for the writes already out, and writes with every `guid` they may leave.
-                machine::Action::Write if lock.is_stopping() => m.write_not_sent(),
-                machine::Action::Write => {
+                hold::Action::Write { .. } if lock.is_stopping() => st.write_not_sent(),
+                hold::Action::Write { guids, new } => {
                     writes += 1;
                     // The first write goes out in the scheduler's slot; an attempt's first
                     // write waits for a slot (and for the cap); one beside a slow write only
@@ -899,35 +884,48 @@ pub(crate) async fn beat(
                         None => (flight.slots.clone().try_acquire_owned().ok(), false),
                     };
                     if slot.is_none() && !wait {
-                        m.write_not_sent();
+                        st.write_not_sent();
                         continue;
                     }
                     count_write(s, writes);
                     let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
-                    let renew = renewal(lock, to, &guids, &new, &f);
+                    let renew = renewal(lock, to, guids, new, &f);
                     out.push(write(renew, slot, flight.slots.clone(), paced_at));
                 }
-                machine::Action::Abandon => out.clear(),
-                machine::Action::Failed {
+                hold::Action::Abandon => out.clear(),
+                hold::Action::Failed {
                     report,
                     at_risk,
                     remaining,
                 } => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
-                machine::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
+                hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 }),
-                machine::Action::Landed => st.landed(),
-                machine::Action::Renewed { until, next } => {
-                    lock.lease.set(base + until);
-                    return Some(base + next);
+                hold::Action::Renewed { until } => lock.lease.set(base + until),
+                hold::Action::Lost(Loss::Lapsed) => {
+                    lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
+                    return None;
                 }
-                machine::Action::Lost(machine::Loss::Lapsed) => return lapse(lock, &mut st),
-                machine::Action::Lost(machine::Loss::NotOurs) => return taken(lock, &mut st),
+                hold::Action::Lost(Loss::NotOurs) => {
+                    lock.emit(LockEvent::Lost(LostReason::NotOwner));
+                    return None;
+                }
+                // A release takes the state before it asks the machine, once no write is out:
+                // it never waits inside it.
+                hold::Action::Release(_) => {}
             }
         }
-        watch.set(lock.id, base + m.urgent());
-        let wake_at = base + m.poll_timeout()?;
-        let backoff = s.policy().backoff(m.attempts() + 1);
+        let next = st.poll_timeout().map(|t| base + t);
+        let Some(urgent) = st.urgent() else {
+            // The heartbeat is over, or none started (a lock without heartbeats).
+            return next;
+        };
+        match watch.as_mut() {
+            Some(w) => w.set(lock.id, base + urgent),
+            None => watch = Some(flight.watch(lock.id, base + urgent)),
+        }
+        let wake_at = next?;
+        let backoff = s.policy().backoff(st.attempts() + 1);
         tokio::select! {
             biased;
             // Between attempts, a release stops the heartbeat at once; while a write is out it
@@ -935,7 +933,7 @@ pub(crate) async fn beat(
             // An abandoned lock (its client closed, its thread ended) stops at once.
             _ = &mut woken, if out.is_empty() || lock.is_abandoned() => return None,
             _ = tokio::time::sleep_until(wake_at) => {
-                actions = m.timer(t(Instant::now()), backoff, flight.round_trip());
+                actions = st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip());
             }
             Some((sent, r)) = out.next(), if !out.is_empty() => {
                 let now = Instant::now();
@@ -947,7 +945,7 @@ pub(crate) async fn beat(
                         lock.emit(LockEvent::Revoked(revoked));
                     }
                 });
-                actions = m.answer(t(now), answer_of(r, &mut last_error), backoff);
+                actions = st.handle_answer(t(now), answer_of(r, &mut last_error), backoff);
             }
         }
     }
@@ -992,27 +990,27 @@ fn count_write(s: &crate::settings::Settings, writes: u32) {
 fn renewal<'a>(
     lock: &'a HeldLock,
     to: &'a Target<'a>,
-    guids: &'a [Guid; 2],
-    new: &'a Guid,
+    guids: [Guid; 2],
+    new: Guid,
     f: &'a OpenFields<'a>,
 ) -> Renew<'a> {
     let s = &lock.client.settings;
     if s.original_requests {
-        let req = original::heartbeat(&s.protocol(), &guids[0], new, lock.fencing_token, unix_now_ms());
+        let req = original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
         Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) })
     } else if let Some(p) = &lock.permit {
         Box::pin(async move {
             let op = Op::SemRenew {
                 key: &p.key,
-                guids,
-                new_guid: new,
+                guids: &guids,
+                new_guid: &new,
                 permits: p.permits,
                 fields: f,
             };
             lock.client.store.apply(&lock.key, &op).await.map(|_| Vec::new())
         })
     } else {
-        lock.client.store.renew(&lock.key, guids, new, f)
+        Box::pin(async move { lock.client.store.renew(&lock.key, &guids, &new, f).await })
     }
 }
 
@@ -1062,63 +1060,12 @@ fn answer_of(r: Result<(), StoreError>, last_error: &mut Option<StoreError>) -> 
     }
 }
 
-/// What the core's heartbeat machine reads of a client's settings.
-fn beat_config(s: &crate::settings::Settings, period: Duration) -> machine::Config {
-    machine::Config {
-        lease: s.lease(),
-        period,
-        danger_margin: s.danger_margin,
-        request_timeout: s.request_timeout,
-        timer_grain: TIMER_GRAIN,
-        writes_out: if s.original_requests {
-            original::HEARTBEAT_WRITES_OUT
-        } else {
-            machine::MOST_WRITES_OUT
-        },
-    }
-}
-
 /// The write of one heartbeat.
 type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>, StoreError>> + Send + 'a>>;
 
 /// A heartbeat write under way: when it was sent, and its answer.
 type Write<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = (Instant, Result<Vec<Vec<u8>>, StoreError>)> + Send + 'a>>;
-
-/// A lock without heartbeats, whose lease ends at `lease_until`: lost if the core says its
-/// lease is over, else watched again when it will be.
-fn watch_lapse(lock: &HeldLock, st: &mut LockState, lease_until: Instant) -> Option<Instant> {
-    let s = &lock.client.settings;
-    let config = beat_config(s, Duration::ZERO);
-    let now = Instant::now();
-    let sent = leased_from(s, lease_until, now);
-    let until = lease_until.saturating_duration_since(sent);
-    if machine::lapsed(&config, now.saturating_duration_since(sent), until) {
-        return lapse(lock, st);
-    }
-    Some(sent + machine::first_step(&config, false, 0, until))
-}
-
-/// When the write that took a lock whose lease ends at `until` was sent (the core's times count
-/// from it), and never after `now`.
-fn leased_from(s: &crate::settings::Settings, until: Instant, now: Instant) -> Instant {
-    until.checked_sub(s.lease()).map_or(now, |sent| sent.min(now))
-}
-
-/// The lease ran out: the lock is lost. A `guid` a heartbeat may have written stays known, so
-/// that a release can still free the item if nobody has taken it.
-fn lapse(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
-    st.lose(held::Lost::Lapsed);
-    lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
-    None
-}
-
-/// Someone else holds the lock now: it is lost.
-fn taken(lock: &HeldLock, st: &mut LockState) -> Option<Instant> {
-    st.lose(held::Lost::Taken);
-    lock.emit(LockEvent::Lost(LostReason::NotOwner));
-    None
-}
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::{ending, held};
+use dynamodb_lock_core::{ending, held, hold};
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
@@ -132,9 +132,9 @@ const ENDED: u64 = 0;
 const NO_LEASE: u64 = u64::MAX;
 
 impl Lease {
-    fn new(until: Option<Instant>) -> Self {
+    fn new(base: Instant, until: Option<Instant>) -> Self {
         let lease = Lease {
-            base: Instant::now(),
+            base,
             end: AtomicU64::new(NO_LEASE),
         };
         if let Some(until) = until {
@@ -165,10 +165,11 @@ impl Lease {
     }
 }
 
-/// Mutable state of a held lock, behind its mutex: its `guid`s and its fate (the core's
-/// `held::Held`). A heartbeat holds the mutex while its write is on the wire, so a release,
-/// which takes it, waits for that write to be answered (or dropped) as the core's rule says.
-pub type LockState = held::Held<Guid>;
+/// Mutable state of a held lock, behind its mutex: the core's `hold::Hold`, which decides its
+/// lease, heartbeats and fate, with its `guid`s. A heartbeat holds the mutex while its write
+/// is on the wire, so a release, which takes it, waits for that write to be answered (or
+/// dropped) as the core's rule says.
+pub type LockState = hold::Hold<Guid>;
 
 pub struct HeldLock {
     pub id: u64,
@@ -179,6 +180,12 @@ pub struct HeldLock {
     /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
     /// holder at most since then, which bounds its pause (`StandBack`).
     pub taken_at: Instant,
+    /// The origin of the lock's times in its state (the core's clock): when the write that
+    /// took it was sent.
+    pub(crate) base: Instant,
+    /// When the heartbeat scheduler first steps the lock, as its state says; `None` for a lock
+    /// it never steps (without a lease).
+    pub(crate) first_step: Option<Instant>,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
     /// Set by `release()` before it waits for the state: no heartbeat starts after it.
@@ -217,22 +224,35 @@ impl HeldLock {
         fencing_token: Option<u64>,
         leased_from: Option<Instant>,
     ) -> Self {
-        let lease_until = leased_from.map(|sent| sent + client.settings.lease());
+        let now = Instant::now();
+        let s = &client.settings;
+        let lease_until = leased_from.map(|sent| sent + s.lease());
+        let base = leased_from.map_or(now, |sent| sent.min(now));
+        let state = hold::Hold::new(
+            s.beat_config(),
+            s.heartbeat_period.is_some(),
+            guid,
+            leased_from.map(|sent| sent.saturating_duration_since(base)),
+            now - base,
+            rand::random(),
+        );
         HeldLock {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key,
             fencing_token,
             contended: false,
-            taken_at: Instant::now(),
+            taken_at: now,
+            base,
+            first_step: state.poll_timeout().map(|t| base + t),
             client,
             stopping: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
-            lease: Lease::new(lease_until),
+            lease: Lease::new(now, lease_until),
             session: None,
             permit: None,
-            state: Mutex::new(held::Held::new(guid)),
+            state: Mutex::new(state),
         }
     }
 
@@ -460,7 +480,7 @@ impl HeldLock {
         }
         // Holding the state, no heartbeat awaits a write: what was on the wire was answered or
         // dropped (a `guid` it may have written stays known).
-        st.on_the_wire(false);
+        st.settle();
         let (guids, taken) = match st.release(kind) {
             held::Release::Write { guids, taken } => (guids, taken),
             // As in the original: releasing a released FailOpen lock is quiet...

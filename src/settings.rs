@@ -62,6 +62,24 @@ pub struct TtlSettings {
 }
 
 impl Settings {
+    /// What the core's heartbeat reads of these settings (a lock without heartbeats: a zero
+    /// period).
+    pub fn beat_config(&self) -> dynamodb_lock_core::heartbeat::Config {
+        use dynamodb_lock_core::{heartbeat, original};
+        heartbeat::Config {
+            lease: self.lease(),
+            period: self.heartbeat_period.unwrap_or_default(),
+            danger_margin: self.danger_margin,
+            request_timeout: self.request_timeout,
+            timer_grain: TIMER_GRAIN,
+            writes_out: if self.original_requests {
+                original::HEARTBEAT_WRITES_OUT
+            } else {
+                heartbeat::MOST_WRITES_OUT
+            },
+        }
+    }
+
     pub fn new(kind: Kind, owner: String) -> Self {
         Settings {
             kind,

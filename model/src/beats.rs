@@ -1,14 +1,14 @@
-//! A FailOpen holder's heartbeats, stepped as the addon's scheduler steps them
-//! (src/heartbeat.rs `beat`), for both models that hold such a lock: the lease model's clients
-//! (`machines`) and the session's item (`session`). The core's `held::Held` keeps the `guid`s,
-//! the core's `heartbeat::Beat` runs one heartbeat at a time. Of the writes a heartbeat asks
-//! for, one is on the wire at a time (another is "not sent", as when the scheduler has no free
-//! slot).
+//! A FailOpen holder's heartbeats, for both models that hold such a lock: the lease model's
+//! clients (`machines`) and the session's item (`session`). The core's `hold::Hold` decides
+//! the held lock's life, as it does in the addon; this is its wire. Of the writes a heartbeat
+//! asks for, one is on the wire at a time (another is "not sent", as when the addon's
+//! scheduler has no free slot), and only `left` heartbeats write.
 
 use std::time::Duration;
 
-use dynamodb_lock_core::heartbeat::{self, Beat};
-use dynamodb_lock_core::held::{self, Held};
+use dynamodb_lock_core::heartbeat::{self, Time};
+use dynamodb_lock_core::held;
+use dynamodb_lock_core::hold::{self, Hold};
 use dynamodb_lock_core::settings::Kind;
 
 use crate::env::{ms, tick, Tick};
@@ -16,17 +16,12 @@ use crate::item::G;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Beats {
-    pub held: Held<G>,
-    pub beat: Option<Beat>,
+    pub hold: Hold<G>,
     /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true)`:
     /// renewed, `Landed(false)`: refused).
     pub net: Option<([G; 2], G, BeatNet)>,
-    /// When the heartbeat must be stepped, or the next is due.
-    pub wake: Tick,
     /// Heartbeats that write, left to start.
     pub left: u8,
-    /// `release()` was called and waits for the heartbeat's write.
-    pub releasing: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,7 +33,7 @@ pub enum BeatNet {
 
 /// What a heartbeat's actions did to the lock, for the model that holds it.
 pub struct Carried {
-    /// Renewed until then (the next heartbeat is due at `Beats::wake`).
+    /// Renewed until then.
     pub renewed: Option<Tick>,
     /// The lock is lost.
     pub lost: bool,
@@ -47,55 +42,59 @@ pub struct Carried {
 }
 
 impl Beats {
-    /// A heartbeat is to start (`writing`: only one that writes, while some are left) or to be
-    /// stepped at `wake`.
-    pub fn due(&self, writing: bool) -> bool {
-        self.beat.is_some() || (!self.releasing && (!writing || self.left > 0) && self.held.beats())
+    /// A lock taken under `g` with the write sent at `sent_at`, at `now`; `beats`: it
+    /// heartbeats, first at the period's last point that the addon's random number may pick.
+    pub fn new(cfg: heartbeat::Config, beats: bool, g: G, sent_at: Time, now: Tick, left: u8) -> Beats {
+        let last = (cfg.period.as_micros() as u64).saturating_sub(1);
+        Beats {
+            hold: Hold::new(cfg, beats, g, Some(sent_at), ms(now), last),
+            net: None,
+            left,
+        }
     }
 
-    /// The heartbeat's timer fires, or a heartbeat starts on a lease that ends at `until`: a
-    /// writing one under the `guid` `fresh` gives while any are left, else the one that
-    /// reports the loss moment.
-    pub fn step(
-        &mut self,
-        cfg: heartbeat::Config,
-        until: Tick,
-        now: Tick,
-        fresh: impl FnOnce() -> G,
-    ) -> Vec<heartbeat::Action> {
-        if let Some(b) = self.beat.as_mut() {
-            return b.timer(ms(now), ms(1), Duration::ZERO);
-        }
-        if self.left > 0 {
-            let fresh = self.held.pending.unwrap_or_else(fresh);
-            self.held.beat_starts(fresh).expect("a lock that needs heartbeats");
+    /// When the lock is next stepped, if it needs to be.
+    pub fn wake(&self) -> Option<Tick> {
+        self.hold.poll_timeout().map(tick)
+    }
+
+    /// A heartbeat is under way, or is to start (`writing`: only one that writes, while some
+    /// are left).
+    pub fn due(&self, writing: bool) -> bool {
+        self.hold.under_way() || ((!writing || self.left > 0) && self.hold.poll_timeout().is_some())
+    }
+
+    /// The heartbeat's timer fires, or one starts: a writing one under the `guid` `fresh`
+    /// gives while any are left, else one that only reports the loss moment.
+    pub fn step(&mut self, now: Tick, fresh: impl FnOnce() -> G) -> Vec<hold::Action<G>> {
+        let fresh = (!self.hold.under_way() && self.left > 0).then(|| {
             self.left -= 1;
-        }
-        let (b, actions) = Beat::start(cfg, ms(self.wake), ms(until), ms(now), Duration::ZERO);
-        self.beat = Some(b);
-        actions
+            self.hold.held.pending.unwrap_or_else(fresh)
+        });
+        self.hold.handle_timeout(ms(now), fresh, ms(1), Duration::ZERO)
     }
 
     /// The heartbeat's write was answered.
-    pub fn answered(&mut self, now: Tick) -> Vec<heartbeat::Action> {
+    pub fn answered(&mut self, now: Tick) -> Vec<hold::Action<G>> {
         let Some((_, _, BeatNet::Landed(ok))) = self.net.take() else {
             unreachable!("an answer to a write that landed")
         };
-        self.held.on_the_wire(false);
         let answer = if ok {
             heartbeat::Answer::Renewed
         } else {
             heartbeat::Answer::NotOurs
         };
-        match self.beat.as_mut() {
-            Some(b) => b.answer(ms(now), answer, ms(1)),
-            None => Vec::new(),
-        }
+        self.hold.handle_answer(ms(now), answer, ms(1))
     }
 
-    /// Carries out what the heartbeat asks for; a write given up on while out goes to
-    /// `stray` (it may still land).
-    pub fn carry(&mut self, actions: Vec<heartbeat::Action>, mut stray: impl FnMut([G; 2], G)) -> Carried {
+    /// The release is called.
+    pub fn release(&mut self) -> held::Release<G> {
+        self.hold.release(Kind::FailOpen)
+    }
+
+    /// Carries out what the lock asks for; a write given up on while out goes to `stray` (it
+    /// may still land).
+    pub fn carry(&mut self, actions: Vec<hold::Action<G>>, mut stray: impl FnMut([G; 2], G)) -> Carried {
         let mut carried = Carried {
             renewed: None,
             lost: false,
@@ -103,50 +102,22 @@ impl Beats {
         };
         for a in actions {
             match a {
-                heartbeat::Action::Write => {
-                    let b = self.beat.as_mut().expect("a heartbeat");
-                    match (self.net, self.held.pending) {
-                        (None, Some(new)) => {
-                            self.net = Some(([self.held.guid, new], new, BeatNet::Out));
-                            self.held.on_the_wire(true);
-                        }
-                        _ => b.write_not_sent(),
-                    }
+                hold::Action::Write { guids, new } if self.net.is_none() => {
+                    self.net = Some((guids, new, BeatNet::Out));
                 }
-                heartbeat::Action::Abandon => {
-                    if let Some((gs, new, st)) = self.net.take() {
-                        if st == BeatNet::Out {
+                hold::Action::Write { .. } => self.hold.write_not_sent(),
+                hold::Action::Abandon => {
+                    if let Some((gs, new, state)) = self.net.take() {
+                        if state == BeatNet::Out {
                             stray(gs, new);
                         }
                     }
-                    self.held.on_the_wire(false);
                 }
-                heartbeat::Action::Failed { .. } | heartbeat::Action::Danger { .. } => {}
-                heartbeat::Action::Landed => self.held.landed(),
-                heartbeat::Action::Renewed { until, next } => {
-                    self.beat = None;
-                    self.wake = tick(next);
-                    carried.renewed = Some(tick(until));
-                }
-                heartbeat::Action::Lost(loss) => {
-                    self.held.lose(match loss {
-                        heartbeat::Loss::Lapsed => held::Lost::Lapsed,
-                        heartbeat::Loss::NotOurs => held::Lost::Taken,
-                    });
-                    self.beat = None;
-                    carried.lost = true;
-                }
+                hold::Action::Failed { .. } | hold::Action::Danger { .. } => {}
+                hold::Action::Renewed { until } => carried.renewed = Some(tick(until)),
+                hold::Action::Lost(_) => carried.lost = true,
+                hold::Action::Release(release) => carried.release = Some(release),
             }
-        }
-        if let Some(t) = self.beat.as_ref().and_then(|b| b.poll_timeout()) {
-            self.wake = tick(t);
-        }
-        // A release that waited for the heartbeat's write goes on once it is answered.
-        if self.releasing && self.net.is_none() {
-            self.releasing = false;
-            self.beat = None;
-            self.held.on_the_wire(false);
-            carried.release = Some(self.held.release(Kind::FailOpen));
         }
         carried
     }

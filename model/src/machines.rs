@@ -40,7 +40,8 @@ use std::time::Duration;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::heartbeat;
-use dynamodb_lock_core::held::{self, Held};
+use dynamodb_lock_core::held;
+use dynamodb_lock_core::hold;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
@@ -687,19 +688,8 @@ impl Machines {
         env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)?;
         self.holds(s, i, k, g, token, Some(until));
         if self.cfg.beats > 0 {
-            // Due as the addon's scheduler has it (`heartbeat::first_due`), at the period's last
-            // point that its random number picks.
-            let cfg = self.cfg.beat();
-            let last = cfg.period.as_micros() as u64 - 1;
-            let wake = tick(sent_at + heartbeat::first_due(&cfg, last, ms(self.cfg.lease))).max(s.now);
-            s.clients[i].hb = Some(Box::new(Beats {
-                held: Held::new(g),
-                beat: None,
-                net: None,
-                wake,
-                left: self.cfg.beats,
-                releasing: false,
-            }));
+            let beats = Beats::new(self.cfg.beat(), true, g, sent_at, s.now, self.cfg.beats);
+            s.clients[i].hb = Some(Box::new(beats));
         }
         Ok(())
     }
@@ -764,7 +754,7 @@ impl Machines {
         });
         let end = End {
             guids,
-            lost: taken || c.hb.as_ref().is_some_and(|h| h.held.lost.is_some()),
+            lost: taken || c.hb.as_ref().is_some_and(|h| h.hold.lost.is_some()),
             taken,
             next,
             held_for: ms(s.now - c.since),
@@ -776,7 +766,7 @@ impl Machines {
     }
 
     /// Carries out what a heartbeat asks for, as the addon's scheduler does.
-    fn beat_steps(&self, s: &mut State, i: usize, actions: Vec<heartbeat::Action>) -> Result<(), Violation> {
+    fn beat_steps(&self, s: &mut State, i: usize, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
         let now = s.now;
         let k = self.key(s, i);
         let c = &mut s.clients[i];
@@ -806,7 +796,9 @@ impl Machines {
         !matches!(c.phase, Phase::Crashed { .. })
             && (c.wake.is_some_and(|w| w <= s.now)
                 || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
-                || c.hb.as_ref().is_some_and(|h| h.due(true) && h.wake <= s.now))
+                || c.hb
+                    .as_ref()
+                    .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now)))
     }
 
     /// Whether time going on can change anything.
@@ -892,14 +884,8 @@ impl Machines {
         } else if let Some(h) = s.clients[i].hb.as_mut() {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
-            if h.net.is_none() {
-                h.beat = None;
-            }
-            match h.held.release(Kind::FailOpen) {
-                held::Release::Wait => {
-                    h.releasing = true;
-                    Ok(())
-                }
+            match h.release() {
+                held::Release::Wait => Ok(()),
                 held::Release::Write { guids, taken } => self.start_release(s, i, guids, taken),
                 held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
             }
@@ -921,14 +907,8 @@ impl Machines {
         let cl = &mut s.clients[i];
         let seq = &mut cl.seq;
         let h = cl.hb.as_mut().expect("heartbeats");
-        let until = match cl.phase {
-            Phase::Holding { until: Some(until), .. } => until,
-            // A heartbeat under way needs no lease: its timer fires.
-            _ if h.beat.is_some() => now,
-            _ => unreachable!("a FailOpen holder"),
-        };
         // `Beats::due` said the lock needs another heartbeat, or has one under way.
-        let actions = h.step(self.cfg.beat(), until, now, || Self::new_guid(seq, i));
+        let actions = h.step(now, || Self::new_guid(seq, i));
         self.beat_steps(s, i, actions)
     }
 
@@ -949,7 +929,7 @@ impl Machines {
 
     /// The steps client `ci`'s heartbeats `h` may take.
     fn beat_actions(&self, s: &State, h: &Beats, ci: u8, out: &mut Vec<Action>) {
-        if h.due(true) && h.wake <= s.now {
+        if h.due(true) && h.wake().is_some_and(|w| w <= s.now) {
             out.push(Action::Beat(ci));
         }
         match h.net.map(|n| n.2) {

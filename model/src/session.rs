@@ -35,7 +35,8 @@ use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
 use dynamodb_lock_core::heartbeat;
-use dynamodb_lock_core::held::{self, Held};
+use dynamodb_lock_core::held;
+use dynamodb_lock_core::hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
@@ -409,7 +410,7 @@ impl Sessions {
     /// The session's lease lasts (and its loss is not declared): until when.
     fn session_until(&self, s: &State) -> Option<Tick> {
         match s.slots[SESSION_SLOT].phase {
-            Phase::Holding { until, .. } if until > s.now && s.hb.as_ref().is_some_and(|h| h.held.lost.is_none()) => {
+            Phase::Holding { until, .. } if until > s.now && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none()) => {
                 Some(until)
             }
             _ => None,
@@ -482,22 +483,8 @@ impl Sessions {
         s.slots[i].phase = Phase::Holding { g, token, until: kept };
         match i {
             SESSION_SLOT => {
-                let cfg = self.cfg.beat();
-                let wake = if self.cfg.beats > 0 {
-                    // Due as the addon's scheduler has it, at the period's last point.
-                    let last = cfg.period.as_micros() as u64 - 1;
-                    tick(sent_at + heartbeat::first_due(&cfg, last, ms(self.cfg.lease)))
-                } else {
-                    tick(sent_at + heartbeat::first_step(&cfg, false, 0, ms(self.cfg.lease)))
-                };
-                s.hb = Some(Box::new(Beats {
-                    held: Held::new(g),
-                    beat: None,
-                    net: None,
-                    wake: wake.max(s.now),
-                    left: self.cfg.beats,
-                    releasing: false,
-                }));
+                let beats = Beats::new(self.cfg.beat(), self.cfg.beats > 0, g, sent_at, s.now, self.cfg.beats);
+                s.hb = Some(Box::new(beats));
                 self.next_lock(s)
             }
             1 | 2 => {
@@ -556,17 +543,13 @@ impl Sessions {
         match i {
             SESSION_SLOT => {
                 let h = s.hb.as_mut().expect("S's heartbeats");
-                if h.net.is_none() {
-                    h.beat = None;
-                }
-                match h.held.release(Kind::FailOpen) {
+                match h.release() {
                     held::Release::Wait => {
-                        h.releasing = true;
                         s.slots[i].phase = Phase::Releasing { g, report: true };
                         Ok(())
                     }
                     held::Release::Write { guids, taken } => {
-                        let lost = h.held.lost.is_some();
+                        let lost = h.hold.lost.is_some();
                         self.end_guids(s, i, g, guids, false, lost, taken)
                     }
                     held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
@@ -608,7 +591,7 @@ impl Sessions {
     fn loss_known(&self, s: &State, k: usize) -> Result<(), Violation> {
         let holds = matches!(s.slots[1 + k].phase, Phase::Holding { .. });
         let live = matches!(s.slots[SESSION_SLOT].phase, Phase::Holding { .. })
-            && s.hb.as_ref().is_some_and(|h| h.held.lost.is_none());
+            && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none());
         if holds && live {
             return Err(Violation {
                 property: LOSS,
@@ -635,12 +618,7 @@ impl Sessions {
         !matches!(reply, core_op::Reply::Refused(_))
     }
 
-    /// The loss moment of a lease that ends at `until`.
-    fn lost_at(&self, until: Tick) -> Tick {
-        tick(heartbeat::first_step(&self.cfg.beat(), false, 0, ms(until)))
-    }
-
-    fn beat_steps(&self, s: &mut State, actions: Vec<heartbeat::Action>) -> Result<(), Violation> {
+    fn beat_steps(&self, s: &mut State, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
         let now = s.now;
         let stray = &mut s.stray;
         let h = s.hb.as_mut().expect("heartbeats");
@@ -649,12 +627,10 @@ impl Sessions {
                 *stray = Some((gs, new));
             }
         });
-        if let Some(until) = carried.renewed {
-            // Once its writing heartbeats are spent, the scheduler still steps it at the loss
-            // moment.
-            if h.left == 0 {
-                h.wake = self.lost_at(until);
-            }
+        // Once its writing heartbeats are spent, the scheduler still steps it at the loss
+        // moment.
+        if carried.renewed.is_some() && h.left == 0 {
+            h.hold.stop_writing();
         }
         if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
             if let Some(until) = carried.renewed {
@@ -669,7 +645,7 @@ impl Sessions {
                 unreachable!("S's release waits")
             };
             if let held::Release::Write { guids, taken } = release {
-                let lost = s.hb.as_ref().is_some_and(|h| h.held.lost.is_some());
+                let lost = s.hb.as_ref().is_some_and(|h| h.hold.lost.is_some());
                 return self.end_guids(s, SESSION_SLOT, g, guids, false, lost, taken);
             }
         }
@@ -678,14 +654,9 @@ impl Sessions {
 
     fn beat(&self, s: &mut State) -> Result<(), Violation> {
         let now = s.now;
-        // A heartbeat starts only while S is held (a release stops them).
-        let until = match s.slots[SESSION_SLOT].phase {
-            Phase::Holding { until, .. } => until,
-            _ => now,
-        };
         let seq = &mut s.seq;
         let h = s.hb.as_mut().expect("heartbeats");
-        let actions = h.step(self.cfg.beat(), until, now, || {
+        let actions = h.step(now, || {
             *seq += 1;
             assert!(*seq < 16, "guid space");
             *seq
@@ -718,7 +689,9 @@ impl Sessions {
                     && (c.wake.is_some_and(|w| w <= s.now)
                         || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now))
             })
-            || s.hb.as_ref().is_some_and(|h| h.due(false) && h.wake <= s.now)
+            || s.hb
+                .as_ref()
+                .is_some_and(|h| h.due(false) && h.wake().is_some_and(|w| w <= s.now))
     }
 
     fn time_matters(&self, s: &State) -> bool {
@@ -804,7 +777,7 @@ impl Model for Sessions {
             }
         }
         if let (Some(h), false) = (&s.hb, c0_crashed) {
-            if h.due(false) && h.wake <= s.now {
+            if h.due(false) && h.wake().is_some_and(|w| w <= s.now) {
                 out.push(Action::Beat);
             }
             match h.net.map(|n| n.2) {

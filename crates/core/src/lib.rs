@@ -23,6 +23,8 @@
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
+//! - `hold`: a held lock's life as one state machine: its lease, its heartbeats one at a time,
+//!   the loss of a lock without them, and a release that waits for a heartbeat's write.
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
@@ -41,6 +43,7 @@ pub mod fifo;
 pub mod handover;
 pub mod heartbeat;
 pub mod held;
+pub mod hold;
 pub mod item;
 pub mod op;
 pub mod original;

@@ -1,0 +1,426 @@
+//! A held lock's life from its acquisition to its release or loss, as one state machine: its
+//! `guid`s (`held::Held`), its lease, when it is next stepped, one heartbeat at a time
+//! (`heartbeat::Beat`), and a release that waits for a heartbeat's write on the wire. The
+//! addon's heartbeat scheduler and both models that hold a FailOpen lock step this machine;
+//! they carry its writes and report its answers, and decide nothing about the lease.
+//!
+//! The protocol:
+//! - The lease counts from when the write that took the lock was sent (`Hold::new`). A lock
+//!   with heartbeats is first stepped at a point of its period that a random number picks
+//!   (`heartbeat::first_due`); a lock without them at the moment its loss is declared.
+//! - When stepped with no heartbeat under way, a lock with heartbeats starts one; a lock
+//!   without them is lost once its lease is over (`heartbeat::lapsed`), else is stepped again
+//!   at that moment.
+//! - A renewed lease is the lock's new `until`; the next step is the heartbeat's `next`, or
+//!   the loss moment for a lock that writes no more.
+//! - A release stops heartbeats: one pausing between attempts is dropped at once; one whose
+//!   write is on the wire is waited for, and the release then goes on with every `guid` the
+//!   item may carry (`Action::Release`).
+//! - A heartbeat that failed outside the protocol (a panic of the code that carries it) is
+//!   reported, at risk, and tried again a period later while the lease lasts; after that the
+//!   lock is lost, once.
+
+use std::time::Duration;
+
+use crate::heartbeat::{self, Answer, Beat, Config, Loss, Time};
+use crate::held::{self, Held};
+use crate::settings::Kind;
+
+/// What the caller does after a step, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action<G> {
+    /// Send a heartbeat write: rotate the item's `guid` from one of `guids` to `new`. A write
+    /// the caller does not send after all is `Hold::write_not_sent`.
+    Write { guids: [G; 2], new: G },
+    /// Drop every write of the heartbeat still out.
+    Abandon,
+    /// A heartbeat write or attempt failed (see `heartbeat::Action::Failed`).
+    Failed {
+        report: bool,
+        at_risk: bool,
+        remaining: Duration,
+    },
+    /// Emit `"danger"`: this much of the lease is left.
+    Danger { remaining: Duration },
+    /// The lease now runs until `until`.
+    Renewed { until: Time },
+    /// The lock is lost.
+    Lost(Loss),
+    /// A release that waited for a heartbeat's write goes on, as `held::Held::release` says.
+    Release(held::Release<G>),
+}
+
+/// One held lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Hold<G> {
+    pub held: Held<G>,
+    config: Config,
+    /// The lock renews its lease with heartbeats.
+    beats: bool,
+    /// The end of the lease; `None` for a lock without one (FailClosed), never stepped.
+    until: Option<Time>,
+    /// When the lock is next stepped while no heartbeat is under way.
+    wake: Time,
+    beat: Option<Beat>,
+    /// A release waits for the heartbeat's write on the wire.
+    releasing: Option<Kind>,
+}
+
+impl<G: Clone + PartialEq> Hold<G> {
+    /// A lock taken under `guid` with the write sent at `sent` (`None`: a lock without a
+    /// lease), at `now`. `random` places its first heartbeat within the period.
+    pub fn new(config: Config, beats: bool, guid: G, sent: Option<Time>, now: Time, random: u64) -> Self {
+        let until = sent.map(|sent| sent + config.lease);
+        let wake = sent.map_or(now, |sent| {
+            (sent + heartbeat::first_step(&config, beats, random, config.lease)).max(now)
+        });
+        Hold {
+            held: Held::new(guid),
+            config,
+            beats,
+            until,
+            wake,
+            beat: None,
+            releasing: None,
+        }
+    }
+
+    /// The end of the lease (`None`: a lock without one).
+    pub fn until(&self) -> Option<Time> {
+        self.until
+    }
+
+    /// A heartbeat is under way.
+    pub fn under_way(&self) -> bool {
+        self.beat.is_some()
+    }
+
+    /// Attempts of the heartbeat under way so far.
+    pub fn attempts(&self) -> u32 {
+        self.beat.as_ref().map_or(0, Beat::attempts)
+    }
+
+    /// When the lock must be stepped (`handle_timeout`) if nothing answers before; `None` when
+    /// it needs no more steps (released, lost, or without a lease).
+    pub fn poll_timeout(&self) -> Option<Time> {
+        if let Some(b) = &self.beat {
+            return b.poll_timeout();
+        }
+        (self.until.is_some() && self.releasing.is_none() && self.held.beats()).then_some(self.wake)
+    }
+
+    /// The earliest moment the heartbeat under way must report something (danger or loss),
+    /// however long its caller pauses for answers.
+    pub fn urgent(&self) -> Option<Time> {
+        self.beat.as_ref().map(Beat::urgent)
+    }
+
+    /// The lock is stepped at `now` (at or after `poll_timeout`, or a little before it when
+    /// the caller starts heartbeats together). A heartbeat that starts writes `fresh`, unless
+    /// an earlier one's `guid` is unsettled; with `None` it writes nothing (a model's bound on
+    /// writes) and only reports the loss. `backoff`: the pause before another attempt;
+    /// `round_trip`: the usual round trip of heartbeat writes.
+    pub fn handle_timeout(
+        &mut self,
+        now: Time,
+        fresh: Option<G>,
+        backoff: Duration,
+        round_trip: Duration,
+    ) -> Vec<Action<G>> {
+        if let Some(b) = self.beat.as_mut() {
+            let actions = b.timer(now, backoff, round_trip);
+            return self.carry(actions);
+        }
+        let Some(until) = self.until.filter(|_| self.releasing.is_none() && self.held.beats()) else {
+            return Vec::new();
+        };
+        if !self.beats {
+            if heartbeat::lapsed(&self.config, now, until) {
+                return self.carry(vec![heartbeat::Action::Lost(Loss::Lapsed)]);
+            }
+            self.wake = heartbeat::first_step(&self.config, false, 0, until);
+            return Vec::new();
+        }
+        if let Some(fresh) = fresh {
+            self.held.beat_starts(fresh);
+        }
+        let (b, actions) = Beat::start(self.config, self.wake, until, now, round_trip);
+        self.beat = Some(b);
+        self.carry(actions)
+    }
+
+    /// The heartbeat's write (the first of its writes to answer) was answered at `now`.
+    pub fn handle_answer(&mut self, now: Time, answer: Answer, backoff: Duration) -> Vec<Action<G>> {
+        self.held.on_the_wire(false);
+        let actions = match self.beat.as_mut() {
+            Some(b) => b.answer(now, answer, backoff),
+            None => Vec::new(),
+        };
+        self.carry(actions)
+    }
+
+    /// A write asked for was not sent after all (no connection was free for it).
+    pub fn write_not_sent(&mut self) {
+        if let Some(b) = self.beat.as_mut() {
+            b.write_not_sent();
+        }
+    }
+
+    /// The lock writes no more heartbeats: from now on it is stepped only at the loss moment
+    /// of its lease (a model's bound on writes).
+    pub fn stop_writing(&mut self) {
+        self.beats = false;
+        if let (None, Some(until)) = (&self.beat, self.until) {
+            self.wake = heartbeat::first_step(&self.config, false, 0, until);
+        }
+    }
+
+    /// Every write of the heartbeat is answered or dropped: none is on the wire any more (its
+    /// `guid` stays known).
+    pub fn settle(&mut self) {
+        self.held.on_the_wire(false);
+    }
+
+    /// The release is called: no heartbeat starts any more, one between attempts stops at
+    /// once, and one whose write is on the wire is waited for (`Wait`; its answer then gives
+    /// `Action::Release`).
+    pub fn release(&mut self, kind: Kind) -> held::Release<G> {
+        if !self.held.beating {
+            self.beat = None;
+        }
+        let release = self.held.release(kind);
+        if release == held::Release::Wait {
+            self.releasing = Some(kind);
+        }
+        release
+    }
+
+    /// The code carrying the heartbeat failed at `now` (it panicked): the failure is reported
+    /// as putting the lease at risk; while the lease lasts the heartbeat is tried again a
+    /// period later (and no later than the lease's end), else the lock is lost, once.
+    pub fn failed_outside(&mut self, now: Time) -> Vec<Action<G>> {
+        self.beat = None;
+        self.held.on_the_wire(false);
+        let Some(until) = self.until else { return Vec::new() };
+        let mut actions = vec![Action::Failed {
+            report: true,
+            at_risk: true,
+            remaining: until.saturating_sub(now),
+        }];
+        if now < until {
+            self.wake = (now + self.config.period.max(self.config.timer_grain)).min(until);
+        } else if self.held.lost.is_none() && !self.held.released {
+            actions.extend(self.carry(vec![heartbeat::Action::Lost(Loss::Lapsed)]));
+        }
+        actions
+    }
+
+    /// Keeps the lock's state as the heartbeat's actions say, and passes on what its caller
+    /// carries out.
+    fn carry(&mut self, actions: Vec<heartbeat::Action>) -> Vec<Action<G>> {
+        let mut out = Vec::new();
+        for a in actions {
+            match a {
+                heartbeat::Action::Write => match self.held.pending.clone() {
+                    Some(new) => {
+                        self.held.on_the_wire(true);
+                        out.push(Action::Write {
+                            guids: [self.held.guid.clone(), new.clone()],
+                            new,
+                        });
+                    }
+                    None => self.write_not_sent(),
+                },
+                heartbeat::Action::Abandon => {
+                    self.held.on_the_wire(false);
+                    out.push(Action::Abandon);
+                }
+                heartbeat::Action::Failed {
+                    report,
+                    at_risk,
+                    remaining,
+                } => out.push(Action::Failed {
+                    report,
+                    at_risk,
+                    remaining,
+                }),
+                heartbeat::Action::Danger { remaining } => out.push(Action::Danger { remaining }),
+                heartbeat::Action::Landed => self.held.landed(),
+                heartbeat::Action::Renewed { until, next } => {
+                    self.beat = None;
+                    self.until = Some(until);
+                    self.wake = if self.beats {
+                        next
+                    } else {
+                        heartbeat::first_step(&self.config, false, 0, until)
+                    };
+                    out.push(Action::Renewed { until });
+                }
+                heartbeat::Action::Lost(loss) => {
+                    self.held.lose(match loss {
+                        Loss::Lapsed => held::Lost::Lapsed,
+                        Loss::NotOurs => held::Lost::Taken,
+                    });
+                    // Nothing of the lease is left to keep.
+                    self.beat = None;
+                    self.until = None;
+                    self.wake = Time::ZERO;
+                    out.push(Action::Lost(loss));
+                }
+            }
+        }
+        // A release that waited for the heartbeat's write goes on once it is answered.
+        if let (Some(kind), false) = (self.releasing, self.held.beating) {
+            self.releasing = None;
+            self.beat = None;
+            out.push(Action::Release(self.held.release(kind)));
+        }
+        out
+    }
+}
+
+impl<G> std::ops::Deref for Hold<G> {
+    type Target = Held<G>;
+    fn deref(&self) -> &Held<G> {
+        &self.held
+    }
+}
+
+impl<G> std::ops::DerefMut for Hold<G> {
+    fn deref_mut(&mut self) -> &mut Held<G> {
+        &mut self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn config(period: u64) -> Config {
+        Config {
+            lease: ms(1000),
+            period: ms(period),
+            danger_margin: ms(333),
+            request_timeout: ms(5000),
+            timer_grain: ms(1),
+            writes_out: heartbeat::MOST_WRITES_OUT,
+        }
+    }
+
+    #[test]
+    fn heartbeats_renew_from_the_send_and_rotate_the_guid() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(10), 99_999);
+        let first = h.poll_timeout().unwrap();
+        assert!(first > ms(0) && first <= ms(250), "{first:?}");
+        let a = h.handle_timeout(first, Some(2), ms(25), Duration::ZERO);
+        assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
+        assert!(h.under_way() && h.held.beating);
+        let a = h.handle_answer(first + ms(5), Answer::Renewed, ms(25));
+        assert_eq!(
+            a,
+            vec![
+                Action::Abandon,
+                Action::Renewed {
+                    until: first + ms(1000)
+                }
+            ]
+        );
+        assert_eq!(h.held.guids(), vec![2]);
+        assert!(!h.under_way());
+        assert_eq!(h.poll_timeout(), Some(first + ms(250)));
+    }
+
+    #[test]
+    fn a_lock_without_heartbeats_is_lost_at_its_loss_moment_only() {
+        let mut h = Hold::new(config(0), false, 1u8, Some(ms(0)), ms(0), 7);
+        assert_eq!(h.poll_timeout(), Some(ms(999)), "a timer grain early");
+        assert_eq!(h.handle_timeout(ms(500), None, ms(1), Duration::ZERO), vec![]);
+        assert_eq!(h.poll_timeout(), Some(ms(999)));
+        assert_eq!(
+            h.handle_timeout(ms(999), None, ms(1), Duration::ZERO),
+            vec![Action::Lost(Loss::Lapsed)]
+        );
+        assert_eq!(h.poll_timeout(), None);
+        assert_eq!(h.held.lost, Some(held::Lost::Lapsed));
+        let mut closed = Hold::new(config(0), false, 1u8, None, ms(0), 7);
+        assert_eq!(closed.poll_timeout(), None, "no lease, never stepped");
+        assert_eq!(closed.handle_timeout(ms(5000), None, ms(1), Duration::ZERO), vec![]);
+    }
+
+    #[test]
+    fn a_release_waits_for_the_write_on_the_wire_then_writes_both_guids() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let t = h.poll_timeout().unwrap();
+        h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
+        assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
+        assert!(
+            h.poll_timeout().is_some(),
+            "the heartbeat under way still has its timer"
+        );
+        let a = h.handle_answer(
+            t + ms(400),
+            Answer::Failed {
+                code: "Throttled".into(),
+                transient: true,
+            },
+            ms(25),
+        );
+        assert_eq!(
+            a.last(),
+            Some(&Action::Release(held::Release::Write {
+                guids: vec![1, 2],
+                taken: false
+            }))
+        );
+        assert!(!h.under_way());
+        assert_eq!(h.poll_timeout(), None, "no heartbeat after the release");
+    }
+
+    #[test]
+    fn a_release_between_attempts_stops_the_heartbeat_at_once() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let t = h.poll_timeout().unwrap();
+        h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
+        h.handle_answer(
+            t + ms(5),
+            Answer::Failed {
+                code: "Throttled".into(),
+                transient: true,
+            },
+            ms(25),
+        );
+        assert!(h.under_way(), "pausing before the next attempt");
+        assert!(matches!(h.release(Kind::FailOpen), held::Release::Write { .. }));
+        assert!(!h.under_way());
+        assert_eq!(h.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_heartbeat_failing_outside_the_protocol_is_retried_a_period_later_then_lost_once() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let a = h.failed_outside(ms(100));
+        assert_eq!(
+            a,
+            vec![Action::Failed {
+                report: true,
+                at_risk: true,
+                remaining: ms(900)
+            }]
+        );
+        assert_eq!(h.poll_timeout(), Some(ms(350)));
+        assert_eq!(h.failed_outside(ms(900)).len(), 1);
+        assert_eq!(h.poll_timeout(), Some(ms(1000)), "no later than the lease's end");
+        let a = h.failed_outside(ms(1000));
+        assert_eq!(a.last(), Some(&Action::Lost(Loss::Lapsed)));
+        assert_eq!(h.poll_timeout(), None);
+        let again = h.failed_outside(ms(1300));
+        assert!(
+            !again.iter().any(|a| matches!(a, Action::Lost(_))),
+            "lost once: {again:?}"
+        );
+    }
+}
