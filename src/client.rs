@@ -383,6 +383,39 @@ mod tests {
         assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
     }
 
+    /// The acquisition in line is aborted while the hand-over's write is on the wire: the
+    /// write lands, nobody takes the lock, and the release that follows frees the item under
+    /// the `guid` the hand-over wrote (the core's `Ending::unclaimed`), so that a rival takes
+    /// it at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_hand_over_nobody_takes_is_released_under_its_guid() {
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(false));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(3_000)));
+        let first = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        let cancel = Arc::new(Cancel::default());
+        let second = tokio::spawn({
+            let (c, cancel) = (c.clone(), cancel.clone());
+            async move { c.acquire(key("k"), &cancel).await }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.fault("handover", Fault::Delay(Duration::from_millis(100)));
+        let release = tokio::spawn(async move { first.release().await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+        assert!(matches!(second.await.unwrap(), Err(LockError::Aborted)));
+        assert!(release.await.unwrap().unwrap(), "released, and it was ours");
+        assert_eq!(store.count("handover"), 1, "the hand-over landed");
+        assert_eq!(store.count("release"), 1);
+        assert!(store.record(&key("k")).unwrap().is_released(), "freed under the new guid");
+        let (rival, _) = client(&store, open_settings("rival", 10_000, Some(3_000)));
+        let taken = rival.acquire(key("k"), &Cancel::default()).await.unwrap();
+        assert_eq!(taken.fencing_token, Some(3), "after the holder's 1 and the hand-over's 2");
+        assert_eq!(store.count("get"), 0, "taken at once, with no wait");
+        assert!(events.events().is_empty(), "{:?}", events.events());
+        assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn data_belongs_to_the_holder_across_hand_overs() {
         use crate::item::LockData;

@@ -345,7 +345,7 @@ impl HeldLock {
     /// new `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
     async fn end(&self, st: &mut LockState, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
-        let mut end = ending::End {
+        let end = ending::End {
             guids,
             lost: st.lost.is_some(),
             taken,
@@ -363,9 +363,9 @@ impl HeldLock {
             cancel: None,
             permit: self.permit.as_ref(),
         };
+        let mut clock = Clock::start();
+        let (mut m, mut step) = ending::Ending::start(c.settings.protocol(), end, &clock.env(None));
         loop {
-            let clock = Clock::start();
-            let (mut m, step) = ending::Ending::start(c.settings.protocol(), end.clone(), &clock.env(None));
             let result = match run(&mut m, step, clock, &to).await {
                 ending::Outcome::Handed {
                     guid,
@@ -379,9 +379,10 @@ impl HeldLock {
                         session: self.session.as_ref().map(|s| s.id.clone()),
                     };
                     if c.lines.pass(&self.key, turn).is_some() {
-                        // Everyone in line gave up meanwhile: the lock is still ours, under `guid`.
-                        end.guids.push(guid);
-                        end.next = None;
+                        // Everyone in line gave up meanwhile: the machine releases the lock,
+                        // still ours under `guid`, instead.
+                        clock = Clock::start();
+                        (m, step) = m.unclaimed(guid, &clock.env(None));
                         continue;
                     }
                     st.release_done();

@@ -15,12 +15,13 @@
 use std::fmt;
 use std::time::Duration;
 
+use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::op::OpenFields;
-use dynamodb_lock_core::request::Answer;
+use dynamodb_lock_core::request::{Answer, Reply, Req, Step};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::explore::{Model, Violation};
-use crate::item::{Item, FIELDS};
+use crate::item::{Item, Ver, FIELDS, G};
 
 /// Ticks of the model's clock.
 pub type Tick = u16;
@@ -90,6 +91,75 @@ pub fn open_fields(lease: Tick) -> OpenFields<'static> {
     OpenFields {
         lease_duration_ms: lease.into(),
         ..FIELDS
+    }
+}
+
+/// The heartbeat settings of a model's holder: a lease of `lease` ticks renewed every
+/// `period`, writes timed out after `request_timeout`, `"danger"` a tick before the end, and
+/// timers that may fire `timer_grain` late.
+pub fn beat_config(lease: Tick, period: Tick, request_timeout: Tick, timer_grain: Duration) -> heartbeat::Config {
+    heartbeat::Config {
+        lease: ms(lease),
+        period: ms(period),
+        danger_margin: ms(1),
+        request_timeout: ms(request_timeout),
+        timer_grain,
+        writes_out: heartbeat::MOST_WRITES_OUT,
+    }
+}
+
+/// A machine's step with its outcome made one of a model's (`f`).
+pub fn map<A, B>(s: Step<G, Ver, A>, f: impl FnOnce(A) -> B) -> Step<G, Ver, B> {
+    match s {
+        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+        Step::Wait { until, abortable } => Step::Wait { until, abortable },
+        Step::Done(o) => Step::Done(f(o)),
+    }
+}
+
+/// What is left to a model of a machine's step once `carry` has put its request on the wire
+/// or set its timer.
+pub enum Carried<O> {
+    /// Deliver this answer to the machine at once.
+    Answer(Ans),
+    /// The request is out, or the timer set.
+    Set,
+    /// The machine ended.
+    Done(O),
+}
+
+/// Carries a machine's step for a client whose request and timer are `net` and `wake`, at
+/// `now`; `sent` makes the request as the model keeps it, with its timeout.
+pub fn carry<S, O>(
+    step: Step<G, Ver, O>,
+    now: Tick,
+    net: &mut Option<Net<S>>,
+    wake: &mut Option<Tick>,
+    sent: impl FnOnce(Req<G, Ver>, Tick) -> S,
+) -> Carried<O> {
+    *net = None;
+    *wake = None;
+    match step {
+        // The model's item keeps no first-in-line mark: its write is answered at once, always
+        // accepted.
+        Step::Send {
+            req: Req::MarkWaiting { .. },
+            ..
+        } => Carried::Answer(Answer::Done(Reply::Done)),
+        // Past its timeout already: the driver does not send it.
+        Step::Send { timeout_at, .. } if tick(timeout_at) <= now => Carried::Answer(TIMED_OUT),
+        Step::Send { req, timeout_at } => {
+            *net = Some(Net {
+                sent: sent(req, tick(timeout_at)),
+                state: NetState::Out,
+            });
+            Carried::Set
+        }
+        Step::Wait { until, .. } => {
+            *wake = Some(tick(until));
+            Carried::Set
+        }
+        Step::Done(out) => Carried::Done(out),
     }
 }
 

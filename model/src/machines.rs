@@ -49,7 +49,7 @@ use dynamodb_lock_core::undo::Undo;
 use dynamodb_lock_core::{fail_closed, fail_open, original, release};
 
 use crate::beats::{BeatNet, Beats};
-use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
 
@@ -74,7 +74,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
         Bug::Core(Broken::TimeoutIsReleased),
@@ -85,6 +85,7 @@ impl Bug {
         Bug::RenewWithoutGuid,
         Bug::Core(Broken::ReleaseSkipsHeartbeat),
         Bug::Core(Broken::HandOverLeaseFromReply),
+        Bug::Core(Broken::UnclaimedHandOverForgetsGuid),
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +131,8 @@ impl Bug {
             Bug::Core(Broken::TimeoutIsReleased) | Bug::Core(Broken::ReleaseSkipsHeartbeat) | Bug::RenewWithoutGuid => {
                 "no lost release"
             }
+            // The hand-over's `guid` stays on the item, which nobody holds or frees.
+            Bug::Core(Broken::UnclaimedHandOverForgetsGuid) => "no lost release",
             Bug::Core(Broken::RereadRestartsWait) => "liveness",
             Bug::ReleaseDeletes => "fencing",
             Bug::Core(_) => "a holder's loss is known no later than a rival's grant",
@@ -174,6 +177,9 @@ pub struct Config {
     /// Client 0 may release once while its own next acquisition of the lock waits, and hand
     /// it over (`ending::Ending`); that acquisition is one more than its `acquisitions`.
     pub hand_over: bool,
+    /// The acquisition waiting for the hand-over may give up before its outcome (with
+    /// `hand_over`).
+    pub gives_up: bool,
 }
 
 impl Config {
@@ -200,6 +206,7 @@ impl Config {
             bug: None,
             original: false,
             hand_over: false,
+            gives_up: true,
         }
     }
 
@@ -220,14 +227,7 @@ impl Config {
     }
 
     fn beat(&self) -> heartbeat::Config {
-        heartbeat::Config {
-            lease: ms(self.lease),
-            period: ms(self.period),
-            danger_margin: ms(1),
-            request_timeout: ms(self.request_timeout),
-            timer_grain: Duration::ZERO,
-            writes_out: heartbeat::MOST_WRITES_OUT,
-        }
+        env::beat_config(self.lease, self.period, self.request_timeout, Duration::ZERO)
     }
 }
 
@@ -256,33 +256,25 @@ enum Out {
 
 type MStep = Step<G, Ver, Out>;
 
-fn map<O>(s: Step<G, Ver, O>, f: impl FnOnce(O) -> Out) -> MStep {
-    match s {
-        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-        Step::Wait { until, abortable } => Step::Wait { until, abortable },
-        Step::Done(o) => Step::Done(f(o)),
-    }
-}
-
 impl M {
     fn answer(&mut self, a: Ans, env: &Env) -> MStep {
         match self {
-            M::Closed(m) => map(m.answer(a, env), Out::Closed),
-            M::Open(m) => map(m.answer(a, env), Out::Open),
-            M::End(m) => map(m.answer(a, env), Out::End),
-            M::Release(m) => map(m.answer(a, env), Out::Release),
-            M::Original(m) => map(m.answer(a, env), Out::Original),
-            M::OriginalRelease(m) => map(m.answer(a, env), Out::OriginalRelease),
+            M::Closed(m) => env::map(m.answer(a, env), Out::Closed),
+            M::Open(m) => env::map(m.answer(a, env), Out::Open),
+            M::End(m) => env::map(m.answer(a, env), Out::End),
+            M::Release(m) => env::map(m.answer(a, env), Out::Release),
+            M::Original(m) => env::map(m.answer(a, env), Out::Original),
+            M::OriginalRelease(m) => env::map(m.answer(a, env), Out::OriginalRelease),
         }
     }
     fn timer(&mut self, env: &Env) -> MStep {
         match self {
-            M::Closed(m) => map(m.timer(env), Out::Closed),
-            M::Open(m) => map(m.timer(env), Out::Open),
-            M::End(m) => map(m.timer(env), Out::End),
-            M::Release(m) => map(m.timer(env), Out::Release),
-            M::Original(m) => map(m.timer(env), Out::Original),
-            M::OriginalRelease(m) => map(m.timer(env), Out::OriginalRelease),
+            M::Closed(m) => env::map(m.timer(env), Out::Closed),
+            M::Open(m) => env::map(m.timer(env), Out::Open),
+            M::End(m) => env::map(m.timer(env), Out::End),
+            M::Release(m) => env::map(m.timer(env), Out::Release),
+            M::Original(m) => env::map(m.timer(env), Out::Original),
+            M::OriginalRelease(m) => env::map(m.timer(env), Out::OriginalRelease),
         }
     }
 }
@@ -356,6 +348,9 @@ pub struct Client {
     pub failed: Option<(u8, G)>,
     /// The release under way hands the lock to this client's next acquisition.
     pub hand_over: bool,
+    /// That acquisition waits in the client's line for the hand-over's outcome (until it
+    /// gives up).
+    pub waiting: bool,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
 }
@@ -377,6 +372,7 @@ impl Client {
             hb: None,
             stray: None,
             hand_over: false,
+            waiting: false,
             hand_overs: 0,
         }
     }
@@ -404,6 +400,9 @@ pub enum Action {
     Release(u8),
     /// `release()` while this client's next acquisition of the lock waits for it.
     HandOver(u8),
+    /// That waiting acquisition gives up (its `waitMs` or its patience ran out, or it was
+    /// aborted) before the hand-over's outcome.
+    GiveUp(u8),
     UndoLand(u8),
     UndoAnswer(u8),
     UndoLose(u8),
@@ -425,6 +424,7 @@ impl fmt::Debug for Action {
             Action::Event(c, e) => e.describe(*c, f),
             Action::Release(c) => write!(f, "c{c} calls release()"),
             Action::HandOver(c) => write!(f, "c{c} calls release() while its next acquisition waits"),
+            Action::GiveUp(c) => write!(f, "c{c}'s waiting acquisition gives up"),
             Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
             Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
             Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
@@ -542,36 +542,29 @@ impl Machines {
 
     /// Carries out a machine's step for client `i`.
     fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
+        let now = s.now;
+        let request_timeout = self.cfg.request_timeout;
         let c = &mut s.clients[i];
-        c.net = None;
-        c.wake = None;
-        match step {
-            // The model's item keeps no first-in-line mark (see `apply`): its write is answered
-            // at once, always accepted.
-            Step::Send {
-                req: Req::MarkWaiting { .. },
-                ..
-            } => self.deliver(s, i, Answer::Done(Reply::Done)),
-            // Past its timeout already: the driver does not send it.
-            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => self.deliver(s, i, TIMED_OUT),
-            Step::Send { req, timeout_at } => {
-                let timeout_at = tick(timeout_at);
-                c.net = Some(Net {
-                    sent: Sent {
-                        req,
-                        timeout_at,
-                        slow_at: timeout_at.min(s.now.saturating_add(self.cfg.request_timeout)),
-                    },
-                    state: NetState::Out,
-                });
-                Ok(())
-            }
-            Step::Wait { until, .. } => {
-                c.wake = Some(tick(until));
-                Ok(())
-            }
-            Step::Done(out) => {
-                c.machine = None;
+        let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
+            req,
+            timeout_at,
+            slow_at: timeout_at.min(now.saturating_add(request_timeout)),
+        });
+        match carried {
+            env::Carried::Answer(a) => self.deliver(s, i, a),
+            env::Carried::Set => Ok(()),
+            env::Carried::Done(out) => {
+                let m = s.clients[i].machine.take();
+                if let Out::End(ending::Outcome::Handed { guid, .. }) = out {
+                    if !std::mem::take(&mut s.clients[i].waiting) {
+                        // Handed over, but the acquisition in line gave up meanwhile: the
+                        // ending releases the lock instead, as the addon's does.
+                        let Some(M::End(m)) = m else { unreachable!("an ending") };
+                        let (m, step) = m.unclaimed(guid, &self.env(s, i));
+                        s.clients[i].machine = Some(M::End(m));
+                        return self.step(s, i, env::map(step, Out::End));
+                    }
+                }
                 self.ended(s, i, out)
             }
         }
@@ -636,11 +629,11 @@ impl Machines {
         let step = if self.cfg.original {
             let (m, step) = original::Release::start(self.lock(), g, Some(token), &env);
             s.clients[i].machine = Some(M::OriginalRelease(m));
-            map(step, Out::OriginalRelease)
+            env::map(step, Out::OriginalRelease)
         } else {
             let (m, step) = release::Release::start(self.lock(), vec![g], &env);
             s.clients[i].machine = Some(M::Release(m));
-            map(step, Out::Release)
+            env::map(step, Out::Release)
         };
         self.step(s, i, step)
     }
@@ -752,6 +745,7 @@ impl Machines {
             c.hand_overs -= 1;
             Self::new_guid(&mut c.seq, i)
         });
+        c.waiting = next.is_some();
         let end = End {
             guids,
             lost: taken || c.hb.as_ref().is_some_and(|h| h.hold.lost.is_some()),
@@ -762,7 +756,7 @@ impl Machines {
         };
         let (m, step) = Ending::start(self.lock(), end, &env);
         c.machine = Some(M::End(m));
-        self.step(s, i, map(step, Out::End))
+        self.step(s, i, env::map(step, Out::End))
     }
 
     /// Carries out what a heartbeat asks for, as the addon's scheduler does.
@@ -853,17 +847,17 @@ impl Machines {
             _ if self.cfg.original => {
                 let (m, step) = original::Acquire::start(lock, g, &env);
                 cl.machine = Some(M::Original(m));
-                map(step, Out::Original)
+                env::map(step, Out::Original)
             }
             Kind::FailClosed => {
                 let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
                 cl.machine = Some(M::Closed(m));
-                map(step, Out::Closed)
+                env::map(step, Out::Closed)
             }
             _ => {
                 let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
                 cl.machine = Some(M::Open(m));
-                map(step, Out::Open)
+                env::map(step, Out::Open)
             }
         };
         self.step(s, i, step)
@@ -880,7 +874,7 @@ impl Machines {
             let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
             let (m, step) = original::Release::start(self.lock(), g, token, &env);
             s.clients[i].machine = Some(M::OriginalRelease(m));
-            self.step(s, i, map(step, Out::OriginalRelease))
+            self.step(s, i, env::map(step, Out::OriginalRelease))
         } else if let Some(h) = s.clients[i].hb.as_mut() {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
@@ -1030,6 +1024,9 @@ impl Model for Machines {
                         out.push(Action::HandOver(ci));
                     }
                 }
+                Phase::Releasing { .. } if self.cfg.gives_up && (c.hand_over || c.waiting) => {
+                    out.push(Action::GiveUp(ci))
+                }
                 _ => {}
             }
         }
@@ -1052,6 +1049,11 @@ impl Model for Machines {
             Action::HandOver(c) => {
                 s.clients[c as usize].hand_over = true;
                 self.release(&mut s, c as usize)?
+            }
+            Action::GiveUp(c) => {
+                let c = &mut s.clients[c as usize];
+                c.hand_over = false;
+                c.waiting = false;
             }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
@@ -1342,7 +1344,10 @@ pub fn broken_config(bug: Bug) -> Config {
     if matches!(bug, Bug::RenewWithoutGuid | Bug::Core(Broken::ReleaseSkipsHeartbeat)) {
         c.beats = 1;
     }
-    if bug == Bug::Core(Broken::HandOverLeaseFromReply) {
+    if matches!(
+        bug,
+        Bug::Core(Broken::HandOverLeaseFromReply | Broken::UnclaimedHandOverForgetsGuid)
+    ) {
         c.hand_over = true;
     }
     c

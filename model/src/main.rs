@@ -136,6 +136,8 @@ fn machines_label(cfg: &machines::Config) -> String {
         cfg.kind,
         if cfg.original {
             " (the original's requests)"
+        } else if cfg.hand_over && cfg.gives_up {
+            " (client 0 hands over once to its next acquisition, which may give up)"
         } else if cfg.hand_over {
             " (client 0 hands over once to its next acquisition)"
         } else {

@@ -43,7 +43,7 @@ use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Re
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatNet, Beats};
-use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
@@ -114,15 +114,8 @@ impl Config {
     }
 
     fn beat(&self) -> heartbeat::Config {
-        heartbeat::Config {
-            lease: ms(self.lease),
-            period: ms(self.period),
-            danger_margin: ms(1),
-            request_timeout: ms(self.request_timeout),
-            // Timers may fire a tick late: the loss is declared a tick early.
-            timer_grain: ms(1),
-            writes_out: heartbeat::MOST_WRITES_OUT,
-        }
+        // Timers may fire a tick late: the loss is declared a tick early.
+        env::beat_config(self.lease, self.period, self.request_timeout, ms(1))
     }
 }
 
@@ -150,25 +143,17 @@ enum Out {
 
 type MStep = Step<G, Ver, Out>;
 
-fn map<O>(s: Step<G, Ver, O>, f: impl FnOnce(O) -> Out) -> MStep {
-    match s {
-        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-        Step::Wait { until, abortable } => Step::Wait { until, abortable },
-        Step::Done(o) => Step::Done(f(o)),
-    }
-}
-
 impl M {
     fn answer(&mut self, a: Ans, env: &Env) -> MStep {
         match self {
-            M::Open(m) => map(m.answer(a, env), Out::Open),
-            M::End(m) => map(m.answer(a, env), Out::End),
+            M::Open(m) => env::map(m.answer(a, env), Out::Open),
+            M::End(m) => env::map(m.answer(a, env), Out::End),
         }
     }
     fn timer(&mut self, env: &Env) -> MStep {
         match self {
-            M::Open(m) => map(m.timer(env), Out::Open),
-            M::End(m) => map(m.timer(env), Out::End),
+            M::Open(m) => env::map(m.timer(env), Out::Open),
+            M::End(m) => env::map(m.timer(env), Out::End),
         }
     }
 }
@@ -359,30 +344,14 @@ impl Sessions {
 
     fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
         let c = &mut s.slots[i];
-        c.net = None;
-        c.wake = None;
-        match step {
-            Step::Send {
-                req: Req::MarkWaiting { .. },
-                ..
-            } => self.deliver(s, i, Answer::Done(Reply::Done)),
-            Step::Send { timeout_at, .. } if tick(timeout_at) <= s.now => self.deliver(s, i, TIMED_OUT),
-            Step::Send { req, timeout_at } => {
-                c.net = Some(Net {
-                    sent: Sent {
-                        req,
-                        timeout_at: tick(timeout_at),
-                    },
-                    state: NetState::Out,
-                });
-                Ok(())
-            }
-            Step::Wait { until, .. } => {
-                c.wake = Some(tick(until));
-                Ok(())
-            }
-            Step::Done(out) => {
-                c.machine = None;
+        match env::carry(step, s.now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
+            req,
+            timeout_at,
+        }) {
+            env::Carried::Answer(a) => self.deliver(s, i, a),
+            env::Carried::Set => Ok(()),
+            env::Carried::Done(out) => {
+                s.slots[i].machine = None;
                 self.ended(s, i, out)
             }
         }
@@ -404,7 +373,7 @@ impl Sessions {
         let c = &mut s.slots[i];
         c.phase = Phase::Acquiring { g };
         c.machine = Some(M::Open(m));
-        self.step(s, i, map(step, Out::Open))
+        self.step(s, i, env::map(step, Out::Open))
     }
 
     /// The session's lease lasts (and its loss is not declared): until when.
@@ -532,7 +501,7 @@ impl Sessions {
         let c = &mut s.slots[i];
         c.phase = Phase::Releasing { g, report: !give_back };
         c.machine = Some(M::End(m));
-        self.step(s, i, map(step, Out::End))
+        self.step(s, i, env::map(step, Out::End))
     }
 
     /// `release()` on slot `i`'s lock (client 0's session: once its locks are let go).

@@ -24,6 +24,9 @@ pub enum Broken {
     /// A FailOpen lock handed to the next acquisition of the same client counts its lease
     /// from the hand-over's answer instead of from its send.
     HandOverLeaseFromReply,
+    /// A lock handed over when every acquisition in line had given up is released with the
+    /// `guid`s it had before the hand-over, not with the one the hand-over wrote.
+    UnclaimedHandOverForgetsGuid,
     /// A FailOpen waiter starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
     /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
@@ -75,6 +78,7 @@ impl Broken {
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",
+            Broken::UnclaimedHandOverForgetsGuid => "hand-over nobody took, released without the guid it wrote",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
             Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",

@@ -5,7 +5,9 @@
 //! - A lock that another acquisition of the same client waits for, and that is still ours as
 //!   far as the holder knows, is handed over with one write (`handover::HandOver`). Not done,
 //!   it is released instead, with the `guid` the hand-over may have left among those the
-//!   release accepts.
+//!   release accepts. Handed over while every acquisition in line gave up, it is still ours
+//!   under the `guid` the hand-over wrote, and is released with that `guid` among the others
+//!   (`Ending::unclaimed`).
 //! - A FailOpen or Fifo lock that another holder took needs no write: nothing of ours is left
 //!   on the item. Any other lock is released (`release::Release`).
 //! - After a release, the client stands back from the lock for a moment (`Lock::stand_back`)
@@ -16,6 +18,7 @@
 
 use std::time::Duration;
 
+use crate::broken::{self, Broken};
 use crate::handover::{self, HandOver};
 use crate::op::Record;
 use crate::release::{self, Release};
@@ -108,6 +111,19 @@ where
             }
             None => Self::release(s, end, env),
         }
+    }
+
+    /// This ending handed the lock over under `guid` (`Outcome::Handed`), but no acquisition
+    /// of the client took it: every one in line gave up meanwhile. The lock is still ours,
+    /// and is released instead, on the condition that the item carries `guid` or any it
+    /// carried before.
+    pub fn unclaimed(self, guid: R::Guid, env: &Env) -> (Self, St<R, E>) {
+        let mut end = self.end;
+        if !broken::on(Broken::UnclaimedHandOverForgetsGuid) {
+            end.guids.push(guid);
+        }
+        end.next = None;
+        Self::release(self.s, end, env)
     }
 
     fn release(s: Lock, end: End<R::Guid>, env: &Env) -> (Self, St<R, E>) {
@@ -258,6 +274,18 @@ mod tests {
                 sent_at: Duration::ZERO,
             })
         );
+    }
+
+    #[test]
+    fn a_hand_over_nobody_takes_is_released_under_the_guid_it_wrote() {
+        let (mut m, _) = M::start(lock(Kind::FailOpen), end(Some(B)), &env(0));
+        let done = m.answer(Answer::Done(Reply::HandedOver(Some(8))), &env(5));
+        assert!(matches!(done, Step::Done(Outcome::Handed { guid: B, .. })));
+        let (_, step) = m.unclaimed(B, &env(6));
+        match sent(&step) {
+            Req::Release { guids, .. } => assert_eq!(guids, &vec![A, B]),
+            other => panic!("expected a release, got {other:?}"),
+        }
     }
 
     #[test]
