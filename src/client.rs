@@ -407,10 +407,17 @@ mod tests {
         assert!(release.await.unwrap().unwrap(), "released, and it was ours");
         assert_eq!(store.count("handover"), 1, "the hand-over landed");
         assert_eq!(store.count("release"), 1);
-        assert!(store.record(&key("k")).unwrap().is_released(), "freed under the new guid");
+        assert!(
+            store.record(&key("k")).unwrap().is_released(),
+            "freed under the new guid"
+        );
         let (rival, _) = client(&store, open_settings("rival", 10_000, Some(3_000)));
         let taken = rival.acquire(key("k"), &Cancel::default()).await.unwrap();
-        assert_eq!(taken.fencing_token, Some(3), "after the holder's 1 and the hand-over's 2");
+        assert_eq!(
+            taken.fencing_token,
+            Some(3),
+            "after the holder's 1 and the hand-over's 2"
+        );
         assert_eq!(store.count("get"), 0, "taken at once, with no wait");
         assert!(events.events().is_empty(), "{:?}", events.events());
         assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");

@@ -454,12 +454,7 @@ mod tests {
             let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
             store.fault("renew", fault.clone());
             // Land inside the heartbeat (its first one is due between 50 and 100 ms).
-            for _ in 0..300 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                if store.count("renew") > 0 {
-                    break;
-                }
-            }
+            until_renewing(&store).await;
             assert_eq!(store.count("renew"), 1);
             lock.release().await.expect("released");
             let rec = store.record(&key("a")).unwrap();
@@ -470,6 +465,43 @@ mod tests {
         }
     }
 
+    /// The heartbeat's write never answers (a black-holed connection): a release waits for it
+    /// as the core's `Hold` says, and no longer than the heartbeat would (a request timeout),
+    /// then releases with both `guid`s the item may carry. Nothing goes out after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_release_waits_for_a_hanging_heartbeat_write_no_longer_than_a_request_timeout() {
+        let store = Arc::new(MemoryStore::new(true));
+        let mut settings = open_settings("me", 10_000, Some(100));
+        settings.request_timeout = Duration::from_millis(400);
+        let (c, events) = client(&store, settings);
+        let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
+        store.fault("renew", Fault::Hang);
+        until_renewing(&store).await;
+        assert_eq!(store.count("renew"), 1);
+        assert!(lock.state.lock().await.beating, "the write is on the wire");
+        let t0 = Instant::now();
+        lock.release().await.expect("released");
+        let waited = t0.elapsed();
+        assert!(
+            waited > Duration::ZERO && waited <= Duration::from_millis(400),
+            "released {waited:?} after it was asked"
+        );
+        assert!(store.record(&key("a")).unwrap().is_released());
+        let writes = store.count("renew") + store.count("release");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            store.count("renew") + store.count("release"),
+            writes,
+            "nothing after the release"
+        );
+        // The attempt that timed out is reported, as any failed heartbeat; the lock is not lost.
+        let ev = events.events();
+        assert!(
+            ev.len() <= 1 && ev.iter().all(|e| matches!(e, LockEvent::Error(..))),
+            "{ev:?}"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_release_waiting_for_a_heartbeat_gets_its_reply_without_a_pause() {
         let store = Arc::new(MemoryStore::new(true));
@@ -477,12 +509,7 @@ mod tests {
         let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         // The reply comes 7 ms after the heartbeat starts: between two 5 ms pauses.
         store.fault("renew", Fault::Delay(Duration::from_millis(7)));
-        for _ in 0..300 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            if store.count("renew") > 0 {
-                break;
-            }
-        }
+        until_renewing(&store).await;
         assert_eq!(store.count("renew"), 1);
         let t0 = Instant::now();
         lock.release().await.expect("released");

@@ -33,7 +33,7 @@ use dynamodb_lock_core::request::Purpose;
 use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, unix_now_ms, Guid};
-use crate::lock::{HeldLock, LockEvent, LockState, Risk, Scheduler};
+use crate::lock::{HeldLock, LockEvent, Risk, Scheduler};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
 use crate::store::{timed_out, OpenFields, StoreOps};
@@ -819,36 +819,47 @@ pub(crate) async fn beat(
     flight: &Flight,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
-    let mut st = lock.state.lock().await;
     if lock.is_stopping() {
         return None;
     }
-    let stepped = AssertUnwindSafe(steps(lock, &mut st, permit, flight, pacer))
+    let stepped = AssertUnwindSafe(steps(lock, permit, flight, pacer))
         .catch_unwind()
         .await;
-    stepped.unwrap_or_else(|_| {
-        let now = Instant::now().saturating_duration_since(lock.base);
-        for action in st.failed_outside(now) {
-            match action {
-                hold::Action::Failed { at_risk, remaining, .. } => lock.emit(LockEvent::Error(
-                    LockError::Internal("heartbeat panicked".into()),
-                    Risk { at_risk, remaining },
-                )),
-                hold::Action::Lost(_) => lock.emit(LockEvent::Lost(LostReason::LeaseExpired)),
-                _ => {}
-            }
+    if let Ok(next) = stepped {
+        return next;
+    }
+    let mut st = lock.state.lock().await;
+    let now = Instant::now().saturating_duration_since(lock.base);
+    for action in st.failed_outside(now) {
+        match action {
+            hold::Action::Failed(machine::Failure { at_risk, remaining, .. }) => lock.emit(LockEvent::Error(
+                LockError::Internal("heartbeat panicked".into()),
+                Risk { at_risk, remaining },
+            )),
+            hold::Action::Lost(_) => lock.emit(LockEvent::Lost(LostReason::LeaseExpired)),
+            _ => {}
         }
-        st.poll_timeout().map(|t| lock.base + t)
-    })
+    }
+    // Its writes are dropped: a release waiting for them goes on.
+    lock.settled.notify_waiters();
+    st.poll_timeout().map(|t| lock.base + t)
+}
+
+/// What woke a heartbeat that waits.
+enum Woke {
+    Stop,
+    Timer,
+    Answer(Instant, Result<Vec<Vec<u8>>, StoreError>),
 }
 
 /// The lock's step: sends the writes its state asks for and reports what it decides. Writes
 /// beside a slow one are sent only in a free slot; a retry waits for one, and for the cap.
-/// While a write is out a release waits (it then writes with every `guid` the item may
-/// carry); between attempts it stops the heartbeat at once.
+/// The state is held only while the machine steps, not while writes are out: a release that
+/// comes meanwhile asks the machine, which stops the heartbeat between attempts at once and,
+/// with a write on the wire, has it wait for the answer (`hold::Action::Release` then wakes
+/// it).
 async fn steps(
     lock: &HeldLock,
-    st: &mut LockState,
     mut permit: Option<OwnedSemaphorePermit>,
     flight: &Flight,
     pacer: Option<&Pacer>,
@@ -859,6 +870,10 @@ async fn steps(
     let f = s.open_fields();
     let to = &target(lock);
     let fresh = s.heartbeat_period.map(|_| new_guid());
+    let mut st = lock.state.lock().await;
+    if lock.is_stopping() {
+        return None;
+    }
     let mut actions = st.handle_timeout(t(Instant::now()), fresh, Duration::ZERO, flight.round_trip());
     let mut watch: Option<Watch<'_>> = None;
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
@@ -893,26 +908,21 @@ async fn steps(
                     out.push(write(renew, slot, flight.slots.clone(), paced_at));
                 }
                 hold::Action::Abandon => out.clear(),
-                hold::Action::Failed {
+                hold::Action::Failed(machine::Failure {
                     report,
                     at_risk,
                     remaining,
-                } => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
+                }) => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
                 hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 }),
                 hold::Action::Renewed { until } => lock.lease.set(base + until),
-                hold::Action::Lost(Loss::Lapsed) => {
-                    lock.emit(LockEvent::Lost(LostReason::LeaseExpired));
-                    return None;
-                }
-                hold::Action::Lost(Loss::NotOurs) => {
-                    lock.emit(LockEvent::Lost(LostReason::NotOwner));
-                    return None;
-                }
-                // A release takes the state before it asks the machine, once no write is out:
-                // it never waits inside it.
-                hold::Action::Release(_) => {}
+                hold::Action::Lost(loss) => lock.emit(LockEvent::Lost(match loss {
+                    Loss::Lapsed => LostReason::LeaseExpired,
+                    Loss::NotOurs => LostReason::NotOwner,
+                })),
+                // The write a release waited for is answered or given up on.
+                hold::Action::Release(_) => lock.settled.notify_waiters(),
             }
         }
         let next = st.poll_timeout().map(|t| base + t);
@@ -926,16 +936,28 @@ async fn steps(
         }
         let wake_at = next?;
         let backoff = s.policy().backoff(st.attempts() + 1);
-        tokio::select! {
+        drop(st);
+        let woke = tokio::select! {
             biased;
             // Between attempts, a release stops the heartbeat at once; while a write is out it
             // waits for the answer.
             // An abandoned lock (its client closed, its thread ended) stops at once.
-            _ = &mut woken, if out.is_empty() || lock.is_abandoned() => return None,
-            _ = tokio::time::sleep_until(wake_at) => {
-                actions = st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip());
+            _ = &mut woken, if out.is_empty() || lock.is_abandoned() => Woke::Stop,
+            _ = tokio::time::sleep_until(wake_at) => Woke::Timer,
+            Some((sent, r)) = out.next(), if !out.is_empty() => Woke::Answer(sent, r),
+        };
+        st = lock.state.lock().await;
+        actions = match woke {
+            Woke::Stop => {
+                if !out.is_empty() {
+                    // Its writes are dropped: a release waiting for them goes on.
+                    st.settle();
+                    lock.settled.notify_waiters();
+                }
+                return None;
             }
-            Some((sent, r)) = out.next(), if !out.is_empty() => {
+            Woke::Timer => st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip()),
+            Woke::Answer(sent, r) => {
                 let now = Instant::now();
                 flight.answered(now.saturating_duration_since(sent));
                 // A session's item names the locks an operator revoked: they are lost, the
@@ -945,9 +967,9 @@ async fn steps(
                         lock.emit(LockEvent::Revoked(revoked));
                     }
                 });
-                actions = st.handle_answer(t(now), answer_of(r, &mut last_error), backoff);
+                st.handle_answer(t(now), answer_of(r, &mut last_error), backoff)
             }
-        }
+        };
     }
 }
 
@@ -1076,17 +1098,6 @@ mod tests {
 
     fn lost(events: &Recorder) -> bool {
         events.events().contains(&LockEvent::Lost(LostReason::LeaseExpired))
-    }
-
-    /// Waits, 1 ms at a time, until a heartbeat write has started.
-    async fn until_renewing(store: &MemoryStore) {
-        for _ in 0..1000 {
-            if store.count("renew") > 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        panic!("no heartbeat started");
     }
 
     /// The process is paused (SIGSTOP) for 3 s while a heartbeat is on the wire: its write

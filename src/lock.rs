@@ -1,9 +1,9 @@
 //! A held lock: its key, current `guid`, lease and health, and the events it reports; and
 //! what the held locks of one client share with it (`Shared`: store, settings, where events
 //! go, the local line, the hand-off, Fifo's queue state, and the heartbeat scheduler, which
-//! the layer above supplies through `Scheduler`). Operations on one lock are serialized by
-//! its state mutex: a release waits for an in-flight heartbeat and then writes with the
-//! newest `guid`.
+//! the layer above supplies through `Scheduler`). A lock's state is the core's `hold::Hold`:
+//! a release asks it, waits for a heartbeat write on the wire when it says so, and then
+//! writes with every `guid` the item may carry.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,7 +42,7 @@ pub enum LockEvent {
     Revoked(Vec<Vec<u8>>),
 }
 
-/// What a failed heartbeat means for the lease (the core's `heartbeat::Action::Failed`).
+/// What a failed heartbeat means for the lease (the core's `heartbeat::Failure`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Risk {
     /// No retry mends the failure, or the lease is down to where `"danger"` is told.
@@ -117,8 +117,8 @@ impl Shared {
 }
 
 /// End of a lock's lease on this process's monotonic clock, counted from when the last
-/// successful write was sent. Readable without the state mutex, which a heartbeat in flight
-/// holds: `lock.leaseRemainingMs` answers at once, from the deadline itself, so a process
+/// successful write was sent. Readable without the state mutex, which a release or an
+/// update holds while it writes: `lock.leaseRemainingMs` answers at once, from the deadline itself, so a process
 /// that was paused learns on its first read that the lease has gone by, before any timer of
 /// the scheduler has run.
 pub struct Lease {
@@ -166,9 +166,9 @@ impl Lease {
 }
 
 /// Mutable state of a held lock, behind its mutex: the core's `hold::Hold`, which decides its
-/// lease, heartbeats and fate, with its `guid`s. A heartbeat holds the mutex while its write
-/// is on the wire, so a release, which takes it, waits for that write to be answered (or
-/// dropped) as the core's rule says.
+/// lease, heartbeats and fate, with its `guid`s. A heartbeat holds the mutex while the
+/// machine steps, not while its writes are out; a release and `lock.update` hold it while
+/// they write, so that the heartbeat's next step waits for them.
 pub type LockState = hold::Hold<Guid>;
 
 pub struct HeldLock {
@@ -194,6 +194,9 @@ pub struct HeldLock {
     abandoned: AtomicBool,
     left_line: AtomicBool,
     pub(crate) wake: Notify,
+    /// The heartbeat's writes are answered or dropped after a release asked to wait for them
+    /// (`hold::Action::Release`), or after the heartbeat stopped with writes out.
+    pub(crate) settled: Notify,
     pub lease: Lease,
     /// The session the lock is held through: its lease is the session's.
     pub session: Option<Arc<Session>>,
@@ -249,6 +252,7 @@ impl HeldLock {
             abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
+            settled: Notify::new(),
             lease: Lease::new(now, lease_until),
             session: None,
             permit: None,
@@ -317,9 +321,33 @@ impl HeldLock {
         self.abandoned.load(Ordering::SeqCst)
     }
 
-    /// Once no heartbeat of this lock is under way: nothing more goes out for it.
+    /// Once no heartbeat write of this lock is on the wire: nothing more goes out for it.
     pub async fn settled(&self) {
-        drop(self.state.lock().await);
+        let st = self.state.lock().await;
+        if st.beating {
+            drop(self.after_heartbeat(st).await);
+        }
+    }
+
+    /// Given the state while a heartbeat's write is on the wire (`held::Release::Wait`):
+    /// waits for the heartbeat to take its answer, which decides which `guid` the item
+    /// carries, and returns the state then. The wait ends after a request timeout at most:
+    /// the write then counts as dropped (its `guid` stays known, and a renewal that lands
+    /// after a release is refused, as the item is released).
+    async fn after_heartbeat<'a>(
+        &'a self,
+        st: tokio::sync::MutexGuard<'a, LockState>,
+    ) -> tokio::sync::MutexGuard<'a, LockState> {
+        let settled = self.settled.notified();
+        tokio::pin!(settled);
+        settled.as_mut().enable();
+        drop(st);
+        // Have the heartbeat's reply taken as soon as it comes.
+        let _hurry = self.client.heartbeats.hurry();
+        let _ = tokio::time::timeout(self.client.settings.request_timeout, settled).await;
+        let mut st = self.state.lock().await;
+        st.settle();
+        st
     }
 
     pub(crate) fn emit(&self, event: LockEvent) {
@@ -465,34 +493,27 @@ impl HeldLock {
         // No step of the critical section may count on a lock on its way out.
         self.lease.end();
         self.wake.notify_waiters();
-        let mut st = match self.state.try_lock() {
-            Ok(st) => st,
-            // Most likely a heartbeat in flight: have its reply taken as soon as it comes.
-            Err(_) => {
-                let _hurry = self.client.heartbeats.hurry();
-                self.state.lock().await
-            }
-        };
+        let mut st = self.state.lock().await;
         let kind = self.client.settings.kind;
-        // Held through a session that is lost: so is the lock, which is released, not handed
-        // over (the next acquisition in line starts a session of its own).
-        if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
-            st.lose(held::Lost::Lapsed);
-        }
-        // Holding the state, no heartbeat awaits a write: what was on the wire was answered or
-        // dropped (a `guid` it may have written stays known).
-        st.settle();
-        let (guids, taken) = match st.release(kind) {
-            held::Release::Write { guids, taken } => (guids, taken),
-            // As in the original: releasing a released FailOpen lock is quiet...
-            held::Release::Done => return Ok(true),
-            // ...and a FailClosed lock that is gone is not ours to release.
-            held::Release::NotOurs => {
-                return Err(LockError::FailedToReleaseLock {
-                    original: StoreError::condition_failed(),
-                })
+        let (guids, taken) = loop {
+            // Held through a session that is lost: so is the lock, which is released, not
+            // handed over (the next acquisition in line starts a session of its own).
+            if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
+                st.lose(held::Lost::Lapsed);
             }
-            held::Release::Wait => unreachable!("no heartbeat write is on the wire"),
+            match st.release(kind) {
+                held::Release::Write { guids, taken } => break (guids, taken),
+                // As in the original: releasing a released FailOpen lock is quiet...
+                held::Release::Done => return Ok(true),
+                // ...and a FailClosed lock that is gone is not ours to release.
+                held::Release::NotOurs => {
+                    return Err(LockError::FailedToReleaseLock {
+                        original: StoreError::condition_failed(),
+                    })
+                }
+                // A heartbeat's write is on the wire: its answer decides the `guid`s.
+                held::Release::Wait => st = self.after_heartbeat(st).await,
+            }
         };
         if self.client.settings.original_requests {
             // The original's release: one request with the newest guid, even after a loss.

@@ -125,3 +125,14 @@ pub async fn renews_and_wake_ups(store: &MemoryStore, ms: u32) -> (usize, usize)
     }
     (last - start, wakes)
 }
+
+/// Waits, 1 ms at a time (a second at most), until a heartbeat write has started.
+pub async fn until_renewing(store: &MemoryStore) {
+    for _ in 0..1000 {
+        if store.count("renew") > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("no heartbeat started");
+}

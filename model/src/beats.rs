@@ -113,7 +113,7 @@ impl Beats {
                         }
                     }
                 }
-                hold::Action::Failed { .. } | hold::Action::Danger { .. } => {}
+                hold::Action::Failed(_) | hold::Action::Danger { .. } => {}
                 hold::Action::Renewed { until } => carried.renewed = Some(tick(until)),
                 hold::Action::Lost(_) => carried.lost = true,
                 hold::Action::Release(release) => carried.release = Some(release),

@@ -88,6 +88,17 @@ pub enum Loss {
     NotOurs,
 }
 
+/// A failed heartbeat write or attempt. `report`: emit an `"error"` event for it (the
+/// answer's error, or a timeout when the step was a timer). `at_risk`: the lease is at risk,
+/// since no retry mends the failure or the lease is down to where `"danger"` is told;
+/// `remaining`: what is left of the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub report: bool,
+    pub at_risk: bool,
+    pub remaining: Duration,
+}
+
 /// What the caller does after a step, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -95,15 +106,8 @@ pub enum Action {
     Write,
     /// Drop every write of this heartbeat still out.
     Abandon,
-    /// A write or an attempt failed (count it); `report`: emit an `"error"` event for it (the
-    /// answer's error, or a timeout when the step was a timer). `at_risk`: the lease is at
-    /// risk, since no retry mends the failure or the lease is down to where `"danger"` is
-    /// told; `remaining`: what is left of the lease.
-    Failed {
-        report: bool,
-        at_risk: bool,
-        remaining: Duration,
-    },
+    /// A write or an attempt failed (count it).
+    Failed(Failure),
     /// Emit `"danger"`: this much of the lease is left.
     Danger { remaining: Duration },
     /// The item carries the new `guid` now: it is the lock's own.
@@ -367,11 +371,11 @@ impl Beat {
             }
             _ if late => self.lose(Loss::Lapsed, &mut actions),
             Answer::NotOurs => {
-                actions.push(Action::Failed {
+                actions.push(Action::Failed(Failure {
                     report: true,
                     at_risk: true,
                     remaining: self.until.saturating_sub(now),
-                });
+                }));
                 self.lose(Loss::NotOurs, &mut actions);
             }
             Answer::Failed { code, .. } if code == TABLE_GONE => {
@@ -426,11 +430,11 @@ impl Beat {
     /// A failure with `code` at `now`: reported unless it repeats within a period; the lease
     /// at risk unless a retry may mend it (`mendable`) and `"danger"` is not yet due.
     fn failure(&mut self, now: Time, code: &str, mendable: bool) -> Action {
-        Action::Failed {
+        Action::Failed(Failure {
             report: self.tell(now, code),
             at_risk: !mendable || now >= self.danger_at,
             remaining: self.until.saturating_sub(now),
-        }
+        })
     }
 
     /// Whether an error with `code` is to be reported now.
@@ -540,11 +544,11 @@ mod tests {
             a,
             vec![
                 Action::Abandon,
-                Action::Failed {
+                Action::Failed(Failure {
                     report: true,
                     at_risk: true,
                     remaining: ms(740)
-                },
+                }),
                 Action::Lost(Loss::NotOurs)
             ]
         );
@@ -569,7 +573,7 @@ mod tests {
         };
         let risk = |a: &[Action]| {
             a.iter().find_map(|a| match a {
-                Action::Failed { at_risk, remaining, .. } => Some((*at_risk, *remaining)),
+                Action::Failed(Failure { at_risk, remaining, .. }) => Some((*at_risk, *remaining)),
                 _ => None,
             })
         };
@@ -606,7 +610,8 @@ mod tests {
         let danger = seen.iter().position(|a| matches!(a, Action::Danger { .. }));
         assert!(danger.is_some(), "{seen:?}");
         assert!(
-            seen.iter().any(|a| matches!(a, Action::Failed { report: true, .. })),
+            seen.iter()
+                .any(|a| matches!(a, Action::Failed(Failure { report: true, .. }))),
             "a slow write is reported"
         );
         assert!(
@@ -637,11 +642,11 @@ mod tests {
         let a = b.timer(ms(625), ms(25), Duration::ZERO);
         assert_eq!(
             a,
-            vec![Action::Failed {
+            vec![Action::Failed(Failure {
                 report: true,
                 at_risk: false,
                 remaining: ms(375)
-            }]
+            })]
         );
         let a = b.answer(ms(900), Answer::Renewed, ms(25));
         assert!(a.contains(&Action::Renewed {

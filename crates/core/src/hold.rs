@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use crate::heartbeat::{self, Answer, Beat, Config, Loss, Time};
+use crate::heartbeat::{self, Answer, Beat, Config, Failure, Loss, Time};
 use crate::held::{self, Held};
 use crate::settings::Kind;
 
@@ -34,12 +34,8 @@ pub enum Action<G> {
     Write { guids: [G; 2], new: G },
     /// Drop every write of the heartbeat still out.
     Abandon,
-    /// A heartbeat write or attempt failed (see `heartbeat::Action::Failed`).
-    Failed {
-        report: bool,
-        at_risk: bool,
-        remaining: Duration,
-    },
+    /// A heartbeat write or attempt failed (count it).
+    Failed(Failure),
     /// Emit `"danger"`: this much of the lease is left.
     Danger { remaining: Duration },
     /// The lease now runs until `until`.
@@ -189,9 +185,7 @@ impl<G: Clone + PartialEq> Hold<G> {
             self.beat = None;
         }
         let release = self.held.release(kind);
-        if release == held::Release::Wait {
-            self.releasing = Some(kind);
-        }
+        self.releasing = (release == held::Release::Wait).then_some(kind);
         release
     }
 
@@ -202,11 +196,11 @@ impl<G: Clone + PartialEq> Hold<G> {
         self.beat = None;
         self.held.on_the_wire(false);
         let Some(until) = self.until else { return Vec::new() };
-        let mut actions = vec![Action::Failed {
+        let mut actions = vec![Action::Failed(Failure {
             report: true,
             at_risk: true,
             remaining: until.saturating_sub(now),
-        }];
+        })];
         if now < until {
             self.wake = (now + self.config.period.max(self.config.timer_grain)).min(until);
         } else if self.held.lost.is_none() && !self.held.released {
@@ -235,15 +229,7 @@ impl<G: Clone + PartialEq> Hold<G> {
                     self.held.on_the_wire(false);
                     out.push(Action::Abandon);
                 }
-                heartbeat::Action::Failed {
-                    report,
-                    at_risk,
-                    remaining,
-                } => out.push(Action::Failed {
-                    report,
-                    at_risk,
-                    remaining,
-                }),
+                heartbeat::Action::Failed(f) => out.push(Action::Failed(f)),
                 heartbeat::Action::Danger { remaining } => out.push(Action::Danger { remaining }),
                 heartbeat::Action::Landed => self.held.landed(),
                 heartbeat::Action::Renewed { until, next } => {
@@ -405,11 +391,11 @@ mod tests {
         let a = h.failed_outside(ms(100));
         assert_eq!(
             a,
-            vec![Action::Failed {
+            vec![Action::Failed(Failure {
                 report: true,
                 at_risk: true,
                 remaining: ms(900)
-            }]
+            })]
         );
         assert_eq!(h.poll_timeout(), Some(ms(350)));
         assert_eq!(h.failed_outside(ms(900)).len(), 1);
