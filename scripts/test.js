@@ -1,13 +1,12 @@
 "use strict";
 
 // `npm test`: build the addon, run the Rust checks and unit tests, then every node:test
-// suite against the built addon and the local DynamoDB engines, with the README's blocks and
-// the core suites on Node.js 22 and 24 beside them.
+// suite against the built addon and the local DynamoDB engines, then the README's blocks and
+// the core suites on Node.js 22 and 24.
 
 const fs = require("fs");
 const path = require("path");
-const os = require("os");
-const { spawn, spawnSync } = require("child_process");
+const { spawnSync } = require("child_process");
 const { hostTriple } = require("./platform.js");
 const { preferMachineNode } = require("./machine-node.js");
 
@@ -85,39 +84,16 @@ const suites = fs.readdirSync(path.join(root, "__test__"))
     .sort()
     .map(f => path.join("__test__", f));
 
-// The other Node.js versions users run (scripts/node-versions.js: the README's example and the
-// core suites on dynalite) go beside the main suites, which mostly wait on timers and engines;
-// their output is printed once they are done.
-let versions = null;
-if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-versions"))
-{
-    const log = path.join(os.tmpdir(), `dynamodb-lock-native-node-versions-${process.pid}.log`);
-    const fd = fs.openSync(log, "w");
-    const t0 = Date.now();
-    const child = spawn(machineNode, [path.join(__dirname, "node-versions.js"), "node22", "node24"], { cwd: root, stdio: ["ignore", fd, fd], env: process.env });
-    fs.closeSync(fd);
-    process.on("exit", () => child.exitCode === null && child.kill());
-    const done = new Promise(resolve => child.on("exit", code => resolve(code === null ? 1 : code)));
-    versions = { log, t0, done };
-}
-
 // `node --test` without files would run every suite: TEST_ONLY=node-versions runs none here.
 if (suites.length > 0)
 {
     run(machineNode, ["--test", "--test-concurrency=2", ...suites], {}, `node --test: ${suites.length} suites`);
 }
 
-if (versions)
+// The other Node.js versions users run (scripts/node-versions.js: the README's example and the
+// core suites on dynalite), after the main suites: beside them, on two cores, they slowed the
+// main suites by about as much as they took.
+if (!process.env.TEST_ONLY || process.env.TEST_ONLY.split(",").includes("node-versions"))
 {
-    versions.done.then(code =>
-    {
-        process.stdout.write(fs.readFileSync(versions.log, "utf8"));
-        fs.rmSync(versions.log, { force: true });
-        took.push(["Node.js 22 and 24: README example and core suites (beside the main suites)", Date.now() - versions.t0]);
-        if (code !== 0)
-        {
-            console.error(`failed: the runs on Node.js 22 and 24 (exit ${code})`);
-            process.exit(code || 1);
-        }
-    });
+    run(machineNode, [path.join(__dirname, "node-versions.js"), "node22", "node24"], {}, "Node.js 22 and 24: README example and core suites");
 }
