@@ -19,7 +19,7 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
     // What the stand-in does: `mode` "EVENTUAL", "STRONG", "NONE" (replicas without
     // MultiRegionConsistency), "DENIED", or undefined (DescribeTable reaches dynalite);
     // `conflicts`: UpdateItems to answer with ReplicatedWriteConflictException.
-    const stand = { mode: undefined, conflicts: 0, seen: [] };
+    const stand = { mode: undefined, conflicts: 0, seen: [], answered: [] };
     const count = op => stand.seen.filter(o => o === op).length;
 
     function answer(res, status, body)
@@ -54,6 +54,7 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
                 const body = Buffer.concat(chunks);
                 const op = String(req.headers["x-amz-target"]).split(".").pop();
                 stand.seen.push(op);
+                res.on("finish", () => stand.answered.push(op));
                 if (op === "DescribeTable" && stand.mode === "DENIED")
                 {
                     return answer(res, 400, { __type: "com.amazonaws.dynamodb.v20120810#AccessDeniedException", message: "not authorized to perform dynamodb:DescribeTable" });
@@ -93,7 +94,7 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
     });
 
     const config = extra => Object.assign({ dynamodb: dynamodbOptions(engine, endpoint), lockTable: "global", partitionKey: "id" }, extra);
-    const reset = mode => Object.assign(stand, { mode, conflicts: 0, seen: [] });
+    const reset = mode => Object.assign(stand, { mode, conflicts: 0, seen: [], answered: [] });
 
     it("the eventually consistent mode is refused with its code, no lock remains, and later acquisitions refuse at once", async () =>
     {
@@ -247,8 +248,20 @@ describe("a global table (a loopback stand-in for DescribeTable in front of dyna
         {
             const client = new DynamoDBLockClient.FailOpen(config({ lockTable: table, leaseDurationMs: 10000 }));
             await assert.rejects(client.acquireLock(uniqueId("gt-missing")), { code: "ResourceNotFoundException" });
+            // The table is made only once the first check was answered that it is missing (the
+            // check runs beside the acquisition, and may answer after it).
+            for (let i = 0; i < 500 && !stand.answered.includes("DescribeTable"); i++)
+            {
+                await new Promise(resolve => setTimeout(resolve, 10));
+            }
+            assert.equal(count("DescribeTable"), 1);
             await engine.createTable(table, { partitionKey: "id" });
-            await (await client.acquireLock(uniqueId("gt-missing"))).release();
+            // An acquisition that starts before the client has taken that answer shares the
+            // check under way; the next one checks again.
+            for (let i = 0; i < 3 && count("DescribeTable") < 2; i++)
+            {
+                await (await client.acquireLock(uniqueId("gt-missing"))).release();
+            }
             await client.close();
             await new Promise(resolve => setImmediate(resolve));
             assert.deepEqual(warnings.map(w => w.code).filter(c => c && c.startsWith("DYNAMODB_LOCK_NATIVE")), []);
