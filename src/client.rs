@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dynamodb_lock_core::settings;
+use dynamodb_lock_core::{local, settings};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
@@ -11,7 +11,7 @@ use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
-use crate::line::{Place, Turn, Waiter};
+use crate::line::{InLine, Patience, Place, Turn};
 use crate::lock::{EventSink, HeldLock, Shared};
 use crate::queues::Queues;
 use crate::settings::Settings;
@@ -185,71 +185,68 @@ impl Client {
     }
 
     /// Waits in the line until the lock is handed over (`Some`) or it is this waiter's turn
-    /// to ask DynamoDB (`None`).
+    /// to ask DynamoDB (`None`), for as long as the line's patience (`local::Local`) allows.
     async fn wait_in_line(
         self: &Arc<Self>,
         key: &LockKey,
-        mut waiter: Waiter,
+        mut waiter: InLine,
         cancel: &Cancel,
     ) -> Result<Option<HeldLock>, LockError> {
-        let patience = self.settings.protocol().line_patience();
-        let outcome = loop {
-            let since = self.lines.holder_since(key).unwrap_or_else(Instant::now);
-            tokio::select! {
-                turn = &mut waiter.turn => break Ok(turn.ok()),
-                r = cancel.sleep_until(since + patience) => {
-                    // A holder that changed meanwhile restarts the patience.
-                    if r.is_ok() && self.lines.holder_since(key) != Some(since) {
-                        continue;
-                    }
-                    break Err(r.err().unwrap_or_else(|| LockError::FailedToAcquireLock {
+        let turn = loop {
+            let until = match self.lines.patience(key, &waiter) {
+                Patience::Waits(until) => until,
+                Patience::GivesUp => {
+                    return Err(LockError::FailedToAcquireLock {
                         original: StoreError::condition_failed(),
-                    }));
+                    })
                 }
-            }
-        };
-        let turn = match outcome {
-            Ok(turn) => turn,
-            Err(e) => match self.lines.quit(key, &mut waiter) {
-                None => return Err(e),
-                // The turn came as we gave up: pass it on.
-                Some(turn) => {
-                    if let Some(lock) = self.handed(key, turn) {
-                        let _ = lock.release().await;
-                    } else {
-                        self.lines.leave(key);
+                Patience::Turned => break (&mut waiter.turn).await.ok(),
+            };
+            tokio::select! {
+                turn = &mut waiter.turn => break turn.ok(),
+                r = cancel.sleep_until(until) => if let Err(e) = r {
+                    match self.lines.quit(key, &mut waiter) {
+                        None => return Err(e),
+                        // The turn came as we gave up: pass it on.
+                        Some(turn) => {
+                            if let Some(lock) = self.handed(key, turn) {
+                                let _ = lock.release().await;
+                            } else {
+                                self.lines.leave(key);
+                            }
+                            return Err(e);
+                        }
                     }
-                    return Err(e);
-                }
-            },
+                },
+            }
         };
         // A dropped sender means the line ended without a turn for us: try for ourselves.
         Ok(turn.and_then(|t| self.handed(key, t)))
     }
 
-    /// The lock a `Turn::Handed` carries.
+    /// The lock a `Turn::Handed` carries: handed over within a session, it is held through
+    /// it only while that session is still the client's (`local::takes_handed`); otherwise the
+    /// lock went with the old session, and the next in line tries for itself (and waits out
+    /// the old session).
     fn handed(self: &Arc<Self>, key: &LockKey, turn: Turn) -> Option<HeldLock> {
-        match turn {
-            Turn::Go => None,
-            Turn::Handed {
-                guid,
-                fencing_token,
-                sent_at,
-                session,
-            } => {
-                // Handed over within the client's session: the lock is held through it. Were
-                // the session replaced meanwhile, the lock went with the old one: the next in
-                // line tries for itself (and waits out the old session).
-                let session = match session {
-                    Some(id) => Some(self.sessions.current().clone().filter(|s| s.id == id)?),
-                    None => None,
-                };
-                let leased_from = (self.settings.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
-                let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
-                lock.session = session;
-                Some(lock)
-            }
+        let Turn::Handed {
+            guid,
+            fencing_token,
+            sent_at,
+            session,
+        } = turn
+        else {
+            return None;
+        };
+        let current = self.sessions.current().clone();
+        if !local::takes_handed(session.as_ref(), current.as_ref().map(|s| &s.id)) {
+            return None;
         }
+        let session = session.and(current);
+        let leased_from = (self.settings.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
+        let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
+        lock.session = session;
+        Some(lock)
     }
 
     /// Acquires `key` from DynamoDB for the line.
@@ -380,7 +377,7 @@ mod tests {
         assert!(rec.is_released());
         assert_eq!(rec.fencing_token, Some(5));
         assert!(events.events().is_empty());
-        assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
+        assert!(!c.lines.has_line(&key("k")), "the line ended");
     }
 
     /// The acquisition in line is aborted while the hand-over's write is on the wire: the
@@ -420,7 +417,7 @@ mod tests {
         );
         assert_eq!(store.count("get"), 0, "taken at once, with no wait");
         assert!(events.events().is_empty(), "{:?}", events.events());
-        assert!(c.lines.holder_since(&key("k")).is_none(), "the line ended");
+        assert!(!c.lines.has_line(&key("k")), "the line ended");
     }
 
     #[tokio::test(start_paused = true)]

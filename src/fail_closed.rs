@@ -14,7 +14,7 @@ use crate::release::{undo_later, Undoing};
 pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
-    let stand_back = c.stand_back.turn(key).map(|t| clock.time(t));
+    let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
     let env = clock.env(Some(cancel));
     let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
     let to = Target {

@@ -44,7 +44,7 @@ pub async fn acquire(
 ) -> Result<Taken, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
-    let stand_back = c.stand_back.turn(key).map(|t| clock.time(t));
+    let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
     let env = clock.env(Some(cancel));
     let mut s = c.settings.protocol();
     if until_aborted {

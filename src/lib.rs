@@ -70,7 +70,6 @@ mod release;
 mod runtime;
 mod session;
 mod settings;
-mod stand_back;
 mod stats;
 mod store;
 #[cfg(test)]

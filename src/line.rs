@@ -1,12 +1,12 @@
-//! The local line: acquisitions of one lock id by one client wait here, in arrival order,
-//! while another acquisition of the same client is in progress or holds the lock. Only the
-//! first of them speaks to DynamoDB; the others cost no request until their turn. A release
-//! hands the lock to the next in line with one conditional write (`Turn::Handed`), or, when
-//! it cannot, lets the next one try for itself (`Turn::Go`).
+//! Carries the client's local line and stand-back (`dynamodb_lock_core::local`, which decides
+//! their order, patience and pauses) to the tasks of its acquisitions: a turn goes to the
+//! waiting task over a channel, and times are read from the clock here.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
+use dynamodb_lock_core::local::{self, Waiter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -28,90 +28,112 @@ pub enum Turn {
     Go,
 }
 
-#[derive(Default)]
-struct Line {
-    waiters: VecDeque<(u64, oneshot::Sender<Turn>)>,
-    /// When the current holder (or the acquisition in progress) got its turn: a waiter's
-    /// patience is measured per holder.
-    holder_since: Option<Instant>,
-}
-
-/// Every line of one client, by lock id. A line exists while an acquisition of its id is in
-/// progress or a lock of that id is held by this client.
-#[derive(Default)]
-pub struct Lines {
-    lines: Mutex<HashMap<LockKey, Line>>,
-    next_waiter: std::sync::atomic::AtomicU64,
-}
-
 /// A place in a line, or the head of a new one.
 pub enum Place {
     /// Nobody of this client had the id: the caller leads the line.
     Head,
-    Queued(Waiter),
+    Queued(InLine),
 }
 
-pub struct Waiter {
-    id: u64,
+/// An acquisition waiting in a line, and where its turn comes.
+pub struct InLine {
+    id: Waiter,
     pub turn: oneshot::Receiver<Turn>,
 }
 
+/// What a waiter's patience says (`local::Patience`), on this process's clock.
+pub enum Patience {
+    Waits(Instant),
+    GivesUp,
+    Turned,
+}
+
+struct Inner {
+    local: local::Local<LockKey>,
+    turns: HashMap<Waiter, oneshot::Sender<Turn>>,
+}
+
+/// Every line and stand-back of one client, by lock id.
+pub struct Lines {
+    base: Instant,
+    inner: Mutex<Inner>,
+}
+
 impl Lines {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LockKey, Line>> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    /// `patience`: how long a waiter waits for one holder (`Lock::line_patience`).
+    pub fn new(patience: Duration) -> Self {
+        Lines {
+            base: Instant::now(),
+            inner: Mutex::new(Inner {
+                local: local::Local::new(patience),
+                turns: HashMap::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> dynamodb_lock_core::request::Time {
+        self.base.elapsed()
     }
 
     /// Joins the line of `key`, or starts it.
     pub fn join(&self, key: &LockKey) -> Place {
-        let mut lines = self.lock();
-        match lines.get_mut(key) {
-            Some(line) => {
-                let id = self.next_waiter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = self.now();
+        let mut inner = self.lock();
+        match inner.local.join(key, now) {
+            local::Place::Head => Place::Head,
+            local::Place::Queued(id) => {
                 let (tx, rx) = oneshot::channel();
-                line.waiters.push_back((id, tx));
-                Place::Queued(Waiter { id, turn: rx })
-            }
-            None => {
-                lines.insert(
-                    key.clone(),
-                    Line {
-                        waiters: VecDeque::new(),
-                        holder_since: Some(Instant::now()),
-                    },
-                );
-                Place::Head
+                inner.turns.insert(id, tx);
+                Place::Queued(InLine { id, turn: rx })
             }
         }
     }
 
     /// Whether someone waits in the line of `key`.
     pub fn has_waiters(&self, key: &LockKey) -> bool {
-        self.lock().get(key).is_some_and(|l| !l.waiters.is_empty())
+        self.lock().local.has_waiters(key)
     }
 
-    /// When the line's current holder got its turn.
-    pub fn holder_since(&self, key: &LockKey) -> Option<Instant> {
-        self.lock().get(key).and_then(|l| l.holder_since)
+    /// Whether the line of `key` exists.
+    #[cfg(test)]
+    pub fn has_line(&self, key: &LockKey) -> bool {
+        self.lock().local.has_line(key)
     }
 
-    /// Gives the next waiter that is still there the turn that `make` builds; returns the
-    /// turn back if nobody is left (the line is then gone when `Go` was meant, and kept for a
-    /// handed lock, whose owner must release it).
-    pub fn pass(&self, key: &LockKey, turn: Turn) -> Option<Turn> {
-        let mut lines = self.lock();
-        let line = lines.get_mut(key)?;
-        let mut turn = turn;
-        while let Some((_, tx)) = line.waiters.pop_front() {
-            match tx.send(turn) {
-                Ok(()) => {
-                    line.holder_since = Some(Instant::now());
-                    return None;
-                }
-                Err(back) => turn = back,
+    /// What `w`'s patience says now (giving up, it has left the line).
+    pub fn patience(&self, key: &LockKey, w: &InLine) -> Patience {
+        let now = self.now();
+        let mut inner = self.lock();
+        match inner.local.patience(key, w.id, now) {
+            local::Patience::Waits(until) => Patience::Waits(self.base + until),
+            local::Patience::GivesUp => {
+                inner.turns.remove(&w.id);
+                Patience::GivesUp
             }
+            local::Patience::Turned => Patience::Turned,
         }
-        if matches!(turn, Turn::Go) {
-            lines.remove(key);
+    }
+
+    /// Gives the next waiter that is still there `turn`; returns the turn back if nobody is
+    /// left (the line is then gone when `Go` was meant, and kept for a handed lock, whose
+    /// owner must release it).
+    pub fn pass(&self, key: &LockKey, turn: Turn) -> Option<Turn> {
+        let now = self.now();
+        let handed = matches!(turn, Turn::Handed { .. });
+        let mut inner = self.lock();
+        let mut turn = turn;
+        while let Some(w) = inner.local.next(key, now, handed) {
+            // A waiter whose task is gone without quitting cannot take it: the next one may.
+            if let Some(tx) = inner.turns.remove(&w) {
+                match tx.send(turn) {
+                    Ok(()) => return None,
+                    Err(back) => turn = back,
+                }
+            }
         }
         Some(turn)
     }
@@ -124,18 +146,26 @@ impl Lines {
 
     /// Leaves the line without having had a turn. Returns `None` if the waiter was still
     /// queued; otherwise its turn had already been given, and the caller must deal with it.
-    pub fn quit(&self, key: &LockKey, w: &mut Waiter) -> Option<Turn> {
+    pub fn quit(&self, key: &LockKey, w: &mut InLine) -> Option<Turn> {
         {
-            let mut lines = self.lock();
-            if let Some(line) = lines.get_mut(key) {
-                if let Some(i) = line.waiters.iter().position(|(id, _)| *id == w.id) {
-                    line.waiters.remove(i);
-                    return None;
-                }
+            let mut inner = self.lock();
+            if inner.local.quit(key, w.id) {
+                inner.turns.remove(&w.id);
+                return None;
             }
         }
-        // Not queued any more: the turn was sent before we took the lock above.
         w.turn.try_recv().ok()
+    }
+
+    /// `key` was released while others waited: stand back from it for `pause`.
+    pub fn released(&self, key: &LockKey, pause: Duration) {
+        let now = self.now();
+        self.lock().local.released(key, now + pause, now);
+    }
+
+    /// Until when this client stands back from `key`. Asking ends it.
+    pub fn stand_back(&self, key: &LockKey) -> Option<Instant> {
+        self.lock().local.stand_back(key).map(|t| self.base + t)
     }
 }
 
@@ -144,64 +174,49 @@ mod tests {
     use super::*;
     use crate::testkit::key;
 
-    #[test]
-    fn turns_go_in_arrival_order_and_skip_those_who_quit() {
-        let lines = Lines::default();
-        assert!(matches!(lines.join(&key("a")), Place::Head));
-        let Place::Queued(mut w1) = lines.join(&key("a")) else {
-            panic!()
-        };
-        let Place::Queued(mut w2) = lines.join(&key("a")) else {
-            panic!()
-        };
-        let Place::Queued(mut w3) = lines.join(&key("a")) else {
-            panic!()
-        };
-        assert!(lines.quit(&key("a"), &mut w2).is_none(), "w2 leaves before its turn");
-        lines.leave(&key("a"));
-        assert!(matches!(w1.turn.try_recv(), Ok(Turn::Go)));
-        assert!(w3.turn.try_recv().is_err(), "w3 waits for w1");
-        drop(w1);
-        lines.leave(&key("a"));
-        assert!(matches!(w3.turn.try_recv(), Ok(Turn::Go)));
-        assert!(lines.has_waiters(&key("a")) || lines.holder_since(&key("a")).is_some());
-        lines.leave(&key("a"));
-        assert!(lines.holder_since(&key("a")).is_none(), "the line ended");
-        assert!(matches!(lines.join(&key("a")), Place::Head));
+    fn queued(lines: &Lines) -> InLine {
+        match lines.join(&key("a")) {
+            Place::Queued(w) => w,
+            Place::Head => panic!("the line exists"),
+        }
     }
 
     #[test]
-    fn a_turn_nobody_takes_comes_back() {
-        let lines = Lines::default();
+    fn a_turn_goes_to_the_next_task_still_there() {
+        let lines = Lines::new(Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
-        let Place::Queued(w) = lines.join(&key("a")) else {
-            panic!()
+        let gone = queued(&lines);
+        let mut next = queued(&lines);
+        // A task dropped without quitting.
+        drop(gone);
+        lines.leave(&key("a"));
+        assert!(matches!(next.turn.try_recv(), Ok(Turn::Go)));
+        lines.leave(&key("a"));
+        assert!(!lines.has_line(&key("a")), "the line ended");
+    }
+
+    #[test]
+    fn a_handed_turn_nobody_takes_comes_back() {
+        let lines = Lines::new(Duration::from_secs(1));
+        assert!(matches!(lines.join(&key("a")), Place::Head));
+        drop(queued(&lines));
+        let turn = Turn::Handed {
+            guid: [0; 64],
+            fencing_token: Some(2),
+            sent_at: Instant::now(),
+            session: None,
         };
-        drop(w);
-        let back = lines.pass(
-            &key("a"),
-            Turn::Handed {
-                guid: [0; 64],
-                fencing_token: Some(2),
-                sent_at: Instant::now(),
-                session: None,
-            },
-        );
-        assert!(matches!(back, Some(Turn::Handed { .. })));
-        assert!(
-            lines.holder_since(&key("a")).is_some(),
-            "the line stays: its holder releases"
-        );
+        assert!(matches!(lines.pass(&key("a"), turn), Some(Turn::Handed { .. })));
+        assert!(lines.has_line(&key("a")), "the line stays: its holder releases");
     }
 
     #[test]
     fn quitting_after_the_turn_was_given_returns_it() {
-        let lines = Lines::default();
+        let lines = Lines::new(Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
-        let Place::Queued(mut w) = lines.join(&key("a")) else {
-            panic!()
-        };
+        let mut w = queued(&lines);
         lines.leave(&key("a"));
         assert!(matches!(lines.quit(&key("a"), &mut w), Some(Turn::Go)));
+        assert!(matches!(lines.patience(&key("a"), &w), Patience::Turned));
     }
 }

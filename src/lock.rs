@@ -24,7 +24,6 @@ use crate::line::{Lines, Turn};
 use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::{Settings, TIMER_GRAIN};
-use crate::stand_back::StandBack;
 use crate::store::{attempt_on, Store, StoreOps};
 
 /// What a held lock reports while it is held.
@@ -76,7 +75,7 @@ pub struct Shared {
     pub settings: Settings,
     pub events: Arc<dyn EventSink>,
     pub heartbeats: Box<dyn Scheduler>,
-    pub stand_back: StandBack,
+    /// The local line of acquisitions of one id, and the stand-backs.
     pub lines: Lines,
     pub fifo: Queues,
     /// Fifo: what the locks that are queue entries share, made on first use. Their heartbeats
@@ -102,11 +101,10 @@ impl Shared {
     ) -> Shared {
         Shared {
             store,
+            lines: Lines::new(settings.protocol().line_patience()),
             settings,
             events,
             heartbeats,
-            stand_back: Default::default(),
-            lines: Default::default(),
             fifo,
             entries: OnceLock::new(),
             tasks: tokio_util::task::TaskTracker::new(),
@@ -418,7 +416,7 @@ impl HeldLock {
                 }
                 ending::Outcome::Released { stand_back, ours } => {
                     if let Some(pause) = stand_back {
-                        c.stand_back.released(&self.key, pause);
+                        c.lines.released(&self.key, pause);
                     }
                     if let (Kind::Fifo, Some(token)) = (c.settings.kind, self.fencing_token) {
                         c.fifo.released(&self.key.partition, token);

@@ -30,6 +30,10 @@
 //!   trying within a lease and three request timeouts of the crash (or of its start), when
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
+//! With `hand_over`, client 0's next acquisition of its lock joins the client's line (the
+//! core's `local::Local`) and its release hands the lock over (`ending::Ending`); the waiter
+//! may give up at any moment before its turn, and the line decides who the lock goes to.
+//!
 //! Abstractions: every client's first acquisition starts at tick 0 (later ones at any time);
 //! the model's item keeps no first-in-line mark, so a mark's write is answered at once and
 //! every waiter takes itself for the first in line (the mark decides fairness, never safety).
@@ -42,6 +46,7 @@ use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold;
+use dynamodb_lock_core::local::{Local, Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
@@ -74,7 +79,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
         Bug::Core(Broken::TimeoutIsReleased),
@@ -86,6 +91,7 @@ impl Bug {
         Bug::Core(Broken::ReleaseSkipsHeartbeat),
         Bug::Core(Broken::HandOverLeaseFromReply),
         Bug::Core(Broken::UnclaimedHandOverForgetsGuid),
+        Bug::Core(Broken::LineKeepsQuitter),
     ];
 
     pub fn name(self) -> &'static str {
@@ -133,6 +139,8 @@ impl Bug {
             }
             // The hand-over's `guid` stays on the item, which nobody holds or frees.
             Bug::Core(Broken::UnclaimedHandOverForgetsGuid) => "no lost release",
+            // Handed to nobody: the release was reported done, and the item stays held.
+            Bug::Core(Broken::LineKeepsQuitter) => "no lost release",
             Bug::Core(Broken::RereadRestartsWait) => "liveness",
             Bug::ReleaseDeletes => "fencing",
             Bug::Core(_) => "a holder's loss is known no later than a rival's grant",
@@ -346,11 +354,13 @@ pub struct Client {
     pub stray: Option<(u8, [G; 2], G)>,
     /// The last acquisition reported as not acquired.
     pub failed: Option<(u8, G)>,
-    /// The release under way hands the lock to this client's next acquisition.
-    pub hand_over: bool,
-    /// That acquisition waits in the client's line for the hand-over's outcome (until it
-    /// gives up).
-    pub waiting: bool,
+    /// The client's local line (`local::Local`), for a client that hands a lock to its own
+    /// next acquisition. Its clock stands still (every instant is 0): the waiter may give up
+    /// at any moment, which covers the moment its patience ends, and patience decides how
+    /// long a waiter waits, never what it may hold.
+    pub line: Option<Box<Local<u8>>>,
+    /// That acquisition, waiting in the line for the lock (until it gives up).
+    pub waiter: Option<Waiter>,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
 }
@@ -371,8 +381,8 @@ impl Client {
             failed: None,
             hb: None,
             stray: None,
-            hand_over: false,
-            waiting: false,
+            line: None,
+            waiter: None,
             hand_overs: 0,
         }
     }
@@ -556,13 +566,30 @@ impl Machines {
             env::Carried::Done(out) => {
                 let m = s.clients[i].machine.take();
                 if let Out::End(ending::Outcome::Handed { guid, .. }) = out {
-                    if !std::mem::take(&mut s.clients[i].waiting) {
+                    let (k, first) = match s.clients[i].phase {
+                        Phase::Releasing { k, g } => (k, g),
+                        _ => unreachable!("a hand-over ends a release"),
+                    };
+                    let c = &mut s.clients[i];
+                    let line = c.line.as_mut().expect("a line");
+                    match line.next(&k, Time::ZERO, true) {
+                        Some(w) if Some(w) == c.waiter => c.waiter = None,
+                        // Handed to an acquisition that gave up: the release is reported
+                        // done, and nobody holds the lock.
+                        Some(_) => {
+                            c.phase = Phase::Idle;
+                            c.released = Some((k, first, guid));
+                            c.hb = None;
+                            return Ok(());
+                        }
                         // Handed over, but the acquisition in line gave up meanwhile: the
                         // ending releases the lock instead, as the addon's does.
-                        let Some(M::End(m)) = m else { unreachable!("an ending") };
-                        let (m, step) = m.unclaimed(guid, &self.env(s, i));
-                        s.clients[i].machine = Some(M::End(m));
-                        return self.step(s, i, env::map(step, Out::End));
+                        None => {
+                            let Some(M::End(m)) = m else { unreachable!("an ending") };
+                            let (m, step) = m.unclaimed(guid, &self.env(s, i));
+                            s.clients[i].machine = Some(M::End(m));
+                            return self.step(s, i, env::map(step, Out::End));
+                        }
                     }
                 }
                 self.ended(s, i, out)
@@ -618,7 +645,23 @@ impl Machines {
             Out::Release(_) => unreachable!("a give-back's"),
             Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' by `native`"),
         }
+        Self::leave_line(&mut s.clients[i], k);
         Ok(())
+    }
+
+    /// Client `c` is done with lock `k` (its acquisition failed, or its lock ended without a
+    /// hand-over): the next in its line would try for itself, an acquisition the model follows
+    /// no further, so the line ends.
+    fn leave_line(c: &mut Client, k: u8) {
+        if c.phase != Phase::Idle {
+            return;
+        }
+        if let Some(line) = c.line.as_mut() {
+            // Each waiter given the turn to try for itself is done at once.
+            while line.next(&k, Time::ZERO, false).is_some() {
+                c.waiter = None;
+            }
+        }
     }
 
     /// Client `i`'s take of lock `k` with `g` (and `token`) was answered after its whole lease
@@ -648,6 +691,7 @@ impl Machines {
         );
         let undo = (!done).then(|| self.undo(g, token, &env));
         self.failed(&mut s.clients[i], k, g, undo);
+        Self::leave_line(&mut s.clients[i], k);
         Ok(())
     }
 
@@ -740,12 +784,13 @@ impl Machines {
     /// of the lock waits for it, and is handed it.
     fn start_release(&self, s: &mut State, i: usize, guids: Vec<G>, taken: bool) -> Result<(), Violation> {
         let env = self.env(s, i);
+        let k = self.key(s, i);
         let c = &mut s.clients[i];
-        let next = std::mem::take(&mut c.hand_over).then(|| {
-            c.hand_overs -= 1;
-            Self::new_guid(&mut c.seq, i)
-        });
-        c.waiting = next.is_some();
+        let next = c
+            .line
+            .as_ref()
+            .is_some_and(|l| l.has_waiters(&k))
+            .then(|| Self::new_guid(&mut c.seq, i));
         let end = End {
             guids,
             lost: taken || c.hb.as_ref().is_some_and(|h| h.hold.lost.is_some()),
@@ -843,6 +888,10 @@ impl Machines {
         }
         cl.phase = Phase::Acquiring { k, g };
         cl.since = s.now;
+        if let Some(line) = cl.line.as_mut() {
+            let place = line.join(&k, Time::ZERO);
+            debug_assert_eq!(place, Place::Head, "one acquisition at a time");
+        }
         let step = match self.cfg.kind {
             _ if self.cfg.original => {
                 let (m, step) = original::Acquire::start(lock, g, &env);
@@ -963,9 +1012,13 @@ impl Model for Machines {
             now: 0,
             items: vec![None; self.cfg.locks],
             clients: (0..self.cfg.clients)
-                .map(|i| Client {
-                    hand_overs: u8::from(i == 0 && self.cfg.hand_over && !self.cfg.original),
-                    ..Client::new(self.cfg.acquisitions)
+                .map(|i| {
+                    let hand_overs = u8::from(i == 0 && self.cfg.hand_over && !self.cfg.original);
+                    Client {
+                        hand_overs,
+                        line: (hand_overs > 0).then(|| Box::new(Local::new(self.lock().line_patience()))),
+                        ..Client::new(self.cfg.acquisitions)
+                    }
                 })
                 .collect(),
             left: Left {
@@ -1024,9 +1077,7 @@ impl Model for Machines {
                         out.push(Action::HandOver(ci));
                     }
                 }
-                Phase::Releasing { .. } if self.cfg.gives_up && (c.hand_over || c.waiting) => {
-                    out.push(Action::GiveUp(ci))
-                }
+                Phase::Releasing { .. } if self.cfg.gives_up && c.waiter.is_some() => out.push(Action::GiveUp(ci)),
                 _ => {}
             }
         }
@@ -1047,13 +1098,22 @@ impl Model for Machines {
             Action::Event(c, e) => env::happen(self, &mut s, c as usize, e)?,
             Action::Release(c) => self.release(&mut s, c as usize)?,
             Action::HandOver(c) => {
-                s.clients[c as usize].hand_over = true;
+                // The next acquisition joins the line, then the holder calls `release()`.
+                let k = self.key(&s, c as usize);
+                let cl = &mut s.clients[c as usize];
+                cl.hand_overs -= 1;
+                match cl.line.as_mut().expect("a line").join(&k, Time::ZERO) {
+                    Place::Queued(w) => cl.waiter = Some(w),
+                    Place::Head => unreachable!("the holder leads the line"),
+                }
                 self.release(&mut s, c as usize)?
             }
             Action::GiveUp(c) => {
+                let k = self.key(&s, c as usize);
                 let c = &mut s.clients[c as usize];
-                c.hand_over = false;
-                c.waiting = false;
+                if let (Some(line), Some(w)) = (c.line.as_mut(), c.waiter.take()) {
+                    line.quit(&k, w);
+                }
             }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
@@ -1346,7 +1406,7 @@ pub fn broken_config(bug: Bug) -> Config {
     }
     if matches!(
         bug,
-        Bug::Core(Broken::HandOverLeaseFromReply | Broken::UnclaimedHandOverForgetsGuid)
+        Bug::Core(Broken::HandOverLeaseFromReply | Broken::UnclaimedHandOverForgetsGuid | Broken::LineKeepsQuitter)
     ) {
         c.hand_over = true;
     }

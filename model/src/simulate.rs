@@ -157,14 +157,16 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         // Half the runs of the protocol let client 0 hand its lock over to its next
         // acquisition; of the variants, the hand-over's own (the others draw as before).
         hand_over: match bug {
-            Some(machines::Bug::Core(Broken::HandOverLeaseFromReply | Broken::UnclaimedHandOverForgetsGuid)) => true,
+            Some(machines::Bug::Core(
+                Broken::HandOverLeaseFromReply | Broken::UnclaimedHandOverForgetsGuid | Broken::LineKeepsQuitter,
+            )) => true,
             Some(_) => false,
             None => rng.range(0, 1) == 1,
         },
         // Half the hand-overs of the protocol meet a waiter that may give up; of the variants,
-        // only the one that shows on a give-up (it dilutes the others' runs).
+        // only those that show on a give-up (it dilutes the others' runs).
         gives_up: match bug {
-            Some(machines::Bug::Core(Broken::UnclaimedHandOverForgetsGuid)) => true,
+            Some(machines::Bug::Core(Broken::UnclaimedHandOverForgetsGuid | Broken::LineKeepsQuitter)) => true,
             Some(_) => false,
             None => rng.range(0, 1) == 1,
         },

@@ -27,6 +27,9 @@ pub enum Broken {
     /// A lock handed over when every acquisition in line had given up is released with the
     /// `guid`s it had before the hand-over, not with the one the hand-over wrote.
     UnclaimedHandOverForgetsGuid,
+    /// An acquisition that gave up while it waited in the client's line stays in it: the
+    /// lock is handed to it, and nobody holds or releases it.
+    LineKeepsQuitter,
     /// A FailOpen waiter starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
     /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
@@ -79,6 +82,7 @@ impl Broken {
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",
             Broken::UnclaimedHandOverForgetsGuid => "hand-over nobody took, released without the guid it wrote",
+            Broken::LineKeepsQuitter => "local line that hands the lock to a waiter that gave up",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
             Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",

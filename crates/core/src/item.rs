@@ -127,7 +127,7 @@ pub const GUID_LEN: usize = 64;
 pub type Guid = [u8; GUID_LEN];
 
 /// A key attribute value as DynamoDB types it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KeyValue {
     S(String),
     /// A DynamoDB number, kept in its decimal text form.
@@ -144,7 +144,7 @@ pub struct TableSpec {
 }
 
 /// The id of one lock: its partition value and, on a table with a sort key, its sort value.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockKey {
     pub partition: KeyValue,
     pub sort: Option<KeyValue>,

@@ -21,6 +21,9 @@
 //! - `ending`: the end of a held lock: a hand-over to the next acquisition of the same client,
 //!   else a release, and whether the client then stands back from the lock.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
+//! - `local`: what a client decides without a request: the line of its acquisitions of one
+//!   lock id (order, patience, a hand-over within a session) and its stand-back from a lock
+//!   it released while others waited.
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
 //! - `hold`: a held lock's life as one state machine: its lease, its heartbeats one at a time,
@@ -45,6 +48,7 @@ pub mod heartbeat;
 pub mod held;
 pub mod hold;
 pub mod item;
+pub mod local;
 pub mod op;
 pub mod original;
 pub mod release;

@@ -1,0 +1,280 @@
+//! What one client decides from what it knows itself, without a request: the line of its
+//! acquisitions of one lock id, and its stand-back from a lock it released while others
+//! waited.
+//!
+//! The line:
+//! - Acquisitions of one id by one client wait in arrival order while another acquisition of
+//!   that id by the same client asks for the lock or holds it. Only the first speaks to
+//!   DynamoDB; the others cost no request until their turn.
+//! - The holder's end (`ending::Ending`) hands the lock to the next in line with one write, or
+//!   lets the next one try for itself. A waiter that gave up is never handed anything: the
+//!   turn goes to the next one still there, and a hand-over nobody is left to take is
+//!   released by its holder (`Ending::unclaimed`).
+//! - A waiter waits for each holder at most `Lock::line_patience` (what the original library
+//!   would have waited), counted again from the moment the line's holder changes.
+//! - A lock handed over within a session is taken only while that session is still the
+//!   client's current one (`takes_handed`); otherwise the next in line tries for itself.
+//!
+//! The stand-back: after a release while others waited, the client's next acquisition of the
+//! same lock pauses until the instant the release gave (`ending::Outcome::Released`), so that
+//! a waiter, which first has to read the release, takes its turn.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::broken::{self, Broken};
+use crate::request::Time;
+
+/// One acquisition waiting in a line.
+pub type Waiter = u64;
+
+/// How many recently released locks a client remembers standing back from.
+pub const STAND_BACK_KEYS: usize = 4096;
+
+/// Where `join` put an acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Nobody of this client had the id: the acquisition leads the line and asks DynamoDB.
+    Head,
+    /// Another acquisition of the id by this client is ahead.
+    Queued(Waiter),
+}
+
+/// What a waiter's patience says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Patience {
+    /// It waits for the current holder until then.
+    Waits(Time),
+    /// It waited the whole patience for one holder: it has left the line and gives up.
+    GivesUp,
+    /// Its turn was given: it takes it, whatever the time.
+    Turned,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Line {
+    waiters: VecDeque<Waiter>,
+    /// When the current holder (or the acquisition asking DynamoDB) got its turn.
+    holder_since: Time,
+}
+
+/// A client's lines and stand-backs, by lock id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Local<K: Ord> {
+    lines: BTreeMap<K, Line>,
+    stand_back: BTreeMap<K, Time>,
+    next_waiter: Waiter,
+    patience: Duration,
+}
+
+impl<K: Ord + Clone> Local<K> {
+    /// `patience`: how long a waiter waits for one holder (`Lock::line_patience`).
+    pub fn new(patience: Duration) -> Self {
+        Local {
+            lines: BTreeMap::new(),
+            stand_back: BTreeMap::new(),
+            next_waiter: 0,
+            patience,
+        }
+    }
+
+    /// Joins the line of `key`, or starts it.
+    pub fn join(&mut self, key: &K, now: Time) -> Place {
+        match self.lines.get_mut(key) {
+            Some(line) => {
+                let w = self.next_waiter;
+                self.next_waiter += 1;
+                line.waiters.push_back(w);
+                Place::Queued(w)
+            }
+            None => {
+                self.lines.insert(
+                    key.clone(),
+                    Line {
+                        waiters: VecDeque::new(),
+                        holder_since: now,
+                    },
+                );
+                Place::Head
+            }
+        }
+    }
+
+    /// Whether someone waits in the line of `key`: a release hands the lock over.
+    pub fn has_waiters(&self, key: &K) -> bool {
+        self.lines.get(key).is_some_and(|l| !l.waiters.is_empty())
+    }
+
+    /// Whether the line of `key` exists: an acquisition of it by this client asks DynamoDB, or
+    /// holds the lock.
+    pub fn has_line(&self, key: &K) -> bool {
+        self.lines.contains_key(key)
+    }
+
+    fn queued(&self, key: &K, w: Waiter) -> bool {
+        self.lines.get(key).is_some_and(|l| l.waiters.contains(&w))
+    }
+
+    /// What waiter `w`'s patience says at `now`. Giving up, it leaves the line.
+    pub fn patience(&mut self, key: &K, w: Waiter, now: Time) -> Patience {
+        let Some(line) = self.lines.get(key).filter(|_| self.queued(key, w)) else {
+            return Patience::Turned;
+        };
+        let until = line.holder_since.saturating_add(self.patience);
+        if now < until {
+            return Patience::Waits(until);
+        }
+        self.quit(key, w);
+        Patience::GivesUp
+    }
+
+    /// Waiter `w` leaves the line without its turn (aborted, or its own wait ran out).
+    /// `false`: its turn was already given, and it must take it or pass it on.
+    pub fn quit(&mut self, key: &K, w: Waiter) -> bool {
+        if broken::on(Broken::LineKeepsQuitter) {
+            return self.queued(key, w);
+        }
+        let Some(line) = self.lines.get_mut(key) else {
+            return false;
+        };
+        match line.waiters.iter().position(|x| *x == w) {
+            Some(i) => {
+                line.waiters.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The holder of `key` is done: the next waiter gets the turn (`Some`), which starts its
+    /// patience over. A turn that only lets the next one try for itself (`handed` false) and
+    /// finds nobody ends the line; a handed lock nobody takes keeps it, for its holder to
+    /// release and then leave.
+    pub fn next(&mut self, key: &K, now: Time, handed: bool) -> Option<Waiter> {
+        let line = self.lines.get_mut(key)?;
+        match line.waiters.pop_front() {
+            Some(w) => {
+                line.holder_since = now;
+                Some(w)
+            }
+            None => {
+                if !handed {
+                    self.lines.remove(key);
+                }
+                None
+            }
+        }
+    }
+
+    /// `key` was released while others waited: this client stands back from it until
+    /// `until`.
+    pub fn released(&mut self, key: &K, until: Time, now: Time) {
+        if self.stand_back.len() >= STAND_BACK_KEYS {
+            self.stand_back.retain(|_, t| *t > now);
+        }
+        if self.stand_back.len() < STAND_BACK_KEYS || self.stand_back.contains_key(key) {
+            self.stand_back.insert(key.clone(), until);
+        }
+    }
+
+    /// Until when this client's next acquisition of `key` stands back. Asking ends it.
+    pub fn stand_back(&mut self, key: &K) -> Option<Time> {
+        self.stand_back.remove(key)
+    }
+}
+
+/// Whether an acquisition takes a lock handed over within `handed` (the session the lock is
+/// held through, if any) while `current` is the client's session: only within the same one.
+pub fn takes_handed<S: PartialEq>(handed: Option<&S>, current: Option<&S>) -> bool {
+    handed.is_none_or(|h| current == Some(h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ms;
+
+    #[test]
+    fn turns_go_in_arrival_order_and_skip_those_who_quit() {
+        let mut l = Local::new(ms(100));
+        assert_eq!(l.join(&"a", ms(0)), Place::Head);
+        let ws: Vec<Waiter> = (0..3)
+            .map(|_| match l.join(&"a", ms(0)) {
+                Place::Queued(w) => w,
+                Place::Head => panic!("the line exists"),
+            })
+            .collect();
+        assert!(l.quit(&"a", ws[1]), "queued: it leaves");
+        assert_eq!(l.next(&"a", ms(5), false), Some(ws[0]));
+        assert!(!l.quit(&"a", ws[0]), "its turn was given");
+        assert_eq!(l.next(&"a", ms(6), false), Some(ws[2]));
+        assert!(l.has_line(&"a") && !l.has_waiters(&"a"));
+        assert_eq!(l.next(&"a", ms(7), false), None);
+        assert!(!l.has_line(&"a"), "the line ended");
+        assert_eq!(l.join(&"a", ms(8)), Place::Head);
+    }
+
+    #[test]
+    fn a_handed_lock_nobody_takes_keeps_the_line_for_its_release() {
+        let mut l = Local::new(ms(100));
+        l.join(&"a", ms(0));
+        let Place::Queued(w) = l.join(&"a", ms(0)) else {
+            panic!("queued")
+        };
+        assert!(l.quit(&"a", w));
+        assert_eq!(l.next(&"a", ms(1), true), None);
+        assert!(l.has_line(&"a"), "the holder releases, then leaves");
+        assert_eq!(l.next(&"a", ms(2), false), None);
+        assert!(!l.has_line(&"a"));
+    }
+
+    #[test]
+    fn patience_counts_per_holder() {
+        let mut l = Local::new(ms(100));
+        l.join(&"a", ms(0));
+        let Place::Queued(w1) = l.join(&"a", ms(10)) else {
+            panic!("queued")
+        };
+        let Place::Queued(w2) = l.join(&"a", ms(20)) else {
+            panic!("queued")
+        };
+        assert_eq!(l.patience(&"a", w1, ms(50)), Patience::Waits(ms(100)));
+        // The holder changes at 80 ms: w2's patience starts over.
+        assert_eq!(l.next(&"a", ms(80), true), Some(w1));
+        assert_eq!(l.patience(&"a", w1, ms(500)), Patience::Turned);
+        assert_eq!(l.patience(&"a", w2, ms(100)), Patience::Waits(ms(180)));
+        assert_eq!(l.patience(&"a", w2, ms(180)), Patience::GivesUp);
+        assert!(!l.has_waiters(&"a"), "it left the line");
+    }
+
+    #[test]
+    fn a_stand_back_is_asked_once() {
+        let mut l = Local::new(ms(100));
+        l.released(&"a", ms(30), ms(10));
+        assert_eq!(l.stand_back(&"b"), None);
+        assert_eq!(l.stand_back(&"a"), Some(ms(30)));
+        assert_eq!(l.stand_back(&"a"), None);
+    }
+
+    #[test]
+    fn stand_backs_are_bounded_and_forget_the_past_first() {
+        let mut l = Local::new(ms(100));
+        for k in 0..STAND_BACK_KEYS {
+            l.released(&k, ms(10), ms(0));
+        }
+        l.released(&STAND_BACK_KEYS, ms(50), ms(5));
+        assert_eq!(l.stand_back(&STAND_BACK_KEYS), None, "full of live stand-backs");
+        l.released(&STAND_BACK_KEYS, ms(50), ms(20));
+        assert_eq!(l.stand_back(&STAND_BACK_KEYS), Some(ms(50)), "the past ones went");
+        assert_eq!(l.stand_back(&0), None);
+    }
+
+    #[test]
+    fn a_handed_lock_is_taken_only_within_the_current_session() {
+        assert!(takes_handed::<&str>(None, None));
+        assert!(takes_handed::<&str>(None, Some(&"s1")));
+        assert!(takes_handed(Some(&"s1"), Some(&"s1")));
+        assert!(!takes_handed(Some(&"s1"), Some(&"s2")));
+        assert!(!takes_handed(Some(&"s1"), None));
+    }
+}
