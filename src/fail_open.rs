@@ -11,7 +11,7 @@ use crate::drive::{run, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::{Session, Shared};
-use crate::release::{release, undo_later, Undoing};
+use crate::release::{undo_later, Undoing};
 
 pub struct Taken {
     pub guid: Guid,
@@ -20,14 +20,6 @@ pub struct Taken {
     pub sent_at: Instant,
     /// The acquisition found the lock held by someone else: others want it too.
     pub contended: bool,
-}
-
-/// Gives back a lock our take left on the item that the caller does not get: released now,
-/// or undone later if the release fails.
-async fn give_back(c: &Shared, key: &LockKey, guid: Guid) {
-    if release(&*c.store, &c.settings, key, &[guid]).await.is_err() {
-        undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
-    }
 }
 
 /// `until_aborted`: the acquisition waits until it takes the lock or is cancelled, whatever
@@ -60,12 +52,15 @@ pub async fn acquire(
         cancel: Some(cancel),
         permit: None,
     };
-    match run(&mut m, step, clock, &to).await {
-        // The session's lease ended before the grant was known: the lock is lost already.
-        Outcome::Taken { .. } if session.is_some_and(|s| !s.alive(Instant::now())) => {
-            give_back(c, key, guid).await;
-            Err(LockError::Lost(LostReason::LeaseExpired))
-        }
+    let mut outcome = run(&mut m, step, clock, &to).await;
+    if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive(Instant::now())) {
+        // The session's lease ended before the grant was known: the lock is lost already, and
+        // the machine gives it back.
+        let step = m.give_back(&clock.env(None));
+        outcome = run(&mut m, step, clock, &to).await;
+    }
+    let undo = |c: &Shared| undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
+    match outcome {
         Outcome::Taken {
             fencing_token,
             sent_at,
@@ -76,8 +71,10 @@ pub async fn acquire(
             sent_at: clock.base + sent_at,
             contended,
         }),
-        Outcome::Expired => {
-            give_back(c, key, guid).await;
+        Outcome::Expired { undo: failed } => {
+            if failed {
+                undo(c);
+            }
             Err(LockError::Lost(LostReason::LeaseExpired))
         }
         Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
@@ -85,19 +82,19 @@ pub async fn acquire(
                 current: Some(Some(Box::new(held))),
             },
         }),
-        Outcome::Corrupt { item, landed } => {
-            if landed {
-                // Our take raised a token that is refused: the lock is given back before the
-                // refusal is reported, and later if the release cannot be made now.
-                give_back(c, key, guid).await;
+        Outcome::Corrupt { item, undo: failed } => {
+            // Our take raised a token that is refused: the machine gave the lock back, and it
+            // is undone later if that failed.
+            if failed {
+                undo(c);
             }
             Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
                 LockError::Internal("an item refused by the core was accepted by its record".into())
             }))
         }
-        Outcome::Failed { error, undo } => {
-            if undo {
-                undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
+        Outcome::Failed { error, undo: failed } => {
+            if failed {
+                undo(c);
             }
             Err(LockError::Store(error))
         }

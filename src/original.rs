@@ -57,8 +57,9 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
             fencing_token,
             sent_at: clock.base + sent_at,
         }),
-        Outcome::Expired { fencing_token } => {
-            if release(store, settings, key, &guid, Some(fencing_token)).await.is_err() {
+        Outcome::Expired { fencing_token, undo } => {
+            // Given back by the machine; undone later if that failed.
+            if undo {
                 undo_later(
                     via.tasks,
                     via.store,

@@ -1,42 +1,16 @@
-//! A release outside a held lock's end (`lock::HeldLock::release` runs the core's
-//! `ending::Ending`), and the undoing, in the background, of an acquisition write whose
-//! outcome could not be read (the core's `undo::Undo`). Both are the core's machines, run by
-//! `drive`.
+//! The undoing, in the background, of an acquisition write whose outcome could not be read,
+//! or that could not be given back (the core's `undo::Undo`, run by `drive`).
 
 use std::sync::Arc;
 
-use dynamodb_lock_core::release::{Outcome as Released, Release};
 use dynamodb_lock_core::undo::{self, Undo};
 
 use crate::cancel::Cancel;
 use crate::drive::{run, Clock, Target};
-use crate::error::{LockError, StoreError};
+use crate::error::StoreError;
 use crate::item::{Guid, LockKey};
 use crate::settings::Settings;
 use crate::store::Store;
-
-/// Releases a lock whose item may carry any of `guids` and that was never handed to the user
-/// (an acquisition that took it and then refused it).
-pub async fn release(store: &dyn Store, settings: &Settings, key: &LockKey, guids: &[Guid]) -> Result<(), LockError> {
-    let clock = Clock::start();
-    let (mut m, step) = Release::start(settings.protocol(), guids.to_vec(), &clock.env(None));
-    let to = Target {
-        store,
-        key,
-        settings,
-        data: None,
-        session: None,
-        cancel: None,
-        permit: None,
-    };
-    match run(&mut m, step, clock, &to).await {
-        Released::Released { .. } => Ok(()),
-        Released::NotOurs => Err(LockError::FailedToReleaseLock {
-            original: StoreError::condition_failed(),
-        }),
-        Released::Failed(error) => Err(LockError::Store(error)),
-    }
-}
 
 /// The write an undo removes: one of this package's requests, or the original's put (with
 /// its fencing token) over a user's `dynamodb` object.

@@ -364,3 +364,34 @@ async fn a_session_is_alive_until_the_moment_its_heartbeat_declares_it_lost() {
     assert!(!session.alive(until - grain / 2));
     assert!(!session.alive(until));
 }
+
+/// A take through a session answered within its own lease but after the session was declared
+/// lost grants nothing: the acquisition machine gives the lock back at once, and the
+/// acquisition starts again through a new session, which finds the lock free.
+#[tokio::test(start_paused = true)]
+async fn a_take_answered_after_its_session_was_lost_is_given_back_at_once() {
+    let store = Arc::new(MemoryStore::new(true));
+    let mut s = session_settings("me", 1000, 250);
+    s.request_timeout = Duration::from_millis(3000);
+    let (c, _) = client(&store, s);
+    let first = acquire(&c, key("a")).await;
+    let old = session_id(&first);
+    // The session's renewals hang from now on: it is lost about 1 s after it began.
+    for _ in 0..50 {
+        store.fault("renew", Fault::Hang);
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The take of "b" is answered 500 ms after it is sent: after the session's deadline, well
+    // within the lock's own lease.
+    store.fault("take", Fault::Delay(Duration::from_millis(500)));
+    let start = Instant::now();
+    let lock = c.acquire(key("b"), &Cancel::default()).await.unwrap();
+    assert_eq!(store.count("release"), 1, "the late take was given back");
+    assert_eq!(lock.fencing_token, Some(2), "taken again, one token higher");
+    assert_ne!(session_id(&lock), old, "through a new session");
+    assert!(
+        start.elapsed() < Duration::from_millis(600),
+        "no session lease waited out: {:?}",
+        start.elapsed()
+    );
+}

@@ -51,7 +51,7 @@ use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::undo::Undo;
-use dynamodb_lock_core::{fail_closed, fail_open, original, release};
+use dynamodb_lock_core::{fail_closed, fail_open, original};
 
 use crate::beats::{BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
@@ -79,7 +79,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
         Bug::Core(Broken::TimeoutIsReleased),
@@ -92,6 +92,7 @@ impl Bug {
         Bug::Core(Broken::HandOverLeaseFromReply),
         Bug::Core(Broken::UnclaimedHandOverForgetsGuid),
         Bug::Core(Broken::LineKeepsQuitter),
+        Bug::Core(Broken::ExpiredTakeKept),
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +133,8 @@ impl Bug {
             | Bug::Core(Broken::HandOverLeaseFromReply)
             | Bug::WaiterTrustsHolderClock => "mutual exclusion",
             Bug::Core(Broken::AmbiguousNotResolved) => "no orphan",
+            // The late take stays on the item, under an acquisition reported failed.
+            Bug::Core(Broken::ExpiredTakeKept) => "no orphan",
             // A heartbeat that lands after the holder let go takes the lock back: from its
             // release, or from the next holder.
             Bug::Core(Broken::TimeoutIsReleased) | Bug::Core(Broken::ReleaseSkipsHeartbeat) | Bug::RenewWithoutGuid => {
@@ -247,7 +250,6 @@ pub enum M {
     Closed(fail_closed::Acquire<Item, Fail>),
     Open(fail_open::Acquire<Item, Fail>),
     End(Ending<Item, Fail>),
-    Release(release::Release<Item, Fail>),
     Original(original::Acquire<Item, Fail>),
     OriginalRelease(original::Release<Item, Fail>),
 }
@@ -257,7 +259,6 @@ enum Out {
     Closed(fail_closed::Outcome<Item, Fail>),
     Open(fail_open::Outcome<Item, Fail>),
     End(ending::Outcome<G, Fail>),
-    Release(release::Outcome<Fail>),
     Original(original::Outcome<Item, Fail>),
     OriginalRelease(original::Released<Fail>),
 }
@@ -270,7 +271,6 @@ impl M {
             M::Closed(m) => env::map(m.answer(a, env), Out::Closed),
             M::Open(m) => env::map(m.answer(a, env), Out::Open),
             M::End(m) => env::map(m.answer(a, env), Out::End),
-            M::Release(m) => env::map(m.answer(a, env), Out::Release),
             M::Original(m) => env::map(m.answer(a, env), Out::Original),
             M::OriginalRelease(m) => env::map(m.answer(a, env), Out::OriginalRelease),
         }
@@ -280,7 +280,6 @@ impl M {
             M::Closed(m) => env::map(m.timer(env), Out::Closed),
             M::Open(m) => env::map(m.timer(env), Out::Open),
             M::End(m) => env::map(m.timer(env), Out::End),
-            M::Release(m) => env::map(m.timer(env), Out::Release),
             M::Original(m) => env::map(m.timer(env), Out::Original),
             M::OriginalRelease(m) => env::map(m.timer(env), Out::OriginalRelease),
         }
@@ -322,12 +321,6 @@ pub enum Phase {
     Releasing {
         k: u8,
         g: G,
-    },
-    /// Giving back a lock whose grant came after its whole lease (`Expired`), with `token`.
-    GivingBack {
-        k: u8,
-        g: G,
-        token: u64,
     },
 }
 
@@ -472,6 +465,7 @@ impl Out {
                 sent_at,
                 contended: false,
             }),
+            expired @ Out::Original(original::Outcome::Expired { .. }) => expired,
             Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
             Out::OriginalRelease(original::Released::Released) => Out::End(ending::Outcome::Released {
                 stand_back: None,
@@ -601,22 +595,26 @@ impl Machines {
     /// acquire it, or has let it go.
     fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
         let (k, g) = match s.clients[i].phase {
-            Phase::GivingBack { k, g, token } => return self.given_back(s, i, k, g, token, out),
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
         };
-        if let Out::Original(original::Outcome::Expired { fencing_token }) = out {
-            return self.give_back(s, i, k, g, fencing_token);
-        }
         let env = self.env(s, i);
         let c = &mut s.clients[i];
         match out.native() {
+            // A grant answered after its whole lease, which the machine gave back: the
+            // acquisition fails, and the write is undone later if the give-back failed.
+            Out::Original(original::Outcome::Expired { fencing_token, undo }) => {
+                let undo = undo.then(|| self.undo(g, fencing_token, &env));
+                self.failed(c, k, g, undo)
+            }
+            Out::Open(fail_open::Outcome::Expired { undo }) => {
+                let undo = undo.then(|| self.undo(g, 0, &env));
+                self.failed(c, k, g, undo)
+            }
             Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
             }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
-            // The native give-back needs no token.
-            Out::Open(fail_open::Outcome::Expired) => self.give_back(s, i, k, g, 0)?,
             Out::Closed(fail_closed::Outcome::Failed { undo, .. })
             | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
                 let undo = undo.then(|| self.undo(g, 0, &env));
@@ -642,7 +640,6 @@ impl Machines {
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
-            Out::Release(_) => unreachable!("a give-back's"),
             Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' by `native`"),
         }
         Self::leave_line(&mut s.clients[i], k);
@@ -662,37 +659,6 @@ impl Machines {
                 c.waiter = None;
             }
         }
-    }
-
-    /// Client `i`'s take of lock `k` with `g` (and `token`) was answered after its whole lease
-    /// (`Expired`): it is released at once, as the addon does, and the acquisition fails.
-    fn give_back(&self, s: &mut State, i: usize, k: u8, g: G, token: u64) -> Result<(), Violation> {
-        let env = self.env(s, i);
-        s.clients[i].phase = Phase::GivingBack { k, g, token };
-        let step = if self.cfg.original {
-            let (m, step) = original::Release::start(self.lock(), g, Some(token), &env);
-            s.clients[i].machine = Some(M::OriginalRelease(m));
-            env::map(step, Out::OriginalRelease)
-        } else {
-            let (m, step) = release::Release::start(self.lock(), vec![g], &env);
-            s.clients[i].machine = Some(M::Release(m));
-            env::map(step, Out::Release)
-        };
-        self.step(s, i, step)
-    }
-
-    /// The give-back of client `i` ended: the acquisition is reported failed, and the write is
-    /// undone later if the give-back failed.
-    fn given_back(&self, s: &mut State, i: usize, k: u8, g: G, token: u64, out: Out) -> Result<(), Violation> {
-        let env = self.env(s, i);
-        let done = matches!(
-            out,
-            Out::Release(release::Outcome::Released { .. }) | Out::OriginalRelease(original::Released::Released)
-        );
-        let undo = (!done).then(|| self.undo(g, token, &env));
-        self.failed(&mut s.clients[i], k, g, undo);
-        Self::leave_line(&mut s.clients[i], k);
-        Ok(())
     }
 
     /// The request of the core's undo of `g`'s write (`token`: its fencing token, for the
@@ -1222,10 +1188,7 @@ impl Machines {
     /// The lock client `i`'s machine works on.
     fn key(&self, s: &State, i: usize) -> u8 {
         match s.clients[i].phase {
-            Phase::Acquiring { k, .. }
-            | Phase::Releasing { k, .. }
-            | Phase::GivingBack { k, .. }
-            | Phase::Holding { k, .. } => k,
+            Phase::Acquiring { k, .. } | Phase::Releasing { k, .. } | Phase::Holding { k, .. } => k,
             _ => 0,
         }
     }

@@ -181,10 +181,8 @@ pub enum Phase {
         token: u8,
         until: Tick,
     },
-    /// `report`: a release (`false`: the give-back of a grant that came after its lease).
     Releasing {
         g: G,
-        report: bool,
     },
     Done,
     Crashed,
@@ -413,7 +411,6 @@ impl Sessions {
                 let token = u8::try_from(fencing_token).expect("small tokens");
                 self.taken(s, i, g, token, sent_at)
             }
-            (Phase::Acquiring { g }, Out::Open(fail_open::Outcome::Expired)) => self.end(s, i, g, true, false),
             (Phase::Acquiring { .. }, _) => {
                 s.slots[i].phase = Phase::Done;
                 match i {
@@ -425,10 +422,10 @@ impl Sessions {
                     _ => Ok(()),
                 }
             }
-            (Phase::Releasing { g, report }, out) => {
+            (Phase::Releasing { g }, out) => {
                 let c = &mut s.slots[i];
                 c.phase = Phase::Done;
-                if report && matches!(out, Out::End(ending::Outcome::Released { .. })) {
+                if matches!(out, Out::End(ending::Outcome::Released { .. })) {
                     let last = if i == SESSION_SLOT { s.seq } else { g };
                     c.released = Some((g, last));
                 }
@@ -472,26 +469,24 @@ impl Sessions {
         }
     }
 
-    /// Slot `i` ends its hold of `g` (`give_back`: a grant that came after its lease).
-    fn end(&self, s: &mut State, i: usize, g: G, give_back: bool, lost: bool) -> Result<(), Violation> {
-        self.end_guids(s, i, g, vec![g], give_back, lost, false)
+    /// Slot `i` ends its hold of `g`.
+    fn end(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
+        self.end_guids(s, i, g, vec![g], lost, false)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn end_guids(
         &self,
         s: &mut State,
         i: usize,
         g: G,
         guids: Vec<G>,
-        give_back: bool,
         lost: bool,
         taken: bool,
     ) -> Result<(), Violation> {
         let env = self.env(s);
         let end = End {
             guids,
-            lost: lost || give_back,
+            lost,
             taken,
             next: None,
             held_for: Duration::ZERO,
@@ -499,7 +494,7 @@ impl Sessions {
         };
         let (m, step) = Ending::start(self.cfg.lock(0), end, &env);
         let c = &mut s.slots[i];
-        c.phase = Phase::Releasing { g, report: !give_back };
+        c.phase = Phase::Releasing { g };
         c.machine = Some(M::End(m));
         self.step(s, i, env::map(step, Out::End))
     }
@@ -514,23 +509,23 @@ impl Sessions {
                 let h = s.hb.as_mut().expect("S's heartbeats");
                 match h.release() {
                     held::Release::Wait => {
-                        s.slots[i].phase = Phase::Releasing { g, report: true };
+                        s.slots[i].phase = Phase::Releasing { g };
                         Ok(())
                     }
                     held::Release::Write { guids, taken } => {
                         let lost = h.hold.lost.is_some();
-                        self.end_guids(s, i, g, guids, false, lost, taken)
+                        self.end_guids(s, i, g, guids, lost, taken)
                     }
                     held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
                 }
             }
             1 | 2 => {
                 let lost = self.session_until(s).is_none();
-                self.end(s, i, g, false, lost)
+                self.end(s, i, g, lost)
             }
             _ => {
                 let lost = until <= s.now;
-                self.end(s, i, g, false, lost)
+                self.end(s, i, g, lost)
             }
         }
     }
@@ -615,7 +610,7 @@ impl Sessions {
             };
             if let held::Release::Write { guids, taken } = release {
                 let lost = s.hb.as_ref().is_some_and(|h| h.hold.lost.is_some());
-                return self.end_guids(s, SESSION_SLOT, g, guids, false, lost, taken);
+                return self.end_guids(s, SESSION_SLOT, g, guids, lost, taken);
             }
         }
         Ok(())

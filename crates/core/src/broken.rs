@@ -30,6 +30,9 @@ pub enum Broken {
     /// An acquisition that gave up while it waited in the client's line stays in it: the
     /// lock is handed to it, and nobody holds or releases it.
     LineKeepsQuitter,
+    /// A FailOpen take that landed but grants nothing (answered after its whole lease) is
+    /// reported failed without giving the lock back.
+    ExpiredTakeKept,
     /// A FailOpen waiter starts its wait over at every re-read, changed or not.
     RereadRestartsWait,
     /// A FailOpen release that does not wait for the heartbeat on the wire: it writes with the
@@ -83,6 +86,7 @@ impl Broken {
             Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",
             Broken::UnclaimedHandOverForgetsGuid => "hand-over nobody took, released without the guid it wrote",
             Broken::LineKeepsQuitter => "local line that hands the lock to a waiter that gave up",
+            Broken::ExpiredTakeKept => "FailOpen take answered after its lease, reported failed and not given back",
             Broken::RereadRestartsWait => "FailOpen waiter that restarts its wait at every re-read",
             Broken::ReleaseSkipsHeartbeat => "FailOpen release without waiting for the in-flight heartbeat",
             Broken::FifoGrantIgnoresToken => "Fifo grant without the token-below-ticket condition",

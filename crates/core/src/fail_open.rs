@@ -23,7 +23,12 @@
 //!   lease that is not whole milliseconds, a `guid` of an unnamable type) ends the acquisition
 //!   at once, from a refusal, a read or a re-read: it is not contention and is not waited out.
 //!   The take's condition keeps it from landing on a token it refuses, except a fraction; a
-//!   take that landed on one ends with `landed`, for the caller to give the lock back.
+//!   take that landed on one gives the lock back before it ends.
+//! - A take that landed but grants nothing (answered after its whole lease, `Expired`, or on a
+//!   refused item) is given back by the acquisition itself, with the release of a held lock
+//!   (`release::Release`), before it ends; the outcome says if that failed (`undo`), for the
+//!   caller to undo the write later (`undo::Undo`). The caller may also ask for a lock just
+//!   taken to be given back (`give_back`: its session ended before the grant was known).
 //! - A lock held through a session (`lockSession`) writes nothing while it is held: the
 //!   waiter waits out the session's item instead of the lock's, a whole session lease on its
 //!   own clock from when it read it, re-reading the lock meanwhile at its pace (a release is
@@ -39,6 +44,7 @@ use std::time::Duration;
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
 use crate::op::Record;
+use crate::release::{self, Release};
 use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step, Time};
 use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
@@ -57,14 +63,18 @@ pub enum Outcome<R, E> {
     Held(R),
     /// Our take landed, but its answer came after the whole lease (a request slower than the
     /// lease, or a write settled by reading it back much later): it grants nothing, as another
-    /// waiter may have waited the lease out meanwhile. The caller gives the lock back.
-    Expired,
-    /// The item is refused (`Record::corrupt`): no token is handed out from it. `landed`: our
-    /// take was applied to it all the same (a fractional token, which no condition can
-    /// exclude) and the caller gives the lock back.
+    /// waiter may have waited the lease out meanwhile, and it was given back. `undo`: the give
+    /// back failed, and the caller undoes the write later.
+    Expired {
+        undo: bool,
+    },
+    /// The item is refused (`Record::corrupt`): no token is handed out from it. Our take may
+    /// have been applied to it all the same (a fractional token, which no condition can
+    /// exclude): it was given back, and `undo` says that failed, for the caller to undo the
+    /// write later.
     Corrupt {
         item: R,
-        landed: bool,
+        undo: bool,
     },
     /// A request failed. `undo`: the write may have landed and could not be read back; the
     /// caller releases it if it did.
@@ -85,7 +95,7 @@ enum Then<R> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Phase<R, E> {
+enum Phase<R: Record, E> {
     StandBack,
     Take,
     /// Reading the item after a refusal that did not carry it.
@@ -101,7 +111,16 @@ enum Phase<R, E> {
     ReadSession,
     /// Ending the session waited out.
     EndSession,
+    /// Giving back the lock our take left on the item, then ending as `Back` says.
+    GiveBack(Box<Release<R, E>>, Back<R>),
     Over,
+}
+
+/// Why a take that landed is given back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Back<R> {
+    Expired,
+    Corrupt(R),
 }
 
 /// The session a waited-for lock is held through: its id, the lock's item as last seen, the
@@ -200,9 +219,9 @@ where
     /// Our take landed on `r`.
     fn taken(&mut self, r: &R) -> St<R, E> {
         if r.corrupt() {
-            return self.over(Outcome::Corrupt {
+            return Step::Done(Outcome::Corrupt {
                 item: r.clone(),
-                landed: true,
+                undo: true,
             });
         }
         let fencing_token = r.fencing_token().unwrap_or(1);
@@ -274,7 +293,7 @@ where
         if let Some(r) = current.as_ref().filter(|r| r.corrupt()) {
             return self.over(Outcome::Corrupt {
                 item: r.clone(),
-                landed: false,
+                undo: false,
             });
         }
         // Cancelled: nothing of ours is on the item, so nothing is left to settle or wait for.
@@ -365,7 +384,7 @@ where
         let Some(guid) = live.guid().filter(|_| !live.corrupt()) else {
             return self.over(Outcome::Corrupt {
                 item: live,
-                landed: false,
+                undo: false,
             });
         };
         // The session is read again every half of its lease.
@@ -498,21 +517,88 @@ where
             Phase::Mark(_) | Phase::Waiting | Phase::Reread | Phase::ReadSession | Phase::EndSession => {
                 Purpose::Waiting
             }
+            Phase::GiveBack(..) => Purpose::Releasing,
             _ => Purpose::Acquiring,
         }
     }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
+        if let Phase::GiveBack(m, _) = &mut self.phase {
+            let step = m.answer(a, env);
+            return self.giving_back(step);
+        }
         match self.answered(a, env) {
             Step::Done(Outcome::Taken { sent_at, .. }) if env.now >= sent_at + self.s.lease() => {
-                Step::Done(Outcome::Expired)
+                self.give_back_as(Back::Expired, env)
             }
+            // Our take landed on an item that is refused (`taken`).
+            Step::Done(Outcome::Corrupt { item, undo: true }) => self.give_back_as(Back::Corrupt(item), env),
             step => step,
         }
     }
 
     fn timer(&mut self, env: &Env) -> St<R, E> {
+        if let Phase::GiveBack(m, _) = &mut self.phase {
+            let step = m.timer(env);
+            return self.giving_back(step);
+        }
         self.timed(env)
+    }
+}
+
+impl<R, E> Acquire<R, E>
+where
+    R: Record,
+    R::Guid: Clone,
+    R::Version: Clone,
+    E: Clone,
+{
+    /// Gives back the lock this acquisition just took (`Outcome::Taken`), which its caller
+    /// does not take after all (the session it was taken through ended before the grant was
+    /// known): it ends as `Expired`.
+    pub fn give_back(&mut self, env: &Env) -> St<R, E> {
+        self.give_back_as(Back::Expired, env)
+    }
+
+    fn give_back_as(&mut self, back: Back<R>, env: &Env) -> St<R, E> {
+        if broken::on(Broken::ExpiredTakeKept) {
+            return self.over(Self::given_back(back, false));
+        }
+        let (m, step) = Release::start(self.s, vec![self.guid.clone()], env);
+        // Nothing of the acquisition is read again: forget it.
+        self.waiting = None;
+        self.waited_out = None;
+        self.target = None;
+        self.newer = None;
+        self.session = None;
+        self.pending = None;
+        self.retries_left = 0;
+        self.settle = self.s.policy(self.s.max_attempts);
+        (self.sent_at, self.deadline) = (Time::ZERO, Time::ZERO);
+        self.phase = Phase::GiveBack(Box::new(m), back);
+        self.giving_back(step)
+    }
+
+    fn giving_back(&mut self, step: release::St<R, E>) -> St<R, E> {
+        match step {
+            Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+            Step::Wait { until, abortable } => Step::Wait { until, abortable },
+            Step::Done(out) => {
+                let Phase::GiveBack(_, back) = std::mem::replace(&mut self.phase, Phase::Over) else {
+                    unreachable!("giving back")
+                };
+                // Released, or nothing of ours was left: nothing to undo.
+                let undo = matches!(out, release::Outcome::Failed(_));
+                self.over(Self::given_back(back, undo))
+            }
+        }
+    }
+
+    fn given_back(back: Back<R>, undo: bool) -> Out<R, E> {
+        match back {
+            Back::Expired => Outcome::Expired { undo },
+            Back::Corrupt(item) => Outcome::Corrupt { item, undo },
+        }
     }
 }
 
@@ -554,7 +640,7 @@ impl<R: Record, E: Clone> Acquire<R, E> {
             Phase::Reread => match ended {
                 Ended::Ok(Reply::Before(None)) => self.waited(env),
                 Ended::Ok(Reply::Before(Some(r))) if r.corrupt() => {
-                    self.over(Outcome::Corrupt { item: r, landed: false })
+                    self.over(Outcome::Corrupt { item: r, undo: false })
                 }
                 Ended::Ok(Reply::Before(Some(r))) if r.lease_duration_ms() == Some(RELEASED_LEASE_MS) => {
                     self.waited(env)
@@ -577,7 +663,7 @@ impl<R: Record, E: Clone> Acquire<R, E> {
                 Ended::Refused { current: None, .. } => self.read_session(env),
                 Ended::Failed { error, .. } => self.over(Outcome::Failed { error, undo: false }),
             },
-            Phase::StandBack | Phase::Waiting | Phase::Over => self.over(Outcome::Aborted),
+            Phase::StandBack | Phase::Waiting | Phase::GiveBack(..) | Phase::Over => self.over(Outcome::Aborted),
         }
     }
 
@@ -691,14 +777,14 @@ mod tests {
             let item = corrupt(token);
             let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
             let done = m.answer(Answer::Refused(Some(Some(item.clone()))), &env(1));
-            assert_eq!(done, Step::Done(Outcome::Corrupt { item, landed: false }), "{token}");
+            assert_eq!(done, Step::Done(Outcome::Corrupt { item, undo: false }), "{token}");
         }
         // A backend that does not return the item: the read that follows finds it.
         let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
         let step = m.answer(Answer::Refused(None), &env(1));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }));
         let done = m.answer(Answer::Done(Reply::Before(Some(corrupt("1.5")))), &env(2));
-        assert!(matches!(done, Step::Done(Outcome::Corrupt { landed: false, .. })));
+        assert!(matches!(done, Step::Done(Outcome::Corrupt { undo: false, .. })));
     }
 
     #[test]
@@ -716,12 +802,17 @@ mod tests {
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
         let mut ours = corrupt("2.5");
         ours.read(crate::item::GUID, crate::item::Found::B(guid(1).to_vec()));
-        let done = m.answer(Answer::Done(Reply::Before(Some(ours.clone()))), &env(2));
+        let step = m.answer(Answer::Done(Reply::Before(Some(ours.clone()))), &env(2));
+        assert!(
+            matches!(&step, Step::Send { req: Req::Release { guids, .. }, .. } if *guids == vec![guid(1)]),
+            "given back: {step:?}"
+        );
+        let done = m.answer(Answer::Done(Reply::Done), &env(3));
         assert_eq!(
             done,
             Step::Done(Outcome::Corrupt {
                 item: ours,
-                landed: true
+                undo: false
             })
         );
     }
@@ -743,7 +834,7 @@ mod tests {
             }
         }
         assert!(
-            matches!(step, Step::Done(Outcome::Corrupt { landed: false, .. })),
+            matches!(step, Step::Done(Outcome::Corrupt { undo: false, .. })),
             "{step:?}"
         );
     }
@@ -1002,13 +1093,50 @@ mod tests {
     }
 
     #[test]
-    fn a_take_answered_after_the_whole_lease_grants_nothing() {
+    fn a_take_answered_after_the_whole_lease_grants_nothing_and_is_given_back() {
         for (answered_at, expired) in [(999, false), (1000, true), (5000, true)] {
             let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
             let step = m.answer(Answer::Done(Reply::Token(5)), &env(answered_at));
-            let got = matches!(step, Step::Done(Outcome::Expired));
-            assert_eq!(got, expired, "answered at {answered_at} ms: {step:?}");
+            let gives_back =
+                matches!(&step, Step::Send { req: Req::Release { guids, .. }, .. } if *guids == vec![guid(1)]);
+            assert_eq!(gives_back, expired, "answered at {answered_at} ms: {step:?}");
+            if expired {
+                assert_eq!(m.purpose(), Purpose::Releasing);
+                let done = m.answer(Answer::Done(Reply::Done), &env(answered_at + 1));
+                assert_eq!(done, Step::Done(Outcome::Expired { undo: false }));
+            }
         }
+    }
+
+    #[test]
+    fn a_give_back_that_fails_asks_to_be_undone() {
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let step = m.answer(Answer::Done(Reply::Token(5)), &env(10));
+        assert!(matches!(step, Step::Done(Outcome::Taken { .. })));
+        // Its session ended before the grant was known: the caller has it given back.
+        let mut step = m.give_back(&env(11));
+        let mut now = 11;
+        let done = loop {
+            step = match step {
+                Step::Send {
+                    req: Req::Release { .. },
+                    ..
+                } => m.answer(
+                    Answer::Failed {
+                        error: "throttled",
+                        transient: true,
+                        maybe_applied: false,
+                    },
+                    &env(now),
+                ),
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    m.timer(&env(now))
+                }
+                other => break other,
+            };
+        };
+        assert_eq!(done, Step::Done(Outcome::Expired { undo: true }));
     }
 
     #[test]

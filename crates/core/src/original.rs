@@ -28,6 +28,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::broken::{self, Broken};
 use crate::fail_open::wait_for;
 use crate::item::RELEASED_LEASE_MS;
 pub use crate::op::Expect;
@@ -44,9 +45,11 @@ pub enum Outcome<R, E> {
         sent_at: Time,
     },
     /// FailOpen: our put landed, but its answer came after the whole lease: it grants
-    /// nothing (`fail_open::Outcome::Expired`), and the caller gives the lock back.
+    /// nothing (`fail_open::Outcome::Expired`), and it was given back (the original's
+    /// release, one request). `undo`: that failed, and the caller undoes the put later.
     Expired {
         fencing_token: u64,
+        undo: bool,
     },
     /// The lock stayed held through `retryCount` more attempts.
     Refused,
@@ -72,6 +75,10 @@ enum Phase<V> {
     },
     /// FailClosed: waiting `acquirePeriodMs` before the next put.
     Pause,
+    /// Giving back a put answered after its whole lease, which had `fencing_token`.
+    GiveBack {
+        fencing_token: u64,
+    },
     Over,
 }
 
@@ -276,12 +283,19 @@ where
 
     /// The original's sequence sleeps out the lease it read: every request is an attempt.
     fn purpose(&self) -> Purpose {
-        Purpose::Acquiring
+        match self.phase {
+            Phase::GiveBack { .. } => Purpose::Releasing,
+            _ => Purpose::Acquiring,
+        }
     }
 
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> St<R, E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Over);
         match (phase, a) {
+            (Phase::GiveBack { fencing_token }, Answer::Failed { .. }) => self.over(Outcome::Expired {
+                fencing_token,
+                undo: true,
+            }),
             (_, Answer::Failed { error, .. }) => self.over(Outcome::Failed(error)),
             (Phase::Read, Answer::Done(Reply::Before(Some(holder)))) if holder.corrupt() => {
                 self.over(Outcome::Corrupt(holder))
@@ -296,8 +310,22 @@ where
             }
             (Phase::Read, _) => self.put_item(1, Expect::Absent, env),
             (Phase::Put { fencing_token: Some(t) }, Answer::Done(_)) if env.now >= self.sent_at + self.s.lease() => {
-                self.over(Outcome::Expired { fencing_token: t })
+                if broken::on(Broken::ExpiredTakeKept) {
+                    return self.over(Outcome::Expired {
+                        fencing_token: t,
+                        undo: false,
+                    });
+                }
+                // Nothing of the acquisition is read again: forget it.
+                (self.retries_left, self.sent_at) = (0, Time::ZERO);
+                self.phase = Phase::GiveBack { fencing_token: t };
+                send(release(&self.s, &self.guid, Some(t), env.unix_ms))
             }
+            // Given back, or refused quietly (another owner has the lock): nothing to undo.
+            (Phase::GiveBack { fencing_token }, a) => self.over(Outcome::Expired {
+                fencing_token,
+                undo: matches!(a, Answer::Failed { .. }),
+            }),
             (Phase::Put { fencing_token }, Answer::Done(_)) => self.over(Outcome::Taken {
                 fencing_token,
                 sent_at: self.sent_at,
@@ -667,5 +695,39 @@ mod tests {
         let (mut m, _) = start(lock(Kind::FailOpen));
         m.answer(item(Some(held(2, 1, Some(1000)))), &env(0));
         assert_eq!(m.timer(&cancelled), Step::Done(Outcome::Aborted));
+    }
+    #[test]
+    fn a_put_answered_after_the_whole_lease_is_given_back_with_the_originals_release() {
+        for (fails, undo) in [(false, false), (true, true)] {
+            let (mut m, _) = start(lock(Kind::FailOpen));
+            let step = m.answer(item(None), &env(1));
+            assert_eq!(put_item(&step).0, 1);
+            let step = m.answer(Answer::Done(Reply::Done), &env(1_001));
+            assert!(
+                matches!(
+                    &step,
+                    Step::Send {
+                        req: Req::PutItem {
+                            lease_duration_ms: RELEASED_LEASE_MS,
+                            fencing_token: 1,
+                            ..
+                        },
+                        ..
+                    }
+                ),
+                "given back: {step:?}"
+            );
+            assert_eq!(m.purpose(), Purpose::Releasing);
+            let answer = match fails {
+                true => Answer::Failed {
+                    error: "throttled",
+                    transient: true,
+                    maybe_applied: false,
+                },
+                false => Answer::Done(Reply::Done),
+            };
+            let done = m.answer(answer, &env(1_002));
+            assert_eq!(done, Step::Done(Outcome::Expired { fencing_token: 1, undo }));
+        }
     }
 }

@@ -44,7 +44,8 @@ enum Phase<E> {
     Over,
 }
 
-type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
+/// A release's step.
+pub type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
 
 /// One release of a FailClosed or FailOpen lock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
