@@ -2,9 +2,9 @@
 //! is the core's (`dynamodb_lock_core::fifo`, which states it); this module steps its machine:
 //! it sends the requests the machine asks for to the resources' head items and queue entries,
 //! heartbeats the queue entries through the scheduler of held locks, builds the held locks,
-//! and keeps this client's registry of queues (`queues.rs`), so that a release or an abort in
-//! this client wakes its waiters behind at once, without a request. It makes no protocol
-//! decision.
+//! and keeps this client's registry of queues (`queues.rs`, the core's `local::Queues`), so
+//! that a release or an abort in this client wakes its waiters behind at once, without a
+//! request. It makes no protocol decision.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,11 +1,12 @@
-//! Fifo's state in one client: its queue entries and the heads it holds or held, per resource,
-//! so that a release or an abort in this client wakes its waiters behind at once, without a
-//! request; and the names of the table, for error messages.
+//! Fifo's state in one client: the core's registry of its queue entries and the heads it
+//! holds or held, per resource (`local::Queues`), behind a lock, with the notification that
+//! wakes this client's waiters when it changes; and the names of the table, for error
+//! messages.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
-use dynamodb_lock_core::settings;
+use dynamodb_lock_core::request::Time;
+use dynamodb_lock_core::{local, settings};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
@@ -94,12 +95,13 @@ impl TableNames {
     }
 }
 
-/// A Fifo client's own state: its TTL attribute, and its queue entries and held heads per
-/// resource, so that a release or an abort in this client wakes its waiters behind at once.
+/// A Fifo client's own state: its TTL attribute, and its registry of queue entries and held
+/// heads per resource (the core's `local::Queues`), so that a release or an abort in this
+/// client wakes its waiters behind at once.
 pub struct Queues {
     pub ttl_attribute: String,
     pub names: TableNames,
-    local: Mutex<HashMap<KeyValue, Local>>,
+    local: Mutex<local::Queues<KeyValue, HeadRef>>,
     /// Notified on every change of `local`. One for the client: a waiter woken for another
     /// resource only looks at its own state again, without a request.
     changed: Notify,
@@ -113,26 +115,22 @@ impl Default for Queues {
 
 pub use dynamodb_lock_core::fifo::Mine;
 
-/// A head this client holds or held.
-enum Held {
-    Holding(Weak<dyn Head>),
-    Released,
-}
+/// The registry's time: a held lock here tells its own state (`HeadRef`), whatever the time,
+/// so the registry needs no clock.
+const NOW: Time = Time::ZERO;
 
-#[derive(Default)]
-struct Local {
-    /// This client's queue entries, by position.
-    entries: BTreeMap<u64, Mine>,
-    /// Heads this client holds or held, by token.
-    held: BTreeMap<u64, Held>,
-    /// Acquisitions of this client waiting in this queue.
-    waiting: usize,
-    /// Heads (or a semaphore's permits) this client released, so far, while anyone waited.
-    releases: u64,
-}
+/// A held head as the registry keeps it: the lock, while it is there.
+struct HeadRef(Weak<dyn Head>);
 
-/// Released heads remembered per resource while this client has waiters there.
-const HELD_KEPT: usize = 64;
+impl local::Head for HeadRef {
+    fn lost(&self, _now: Time) -> Option<bool> {
+        self.0.upgrade().map(|l| l.seen_lost())
+    }
+
+    fn stopping(&self) -> bool {
+        self.0.upgrade().is_some_and(|l| l.is_stopping())
+    }
+}
 
 impl Queues {
     pub fn new(ttl_attribute: String, names: TableNames) -> Self {
@@ -144,35 +142,8 @@ impl Queues {
         }
     }
 
-    fn with<R>(&self, r: &KeyValue, f: impl FnOnce(&mut Local) -> R) -> R {
-        let mut m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        let local = m.entry(r.clone()).or_default();
-        let out = f(local);
-        if local.waiting == 0 {
-            local.entries.clear();
-            // Forget released heads, and held ones whose lock is gone (lost and dropped).
-            local
-                .held
-                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.strong_count() > 0));
-            if local.held.is_empty() {
-                m.remove(r);
-            }
-        } else {
-            let last_waiting = local
-                .entries
-                .iter()
-                .rev()
-                .find(|(_, m)| **m == Mine::Waiting)
-                .map(|(p, _)| *p);
-            // Only waiters behind an entry look at it.
-            local
-                .entries
-                .retain(|p, m| *m == Mine::Waiting || last_waiting.is_some_and(|w| *p < w));
-            while local.held.len() > HELD_KEPT {
-                local.held.pop_first();
-            }
-        }
-        out
+    fn local(&self) -> std::sync::MutexGuard<'_, local::Queues<KeyValue, HeadRef>> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn changed(&self) {
@@ -186,82 +157,51 @@ impl Queues {
     }
 
     pub fn local_entry(&self, r: &KeyValue, position: u64) -> Option<Mine> {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(r).and_then(|l| l.entries.get(&position).copied())
+        self.local().entry(r, position)
     }
 
     pub fn join(&self, r: &KeyValue, position: u64) {
-        self.with(r, |l| {
-            l.waiting += 1;
-            l.entries.insert(position, Mine::Waiting);
-        });
+        self.local().join(r, position, NOW);
     }
 
     /// This acquisition no longer waits at `position`: it is `mine` now, or unknown (`None`:
     /// waiters behind read the store).
     pub fn leave(&self, r: &KeyValue, position: u64, mine: Option<Mine>) {
-        self.with(r, |l| {
-            l.waiting = l.waiting.saturating_sub(1);
-            match mine {
-                Some(m) => l.entries.insert(position, m),
-                None => l.entries.remove(&position),
-            };
-        });
+        self.local().leave(r, position, mine, NOW);
         self.changed();
     }
 
     pub fn hold<H: Head + 'static>(&self, r: &KeyValue, token: u64, lock: &Arc<H>) {
         let lock: Weak<H> = Arc::downgrade(lock);
-        let lock: Weak<dyn Head> = lock;
-        self.with(r, |l| l.held.insert(token, Held::Holding(lock)));
+        self.local().hold(r, token, HeadRef(lock), NOW);
         self.changed();
     }
 
     pub fn released(&self, r: &KeyValue, token: u64) {
-        self.with(r, |l| {
-            if let Some(h) = l.held.get_mut(&token) {
-                *h = Held::Released;
-            }
-            l.releases += 1;
-        });
+        self.local().released(r, token, NOW);
         self.changed();
     }
 
     /// How many locks this client released on `r` while it had a waiter there.
     pub fn releases(&self, r: &KeyValue) -> u64 {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(r).map_or(0, |l| l.releases)
+        self.local().releases(r)
     }
 
-    /// Whether this client holds the head with `token` (`Some(false)`: its release wakes the
-    /// waiters) or has just released it (`Some(true)`). `None` also for a lock of this client
-    /// that was lost or dropped: only the table knows.
+    /// Whether this client holds the head with `token` (`Some(false)`) or has just released
+    /// it (`Some(true)`): `local::Queues::holder`.
     pub fn holder(&self, r: &KeyValue, token: u64) -> Option<bool> {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        match m.get(r).and_then(|l| l.held.get(&token))? {
-            Held::Released => Some(true),
-            Held::Holding(lock) => {
-                let lock = lock.upgrade()?;
-                (!lock.seen_lost()).then_some(false)
-            }
-        }
+        self.local().holder(r, token, NOW)
     }
 
     /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
     /// holds its head.
     pub fn busy_here(&self, r: &KeyValue) -> bool {
-        let m = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(r).is_some_and(|l| {
-            l.waiting > 0
-                || l.held
-                    .values()
-                    .any(|h| matches!(h, Held::Holding(lock) if lock.upgrade().is_some_and(|l| !l.is_stopping())))
-        })
+        self.local().busy(r, NOW)
     }
 
     /// Resources this client keeps state for.
     #[cfg(test)]
     pub fn tracked(&self) -> usize {
-        self.local.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.local().tracked()
     }
 }

@@ -15,8 +15,14 @@
 //! clocks run at the same rate. Acquisitions take one lock id or, with `several`, both ids
 //! with one ticket.
 //!
-//! What is abstracted: each client runs one acquisition at a time, so its own registry of
-//! queues (`queues.rs`) knows nothing the store does not (every look is a read). A queue
+//! What is abstracted: each client runs one acquisition at a time. With `process`, clients 0
+//! and 1 are two acquisitions of one process: they share its Fifo registry (the core's
+//! `local::Queues`, which the addon keeps per client), and it answers what the machine asks of
+//! local knowledge (`Here`: another acquisition of this process waits or holds, its entry's
+//! state, a head held or released here); a change of it ends the other's wait that watches
+//! for one, as the addon's notification does. That process does not crash (its crash is both
+//! clients' at once). Without `process`, each client's registry would know nothing the store
+//! does not, and every look is a read. A queue
 //! entry's heartbeat is one atomic conditional write (the heartbeat machine is the lease
 //! model's), sent in the last third of the entry's lease, never late; client 1 may be a slow
 //! process whose entries are renewed at most `beats` times, at any moment. An entry not
@@ -47,6 +53,7 @@ use std::fmt;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request, Sem};
+use dynamodb_lock_core::local::{self, Queues};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
@@ -104,6 +111,9 @@ pub struct Config {
     /// `asks` (1 if it has none); `None`: Fifo locks.
     pub permits: Option<u8>,
     pub asks: Vec<u8>,
+    /// Clients 0 and 1 are one process, sharing its registry (Fifo locks only: see
+    /// `FifoMachines::new`).
+    pub process: bool,
     pub bug: Option<Broken>,
 }
 
@@ -128,6 +138,7 @@ impl Config {
             min_hold: 0,
             permits: None,
             asks: Vec::new(),
+            process: false,
             bug: None,
         }
     }
@@ -220,6 +231,24 @@ impl Beating {
     }
 }
 
+/// A head held in the registry of a process (`process`): held until its lease's end (on the
+/// model's clock), and on its way out once its release began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Life {
+    pub until: Tick,
+    pub stopping: bool,
+}
+
+impl local::Head for Life {
+    fn lost(&self, now: Time) -> Option<bool> {
+        Some(now >= ms(self.until))
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping
+    }
+}
+
 /// A lock held: its guid, token and the end of its lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Held {
@@ -270,6 +299,8 @@ pub struct State {
     pub overtaken: Option<(u8, u8)>,
     /// A semaphore's tokens handed out: (lock, token).
     pub tokens: Vec<(u8, u8)>,
+    /// With `process`, the registry clients 0 and 1 share, by lock id.
+    pub registry: Option<Box<Queues<u8, Life>>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -306,6 +337,9 @@ fn small(v: u64) -> u8 {
 /// locks it was granted. One acquisition at a time: its registry knows nothing of others.
 struct Ctx<'a> {
     i: usize,
+    /// The process's registry, with the lock ids of the acquisition's resources.
+    registry: Option<&'a Queues<u8, Life>>,
+    resources: &'a [u8],
     /// Guids in use (on items, or this client's): a new one is none of them.
     in_use: &'a [G],
     now: Tick,
@@ -319,9 +353,18 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// What client `c`, the `i`th, knows of itself at `now` (on the model's clock; its own is
     /// `offset` from it), with `in_use` the guids in use.
-    fn of(c: &'a mut Client, i: usize, in_use: &'a [G], now: Tick, offset: Tick) -> Ctx<'a> {
+    fn of(
+        c: &'a mut Client,
+        i: usize,
+        registry: Option<&'a Queues<u8, Life>>,
+        in_use: &'a [G],
+        now: Tick,
+        offset: Tick,
+    ) -> Ctx<'a> {
         Ctx {
             i,
+            registry,
+            resources: &c.resources,
             in_use,
             now,
             offset,
@@ -365,14 +408,17 @@ impl Here<G> for Ctx<'_> {
         self.grants.push(g);
         g
     }
-    fn busy(&self, _: usize) -> bool {
-        false
+    fn busy(&self, r: usize) -> bool {
+        self.registry.is_some_and(|q| q.busy(&self.resources[r], ms(self.now)))
     }
-    fn entry(&self, _: usize, _: u64) -> Option<Mine> {
-        None
+    fn entry(&self, r: usize, position: u64) -> Option<Mine> {
+        self.registry?.entry(&self.resources[r], position)
     }
-    fn holder(&self, _: usize, _: u64) -> Option<bool> {
-        None
+    fn holder(&self, r: usize, token: u64) -> Option<bool> {
+        self.registry?.holder(&self.resources[r], token, ms(self.now))
+    }
+    fn releases(&self, r: usize) -> u64 {
+        self.registry.map_or(0, |q| q.releases(&self.resources[r]))
     }
     fn entry_lost(&self, r: usize) -> bool {
         self.entries[r].is_some_and(|e| e.lost || self.now >= e.until)
@@ -389,11 +435,18 @@ pub struct FifoMachines {
 impl FifoMachines {
     pub fn new(cfg: Config) -> Self {
         assert!(cfg.clients <= MAX_CLIENTS && (1..=4).contains(&cfg.locks));
+        // A semaphore's waiter of one process passes an entry its process abandoned at once,
+        // which the ticket-order property, read off the table, counts as a waiter still.
+        assert!(
+            !(cfg.process && cfg.permits.is_some()),
+            "one process's registry: Fifo locks only"
+        );
         FifoMachines { cfg }
     }
 
     fn offset(&self, i: usize) -> Tick {
-        if i == 1 {
+        // One process has one clock.
+        if i == 1 && !self.cfg.process {
             self.cfg.offset
         } else {
             0
@@ -515,9 +568,10 @@ impl FifoMachines {
             let env = self.env(s, i);
             let used = in_use(s, i);
             let now = s.now;
+            let registry = s.registry.as_deref().filter(|_| i < 2);
             let c = &mut s.clients[i];
             let mut m = c.acquire.take().expect("an acquisition");
-            let act = m.step(input, &env, &mut Ctx::of(c, i, &used, now, self.offset(i)));
+            let act = m.step(input, &env, &mut Ctx::of(c, i, registry, &used, now, self.offset(i)));
             s.clients[i].acquire = Some(m);
             input = match self.act(s, i, act)? {
                 Some(next) => next,
@@ -551,7 +605,21 @@ impl FifoMachines {
                 }
                 Ok(None)
             }
-            Act::Arm | Act::Join { .. } | Act::Leave { .. } => resume,
+            Act::Arm => resume,
+            Act::Join { resource, position } => {
+                let k = c.resources[resource];
+                self.registry(s, i, |q, now| q.join(&k, position, now));
+                resume
+            }
+            Act::Leave {
+                resource,
+                position: p,
+                mine,
+            } => {
+                let k = c.resources[resource];
+                self.registry(s, i, |q, now| q.leave(&k, p, mine, now));
+                resume
+            }
             Act::Entry {
                 resource,
                 position,
@@ -563,7 +631,11 @@ impl FifoMachines {
                     guid,
                     until: self.at(i, sent_at) + self.cfg.lease,
                     lost: false,
-                    beats: if i == 1 { self.cfg.beats } else { None },
+                    beats: if i == 1 && !self.cfg.process {
+                        self.cfg.beats
+                    } else {
+                        None
+                    },
                 });
                 resume
             }
@@ -618,6 +690,8 @@ impl FifoMachines {
             until,
             permits,
         });
+        let life = Life { until, stopping: false };
+        self.registry(s, i, |q, now| q.hold(&k, token.into(), life, now));
         if self.cfg.permits.is_none() {
             return env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now);
         }
@@ -638,6 +712,7 @@ impl FifoMachines {
         let c = &mut s.clients[i];
         let k = c.resources[resource];
         if let Some(h) = c.held[resource].take() {
+            self.registry(s, i, |q, now| q.released(&k, h.token.into(), now));
             let rq = match self.cfg.permits {
                 Some(_) => Rq::Fifo(Request::SemRelease {
                     resource,
@@ -758,6 +833,13 @@ impl FifoMachines {
             contended: false,
         };
         let (m, step) = Ending::start(self.cfg.lock(), end, &env);
+        let (k, token) = (s.clients[i].resources[r], h.token);
+        // On its way out: it keeps no acquisition of this process from its one-request take.
+        self.registry(s, i, |q, _| {
+            if let Some(life) = q.head_mut(&k, token.into()) {
+                life.stopping = true;
+            }
+        });
         let c = &mut s.clients[i];
         c.phase = Phase::Releasing(r);
         c.release = Some(m);
@@ -794,8 +876,10 @@ impl FifoMachines {
             }
             Step::Done(out) => {
                 let h = c.held[r].take().expect("held");
+                let k = c.resources[r];
                 if let ending::Outcome::Released { .. } = out {
-                    c.released.push((c.resources[r], h.guid));
+                    c.released.push((k, h.guid));
+                    self.registry(s, i, |q, now| q.released(&k, h.token.into(), now));
                 }
                 self.release_from(s, i, r + 1)
             }
@@ -886,7 +970,9 @@ impl FifoMachines {
         cl.resources = resources;
         cl.phase = Phase::Acquiring;
         cl.since = now;
-        let here = &mut Ctx::of(cl, i, &used, now, self.offset(i));
+        let cl = &mut s.clients[i];
+        let registry = s.registry.as_deref().filter(|_| i < 2);
+        let here = &mut Ctx::of(cl, i, registry, &used, now, self.offset(i));
         let (m, act) = match self.cfg.sem(i) {
             Some(sem) => fifo::Acquire::start_sem(self.cfg.lock(), sem, wait, &env, here),
             None => fifo::Acquire::start(self.cfg.lock(), n, wait, &env, here),
@@ -896,6 +982,20 @@ impl FifoMachines {
             self.run(s, i, input)?;
         }
         Ok(())
+    }
+
+    /// Client `i` changes the registry of its process (`process`, clients 0 and 1) with `f`:
+    /// a wait of the other that watches for a change ends at once.
+    fn registry(&self, s: &mut State, i: usize, f: impl FnOnce(&mut Queues<u8, Life>, Time)) {
+        let now = s.now;
+        let Some(q) = s.registry.as_deref_mut().filter(|_| i < 2) else {
+            return;
+        };
+        f(q, ms(now));
+        let other = &mut s.clients[1 - i];
+        if other.watch && other.wake.is_some() {
+            other.wake = Some(now);
+        }
     }
 
     /// Client `i`'s acquisition is cancelled: a wait that watches for it ends at once.
@@ -974,6 +1074,7 @@ impl Model for FifoMachines {
             last_token: vec![0; self.cfg.locks],
             overtaken: None,
             tokens: Vec::new(),
+            registry: self.cfg.process.then(Box::default),
         }]
     }
 
@@ -995,7 +1096,9 @@ impl Model for FifoMachines {
                 }
             }
             let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
-            Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
+            // The process of clients 0 and 1 does not crash (`process`).
+            let crashes = if self.cfg.process && i < 2 { 0 } else { s.left.crashes };
+            Event::may_crash(crashes, out_now, |e| out.push(Action::Event(ci, e)));
             match c.phase {
                 Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {
                     for set in 0..self.sets().len() as u8 {
@@ -1108,10 +1211,16 @@ pub const MAX_STATES: usize = 14_000_000;
 /// `npm run model`.
 pub fn configs(full: bool) -> Vec<Config> {
     let b = Config::new();
+    // Clients 0 and 1 are one process, sharing its registry.
+    let process = Config {
+        process: true,
+        ..b.clone()
+    };
     if !full {
-        return vec![b];
+        return vec![b, process];
     }
     vec![
+        process,
         // A crash.
         b.clone(),
         // A lost, throttled or slow request.

@@ -185,13 +185,18 @@ fn check_fifo(rep: &mut Report, full: bool) {
 /// A Fifo machines configuration, as its run is labelled.
 fn fifo_label(cfg: &fifo_machines::Config) -> String {
     format!(
-        "{}{} clients, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
+        "{}{} clients{}, {} lock ids{}, {} acquisitions each, lease {} ticks, re-read {}, request timeout {}, {} \
          attempts, {} faults, {} crash, {} cancellation, {} ticks",
         match cfg.permits {
             Some(n) => format!("a semaphore of {n} permits, asked for {:?} by ", cfg.asks),
             None => String::new(),
         },
         cfg.clients,
+        if cfg.process {
+            " (clients 0 and 1 one process, sharing its registry)"
+        } else {
+            ""
+        },
         cfg.locks,
         if cfg.several {
             " (one or both per acquisition)"

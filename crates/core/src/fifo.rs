@@ -1609,7 +1609,12 @@ where
     /// One grant attempt on the head (a semaphore's, reclaiming the holders of `reclaim`).
     fn grant(&mut self, k: usize, waited_out: Option<R::Version>, reclaim: Vec<Holder<R::Guid>>, env: &Env) -> A<R, E> {
         let q = &mut self.queued[k];
-        q.grant_sent_at = env.now;
+        // The lease counts from the first send of a grant that may have landed: a grant sent
+        // again (after a timeout, or on a release seen here) finds the head already ours and
+        // leaves its version as it was, which waiters may have been waiting out since then.
+        if !q.maybe_granted {
+            q.grant_sent_at = env.now;
+        }
         q.phase = QPhase::Grant;
         let req = match self.sem {
             Some(sem) => Request::SemGrant {
@@ -2108,11 +2113,12 @@ mod tests {
         }
     }
 
-    /// A client with nothing of its own in the queues.
+    /// A client with nothing of its own in the queues (but for a head it `released`).
     #[derive(Default)]
     struct Alone {
         guids: u8,
         held_until: Option<Time>,
+        released: Option<u64>,
     }
 
     impl Here<Guid> for Alone {
@@ -2126,8 +2132,8 @@ mod tests {
         fn entry(&self, _: usize, _: u64) -> Option<Mine> {
             None
         }
-        fn holder(&self, _: usize, _: u64) -> Option<bool> {
-            None
+        fn holder(&self, _: usize, token: u64) -> Option<bool> {
+            (self.released == Some(token)).then_some(true)
         }
         fn entry_lost(&self, _: usize) -> bool {
             false
@@ -2824,10 +2830,7 @@ mod tests {
         // A ticket refused without the item (an engine that does not return it) reads it.
         let mut held = head.clone();
         held.lease_duration_ms = Some(LEASE);
-        let mut here = Alone {
-            guids: 0,
-            held_until: None,
-        };
+        let mut here = Alone::default();
         let (mut m, _) = M::start(lock(), 1, None, &at(0), &mut here);
         let a = m.step(Input::Answer(Answer::Refused(None)), &at(1), &mut here);
         assert_eq!(sent(&a), Request::Ticket { resource: 0 });
@@ -2904,5 +2907,78 @@ mod tests {
         let grants = sent.iter().filter(|r| matches!(r, Request::Grant { .. })).count();
         let most = 2000 / crate::settings::reread(LEASE).as_millis() as usize + 2;
         assert!(grants >= 2 && grants <= most, "{grants} grants in 2 s (at most {most})");
+    }
+    /// A grant whose attempts all failed after it may have landed, sent again when a release
+    /// of the head is seen in this client: the head already carries it, unchanged since the
+    /// first send, so the lease counts from that first send.
+    #[test]
+    fn a_grant_sent_again_counts_its_lease_from_the_first_send() {
+        let mut here = Alone::default();
+        let (mut m, mut a) = queued_behind(&held_head(1, 9), None, &mut here);
+        let mut now = 3;
+        let mut free = held_head(1, 9);
+        free.lease_duration_ms = Some(crate::item::RELEASED_LEASE_MS);
+        // Up to the first grant: the head is read and found released.
+        let first = loop {
+            a = match a {
+                Act::Wait { until, .. } => {
+                    now = now.max(until.as_millis() as u64);
+                    m.step(Input::Resume, &at(now), &mut here)
+                }
+                Act::Send {
+                    req: Request::Get { position: None, .. },
+                    ..
+                } => m.step(item(Some(free.clone())), &at(now), &mut here),
+                Act::Send {
+                    req: Request::Grant { .. },
+                    ..
+                } => break now,
+                Act::Arm => m.step(Input::Resume, &at(now), &mut here),
+                other => panic!("{other:?}"),
+            };
+        };
+        // Every attempt fails after it may have landed (it did); meanwhile this client
+        // releases the head it read (token 1). Once the attempts are spent, the grant is sent
+        // again at once on that release, without a read.
+        let lost = || {
+            Input::Answer(Answer::Failed {
+                error: "lost answer",
+                transient: true,
+                maybe_applied: true,
+            })
+        };
+        here.released = Some(1);
+        let mut grants = 1;
+        a = m.step(lost(), &at(now), &mut here);
+        loop {
+            a = match a {
+                Act::Send {
+                    req: Request::Grant { ticket: 2, .. },
+                    ..
+                } if grants == lock().max_attempts => break,
+                Act::Send {
+                    req: Request::Grant { .. },
+                    ..
+                } => {
+                    grants += 1;
+                    m.step(lost(), &at(now), &mut here)
+                }
+                Act::Wait { until, .. } => {
+                    now = now.max(until.as_millis() as u64);
+                    m.step(Input::Resume, &at(now), &mut here)
+                }
+                Act::Arm => m.step(Input::Resume, &at(now), &mut here),
+                other => panic!("{other:?}"),
+            };
+        }
+        let a = m.step(done(), &at(now), &mut here);
+        let Act::Hold { token: 2, sent_at, .. } = a else {
+            panic!("{a:?}")
+        };
+        assert_eq!(
+            sent_at,
+            Duration::from_millis(first),
+            "from the first send, not {sent_at:?}"
+        );
     }
 }

@@ -22,8 +22,8 @@
 //!   else a release, and whether the client then stands back from the lock.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `local`: what a client decides without a request: the line of its acquisitions of one
-//!   lock id (order, patience, a hand-over within a session) and its stand-back from a lock
-//!   it released while others waited.
+//!   lock id (order, patience, a hand-over within a session), its stand-back from a lock it
+//!   released while others waited, and its Fifo registry (its queue entries and heads).
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
 //! - `hold`: a held lock's life as one state machine: its lease, its heartbeats one at a time,

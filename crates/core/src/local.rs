@@ -18,11 +18,19 @@
 //! The stand-back: after a release while others waited, the client's next acquisition of the
 //! same lock pauses until the instant the release gave (`ending::Outcome::Released`), so that
 //! a waiter, which first has to read the release, takes its turn.
+//!
+//! The Fifo registry (`Queues`): per resource, this client's queue entries and the heads it
+//! holds or released, which its Fifo acquisitions ask (`fifo::Here`) instead of the table. A
+//! release or an abort in this client wakes its waiters behind at once, without a request.
+//! It keeps entries only while an acquisition of this client waits in the queue (only waiters
+//! behind an entry look at it), released heads only while one waits too (at most 64), and a
+//! held head as long as its lock is there.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use crate::broken::{self, Broken};
+use crate::fifo::Mine;
 use crate::request::Time;
 
 /// One acquisition waiting in a line.
@@ -183,6 +191,172 @@ impl<K: Ord + Clone> Local<K> {
     }
 }
 
+/// A head this client holds, as the registry sees it (a held lock).
+pub trait Head {
+    /// At `now`: `None`, the lock is gone (dropped); `Some(true)`, lost, as far as can be told
+    /// without waiting (a heartbeat in flight may yet renew it: a lock with one is live).
+    fn lost(&self, now: Time) -> Option<bool>;
+    /// Its release has begun, or it was abandoned.
+    fn stopping(&self) -> bool;
+}
+
+/// Released heads remembered per resource while this client has waiters there.
+pub const HELD_KEPT: usize = 64;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Held<H> {
+    Holding(H),
+    Released,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Queue<H> {
+    /// This client's queue entries, by position.
+    entries: BTreeMap<u64, Mine>,
+    /// Heads this client holds or held, by token.
+    held: BTreeMap<u64, Held<H>>,
+    /// Acquisitions of this client waiting in this queue.
+    waiting: usize,
+    /// Heads (or a semaphore's permits) this client released, so far, while anyone waited.
+    releases: u64,
+}
+
+impl<H> Default for Queue<H> {
+    fn default() -> Self {
+        Queue {
+            entries: BTreeMap::new(),
+            held: BTreeMap::new(),
+            waiting: 0,
+            releases: 0,
+        }
+    }
+}
+
+/// A client's Fifo registry, by resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Queues<K: Ord, H> {
+    queues: BTreeMap<K, Queue<H>>,
+}
+
+impl<K: Ord, H> Default for Queues<K, H> {
+    fn default() -> Self {
+        Queues {
+            queues: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone, H: Head> Queues<K, H> {
+    /// Changes the queue of `r`, then forgets what no acquisition of this client needs at
+    /// `now`.
+    fn with<R>(&mut self, r: &K, now: Time, f: impl FnOnce(&mut Queue<H>) -> R) -> R {
+        let q = self.queues.entry(r.clone()).or_default();
+        let out = f(q);
+        if q.waiting == 0 {
+            q.entries.clear();
+            // Forget released heads, and held ones whose lock is gone.
+            q.held
+                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.lost(now).is_some()));
+            if q.held.is_empty() {
+                self.queues.remove(r);
+            }
+        } else {
+            let last_waiting = q
+                .entries
+                .iter()
+                .rev()
+                .find(|(_, m)| **m == Mine::Waiting)
+                .map(|(p, _)| *p);
+            // Only waiters behind an entry look at it.
+            q.entries
+                .retain(|p, m| *m == Mine::Waiting || last_waiting.is_some_and(|w| *p < w));
+            while q.held.len() > HELD_KEPT {
+                q.held.pop_first();
+            }
+        }
+        out
+    }
+
+    /// What this client knows of its entry at `position` of `r`'s queue.
+    pub fn entry(&self, r: &K, position: u64) -> Option<Mine> {
+        self.queues.get(r).and_then(|q| q.entries.get(&position).copied())
+    }
+
+    /// An acquisition of this client waits at `position` of `r`'s queue.
+    pub fn join(&mut self, r: &K, position: u64, now: Time) {
+        self.with(r, now, |q| {
+            q.waiting += 1;
+            q.entries.insert(position, Mine::Waiting);
+        });
+    }
+
+    /// That acquisition no longer waits at `position`: its entry is `mine` now, or unknown
+    /// (`None`: waiters behind read the table).
+    pub fn leave(&mut self, r: &K, position: u64, mine: Option<Mine>, now: Time) {
+        self.with(r, now, |q| {
+            q.waiting = q.waiting.saturating_sub(1);
+            match mine {
+                Some(m) => q.entries.insert(position, m),
+                None => q.entries.remove(&position),
+            };
+        });
+    }
+
+    /// This client holds `r`'s head with `token`, as `lock`.
+    pub fn hold(&mut self, r: &K, token: u64, lock: H, now: Time) {
+        self.with(r, now, |q| q.held.insert(token, Held::Holding(lock)));
+    }
+
+    /// This client released `r`'s head with `token` (or permits of it).
+    pub fn released(&mut self, r: &K, token: u64, now: Time) {
+        self.with(r, now, |q| {
+            if let Some(h) = q.held.get_mut(&token) {
+                *h = Held::Released;
+            }
+            q.releases += 1;
+        });
+    }
+
+    /// How many locks this client released on `r` while it had a waiter there.
+    pub fn releases(&self, r: &K) -> u64 {
+        self.queues.get(r).map_or(0, |q| q.releases)
+    }
+
+    /// Whether this client holds the head of `r` with `token` (`Some(false)`: its release
+    /// wakes the waiters) or has just released it (`Some(true)`). `None` also for a lock of
+    /// this client that was lost or dropped: only the table knows.
+    pub fn holder(&self, r: &K, token: u64, now: Time) -> Option<bool> {
+        match self.queues.get(r)?.held.get(&token)? {
+            Held::Released => Some(true),
+            Held::Holding(lock) => (!lock.lost(now)?).then_some(false),
+        }
+    }
+
+    /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
+    /// holds its head and is not on its way out.
+    pub fn busy(&self, r: &K, now: Time) -> bool {
+        self.queues.get(r).is_some_and(|q| {
+            q.waiting > 0
+                || q.held
+                    .values()
+                    .any(|h| matches!(h, Held::Holding(lock) if lock.lost(now).is_some() && !lock.stopping()))
+        })
+    }
+
+    /// The held head of `r` with `token`, while it is held here.
+    pub fn head_mut(&mut self, r: &K, token: u64) -> Option<&mut H> {
+        match self.queues.get_mut(r)?.held.get_mut(&token)? {
+            Held::Holding(h) => Some(h),
+            Held::Released => None,
+        }
+    }
+
+    /// Resources this client keeps state for.
+    pub fn tracked(&self) -> usize {
+        self.queues.len()
+    }
+}
+
 /// Whether an acquisition takes a lock handed over within `handed` (the session the lock is
 /// held through, if any) while `current` is the client's session: only within the same one.
 pub fn takes_handed<S: PartialEq>(handed: Option<&S>, current: Option<&S>) -> bool {
@@ -276,5 +450,79 @@ mod tests {
         assert!(takes_handed(Some(&"s1"), Some(&"s1")));
         assert!(!takes_handed(Some(&"s1"), Some(&"s2")));
         assert!(!takes_handed(Some(&"s1"), None));
+    }
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct H(Option<bool>, bool);
+
+    impl Head for H {
+        fn lost(&self, _: Time) -> Option<bool> {
+            self.0
+        }
+        fn stopping(&self) -> bool {
+            self.1
+        }
+    }
+
+    const LIVE: H = H(Some(false), false);
+    const T: Time = Time::ZERO;
+
+    #[test]
+    fn a_queue_is_kept_while_this_client_waits_there_or_holds_its_head() {
+        let mut q: Queues<&str, H> = Queues::default();
+        q.join(&"r", 3, T);
+        q.join(&"r", 5, T);
+        assert!(q.busy(&"r", T));
+        assert_eq!(q.entry(&"r", 3), Some(Mine::Waiting));
+        // The entry at 3 was granted; the waiter at 5 still looks at it.
+        q.leave(&"r", 3, Some(Mine::Granted(7)), T);
+        q.hold(&"r", 7, LIVE, T);
+        assert_eq!(q.entry(&"r", 3), Some(Mine::Granted(7)));
+        assert_eq!(
+            q.holder(&"r", 7, T),
+            Some(false),
+            "held here: its release wakes the waiter"
+        );
+        q.released(&"r", 7, T);
+        assert_eq!(q.holder(&"r", 7, T), Some(true), "released here just now");
+        assert_eq!(q.releases(&"r"), 1);
+        // The last waiter leaves: entries and released heads are forgotten.
+        q.leave(&"r", 5, None, T);
+        assert_eq!(q.entry(&"r", 3), None);
+        assert_eq!(q.holder(&"r", 7, T), None);
+        assert_eq!(q.tracked(), 0);
+    }
+
+    #[test]
+    fn a_lost_stopping_or_dropped_head_is_not_vouched_for() {
+        let mut q: Queues<&str, H> = Queues::default();
+        q.join(&"r", 1, T);
+        q.hold(&"r", 1, H(Some(true), false), T);
+        q.hold(&"r", 2, H(None, false), T);
+        q.hold(&"r", 3, H(Some(false), true), T);
+        assert_eq!(q.holder(&"r", 1, T), None, "lost: only the table knows");
+        assert_eq!(q.holder(&"r", 2, T), None, "dropped");
+        assert_eq!(q.holder(&"r", 3, T), Some(false));
+        q.leave(&"r", 1, None, T);
+        assert_eq!(q.tracked(), 1, "the held heads whose locks are there are kept");
+        let mut q: Queues<&str, H> = Queues::default();
+        q.hold(&"s", 1, H(Some(false), true), T);
+        assert!(
+            !q.busy(&"s", T),
+            "a head on its way out keeps nobody from the one-request take"
+        );
+        q.hold(&"s", 2, LIVE, T);
+        assert!(q.busy(&"s", T));
+    }
+
+    #[test]
+    fn released_heads_kept_are_bounded() {
+        let mut q: Queues<&str, H> = Queues::default();
+        q.join(&"r", 1_000, T);
+        for t in 0..(HELD_KEPT as u64 + 10) {
+            q.hold(&"r", t, LIVE, T);
+            q.released(&"r", t, T);
+        }
+        assert_eq!(q.holder(&"r", 0, T), None, "the oldest were forgotten");
+        assert_eq!(q.holder(&"r", HELD_KEPT as u64 + 9, T), Some(true));
     }
 }
