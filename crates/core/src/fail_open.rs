@@ -205,6 +205,54 @@ where
         (m, step)
     }
 
+    /// Gives back the lock this acquisition just took (`Outcome::Taken`), which its caller
+    /// does not take after all (the session it was taken through ended before the grant was
+    /// known): it ends as `Expired`.
+    pub fn give_back(&mut self, env: &Env) -> St<R, E> {
+        self.give_back_as(Back::Expired, env)
+    }
+
+    fn give_back_as(&mut self, back: Back<R>, env: &Env) -> St<R, E> {
+        if broken::on(Broken::ExpiredTakeKept) {
+            return self.over(Self::given_back(back, false));
+        }
+        let (m, step) = Release::start(self.s, vec![self.guid.clone()], env);
+        // Nothing of the acquisition is read again: forget it.
+        self.waiting = None;
+        self.waited_out = None;
+        self.target = None;
+        self.newer = None;
+        self.session = None;
+        self.pending = None;
+        self.retries_left = 0;
+        self.settle = self.s.policy(self.s.max_attempts);
+        (self.sent_at, self.deadline) = (Time::ZERO, Time::ZERO);
+        self.phase = Phase::GiveBack(Box::new(m), back);
+        self.giving_back(step)
+    }
+
+    fn giving_back(&mut self, step: release::St<R, E>) -> St<R, E> {
+        match step {
+            Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+            Step::Wait { until, abortable } => Step::Wait { until, abortable },
+            Step::Done(out) => {
+                let Phase::GiveBack(_, back) = std::mem::replace(&mut self.phase, Phase::Over) else {
+                    unreachable!("giving back")
+                };
+                // Released, or nothing of ours was left: nothing to undo.
+                let undo = matches!(out, release::Outcome::Failed(_));
+                self.over(Self::given_back(back, undo))
+            }
+        }
+    }
+
+    fn given_back(back: Back<R>, undo: bool) -> Out<R, E> {
+        match back {
+            Back::Expired => Outcome::Expired { undo },
+            Back::Corrupt(item) => Outcome::Corrupt { item, undo },
+        }
+    }
+
     fn over(&mut self, o: Out<R, E>) -> St<R, E> {
         self.phase = Phase::Over;
         Step::Done(o)
@@ -543,62 +591,6 @@ where
             return self.giving_back(step);
         }
         self.timed(env)
-    }
-}
-
-impl<R, E> Acquire<R, E>
-where
-    R: Record,
-    R::Guid: Clone,
-    R::Version: Clone,
-    E: Clone,
-{
-    /// Gives back the lock this acquisition just took (`Outcome::Taken`), which its caller
-    /// does not take after all (the session it was taken through ended before the grant was
-    /// known): it ends as `Expired`.
-    pub fn give_back(&mut self, env: &Env) -> St<R, E> {
-        self.give_back_as(Back::Expired, env)
-    }
-
-    fn give_back_as(&mut self, back: Back<R>, env: &Env) -> St<R, E> {
-        if broken::on(Broken::ExpiredTakeKept) {
-            return self.over(Self::given_back(back, false));
-        }
-        let (m, step) = Release::start(self.s, vec![self.guid.clone()], env);
-        // Nothing of the acquisition is read again: forget it.
-        self.waiting = None;
-        self.waited_out = None;
-        self.target = None;
-        self.newer = None;
-        self.session = None;
-        self.pending = None;
-        self.retries_left = 0;
-        self.settle = self.s.policy(self.s.max_attempts);
-        (self.sent_at, self.deadline) = (Time::ZERO, Time::ZERO);
-        self.phase = Phase::GiveBack(Box::new(m), back);
-        self.giving_back(step)
-    }
-
-    fn giving_back(&mut self, step: release::St<R, E>) -> St<R, E> {
-        match step {
-            Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-            Step::Wait { until, abortable } => Step::Wait { until, abortable },
-            Step::Done(out) => {
-                let Phase::GiveBack(_, back) = std::mem::replace(&mut self.phase, Phase::Over) else {
-                    unreachable!("giving back")
-                };
-                // Released, or nothing of ours was left: nothing to undo.
-                let undo = matches!(out, release::Outcome::Failed(_));
-                self.over(Self::given_back(back, undo))
-            }
-        }
-    }
-
-    fn given_back(back: Back<R>, undo: bool) -> Out<R, E> {
-        match back {
-            Back::Expired => Outcome::Expired { undo },
-            Back::Corrupt(item) => Outcome::Corrupt { item, undo },
-        }
     }
 }
 
@@ -1121,14 +1113,7 @@ mod tests {
                 Step::Send {
                     req: Req::Release { .. },
                     ..
-                } => m.answer(
-                    Answer::Failed {
-                        error: "throttled",
-                        transient: true,
-                        maybe_applied: false,
-                    },
-                    &env(now),
-                ),
+                } => m.answer(testing::throttled(), &env(now)),
                 Step::Wait { until, .. } => {
                     now = until.as_millis() as u64;
                     m.timer(&env(now))

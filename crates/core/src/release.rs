@@ -194,7 +194,7 @@ where
 mod tests {
     use super::*;
     use crate::item::LockRecord;
-    use crate::testing::{env, lock};
+    use crate::testing::{self, env, lock};
 
     type R = Release<LockRecord, &'static str>;
 
@@ -221,14 +221,7 @@ mod tests {
         let mut now = 0;
         let mut writes = 1;
         loop {
-            match m.answer(
-                Answer::Failed {
-                    error: "throttled",
-                    transient: true,
-                    maybe_applied: false,
-                },
-                &env(now),
-            ) {
+            match m.answer(testing::throttled(), &env(now)) {
                 Step::Wait { until, .. } => {
                     now = until.as_millis() as u64;
                     assert!(matches!(m.timer(&env(now)), Step::Send { .. }));

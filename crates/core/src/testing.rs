@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::request::Env;
+use crate::request::{Answer, Env};
 use crate::settings::{Kind, Lock};
 
 pub fn ms(n: u64) -> Duration {
@@ -35,5 +35,14 @@ pub fn env(now: u64) -> Env {
         unix_ms: 1_000_000 + now,
         cancelled: false,
         random: 0,
+    }
+}
+
+/// A throttled request's answer: transient, and not applied.
+pub fn throttled<R>() -> Answer<R, &'static str> {
+    Answer::Failed {
+        error: "throttled",
+        transient: true,
+        maybe_applied: false,
     }
 }
