@@ -28,10 +28,12 @@ use tokio::net::TcpStream;
 /// balancers drop quiet connections after a while.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// At most this many idle connections are kept per client: as many as may be on the wire
-/// (`MAX_CONNECTIONS`), so that a burst that used them all finds them again instead of
-/// opening (against DynamoDB: a TLS handshake each) the ones a smaller pool closed.
-const MAX_IDLE: usize = MAX_CONNECTIONS;
+/// At most this many idle connections are kept per client: twice as many as may be on the
+/// wire (`MAX_CONNECTIONS`). A connection goes back to the pool a moment after its reply is
+/// read, so a request sent in that moment opens another; keeping those too lets a burst that
+/// used them all find them again instead of opening (against DynamoDB: a TLS handshake each)
+/// the ones a smaller pool closed.
+const MAX_IDLE: usize = 2 * MAX_CONNECTIONS;
 
 /// At most this many heartbeat requests of one process are on the wire at once, on
 /// connections of their own (the heartbeat scheduler bounds them itself, following the round
