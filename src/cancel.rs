@@ -2,8 +2,11 @@
 //! that it found the lock held and waits (contention), which travels the same way.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+use dynamodb_lock_core::request::Time;
+use dynamodb_lock_core::waiting::{self, Found, Report};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -27,130 +30,86 @@ pub struct Holder {
 /// the answer carried the item.
 type OnWait = Box<dyn Fn(Option<Holder>, bool) + Send + Sync>;
 
-/// The holder's item as last seen, since when, and when it was last reported.
-struct Seen {
-    version: Option<Version>,
-    since: Instant,
-    reported: Instant,
+/// The acquisition's reports of its wait, as the core's `waiting::Reports` decides them, and
+/// where they go.
+#[derive(Default)]
+struct Reports {
+    decide: waiting::Reports<Version>,
+    to: Option<OnWait>,
 }
 
 #[derive(Default)]
 pub struct Cancel {
     flag: AtomicBool,
     notify: Notify,
-    waited: AtomicBool,
-    /// Found held by an answer that did not carry the item: the first report waits for the
-    /// read that follows (`seen`), or for the acquisition's next step (`flush`).
-    first_pending: AtomicBool,
-    on_wait: Mutex<Option<(OnWait, Duration)>>,
-    seen: Mutex<Option<Seen>>,
+    reports: Mutex<Reports>,
+    /// The origin of the reports' times: the first time one is needed.
+    base: OnceLock<Instant>,
 }
 
 impl Cancel {
     /// `f` is called (from the acquisition's task) when the acquisition first finds the lock
     /// held, and then at reads that find it held, at most once per `period`.
     pub fn on_wait(&self, period: Duration, f: impl Fn(Option<Holder>, bool) + Send + Sync + 'static) {
-        *self.on_wait.lock().unwrap_or_else(|p| p.into_inner()) = Some((Box::new(f), period));
+        let mut r = self.reports();
+        r.decide.every(period);
+        r.to = Some(Box::new(f));
     }
 
     /// The acquisition found the lock held (by `holder`, when the answer carried the item):
     /// it waits (or gives up) for someone else.
     pub fn waiting(&self, holder: Option<&LockRecord>) {
-        if !self.waited.swap(true, Ordering::SeqCst) {
-            self.report(holder, false);
-        } else if let Some(h) = holder {
-            self.seen(h);
-        }
+        let now = self.now();
+        self.tell(holder, |d| d.waiting(holder.map(found), now));
     }
 
     /// A condition of the acquisition failed, and the answer did not carry the item: it waits
     /// (or gives up), and its first report names the holder the next read finds.
     pub fn refused(&self) {
-        if !self.waited.swap(true, Ordering::SeqCst) {
-            self.first_pending.store(true, Ordering::SeqCst);
-        }
+        self.reports().decide.refused();
     }
 
     /// The acquisition goes on without having read the holder: a first report still pending
     /// goes out without it.
     pub fn flush(&self) {
-        if self.first_pending.swap(false, Ordering::SeqCst) {
-            self.report(None, false);
-        }
+        let now = self.now();
+        self.tell(None, |d| d.flush(now));
     }
 
-    /// A read of a waiting acquisition found the lock held by `holder`: reported if a report
-    /// period has passed since the last report (or the first report waits for it).
+    /// A read of a waiting acquisition found the lock held by `holder`.
     pub fn seen(&self, holder: &LockRecord) {
-        if !self.waited() {
-            return;
-        }
-        if self.first_pending.load(Ordering::SeqCst) {
-            if !holder.is_released() && self.first_pending.swap(false, Ordering::SeqCst) {
-                self.report(Some(holder), false);
-            }
-            return;
-        }
-        if holder.is_released() {
-            return;
-        }
-        let due = {
-            let on_wait = self.on_wait.lock().unwrap_or_else(|p| p.into_inner());
-            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            match (on_wait.as_ref(), seen.as_ref()) {
-                (Some((_, period)), Some(s)) => s.reported.elapsed() >= *period,
-                _ => false,
-            }
-        };
-        if due {
-            self.report(Some(holder), true);
-        } else {
-            self.track(holder);
-        }
-    }
-
-    /// Notes `holder`'s version: how long it has been seen unchanged.
-    fn track(&self, holder: &LockRecord) -> Duration {
-        let now = Instant::now();
-        let version = Some(holder.version());
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match seen.as_mut() {
-            Some(s) if s.version == version => now.saturating_duration_since(s.since),
-            Some(s) => {
-                s.version = version;
-                s.since = now;
-                Duration::ZERO
-            }
-            None => {
-                *seen = Some(Seen {
-                    version,
-                    since: now,
-                    reported: now,
-                });
-                Duration::ZERO
-            }
-        }
-    }
-
-    fn report(&self, holder: Option<&LockRecord>, progress: bool) {
-        let holder = holder.filter(|h| !h.is_released()).map(|h| Holder {
-            owner: h.owner.clone(),
-            fencing_token: h.fencing_token,
-            lease_duration_ms: h.lease_duration_ms,
-            session: h.session.clone(),
-            unchanged: self.track(h),
-        });
-        if let Some(s) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            s.reported = Instant::now();
-        }
-        if let Some((f, _)) = self.on_wait.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            f(holder, progress);
-        }
+        let now = self.now();
+        self.tell(Some(holder), |d| d.seen(found(holder), now));
     }
 
     /// Whether the acquisition found the lock held at some point.
     pub fn waited(&self) -> bool {
-        self.waited.load(Ordering::SeqCst)
+        self.reports().decide.waited()
+    }
+
+    fn reports(&self) -> std::sync::MutexGuard<'_, Reports> {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> Time {
+        let now = Instant::now();
+        now.saturating_duration_since(*self.base.get_or_init(|| now))
+    }
+
+    /// Makes the report `decide` asks for, if any, naming `holder` when it says so.
+    fn tell(&self, holder: Option<&LockRecord>, decide: impl FnOnce(&mut waiting::Reports<Version>) -> Option<Report>) {
+        let r = &mut *self.reports();
+        let Some(report) = decide(&mut r.decide) else { return };
+        let holder = holder.zip(report.unchanged).map(|(h, unchanged)| Holder {
+            owner: h.owner.clone(),
+            fencing_token: h.fencing_token,
+            lease_duration_ms: h.lease_duration_ms,
+            session: h.session.clone(),
+            unchanged,
+        });
+        if let Some(f) = &r.to {
+            f(holder, report.progress);
+        }
     }
 
     pub fn cancel(&self) {
@@ -191,4 +150,9 @@ impl Cancel {
             _ = notified => Err(LockError::Aborted),
         }
     }
+}
+
+/// A holder's item as the core's reports see it.
+fn found(holder: &LockRecord) -> Found<Version> {
+    (holder.version(), holder.is_released())
 }

@@ -145,10 +145,236 @@ pub fn next_read<H: PartialEq>(s: &Lock, waiting: Option<&Waiting<H>>, now: Time
     }
 }
 
+/// When a waiting acquisition tells its caller that it waits (`onWaiting`): once when it
+/// first finds the lock held, then at reads that still find it held, at most once per report
+/// period (`progress`). The first report names the holder when the answer that found the lock
+/// held carried the item; when it did not (a refused condition), it waits for the read that
+/// follows, or goes out without a holder at the acquisition's next step. `V` is the version
+/// of the holder's item: a report says for how long it has been seen unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reports<V> {
+    period: Option<Duration>,
+    waited: bool,
+    first_pending: bool,
+    seen: Option<Seen<V>>,
+}
+
+/// The holder's item as last seen, since when, and when it was last reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen<V> {
+    version: V,
+    since: Time,
+    reported: Time,
+}
+
+/// A report to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// A report of a wait that goes on, not the first.
+    pub progress: bool,
+    /// The holder is named (the item was read and not released): for how long its item has
+    /// been seen unchanged.
+    pub unchanged: Option<Duration>,
+}
+
+/// A holder's item as a read found it: its version, and whether it is released.
+pub type Found<V> = (V, bool);
+
+impl<V: PartialEq> Default for Reports<V> {
+    fn default() -> Self {
+        Reports {
+            period: None,
+            waited: false,
+            first_pending: false,
+            seen: None,
+        }
+    }
+}
+
+impl<V: PartialEq> Reports<V> {
+    /// Progress reports come at most once per `period`; without one, only the first.
+    pub fn every(&mut self, period: Duration) {
+        self.period = Some(period);
+    }
+
+    /// Whether the acquisition found the lock held at some point.
+    pub fn waited(&self) -> bool {
+        self.waited
+    }
+
+    /// At `now` the acquisition found the lock held (`holder`: the item, when the answer
+    /// carried it): it waits, or gives up, for someone else.
+    pub fn waiting(&mut self, holder: Option<Found<V>>, now: Time) -> Option<Report> {
+        if !self.waited {
+            self.waited = true;
+            return Some(self.report(holder, false, now));
+        }
+        holder.and_then(|h| self.seen(h, now))
+    }
+
+    /// A condition of the acquisition failed, and the answer did not carry the item: the
+    /// first report waits for the read that follows (`seen`), or for `flush`.
+    pub fn refused(&mut self) {
+        if !self.waited {
+            self.waited = true;
+            self.first_pending = true;
+        }
+    }
+
+    /// The acquisition goes on without having read the holder: a first report still pending
+    /// goes out without it.
+    pub fn flush(&mut self, now: Time) -> Option<Report> {
+        std::mem::take(&mut self.first_pending).then(|| self.report(None, false, now))
+    }
+
+    /// A read of a waiting acquisition at `now` found `holder`'s item: reported if a report
+    /// period has passed since the last report, or if the first report waits for it.
+    pub fn seen(&mut self, (version, released): Found<V>, now: Time) -> Option<Report> {
+        if !self.waited {
+            return None;
+        }
+        if self.first_pending {
+            if released {
+                return None;
+            }
+            self.first_pending = false;
+            return Some(self.report(Some((version, false)), false, now));
+        }
+        if released {
+            return None;
+        }
+        let due = match (self.period, &self.seen) {
+            (Some(period), Some(s)) => now.saturating_sub(s.reported) >= period,
+            _ => false,
+        };
+        if due {
+            return Some(self.report(Some((version, false)), true, now));
+        }
+        self.track(version, now);
+        None
+    }
+
+    /// Notes the holder's version at `now`: how long it has been seen unchanged.
+    fn track(&mut self, version: V, now: Time) -> Duration {
+        match &mut self.seen {
+            Some(s) if s.version == version => now.saturating_sub(s.since),
+            Some(s) => {
+                s.version = version;
+                s.since = now;
+                Duration::ZERO
+            }
+            None => {
+                self.seen = Some(Seen {
+                    version,
+                    since: now,
+                    reported: now,
+                });
+                Duration::ZERO
+            }
+        }
+    }
+
+    fn report(&mut self, holder: Option<Found<V>>, progress: bool, now: Time) -> Report {
+        let unchanged = holder
+            .filter(|(_, released)| !released)
+            .map(|(v, _)| self.track(v, now));
+        if let Some(s) = &mut self.seen {
+            s.reported = now;
+        }
+        Report { progress, unchanged }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::settings::{tests::lock, Kind};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// The first report names the holder; progress reports follow at most once a period,
+    /// each saying how long the holder's item has been unchanged; a new holder starts that
+    /// count over; a released item is never reported.
+    #[test]
+    fn a_wait_is_reported_first_then_once_a_period() {
+        let mut r = Reports::default();
+        r.every(ms(1000));
+        assert_eq!(
+            r.waiting(Some((1, false)), ms(0)),
+            Some(Report {
+                progress: false,
+                unchanged: Some(ms(0)),
+            })
+        );
+        assert_eq!(r.seen((1, false), ms(400)), None);
+        assert_eq!(
+            r.seen((1, false), ms(1000)),
+            Some(Report {
+                progress: true,
+                unchanged: Some(ms(1000)),
+            })
+        );
+        assert_eq!(r.seen((2, false), ms(1500)), None, "a new holder, within the period");
+        assert_eq!(r.seen((2, true), ms(2100)), None, "released: nobody to report");
+        assert_eq!(
+            r.seen((2, false), ms(2200)),
+            Some(Report {
+                progress: true,
+                unchanged: Some(ms(700)),
+            })
+        );
+        assert!(r.waited());
+    }
+
+    /// A refusal that did not carry the item: the first report waits for the read that
+    /// names the holder, or goes out without one at the acquisition's next step; only once.
+    #[test]
+    fn a_refusal_reports_with_the_holder_the_next_read_finds() {
+        let mut r = Reports::default();
+        r.refused();
+        assert_eq!(r.seen((3, true), ms(10)), None, "a released item names nobody");
+        assert_eq!(
+            r.seen((3, false), ms(20)),
+            Some(Report {
+                progress: false,
+                unchanged: Some(ms(0)),
+            })
+        );
+        assert_eq!(r.flush(ms(30)), None, "the first report went out");
+
+        let mut r: Reports<u8> = Reports::default();
+        r.refused();
+        assert_eq!(
+            r.flush(ms(5)),
+            Some(Report {
+                progress: false,
+                unchanged: None,
+            })
+        );
+        assert_eq!(r.flush(ms(6)), None);
+        r.refused();
+        assert_eq!(r.flush(ms(7)), None, "refused again: no second first report");
+    }
+
+    /// Without a report period only the first report goes out; reads before any wait report
+    /// nothing.
+    #[test]
+    fn without_a_period_only_the_first_wait_is_reported() {
+        let mut r = Reports::default();
+        assert_eq!(r.seen((1, false), ms(0)), None, "not waiting yet");
+        assert!(!r.waited());
+        assert_eq!(
+            r.waiting(None, ms(0)),
+            Some(Report {
+                progress: false,
+                unchanged: None,
+            })
+        );
+        assert_eq!(r.waiting(Some((1, false)), ms(60_000)), None);
+        assert_eq!(r.seen((1, false), ms(120_000)), None);
+    }
 
     /// Steps a waiter behind the first in line through reads that find `holders` one after
     /// the other, each read when its pause says; returns the pauses.
