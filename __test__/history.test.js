@@ -108,8 +108,9 @@ for (const engineName of selectedEngines())
             FailClosed: { lockTable: "hfclocks", partitionKey: "id", acquirePeriodMs: 30, retryCount: 400, requestTimeoutMs: 600 },
         };
 
-        // Runs the workers; `kill` (optional) picks a worker to SIGKILL while it holds its
-        // lock of grant number `afterGrants` (from 0). Returns the history and what happened.
+        // Runs the workers; `kill` (optional): the first worker to be granted its lock number
+        // `afterGrants` (from 0) is SIGKILLed while it holds it. Returns the history and what
+        // happened.
         async function record(proxy, kind, { iterations, config, kill })
         {
             const ids = [uniqueId(`h-${kind}-a`), uniqueId(`h-${kind}-b`)];
@@ -136,17 +137,20 @@ for (const engineName of selectedEngines())
             {
                 await Promise.all(procs.map(p => p.next(l => l.ready || l.error || l.unparsed, 30000)));
                 procs.forEach(p => p.send("go\n"));
+                let victim;
                 if (kill)
                 {
-                    const victim = procs[kill.worker];
-                    const nth = l => l.acquired && victim.lines.filter(x => x.acquired).indexOf(l) === kill.afterGrants;
-                    const grant = await victim.next(nth, 60000);
+                    // A worker may be refused every time (its waits are bounded): whichever
+                    // gets that far first is the victim. A wait ends when its worker is done.
+                    const nth = p => l => (l.acquired && p.lines.filter(x => x.acquired).indexOf(l) === kill.afterGrants) || l.done || l.error;
+                    const grant = await Promise.any(procs.map(p => p.next(nth(p), 60000).then(l => l.acquired ? l : Promise.reject(new Error(`${JSON.stringify(l)}`)))));
+                    victim = procs.find(p => p.lines.includes(grant));
                     await sleep(10);
                     victim.kill();
                     const exit = await victim.exited;
                     killed = { grant, at: Date.now(), signal: exit.signal, process: grant.process };
                 }
-                await Promise.all(procs.filter((_, w) => !kill || w !== kill.worker).map(p => p.next(l => l.done || l.error, 120000)));
+                await Promise.all(procs.filter(p => p !== victim).map(p => p.next(l => l.done || l.error, 120000)));
                 await Promise.all(procs.map(p => p.exited));
             }
             finally
@@ -241,7 +245,7 @@ for (const engineName of selectedEngines())
             {
                 await withProxy(PROFILES[0], async proxy =>
                     {
-                        const run = await record(proxy, "FailOpen", { iterations: 6, kill: { worker: 0, afterGrants: 2 } });
+                        const run = await record(proxy, "FailOpen", { iterations: 6, kill: { afterGrants: 2 } });
                         t.diagnostic(`${summary(run, proxy)}; killed ${JSON.stringify(run.killed)}`);
                         assert.equal(run.killed.signal, "SIGKILL");
                         assert.deepEqual(run.errors, []);
@@ -273,7 +277,7 @@ for (const engineName of selectedEngines())
             {
                 await withProxy(PROFILES[0], async proxy =>
                     {
-                        const run = await record(proxy, "FailClosed", { iterations: 6, kill: { worker: 0, afterGrants: 2 }, config: { retryCount: 10 } });
+                        const run = await record(proxy, "FailClosed", { iterations: 6, kill: { afterGrants: 2 }, config: { retryCount: 10 } });
                         t.diagnostic(`${summary(run, proxy)}; killed ${JSON.stringify(run.killed)}`);
                         assert.equal(run.killed.signal, "SIGKILL");
                         assert.deepEqual(run.errors, []);

@@ -90,7 +90,7 @@ for (const engineName of selectedEngines())
         const kinds =
         {
             FailClosed: dynamodb => new DynamoDBLockClient.FailClosed({ dynamodb, lockTable: "locks", partitionKey: "id", acquirePeriodMs: 50, retryCount: 0 }),
-            FailOpen: dynamodb => new DynamoDBLockClient.FailOpen({ dynamodb, lockTable: "locks", partitionKey: "id", leaseDurationMs: 5000, heartbeatPeriodMs: 1000, retryCount: 0 }),
+            FailOpen: dynamodb => new DynamoDBLockClient.FailOpen({ dynamodb, lockTable: "locks", partitionKey: "id", leaseDurationMs: 1000, heartbeatPeriodMs: 300, retryCount: 0 }),
             Fifo: dynamodb => new DynamoDBLockClient.Fifo({ dynamodb, lockTable: "fifo", partitionKey: "id", sortKey: "sk", leaseDurationMs: 5000 }),
         };
         for (const [form, dynamodb] of Object.entries(forms))

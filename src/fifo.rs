@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, Outcome, Request, Sem};
+use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, NewEntry, Outcome, Request, Sem};
 use dynamodb_lock_core::op::Reply;
 use dynamodb_lock_core::request::Time;
 use futures_util::future::join_all;
@@ -289,13 +289,8 @@ impl Driver<'_> {
                     self.leave(resource, position, mine);
                     Input::Resume
                 }
-                Act::Entry {
-                    resource,
-                    position,
-                    guid,
-                    sent_at,
-                } => {
-                    self.add_entry(resource, position, guid, clock.base + sent_at);
+                Act::Entry(entry) => {
+                    self.add_entry(entry, clock.base);
                     Input::Resume
                 }
                 Act::StopEntry { resource } => match self.entries[resource].take() {
@@ -335,16 +330,16 @@ impl Driver<'_> {
 
     /// Starts the queue entry at `position` in the queue of `resource`, written with `guid` by
     /// a request sent at `sent_at`, and its heartbeats.
-    fn add_entry(&mut self, resource: usize, position: u64, guid: Guid, sent_at: Instant) {
+    fn add_entry(&mut self, e: NewEntry<Guid>, base: Instant) {
         let lock = Arc::new(HeldLock::new(
             entries_client(self.c),
-            entry_key(&self.resources[resource], position),
-            guid,
+            entry_key(&self.resources[e.resource], e.position),
+            e.guid,
             None,
-            Some(sent_at),
+            Some(base + e.sent_at),
         ));
         self.c.heartbeats.watch(&lock);
-        self.entries[resource] = Some(lock);
+        self.entries[e.resource] = Some(lock);
     }
 
     /// Holds the head of `resource` under `guid` and `token` (taken by a request sent at

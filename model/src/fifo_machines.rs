@@ -620,16 +620,11 @@ impl FifoMachines {
                 self.registry(s, i, |q, now| q.leave(&k, p, mine, now));
                 resume
             }
-            Act::Entry {
-                resource,
-                position,
-                guid,
-                sent_at,
-            } => {
-                c.entries[resource] = Some(Beating {
-                    position: small(position),
-                    guid,
-                    until: self.at(i, sent_at) + self.cfg.lease,
+            Act::Entry(e) => {
+                c.entries[e.resource] = Some(Beating {
+                    position: small(e.position),
+                    guid: e.guid,
+                    until: self.at(i, e.sent_at) + self.cfg.lease,
                     lost: false,
                     beats: if i == 1 && !self.cfg.process {
                         self.cfg.beats

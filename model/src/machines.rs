@@ -242,7 +242,7 @@ impl Config {
     }
 }
 
-type Request = Req<G, Ver>;
+pub(crate) type Request = Req<G, Ver>;
 
 /// A machine of a client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -255,7 +255,7 @@ pub enum M {
 }
 
 /// What a machine ended with.
-enum Out {
+pub(crate) enum Out {
     Closed(fail_closed::Outcome<Item, Fail>),
     Open(fail_open::Outcome<Item, Fail>),
     End(ending::Outcome<G, Fail>),
@@ -263,9 +263,19 @@ enum Out {
     OriginalRelease(original::Released<Fail>),
 }
 
-type MStep = Step<G, Ver, Out>;
+pub(crate) type MStep = Step<G, Ver, Out>;
 
 impl M {
+    /// Steps the machine waiting in `slot` with the answer to its request, or, without one,
+    /// at the end of its wait.
+    pub(crate) fn resume(slot: &mut Option<M>, a: Option<Ans>, env: &Env) -> MStep {
+        let m = slot.as_mut().expect("a machine waits");
+        match a {
+            Some(a) => m.answer(a, env),
+            None => m.timer(env),
+        }
+    }
+
     fn answer(&mut self, a: Ans, env: &Env) -> MStep {
         match self {
             M::Closed(m) => env::map(m.answer(a, env), Out::Closed),
@@ -1146,18 +1156,14 @@ impl Clients for Machines {
 
     fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
         let env = self.env(s, i);
-        let mut m = s.clients[i].machine.take().expect("a machine waits for the answer");
-        let step = m.answer(a, &env);
-        s.clients[i].machine = Some(m);
+        let step = M::resume(&mut s.clients[i].machine, Some(a), &env);
         self.step(s, i, step)
     }
 
     fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         s.clients[i].wake = None;
         let env = self.env(s, i);
-        let mut m = s.clients[i].machine.take().unwrap();
-        let step = m.timer(&env);
-        s.clients[i].machine = Some(m);
+        let step = M::resume(&mut s.clients[i].machine, None, &env);
         self.step(s, i, step)
     }
 

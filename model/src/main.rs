@@ -240,8 +240,13 @@ fn check_sessions(rep: &mut Report, full: bool) {
 /// A session configuration, as its run is labelled.
 fn session_label(cfg: &session::Config) -> String {
     format!(
-        "2 lock ids held through one session, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
+        "2 lock ids held through one session{}, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
          re-read {}, request timeout {}, {} attempts, {} faults, {} crash, {} ticks",
+        if cfg.handover {
+            " (the first handed over within it)"
+        } else {
+            ""
+        },
         cfg.rivals,
         if cfg.rivals == 1 { "" } else { "s" },
         cfg.lease,

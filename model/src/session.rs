@@ -9,6 +9,12 @@
 //!   of the last successful write of S), and not once the heartbeat declares S lost; at any
 //!   time it lets go of one thing at a time (`ending::Ending`): A, then B, then S once no lock
 //!   is left (a release of S waits for a heartbeat write on the wire, as the addon's does);
+//!   with `handover`, a second acquisition of A waits in client 0's local line, and the first
+//!   release of A hands the lock to it within S (`ending::Ending` given the next `guid`, as the
+//!   addon's release does when its line has a waiter); the waiter may give up at any moment
+//!   (the ending then releases the lock under the `guid` it wrote), and holds the lock through
+//!   S only if S still lasts when the hand-over is known (else it releases it at once, as the
+//!   addon's `Session::join` refuses it);
 //! - a rival per lock (client 1 for A, client 2 for B), started once client 0's acquisitions
 //!   are over, is a FailOpen acquisition that keeps trying (`fail_open::Acquire`): refused by
 //!   a lock held through S, it reads S, waits out a whole session lease, ends S, and takes the
@@ -39,14 +45,15 @@ use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Reply, Req, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
-use crate::item::{Item, Ver, G, SESSIONS};
+use crate::item::{Item, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
+use crate::machines::{MStep, Out, Request, Sent, M};
 
 /// The properties checked.
 pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", LOSS];
@@ -77,6 +84,10 @@ pub struct Config {
     pub crashes: u8,
     /// Heartbeats of S that write (after them, the heartbeat only watches for the loss).
     pub beats: u8,
+    /// A second acquisition of A by client 0 waits in its local line from the start: the
+    /// release of A hands the lock over to it within S (`ending::Ending` with a next `guid`),
+    /// and it may give up at any moment.
+    pub handover: bool,
     /// Time ends here.
     pub horizon: Tick,
     pub bug: Option<Broken>,
@@ -94,6 +105,7 @@ impl Config {
             faults: 1,
             crashes: 1,
             beats: 2,
+            handover: false,
             horizon: 14,
             bug: None,
         }
@@ -123,46 +135,6 @@ impl Default for Config {
     fn default() -> Self {
         Config::new()
     }
-}
-
-type Request = Req<G, Ver>;
-
-/// A machine of a slot. States are hashed, not stored whole, in a depth-first run: the size of
-/// the larger variant costs nothing there.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum M {
-    Open(fail_open::Acquire<Item, Fail>),
-    End(Ending<Item, Fail>),
-}
-
-enum Out {
-    Open(fail_open::Outcome<Item, Fail>),
-    End(ending::Outcome<G, Fail>),
-}
-
-type MStep = Step<G, Ver, Out>;
-
-impl M {
-    fn answer(&mut self, a: Ans, env: &Env) -> MStep {
-        match self {
-            M::Open(m) => env::map(m.answer(a, env), Out::Open),
-            M::End(m) => env::map(m.answer(a, env), Out::End),
-        }
-    }
-    fn timer(&mut self, env: &Env) -> MStep {
-        match self {
-            M::Open(m) => env::map(m.timer(env), Out::Open),
-            M::End(m) => env::map(m.timer(env), Out::End),
-        }
-    }
-}
-
-/// A request sent: what it asks, and when it times out.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Sent {
-    pub req: Request,
-    pub timeout_at: Tick,
 }
 
 pub type Net = env::Net<Sent>;
@@ -225,6 +197,8 @@ pub struct State {
     pub last_token: [u8; 2],
     /// A waiter's end of S landed (history: S must stay ended).
     pub ended: bool,
+    /// Client 0's second acquisition of A waits in its line (`Config::handover`).
+    pub waiting: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -233,6 +207,8 @@ pub enum Action {
     Start(u8),
     Event(u8, Event),
     Release(u8),
+    /// Client 0's acquisition of A waiting in its line gives up.
+    GiveUp,
     Beat,
     BeatLand,
     BeatAnswer,
@@ -261,6 +237,7 @@ impl fmt::Debug for Action {
                 e.describe(owner(*i as usize) as u8, f)
             }
             Action::Release(i) => write!(f, "{}: release()", slot_name(*i)),
+            Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
             Action::Beat => write!(f, "S's heartbeat is due"),
             Action::BeatLand => write!(f, "S's heartbeat write lands"),
             Action::BeatAnswer => write!(f, "c0 gets S's heartbeat answer"),
@@ -345,12 +322,13 @@ impl Sessions {
         match env::carry(step, s.now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
             req,
             timeout_at,
+            slow_at: timeout_at,
         }) {
             env::Carried::Answer(a) => self.deliver(s, i, a),
             env::Carried::Set => Ok(()),
             env::Carried::Done(out) => {
-                s.slots[i].machine = None;
-                self.ended(s, i, out)
+                let m = s.slots[i].machine.take();
+                self.ended(s, i, out, m)
             }
         }
     }
@@ -400,8 +378,20 @@ impl Sessions {
         }
     }
 
-    fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
+    /// Slot `i`'s machine `m` ended with `out`.
+    fn ended(&self, s: &mut State, i: usize, out: Out, m: Option<M>) -> Result<(), Violation> {
         match (s.slots[i].phase, out) {
+            (
+                Phase::Releasing { .. },
+                Out::End(ending::Outcome::Handed {
+                    guid, fencing_token, ..
+                }),
+            ) => {
+                let Some(M::End(m)) = m else {
+                    unreachable!("a hand-over ends an ending")
+                };
+                self.handed(s, i, guid, fencing_token, m)
+            }
             (
                 Phase::Acquiring { g },
                 Out::Open(fail_open::Outcome::Taken {
@@ -426,7 +416,13 @@ impl Sessions {
                 let c = &mut s.slots[i];
                 c.phase = Phase::Done;
                 if matches!(out, Out::End(ending::Outcome::Released { .. })) {
-                    let last = if i == SESSION_SLOT { s.seq } else { g };
+                    // Every `guid` client 0 wrote since: a session's heartbeats, and a
+                    // hand-over of A, rotate it.
+                    let last = if i == SESSION_SLOT || (i == 1 && self.cfg.handover) {
+                        s.seq
+                    } else {
+                        g
+                    };
                     c.released = Some((g, last));
                 }
                 if i == SESSION_SLOT {
@@ -438,6 +434,38 @@ impl Sessions {
                 Ok(())
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Slot `i`'s lock was handed over under `guid` to the next acquisition in client 0's
+    /// line, by ending `m`. If that acquisition gave up meanwhile, the ending releases the
+    /// lock, still ours under `guid` (`Ending::unclaimed`). Otherwise it holds the lock
+    /// through S if S still lasts (`Session::join`), and releases it at once if not.
+    fn handed(
+        &self,
+        s: &mut State,
+        i: usize,
+        guid: G,
+        token: Option<u64>,
+        m: Ending<Item, Fail>,
+    ) -> Result<(), Violation> {
+        if !s.waiting {
+            let env = self.env(s);
+            let (m, step) = m.unclaimed(guid, &env);
+            s.slots[i].machine = Some(M::End(m));
+            return self.step(s, i, env::map(step, Out::End));
+        }
+        s.waiting = false;
+        let token = u8::try_from(token.expect("a FailOpen hand-over raises the token")).expect("small tokens");
+        s.slots[i].phase = Phase::Holding {
+            g: guid,
+            token,
+            until: 0,
+        };
+        let k = home(i);
+        match self.session_until(s) {
+            Some(until) => env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now),
+            None => self.end(s, i, guid, true),
         }
     }
 
@@ -474,6 +502,25 @@ impl Sessions {
         self.end_guids(s, i, g, vec![g], lost, false)
     }
 
+    /// Slot `i` ends its hold of `g`, with a new `guid` for the acquisition waiting in line,
+    /// if one waits: `ending::Ending` decides whether it hands the lock over.
+    fn end_or_hand(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
+        if !s.waiting {
+            return self.end(s, i, g, lost);
+        }
+        s.seq += 1;
+        assert!(s.seq < 16, "guid space");
+        let end = End {
+            guids: vec![g],
+            lost,
+            taken: false,
+            next: Some(s.seq),
+            held_for: Duration::ZERO,
+            contended: false,
+        };
+        self.ending(s, i, g, end)
+    }
+
     fn end_guids(
         &self,
         s: &mut State,
@@ -483,7 +530,6 @@ impl Sessions {
         lost: bool,
         taken: bool,
     ) -> Result<(), Violation> {
-        let env = self.env(s);
         let end = End {
             guids,
             lost,
@@ -492,6 +538,11 @@ impl Sessions {
             held_for: Duration::ZERO,
             contended: false,
         };
+        self.ending(s, i, g, end)
+    }
+
+    fn ending(&self, s: &mut State, i: usize, g: G, end: End<G>) -> Result<(), Violation> {
+        let env = self.env(s);
         let (m, step) = Ending::start(self.cfg.lock(0), end, &env);
         let c = &mut s.slots[i];
         c.phase = Phase::Releasing { g };
@@ -521,7 +572,7 @@ impl Sessions {
             }
             1 | 2 => {
                 let lost = self.session_until(s).is_none();
-                self.end(s, i, g, lost)
+                self.end_or_hand(s, i, g, lost)
             }
             _ => {
                 let lost = until <= s.now;
@@ -689,6 +740,7 @@ impl Model for Sessions {
             },
             last_token: [0; 2],
             ended: false,
+            waiting: self.cfg.handover,
         };
         self.start(&mut s, SESSION_SLOT).expect("a start violates nothing");
         vec![s]
@@ -721,6 +773,9 @@ impl Model for Sessions {
                 Phase::Holding { .. } if i >= RIVAL_SLOT => out.push(Action::Release(ci)),
                 _ => {}
             }
+        }
+        if s.waiting && matches!(s.slots[1].phase, Phase::Holding { .. } | Phase::Releasing { .. }) {
+            out.push(Action::GiveUp);
         }
         // Client 0 lets go of one thing at a time, its locks in order, then its session once
         // no lock is left.
@@ -773,6 +828,7 @@ impl Model for Sessions {
             Action::Start(i) => self.start(&mut s, i as usize)?,
             Action::Event(i, e) => env::happen(self, &mut s, i as usize, e)?,
             Action::Release(i) => self.release(&mut s, i as usize)?,
+            Action::GiveUp => s.waiting = false,
             Action::Beat => self.beat(&mut s)?,
             Action::BeatLand => {
                 let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();
@@ -828,18 +884,14 @@ impl Clients for Sessions {
 
     fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
         let env = self.env(s);
-        let mut m = s.slots[i].machine.take().expect("a machine waits for the answer");
-        let step = m.answer(a, &env);
-        s.slots[i].machine = Some(m);
+        let step = M::resume(&mut s.slots[i].machine, Some(a), &env);
         self.step(s, i, step)
     }
 
     fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         s.slots[i].wake = None;
         let env = self.env(s);
-        let mut m = s.slots[i].machine.take().unwrap();
-        let step = m.timer(&env);
-        s.slots[i].machine = Some(m);
+        let step = M::resume(&mut s.slots[i].machine, None, &env);
         self.step(s, i, step)
     }
 
@@ -854,6 +906,7 @@ impl Clients for Sessions {
             };
         }
         if owner(i) == 0 {
+            s.waiting = false;
             if let Some((gs, new, BeatNet::Out)) = s.hb.as_ref().and_then(|h| h.net) {
                 s.stray = s.stray.or(Some((gs, new)));
             }
@@ -872,15 +925,29 @@ pub const MAX_STATES: usize = 60_000_000;
 /// simulator runs them.
 pub fn configs(full: bool) -> Vec<Config> {
     let base = Config::new();
+    let bounded = Config {
+        beats: 1,
+        faults: 0,
+        horizon: 4,
+        ..base
+    };
+    let handover = Config {
+        handover: true,
+        crashes: 0,
+        horizon: 3,
+        ..bounded
+    };
     if !full {
-        return vec![Config {
-            beats: 1,
-            faults: 0,
-            horizon: 4,
-            ..base
-        }];
+        return vec![bounded, handover];
     }
-    vec![Config { horizon: 6, ..base }]
+    vec![
+        Config { horizon: 6, ..base },
+        Config {
+            crashes: 1,
+            horizon: 4,
+            ..handover
+        },
+    ]
 }
 
 /// The property each session variant's shortest counterexample violates.
@@ -894,7 +961,7 @@ pub fn property(b: Broken) -> &'static str {
 /// The variants the simulator is to catch. A takeover that does not end the session shows
 /// only when the session renews after the waiter's last read of it (a waiter reads it every
 /// half lease) and before its deadline: it is left to the exhaustive model.
-pub const SIMULATED: [Broken; 1] = [Broken::RenewRevivesEnded];
+pub const SIMULATED: [Broken; 2] = [Broken::RenewRevivesEnded, Broken::UnclaimedHandOverForgetsGuid];
 
 /// Whether a violation of `property` shows variant `b`: its own property, or for the takeover
 /// that does not end the session, the holder's loss not yet known at the rival's grant.
@@ -910,6 +977,7 @@ pub fn broken_config(b: Broken) -> Config {
         faults: u8::from(b != Broken::TakeoverSkipsSessionEnd),
         crashes: 0,
         horizon: 8,
+        handover: b == Broken::UnclaimedHandOverForgetsGuid,
         ..Config::new()
     }
 }

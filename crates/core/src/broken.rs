@@ -66,8 +66,13 @@ impl Broken {
     pub const LONG_PERIOD: [Broken; 1] = [Broken::LossUnwatchedBetweenBeats];
     /// The variants of Fifo (the Fifo machines model and the simulator).
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
-    /// The variants of sessions (the session model and the simulator).
-    pub const SESSION: [Broken; 2] = [Broken::TakeoverSkipsSessionEnd, Broken::RenewRevivesEnded];
+    /// The variants of sessions (the session model and the simulator): the session's own, and
+    /// a hand-over's within a session.
+    pub const SESSION: [Broken; 3] = [
+        Broken::TakeoverSkipsSessionEnd,
+        Broken::RenewRevivesEnded,
+        Broken::UnclaimedHandOverForgetsGuid,
+    ];
     /// The variants of semaphores (the Fifo machines model with permits, and the simulator).
     pub const SEMAPHORE: [Broken; 3] = [
         Broken::SemGrantIgnoresHeld,

@@ -354,6 +354,16 @@ pub enum Outcome<E> {
     Failed(E),
 }
 
+/// The queue entry at `position` of `resource`'s queue, carrying `guid`, written by a request
+/// sent at `sent_at`, from when its lease counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEntry<G> {
+    pub resource: usize,
+    pub position: u64,
+    pub guid: G,
+    pub sent_at: Time,
+}
+
 /// What the caller does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Act<G, V, E> {
@@ -381,14 +391,8 @@ pub enum Act<G, V, E> {
         position: u64,
         mine: Option<Mine>,
     },
-    /// The queue entry at `position`, carrying `guid`, is written: heartbeat it, its lease
-    /// counting from `sent_at`.
-    Entry {
-        resource: usize,
-        position: u64,
-        guid: G,
-        sent_at: Time,
-    },
+    /// A queue entry is written: heartbeat it.
+    Entry(NewEntry<G>),
     /// Stop the entry's heartbeats; step with `Input::Guids`.
     StopEntry {
         resource: usize,
@@ -1356,7 +1360,7 @@ where
         q.entry = true;
         q.touch_at = env.now + ENTRY_TTL_MARGIN / 2;
         self.phase = Phase::Write(w, self.wait);
-        Act::Entry {
+        Act::Entry(NewEntry {
             resource: q.resource,
             position: q.position,
             guid: q
@@ -1364,7 +1368,7 @@ where
                 .clone()
                 .unwrap_or_else(|| unreachable!("an entry without a guid")),
             sent_at: guid_sent,
-        }
+        })
     }
 
     /// Moves the entries' TTLs on where due, from waiter `t` on; then waits until `until`.
@@ -2204,7 +2208,7 @@ mod tests {
         };
         assert_eq!(ticket, head.fencing_token.unwrap() + 1);
         let a = m.step(done(), &at(3), here);
-        assert!(matches!(a, Act::Entry { position: 1, sent_at, .. } if sent_at == Duration::from_millis(2)));
+        assert!(matches!(a, Act::Entry(e) if e.position == 1 && e.sent_at == Duration::from_millis(2)));
         let a = m.step(Input::Resume, &at(3), here);
         (m, a)
     }
@@ -2585,7 +2589,7 @@ mod tests {
                     req: Request::PutEntry { .. },
                     ..
                 } => a = m.step(done(), &at(now), &mut here),
-                Act::Entry { .. } | Act::Arm => a = m.step(Input::Resume, &at(now), &mut here),
+                Act::Entry(_) | Act::Arm => a = m.step(Input::Resume, &at(now), &mut here),
                 Act::Wait { until, .. } => {
                     now = until.as_millis() as u64;
                     a = m.step(Input::Resume, &at(now), &mut here);
@@ -2673,7 +2677,7 @@ mod tests {
                     };
                     m.step(item(Some(r)), &at(now), &mut here)
                 }
-                Act::Join { .. } | Act::Entry { .. } | Act::Arm => m.step(Input::Resume, &at(now), &mut here),
+                Act::Join { .. } | Act::Entry(_) | Act::Arm => m.step(Input::Resume, &at(now), &mut here),
                 Act::Wait { until, .. } => {
                     now = until.as_millis() as u64;
                     if now >= end {
