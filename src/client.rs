@@ -325,6 +325,27 @@ mod tests {
     use crate::store::{StoreOps, WaitMark};
     use crate::testkit::*;
 
+    /// A FailClosed release whose delete landed but was not answered, and whose settling
+    /// reads failed too, fails; called again, it finds the item gone and reports the lock
+    /// released (not `FailedToReleaseLock`): the earlier attempt may have landed.
+    #[tokio::test(start_paused = true)]
+    async fn a_release_called_again_after_one_that_may_have_landed_succeeds() {
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("a"));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        store.fault("delete", Fault::ApplyThenFail(lost_response()));
+        for _ in 0..20 {
+            store.fault("delete", Fault::Fail(lost_response()));
+            store.fault("get", Fault::Fail(lost_response()));
+        }
+        let first = lock.release().await;
+        assert!(matches!(first, Err(LockError::Store(_))), "{first:?}");
+        assert!(store.record(&key("k")).is_none(), "the first release's delete landed");
+        store.clear_faults();
+        assert!(lock.release().await.unwrap(), "released");
+    }
+
     /// `n` tasks of one client ask for one lock at once, each holds it `hold` and releases;
     /// returns (task, fencing token, acquired at, released at) in grant order.
     async fn pool(c: &Arc<Client>, n: usize, hold: Duration) -> Vec<(usize, Option<u64>, Instant, Instant)> {

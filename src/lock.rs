@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::{ending, held, hold};
+use dynamodb_lock_core::{ending, heartbeat, held, hold};
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
@@ -294,12 +294,15 @@ impl HeldLock {
 
     /// For an abandoned lock: waits for the end of its lease (its own, or its session's), then
     /// reports it lost (`LeaseExpired`) once, unless it was released or lost meanwhile, as the
-    /// core's `held::Held::lapses` says. A lock without a lease (FailClosed) stays held. Not
-    /// one of the client's tasks: `close()` does not wait for it.
+    /// core's `held::Held::lapses` says: at the moment a heartbeat would declare the loss
+    /// (`heartbeat::loss_moment`, a timer grain early), so that no rival is granted the lock
+    /// before its holder hears. A lock without a lease (FailClosed) stays held. Not one of
+    /// the client's tasks: `close()` does not wait for it.
     pub async fn lapse_at_end(self: Arc<Self>) {
         while let Some(until) = self.lease_until() {
-            if until > Instant::now() {
-                tokio::time::sleep_until(until).await;
+            let at = self.base + heartbeat::loss_moment(TIMER_GRAIN, until.saturating_duration_since(self.base));
+            if at > Instant::now() {
+                tokio::time::sleep_until(at).await;
                 continue;
             }
             let mut st = self.state.lock().await;
@@ -378,6 +381,7 @@ impl HeldLock {
             next: c.lines.has_waiters(&self.key).then(new_guid),
             held_for: self.taken_at.elapsed(),
             contended: self.contended,
+            landed_maybe: st.release_landed_maybe,
         };
         let to = Target {
             store: &*c.store,
@@ -426,7 +430,10 @@ impl HeldLock {
                 ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
                     original: StoreError::condition_failed(),
                 }),
-                ending::Outcome::Failed(error) => Err(LockError::Store(error)),
+                ending::Outcome::Failed(error) => {
+                    st.release_failed(m.landed_maybe());
+                    Err(LockError::Store(error))
+                }
             };
             self.leave_line();
             if result.is_ok() {
@@ -574,7 +581,7 @@ impl Session {
                 // Both on one time line that starts at least a grain before `now`.
                 let base = now.checked_sub(TIMER_GRAIN).unwrap_or(now);
                 let (now, until) = (now - base, until.saturating_duration_since(base));
-                !dynamodb_lock_core::heartbeat::lapsed_by(TIMER_GRAIN, now, until)
+                !heartbeat::lapsed_by(TIMER_GRAIN, now, until)
             })
     }
 

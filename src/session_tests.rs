@@ -395,3 +395,43 @@ async fn a_take_answered_after_its_session_was_lost_is_given_back_at_once() {
         start.elapsed()
     );
 }
+
+/// A lock left by `close()` (its heartbeats stopped, as `abandon` does) is reported lost at
+/// the moment a heartbeat would declare the loss, a timer grain before its lease ends, so that
+/// its holder hears before any rival can be granted it; through a session, at the session's.
+#[tokio::test(start_paused = true)]
+async fn an_abandoned_lock_is_lost_a_timer_grain_before_its_lease_ends() {
+    use crate::settings::TIMER_GRAIN;
+    let store = Arc::new(MemoryStore::new(true));
+    let (own, own_events) = client(&store, open_settings("own", 1000, Some(250)));
+    let (sessions, session_events) = session_client(&store, "sessions", 1000, 250);
+    let per_lock = own.acquire(key("p"), &Cancel::default()).await.unwrap();
+    let through = hold_s(&sessions, 1).await.remove(0);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    per_lock.abandon();
+    sessions.sessions.abandon().expect("a session").abandon();
+    through.abandon();
+    let cases = [(&per_lock, &own_events), (&through, &session_events)];
+    let ends: Vec<Instant> = cases.iter().map(|(l, _)| l.lease_until().expect("a lease")).collect();
+    for (lock, _) in cases {
+        tokio::spawn(lock.clone().lapse_at_end());
+    }
+    for ((lock, events), until) in cases.into_iter().zip(ends) {
+        // Paused time moves in whole milliseconds: the last one before the loss moment.
+        tokio::time::sleep_until(until - TIMER_GRAIN - Duration::from_millis(1)).await;
+        assert!(
+            !events.events().contains(&LockEvent::Lost(LostReason::LeaseExpired)),
+            "lost before the loss moment: {:?}",
+            events.events()
+        );
+        tokio::time::sleep_until(until - TIMER_GRAIN).await;
+        tokio::task::yield_now().await;
+        assert!(
+            events.events().contains(&LockEvent::Lost(LostReason::LeaseExpired)),
+            "lost at the loss moment, {:?} before the lease ends: {:?}",
+            TIMER_GRAIN,
+            events.events()
+        );
+        assert_eq!(lock.lease_remaining(Instant::now()), Some(Duration::ZERO));
+    }
+}

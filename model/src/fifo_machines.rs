@@ -826,6 +826,7 @@ impl FifoMachines {
             next: None,
             held_for: ms(s.now - c.since),
             contended: false,
+            landed_maybe: false,
         };
         let (m, step) = Ending::start(self.cfg.lock(), end, &env);
         let (k, token) = (s.clients[i].resources[r], h.token);

@@ -774,6 +774,7 @@ impl Machines {
             next,
             held_for: ms(s.now - c.since),
             contended: false,
+            landed_maybe: false,
         };
         let (m, step) = Ending::start(self.lock(), end, &env);
         c.machine = Some(M::End(m));

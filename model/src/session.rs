@@ -352,10 +352,15 @@ impl Sessions {
         self.step(s, i, env::map(step, Out::Open))
     }
 
-    /// The session's lease lasts (and its loss is not declared): until when.
+    /// The session still speaks for its locks (its loss is not declared, and its lease has
+    /// not lapsed as the addon's `Session::alive` counts it, `heartbeat::lapsed_by`): until
+    /// when its lease lasts.
     fn session_until(&self, s: &State) -> Option<Tick> {
         match s.slots[SESSION_SLOT].phase {
-            Phase::Holding { until, .. } if until > s.now && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none()) => {
+            Phase::Holding { until, .. }
+                if !heartbeat::lapsed_by(self.cfg.beat().timer_grain, ms(s.now), ms(until))
+                    && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none()) =>
+            {
                 Some(until)
             }
             _ => None,
@@ -517,6 +522,7 @@ impl Sessions {
             next: Some(s.seq),
             held_for: Duration::ZERO,
             contended: false,
+            landed_maybe: false,
         };
         self.ending(s, i, g, end)
     }
@@ -537,6 +543,7 @@ impl Sessions {
             next: None,
             held_for: Duration::ZERO,
             contended: false,
+            landed_maybe: false,
         };
         self.ending(s, i, g, end)
     }

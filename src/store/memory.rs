@@ -55,6 +55,11 @@ impl MemoryStore {
         self.faults.lock().unwrap().push_back((op, f));
     }
 
+    /// Drops the faults still queued.
+    pub fn clear_faults(&self) {
+        self.faults.lock().unwrap().clear();
+    }
+
     pub fn record(&self, key: &LockKey) -> Option<LockRecord> {
         self.items.lock().unwrap().get(key).cloned()
     }

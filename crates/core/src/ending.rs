@@ -40,6 +40,9 @@ pub struct End<G> {
     pub held_for: Duration,
     /// This holder waited for the lock before it took it.
     pub contended: bool,
+    /// An earlier release of this lock failed after an attempt that may have landed
+    /// (`held::Held::release_failed`).
+    pub landed_maybe: bool,
 }
 
 /// How a held lock ended.
@@ -126,8 +129,17 @@ where
         Self::release(self.s, end, env)
     }
 
+    /// Whether this ending's release failed (or may yet fail) after an attempt that may have
+    /// landed: the holder tells the next release (`held::Held::release_failed`).
+    pub fn landed_maybe(&self) -> bool {
+        match &self.phase {
+            Phase::Release(m) => m.landed_maybe(),
+            Phase::HandOver(_) => self.end.landed_maybe,
+        }
+    }
+
     fn release(s: Lock, end: End<R::Guid>, env: &Env) -> (Self, St<R, E>) {
-        let (m, step) = Release::start(s, end.guids.clone(), env);
+        let (m, step) = Release::start(s, end.guids.clone(), end.landed_maybe, env);
         let ending = Ending {
             s,
             end,
@@ -251,6 +263,7 @@ mod tests {
             next,
             held_for: Duration::from_millis(200),
             contended: false,
+            landed_maybe: false,
         }
     }
 

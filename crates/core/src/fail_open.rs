@@ -216,7 +216,7 @@ where
         if broken::on(Broken::ExpiredTakeKept) {
             return self.over(Self::given_back(back, false));
         }
-        let (m, step) = Release::start(self.s, vec![self.guid.clone()], env);
+        let (m, step) = Release::start(self.s, vec![self.guid.clone()], false, env);
         // Nothing of the acquisition is read again: forget it.
         self.waiting = None;
         self.waited_out = None;

@@ -197,12 +197,19 @@ pub fn lapsed(config: &Config, now: Time, until: Time) -> bool {
 /// Whatever else asks whether a lease still lasts (a session a lock is held through) asks
 /// this, so that it never says alive where the heartbeat says lost.
 pub fn lapsed_by(timer_grain: Duration, now: Time, until: Time) -> bool {
-    now >= until.checked_sub(timer_grain).unwrap_or(until)
+    now >= loss_moment(timer_grain, until)
 }
 
-/// The moment the loss of a lease that ends at `until` is declared: a timer grain early.
+/// The moment the loss of a lease that ends at `until` is declared, for a runtime whose
+/// timers fire within `timer_grain`: a grain early. A lock whose heartbeats stopped (its client
+/// closed) is reported lost then too.
+pub fn loss_moment(timer_grain: Duration, until: Time) -> Time {
+    until.checked_sub(timer_grain).unwrap_or(until)
+}
+
+/// The moment the loss of a lease that ends at `until` is declared.
 fn lost_at(config: &Config, until: Time) -> Time {
-    until.checked_sub(config.timer_grain).unwrap_or(until)
+    loss_moment(config.timer_grain, until)
 }
 
 impl Beat {

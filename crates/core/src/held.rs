@@ -65,6 +65,9 @@ pub struct Held<G> {
     pub released: bool,
     /// A heartbeat's write is on the wire.
     pub beating: bool,
+    /// A release failed after an attempt that may have landed: the next one counts a refusal
+    /// as that attempt's success (`ending::End::landed_maybe`).
+    pub release_landed_maybe: bool,
 }
 
 impl<G: Clone + PartialEq> Held<G> {
@@ -76,6 +79,7 @@ impl<G: Clone + PartialEq> Held<G> {
             stopping: false,
             released: false,
             beating: false,
+            release_landed_maybe: false,
         }
     }
 
@@ -152,6 +156,12 @@ impl<G: Clone + PartialEq> Held<G> {
             guids,
             taken: self.lost == Some(Lost::Taken),
         }
+    }
+
+    /// A release failed; `landed_maybe`: after an attempt that may have landed (as the
+    /// ending says).
+    pub fn release_failed(&mut self, landed_maybe: bool) {
+        self.release_landed_maybe |= landed_maybe;
     }
 
     /// The release is done (or the lock was handed over).

@@ -11,7 +11,9 @@
 //!   lock was not ours); a FailOpen one is quiet, as in the original library (the lease
 //!   lapsed and someone took the lock).
 //! - A failure after an attempt that may have landed is settled by reading the item: if it no
-//!   longer holds the lock for us, the release happened.
+//!   longer holds the lock for us, the release happened. Not settled (the read failed too), the
+//!   release fails, and the next release of the lock starts knowing that an attempt may have
+//!   landed: a refusal then means it did.
 //! - The answer tells whether a waiter marked the item lately: the caller then stands back for
 //!   a moment before it asks for the same lock again.
 
@@ -55,6 +57,8 @@ pub struct Release<R: Record, E> {
     settle: Policy,
     pending: Option<Pending<R::Guid, R::Version>>,
     phase: Phase<E>,
+    /// An attempt of this release, or of an earlier one of the same lock, may have landed.
+    landed_maybe: bool,
 }
 
 impl<R, E> Release<R, E>
@@ -63,8 +67,9 @@ where
     R::Guid: Clone,
     R::Version: Clone,
 {
-    /// Releases the lock whose item may carry any of `guids`.
-    pub fn start(s: Lock, guids: Vec<R::Guid>, env: &Env) -> (Self, St<R, E>) {
+    /// Releases the lock whose item may carry any of `guids`; `landed_maybe`: an earlier
+    /// release of it failed after an attempt that may have landed.
+    pub fn start(s: Lock, guids: Vec<R::Guid>, landed_maybe: bool, env: &Env) -> (Self, St<R, E>) {
         let budget = s.budget(s.release_attempts(), env.now);
         let req = match s.kind {
             Kind::FailClosed => Req::DeleteIfGuid { guids: guids.clone() },
@@ -74,13 +79,15 @@ where
                 lock_acquired_time_unix_ms: (s.kind == Kind::FailOpen).then_some(env.unix_ms),
             },
         };
-        let (pending, step) = Pending::start(req, budget.writes, env.now);
+        let (mut pending, step) = Pending::start(req, budget.writes, env.now);
+        pending.attempts.ambiguous = landed_maybe;
         let m = Release {
             s,
             guids,
             settle: budget.settle,
             pending: Some(pending),
             phase: Phase::Write,
+            landed_maybe,
         };
         (m, step)
     }
@@ -118,12 +125,19 @@ where
                         ours: true,
                     });
                 }
+                self.landed_maybe = true;
                 self.phase = Phase::Settle(error);
                 let (p, step) = Pending::start(Req::Get, self.settle, env.now);
                 self.pending = Some(p);
                 step
             }
         }
+    }
+
+    /// Whether an attempt of this release (or of an earlier one it was told of) may have
+    /// landed: a release that failed says so to the next.
+    pub fn landed_maybe(&self) -> bool {
+        self.landed_maybe
     }
 
     /// Whether `cur` still holds the lock for us.
@@ -209,15 +223,15 @@ mod tests {
     #[test]
     fn failclosed_deletes_and_failopen_marks_released_with_every_guid() {
         let guids = vec![[1; 64], [2; 64]];
-        let (_, step) = R::start(lock(Kind::FailClosed), guids.clone(), &env(0));
+        let (_, step) = R::start(lock(Kind::FailClosed), guids.clone(), false, &env(0));
         assert!(matches!(step, Step::Send { req: Req::DeleteIfGuid { guids: g }, .. } if g == guids));
-        let (_, step) = R::start(lock(Kind::FailOpen), guids.clone(), &env(0));
+        let (_, step) = R::start(lock(Kind::FailOpen), guids.clone(), false, &env(0));
         assert!(matches!(step, Step::Send { req: Req::Release { guids: g, .. }, .. } if g == guids));
     }
 
     #[test]
     fn a_release_tries_harder_than_other_requests() {
-        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], false, &env(0));
         let mut now = 0;
         let mut writes = 1;
         loop {
@@ -239,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_refusal_after_a_write_that_may_have_landed_means_it_landed() {
-        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], &env(0));
+        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], false, &env(0));
         let until = match m.answer(timeout(), &env(10)) {
             Step::Wait { until, .. } => until,
             other => panic!("{other:?}"),
@@ -252,17 +266,53 @@ mod tests {
                 ours: true
             })
         );
-        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], &env(0));
+        let (mut m, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], false, &env(0));
         assert_eq!(
             m.answer(Answer::Refused(Some(None)), &env(5)),
             Step::Done(Outcome::NotOurs)
         );
     }
 
+    /// A release that failed after an attempt that may have landed (the settling read failed
+    /// too) says so; the next release of the lock, told, takes a refusal for that attempt's
+    /// success rather than for a lock that was not ours.
+    #[test]
+    fn a_release_after_one_that_may_have_landed_takes_a_refusal_for_success() {
+        let mut s = lock(Kind::FailClosed);
+        s.max_attempts = 1;
+        let (mut m, _) = R::start(s, vec![[1; 64]], false, &env(0));
+        assert!(!m.landed_maybe());
+        // Every write and every settling read times out.
+        let mut now = 0;
+        let mut step = m.answer(timeout(), &env(now));
+        let out = loop {
+            match step {
+                Step::Wait { until, .. } => {
+                    now = until.as_millis() as u64;
+                    m.timer(&env(now));
+                    step = m.answer(timeout(), &env(now));
+                }
+                Step::Send { .. } => step = m.answer(timeout(), &env(now)),
+                Step::Done(out) => break out,
+            }
+        };
+        assert_eq!(out, Outcome::Failed("timeout"));
+        assert!(m.landed_maybe(), "the failed release may have landed");
+
+        let (mut again, _) = R::start(lock(Kind::FailClosed), vec![[1; 64]], m.landed_maybe(), &env(30));
+        assert_eq!(
+            again.answer(Answer::Refused(Some(None)), &env(40)),
+            Step::Done(Outcome::Released {
+                waiter: false,
+                ours: true
+            })
+        );
+    }
+
     #[test]
     fn a_failopen_refusal_is_quiet_but_says_the_item_was_not_ours() {
         for kind in [Kind::FailOpen, Kind::Fifo] {
-            let (mut m, _) = R::start(lock(kind), vec![[1; 64]], &env(0));
+            let (mut m, _) = R::start(lock(kind), vec![[1; 64]], false, &env(0));
             assert_eq!(
                 m.answer(Answer::Refused(Some(None)), &env(5)),
                 Step::Done(Outcome::Released {
@@ -302,7 +352,7 @@ mod tests {
                 },
             ),
         ] {
-            let (mut m, _) = R::start(s, vec![[1; 64]], &env(0));
+            let (mut m, _) = R::start(s, vec![[1; 64]], false, &env(0));
             // One attempt... a release makes at least eight: the budget ends them first.
             let mut now = 0;
             let mut step = m.answer(timeout(), &env(now));
@@ -318,7 +368,7 @@ mod tests {
 
     #[test]
     fn the_answer_tells_whether_a_waiter_marked_the_item_lately() {
-        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], false, &env(0));
         let fresh = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 100))), &env(0));
         assert_eq!(
             fresh,
@@ -327,7 +377,7 @@ mod tests {
                 ours: true
             })
         );
-        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], &env(0));
+        let (mut m, _) = R::start(lock(Kind::FailOpen), vec![[1; 64]], false, &env(0));
         let stale = m.answer(Answer::Done(Reply::WaitingMark(Some(1_000_000 - 60_000))), &env(0));
         assert_eq!(
             stale,

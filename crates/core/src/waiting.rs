@@ -294,6 +294,14 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// A report: `progress`, and how long the named holder's item was unchanged (ms).
+    fn told(progress: bool, unchanged: Option<u64>) -> Option<Report> {
+        Some(Report {
+            progress,
+            unchanged: unchanged.map(ms),
+        })
+    }
+
     /// The first report names the holder; progress reports follow at most once a period,
     /// each saying how long the holder's item has been unchanged; a new holder starts that
     /// count over; a released item is never reported.
@@ -301,30 +309,12 @@ mod tests {
     fn a_wait_is_reported_first_then_once_a_period() {
         let mut r = Reports::default();
         r.every(ms(1000));
-        assert_eq!(
-            r.waiting(Some((1, false)), ms(0)),
-            Some(Report {
-                progress: false,
-                unchanged: Some(ms(0)),
-            })
-        );
+        assert_eq!(r.waiting(Some((1, false)), ms(0)), told(false, Some(0)));
         assert_eq!(r.seen((1, false), ms(400)), None);
-        assert_eq!(
-            r.seen((1, false), ms(1000)),
-            Some(Report {
-                progress: true,
-                unchanged: Some(ms(1000)),
-            })
-        );
+        assert_eq!(r.seen((1, false), ms(1000)), told(true, Some(1000)));
         assert_eq!(r.seen((2, false), ms(1500)), None, "a new holder, within the period");
         assert_eq!(r.seen((2, true), ms(2100)), None, "released: nobody to report");
-        assert_eq!(
-            r.seen((2, false), ms(2200)),
-            Some(Report {
-                progress: true,
-                unchanged: Some(ms(700)),
-            })
-        );
+        assert_eq!(r.seen((2, false), ms(2200)), told(true, Some(700)));
         assert!(r.waited());
     }
 
@@ -335,24 +325,12 @@ mod tests {
         let mut r = Reports::default();
         r.refused();
         assert_eq!(r.seen((3, true), ms(10)), None, "a released item names nobody");
-        assert_eq!(
-            r.seen((3, false), ms(20)),
-            Some(Report {
-                progress: false,
-                unchanged: Some(ms(0)),
-            })
-        );
+        assert_eq!(r.seen((3, false), ms(20)), told(false, Some(0)));
         assert_eq!(r.flush(ms(30)), None, "the first report went out");
 
         let mut r: Reports<u8> = Reports::default();
         r.refused();
-        assert_eq!(
-            r.flush(ms(5)),
-            Some(Report {
-                progress: false,
-                unchanged: None,
-            })
-        );
+        assert_eq!(r.flush(ms(5)), told(false, None));
         assert_eq!(r.flush(ms(6)), None);
         r.refused();
         assert_eq!(r.flush(ms(7)), None, "refused again: no second first report");
@@ -365,13 +343,7 @@ mod tests {
         let mut r = Reports::default();
         assert_eq!(r.seen((1, false), ms(0)), None, "not waiting yet");
         assert!(!r.waited());
-        assert_eq!(
-            r.waiting(None, ms(0)),
-            Some(Report {
-                progress: false,
-                unchanged: None,
-            })
-        );
+        assert_eq!(r.waiting(None, ms(0)), told(false, None));
         assert_eq!(r.waiting(Some((1, false)), ms(60_000)), None);
         assert_eq!(r.seen((1, false), ms(120_000)), None);
     }
