@@ -72,8 +72,7 @@ impl Cancel {
     /// The acquisition goes on without having read the holder: a first report still pending
     /// goes out without it.
     pub fn flush(&self) {
-        let now = self.now();
-        self.tell(None, |d| d.flush(now));
+        self.tell(None, waiting::Reports::flush);
     }
 
     /// A read of a waiting acquisition found the lock held by `holder`.

@@ -328,8 +328,8 @@ impl Driver<'_> {
         }
     }
 
-    /// Starts the queue entry at `position` in the queue of `resource`, written with `guid` by
-    /// a request sent at `sent_at`, and its heartbeats.
+    /// Starts the queue entry `e` and its heartbeats, its lease counted from its write's send
+    /// (a time of the machine's clock, which started at `base`).
     fn add_entry(&mut self, e: NewEntry<Guid>, base: Instant) {
         let lock = Arc::new(HeldLock::new(
             entries_client(self.c),

@@ -222,9 +222,12 @@ impl<V: PartialEq> Reports<V> {
     }
 
     /// The acquisition goes on without having read the holder: a first report still pending
-    /// goes out without it.
-    pub fn flush(&mut self, now: Time) -> Option<Report> {
-        std::mem::take(&mut self.first_pending).then(|| self.report(None, false, now))
+    /// goes out without it. (Nothing was seen before it: it needs no time.)
+    pub fn flush(&mut self) -> Option<Report> {
+        std::mem::take(&mut self.first_pending).then_some(Report {
+            progress: false,
+            unchanged: None,
+        })
     }
 
     /// A read of a waiting acquisition at `now` found `holder`'s item: reported if a report
@@ -326,14 +329,14 @@ mod tests {
         r.refused();
         assert_eq!(r.seen((3, true), ms(10)), None, "a released item names nobody");
         assert_eq!(r.seen((3, false), ms(20)), told(false, Some(0)));
-        assert_eq!(r.flush(ms(30)), None, "the first report went out");
+        assert_eq!(r.flush(), None, "the first report went out");
 
         let mut r: Reports<u8> = Reports::default();
         r.refused();
-        assert_eq!(r.flush(ms(5)), told(false, None));
-        assert_eq!(r.flush(ms(6)), None);
+        assert_eq!(r.flush(), told(false, None));
+        assert_eq!(r.flush(), None);
         r.refused();
-        assert_eq!(r.flush(ms(7)), None, "refused again: no second first report");
+        assert_eq!(r.flush(), None, "refused again: no second first report");
     }
 
     /// Without a report period only the first report goes out; reads before any wait report
