@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use dynamodb_lock_core::{local, settings};
-use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
@@ -275,8 +274,9 @@ impl Client {
                         // vanished): the lock it took was given back. It tries again through a
                         // new session, as often as its retries allow.
                         Err(LockError::Lost(LostReason::LeaseExpired))
-                            if session.as_ref().is_some_and(|s| !s.alive(Instant::now()))
-                                && (until_aborted || restarts < self.settings.retry_count.max(1)) =>
+                            if session
+                                .as_ref()
+                                .is_some_and(|s| s.restarts(restarts, self.settings.retry_count, until_aborted)) =>
                         {
                             restarts += 1;
                         }

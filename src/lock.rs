@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::{ending, heartbeat, held, hold};
+use dynamodb_lock_core::{ending, heartbeat, held, hold, session};
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
@@ -173,6 +173,9 @@ pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
+    /// The `guid` the lock was taken (or handed over) with: a lock held through a session
+    /// writes nothing while held, so its item carries this one.
+    pub guid_taken: Guid,
     /// Others wanted this lock when it was taken: its release hands it over (`StandBack`).
     pub contended: bool,
     /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
@@ -241,6 +244,7 @@ impl HeldLock {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             key,
             fencing_token,
+            guid_taken: guid,
             contended: false,
             taken_at: now,
             base,
@@ -355,6 +359,9 @@ impl HeldLock {
         if matches!(event, LockEvent::Lost(_)) {
             self.lease.end();
             self.leave_line();
+            if let Some(s) = &self.session {
+                s.leave(self);
+            }
         }
         self.client.events.emit(self.id, event);
     }
@@ -556,13 +563,18 @@ impl Sessions {
     }
 }
 
-/// One session: its id, the held lock that is its item, and the locks held through it.
+/// One session: its id, the held lock that is its item, and the locks held through it. Who
+/// is a member, whether the session still lasts and who hears what is the core's
+/// `session::Session`; this keeps it, on the item's time line, with the members' handles.
 pub struct Session {
     pub id: String,
     pub lock: Arc<HeldLock>,
-    pub(crate) members: std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>,
-    /// Set once the session is lost: no lock is added to it any more.
-    pub(crate) lost: AtomicBool,
+    members: std::sync::Mutex<Members>,
+}
+
+struct Members {
+    machine: session::Session<u64, Guid>,
+    handles: HashMap<u64, Weak<HeldLock>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -572,96 +584,110 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// The session's lease still lasts, on this process's clock, as the core's heartbeat
-    /// counts it: no longer from the moment the heartbeat declares it lost.
-    pub fn alive(&self, now: Instant) -> bool {
-        !self.lost.load(Ordering::SeqCst)
-            && !self.lock.is_stopping()
-            && self.lock.lease.until().is_some_and(|until| {
-                // Both on one time line that starts at least a grain before `now`.
-                let base = now.checked_sub(TIMER_GRAIN).unwrap_or(now);
-                let (now, until) = (now - base, until.saturating_duration_since(base));
-                !heartbeat::lapsed_by(TIMER_GRAIN, now, until)
-            })
+    /// A session whose item is `lock`, just taken.
+    pub fn new(id: String, lock: Arc<HeldLock>) -> Session {
+        Session {
+            id,
+            lock,
+            members: std::sync::Mutex::new(Members {
+                machine: session::Session::new(TIMER_GRAIN),
+                handles: HashMap::new(),
+            }),
+        }
     }
 
-    /// `lock` is held through this session from now on. `false`: the session is lost already,
-    /// and so is the lock.
+    /// `now` and the end of the item's lease on the item's time line.
+    fn times(&self, now: Instant) -> (heartbeat::Time, Option<heartbeat::Time>) {
+        let t = |i: Instant| i.saturating_duration_since(self.lock.base);
+        (t(now), self.lock.lease.until().map(t))
+    }
+
+    /// The session still speaks for its locks at `now` (`session::Session::lasts`).
+    pub fn alive(&self, now: Instant) -> bool {
+        let (now, until) = self.times(now);
+        self.members().machine.lasts(now, until)
+    }
+
+    /// An acquisition through the session had its lock given back as expired, after
+    /// `restarts` restarts: whether it starts again through a new session.
+    pub fn restarts(&self, restarts: u32, retry_count: u32, until_aborted: bool) -> bool {
+        let (now, until) = self.times(Instant::now());
+        self.members()
+            .machine
+            .restarts(now, until, restarts, retry_count, until_aborted)
+    }
+
+    /// `lock` is held through this session from now on. `false`: the session does not last,
+    /// and the lock is lost already.
     pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
-        let mut members = self.members();
-        if !self.alive(Instant::now()) {
+        let mut m = self.members();
+        let (now, until) = self.times(Instant::now());
+        if !m.machine.join(lock.id, lock.guid_taken, now, until) {
             return false;
         }
-        members.insert(lock.id, Arc::downgrade(lock));
+        m.handles.insert(lock.id, Arc::downgrade(lock));
         true
     }
 
-    /// `lock` is released (or handed on): the session no longer speaks for it.
+    /// `lock` is released, handed on, abandoned or lost: the session no longer speaks for it.
     pub fn leave(&self, lock: &HeldLock) {
-        self.members().remove(&lock.id);
+        let mut m = self.members();
+        m.machine.leave(lock.id);
+        m.handles.remove(&lock.id);
     }
 
-    fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
+    /// The session's item is released or abandoned: it speaks for no lock any more (its
+    /// members are released or abandoned with it).
+    pub(crate) fn end(&self) {
+        let mut m = self.members();
+        m.machine.end();
+        m.handles.clear();
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, Members> {
         self.members.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every lock held through the session now.
-    fn held(&self) -> Vec<Arc<HeldLock>> {
-        self.members().values().filter_map(Weak::upgrade).collect()
-    }
-
-    /// What the session's item reports, each of its locks reports; a revocation, only the
-    /// locks revoked.
+    /// What the session's item reports, as the core says who hears it: every member an error
+    /// or `"danger"`; the loss, every member once (none joins after it); a revocation, the
+    /// members revoked, each lost.
     pub(crate) fn report(&self, event: LockEvent) {
-        if let LockEvent::Revoked(guids) = &event {
-            return self.revoked(guids);
-        }
-        let lost = matches!(event, LockEvent::Lost(_));
-        let held = if lost {
+        let (told, event) = {
             // Under the members' mutex: a lock joining now finds the session lost.
-            let mut members = self.members();
-            self.lost.store(true, Ordering::SeqCst);
-            members.drain().filter_map(|(_, l)| l.upgrade()).collect()
-        } else {
-            self.held()
-        };
-        for lock in held {
-            if !lock.is_stopping() {
-                lock.emit(event.clone());
-            }
-        }
-    }
-}
-
-impl Session {
-    /// The locks held through this session whose items carry one of `guids` were revoked:
-    /// each is lost, and leaves the session. Another lock of the same id taken since carries
-    /// another `guid`, and stays.
-    fn revoked(&self, guids: &[Vec<u8>]) {
-        let revoked: Vec<Arc<HeldLock>> = {
-            let mut members = self.members();
-            let hit: Vec<u64> = members
+            let mut m = self.members();
+            let told = match &event {
+                LockEvent::Lost(_) => m.machine.lose(),
+                LockEvent::Revoked(guids) => {
+                    let guids: Vec<Guid> = guids.iter().filter_map(|g| Guid::try_from(g.as_slice()).ok()).collect();
+                    m.machine.revoke(&guids)
+                }
+                _ => m.machine.members(),
+            };
+            let leaving = !matches!(event, LockEvent::Error(..) | LockEvent::Danger { .. });
+            let locks: Vec<Arc<HeldLock>> = told
                 .iter()
-                .filter_map(|(id, l)| l.upgrade().map(|l| (*id, l)))
-                .filter(|(_, l)| {
-                    l.state
-                        .try_lock()
-                        .is_ok_and(|st| st.lost.is_none() && guids.iter().any(|g| g.as_slice() == st.guid.as_slice()))
+                .filter_map(|id| match leaving {
+                    true => m.handles.remove(id),
+                    false => m.handles.get(id).cloned(),
                 })
-                .map(|(id, _)| id)
-                .collect();
-            hit.iter()
-                .filter_map(|id| members.remove(id))
                 .filter_map(|l| l.upgrade())
-                .collect()
+                .collect();
+            let event = match event {
+                LockEvent::Revoked(_) => LockEvent::Lost(LostReason::NotOwner),
+                other => other,
+            };
+            (locks, event)
         };
-        for lock in revoked {
-            if let Ok(mut st) = lock.state.try_lock() {
-                st.lose(held::Lost::Taken);
+        for lock in told {
+            if lock.is_stopping() {
+                continue;
             }
-            if !lock.is_stopping() {
-                lock.emit(LockEvent::Lost(LostReason::NotOwner));
+            if event == LockEvent::Lost(LostReason::NotOwner) {
+                if let Ok(mut st) = lock.state.try_lock() {
+                    st.lose(held::Lost::Taken);
+                }
             }
+            lock.emit(event.clone());
         }
     }
 }

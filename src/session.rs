@@ -54,6 +54,7 @@ impl Sessions {
     /// (`HeldLock::lapse_at_end`) ends the session.
     pub fn abandon(&self) -> Option<Arc<HeldLock>> {
         let s = self.current().take()?;
+        s.end();
         s.lock.abandon();
         Some(s.lock.clone())
     }
@@ -62,6 +63,7 @@ impl Sessions {
     /// released too, so that nothing is left to wait out.
     pub async fn end(&self) {
         let Some(s) = self.current().take() else { return };
+        s.end();
         // Best effort: a session not released lapses after its lease.
         let _ = s.lock.release().await;
     }
@@ -102,12 +104,7 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
         Some(taken.fencing_token),
         Some(taken.sent_at),
     ));
-    let session = Arc::new(Session {
-        id,
-        lock: lock.clone(),
-        members: Default::default(),
-        lost: Default::default(),
-    });
+    let session = Arc::new(Session::new(id, lock.clone()));
     let _ = relay.session.set(Arc::downgrade(&session));
     shared.heartbeats.watch(&lock);
     Ok(session)

@@ -5,16 +5,17 @@
 //! - client 0 takes S with a plain FailOpen take (`fail_open::Acquire`), heartbeats it with the
 //!   core's `heartbeat::Beat` (its `guid`s kept by `held::Held`), as the addon's scheduler
 //!   does; then takes A, then B, through S (`lockSession` written, `leaseDurationMs` the
-//!   session lock's); it holds each lock while S's lease lasts on its own clock (from the send
-//!   of the last successful write of S), and not once the heartbeat declares S lost; at any
+//!   session lock's); each lock joins S and is held while S lasts, as the core's
+//!   `session::Session` says (kept here as the addon keeps it): while S's lease lasts on its
+//!   own clock (from the send of the last successful write of S), and not once the heartbeat
+//!   declares S lost; at any
 //!   time it lets go of one thing at a time (`ending::Ending`): A, then B, then S once no lock
 //!   is left (a release of S waits for a heartbeat write on the wire, as the addon's does);
 //!   with `handover`, a second acquisition of A waits in client 0's local line, and the first
 //!   release of A hands the lock to it within S (`ending::Ending` given the next `guid`, as the
 //!   addon's release does when its line has a waiter); the waiter may give up at any moment
 //!   (the ending then releases the lock under the `guid` it wrote), and holds the lock through
-//!   S only if S still lasts when the hand-over is known (else it releases it at once, as the
-//!   addon's `Session::join` refuses it);
+//!   S only if it joins S when the hand-over is known (else it releases it at once);
 //! - a rival per lock (client 1 for A, client 2 for B), started once client 0's acquisitions
 //!   are over, is a FailOpen acquisition that keeps trying (`fail_open::Acquire`): refused by
 //!   a lock held through S, it reads S, waits out a whole session lease, ends S, and takes the
@@ -46,6 +47,7 @@ use dynamodb_lock_core::hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Reply, Req, Time};
+use dynamodb_lock_core::session as members;
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatNet, Beats};
@@ -188,6 +190,9 @@ pub struct State {
     pub items: [Option<Item>; 3],
     pub slots: Vec<Slot>,
     pub hb: Option<Box<Beats>>,
+    /// Client 0's session as it sees it: its members (slots 1 and 2) and whether it lasts
+    /// (the core's `session::Session`, as the addon keeps it).
+    pub sess: Option<members::Session<u8, G>>,
     /// A heartbeat write of S given up on (or outliving client 0): it may still land.
     pub stray: Option<([G; 2], G)>,
     /// Client 0's `guid`s so far.
@@ -352,19 +357,30 @@ impl Sessions {
         self.step(s, i, env::map(step, Out::Open))
     }
 
-    /// The session still speaks for its locks (its loss is not declared, and its lease has
-    /// not lapsed as the addon's `Session::alive` counts it, `heartbeat::lapsed_by`): until
-    /// when its lease lasts.
-    fn session_until(&self, s: &State) -> Option<Tick> {
+    /// The end of S's lease, while client 0 holds S.
+    fn s_until(s: &State) -> Option<Tick> {
         match s.slots[SESSION_SLOT].phase {
-            Phase::Holding { until, .. }
-                if !heartbeat::lapsed_by(self.cfg.beat().timer_grain, ms(s.now), ms(until))
-                    && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none()) =>
-            {
-                Some(until)
-            }
+            Phase::Holding { until, .. } => Some(until),
             _ => None,
         }
+    }
+
+    /// The session still speaks for its locks, as the core's `session::Session::lasts` says
+    /// (its loss is not declared, and its lease has not lapsed as the heartbeat counts it):
+    /// until when its lease lasts.
+    fn session_until(&self, s: &State) -> Option<Tick> {
+        let until = Self::s_until(s)?;
+        s.sess
+            .as_ref()
+            .is_some_and(|m| m.lasts(ms(s.now), Some(ms(until))))
+            .then_some(until)
+    }
+
+    /// Slot `i`'s lock, taken or handed over under `g`, joins S (`session::Session::join`);
+    /// `false`: S does not last, and the lock is lost already.
+    fn join(s: &mut State, i: usize, g: G) -> bool {
+        let (now, until) = (ms(s.now), Self::s_until(s).map(ms));
+        s.sess.as_mut().is_some_and(|m| m.join(i as u8, g, now, until))
     }
 
     /// Client 0's next lock, if any, is acquired through S while S lasts; otherwise none is.
@@ -445,7 +461,7 @@ impl Sessions {
     /// Slot `i`'s lock was handed over under `guid` to the next acquisition in client 0's
     /// line, by ending `m`. If that acquisition gave up meanwhile, the ending releases the
     /// lock, still ours under `guid` (`Ending::unclaimed`). Otherwise it holds the lock
-    /// through S if S still lasts (`Session::join`), and releases it at once if not.
+    /// through S if it joins S (`session::Session::join`), and releases it at once if not.
     fn handed(
         &self,
         s: &mut State,
@@ -468,9 +484,15 @@ impl Sessions {
             until: 0,
         };
         let k = home(i);
-        match self.session_until(s) {
-            Some(until) => env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now),
-            None => self.end(s, i, guid, true),
+        if let Some(m) = s.sess.as_mut() {
+            m.leave(i as u8);
+        }
+        match Self::join(s, i, guid) {
+            true => {
+                let until = Self::s_until(s).expect("S lasts");
+                env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now)
+            }
+            false => self.end(s, i, guid, true),
         }
     }
 
@@ -484,12 +506,16 @@ impl Sessions {
             SESSION_SLOT => {
                 let beats = Beats::new(self.cfg.beat(), self.cfg.beats > 0, g, sent_at, s.now, self.cfg.beats);
                 s.hb = Some(Box::new(beats));
+                s.sess = Some(members::Session::new(self.cfg.beat().timer_grain));
                 self.next_lock(s)
             }
             1 | 2 => {
-                // Held through S: while S's lease lasts.
+                // Held through S: while S's lease lasts, if it joins S.
                 let k = home(i);
-                let until = self.session_until(s).unwrap_or(s.now);
+                let until = match Self::join(s, i, g) {
+                    true => Self::s_until(s).expect("S lasts"),
+                    false => s.now,
+                };
                 env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now)?;
                 self.next_lock(s)
             }
@@ -564,6 +590,9 @@ impl Sessions {
         };
         match i {
             SESSION_SLOT => {
+                if let Some(m) = s.sess.as_mut() {
+                    m.end();
+                }
                 let h = s.hb.as_mut().expect("S's heartbeats");
                 match h.release() {
                     held::Release::Wait => {
@@ -578,7 +607,10 @@ impl Sessions {
                 }
             }
             1 | 2 => {
-                let lost = self.session_until(s).is_none();
+                let lost = self.session_until(s).is_none() || !s.sess.as_ref().is_some_and(|m| m.holds(i as u8));
+                if let Some(m) = s.sess.as_mut() {
+                    m.leave(i as u8);
+                }
                 self.end_or_hand(s, i, g, lost)
             }
             _ => {
@@ -591,7 +623,9 @@ impl Sessions {
     /// Client 0 believes it holds the lock of slot `i` (1 or 2); a rival, its own.
     fn believes(&self, s: &State, i: usize) -> bool {
         match s.slots[i].phase {
-            Phase::Holding { .. } if i < RIVAL_SLOT => self.session_until(s).is_some(),
+            Phase::Holding { .. } if i < RIVAL_SLOT => {
+                self.session_until(s).is_some() && s.sess.as_ref().is_some_and(|m| m.holds(i as u8))
+            }
             Phase::Holding { until, .. } => s.now < until,
             _ => false,
         }
@@ -660,6 +694,9 @@ impl Sessions {
             }
             if carried.lost {
                 *u = now;
+                if let Some(m) = s.sess.as_mut() {
+                    m.lose();
+                }
             }
         }
         if let Some(release) = carried.release {
@@ -739,6 +776,7 @@ impl Model for Sessions {
             items: [None; 3],
             slots: vec![Slot::new(); RIVAL_SLOT + self.cfg.rivals as usize],
             hb: None,
+            sess: None,
             stray: None,
             seq: 0,
             left: Left {
@@ -918,6 +956,7 @@ impl Clients for Sessions {
                 s.stray = s.stray.or(Some((gs, new)));
             }
             s.hb = None;
+            s.sess = None;
         }
     }
 }

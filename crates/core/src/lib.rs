@@ -28,6 +28,8 @@
 //!   release does about a heartbeat on the wire.
 //! - `hold`: a held lock's life as one state machine: its lease, its heartbeats one at a time,
 //!   the loss of a lock without them, and a release that waits for a heartbeat's write.
+//! - `session`: a session's members and whether it still speaks for them: joining, the loss
+//!   and the errors of its item told to every member, revocation, restarts.
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
@@ -53,6 +55,7 @@ pub mod op;
 pub mod original;
 pub mod release;
 pub mod request;
+pub mod session;
 pub mod settings;
 #[cfg(test)]
 mod testing;
