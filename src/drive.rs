@@ -1,11 +1,14 @@
 //! Runs the core's acquisition and release machines (`dynamodb_lock_core::fail_closed`,
-//! `fail_open`, `release`): sends the requests they ask for through the store, each bounded by the timeout
+//! `fail_open`, `release`, and `request::Once` for a request that needs no settling: a data
+//! update, `getLock`'s read, the removal of Fifo entries nobody waits for): sends the requests they ask for through the store, each bounded by the timeout
 //! the machine gives, sleeps until the instant they ask for (cut short by a cancellation where
 //! the machine allows it), and feeds back answers, timers, both clocks and random numbers. It
 //! makes no protocol decision.
 
 use dynamodb_lock_core::op::{self, Op, OpenFields};
-use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine, Req, Step, Time};
+use dynamodb_lock_core::request::{
+    answer_of, Adds, Answer, Ended, Env, Machine, Once, Policy, Purpose, Req, Step, Time,
+};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -79,6 +82,19 @@ pub async fn run<M: Machine<LockRecord, StoreError>>(
     run_keeping_refusal(m, step, clock, to, &mut None).await
 }
 
+/// Sends `req` as hard as `policy` allows, to its first answer (`request::Once`); `purpose`:
+/// why, when it counts as a request of the lock protocol.
+pub async fn once(
+    to: &Target<'_>,
+    req: Request,
+    policy: Policy,
+    purpose: Option<Purpose>,
+) -> Ended<LockRecord, StoreError> {
+    let clock = Clock::start();
+    let (mut m, step) = Once::start(req, policy, purpose, Time::ZERO);
+    run(&mut m, step, clock, to).await
+}
+
 /// `run`, keeping the error of the last refused condition in `refusal`.
 pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
     m: &mut M,
@@ -94,7 +110,9 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
         step = match step {
             Step::Done(out) => return out,
             Step::Send { req, timeout_at } => {
-                to.settings.stats.count_purpose(m.purpose());
+                if m.counted() {
+                    to.settings.stats.count_purpose(m.purpose());
+                }
                 let result = match clock.instant(timeout_at) {
                     Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
                         Ok(r) => r,
@@ -205,5 +223,103 @@ async fn send_permit(to: &Target<'_>, p: &Permit, op: Op<'_, LockRecord>) -> Res
             current: current.map(|c| view(c.map(|b| *b)).map(Box::new)),
         }),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::memory::{Fault, MemoryStore};
+    use crate::testkit::{closed_settings, key};
+
+    fn throttled() -> StoreError {
+        StoreError::Service {
+            code: "ProvisionedThroughputExceededException".into(),
+            message: "slow down".into(),
+            transient: true,
+            maybe_applied: false,
+        }
+    }
+
+    fn target<'a>(store: &'a MemoryStore, settings: &'a Settings, key: &'a LockKey) -> Target<'a> {
+        Target {
+            store,
+            key,
+            settings,
+            data: None,
+            session: None,
+            cancel: None,
+            permit: None,
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_sent_once_retries_transient_failures_then_reports_the_last() {
+        let (store, s, k) = (MemoryStore::new(true), closed_settings("me"), key("a"));
+        for _ in 0..3 {
+            store.fault("get", Fault::Fail(throttled()));
+        }
+        let r = once(&target(&store, &s, &k), Request::Get, Policy::new(3, ms(1000)), None).await;
+        assert!(
+            matches!(&r, Ended::Failed { error, .. } if error.code() == "ProvisionedThroughputExceededException"),
+            "{r:?}"
+        );
+        assert_eq!(store.count("get"), 3);
+        assert_eq!(s.stats.purpose(0), 0, "not a request of the lock protocol");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_condition_is_an_answer_not_retried() {
+        let (store, s, k) = (MemoryStore::new(true), closed_settings("me"), key("a"));
+        let req = Request::SetData {
+            guids: vec![[7; item::GUID_LEN]],
+        };
+        let r = once(
+            &target(&store, &s, &k),
+            req,
+            Policy::new(5, ms(1000)),
+            Some(Purpose::Acquiring),
+        )
+        .await;
+        assert!(matches!(r, Ended::Refused { .. }), "{r:?}");
+        assert_eq!(store.count("set_data"), 1);
+        assert_eq!(
+            s.stats.purpose(Purpose::Acquiring as usize),
+            1,
+            "counted for its purpose"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_attempt_times_out_and_is_tried_again() {
+        let (store, s, k) = (MemoryStore::new(true), closed_settings("me"), key("a"));
+        store.fault("get", Fault::Hang);
+        let start = Instant::now();
+        let r = once(&target(&store, &s, &k), Request::Get, Policy::new(2, ms(100)), None).await;
+        assert!(matches!(r, Ended::Ok(op::Reply::Before(None))), "{r:?}");
+        assert_eq!(store.count("get"), 2);
+        assert!(start.elapsed() >= ms(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_runs_past_the_deadline() {
+        let (store, s, k) = (MemoryStore::new(true), closed_settings("me"), key("a"));
+        for _ in 0..100 {
+            store.fault("get", Fault::Hang);
+        }
+        let start = Instant::now();
+        let policy = Policy::new(100, Duration::from_secs(10)).until(ms(300));
+        let r = once(&target(&store, &s, &k), Request::Get, policy, None).await;
+        assert!(
+            matches!(&r, Ended::Failed { error, .. } if error.code() == "TimeoutError"),
+            "{r:?}"
+        );
+        assert!(start.elapsed() <= ms(300));
     }
 }

@@ -12,19 +12,19 @@ use std::time::Duration;
 
 use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, NewEntry, Outcome, Request, Sem};
 use dynamodb_lock_core::op::Reply;
-use dynamodb_lock_core::request::Time;
+use dynamodb_lock_core::request::{Req, Time};
 use futures_util::future::join_all;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::drive::{answer, Clock};
+use crate::drive::{answer, once, Clock, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
-use crate::store::{attempt_on, OpenFields, StoreOps};
+use crate::store::OpenFields;
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
 
@@ -407,16 +407,24 @@ impl Driver<'_> {
             for entry in &entries {
                 own.push((entry.key.clone(), entry_guids(entry).await));
             }
-            let own = join_all(
-                own.iter()
-                    .map(|(key, guids)| attempt_on(&*c.store, policy, move || c.store.delete_if_guid(key, guids))),
-            );
-            let passed = join_all(
-                passed
-                    .iter()
-                    .map(|key| attempt_on(&*c.store, policy, move || c.store.fifo_delete_finished(key))),
-            );
-            futures_util::future::join(own, passed).await;
+            let to = |key| Target {
+                store: &*c.store,
+                key,
+                settings: &c.settings,
+                data: None,
+                session: None,
+                cancel: None,
+                permit: None,
+            };
+            let own = own
+                .iter()
+                .map(|(key, guids)| (key, Req::DeleteIfGuid { guids: guids.clone() }));
+            let passed = passed.iter().map(|key| (key, Req::DeleteFinished));
+            join_all(
+                own.chain(passed)
+                    .map(|(key, req)| async move { once(&to(key), req, policy, None).await }),
+            )
+            .await;
         });
     }
 }

@@ -36,7 +36,7 @@ use crate::item::{new_guid, unix_now_ms, Guid};
 use crate::lock::{HeldLock, LockEvent, Risk, Scheduler};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
-use crate::store::{timed_out, OpenFields, StoreOps};
+use crate::store::{revoked, timed_out, OpenFields};
 
 /// Heartbeats in flight at once, per scheduler, to begin with. Each in-flight request holds a
 /// connection; 64 at a few milliseconds each sustain thousands of heartbeats per second.
@@ -935,7 +935,7 @@ async fn steps(
             None => watch = Some(flight.watch(lock.id, base + urgent)),
         }
         let wake_at = next?;
-        let backoff = s.policy().backoff(st.attempts() + 1);
+        let backoff = s.policy().backoff(st.attempts() + 1, rand::random());
         drop(st);
         let woke = tokio::select! {
             biased;
@@ -1032,7 +1032,14 @@ fn renewal<'a>(
             lock.client.store.apply(&lock.key, &op).await.map(|_| Vec::new())
         })
     } else {
-        Box::pin(async move { lock.client.store.renew(&lock.key, &guids, &new, f).await })
+        Box::pin(async move {
+            let op = Op::Renew {
+                guids: &guids,
+                new_guid: &new,
+                fields: f,
+            };
+            lock.client.store.apply(&lock.key, &op).await.and_then(revoked)
+        })
     }
 }
 

@@ -82,7 +82,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::op;
-use dynamodb_lock_core::request::PURPOSES;
+use dynamodb_lock_core::request::{Ended, PURPOSES};
 use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -97,7 +97,7 @@ use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
-use crate::store::{Store, StoreOps};
+use crate::store::Store;
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
 #[global_allocator]
@@ -640,10 +640,20 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
 async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<Option<JsLockInfo>, LockError> {
     // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
     let mut guids = held_guids(client, key).await;
-    let policy = client.settings.policy();
-    let record = store::attempt_on(&*client.store, policy, || client.store.get(key))
-        .await
-        .map_err(LockError::Store)?;
+    let to = drive::Target {
+        store: &*client.store,
+        key,
+        settings: &client.settings,
+        data: None,
+        session: None,
+        cancel: None,
+        permit: None,
+    };
+    let record = match drive::once(&to, drive::Request::Get, client.settings.policy(), None).await {
+        Ended::Ok(op::Reply::Before(record)) => record,
+        Ended::Failed { error, .. } => return Err(LockError::Store(error)),
+        other => return Err(LockError::Internal(format!("a read answered {other:?}"))),
+    };
     let Some(r) = record else { return Ok(None) };
     if let Some(refused) = client.shared.fifo.names.refusal(key, &r) {
         return Err(refused);

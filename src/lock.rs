@@ -13,18 +13,19 @@ use std::time::Duration;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
+use dynamodb_lock_core::request::Ended;
 use dynamodb_lock_core::{ending, heartbeat, held, hold, session};
 
 use crate::cancel::Cancel;
 use crate::config::Kind;
-use crate::drive::{run, Clock, Permit, Target};
+use crate::drive::{once, run, Clock, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::{Settings, TIMER_GRAIN};
-use crate::store::{attempt_on, Store, StoreOps};
+use crate::store::Store;
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -390,16 +391,7 @@ impl HeldLock {
             contended: self.contended,
             landed_maybe: st.release_landed_maybe,
         };
-        let to = Target {
-            store: &*c.store,
-            key: &self.key,
-            settings: &c.settings,
-            data: None,
-            // A hand-over keeps the lock in the session.
-            session: self.session.as_ref().map(|s| s.id.as_str()),
-            cancel: None,
-            permit: self.permit.as_ref(),
-        };
+        let to = self.target();
         let mut clock = Clock::start();
         let (mut m, mut step) = ending::Ending::start(c.settings.protocol(), end, &clock.env(None));
         loop {
@@ -450,6 +442,21 @@ impl HeldLock {
         }
     }
 
+    /// Where the lock's requests go: its item (a semaphore's holder: its permits on the head),
+    /// held through its session if it has one (a hand-over keeps the lock in the session).
+    fn target(&self) -> Target<'_> {
+        let c = &self.client;
+        Target {
+            store: &*c.store,
+            key: &self.key,
+            settings: &c.settings,
+            data: None,
+            session: self.session.as_ref().map(|s| s.id.as_str()),
+            cancel: None,
+            permit: self.permit.as_ref(),
+        }
+    }
+
     /// `lock.update({ data })`: writes (or, with `None`, removes) the holder's data at once,
     /// on the condition that the item still carries this lock's `guid`, as a heartbeat does;
     /// serialized with heartbeats and release. A failed condition means the lock is lost.
@@ -467,29 +474,26 @@ impl HeldLock {
         if st.lost.is_some() || st.released || self.is_stopping() {
             return Err(LockError::Lost(LostReason::NotOwner));
         }
-        let c = &self.client;
-        let s = &c.settings;
-        let guids = st.guids();
-        let mut policy = s.policy();
+        let mut policy = self.client.settings.policy();
         if let Some(until) = self.lease_until() {
-            let now = Instant::now();
-            policy = policy.until(now + held::update_time(until.saturating_duration_since(now)));
+            // The update's times count from now (`drive::once`).
+            policy = policy.until(held::update_time(until.saturating_duration_since(Instant::now())));
         }
-        match attempt_on(&*c.store, policy, || {
-            c.store.set_data(&self.key, &guids, data.as_ref(), s.ttl_held())
-        })
-        .await
-        {
-            Ok(()) => Ok(()),
+        let to = Target {
+            data: data.as_ref(),
+            ..self.target()
+        };
+        match once(&to, Request::SetData { guids: st.guids() }, policy, None).await {
+            Ended::Ok(_) => Ok(()),
             // The write leaves `guid` as it is, so an earlier attempt that landed would not
             // fail the condition of a later one: the item is no longer ours.
-            Err(StoreError::ConditionFailed { .. }) => {
+            Ended::Refused { .. } => {
                 st.lose(held::Lost::Taken);
                 drop(st);
                 self.emit(LockEvent::Lost(LostReason::NotOwner));
                 Err(LockError::Lost(LostReason::NotOwner))
             }
-            Err(error) => Err(LockError::Store(error)),
+            Ended::Failed { error, .. } => Err(LockError::Store(error)),
         }
     }
 

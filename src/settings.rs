@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dynamodb_lock_core::request::Policy;
 use dynamodb_lock_core::settings;
 
 use crate::config::Kind;
 use crate::item::{token_floor, unix_now_ms};
 use crate::stats::Stats;
-use crate::store::{OpenFields, RetryPolicy, Ttl};
+use crate::store::{OpenFields, Ttl};
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -169,23 +170,21 @@ impl Settings {
 
     /// One request's retry policy: the client's attempts (`retryCount`), each given
     /// `requestTimeoutMs`, as the core states it (`settings::Lock::policy`).
-    pub fn policy(&self) -> RetryPolicy {
-        RetryPolicy::new(self.protocol().policy(self.max_attempts))
+    pub fn policy(&self) -> Policy {
+        self.protocol().policy(self.max_attempts)
     }
 
     /// Releases try harder than other requests: a lost release leaves a lock held.
-    pub fn release_policy(&self) -> RetryPolicy {
-        RetryPolicy::new(
-            self.protocol()
-                .policy(self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS)),
-        )
+    pub fn release_policy(&self) -> Policy {
+        self.protocol()
+            .policy(self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS))
     }
 
     /// The longest `close()` waits for the client's requests under way: an acquisition's
     /// write with its retries, then the release of what it took (or the undoing of a write of
     /// unknown outcome) with its own, each attempt a request timeout at most.
     pub fn close_wait(&self) -> Duration {
-        let attempts = self.max_attempts.max(1) + self.release_policy().policy.max_attempts;
+        let attempts = self.max_attempts.max(1) + self.release_policy().max_attempts;
         self.request_timeout.saturating_mul(attempts)
     }
 }

@@ -85,6 +85,13 @@ pub enum Req<G, V> {
         session: String,
         guid: G,
     },
+    /// `lock.update`: the holder's data (what the caller adds; none removes it) written on the
+    /// item if it carries one of `guids`, its `guid` left as it is.
+    SetData {
+        guids: Vec<G>,
+    },
+    /// Deletes a finished Fifo queue entry (its waiter was granted or gave up).
+    DeleteFinished,
 }
 
 /// What a caller's settings add to its requests when they become operations (`Req::op`):
@@ -211,6 +218,12 @@ impl<G, V> Req<G, V> {
                 now_unix_ms: *now_unix_ms,
                 stale_before_unix_ms: *stale_before_unix_ms,
             }),
+            Req::SetData { guids } => Op::SetData {
+                guids,
+                data: adds.fields.data,
+                ttl: adds.fields.ttl,
+            },
+            Req::DeleteFinished => Op::FifoDeleteFinished,
         }
     }
 }
@@ -280,6 +293,10 @@ pub trait Machine<R: Record, E> {
     type Out;
     /// Why the request of its last step is sent.
     fn purpose(&self) -> Purpose;
+    /// Whether its requests count in the requests by purpose (the lock protocol's own).
+    fn counted(&self) -> bool {
+        true
+    }
     /// An answer to the request the last step sent.
     fn answer(&mut self, a: Answer<R, E>, env: &Env) -> Step<R::Guid, R::Version, Self::Out>;
     /// The time the last step waited for has come, or the wait was cancelled
@@ -487,6 +504,47 @@ impl<G: Clone, V: Clone> Pending<G, V> {
     }
 }
 
+/// One request, tried as hard as its policy allows and ended by its first answer, as a
+/// machine: for a request whose outcome needs no settling (a read, or a write whose repetition
+/// is harmless: `lock.update`'s data, the removal of Fifo queue entries nobody waits for).
+/// `purpose`: why it is sent, when it counts as a request of the lock protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Once<G, V> {
+    pending: Pending<G, V>,
+    purpose: Option<Purpose>,
+}
+
+impl<G: Clone, V: Clone> Once<G, V> {
+    /// Starts `req` under `policy` at `now`: the step that sends it.
+    pub fn start<O>(req: Req<G, V>, policy: Policy, purpose: Option<Purpose>, now: Time) -> (Self, Step<G, V, O>) {
+        let (pending, step) = Pending::start(req, policy, now);
+        (Once { pending, purpose }, step)
+    }
+}
+
+impl<R: Record, E> Machine<R, E> for Once<R::Guid, R::Version> {
+    type Out = Ended<R, E>;
+
+    fn purpose(&self) -> Purpose {
+        self.purpose.unwrap_or(Purpose::Acquiring)
+    }
+
+    fn counted(&self) -> bool {
+        self.purpose.is_some()
+    }
+
+    fn answer(&mut self, a: Answer<R, E>, env: &Env) -> Step<R::Guid, R::Version, Ended<R, E>> {
+        match self.pending.answer(a, env) {
+            Next::Step(step) => step,
+            Next::Ended(ended) => Step::Done(ended),
+        }
+    }
+
+    fn timer(&mut self, env: &Env) -> Step<R::Guid, R::Version, Ended<R, E>> {
+        self.pending.resend(env.now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,5 +601,68 @@ mod tests {
         let b = Budget::new(p(1), p(4), ms(0));
         assert_eq!(b.writes.deadline, Some(ms(100)));
         assert_eq!(b.settle.deadline, Some(ms(100)));
+    }
+
+    #[test]
+    fn a_request_tried_once_retries_transient_failures_and_ends_at_its_first_answer() {
+        use crate::item::{Guid, LockRecord, Version};
+        type O = Once<Guid, Version>;
+        type St = Step<Guid, Version, Ended<LockRecord, &'static str>>;
+        fn failed<R>(transient: bool) -> Answer<R, &'static str> {
+            Answer::Failed {
+                error: "e",
+                transient,
+                maybe_applied: false,
+            }
+        }
+        let (mut m, step): (O, St) = Once::start(Req::Get, Policy::new(3, ms(100)), None, ms(0));
+        assert_eq!(
+            step,
+            Step::Send {
+                req: Req::Get,
+                timeout_at: ms(100)
+            }
+        );
+        assert!(
+            !Machine::<LockRecord, &str>::counted(&m),
+            "not a request of the lock protocol"
+        );
+        let env = crate::testing::env(100);
+        let St::Wait { until, .. } = m.answer(failed::<LockRecord>(true), &env) else {
+            panic!("a transient failure is retried")
+        };
+        let env = crate::testing::env(until.as_millis() as u64);
+        assert!(matches!(m.timer(&env), St::Send { req: Req::Get, .. }));
+        assert_eq!(
+            m.answer(Answer::<LockRecord, &str>::Done(Reply::Before(None)), &env),
+            Step::Done(Ended::Ok(Reply::Before(None)))
+        );
+
+        let (mut m, _): (O, St) = Once::start(
+            Req::SetData {
+                guids: vec![[1; crate::item::GUID_LEN]],
+            },
+            Policy::new(3, ms(100)),
+            Some(Purpose::Heartbeat),
+            ms(0),
+        );
+        assert!(Machine::<LockRecord, &str>::counted(&m));
+        assert_eq!(
+            m.answer(Answer::<LockRecord, &str>::Refused(None), &crate::testing::env(5)),
+            Step::Done(Ended::Refused {
+                current: None,
+                ambiguous: false
+            }),
+            "a refusal is an answer"
+        );
+        let (mut m, _): (O, St) = Once::start(Req::DeleteFinished, Policy::new(3, ms(100)), None, ms(0));
+        assert_eq!(
+            m.answer(failed::<LockRecord>(false), &crate::testing::env(5)),
+            Step::Done(Ended::Failed {
+                error: "e",
+                ambiguous: false
+            }),
+            "a failure no retry mends ends it"
+        );
     }
 }
