@@ -537,6 +537,46 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_heartbeat_due_while_an_update_writes_starts_once_it_has_landed() {
+        use crate::item::LockData;
+        use crate::lock::LockEvent;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(1_000)));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        // Past the first heartbeat, at a random point of the first period.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let before = store.count("renew");
+        assert!(before >= 1, "a heartbeat renewed the lease");
+        // The update takes two periods: the heartbeats due meanwhile wait for it, as a new
+        // guid landing would fail its condition.
+        store.fault("set_data", Fault::Delay(Duration::from_millis(2_000)));
+        let start = Instant::now();
+        lock.update_data(Some(LockData::S("x".into()))).await.unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(2_000));
+        assert_eq!(store.count("renew"), before, "no heartbeat while the update wrote");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            store.count("renew"),
+            before + 1,
+            "the heartbeat due meanwhile starts at once"
+        );
+        tokio::time::sleep(Duration::from_millis(3_000)).await;
+        assert!(
+            store.count("renew") >= before + 3,
+            "and the next ones follow a period apart"
+        );
+        let rec = store.record(&key("k")).unwrap();
+        assert_eq!(rec.data.map(|d| *d), Some(LockData::S("x".into())));
+        assert!(
+            !events.events().iter().any(|e| matches!(e, LockEvent::Lost(_))),
+            "{:?}",
+            events.events()
+        );
+        lock.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn an_update_that_hangs_leaves_the_heartbeats_half_the_lease() {
         use crate::item::LockData;
         use crate::lock::LockEvent;

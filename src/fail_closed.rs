@@ -120,7 +120,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         held.release().await.unwrap();
         let lock = waiter.await.unwrap().unwrap();
-        assert!(store.record(&key("a")).unwrap().carries(&lock.state.lock().await.guid));
+        assert!(store.record(&key("a")).unwrap().carries(&lock.state().guid));
     }
 
     #[tokio::test(start_paused = true)]

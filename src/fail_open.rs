@@ -309,7 +309,7 @@ mod tests {
             matches!(&ev[0], LockEvent::Error(LockError::Store(e), _) if e.code() == "ProvisionedThroughputExceededException")
         );
         assert!(matches!(&ev[1], LockEvent::Error(LockError::Store(e), _) if e.code() == "NetworkingError"));
-        let st = lock.state.lock().await;
+        let st = lock.state();
         assert!(st.lost.is_none());
         assert!(
             store.record(&key("a")).unwrap().carries(&st.guid),
@@ -362,7 +362,7 @@ mod tests {
             "{ev:?}"
         );
         assert_eq!(ev.last(), Some(&LockEvent::Lost(LostReason::NotOwner)), "{ev:?}");
-        assert!(lock.state.lock().await.lost.is_some());
+        assert!(lock.state().lost.is_some());
     }
 
     #[tokio::test(start_paused = true)]
@@ -475,7 +475,7 @@ mod tests {
         store.fault("renew", Fault::Hang);
         until_renewing(&store).await;
         assert_eq!(store.count("renew"), 1);
-        assert!(lock.state.lock().await.beating, "the write is on the wire");
+        assert!(lock.state().beating, "the write is on the wire");
         let t0 = Instant::now();
         lock.release().await.expect("released");
         let waited = t0.elapsed();

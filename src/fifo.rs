@@ -47,14 +47,9 @@ pub fn entry_key(resource: &KeyValue, position: u64) -> LockKey {
     }
 }
 
-/// Every `guid` a queue entry may carry, once its heartbeat in flight (if any) has answered:
-/// the scheduler is asked to take that reply at once rather than with its next group.
-async fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
-    if let Ok(st) = entry.state.try_lock() {
-        return st.guids();
-    }
-    let _hurry = entry.client.heartbeats.hurry();
-    entry.state.lock().await.guids()
+/// Every `guid` a queue entry may carry (an unanswered heartbeat's new one too).
+fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
+    entry.state().guids()
 }
 
 /// What the locks that are `c`'s queue entries share: `c`'s store and settings, the
@@ -215,7 +210,7 @@ impl Here<Guid> for Driver<'_> {
     fn entry_lost(&self, resource: usize) -> bool {
         self.entries[resource]
             .as_ref()
-            .is_some_and(|e| e.state.try_lock().is_ok_and(|st| st.lost.is_some()))
+            .is_some_and(|e| e.state().lost.is_some())
     }
 
     fn held_until(&self, resource: usize) -> Option<Time> {
@@ -296,7 +291,7 @@ impl Driver<'_> {
                 Act::StopEntry { resource } => match self.entries[resource].take() {
                     Some(entry) => {
                         entry.abandon();
-                        Input::Guids(entry_guids(&entry).await)
+                        Input::Guids(entry_guids(&entry))
                     }
                     None => Input::Guids(Vec::new()),
                 },
@@ -405,7 +400,7 @@ impl Driver<'_> {
             let c = &c;
             let mut own = Vec::with_capacity(entries.len());
             for entry in &entries {
-                own.push((entry.key.clone(), entry_guids(entry).await));
+                own.push((entry.key.clone(), entry_guids(entry)));
             }
             let to = |key| Target {
                 store: &*c.store,

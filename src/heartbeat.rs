@@ -408,6 +408,10 @@ impl Scheduler for LazyHeartbeats {
         self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
     }
 
+    fn resume(&self, lock: &Arc<HeldLock>) {
+        self.get().schedule(lock, Instant::now());
+    }
+
     fn share(&self) -> Box<dyn Scheduler> {
         Box::new(LazyHeartbeats {
             cap: self.cap,
@@ -828,7 +832,7 @@ pub(crate) async fn beat(
     if let Ok(next) = stepped {
         return next;
     }
-    let mut st = lock.state.lock().await;
+    let mut st = lock.state();
     let now = Instant::now().saturating_duration_since(lock.base);
     for action in st.failed_outside(now) {
         match action {
@@ -845,8 +849,9 @@ pub(crate) async fn beat(
     st.poll_timeout().map(|t| lock.base + t)
 }
 
-/// What woke a heartbeat that waits.
+/// What steps a heartbeat: its start, or what woke it while it waited.
 enum Woke {
+    Start,
     Stop,
     Timer,
     Answer(Instant, Result<Vec<Vec<u8>>, StoreError>),
@@ -869,64 +874,92 @@ async fn steps(
     let t = |i: Instant| i.saturating_duration_since(base);
     let f = s.open_fields();
     let to = &target(lock);
-    let fresh = s.heartbeat_period.map(|_| new_guid());
-    let mut st = lock.state.lock().await;
-    if lock.is_stopping() {
-        return None;
-    }
-    let mut actions = st.handle_timeout(t(Instant::now()), fresh, Duration::ZERO, flight.round_trip());
+    let mut fresh = s.heartbeat_period.map(|_| new_guid());
     let mut watch: Option<Watch<'_>> = None;
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
     let mut writes = 0u32;
     let mut last_error: Option<StoreError> = None;
+    let mut backoff = Duration::ZERO;
     let woken = lock.wake.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
+    let mut woke = Woke::Start;
     loop {
-        for action in actions.drain(..) {
-            match action {
-                // Nothing goes out once the lock is released or abandoned: a release waits
-                // for the writes already out, and writes with every `guid` they may leave.
-                hold::Action::Write { .. } if lock.is_stopping() => st.write_not_sent(),
-                hold::Action::Write { guids, new } => {
-                    writes += 1;
-                    // The first write goes out in the scheduler's slot; an attempt's first
-                    // write waits for a slot (and for the cap); one beside a slow write only
-                    // goes out in a free one.
-                    let (slot, wait) = match permit.take() {
-                        Some(p) => (Some(p), false),
-                        None if out.is_empty() => (None, true),
-                        None => (flight.slots.clone().try_acquire_owned().ok(), false),
-                    };
-                    if slot.is_none() && !wait {
-                        st.write_not_sent();
-                        continue;
+        // One step of the machine, under its state's mutex: what woke it, and what it asks
+        // for. The mutex is not held while anything is awaited.
+        let (next, urgent) = {
+            let mut st = lock.state();
+            let actions = match woke {
+                Woke::Start if lock.is_stopping() => return None,
+                Woke::Start => st.handle_timeout(t(Instant::now()), fresh.take(), backoff, flight.round_trip()),
+                Woke::Stop => {
+                    if !out.is_empty() {
+                        // Its writes are dropped: a release waiting for them goes on.
+                        st.settle();
+                        lock.settled.notify_waiters();
                     }
-                    count_write(s, writes);
-                    let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
-                    let renew = renewal(lock, to, guids, new, &f);
-                    out.push(write(renew, slot, flight.slots.clone(), paced_at));
+                    return None;
                 }
-                hold::Action::Abandon => out.clear(),
-                hold::Action::Failed(machine::Failure {
-                    report,
-                    at_risk,
-                    remaining,
-                }) => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
-                hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
-                    remaining_ms: remaining.as_millis() as u64,
-                }),
-                hold::Action::Renewed { until } => lock.lease.set(base + until),
-                hold::Action::Lost(loss) => lock.emit(LockEvent::Lost(match loss {
-                    Loss::Lapsed => LostReason::LeaseExpired,
-                    Loss::NotOurs => LostReason::NotOwner,
-                })),
-                // The write a release waited for is answered or given up on.
-                hold::Action::Release(_) => lock.settled.notify_waiters(),
+                Woke::Timer => st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip()),
+                Woke::Answer(sent, r) => {
+                    let now = Instant::now();
+                    flight.answered(now.saturating_duration_since(sent));
+                    // A session's item names the locks an operator revoked: they are lost, the
+                    // session goes on.
+                    let r = r.map(|revoked| {
+                        if !revoked.is_empty() {
+                            lock.emit(LockEvent::Revoked(revoked));
+                        }
+                    });
+                    st.handle_answer(t(now), answer_of(r, &mut last_error), backoff)
+                }
+            };
+            for action in actions {
+                match action {
+                    // Nothing goes out once the lock is released or abandoned: a release waits
+                    // for the writes already out, and writes with every `guid` they may leave.
+                    hold::Action::Write { .. } if lock.is_stopping() => st.write_not_sent(),
+                    hold::Action::Write { guids, new } => {
+                        writes += 1;
+                        // The first write goes out in the scheduler's slot; an attempt's first
+                        // write waits for a slot (and for the cap); one beside a slow write only
+                        // goes out in a free one.
+                        let (slot, wait) = match permit.take() {
+                            Some(p) => (Some(p), false),
+                            None if out.is_empty() => (None, true),
+                            None => (flight.slots.clone().try_acquire_owned().ok(), false),
+                        };
+                        if slot.is_none() && !wait {
+                            st.write_not_sent();
+                            continue;
+                        }
+                        count_write(s, writes);
+                        let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
+                        let renew = renewal(lock, to, guids, new, &f);
+                        out.push(write(renew, slot, flight.slots.clone(), paced_at));
+                    }
+                    hold::Action::Abandon => out.clear(),
+                    hold::Action::Failed(machine::Failure {
+                        report,
+                        at_risk,
+                        remaining,
+                    }) => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
+                    hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
+                        remaining_ms: remaining.as_millis() as u64,
+                    }),
+                    hold::Action::Renewed { until } => lock.lease.set(base + until),
+                    hold::Action::Lost(loss) => lock.emit(LockEvent::Lost(match loss {
+                        Loss::Lapsed => LostReason::LeaseExpired,
+                        Loss::NotOurs => LostReason::NotOwner,
+                    })),
+                    // The write a release waited for is answered or given up on.
+                    hold::Action::Release(_) => lock.settled.notify_waiters(),
+                }
             }
-        }
-        let next = st.poll_timeout().map(|t| base + t);
-        let Some(urgent) = st.urgent() else {
+            backoff = s.policy().backoff(st.attempts() + 1, rand::random());
+            (st.poll_timeout().map(|t| base + t), st.urgent())
+        };
+        let Some(urgent) = urgent else {
             // The heartbeat is over, or none started (a lock without heartbeats).
             return next;
         };
@@ -935,9 +968,7 @@ async fn steps(
             None => watch = Some(flight.watch(lock.id, base + urgent)),
         }
         let wake_at = next?;
-        let backoff = s.policy().backoff(st.attempts() + 1, rand::random());
-        drop(st);
-        let woke = tokio::select! {
+        woke = tokio::select! {
             biased;
             // Between attempts, a release stops the heartbeat at once; while a write is out it
             // waits for the answer.
@@ -945,30 +976,6 @@ async fn steps(
             _ = &mut woken, if out.is_empty() || lock.is_abandoned() => Woke::Stop,
             _ = tokio::time::sleep_until(wake_at) => Woke::Timer,
             Some((sent, r)) = out.next(), if !out.is_empty() => Woke::Answer(sent, r),
-        };
-        st = lock.state.lock().await;
-        actions = match woke {
-            Woke::Stop => {
-                if !out.is_empty() {
-                    // Its writes are dropped: a release waiting for them goes on.
-                    st.settle();
-                    lock.settled.notify_waiters();
-                }
-                return None;
-            }
-            Woke::Timer => st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip()),
-            Woke::Answer(sent, r) => {
-                let now = Instant::now();
-                flight.answered(now.saturating_duration_since(sent));
-                // A session's item names the locks an operator revoked: they are lost, the
-                // session goes on.
-                let r = r.map(|revoked| {
-                    if !revoked.is_empty() {
-                        lock.emit(LockEvent::Revoked(revoked));
-                    }
-                });
-                st.handle_answer(t(now), answer_of(r, &mut last_error), backoff)
-            }
         };
     }
 }

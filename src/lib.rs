@@ -628,7 +628,7 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
         .collect();
     let mut guids = Vec::new();
     for lock in held {
-        let st = lock.state.lock().await;
+        let st = lock.state();
         if st.lost.is_none() && !st.released {
             guids.extend(st.guids());
         }
@@ -1283,7 +1283,10 @@ pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     }
     let guid = match lock.client.settings.kind {
         Kind::FailClosed => {
-            let st = lock.state.try_lock().ok()?;
+            if lock.writing() {
+                return None;
+            }
+            let st = lock.state();
             if st.lost.is_some() || st.released {
                 return None;
             }

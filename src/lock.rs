@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use std::pin::Pin;
+
+use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
@@ -68,6 +71,8 @@ pub trait Scheduler: Send + Sync {
     /// The same scheduler, for locks that share it (a client's session): its cap holds for
     /// them too.
     fn share(&self) -> Box<dyn Scheduler>;
+    /// Steps a lock again at once whose machine had parked it (`hold::Hold::update_ends`).
+    fn resume(&self, lock: &Arc<HeldLock>);
 }
 
 /// What the held locks of one client share with it, and with one another.
@@ -165,9 +170,10 @@ impl Lease {
 }
 
 /// Mutable state of a held lock, behind its mutex: the core's `hold::Hold`, which decides its
-/// lease, heartbeats and fate, with its `guid`s. A heartbeat holds the mutex while the
-/// machine steps, not while its writes are out; a release and `lock.update` hold it while
-/// they write, so that the heartbeat's next step waits for them.
+/// lease, heartbeats and fate, with its `guid`s. The mutex is held only while the machine
+/// steps, never while a request is out: what a write under way means for the others (a
+/// heartbeat on the wire for a release, an update for the next heartbeat) is the machine's
+/// state.
 pub type LockState = hold::Hold<Guid>;
 
 pub struct HeldLock {
@@ -204,7 +210,9 @@ pub struct HeldLock {
     pub session: Option<Arc<Session>>,
     /// A semaphore's permits: the lock is its holder's attribute on the head.
     pub permit: Option<Permit>,
-    pub(crate) state: Mutex<LockState>,
+    pub(crate) state: std::sync::Mutex<LockState>,
+    /// The holder's own writes (a release, an update) go out one at a time, in call order.
+    writer: Mutex<()>,
 }
 
 impl std::fmt::Debug for HeldLock {
@@ -259,13 +267,14 @@ impl HeldLock {
             lease: Lease::new(now, lease_until),
             session: None,
             permit: None,
-            state: Mutex::new(state),
+            state: std::sync::Mutex::new(state),
+            writer: Mutex::new(()),
         }
     }
 
     /// The lock as a semaphore's holder of `permits`, keyed by the `guid` it was granted with.
     pub fn with_permits(mut self, permits: u64) -> Self {
-        let key = self.state.get_mut().guid;
+        let key = self.state.get_mut().unwrap_or_else(|p| p.into_inner()).guid;
         self.permit = Some(Permit { key, permits });
         self
     }
@@ -293,6 +302,7 @@ impl HeldLock {
         }
         self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
+        self.state().abandon();
         self.wake.notify_waiters();
         self.leave_line();
     }
@@ -310,9 +320,7 @@ impl HeldLock {
                 tokio::time::sleep_until(at).await;
                 continue;
             }
-            let mut st = self.state.lock().await;
-            if st.lapses() {
-                drop(st);
+            if self.state().lapses() {
                 self.emit(LockEvent::Lost(LostReason::LeaseExpired));
             }
             return;
@@ -327,33 +335,42 @@ impl HeldLock {
         self.abandoned.load(Ordering::SeqCst)
     }
 
+    /// A release or update of this lock is under way.
+    pub(crate) fn writing(&self) -> bool {
+        self.writer.try_lock().is_err()
+    }
+
+    /// The lock's state, for one step of its machine.
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LockState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Once no heartbeat write of this lock is on the wire: nothing more goes out for it.
     pub async fn settled(&self) {
-        let st = self.state.lock().await;
-        if st.beating {
-            drop(self.after_heartbeat(st).await);
+        let notice = self.state().beating.then(|| self.settle_notice());
+        if let Some(notice) = notice {
+            self.after_heartbeat(notice).await;
         }
     }
 
-    /// Given the state while a heartbeat's write is on the wire (`held::Release::Wait`):
-    /// waits for the heartbeat to take its answer, which decides which `guid` the item
-    /// carries, and returns the state then. The wait ends after a request timeout at most:
-    /// the write then counts as dropped (its `guid` stays known, and a renewal that lands
-    /// after a release is refused, as the item is released).
-    async fn after_heartbeat<'a>(
-        &'a self,
-        st: tokio::sync::MutexGuard<'a, LockState>,
-    ) -> tokio::sync::MutexGuard<'a, LockState> {
-        let settled = self.settled.notified();
-        tokio::pin!(settled);
-        settled.as_mut().enable();
-        drop(st);
+    /// A notice of the heartbeat's writes settling, taken while the state says a write is on
+    /// the wire (so that the heartbeat's answer cannot come before it is listened for).
+    fn settle_notice(&self) -> Pin<Box<Notified<'_>>> {
+        let mut notice = Box::pin(self.settled.notified());
+        notice.as_mut().enable();
+        notice
+    }
+
+    /// While a heartbeat's write is on the wire (`held::Release::Wait`): waits for the
+    /// heartbeat to take its answer, which decides which `guid` the item carries. The wait
+    /// ends after a request timeout at most: the write then counts as dropped (its `guid`
+    /// stays known, and a renewal that lands after a release is refused, as the item is
+    /// released).
+    async fn after_heartbeat(&self, settled: Pin<Box<Notified<'_>>>) {
         // Have the heartbeat's reply taken as soon as it comes.
         let _hurry = self.client.heartbeats.hurry();
         let _ = tokio::time::timeout(self.client.settings.request_timeout, settled).await;
-        let mut st = self.state.lock().await;
-        st.settle();
-        st
+        self.state().settle();
     }
 
     pub(crate) fn emit(&self, event: LockEvent) {
@@ -380,16 +397,20 @@ impl HeldLock {
     /// raises the fencing token and renews the lease), else releases it; then stands back from
     /// it if the core says so. A hand-over whose taker gave up meanwhile is released under the
     /// new `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
-    async fn end(&self, st: &mut LockState, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
+    async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
+        let (lost, landed_maybe) = {
+            let st = self.state();
+            (st.lost.is_some(), st.release_landed_maybe)
+        };
         let end = ending::End {
             guids,
-            lost: st.lost.is_some(),
+            lost,
             taken,
             next: c.lines.has_waiters(&self.key).then(new_guid),
             held_for: self.taken_at.elapsed(),
             contended: self.contended,
-            landed_maybe: st.release_landed_maybe,
+            landed_maybe,
         };
         let to = self.target();
         let mut clock = Clock::start();
@@ -414,7 +435,7 @@ impl HeldLock {
                         (m, step) = m.unclaimed(guid, &clock.env(None));
                         continue;
                     }
-                    st.release_done();
+                    self.state().release_done();
                     return Ok(true);
                 }
                 ending::Outcome::Released { stand_back, ours } => {
@@ -430,13 +451,13 @@ impl HeldLock {
                     original: StoreError::condition_failed(),
                 }),
                 ending::Outcome::Failed(error) => {
-                    st.release_failed(m.landed_maybe());
+                    self.state().release_failed(m.landed_maybe());
                     Err(LockError::Store(error))
                 }
             };
             self.leave_line();
             if result.is_ok() {
-                st.release_done();
+                self.state().release_done();
             }
             return result;
         }
@@ -460,20 +481,22 @@ impl HeldLock {
     /// `lock.update({ data })`: writes (or, with `None`, removes) the holder's data at once,
     /// on the condition that the item still carries this lock's `guid`, as a heartbeat does;
     /// serialized with heartbeats and release. A failed condition means the lock is lost.
-    pub async fn update_data(&self, data: Option<LockData>) -> Result<(), LockError> {
+    pub async fn update_data(self: &Arc<Self>, data: Option<LockData>) -> Result<(), LockError> {
         if self.permit.is_some() {
             return Err(LockError::Store(crate::store::not_supported(
                 "lock.update: a semaphore's or read/write lock's holders share one item, which keeps no holder's data"
                     .into(),
             )));
         }
-        let mut st = self.state.lock().await;
-        if st.lost == Some(held::Lost::Lapsed) {
-            return Err(LockError::Lost(LostReason::LeaseExpired));
-        }
-        if st.lost.is_some() || st.released || self.is_stopping() {
-            return Err(LockError::Lost(LostReason::NotOwner));
-        }
+        let _writing = self.writer.lock().await;
+        let update = self.state().update();
+        let guids = match update {
+            held::Update::Write { guids } => guids,
+            held::Update::Lost(held::Lost::Lapsed) => return Err(LockError::Lost(LostReason::LeaseExpired)),
+            held::Update::Lost(held::Lost::Taken) | held::Update::Gone => {
+                return Err(LockError::Lost(LostReason::NotOwner))
+            }
+        };
         let mut policy = self.client.settings.policy();
         if let Some(until) = self.lease_until() {
             // The update's times count from now (`drive::once`).
@@ -483,13 +506,17 @@ impl HeldLock {
             data: data.as_ref(),
             ..self.target()
         };
-        match once(&to, Request::SetData { guids: st.guids() }, policy, None).await {
+        let ended = once(&to, Request::SetData { guids }, policy, None).await;
+        // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
+        // the condition of a later one: a refusal means the item is no longer ours.
+        let refused = matches!(ended, Ended::Refused { .. });
+        if self.state().update_ends(refused) {
+            // Its heartbeat came due meanwhile: it starts now.
+            self.client.heartbeats.resume(self);
+        }
+        match ended {
             Ended::Ok(_) => Ok(()),
-            // The write leaves `guid` as it is, so an earlier attempt that landed would not
-            // fail the condition of a later one: the item is no longer ours.
             Ended::Refused { .. } => {
-                st.lose(held::Lost::Taken);
-                drop(st);
                 self.emit(LockEvent::Lost(LostReason::NotOwner));
                 Err(LockError::Lost(LostReason::NotOwner))
             }
@@ -509,44 +536,49 @@ impl HeldLock {
         // No step of the critical section may count on a lock on its way out.
         self.lease.end();
         self.wake.notify_waiters();
-        let mut st = self.state.lock().await;
+        let _writing = self.writer.lock().await;
         let kind = self.client.settings.kind;
         let (guids, taken) = loop {
-            // Held through a session that is lost: so is the lock, which is released, not
-            // handed over (the next acquisition in line starts a session of its own).
-            if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
-                st.lose(held::Lost::Lapsed);
-            }
-            match st.release(kind) {
-                held::Release::Write { guids, taken } => break (guids, taken),
-                // As in the original: releasing a released FailOpen lock is quiet...
-                held::Release::Done => return Ok(true),
-                // ...and a FailClosed lock that is gone is not ours to release.
-                held::Release::NotOurs => {
-                    return Err(LockError::FailedToReleaseLock {
-                        original: StoreError::condition_failed(),
-                    })
+            let wait = {
+                let mut st = self.state();
+                // Held through a session that is lost: so is the lock, which is released, not
+                // handed over (the next acquisition in line starts a session of its own).
+                if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
+                    st.lose(held::Lost::Lapsed);
                 }
-                // A heartbeat's write is on the wire: its answer decides the `guid`s.
-                held::Release::Wait => st = self.after_heartbeat(st).await,
-            }
+                match st.release(kind) {
+                    held::Release::Write { guids, taken } => break (guids, taken),
+                    // As in the original: releasing a released FailOpen lock is quiet...
+                    held::Release::Done => return Ok(true),
+                    // ...and a FailClosed lock that is gone is not ours to release.
+                    held::Release::NotOurs => {
+                        return Err(LockError::FailedToReleaseLock {
+                            original: StoreError::condition_failed(),
+                        })
+                    }
+                    // A heartbeat's write is on the wire: its answer decides the `guid`s.
+                    held::Release::Wait => self.settle_notice(),
+                }
+            };
+            self.after_heartbeat(wait).await;
         };
         if self.client.settings.original_requests {
             // The original's release: one request with the newest guid, even after a loss.
+            let guid = self.state().guid;
             let result = original::release(
                 &*self.client.store,
                 &self.client.settings,
                 &self.key,
-                &st.guid,
+                &guid,
                 self.fencing_token,
             )
             .await;
             if result.is_ok() {
-                st.release_done();
+                self.state().release_done();
             }
             return result.map(|()| true);
         }
-        self.end(&mut st, guids, taken).await
+        self.end(guids, taken).await
     }
 }
 
@@ -687,9 +719,7 @@ impl Session {
                 continue;
             }
             if event == LockEvent::Lost(LostReason::NotOwner) {
-                if let Ok(mut st) = lock.state.try_lock() {
-                    st.lose(held::Lost::Taken);
-                }
+                lock.state().lose(held::Lost::Taken);
             }
             lock.emit(event.clone());
         }
@@ -698,7 +728,7 @@ impl Session {
 
 impl Head for HeldLock {
     fn seen_lost(&self) -> bool {
-        self.state.try_lock().is_ok_and(|st| st.lost.is_some())
+        self.state().lost.is_some()
     }
 
     fn is_stopping(&self) -> bool {

@@ -15,6 +15,11 @@
 //!   holder took is not written at all.
 //! - Releasing a released lock is quiet for FailOpen and Fifo, as in the original library,
 //!   and an error for FailClosed: its item is gone, so the lock is not ours to release.
+//! - A write of the holder's data (`lock.update`) is conditioned on every `guid` the item may
+//!   carry and leaves the `guid` as it is. No heartbeat starts while it is out: a new `guid`
+//!   landing meanwhile would fail its condition. A heartbeat already under way goes on, its
+//!   `guid` being among those the write is conditioned on. A lock lost, released or on its way
+//!   out takes no update; a refused update means another holder took the lock.
 
 use std::time::Duration;
 
@@ -68,6 +73,19 @@ pub struct Held<G> {
     /// A release failed after an attempt that may have landed: the next one counts a refusal
     /// as that attempt's success (`ending::End::landed_maybe`).
     pub release_landed_maybe: bool,
+    /// A write of the holder's data is out (`update`): no heartbeat starts.
+    pub updating: bool,
+}
+
+/// What `lock.update` does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Update<G> {
+    /// The lock is lost: no update.
+    Lost(Lost),
+    /// The lock is released, or its release is called: no update.
+    Gone,
+    /// Write, on the condition that the item carries one of `guids`; then `update_ends`.
+    Write { guids: Vec<G> },
 }
 
 impl<G: Clone + PartialEq> Held<G> {
@@ -80,6 +98,7 @@ impl<G: Clone + PartialEq> Held<G> {
             released: false,
             beating: false,
             release_landed_maybe: false,
+            updating: false,
         }
     }
 
@@ -156,6 +175,24 @@ impl<G: Clone + PartialEq> Held<G> {
             guids,
             taken: self.lost == Some(Lost::Taken),
         }
+    }
+
+    /// Its heartbeats stop without a release (its client closed): no heartbeat starts and no
+    /// update is written any more; the lock lapses at the end of its lease (`lapses`).
+    pub fn abandon(&mut self) {
+        self.stopping = true;
+    }
+
+    /// `lock.update` is called: what it does.
+    pub fn update(&mut self) -> Update<G> {
+        if let Some(lost) = self.lost {
+            return Update::Lost(lost);
+        }
+        if self.released || self.stopping {
+            return Update::Gone;
+        }
+        self.updating = true;
+        Update::Write { guids: self.guids() }
     }
 
     /// A release failed; `landed_maybe`: after an attempt that may have landed (as the

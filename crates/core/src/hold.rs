@@ -16,6 +16,9 @@
 //! - A release stops heartbeats: one pausing between attempts is dropped at once; one whose
 //!   write is on the wire is waited for, and the release then goes on with every `guid` the
 //!   item may carry (`Action::Release`).
+//! - While a write of the holder's data is out (`held::Held::update`) no heartbeat starts: the
+//!   lock is parked, not stepped, until the write ends (`update_ends`), and then stepped at
+//!   once if its heartbeat was due meanwhile.
 //! - A heartbeat that failed outside the protocol (a panic of the code that carries it) is
 //!   reported, at risk, and tried again a period later while the lease lasts; after that the
 //!   lock is lost, once.
@@ -60,6 +63,9 @@ pub struct Hold<G> {
     beat: Option<Beat>,
     /// A release waits for the heartbeat's write on the wire.
     releasing: Option<Kind>,
+    /// A heartbeat was due while a write of the holder's data was out: the lock is not
+    /// stepped until that write ends.
+    parked: bool,
 }
 
 impl<G: Clone + PartialEq> Hold<G> {
@@ -78,6 +84,7 @@ impl<G: Clone + PartialEq> Hold<G> {
             wake,
             beat: None,
             releasing: None,
+            parked: false,
         }
     }
 
@@ -102,7 +109,7 @@ impl<G: Clone + PartialEq> Hold<G> {
         if let Some(b) = &self.beat {
             return b.poll_timeout();
         }
-        (self.until.is_some() && self.releasing.is_none() && self.held.beats()).then_some(self.wake)
+        (self.until.is_some() && self.releasing.is_none() && !self.parked && self.held.beats()).then_some(self.wake)
     }
 
     /// The earliest moment the heartbeat under way must report something (danger or loss),
@@ -135,6 +142,10 @@ impl<G: Clone + PartialEq> Hold<G> {
                 return self.carry(vec![heartbeat::Action::Lost(Loss::Lapsed)]);
             }
             self.wake = heartbeat::first_step(&self.config, false, 0, until);
+            return Vec::new();
+        }
+        if self.held.updating {
+            self.parked = true;
             return Vec::new();
         }
         if let Some(fresh) = fresh {
@@ -187,6 +198,17 @@ impl<G: Clone + PartialEq> Hold<G> {
         let release = self.held.release(kind);
         self.releasing = (release == held::Release::Wait).then_some(kind);
         release
+    }
+
+    /// The write of the holder's data ended; `refused`: its condition failed, so another
+    /// holder took the lock. Whether the lock is to be stepped again now (its heartbeat came
+    /// due while the write was out).
+    pub fn update_ends(&mut self, refused: bool) -> bool {
+        self.held.updating = false;
+        if refused {
+            self.held.lose(held::Lost::Taken);
+        }
+        std::mem::take(&mut self.parked) && self.poll_timeout().is_some()
     }
 
     /// The code carrying the heartbeat failed at `now` (it panicked): the failure is reported
@@ -295,6 +317,49 @@ mod tests {
             timer_grain: ms(1),
             writes_out: heartbeat::MOST_WRITES_OUT,
         }
+    }
+
+    #[test]
+    fn no_heartbeat_starts_while_the_holders_data_is_written() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 99_999);
+        let due = h.poll_timeout().unwrap();
+        assert_eq!(h.update(), held::Update::Write { guids: vec![1] });
+        // Due meanwhile: parked, not stepped, no write.
+        assert_eq!(h.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
+        assert_eq!(h.poll_timeout(), None, "parked until the write ends");
+        assert_eq!(h.held.guids(), vec![1], "no new guid");
+        assert!(h.update_ends(false), "stepped again at once");
+        assert_eq!(h.poll_timeout(), Some(due));
+        let a = h.handle_timeout(due + ms(3), Some(2), ms(25), Duration::ZERO);
+        assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
+
+        // A heartbeat under way goes on, and the update is conditioned on its guid too.
+        assert_eq!(h.update(), held::Update::Write { guids: vec![1, 2] });
+        let a = h.handle_answer(due + ms(10), Answer::Renewed, ms(25));
+        assert!(a.contains(&Action::Renewed { until: due + ms(1003) }), "{a:?}");
+        assert!(!h.update_ends(false), "not parked: its next step is planned already");
+        assert!(h.poll_timeout().is_some());
+    }
+
+    #[test]
+    fn a_refused_update_loses_the_lock_and_a_lock_on_its_way_out_takes_none() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        assert!(matches!(h.update(), held::Update::Write { .. }));
+        assert!(!h.update_ends(true));
+        assert_eq!(h.held.lost, Some(held::Lost::Taken));
+        assert_eq!(h.update(), held::Update::Lost(held::Lost::Taken));
+        assert_eq!(h.poll_timeout(), None);
+
+        let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
+        assert_eq!(r.update(), held::Update::Gone, "its release is called");
+
+        let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        a.abandon();
+        assert_eq!(a.update(), held::Update::Gone, "its client closed");
+        assert_eq!(a.poll_timeout(), None, "no heartbeat starts");
+        assert!(a.lapses(), "it lapses at its lease's end");
+        assert_eq!(a.update(), held::Update::Lost(held::Lost::Lapsed));
     }
 
     #[test]
