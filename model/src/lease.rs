@@ -1,7 +1,8 @@
 //! A FailOpen holder's heartbeats against a waiter in another process, in time. The holder is
-//! the core's heartbeat machine itself (`dynamodb_lock_core::heartbeat::Beat`), stepped by the
-//! model's clock exactly as the addon's scheduler steps it: at the instant it asks for
-//! (`poll_timeout`), and whenever an answer comes. Writes go to the item through the core's
+//! the core's held-lock machine itself (`dynamodb_lock_core::hold::Hold`, and within it the
+//! heartbeat machine `heartbeat::Beat`), stepped by the model's clock exactly as the addon's
+//! scheduler steps it: at the instant it asks for (`poll_timeout`), and whenever an answer
+//! comes. Writes go to the item through the core's
 //! `op::apply`; each write may be lost before it lands, land at once or a tick later, and its
 //! answer may come at once, a tick later or never. The holder may be paused once (SIGSTOP, a
 //! frozen Lambda) for longer than a lease; each waiter (one in the exhaustive search, up to four in
@@ -19,7 +20,8 @@ use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::fail_open::{self, Acquire};
-use dynamodb_lock_core::heartbeat::{self, Action as Step, Answer, Beat, Config as BeatConfig, MOST_WRITES_OUT};
+use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig, MOST_WRITES_OUT};
+use dynamodb_lock_core::hold::{Action as Step, Hold};
 use dynamodb_lock_core::op::{self as core_op, Reply};
 use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step as MStep};
 use dynamodb_lock_core::settings::Kind;
@@ -70,17 +72,6 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Holder {
-    /// Between heartbeats: the next is due at `due`.
-    Idle {
-        due: Tick,
-    },
-    Beating(Box<Beat>),
-    /// The loss was declared.
-    Lost,
-}
-
 /// A heartbeat write on its way.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Write {
@@ -92,6 +83,9 @@ struct Write {
     answer: Option<Answer>,
     /// The holder still waits for it (not abandoned).
     awaited: bool,
+    /// It rotates the item's `guid` from one of `guids` to `new`.
+    guids: [G; 2],
+    new: G,
 }
 
 /// A waiter's acquisition under way: the machine, the request it sent (and when it lands,
@@ -114,12 +108,7 @@ enum Waiter {
 pub struct State {
     now: Tick,
     item: Item,
-    holder: Holder,
-    /// The `guid` the item carries while it is the holder's, and the next one to write.
-    guid: G,
-    pending: G,
-    /// The end of the holder's lease.
-    until: Tick,
+    holder: Box<Hold<G>>,
     paused_until: Option<Tick>,
     pause_used: bool,
     /// Resumed from a pause and not stepped since.
@@ -224,11 +213,12 @@ impl LeaseModel {
 
     /// The holder's timer instant, if it has one.
     fn holder_due(&self, s: &State) -> Option<Tick> {
-        match &s.holder {
-            Holder::Idle { due } => Some(*due),
-            Holder::Beating(b) => b.poll_timeout().map(tick),
-            Holder::Lost => None,
-        }
+        s.holder.poll_timeout().map(tick)
+    }
+
+    /// The holder has declared the loss of its lock.
+    fn lost(s: &State) -> bool {
+        s.holder.lost.is_some()
     }
 
     /// Steps the holder's machine on a clone, to learn how many writes it sends.
@@ -242,25 +232,24 @@ impl LeaseModel {
     fn holder_step(&self, s: &mut State, answer: Option<usize>, fates: &[Fate]) -> Option<usize> {
         let now = ms(s.now);
         let backoff = ms(1);
-        let steps = match (&mut s.holder, answer) {
-            (Holder::Idle { due }, None) => {
-                let (beat, steps) = Beat::start(self.beat_config(), ms(*due), ms(s.until), now, Duration::ZERO);
-                s.holder = Holder::Beating(Box::new(beat));
-                steps
+        let steps = match answer {
+            // A new heartbeat writes the `guid` after the one the item carries for the holder
+            // (an unsettled one is written again).
+            None => {
+                let fresh = s.holder.guid.wrapping_add(1);
+                s.holder.handle_timeout(now, Some(fresh), backoff, Duration::ZERO)
             }
-            (Holder::Beating(b), None) => b.timer(now, backoff, Duration::ZERO),
-            (Holder::Beating(b), Some(i)) => {
+            Some(i) => {
                 let a = s.writes[i].answer.clone()?;
                 s.writes[i].awaited = false;
                 s.writes[i].answer_at = None;
-                b.answer(now, a, backoff)
+                s.holder.handle_answer(now, a, backoff)
             }
-            _ => return None,
         };
         let mut sent = 0;
         for step in steps {
             match step {
-                Step::Write => {
+                Step::Write { guids, new } => {
                     let fate = fates.get(sent).copied().unwrap_or(Fate {
                         land: None,
                         answer: None,
@@ -272,17 +261,14 @@ impl LeaseModel {
                         answer_at: None,
                         answer: None,
                         awaited: true,
+                        guids,
+                        new,
                     });
                 }
                 Step::Abandon => s.writes.iter_mut().for_each(|w| w.awaited = false),
-                Step::Failed { .. } | Step::Danger { .. } => {}
-                Step::Landed => s.guid = s.pending,
-                Step::Renewed { until, next } => {
-                    s.until = tick(until);
-                    s.pending = s.pending.wrapping_add(1);
-                    s.holder = Holder::Idle { due: tick(next) };
-                }
-                Step::Lost(_) => s.holder = Holder::Lost,
+                // The machine keeps the lease, the next step and the loss itself.
+                Step::Failed { .. } | Step::Danger { .. } | Step::Renewed { .. } | Step::Lost(_) => {}
+                Step::Release(_) => unreachable!("the holder is never released here"),
             }
         }
         // Writes nobody waits for that have landed or never will are forgotten.
@@ -392,18 +378,18 @@ impl Model for LeaseModel {
     type Action = Action;
 
     fn init(&self) -> Vec<State> {
-        // The holder took the lock at tick 0 with `guid` 1; its first heartbeat is due
-        // anywhere in the first period, and never past the lease's loss moment (the core's
-        // `due`, as the addon's scheduler asks it).
+        // The holder took the lock at tick 0 with `guid` 1; its first heartbeat is due at the
+        // point of the first period its random number picks (any tick of it here), and never
+        // past the lease's loss moment (`heartbeat::first_due`, as the addon's lock asks it).
         let _variant = Variant::set(self.config.bug);
         let config = self.beat_config();
-        let lease = ms(self.config.lease);
-        let mut dues: Vec<Tick> = (1..=self.config.period)
-            .map(|d| tick(heartbeat::due(&config, ms(d), lease)))
+        let mut holders: Vec<Hold<G>> = (1..=u64::from(self.config.period))
+            .map(|d| Hold::new(config, true, 1, Some(Duration::ZERO), Duration::ZERO, d * 1000 - 1))
             .collect();
-        dues.dedup();
-        dues.into_iter()
-            .map(|due| State {
+        holders.dedup();
+        holders
+            .into_iter()
+            .map(|holder| State {
                 now: 0,
                 item: Item {
                     guid: 1,
@@ -411,10 +397,7 @@ impl Model for LeaseModel {
                     lease: self.config.lease,
                     ..Item::default()
                 },
-                holder: Holder::Idle { due },
-                guid: 1,
-                pending: 2,
-                until: self.config.lease,
+                holder: Box::new(holder),
                 paused_until: None,
                 pause_used: false,
                 resumed: false,
@@ -444,7 +427,7 @@ impl Model for LeaseModel {
                     }
                 }
             }
-            if !s.pause_used && s.holder != Holder::Lost {
+            if !s.pause_used && !Self::lost(s) {
                 out.push(Action::Pause);
             }
         }
@@ -503,11 +486,11 @@ impl Model for LeaseModel {
             Action::Land(i) => {
                 let w = &mut t.writes[*i];
                 w.land_at = None;
-                let guids = [s.guid, s.pending];
+                let (guids, new) = (w.guids, w.new);
                 let fields = env::open_fields(self.config.lease);
                 let op: core_op::Op<'_, Item> = core_op::Op::Renew {
                     guids: &guids,
-                    new_guid: &s.pending,
+                    new_guid: &new,
                     fields: &fields,
                 };
                 let (item, reply) = core_op::apply(&op, Some(s.item));
@@ -571,7 +554,7 @@ impl Model for LeaseModel {
             let was_resumed = t.resumed;
             t.resumed = false;
             if let Some(at) = Self::granted_at(&t) {
-                if t.holder != Holder::Lost && (was_resumed || at <= t.now) {
+                if !Self::lost(&t) && (was_resumed || at <= t.now) {
                     return Err(Violation {
                         property: PROPERTY,
                         detail: format!(
@@ -588,7 +571,7 @@ impl Model for LeaseModel {
     fn invariant(&self, s: &State) -> Result<(), Violation> {
         match Self::granted_at(s) {
             // A holder that has just resumed is judged by its first step (`next`).
-            Some(at) if !self.paused(s) && !s.resumed && s.holder != Holder::Lost => Err(Violation {
+            Some(at) if !self.paused(s) && !s.resumed && !Self::lost(s) => Err(Violation {
                 property: PROPERTY,
                 detail: format!(
                     "the waiter was granted the lock at tick {at} while the holder, running, still holds it"

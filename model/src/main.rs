@@ -265,7 +265,8 @@ fn session_label(cfg: &session::Config) -> String {
 /// and longer than the lease, then each timing variant.
 fn check_lease(rep: &mut Report) {
     println!(
-        "Lease timing: the core's heartbeat machine against a waiter, with a pause, late and lost answers \
+        "Lease timing: the core's held-lock machine (its heartbeats) against a waiter, with a pause, late and \
+         lost answers \
          (property: {})",
         lease::PROPERTY
     );
