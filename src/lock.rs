@@ -307,20 +307,37 @@ impl HeldLock {
         self.leave_line();
     }
 
-    /// For an abandoned lock: waits for the end of its lease (its own, or its session's), then
-    /// reports it lost (`LeaseExpired`) once, unless it was released or lost meanwhile, as the
-    /// core's `held::Held::lapses` says: at the moment a heartbeat would declare the loss
-    /// (`heartbeat::loss_moment`, a timer grain early), so that no rival is granted the lock
-    /// before its holder hears. A lock without a lease (FailClosed) stays held. Not one of
-    /// the client's tasks: `close()` does not wait for it.
+    /// For an abandoned lock: steps it when its machine says (`hold::Hold::abandon`: at the
+    /// loss moment of its lease, a timer grain before its end), where it is reported lost
+    /// (`LeaseExpired`) once, unless it was released or lost meanwhile; a lock held through a
+    /// session, at the loss moment of the session's lease (`held::Held::lapses`). No rival is
+    /// granted the lock before its holder hears. A lock without a lease (FailClosed) stays
+    /// held. Not one of the client's tasks: `close()` does not wait for it.
     pub async fn lapse_at_end(self: Arc<Self>) {
-        while let Some(until) = self.lease_until() {
-            let at = self.base + heartbeat::loss_moment(TIMER_GRAIN, until.saturating_duration_since(self.base));
-            if at > Instant::now() {
+        loop {
+            let own = self.state().poll_timeout();
+            let at = match (own, &self.session) {
+                (Some(t), _) => self.base + t,
+                (None, Some(s)) => match s.lock.lease.until() {
+                    Some(u) => self.base + heartbeat::loss_moment(TIMER_GRAIN, u.saturating_duration_since(self.base)),
+                    None => return,
+                },
+                (None, None) => return,
+            };
+            let now = Instant::now();
+            if at > now {
                 tokio::time::sleep_until(at).await;
                 continue;
             }
-            if self.state().lapses() {
+            let lost = match own {
+                Some(_) => {
+                    let now = now.saturating_duration_since(self.base);
+                    let actions = self.state().handle_timeout(now, None, Duration::ZERO, Duration::ZERO);
+                    actions.iter().any(|a| matches!(a, hold::Action::Lost(_)))
+                }
+                None => self.state().lapses(),
+            };
+            if lost {
                 self.emit(LockEvent::Lost(LostReason::LeaseExpired));
             }
             return;

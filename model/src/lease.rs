@@ -47,6 +47,9 @@ pub struct Config {
     pub drift: Tick,
     /// Waiters in other processes (each reads, waits out and takes on its own).
     pub waiters: u8,
+    /// The holder's client may close once without releasing the lock (`close()` without
+    /// `releaseLocks`): the core's `Hold::abandon`.
+    pub close: bool,
     pub bug: Option<Broken>,
 }
 
@@ -61,6 +64,7 @@ impl Config {
             horizon: 16,
             drift: 0,
             waiters: 1,
+            close: false,
             bug: None,
         }
     }
@@ -111,6 +115,8 @@ pub struct State {
     holder: Box<Hold<G>>,
     paused_until: Option<Tick>,
     pause_used: bool,
+    /// The holder's client closed without releasing the lock.
+    closed: bool,
     /// Resumed from a pause and not stepped since.
     resumed: bool,
     writes: Vec<Write>,
@@ -135,6 +141,8 @@ pub enum Action {
     /// Write `i` lands on the item.
     Land(usize),
     Pause,
+    /// The holder's client closes without releasing the lock.
+    Close,
     /// Waiter `i` starts acquiring.
     WaiterStart(usize),
     /// Waiter `i`'s request is on its way, landing after this many ticks.
@@ -400,6 +408,7 @@ impl Model for LeaseModel {
                 holder: Box::new(holder),
                 paused_until: None,
                 pause_used: false,
+                closed: false,
                 resumed: false,
                 writes: Vec::new(),
                 waiters: vec![Waiter::Idle; self.config.waiters.into()],
@@ -429,6 +438,9 @@ impl Model for LeaseModel {
             }
             if !s.pause_used && !Self::lost(s) {
                 out.push(Action::Pause);
+            }
+            if self.config.close && !s.closed && !Self::lost(s) {
+                out.push(Action::Close);
             }
         }
         for (i, w) in s.writes.iter().enumerate() {
@@ -509,6 +521,14 @@ impl Model for LeaseModel {
             Action::Pause => {
                 t.paused_until = Some(s.now + self.config.pause);
                 t.pause_used = true;
+            }
+            Action::Close => {
+                // Its heartbeat's writes are dropped (they may still land); it lapses at the
+                // loss moment of its lease.
+                t.holder.abandon();
+                t.closed = true;
+                t.writes.iter_mut().for_each(|w| w.awaited = false);
+                t.writes.retain(|w| w.land_at.is_some());
             }
             Action::WaiterStart(i) => {
                 // The waiter keeps trying; its `guid`s are its own (200 and up).

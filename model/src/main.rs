@@ -288,11 +288,20 @@ fn check_lease(rep: &mut Report) {
         lease_found(r),
         s,
     ));
+    // The holder's client may close without releasing the lock: it lapses at its loss moment.
+    let close = lease::Config { close: true, ..config };
+    let (r, s) = timed(|| lease::check(close));
+    runs.push(rep.run(
+        "the same, the holder's client closing once without releasing".into(),
+        lease_found(r),
+        s,
+    ));
     let mut variants = Vec::new();
     for (bug, base) in Broken::TIMING
         .iter()
         .map(|b| (*b, config))
         .chain(Broken::LONG_PERIOD.iter().map(|b| (*b, long)))
+        .chain(Broken::CLOSE.iter().map(|b| (*b, close)))
     {
         let r = lease::check(lease::Config { bug: Some(bug), ..base });
         variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));

@@ -143,6 +143,32 @@ fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted(
     }
 }
 
+/// A holder whose client closes without releasing its lock (`close()`, the core's
+/// `Hold::abandon`) writes no more and still declares the loss before a rival's grant: at its
+/// lease's loss moment. The variant that declares it at the lease's end is caught.
+#[test]
+fn a_lock_abandoned_by_close_is_lost_before_a_rival_is_granted() {
+    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    let close = Config {
+        close: true,
+        horizon: 10,
+        pause: 4,
+        ..Config::new()
+    };
+    let r = check(close);
+    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.states > 1_000_000, "{} states", r.states);
+    for bug in dynamodb_lock_core::broken::Broken::CLOSE {
+        let r = check(Config {
+            bug: Some(bug),
+            ..close
+        });
+        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(property, PROPERTY, "{}", bug.name());
+        assert!(steps.iter().any(|s| s == "Close"), "{steps:?}");
+    }
+}
+
 /// Each broken variant of the heartbeat machine is caught by that property.
 #[test]
 fn every_broken_heartbeat_variant_is_caught() {

@@ -56,6 +56,9 @@ pub enum Broken {
     /// A semaphore's uncontended take while tickets are out: a shared or small request taken
     /// past an exclusive or larger one that waits.
     SemTakePastWaiter,
+    /// A lock abandoned without a release (its client closed) is reported lost at the end of
+    /// its lease, not a timer grain before it: a rival may be granted the lock first.
+    AbandonedLapsesLate,
 }
 
 impl Broken {
@@ -64,6 +67,9 @@ impl Broken {
     /// The variants of the heartbeat's timing that show with a period as long as the lease or
     /// longer (the lease-timing model with such a period).
     pub const LONG_PERIOD: [Broken; 1] = [Broken::LossUnwatchedBetweenBeats];
+    /// The variants of a lock abandoned by `close()` (the lease-timing model with a close, and
+    /// the simulator).
+    pub const CLOSE: [Broken; 1] = [Broken::AbandonedLapsesLate];
     /// The variants of Fifo (the Fifo machines model and the simulator).
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
     /// The variants of sessions (the session model and the simulator): the session's own, and
@@ -101,6 +107,7 @@ impl Broken {
             Broken::SemGrantIgnoresHeld => "semaphore grant that does not count the permits held",
             Broken::SemGrantIgnoresEarlier => "semaphore waiter granted past an earlier waiter",
             Broken::SemTakePastWaiter => "semaphore take while an earlier request waits",
+            Broken::AbandonedLapsesLate => "lock abandoned by close() reported lost at its lease's end, not before",
         }
     }
 }

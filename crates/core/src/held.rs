@@ -75,6 +75,9 @@ pub struct Held<G> {
     pub release_landed_maybe: bool,
     /// A write of the holder's data is out (`update`): no heartbeat starts.
     pub updating: bool,
+    /// Its heartbeats stopped without a release (its client closed): it lapses at the end of
+    /// its lease.
+    pub abandoned: bool,
 }
 
 /// What `lock.update` does.
@@ -99,6 +102,7 @@ impl<G: Clone + PartialEq> Held<G> {
             beating: false,
             release_landed_maybe: false,
             updating: false,
+            abandoned: false,
         }
     }
 
@@ -110,6 +114,12 @@ impl<G: Clone + PartialEq> Held<G> {
     /// Whether the lock needs another heartbeat.
     pub fn beats(&self) -> bool {
         !self.stopping && self.lost.is_none() && !self.released
+    }
+
+    /// Whether the lock still has a fate to learn from its lease: it needs heartbeats, or it
+    /// was abandoned and is still to lapse.
+    pub fn watched(&self) -> bool {
+        (self.beats() || self.abandoned) && self.lost.is_none() && !self.released
     }
 
     /// A heartbeat starts: the `guid` it writes (`fresh` unless an earlier one is unsettled),
@@ -181,6 +191,7 @@ impl<G: Clone + PartialEq> Held<G> {
     /// update is written any more; the lock lapses at the end of its lease (`lapses`).
     pub fn abandon(&mut self) {
         self.stopping = true;
+        self.abandoned = true;
     }
 
     /// `lock.update` is called: what it does.

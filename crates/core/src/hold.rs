@@ -19,12 +19,18 @@
 //! - While a write of the holder's data is out (`held::Held::update`) no heartbeat starts: the
 //!   lock is parked, not stepped, until the write ends (`update_ends`), and then stepped at
 //!   once if its heartbeat was due meanwhile.
+//! - A lock abandoned without a release (its client closed without `releaseLocks`) writes
+//!   nothing more: a heartbeat under way is dropped, and the lock is stepped only at the loss
+//!   moment of its lease, where it is lost, once, unless released or lost before
+//!   (`held::Held::lapses`): its holder hears of the loss no later than a rival can be granted
+//!   the lock, as with heartbeats.
 //! - A heartbeat that failed outside the protocol (a panic of the code that carries it) is
 //!   reported, at risk, and tried again a period later while the lease lasts; after that the
 //!   lock is lost, once.
 
 use std::time::Duration;
 
+use crate::broken;
 use crate::heartbeat::{self, Answer, Beat, Config, Failure, Loss, Time};
 use crate::held::{self, Held};
 use crate::settings::Kind;
@@ -109,7 +115,7 @@ impl<G: Clone + PartialEq> Hold<G> {
         if let Some(b) = &self.beat {
             return b.poll_timeout();
         }
-        (self.until.is_some() && self.releasing.is_none() && !self.parked && self.held.beats()).then_some(self.wake)
+        (self.until.is_some() && self.releasing.is_none() && !self.parked && self.held.watched()).then_some(self.wake)
     }
 
     /// The earliest moment the heartbeat under way must report something (danger or loss),
@@ -134,11 +140,11 @@ impl<G: Clone + PartialEq> Hold<G> {
             let actions = b.timer(now, backoff, round_trip);
             return self.carry(actions);
         }
-        let Some(until) = self.until.filter(|_| self.releasing.is_none() && self.held.beats()) else {
+        let Some(until) = self.until.filter(|_| self.releasing.is_none() && self.held.watched()) else {
             return Vec::new();
         };
-        if !self.beats {
-            if heartbeat::lapsed(&self.config, now, until) {
+        if !self.beats || self.held.abandoned {
+            if heartbeat::lapsed_by(self.lapse_grain(), now, until) && self.held.lapses() {
                 return self.carry(vec![heartbeat::Action::Lost(Loss::Lapsed)]);
             }
             self.wake = heartbeat::first_step(&self.config, false, 0, until);
@@ -180,6 +186,26 @@ impl<G: Clone + PartialEq> Hold<G> {
         if let (None, Some(until)) = (&self.beat, self.until) {
             self.wake = heartbeat::first_step(&self.config, false, 0, until);
         }
+    }
+
+    /// Its heartbeats stop without a release (its client closed): a heartbeat under way is
+    /// dropped, and the lock is stepped only at the loss moment of its lease, where it lapses.
+    pub fn abandon(&mut self) {
+        self.held.abandon();
+        self.beat = None;
+        self.held.on_the_wire(false);
+        self.stop_writing();
+        if let Some(until) = self.until {
+            self.wake = heartbeat::loss_moment(self.lapse_grain(), until);
+        }
+    }
+
+    /// How early an abandoned lock or one without heartbeats lapses: a timer grain.
+    fn lapse_grain(&self) -> Duration {
+        if broken::on(broken::Broken::AbandonedLapsesLate) && self.held.abandoned {
+            return Duration::ZERO;
+        }
+        self.config.timer_grain
     }
 
     /// Every write of the heartbeat is answered or dropped: none is on the wire any more (its
@@ -357,9 +383,40 @@ mod tests {
         let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         a.abandon();
         assert_eq!(a.update(), held::Update::Gone, "its client closed");
-        assert_eq!(a.poll_timeout(), None, "no heartbeat starts");
-        assert!(a.lapses(), "it lapses at its lease's end");
+    }
+
+    #[test]
+    fn an_abandoned_lock_writes_nothing_and_is_lost_once_at_its_loss_moment() {
+        let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let first = a.poll_timeout().unwrap();
+        assert_eq!(
+            a.handle_timeout(first, Some(2), ms(25), Duration::ZERO),
+            vec![Action::Write { guids: [1, 2], new: 2 }]
+        );
+        // Closed with the heartbeat's write out: dropped, and nothing more is written.
+        a.abandon();
+        assert!(!a.under_way() && !a.held.beating);
+        assert_eq!(
+            a.poll_timeout(),
+            Some(ms(999)),
+            "the lease's loss moment, a timer grain early"
+        );
+        assert_eq!(a.handle_timeout(ms(500), Some(3), ms(25), Duration::ZERO), vec![]);
+        assert_eq!(
+            a.handle_timeout(ms(999), Some(3), ms(25), Duration::ZERO),
+            vec![Action::Lost(Loss::Lapsed)]
+        );
+        assert_eq!(a.held.lost, Some(held::Lost::Lapsed));
+        assert_eq!(a.poll_timeout(), None, "lost once");
         assert_eq!(a.update(), held::Update::Lost(held::Lost::Lapsed));
+
+        // Released after its client closed: not lost.
+        let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        r.abandon();
+        assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
+        r.release_done();
+        assert_eq!(r.poll_timeout(), None);
+        assert_eq!(r.handle_timeout(ms(999), None, ms(25), Duration::ZERO), vec![]);
     }
 
     #[test]
