@@ -43,6 +43,22 @@ pub struct Target<'a> {
     pub permit: Option<&'a Permit>,
 }
 
+impl<'a> Target<'a> {
+    /// The item at `key`, with nothing added to its requests: no data, no session, no
+    /// cancellation, no permits.
+    pub fn item(store: &'a dyn Store, key: &'a LockKey, settings: &'a Settings) -> Self {
+        Target {
+            store,
+            key,
+            settings,
+            data: None,
+            session: None,
+            cancel: None,
+            permit: None,
+        }
+    }
+}
+
 /// A machine's clock: the time since `base`, which the machine started at.
 #[derive(Clone, Copy)]
 pub struct Clock {
@@ -244,15 +260,7 @@ mod tests {
     }
 
     fn target<'a>(store: &'a MemoryStore, settings: &'a Settings, key: &'a LockKey) -> Target<'a> {
-        Target {
-            store,
-            key,
-            settings,
-            data: None,
-            session: None,
-            cancel: None,
-            permit: None,
-        }
+        Target::item(store, key, settings)
     }
 
     fn ms(n: u64) -> Duration {

@@ -18,13 +18,9 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
     let env = clock.env(Some(cancel));
     let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
     let to = Target {
-        store: &*c.store,
-        key,
-        settings: &c.settings,
         data,
-        session: None,
         cancel: Some(cancel),
-        permit: None,
+        ..Target::item(&*c.store, key, &c.settings)
     };
     match run(&mut m, step, clock, &to).await {
         Outcome::Acquired => Ok(guid),

@@ -44,13 +44,10 @@ pub async fn acquire(
     }
     let (mut m, step) = machine::Acquire::start(s, guid, stand_back, &env);
     let to = Target {
-        store: &*c.store,
-        key,
-        settings: &c.settings,
         data,
         session: session.map(|s| s.id.as_str()),
         cancel: Some(cancel),
-        permit: None,
+        ..Target::item(&*c.store, key, &c.settings)
     };
     let mut outcome = run(&mut m, step, clock, &to).await;
     if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive(Instant::now())) {

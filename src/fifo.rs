@@ -402,15 +402,7 @@ impl Driver<'_> {
             for entry in &entries {
                 own.push((entry.key.clone(), entry_guids(entry)));
             }
-            let to = |key| Target {
-                store: &*c.store,
-                key,
-                settings: &c.settings,
-                data: None,
-                session: None,
-                cancel: None,
-                permit: None,
-            };
+            let to = |key| Target::item(&*c.store, key, &c.settings);
             let own = own
                 .iter()
                 .map(|(key, guids)| (key, Req::DeleteIfGuid { guids: guids.clone() }));

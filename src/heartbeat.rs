@@ -983,15 +983,7 @@ async fn steps(
 /// Where a heartbeat's original requests go. A store without UpdateItem writes the whole
 /// item, on the holder's guid alone.
 fn target(lock: &HeldLock) -> Target<'_> {
-    Target {
-        store: &*lock.client.store,
-        key: &lock.key,
-        settings: &lock.client.settings,
-        data: None,
-        session: None,
-        cancel: None,
-        permit: None,
-    }
+    Target::item(&*lock.client.store, &lock.key, &lock.client.settings)
 }
 
 /// A heartbeat failed: counts it and, if the machine says so (`report`), reports its last

@@ -640,15 +640,7 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
 async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<Option<JsLockInfo>, LockError> {
     // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
     let mut guids = held_guids(client, key).await;
-    let to = drive::Target {
-        store: &*client.store,
-        key,
-        settings: &client.settings,
-        data: None,
-        session: None,
-        cancel: None,
-        permit: None,
-    };
+    let to = drive::Target::item(&*client.store, key, &client.settings);
     let record = match drive::once(&to, drive::Request::Get, client.settings.policy(), None).await {
         Ended::Ok(op::Reply::Before(record)) => record,
         Ended::Failed { error, .. } => return Err(LockError::Store(error)),

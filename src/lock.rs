@@ -485,13 +485,9 @@ impl HeldLock {
     fn target(&self) -> Target<'_> {
         let c = &self.client;
         Target {
-            store: &*c.store,
-            key: &self.key,
-            settings: &c.settings,
-            data: None,
             session: self.session.as_ref().map(|s| s.id.as_str()),
-            cancel: None,
             permit: self.permit.as_ref(),
+            ..Target::item(&*c.store, &self.key, &c.settings)
         }
     }
 

@@ -41,13 +41,8 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
     let clock = Clock::start();
     let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(Some(cancel)));
     let to = Target {
-        store,
-        key,
-        settings,
-        data: None,
-        session: None,
         cancel: Some(cancel),
-        permit: None,
+        ..Target::item(store, key, settings)
     };
     // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
     let mut refusal = None;
@@ -92,15 +87,7 @@ pub async fn release(
 ) -> Result<(), LockError> {
     let clock = Clock::start();
     let (mut m, step) = machine::Release::start(settings.protocol(), *guid, fencing_token, &clock.env(None));
-    let to = Target {
-        store,
-        key,
-        settings,
-        data: None,
-        session: None,
-        cancel: None,
-        permit: None,
-    };
+    let to = Target::item(store, key, settings);
     let mut refusal = None;
     match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
         Released::Released => Ok(()),

@@ -43,14 +43,9 @@ pub fn undo_later(
             Undoing::Original(guid, fencing_token) => Undo::original(s, guid, Some(fencing_token), &env),
         };
         let to = Target {
-            store: &*store,
-            key: &key,
-            settings: &settings,
-            data: None,
-            session: None,
             // `close()` cuts its pauses short: one last round, then it ends.
             cancel: Some(&closing),
-            permit: None,
+            ..Target::item(&*store, &key, &settings)
         };
         // Given up: the lease (or the TTL) frees the item.
         let _: undo::Outcome<StoreError> = run(&mut m, step, clock, &to).await;
