@@ -577,6 +577,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn heartbeats_go_on_after_an_update_whose_task_is_dropped() {
+        use crate::item::LockData;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _events) = client(&store, open_settings("me", 10_000, Some(1_000)));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        store.fault("set_data", Fault::Hang);
+        let updating = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.update_data(Some(LockData::S("x".into()))).await })
+        };
+        // Past the first heartbeat's due time: it is parked behind the update.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(store.count("renew"), 0, "no heartbeat while the update writes");
+        updating.abort();
+        assert!(updating.await.unwrap_err().is_cancelled());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            store.count("renew"),
+            1,
+            "the parked heartbeat starts once the update is gone"
+        );
+        tokio::time::sleep(Duration::from_millis(3_000)).await;
+        assert!(store.count("renew") >= 4, "{} heartbeats", store.count("renew"));
+        lock.release().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn an_update_that_hangs_leaves_the_heartbeats_half_the_lease() {
         use crate::item::LockData;
         use crate::lock::LockEvent;

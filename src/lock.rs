@@ -519,14 +519,15 @@ impl HeldLock {
             data: data.as_ref(),
             ..self.target()
         };
+        let mut ends = UpdateEnds {
+            lock: self,
+            refused: false,
+        };
         let ended = once(&to, Request::SetData { guids }, policy, None).await;
         // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
         // the condition of a later one: a refusal means the item is no longer ours.
-        let refused = matches!(ended, Ended::Refused { .. });
-        if self.state().update_ends(refused) {
-            // Its heartbeat came due meanwhile: it starts now.
-            self.client.heartbeats.resume(self);
-        }
+        ends.refused = matches!(ended, Ended::Refused { .. });
+        drop(ends);
         match ended {
             Ended::Ok(_) => Ok(()),
             Ended::Refused { .. } => {
@@ -592,6 +593,22 @@ impl HeldLock {
             return result.map(|()| true);
         }
         self.end(guids, taken).await
+    }
+}
+
+/// Ends an update's write in the lock's machine however the write ends: answered, or its
+/// future dropped or unwinding. Heartbeats never stay parked behind an update that is gone.
+struct UpdateEnds<'a> {
+    lock: &'a Arc<HeldLock>,
+    refused: bool,
+}
+
+impl Drop for UpdateEnds<'_> {
+    fn drop(&mut self) {
+        if self.lock.state().update_ends(self.refused) {
+            // Its heartbeat came due meanwhile: it starts now.
+            self.lock.client.heartbeats.resume(self.lock);
+        }
     }
 }
 
