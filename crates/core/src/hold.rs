@@ -192,6 +192,8 @@ impl<G: Clone + PartialEq> Hold<G> {
     /// dropped, and the lock is stepped only at the loss moment of its lease, where it lapses.
     pub fn abandon(&mut self) {
         self.held.abandon();
+        // No heartbeat waits for an update any more: the lapse does not.
+        self.parked = false;
         self.beat = None;
         self.held.on_the_wire(false);
         self.stop_writing();
@@ -409,6 +411,20 @@ mod tests {
         assert_eq!(a.held.lost, Some(held::Lost::Lapsed));
         assert_eq!(a.poll_timeout(), None, "lost once");
         assert_eq!(a.update(), held::Update::Lost(held::Lost::Lapsed));
+
+        // Closed while an update writes, a heartbeat parked behind it: it still lapses.
+        let mut p = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let due = p.poll_timeout().unwrap();
+        assert!(matches!(p.update(), held::Update::Write { .. }));
+        assert_eq!(p.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
+        assert_eq!(p.poll_timeout(), None, "parked");
+        p.abandon();
+        assert_eq!(p.poll_timeout(), Some(ms(999)));
+        assert!(!p.update_ends(false), "nothing to start when the update ends");
+        assert_eq!(
+            p.handle_timeout(ms(999), None, ms(25), Duration::ZERO),
+            vec![Action::Lost(Loss::Lapsed)]
+        );
 
         // Released after its client closed: not lost.
         let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
