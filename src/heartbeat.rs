@@ -408,8 +408,8 @@ impl Scheduler for LazyHeartbeats {
         self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
     }
 
-    fn resume(&self, lock: &Arc<HeldLock>) {
-        self.get().schedule(lock, Instant::now());
+    fn resume(&self, lock: &Arc<HeldLock>, due: Instant) {
+        self.get().schedule(lock, due);
     }
 
     fn share(&self) -> Box<dyn Scheduler> {

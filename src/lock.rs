@@ -71,8 +71,9 @@ pub trait Scheduler: Send + Sync {
     /// The same scheduler, for locks that share it (a client's session): its cap holds for
     /// them too.
     fn share(&self) -> Box<dyn Scheduler>;
-    /// Steps a lock again at once whose machine had parked it (`hold::Hold::update_ends`).
-    fn resume(&self, lock: &Arc<HeldLock>);
+    /// Steps a lock again whose machine had parked it (`hold::Hold::update_ends`), at `due`,
+    /// when the machine asks to be stepped (at once, as it came due while parked).
+    fn resume(&self, lock: &Arc<HeldLock>, due: Instant);
 }
 
 /// What the held locks of one client share with it, and with one another.
@@ -605,9 +606,13 @@ struct UpdateEnds<'a> {
 
 impl Drop for UpdateEnds<'_> {
     fn drop(&mut self) {
-        if self.lock.state().update_ends(self.refused) {
-            // Its heartbeat came due meanwhile: it starts now.
-            self.lock.client.heartbeats.resume(self.lock);
+        let due = {
+            let mut st = self.lock.state();
+            st.update_ends(self.refused).then(|| st.poll_timeout()).flatten()
+        };
+        // Its heartbeat came due meanwhile: it starts now.
+        if let Some(due) = due {
+            self.lock.client.heartbeats.resume(self.lock, self.lock.base + due);
         }
     }
 }
