@@ -23,10 +23,13 @@ pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Writes one line, if the log is on.
+/// Writes one line, if the log is on. The line is built whole and written by one `write`, so that
+/// lines written at the same moment by JavaScript (or another thread) never interleave with it:
+/// `eprintln!` writes its pieces one by one.
 pub fn log(line: impl FnOnce() -> String) {
     if on() {
-        eprintln!("DYNAMODB-LOCK-NATIVE {}: {}", std::process::id(), line());
+        let whole = format!("DYNAMODB-LOCK-NATIVE {}: {}\n", std::process::id(), line());
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), whole.as_bytes());
     }
 }
 
