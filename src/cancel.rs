@@ -91,7 +91,7 @@ impl Cancel {
     }
 
     fn now(&self) -> Time {
-        let now = Instant::now();
+        let now = crate::clock::now();
         now.saturating_duration_since(*self.base.get_or_init(|| now))
     }
 

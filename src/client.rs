@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dynamodb_lock_core::{local, settings};
 
 use crate::cancel::Cancel;
+use crate::clock::Clock;
 use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
@@ -39,7 +40,14 @@ impl Client {
         fifo: Queues,
     ) -> Client {
         Client {
-            shared: Arc::new(Shared::new(store, settings, events, Box::new(heartbeats), fifo)),
+            shared: Arc::new(Shared::new(
+                Clock::start(),
+                store,
+                settings,
+                events,
+                Box::new(heartbeats),
+                fifo,
+            )),
         }
     }
 

@@ -6,15 +6,13 @@
 //! makes no protocol decision.
 
 use dynamodb_lock_core::op::{self, Op, OpenFields};
-use dynamodb_lock_core::request::{
-    answer_of, Adds, Answer, Ended, Env, Machine, Once, Policy, Purpose, Req, Step, Time,
-};
-use rand::Rng;
-use tokio::time::Instant;
+use dynamodb_lock_core::request::{answer_of, Adds, Answer, Ended, Machine, Once, Policy, Purpose, Req, Step, Time};
 
 use crate::cancel::Cancel;
+use crate::clock::unix_now_ms;
+pub use crate::clock::Clock;
 use crate::error::StoreError;
-use crate::item::{self, unix_now_ms, Guid, LockData, LockKey, LockRecord, Version};
+use crate::item::{self, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;
 use crate::store::Store;
 
@@ -55,35 +53,6 @@ impl<'a> Target<'a> {
             session: None,
             cancel: None,
             permit: None,
-        }
-    }
-}
-
-/// A machine's clock: the time since `base`, which the machine started at.
-#[derive(Clone, Copy)]
-pub struct Clock {
-    pub base: Instant,
-}
-
-impl Clock {
-    pub fn start() -> Clock {
-        Clock { base: Instant::now() }
-    }
-
-    pub fn time(&self, at: Instant) -> Time {
-        at.saturating_duration_since(self.base)
-    }
-
-    pub fn instant(&self, t: Time) -> Option<Instant> {
-        self.base.checked_add(t)
-    }
-
-    pub fn env(&self, cancel: Option<&Cancel>) -> Env {
-        Env {
-            now: self.time(Instant::now()),
-            unix_ms: unix_now_ms(),
-            cancelled: cancel.is_some_and(Cancel::is_cancelled),
-            random: rand::thread_rng().gen(),
         }
     }
 }
@@ -130,7 +99,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                     to.settings.stats.count_purpose(m.purpose());
                 }
                 let result = match clock.instant(timeout_at) {
-                    Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
+                    Some(at) if at > crate::clock::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
                         Ok(r) => r,
                         Err(_) => Err(to.store.timed_out()),
                     },
@@ -160,7 +129,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                 let at = clock.instant(until);
                 crate::debug::log(|| {
                     let pause = match at {
-                        Some(at) => crate::debug::ms(at.saturating_duration_since(Instant::now())),
+                        Some(at) => crate::debug::ms(at.saturating_duration_since(crate::clock::now())),
                         None => "until cancelled".into(),
                     };
                     let purpose = dynamodb_lock_core::request::PURPOSES[m.purpose() as usize];
@@ -245,6 +214,8 @@ async fn send_permit(to: &Target<'_>, p: &Permit, op: Op<'_, LockRecord>) -> Res
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use tokio::time::Instant;
 
     use super::*;
     use crate::store::memory::{Fault, MemoryStore};

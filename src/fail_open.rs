@@ -50,7 +50,7 @@ pub async fn acquire(
         ..Target::item(&*c.store, key, &c.settings)
     };
     let mut outcome = run(&mut m, step, clock, &to).await;
-    if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive(Instant::now())) {
+    if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive()) {
         // The session's lease ended before the grant was known: the lock is lost already, and
         // the machine gives it back.
         let step = m.give_back(&clock.env(None));

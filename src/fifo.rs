@@ -61,6 +61,7 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
             let mut settings = c.settings.clone();
             settings.heartbeat_period = Some(c.settings.protocol().entry_renew());
             Arc::new(Shared::new(
+                c.clock,
                 c.store.clone(),
                 settings,
                 Arc::new(Quiet),
@@ -426,7 +427,7 @@ async fn send_by(
 ) -> Result<Reply<LockRecord>, StoreError> {
     c.settings.stats.count_purpose(req.purpose());
     match timeout_at {
-        Some(at) if at > Instant::now() => match tokio::time::timeout_at(at, send(c, resources, req)).await {
+        Some(at) if at > crate::clock::now() => match tokio::time::timeout_at(at, send(c, resources, req)).await {
             Ok(r) => r,
             Err(_) => Err(c.store.timed_out()),
         },

@@ -89,13 +89,13 @@ impl Pause {
                 if unsent {
                     tokio::task::yield_now().await;
                 }
-                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+                std::thread::park_timeout(until.saturating_duration_since(crate::clock::now()));
                 // One turn of the runtime: readiness of every socket, and due timers.
                 tokio::task::yield_now().await;
             }
             // A pause that is already over still gives the runtime a turn: a sleep already
             // due would be ready at once, and the scheduler would not hand back its thread.
-            Pause::Timer if until <= Instant::now() => tokio::task::yield_now().await,
+            Pause::Timer if until <= crate::clock::now() => tokio::task::yield_now().await,
             Pause::Timer => tokio::select! {
                 _ = tokio::time::sleep_until(until) => {}
                 _ = inbox.wake.notified() => {}
@@ -115,7 +115,7 @@ impl Pacer {
     fn new(max_per_second: u32) -> Option<Pacer> {
         (max_per_second > 0).then(|| Pacer {
             spacing: Duration::from_secs(1) / max_per_second,
-            next: std::sync::Mutex::new(Instant::now()),
+            next: std::sync::Mutex::new(crate::clock::now()),
         })
     }
 
@@ -247,12 +247,13 @@ impl Flight {
         Duration::from_micros(self.round_trip_micros.load(Ordering::Relaxed))
     }
 
-    fn answered(&self, took: Duration) {
-        let sample = took.as_micros().min(u64::MAX as u128) as u64;
+    /// A write sent at `sent` was answered at `now`.
+    fn answered(&self, sent: Instant, now: Instant) {
+        let sample = now.saturating_duration_since(sent).as_micros().min(u64::MAX as u128) as u64;
         let old = self.round_trip_micros.load(Ordering::Relaxed);
         let new = if old == 0 { sample } else { old - old / 8 + sample / 8 };
         self.round_trip_micros.store(new.max(1), Ordering::Relaxed);
-        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
     }
 
     /// Heartbeats are due and no slot is free: the bound may grow (see `Flight`).
@@ -443,7 +444,7 @@ impl Inbox {
         Arc::new(Inbox {
             new: Default::default(),
             looks_at: AtomicU64::new(u64::MAX),
-            base: Instant::now(),
+            base: crate::clock::now(),
             wake: Notify::new(),
             thread: OnceLock::new(),
             hurry: AtomicUsize::new(0),
@@ -606,7 +607,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
     // One timer for the whole loop, moved only when the next start moves: registering a timer
     // earlier than the runtime's planned wake-up costs a write to its eventfd and a spurious
     // wake-up, and a new timer per loop turn did that for every finished heartbeat.
-    let timer = tokio::time::sleep_until(Instant::now());
+    let timer = tokio::time::sleep_until(crate::clock::now());
     tokio::pin!(timer);
     // The smallest batch window of the heartbeats out.
     let mut flight_early = Duration::MAX;
@@ -625,7 +626,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         }
         let next_start = pacer.as_ref().map(|p| p.next_free());
         let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
-        let now = Instant::now();
+        let now = crate::clock::now();
         let free = free_slots(&flight, &heap, next_due, now);
         // Start what is due at once, in this turn: when the backend falls behind, a finished
         // heartbeat frees the slot of one that is overdue, and a timer already past would
@@ -787,7 +788,7 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
         // its state decides what follows): the lock is stepped again a period later.
         Err(_) => {
             let period = lock.client.settings.heartbeat_period.unwrap_or_default();
-            Instant::now() + period.max(TIMER_GRAIN)
+            crate::clock::now() + period.max(TIMER_GRAIN)
         }
     };
     push(heap, seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
@@ -833,7 +834,8 @@ pub(crate) async fn beat(
         return next;
     }
     let mut st = lock.state();
-    let now = Instant::now().saturating_duration_since(lock.base);
+    let clock = lock.client.clock;
+    let now = clock.now();
     for action in st.failed_outside(now) {
         match action {
             hold::Action::Failed(machine::Failure { at_risk, remaining, .. }) => lock.emit(LockEvent::Error(
@@ -846,7 +848,7 @@ pub(crate) async fn beat(
     }
     // Its writes are dropped: a release waiting for them goes on.
     lock.settled.notify_waiters();
-    st.poll_timeout().map(|t| lock.base + t)
+    st.poll_timeout().map(|t| clock.base + t)
 }
 
 /// What steps a heartbeat: its start, or what woke it while it waited.
@@ -870,8 +872,7 @@ async fn steps(
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
     let s = &lock.client.settings;
-    let base = lock.base;
-    let t = |i: Instant| i.saturating_duration_since(base);
+    let clock = lock.client.clock;
     let f = s.open_fields();
     let to = &target(lock);
     let mut fresh = s.heartbeat_period.map(|_| new_guid());
@@ -889,9 +890,10 @@ async fn steps(
         // for. The mutex is not held while anything is awaited.
         let (next, urgent) = {
             let mut st = lock.state();
+            let now = crate::clock::now();
             let actions = match woke {
                 Woke::Start if lock.is_stopping() => return None,
-                Woke::Start => st.handle_timeout(t(Instant::now()), fresh.take(), backoff, flight.round_trip()),
+                Woke::Start => st.handle_timeout(clock.time(now), fresh.take(), backoff, flight.round_trip()),
                 Woke::Stop => {
                     if !out.is_empty() {
                         // Its writes are dropped: a release waiting for them goes on.
@@ -900,10 +902,9 @@ async fn steps(
                     }
                     return None;
                 }
-                Woke::Timer => st.handle_timeout(t(Instant::now()), None, backoff, flight.round_trip()),
+                Woke::Timer => st.handle_timeout(clock.time(now), None, backoff, flight.round_trip()),
                 Woke::Answer(sent, r) => {
-                    let now = Instant::now();
-                    flight.answered(now.saturating_duration_since(sent));
+                    flight.answered(sent, now);
                     // A session's item names the locks an operator revoked: they are lost, the
                     // session goes on.
                     let r = r.map(|revoked| {
@@ -911,7 +912,7 @@ async fn steps(
                             lock.emit(LockEvent::Revoked(revoked));
                         }
                     });
-                    st.handle_answer(t(now), answer_of(r, &mut last_error), backoff)
+                    st.handle_answer(clock.time(now), answer_of(r, &mut last_error), backoff)
                 }
             };
             for action in actions {
@@ -934,7 +935,7 @@ async fn steps(
                             continue;
                         }
                         count_write(s, writes);
-                        let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(Instant::now()));
+                        let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(now));
                         let renew = renewal(lock, to, guids, new, &f);
                         out.push(write(renew, slot, flight.slots.clone(), paced_at));
                     }
@@ -947,7 +948,7 @@ async fn steps(
                     hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
                         remaining_ms: remaining.as_millis() as u64,
                     }),
-                    hold::Action::Renewed { until } => lock.lease.set(base + until),
+                    hold::Action::Renewed { until } => lock.lease.set(clock.base + until),
                     hold::Action::Lost(loss) => lock.emit(LockEvent::Lost(match loss {
                         Loss::Lapsed => LostReason::LeaseExpired,
                         Loss::NotOurs => LostReason::NotOwner,
@@ -957,15 +958,15 @@ async fn steps(
                 }
             }
             backoff = s.policy().backoff(st.attempts() + 1, rand::random());
-            (st.poll_timeout().map(|t| base + t), st.urgent())
+            (st.poll_timeout().map(|t| clock.base + t), st.urgent())
         };
         let Some(urgent) = urgent else {
             // The heartbeat is over, or none started (a lock without heartbeats).
             return next;
         };
         match watch.as_mut() {
-            Some(w) => w.set(lock.id, base + urgent),
-            None => watch = Some(flight.watch(lock.id, base + urgent)),
+            Some(w) => w.set(lock.id, clock.base + urgent),
+            None => watch = Some(flight.watch(lock.id, clock.base + urgent)),
         }
         let wake_at = next?;
         woke = tokio::select! {
@@ -1056,13 +1057,13 @@ fn write<'a>(
             // The scheduler's semaphore is never closed.
             None => match slots.acquire_owned().await {
                 Ok(slot) => slot,
-                Err(_) => return (Instant::now(), Err(timed_out())),
+                Err(_) => return (crate::clock::now(), Err(timed_out())),
             },
         };
         if let Some(at) = paced_at {
             tokio::time::sleep_until(at).await;
         }
-        let sent = Instant::now();
+        let sent = crate::clock::now();
         let r = renew.await;
         (sent, r)
     })
@@ -1245,8 +1246,9 @@ mod tests {
         let ms = Duration::from_millis;
         let flight = Flight::new();
         let answer = |took: Duration| {
+            let now = Instant::now();
             for _ in 0..64 {
-                flight.answered(took);
+                flight.answered(now - took, now);
             }
         };
         answer(ms(10));

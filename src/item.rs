@@ -1,5 +1,5 @@
 //! The lock item as the core states it (`dynamodb_lock_core::item`), and what the core leaves to
-//! its runner: new random `guid`s and the wall clock.
+//! its runner: new random `guid`s.
 
 use rand::RngCore;
 
@@ -11,12 +11,7 @@ pub fn new_guid() -> Guid {
     g
 }
 
-pub fn unix_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::clock::unix_now_ms;
 
 #[cfg(test)]
 mod tests {

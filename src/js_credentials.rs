@@ -3,7 +3,6 @@
 //! instance-role credentials keep refreshing the way the user configured them.
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use aws_credential_types::provider::{self, error::CredentialsError, ProvideCredentials};
 use aws_credential_types::Credentials;
@@ -52,7 +51,7 @@ impl JsCredentialsProvider {
         let expiry = c
             .expiration_ms
             .filter(|ms| ms.is_finite() && *ms > 0.0)
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms as u64));
+            .map(|ms| crate::clock::unix_time(ms as u64));
         Ok(Credentials::new(
             c.access_key_id,
             c.secret_access_key,

@@ -51,6 +51,7 @@
 mod agreement;
 mod cancel;
 mod client;
+mod clock;
 mod config;
 mod debug;
 mod defaults;
@@ -1100,7 +1101,7 @@ impl NativeClient {
     pub fn start_admin(&self, request: u32, operation: String, body: String) {
         let store = self.admin.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
-            let started = std::time::Instant::now();
+            let started = crate::clock::now();
             let table = debug::on().then(|| debug::table_name(&body)).flatten();
             let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
                 .await
@@ -1111,7 +1112,10 @@ impl NativeClient {
                     Err(e) => format!("failed: {}: {}", e.code(), e.message()),
                 };
                 let on = table.map(|t| format!(" on \"{t}\"")).unwrap_or_default();
-                format!("{operation}{on}: {outcome} in {}", debug::ms(started.elapsed()))
+                format!(
+                    "{operation}{on}: {outcome} in {}",
+                    debug::ms(crate::clock::since(started))
+                )
             });
             match reply {
                 Ok(body) => JsOutcome {
@@ -1231,7 +1235,7 @@ pub struct NativeStats {
 #[napi(catch_unwind)]
 pub fn lease_remaining_ms(lock_id: f64) -> f64 {
     let lock = locks().get(&(lock_id as u64)).cloned();
-    match lock.map(|l| l.lease_remaining(tokio::time::Instant::now())) {
+    match lock.map(|l| l.lease_remaining(crate::clock::now())) {
         None => 0.0,
         Some(None) => f64::INFINITY,
         Some(Some(left)) => left.as_secs_f64() * 1000.0,
@@ -1270,7 +1274,7 @@ fn key_output(v: &KeyValue) -> KeyInput {
 #[napi(catch_unwind)]
 pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     let lock = locks().get(&(lock_id as u64)).cloned()?;
-    if lock.is_stopping() || lock.lease_until().is_some_and(|u| u <= tokio::time::Instant::now()) {
+    if lock.is_stopping() || lock.lease_until().is_some_and(|u| u <= crate::clock::now()) {
         return None;
     }
     let guid = match lock.client.settings.kind {
@@ -1303,7 +1307,7 @@ pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
 pub fn forget_lock(lock_id: f64) {
     let id = lock_id as u64;
     let mut registry = locks();
-    let now = tokio::time::Instant::now();
+    let now = crate::clock::now();
     if registry
         .get(&id)
         .is_some_and(|l| l.lease_remaining(now) == Some(Duration::ZERO))

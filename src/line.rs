@@ -10,6 +10,7 @@ use dynamodb_lock_core::local::{self, Waiter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::item::{Guid, LockKey};
 
 /// What the next in line receives.
@@ -55,15 +56,15 @@ struct Inner {
 
 /// Every line and stand-back of one client, by lock id.
 pub struct Lines {
-    base: Instant,
+    clock: Clock,
     inner: Mutex<Inner>,
 }
 
 impl Lines {
     /// `patience`: how long a waiter waits for one holder (`Lock::line_patience`).
-    pub fn new(patience: Duration) -> Self {
+    pub fn new(clock: Clock, patience: Duration) -> Self {
         Lines {
-            base: Instant::now(),
+            clock,
             inner: Mutex::new(Inner {
                 local: local::Local::new(patience),
                 turns: HashMap::new(),
@@ -76,7 +77,7 @@ impl Lines {
     }
 
     fn now(&self) -> dynamodb_lock_core::request::Time {
-        self.base.elapsed()
+        self.clock.now()
     }
 
     /// Joins the line of `key`, or starts it.
@@ -109,7 +110,7 @@ impl Lines {
         let now = self.now();
         let mut inner = self.lock();
         match inner.local.patience(key, w.id, now) {
-            local::Patience::Waits(until) => Patience::Waits(self.base + until),
+            local::Patience::Waits(until) => Patience::Waits(self.clock.base + until),
             local::Patience::GivesUp => {
                 inner.turns.remove(&w.id);
                 Patience::GivesUp
@@ -165,7 +166,7 @@ impl Lines {
 
     /// Until when this client stands back from `key`. Asking ends it.
     pub fn stand_back(&self, key: &LockKey) -> Option<Instant> {
-        self.lock().local.stand_back(key).map(|t| self.base + t)
+        self.lock().local.stand_back(key).map(|t| self.clock.base + t)
     }
 }
 
@@ -183,7 +184,7 @@ mod tests {
 
     #[test]
     fn a_turn_goes_to_the_next_task_still_there() {
-        let lines = Lines::new(Duration::from_secs(1));
+        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
         let gone = queued(&lines);
         let mut next = queued(&lines);
@@ -197,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_handed_turn_nobody_takes_comes_back() {
-        let lines = Lines::new(Duration::from_secs(1));
+        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
         drop(queued(&lines));
         let turn = Turn::Handed {
@@ -212,7 +213,7 @@ mod tests {
 
     #[test]
     fn quitting_after_the_turn_was_given_returns_it() {
-        let lines = Lines::new(Duration::from_secs(1));
+        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
         let mut w = queued(&lines);
         lines.leave(&key("a"));

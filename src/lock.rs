@@ -78,6 +78,8 @@ pub trait Scheduler: Send + Sync {
 
 /// What the held locks of one client share with it, and with one another.
 pub struct Shared {
+    /// The time line every held lock of the client, its session and its line count from.
+    pub clock: Clock,
     pub store: Arc<dyn Store>,
     pub settings: Settings,
     pub events: Arc<dyn EventSink>,
@@ -100,6 +102,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(
+        clock: Clock,
         store: Arc<dyn Store>,
         settings: Settings,
         events: Arc<dyn EventSink>,
@@ -107,8 +110,9 @@ impl Shared {
         fifo: Queues,
     ) -> Shared {
         Shared {
+            clock,
             store,
-            lines: Lines::new(settings.protocol().line_patience()),
+            lines: Lines::new(clock, settings.protocol().line_patience()),
             settings,
             events,
             heartbeats,
@@ -189,9 +193,6 @@ pub struct HeldLock {
     /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
     /// holder at most since then, which bounds its pause (`StandBack`).
     pub taken_at: Instant,
-    /// The origin of the lock's times in its state (the core's clock): when the write that
-    /// took it was sent.
-    pub(crate) base: Instant,
     /// When the heartbeat scheduler first steps the lock, as its state says; `None` for a lock
     /// it never steps (without a lease).
     pub(crate) first_step: Option<Instant>,
@@ -238,16 +239,16 @@ impl HeldLock {
         fencing_token: Option<u64>,
         leased_from: Option<Instant>,
     ) -> Self {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let s = &client.settings;
+        let clock = client.clock;
         let lease_until = leased_from.map(|sent| sent + s.lease());
-        let base = leased_from.map_or(now, |sent| sent.min(now));
         let state = hold::Hold::new(
             s.beat_config(),
             s.heartbeat_period.is_some(),
             guid,
-            leased_from.map(|sent| sent.saturating_duration_since(base)),
-            now - base,
+            leased_from.map(|sent| clock.time(sent)),
+            clock.time(now),
             rand::random(),
         );
         HeldLock {
@@ -257,15 +258,14 @@ impl HeldLock {
             guid_taken: guid,
             contended: false,
             taken_at: now,
-            base,
-            first_step: state.poll_timeout().map(|t| base + t),
+            first_step: state.poll_timeout().map(|t| clock.base + t),
             client,
             stopping: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             settled: Notify::new(),
-            lease: Lease::new(now, lease_until),
+            lease: Lease::new(clock.base, lease_until),
             session: None,
             permit: None,
             state: std::sync::Mutex::new(state),
@@ -316,23 +316,23 @@ impl HeldLock {
     /// held. Not one of the client's tasks: `close()` does not wait for it.
     pub async fn lapse_at_end(self: Arc<Self>) {
         loop {
+            let clock = self.client.clock;
             let own = self.state().poll_timeout();
             let at = match (own, &self.session) {
-                (Some(t), _) => self.base + t,
+                (Some(t), _) => t,
                 (None, Some(s)) => match s.lock.lease.until() {
-                    Some(u) => self.base + heartbeat::loss_moment(TIMER_GRAIN, u.saturating_duration_since(self.base)),
+                    Some(u) => heartbeat::loss_moment(TIMER_GRAIN, clock.time(u)),
                     None => return,
                 },
                 (None, None) => return,
             };
-            let now = Instant::now();
+            let now = clock.now();
             if at > now {
-                tokio::time::sleep_until(at).await;
+                tokio::time::sleep_until(clock.base + at).await;
                 continue;
             }
             let lost = match own {
                 Some(_) => {
-                    let now = now.saturating_duration_since(self.base);
                     let actions = self.state().handle_timeout(now, None, Duration::ZERO, Duration::ZERO);
                     actions.iter().any(|a| matches!(a, hold::Action::Lost(_)))
                 }
@@ -426,7 +426,7 @@ impl HeldLock {
             lost,
             taken,
             next: c.lines.has_waiters(&self.key).then(new_guid),
-            held_for: self.taken_at.elapsed(),
+            held_for: crate::clock::since(self.taken_at),
             contended: self.contended,
             landed_maybe,
         };
@@ -514,7 +514,7 @@ impl HeldLock {
         let mut policy = self.client.settings.policy();
         if let Some(until) = self.lease_until() {
             // The update's times count from now (`drive::once`).
-            policy = policy.until(held::update_time(until.saturating_duration_since(Instant::now())));
+            policy = policy.until(held::update_time(until.saturating_duration_since(crate::clock::now())));
         }
         let to = Target {
             data: data.as_ref(),
@@ -558,7 +558,7 @@ impl HeldLock {
                 let mut st = self.state();
                 // Held through a session that is lost: so is the lock, which is released, not
                 // handed over (the next acquisition in line starts a session of its own).
-                if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive(Instant::now())) {
+                if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive()) {
                     st.lose(held::Lost::Lapsed);
                 }
                 match st.release(kind) {
@@ -612,7 +612,10 @@ impl Drop for UpdateEnds<'_> {
         };
         // Its heartbeat came due meanwhile: it starts now.
         if let Some(due) = due {
-            self.lock.client.heartbeats.resume(self.lock, self.lock.base + due);
+            self.lock
+                .client
+                .heartbeats
+                .resume(self.lock, self.lock.client.clock.base + due);
         }
     }
 }
@@ -667,22 +670,27 @@ impl Session {
         }
     }
 
-    /// `now` and the end of the item's lease on the item's time line.
-    fn times(&self, now: Instant) -> (heartbeat::Time, Option<heartbeat::Time>) {
-        let t = |i: Instant| i.saturating_duration_since(self.lock.base);
-        (t(now), self.lock.lease.until().map(t))
+    /// `at` and the end of the item's lease, on the client's time line.
+    fn times(&self, at: Instant) -> (heartbeat::Time, Option<heartbeat::Time>) {
+        let clock = self.lock.client.clock;
+        (clock.time(at), self.lock.lease.until().map(|u| clock.time(u)))
     }
 
-    /// The session still speaks for its locks at `now` (`session::Session::lasts`).
-    pub fn alive(&self, now: Instant) -> bool {
-        let (now, until) = self.times(now);
+    /// The session still speaks for its locks now (`session::Session::lasts`).
+    pub fn alive(&self) -> bool {
+        self.alive_at(crate::clock::now())
+    }
+
+    /// The session still speaks for its locks at `at`.
+    pub fn alive_at(&self, at: Instant) -> bool {
+        let (now, until) = self.times(at);
         self.members().machine.lasts(now, until)
     }
 
     /// An acquisition through the session had its lock given back as expired, after
     /// `restarts` restarts: whether it starts again through a new session.
     pub fn restarts(&self, restarts: u32, retry_count: u32, until_aborted: bool) -> bool {
-        let (now, until) = self.times(Instant::now());
+        let (now, until) = self.times(crate::clock::now());
         self.members()
             .machine
             .restarts(now, until, restarts, retry_count, until_aborted)
@@ -692,7 +700,7 @@ impl Session {
     /// and the lock is lost already.
     pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
         let mut m = self.members();
-        let (now, until) = self.times(Instant::now());
+        let (now, until) = self.times(crate::clock::now());
         if !m.machine.join(lock.id, lock.guid_taken, now, until) {
             return false;
         }

@@ -10,7 +10,6 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use rand::RngCore;
-use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::error::{LockError, StoreError};
@@ -36,7 +35,7 @@ impl Sessions {
     /// key), or if the one it had is lost.
     /// `sorted`: the lock table has a sort key.
     pub async fn get(&self, c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>, LockError> {
-        let live = |s: &Option<Arc<Session>>| s.as_ref().filter(|s| s.alive(Instant::now())).cloned();
+        let live = |s: &Option<Arc<Session>>| s.as_ref().filter(|s| s.alive()).cloned();
         if let Some(s) = live(&self.current()) {
             return Ok(s);
         }
@@ -86,6 +85,7 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
         tasks: c.tasks.clone(),
         closing: c.closing.clone(),
         ..Shared::new(
+            c.clock,
             c.store.clone(),
             settings,
             relay.clone(),

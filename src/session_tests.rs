@@ -356,13 +356,13 @@ async fn a_session_is_alive_until_the_moment_its_heartbeat_declares_it_lost() {
     let session = lock.session.clone().expect("a session");
     let until = session.lock.lease.until().expect("a lease");
     let grain = crate::settings::TIMER_GRAIN;
-    assert!(session.alive(until - grain - Duration::from_micros(1)));
+    assert!(session.alive_at(until - grain - Duration::from_micros(1)));
     assert!(
-        !session.alive(until - grain),
+        !session.alive_at(until - grain),
         "lost from a grain before the end, as the heartbeat says"
     );
-    assert!(!session.alive(until - grain / 2));
-    assert!(!session.alive(until));
+    assert!(!session.alive_at(until - grain / 2));
+    assert!(!session.alive_at(until));
 }
 
 /// A take through a session answered within its own lease but after the session was declared
