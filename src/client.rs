@@ -544,6 +544,38 @@ mod tests {
         assert_eq!(store.count("set_data"), 1);
     }
 
+    /// Another holder took the item: the heartbeat on the wire as an update starts is refused
+    /// and loses the lock; the update's refusal that follows reports nothing more ("lost"
+    /// comes once) and fails the update.
+    #[tokio::test(start_paused = true)]
+    async fn an_update_refused_after_a_heartbeat_lost_the_lock_reports_no_second_loss() {
+        use crate::error::LostReason;
+        use crate::item::LockData;
+        use crate::lock::LockEvent;
+        use crate::store::memory::Fault;
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, events) = client(&store, open_settings("me", 10_000, Some(1_000)));
+        let lock = c.acquire(key("k"), &Cancel::default()).await.unwrap();
+        store.fault("renew", Fault::Delay(Duration::from_millis(300)));
+        store.fault("set_data", Fault::Delay(Duration::from_millis(600)));
+        while store.count("renew") == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut rec = store.record(&key("k")).unwrap();
+        rec.guid = Some(crate::item::GuidValue::B(vec![7; 64]));
+        store.set(&key("k"), rec);
+        let err = lock.update_data(Some(LockData::S("x".into()))).await.unwrap_err();
+        assert_eq!(err, LockError::Lost(LostReason::NotOwner));
+        assert_eq!(store.count("set_data"), 1, "the update was sent beside the heartbeat");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lost: Vec<_> = events
+            .events()
+            .into_iter()
+            .filter(|e| matches!(e, LockEvent::Lost(_)))
+            .collect();
+        assert_eq!(lost, vec![LockEvent::Lost(LostReason::NotOwner)]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_heartbeat_due_while_an_update_writes_starts_once_it_has_landed() {
         use crate::item::LockData;

@@ -522,19 +522,17 @@ impl HeldLock {
         };
         let mut ends = UpdateEnds {
             lock: self,
-            refused: false,
+            ended: false,
         };
         let ended = once(&to, Request::SetData { guids }, policy, None).await;
         // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
         // the condition of a later one: a refusal means the item is no longer ours.
-        ends.refused = matches!(ended, Ended::Refused { .. });
-        drop(ends);
+        if ends.end(matches!(ended, Ended::Refused { .. })) {
+            self.emit(LockEvent::Lost(LostReason::NotOwner));
+        }
         match ended {
             Ended::Ok(_) => Ok(()),
-            Ended::Refused { .. } => {
-                self.emit(LockEvent::Lost(LostReason::NotOwner));
-                Err(LockError::Lost(LostReason::NotOwner))
-            }
+            Ended::Refused { .. } => Err(LockError::Lost(LostReason::NotOwner)),
             Ended::Failed { error, .. } => Err(LockError::Store(error)),
         }
     }
@@ -597,25 +595,33 @@ impl HeldLock {
     }
 }
 
-/// Ends an update's write in the lock's machine however the write ends: answered, or its
-/// future dropped or unwinding. Heartbeats never stay parked behind an update that is gone.
+/// Ends an update's write in the lock's machine however the write ends: answered (`end`), or
+/// its future dropped or unwinding. Heartbeats never stay parked behind an update that is gone.
 struct UpdateEnds<'a> {
     lock: &'a Arc<HeldLock>,
-    refused: bool,
+    ended: bool,
 }
 
-impl Drop for UpdateEnds<'_> {
-    fn drop(&mut self) {
-        let due = {
-            let mut st = self.lock.state();
-            st.update_ends(self.refused).then(|| st.poll_timeout()).flatten()
-        };
+impl UpdateEnds<'_> {
+    /// The write was answered; `refused`: its condition failed. Whether that lost the lock.
+    fn end(&mut self, refused: bool) -> bool {
+        self.ended = true;
+        let end = self.lock.state().update_ends(refused);
         // Its heartbeat came due meanwhile: it starts now.
-        if let Some(due) = due {
+        if let Some(due) = end.step_at {
             self.lock
                 .client
                 .heartbeats
                 .resume(self.lock, self.lock.client.clock.base + due);
+        }
+        end.lost
+    }
+}
+
+impl Drop for UpdateEnds<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.end(false);
         }
     }
 }

@@ -10,7 +10,10 @@
 //! started at any moment: it takes, waits out the lease it saw on its own clock (which may run
 //! fast by `drift` ticks per lease), re-reads at its pace, and takes the lock on the condition
 //! that the item still carries what it saw. Its requests land at once or `delay` ticks later and
-//! are answered as they land.
+//! are answered as they land. The holder may write its data once (`lock.update`, with
+//! `Config::update`): the core's `request::Once` under the deadline the addon gives it, each
+//! attempt lost, answered at once or after the delay, while the holder's machine holds back the
+//! heartbeats that come due (and never the loss of its lease).
 //!
 //! Property, "a holder's loss is known no later than a rival's grant": when the waiter is
 //! granted the lock, the holder has declared the loss, unless it is paused; and the first step
@@ -21,9 +24,10 @@ use std::time::Duration;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::fail_open::{self, Acquire};
 use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig, MOST_WRITES_OUT};
+use dynamodb_lock_core::held::{self, Update};
 use dynamodb_lock_core::hold::{Action as Step, Hold};
 use dynamodb_lock_core::op::{self as core_op, Reply};
-use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step as MStep};
+use dynamodb_lock_core::request::{answer_of, Adds, Ended, Env, Machine as _, Once, Policy, Req, Step as MStep};
 use dynamodb_lock_core::settings::Kind;
 
 use crate::env::{self, ms, tick, Fail, Tick};
@@ -50,6 +54,10 @@ pub struct Config {
     /// The holder's client may close once without releasing the lock (`close()` without
     /// `releaseLocks`): the core's `Hold::abandon`.
     pub close: bool,
+    /// The holder may write its data once (`lock.update`): the core's `request::Once` under
+    /// the deadline `held::update_time` sets, its attempts timed out after a lease, with
+    /// heartbeats parked behind it (`Held::update`, `Hold::update_ends`).
+    pub update: bool,
     pub bug: Option<Broken>,
 }
 
@@ -65,6 +73,7 @@ impl Config {
             drift: 0,
             waiters: 1,
             close: false,
+            update: false,
             bug: None,
         }
     }
@@ -92,6 +101,27 @@ struct Write {
     new: G,
 }
 
+/// The holder's write of its data (`lock.update`) under way: the machine, its attempt on the
+/// wire (`None` between attempts) and when the machine asked to be stepped again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Updating {
+    m: Box<Once<G, Ver>>,
+    out: Option<UpdateWrite>,
+    wake: Option<Tick>,
+}
+
+/// An attempt of the update: its request, when it times out, and its fate (as a heartbeat
+/// write's).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct UpdateWrite {
+    req: Req<G, Ver>,
+    timeout: Tick,
+    land_at: Option<Tick>,
+    answer_delay: Option<Tick>,
+    answer_at: Option<Tick>,
+    answer: Option<env::Ans>,
+}
+
 /// A waiter's acquisition under way: the machine, the request it sent (and when it lands,
 /// once its delay is chosen), or when it asked to be stepped again.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -117,6 +147,8 @@ pub struct State {
     pause_used: bool,
     /// The holder's client closed without releasing the lock.
     closed: bool,
+    updating: Option<Updating>,
+    update_used: bool,
     /// Resumed from a pause and not stepped since.
     resumed: bool,
     writes: Vec<Write>,
@@ -143,6 +175,15 @@ pub enum Action {
     Pause,
     /// The holder's client closes without releasing the lock.
     Close,
+    /// The holder calls `lock.update`; the fate of its first attempt.
+    UpdateStart(Fate),
+    /// The update's attempt lands on the item.
+    UpdateLand,
+    /// The holder takes the update's answer, or its timeout.
+    UpdateAnswer,
+    /// The update's machine is stepped at the instant it asked for; the fate of the attempt
+    /// it sends.
+    UpdateTimer(Fate),
     /// Waiter `i` starts acquiring.
     WaiterStart(usize),
     /// Waiter `i`'s request is on its way, landing after this many ticks.
@@ -193,6 +234,28 @@ impl LeaseModel {
             Fate {
                 land: Some(0),
                 answer: None,
+            },
+        ]
+    }
+
+    /// The fates of an update's attempt that tell apart what the holder can see: when it ends
+    /// (answered at once, answered after the delay, timed out) and whether it met the item
+    /// before or after the delay (it writes only the holder's data: when else it lands
+    /// changes nothing).
+    fn update_fates(&self) -> Vec<Fate> {
+        let d = self.config.delay;
+        vec![
+            Fate {
+                land: None,
+                answer: None,
+            },
+            Fate {
+                land: Some(0),
+                answer: Some(0),
+            },
+            Fate {
+                land: Some(d),
+                answer: Some(0),
             },
         ]
     }
@@ -354,12 +417,83 @@ impl LeaseModel {
         self.waiter_step(s, i, step);
     }
 
+    /// The holder may call `lock.update` now: its machine would write.
+    fn may_update(&self, s: &State) -> bool {
+        self.config.update && !s.update_used && matches!(s.holder.held.clone().update(), Update::Write { .. })
+    }
+
+    /// Starts the holder's `lock.update` as the addon's does: the core's `request::Once` with
+    /// the client's retries (two attempts here, each timed out after a lease, backoffs of one
+    /// to two ticks), none of them past `held::update_time` of what is left of the lease.
+    fn update_start(&self, s: &mut State, fate: Fate) {
+        let Update::Write { guids } = s.holder.update() else {
+            unreachable!("offered only while the holder's machine writes")
+        };
+        let now = ms(s.now);
+        let mut policy = Policy::new(1, ms(self.config.lease));
+        policy.base_backoff = ms(1);
+        policy.max_backoff = ms(2);
+        if let Some(until) = s.holder.until() {
+            policy = policy.until(now + held::update_time(until.saturating_sub(now)));
+        }
+        let (m, step) = Once::start(Req::SetData { guids }, policy, None, now);
+        s.update_used = true;
+        s.updating = Some(Updating {
+            m: Box::new(m),
+            out: None,
+            wake: None,
+        });
+        self.update_step(s, step, fate);
+    }
+
+    /// Carries out the update machine's step (`fate`: of the attempt it sends); at its end, the
+    /// holder's machine learns it (`Hold::update_ends`), and steps at once if a heartbeat came
+    /// due meanwhile.
+    fn update_step(&self, s: &mut State, step: MStep<G, Ver, Ended<Item, Fail>>, fate: Fate) {
+        let now = s.now;
+        let u = s.updating.as_mut().expect("an update under way");
+        u.out = None;
+        u.wake = None;
+        match step {
+            // Past its deadline already: the addon does not send it.
+            MStep::Send { timeout_at, .. } if tick(timeout_at) <= now => {
+                let step = u.m.answer(env::TIMED_OUT, &update_env(now));
+                self.update_step(s, step, fate);
+            }
+            MStep::Send { req, timeout_at } => {
+                u.out = Some(UpdateWrite {
+                    req,
+                    timeout: tick(timeout_at),
+                    land_at: fate.land.map(|d| now + d),
+                    answer_delay: fate.answer,
+                    answer_at: None,
+                    answer: None,
+                })
+            }
+            MStep::Wait { until, .. } => u.wake = Some(tick(until).max(now)),
+            MStep::Done(ended) => {
+                s.updating = None;
+                s.holder.update_ends(matches!(ended, Ended::Refused { .. }));
+            }
+        }
+    }
+
     /// When the first waiter was granted the lock.
     fn granted_at(s: &State) -> Option<Tick> {
         s.waiters.iter().find_map(|w| match w {
             Waiter::Granted { at } => Some(*at),
             _ => None,
         })
+    }
+}
+
+/// The update machine's inputs at tick `now` (the holder's clock is the model's).
+fn update_env(now: Tick) -> Env {
+    Env {
+        now: ms(now),
+        unix_ms: now.into(),
+        cancelled: false,
+        random: 0,
     }
 }
 
@@ -409,6 +543,8 @@ impl Model for LeaseModel {
                 paused_until: None,
                 pause_used: false,
                 closed: false,
+                updating: None,
+                update_used: false,
                 resumed: false,
                 writes: Vec::new(),
                 waiters: vec![Waiter::Idle; self.config.waiters.into()],
@@ -441,6 +577,28 @@ impl Model for LeaseModel {
             }
             if self.config.close && !s.closed && !Self::lost(s) {
                 out.push(Action::Close);
+            }
+            if self.may_update(s) {
+                out.extend(self.update_fates().into_iter().map(Action::UpdateStart));
+            }
+            if let Some(u) = &s.updating {
+                if u.out
+                    .as_ref()
+                    .is_some_and(|w| w.timeout <= s.now || w.answer_at.is_some_and(|at| at <= s.now))
+                {
+                    forced = true;
+                    out.push(Action::UpdateAnswer);
+                }
+                if u.wake.is_some_and(|at| at <= s.now) {
+                    forced = true;
+                    out.extend(self.update_fates().into_iter().map(Action::UpdateTimer));
+                }
+            }
+        }
+        if let Some(w) = s.updating.as_ref().and_then(|u| u.out.as_ref()) {
+            if w.land_at.is_some_and(|at| at <= s.now) {
+                forced = true;
+                out.push(Action::UpdateLand);
             }
         }
         for (i, w) in s.writes.iter().enumerate() {
@@ -529,6 +687,47 @@ impl Model for LeaseModel {
                 t.closed = true;
                 t.writes.iter_mut().for_each(|w| w.awaited = false);
                 t.writes.retain(|w| w.land_at.is_some());
+            }
+            Action::UpdateStart(fate) => self.update_start(&mut t, *fate),
+            Action::UpdateLand => {
+                let w = t
+                    .updating
+                    .as_mut()
+                    .and_then(|u| u.out.as_mut())
+                    .expect("an attempt out");
+                w.land_at = None;
+                let adds = Adds {
+                    fields: env::open_fields(self.config.lease),
+                    ttl_released: None,
+                };
+                let parts = w.req.parts(&adds);
+                let (item, reply) = core_op::apply(&w.req.op(&adds, &parts), Some(s.item));
+                w.answer = Some(answer_of(reply));
+                w.answer_at = w.answer_delay.map(|d| s.now + d);
+                if let Some(item) = item {
+                    t.item = item;
+                }
+            }
+            Action::UpdateAnswer => {
+                let u = t.updating.as_mut().expect("an update under way");
+                let w = u.out.take().expect("an attempt out");
+                // Its answer, if it has come; else its timeout. An attempt not landed by then
+                // is dropped: it writes only the holder's data, never the lease or `guid`.
+                let a = match (w.answer_at, w.answer) {
+                    (Some(at), Some(a)) if at <= s.now => a,
+                    _ => env::TIMED_OUT,
+                };
+                let step = u.m.answer(a, &update_env(s.now));
+                let no_send = Fate {
+                    land: None,
+                    answer: None,
+                };
+                self.update_step(&mut t, step, no_send);
+            }
+            Action::UpdateTimer(fate) => {
+                let u = t.updating.as_mut().expect("an update under way");
+                let step = u.m.timer(&update_env(s.now));
+                self.update_step(&mut t, step, *fate);
             }
             Action::WaiterStart(i) => {
                 // The waiter keeps trying; its `guid`s are its own (200 and up).

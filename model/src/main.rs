@@ -296,12 +296,29 @@ fn check_lease(rep: &mut Report) {
         lease_found(r),
         s,
     ));
+    // The holder may write its data once (`lock.update`), its heartbeats waiting for it.
+    let update = lease::Config {
+        update: true,
+        horizon: 8,
+        pause: 4,
+        ..config
+    };
+    let (r, s) = timed(|| lease::check(update));
+    runs.push(rep.run(
+        format!(
+            "the same over {} ticks with a pause of {}, the holder writing its data once",
+            update.horizon, update.pause
+        ),
+        lease_found(r),
+        s,
+    ));
     let mut variants = Vec::new();
     for (bug, base) in Broken::TIMING
         .iter()
         .map(|b| (*b, config))
         .chain(Broken::LONG_PERIOD.iter().map(|b| (*b, long)))
         .chain(Broken::CLOSE.iter().map(|b| (*b, close)))
+        .chain(Broken::UPDATE.iter().map(|b| (*b, update)))
     {
         let r = lease::check(lease::Config { bug: Some(bug), ..base });
         variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));

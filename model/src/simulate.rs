@@ -97,6 +97,12 @@ fn draw(rng: &mut Rng, bug: Option<Broken>) -> Config {
         // `close()` is left to the exhaustive lease model: a rival is granted before a late
         // loss only when its read, its wait and the holder's timer line up to the tick.
         close: false,
+        // The holder writes its data once in half the runs of the protocol, and in every run
+        // of an update's variant.
+        update: match bug {
+            None => rng.range(0, 1) == 1,
+            Some(b) => Broken::UPDATE.contains(&b),
+        },
         bug,
     }
 }

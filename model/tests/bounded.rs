@@ -169,6 +169,34 @@ fn a_lock_abandoned_by_close_is_lost_before_a_rival_is_granted() {
     }
 }
 
+/// A holder that writes its data (`lock.update`, the core's `request::Once` under
+/// `held::update_time`'s deadline) while its heartbeats wait for the write, paused or not:
+/// the loss still comes before a rival's grant. The variants whose update may take the whole
+/// lease, or whose waiting heartbeat declares no loss, are caught.
+#[test]
+fn a_lock_update_holds_back_heartbeats_but_never_the_loss() {
+    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    let update = Config {
+        update: true,
+        lease: 4,
+        horizon: 6,
+        pause: 3,
+        ..Config::new()
+    };
+    let r = check(update);
+    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.states > 1_000_000, "{} states", r.states);
+    for bug in dynamodb_lock_core::broken::Broken::UPDATE {
+        let r = check(Config {
+            bug: Some(bug),
+            ..update
+        });
+        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(property, PROPERTY, "{}", bug.name());
+        assert!(steps.iter().any(|s| s.starts_with("UpdateStart")), "{steps:?}");
+    }
+}
+
 /// Each broken variant of the heartbeat machine is caught by that property.
 #[test]
 fn every_broken_heartbeat_variant_is_caught() {
@@ -184,14 +212,15 @@ fn every_broken_heartbeat_variant_is_caught() {
 }
 
 /// The seeded simulator: the protocol as it ships holds over two million steps, each broken
-/// heartbeat variant is caught, and a failing run replays exactly from its seed.
+/// heartbeat variant is caught (and a heartbeat waiting for `lock.update` that declares no loss), and a failing run replays exactly from its seed.
 #[test]
 fn the_simulator_holds_for_the_protocol_and_catches_every_variant() {
     use dynamodb_lock_model::simulate::{run_one, simulate};
     let out = simulate(1, 2_000_000, None);
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 2_000_000);
-    for bug in dynamodb_lock_core::broken::Broken::TIMING {
+    use dynamodb_lock_core::broken::Broken;
+    for bug in Broken::TIMING.into_iter().chain([Broken::ParkedMissesLapse]) {
         let b = simulate(1, 1_000_000, Some(bug));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(f.property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());

@@ -59,6 +59,12 @@ pub enum Broken {
     /// A lock abandoned without a release (its client closed) is reported lost at the end of
     /// its lease, not a timer grain before it: a rival may be granted the lock first.
     AbandonedLapsesLate,
+    /// A write of the holder's data (`lock.update`) may take all that is left of the lease,
+    /// not half: heartbeats parked behind it resume too late to declare the loss in time.
+    UpdateTakesWholeLease,
+    /// A lock whose heartbeat waits for a write of the holder's data declares no loss while it
+    /// waits, even once its lease has run out (its process was paused past it).
+    ParkedMissesLapse,
 }
 
 impl Broken {
@@ -70,6 +76,8 @@ impl Broken {
     /// The variants of a lock abandoned by `close()` (the lease-timing model with a close, and
     /// the simulator).
     pub const CLOSE: [Broken; 1] = [Broken::AbandonedLapsesLate];
+    /// The variants of `lock.update` (the lease-timing model with an update).
+    pub const UPDATE: [Broken; 2] = [Broken::UpdateTakesWholeLease, Broken::ParkedMissesLapse];
     /// The variants of Fifo (the Fifo machines model and the simulator).
     pub const FIFO: [Broken; 2] = [Broken::FifoGrantIgnoresToken, Broken::FifoGiveUpKeepsGrant];
     /// The variants of sessions (the session model and the simulator): the session's own, and
@@ -108,6 +116,8 @@ impl Broken {
             Broken::SemGrantIgnoresEarlier => "semaphore waiter granted past an earlier waiter",
             Broken::SemTakePastWaiter => "semaphore take while an earlier request waits",
             Broken::AbandonedLapsesLate => "lock abandoned by close() reported lost at its lease's end, not before",
+            Broken::UpdateTakesWholeLease => "lock.update that may take all that is left of the lease",
+            Broken::ParkedMissesLapse => "heartbeat waiting for lock.update that declares no loss past the lease",
         }
     }
 }

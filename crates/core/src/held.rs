@@ -54,6 +54,9 @@ pub enum Release<G> {
 /// `lease_left` is left of the lease: heartbeats wait for it, so it takes at most half, and an
 /// outage cannot keep them from renewing the lease.
 pub fn update_time(lease_left: Duration) -> Duration {
+    if broken::on(Broken::UpdateTakesWholeLease) {
+        return lease_left;
+    }
     lease_left / 2
 }
 

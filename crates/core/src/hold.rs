@@ -74,6 +74,15 @@ pub struct Hold<G> {
     parked: bool,
 }
 
+/// What follows the end of a write of the holder's data (`Hold::update_ends`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpdateEnd {
+    /// Its refusal lost the lock (which was not lost before): reported once, as taken.
+    pub lost: bool,
+    /// Its heartbeat came due while the write was out: when to step it (at once, as a rule).
+    pub step_at: Option<Time>,
+}
+
 impl<G: Clone + PartialEq> Hold<G> {
     /// A lock taken under `guid` with the write sent at `sent` (`None`: a lock without a
     /// lease), at `now`. `random` places its first heartbeat within the period.
@@ -151,6 +160,14 @@ impl<G: Clone + PartialEq> Hold<G> {
             return Vec::new();
         }
         if self.held.updating {
+            // The heartbeat waits for the write of the holder's data; the loss of a lease that
+            // has run out meanwhile (its process was paused past it) does not.
+            if !broken::on(broken::Broken::ParkedMissesLapse)
+                && heartbeat::lapsed_by(self.config.timer_grain, now, until)
+                && self.held.lapses()
+            {
+                return self.carry(vec![heartbeat::Action::Lost(Loss::Lapsed)]);
+            }
             self.parked = true;
             return Vec::new();
         }
@@ -229,14 +246,19 @@ impl<G: Clone + PartialEq> Hold<G> {
     }
 
     /// The write of the holder's data ended; `refused`: its condition failed, so another
-    /// holder took the lock. Whether the lock is to be stepped again now (its heartbeat came
-    /// due while the write was out).
-    pub fn update_ends(&mut self, refused: bool) -> bool {
+    /// holder took the lock.
+    pub fn update_ends(&mut self, refused: bool) -> UpdateEnd {
         self.held.updating = false;
+        let lost = refused && self.held.lost.is_none();
         if refused {
             self.held.lose(held::Lost::Taken);
         }
-        std::mem::take(&mut self.parked) && self.poll_timeout().is_some()
+        let step_at = if std::mem::take(&mut self.parked) {
+            self.poll_timeout()
+        } else {
+            None
+        };
+        UpdateEnd { lost, step_at }
     }
 
     /// The code carrying the heartbeat failed at `now` (it panicked): the failure is reported
@@ -356,7 +378,7 @@ mod tests {
         assert_eq!(h.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
         assert_eq!(h.poll_timeout(), None, "parked until the write ends");
         assert_eq!(h.held.guids(), vec![1], "no new guid");
-        assert!(h.update_ends(false), "stepped again at once");
+        assert!(h.update_ends(false).step_at.is_some(), "stepped again at once");
         assert_eq!(h.poll_timeout(), Some(due));
         let a = h.handle_timeout(due + ms(3), Some(2), ms(25), Duration::ZERO);
         assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
@@ -365,15 +387,46 @@ mod tests {
         assert_eq!(h.update(), held::Update::Write { guids: vec![1, 2] });
         let a = h.handle_answer(due + ms(10), Answer::Renewed, ms(25));
         assert!(a.contains(&Action::Renewed { until: due + ms(1003) }), "{a:?}");
-        assert!(!h.update_ends(false), "not parked: its next step is planned already");
+        assert_eq!(
+            h.update_ends(false).step_at,
+            None,
+            "not parked: its next step is planned already"
+        );
         assert!(h.poll_timeout().is_some());
+    }
+
+    /// A process paused past its lease while an update writes: the heartbeat's first step
+    /// after it declares the loss, without waiting for the update to end; the update's refusal
+    /// that follows reports nothing more.
+    #[test]
+    fn a_heartbeat_waiting_for_an_update_still_declares_a_lapsed_lease() {
+        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        assert!(matches!(h.update(), held::Update::Write { .. }));
+        assert_eq!(
+            h.handle_timeout(ms(1500), Some(2), ms(25), Duration::ZERO),
+            vec![Action::Lost(Loss::Lapsed)]
+        );
+        assert_eq!(
+            h.update_ends(true),
+            UpdateEnd {
+                lost: false,
+                step_at: None
+            }
+        );
+        assert_eq!(h.held.lost, Some(held::Lost::Taken));
     }
 
     #[test]
     fn a_refused_update_loses_the_lock_and_a_lock_on_its_way_out_takes_none() {
         let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(h.update(), held::Update::Write { .. }));
-        assert!(!h.update_ends(true));
+        assert_eq!(
+            h.update_ends(true),
+            UpdateEnd {
+                lost: true,
+                step_at: None
+            }
+        );
         assert_eq!(h.held.lost, Some(held::Lost::Taken));
         assert_eq!(h.update(), held::Update::Lost(held::Lost::Taken));
         assert_eq!(h.poll_timeout(), None);
@@ -420,7 +473,11 @@ mod tests {
         assert_eq!(p.poll_timeout(), None, "parked");
         p.abandon();
         assert_eq!(p.poll_timeout(), Some(ms(999)));
-        assert!(!p.update_ends(false), "nothing to start when the update ends");
+        assert_eq!(
+            p.update_ends(false).step_at,
+            None,
+            "nothing to start when the update ends"
+        );
         assert_eq!(
             p.handle_timeout(ms(999), None, ms(25), Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
