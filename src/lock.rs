@@ -298,47 +298,36 @@ impl HeldLock {
     /// way stops at once, dropping its writes (`settled` waits for that). The lease is kept:
     /// the lock is held until it ends, when `lapse_at_end` reports it lost.
     pub fn abandon(&self) {
+        // Held through a session (abandoned first): the lock lapses with its item's lease.
+        let mut through = None;
         if let Some(s) = &self.session {
             s.leave(self);
+            through = s.lock.lease.until().map(|u| self.client.clock.time(u));
         }
         self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
-        self.state().abandon();
+        self.state().abandon(through);
         self.wake.notify_waiters();
         self.leave_line();
     }
 
     /// For an abandoned lock: steps it when its machine says (`hold::Hold::abandon`: at the
-    /// loss moment of its lease, a timer grain before its end), where it is reported lost
-    /// (`LeaseExpired`) once, unless it was released or lost meanwhile; a lock held through a
-    /// session, at the loss moment of the session's lease (`held::Held::lapses`). No rival is
-    /// granted the lock before its holder hears. A lock without a lease (FailClosed) stays
-    /// held. Not one of the client's tasks: `close()` does not wait for it.
+    /// loss moment of its lease, or of its session's, a timer grain before its end), where it
+    /// is reported lost (`LeaseExpired`) once, unless it was released or lost meanwhile. No
+    /// rival is granted the lock before its holder hears. A lock without a lease (FailClosed)
+    /// stays held. Not one of the client's tasks: `close()` does not wait for it.
     pub async fn lapse_at_end(self: Arc<Self>) {
+        let clock = self.client.clock;
         loop {
-            let clock = self.client.clock;
-            let own = self.state().poll_timeout();
-            let at = match (own, &self.session) {
-                (Some(t), _) => t,
-                (None, Some(s)) => match s.lock.lease.until() {
-                    Some(u) => heartbeat::loss_moment(TIMER_GRAIN, clock.time(u)),
-                    None => return,
-                },
-                (None, None) => return,
-            };
-            let now = clock.now();
-            if at > now {
+            let Some(at) = self.state().poll_timeout() else { return };
+            if at > clock.now() {
                 tokio::time::sleep_until(clock.base + at).await;
                 continue;
             }
-            let lost = match own {
-                Some(_) => {
-                    let actions = self.state().handle_timeout(now, None, Duration::ZERO, Duration::ZERO);
-                    actions.iter().any(|a| matches!(a, hold::Action::Lost(_)))
-                }
-                None => self.state().lapses(),
-            };
-            if lost {
+            let actions = self
+                .state()
+                .handle_timeout(clock.now(), None, Duration::ZERO, Duration::ZERO);
+            if actions.iter().any(|a| matches!(a, hold::Action::Lost(_))) {
                 self.emit(LockEvent::Lost(LostReason::LeaseExpired));
             }
             return;

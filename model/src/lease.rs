@@ -683,7 +683,7 @@ impl Model for LeaseModel {
             Action::Close => {
                 // Its heartbeat's writes are dropped (they may still land); it lapses at the
                 // loss moment of its lease.
-                t.holder.abandon();
+                t.holder.abandon(None);
                 t.closed = true;
                 t.writes.iter_mut().for_each(|w| w.awaited = false);
                 t.writes.retain(|w| w.land_at.is_some());

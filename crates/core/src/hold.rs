@@ -207,7 +207,10 @@ impl<G: Clone + PartialEq> Hold<G> {
 
     /// Its heartbeats stop without a release (its client closed): a heartbeat under way is
     /// dropped, and the lock is stepped only at the loss moment of its lease, where it lapses.
-    pub fn abandon(&mut self) {
+    /// `through`: for a lock without a lease of its own, the end of the lease it is held
+    /// through (its session's item's, abandoned with it), which it lapses with.
+    pub fn abandon(&mut self, through: Option<Time>) {
+        self.until = self.until.or(through);
         self.held.abandon();
         // No heartbeat waits for an update any more: the lapse does not.
         self.parked = false;
@@ -436,8 +439,27 @@ mod tests {
         assert_eq!(r.update(), held::Update::Gone, "its release is called");
 
         let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
-        a.abandon();
+        a.abandon(None);
         assert_eq!(a.update(), held::Update::Gone, "its client closed");
+    }
+
+    /// A lock held through a session has no lease of its own: abandoned with its session,
+    /// it lapses at the loss moment of the session's lease, once.
+    #[test]
+    fn a_lock_held_through_a_session_lapses_with_the_sessions_lease() {
+        let mut m = Hold::new(config(250), true, 1u8, None, ms(0), 1);
+        assert_eq!(m.poll_timeout(), None, "never stepped while the session keeps it");
+        m.abandon(Some(ms(1500)));
+        assert_eq!(m.poll_timeout(), Some(ms(1499)), "the session's loss moment");
+        assert_eq!(m.handle_timeout(ms(1000), None, ms(25), Duration::ZERO), vec![]);
+        assert_eq!(
+            m.handle_timeout(ms(1499), None, ms(25), Duration::ZERO),
+            vec![Action::Lost(Loss::Lapsed)]
+        );
+        assert_eq!(m.poll_timeout(), None, "lost once");
+        let mut own = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        own.abandon(Some(ms(5000)));
+        assert_eq!(own.poll_timeout(), Some(ms(999)), "its own lease counts");
     }
 
     #[test]
@@ -449,7 +471,7 @@ mod tests {
             vec![Action::Write { guids: [1, 2], new: 2 }]
         );
         // Closed with the heartbeat's write out: dropped, and nothing more is written.
-        a.abandon();
+        a.abandon(None);
         assert!(!a.under_way() && !a.held.beating);
         assert_eq!(
             a.poll_timeout(),
@@ -471,7 +493,7 @@ mod tests {
         assert!(matches!(p.update(), held::Update::Write { .. }));
         assert_eq!(p.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
         assert_eq!(p.poll_timeout(), None, "parked");
-        p.abandon();
+        p.abandon(None);
         assert_eq!(p.poll_timeout(), Some(ms(999)));
         assert_eq!(
             p.update_ends(false).step_at,
@@ -485,7 +507,7 @@ mod tests {
 
         // Released after its client closed: not lost.
         let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
-        r.abandon();
+        r.abandon(None);
         assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
         r.release_done();
         assert_eq!(r.poll_timeout(), None);
