@@ -243,21 +243,8 @@ impl LeaseModel {
     /// before or after the delay (it writes only the holder's data: when else it lands
     /// changes nothing).
     fn update_fates(&self) -> Vec<Fate> {
-        let d = self.config.delay;
-        vec![
-            Fate {
-                land: None,
-                answer: None,
-            },
-            Fate {
-                land: Some(0),
-                answer: Some(0),
-            },
-            Fate {
-                land: Some(d),
-                answer: Some(0),
-            },
-        ]
+        // `fates` lists these first: lost, answered at once, landing after the delay.
+        self.fates()[..3].to_vec()
     }
 
     /// Every way of choosing a fate for each of `n` writes.

@@ -114,18 +114,38 @@ fn check_machines(rep: &mut Report, full: bool) {
          requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost release, no orphan, \
          liveness)"
     );
+    let variants = machines::Bug::ALL.map(|bug| (bug.name(), bug.property(), machines::broken_config(bug)));
+    check_section(
+        rep,
+        "machines",
+        machines::configs(full),
+        machines_label,
+        |cfg| machines::check(cfg, machines::MAX_STATES),
+        variants,
+    );
+}
+
+/// Explores each configuration of a section, labelled by `label`, then each broken variant
+/// (its name, the property it must violate, its configuration); reports them as `section`.
+fn check_section<C>(
+    rep: &mut Report,
+    section: &str,
+    configs: impl IntoIterator<Item = C>,
+    label: impl Fn(&C) -> String,
+    check: impl Fn(C) -> Checked,
+    variants: impl IntoIterator<Item = (&'static str, &'static str, C)>,
+) {
     let mut runs = Vec::new();
-    for cfg in machines::configs(full) {
-        let label = machines_label(&cfg);
-        let (r, s) = timed(|| machines::check(cfg, machines::MAX_STATES));
+    for cfg in configs {
+        let label = label(&cfg);
+        let (r, s) = timed(|| check(cfg));
         runs.push(rep.run(label, r, s));
     }
-    let mut variants = Vec::new();
-    for bug in machines::Bug::ALL {
-        let r = machines::check(machines::broken_config(bug), machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), bug.property(), r));
-    }
-    rep.section("machines", runs, variants);
+    let variants = variants
+        .into_iter()
+        .map(|(name, property, cfg)| rep.variant(name, property, check(cfg)))
+        .collect();
+    rep.section(section, runs, variants);
 }
 
 /// A machines configuration, as its run is labelled.
@@ -165,21 +185,23 @@ fn check_fifo(rep: &mut Report, full: bool) {
          (properties: {})",
         fifo_machines::PROPERTIES.join(", ")
     );
-    let mut runs = Vec::new();
-    for cfg in fifo_machines::configs(full)
-        .into_iter()
-        .chain(fifo_machines::semaphore_configs(full))
-    {
-        let label = fifo_label(&cfg);
-        let (r, s) = timed(|| fifo_machines::check(cfg, fifo_machines::MAX_STATES));
-        runs.push(rep.run(label, r, s));
-    }
-    let mut variants = Vec::new();
-    for bug in Broken::FIFO.into_iter().chain(Broken::SEMAPHORE) {
-        let r = fifo_machines::check(fifo_machines::broken_config(bug), fifo_machines::MAX_STATES);
-        variants.push(rep.variant(bug.name(), fifo_machines::property(bug), r));
-    }
-    rep.section("fifoMachines", runs, variants);
+    let variants = Broken::FIFO.into_iter().chain(Broken::SEMAPHORE).map(|bug| {
+        (
+            bug.name(),
+            fifo_machines::property(bug),
+            fifo_machines::broken_config(bug),
+        )
+    });
+    check_section(
+        rep,
+        "fifoMachines",
+        fifo_machines::configs(full)
+            .into_iter()
+            .chain(fifo_machines::semaphore_configs(full)),
+        fifo_label,
+        |cfg| fifo_machines::check(cfg, fifo_machines::MAX_STATES),
+        variants,
+    );
 }
 
 /// A Fifo machines configuration, as its run is labelled.
@@ -223,18 +245,15 @@ fn check_sessions(rep: &mut Report, full: bool) {
          acquisition), with lost, late and abandoned renewals, crashes (properties: {})",
         session::PROPERTIES.join(", ")
     );
-    let mut runs = Vec::new();
-    for cfg in session::configs(full) {
-        let label = session_label(&cfg);
-        let (r, s) = timed(|| session::check(cfg, session::MAX_STATES));
-        runs.push(rep.run(label, r, s));
-    }
-    let mut variants = Vec::new();
-    for bug in Broken::SESSION {
-        let r = session::check(session::broken_config(bug), session::MAX_STATES);
-        variants.push(rep.variant(bug.name(), session::property(bug), r));
-    }
-    rep.section("sessions", runs, variants);
+    let variants = Broken::SESSION.map(|bug| (bug.name(), session::property(bug), session::broken_config(bug)));
+    check_section(
+        rep,
+        "sessions",
+        session::configs(full),
+        session_label,
+        |cfg| session::check(cfg, session::MAX_STATES),
+        variants,
+    );
 }
 
 /// A session configuration, as its run is labelled.

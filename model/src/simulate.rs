@@ -191,17 +191,35 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
 
 /// One run of the machines model from `seed`.
 pub fn run_machines(seed: u64, bug: Option<machines::Bug>) -> (u64, Option<Failure>) {
+    let is_tick = |a: &machines::Action| matches!(a, machines::Action::Tick);
+    run_clients(
+        seed,
+        |rng| draw_machines(rng, bug),
+        Machines::new,
+        is_tick,
+        machines::tell,
+    )
+}
+
+/// One run of a model of clients from `seed`: its configuration drawn by `draw`, then how
+/// strongly events are picked before time passes (some runs let answers come late), then
+/// the walk, its steps told by `tell`.
+fn run_clients<C: Debug, M: Model>(
+    seed: u64,
+    draw: impl FnOnce(&mut Rng) -> C,
+    model: impl FnOnce(C) -> M,
+    is_tick: impl Fn(&M::Action) -> bool,
+    tell: impl Fn(&M::State, &M::Action) -> String,
+) -> (u64, Option<Failure>)
+where
+    M::Action: Debug,
+{
     let mut rng = Rng::new(seed);
-    let config = draw_machines(&mut rng, bug);
-    // How strongly events are picked before time passes: some runs let answers come late.
+    let config = draw(&mut rng);
     let bias = rng.range(1, 7);
     let text = format!("{config:?}, events first {bias} in {}", bias + 1);
-    let model = Machines::new(config);
-    let is_tick = |a: &machines::Action| matches!(a, machines::Action::Tick);
-    walk(&model, &mut rng, bias, is_tick, |p| {
-        explore::narrate(&model, p, machines::tell)
-    })
-    .map_failure(seed, text)
+    let model = model(config);
+    walk(&model, &mut rng, bias, is_tick, |p| explore::narrate(&model, p, &tell)).map_failure(seed, text)
 }
 
 /// A Fifo machines configuration drawn from `rng`.
@@ -260,16 +278,14 @@ fn draw_fifo(rng: &mut Rng, bug: Option<Broken>) -> fifo_machines::Config {
 
 /// One run of the Fifo machines model from `seed`.
 pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
-    let mut rng = Rng::new(seed);
-    let config = draw_fifo(&mut rng, bug);
-    let bias = rng.range(1, 7);
-    let text = format!("{config:?}, events first {bias} in {}", bias + 1);
-    let model = FifoMachines::new(config);
     let is_tick = |a: &fifo_machines::Action| matches!(a, fifo_machines::Action::Tick);
-    walk(&model, &mut rng, bias, is_tick, |p| {
-        explore::narrate(&model, p, fifo_machines::tell)
-    })
-    .map_failure(seed, text)
+    run_clients(
+        seed,
+        |rng| draw_fifo(rng, bug),
+        FifoMachines::new,
+        is_tick,
+        fifo_machines::tell,
+    )
 }
 
 /// A session configuration drawn from `rng`.
@@ -293,16 +309,14 @@ fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
 
 /// One run of the session model from `seed`.
 pub fn run_session(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
-    let mut rng = Rng::new(seed);
-    let config = draw_session(&mut rng, bug);
-    let bias = rng.range(1, 7);
-    let text = format!("{config:?}, events first {bias} in {}", bias + 1);
-    let model = Sessions::new(config);
     let is_tick = |a: &session::Action| matches!(a, session::Action::Tick);
-    walk(&model, &mut rng, bias, is_tick, |p| {
-        explore::narrate(&model, p, session::tell)
-    })
-    .map_failure(seed, text)
+    run_clients(
+        seed,
+        |rng| draw_session(rng, bug),
+        Sessions::new,
+        is_tick,
+        session::tell,
+    )
 }
 
 /// Runs of the session model, as `simulate`.

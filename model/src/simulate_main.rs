@@ -187,20 +187,20 @@ fn main() {
     }
     ok &= holds;
     println!("total {:.1} s", started.elapsed().as_secs_f64());
+    let counts = |o: &Outcome| {
+        format!(
+            "\"runs\":{},\"steps\":{},\"holds\":{}",
+            o.runs,
+            o.steps,
+            o.failure.is_none()
+        )
+    };
     println!(
-        "{{\"seed\":{seed},\"runs\":{},\"steps\":{},\"holds\":{},\"machines\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"fifo\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"sessions\":{{\"runs\":{},\"steps\":{},\"holds\":{}}},\"variants\":[{}]}}",
-        out.runs,
-        out.steps,
-        out.failure.is_none(),
-        m.runs,
-        m.steps,
-        m.failure.is_none(),
-        f.runs,
-        f.steps,
-        f.failure.is_none(),
-        se.runs,
-        se.steps,
-        se.failure.is_none(),
+        "{{\"seed\":{seed},{},\"machines\":{{{}}},\"fifo\":{{{}}},\"sessions\":{{{}}},\"variants\":[{}]}}",
+        counts(&out),
+        counts(&m),
+        counts(&f),
+        counts(&se),
         variants.join(",")
     );
     if !ok {
