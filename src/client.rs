@@ -326,8 +326,8 @@ mod tests {
 
     use super::Client;
     use crate::cancel::Cancel;
+    use crate::clock::unix_now_ms;
     use crate::error::LockError;
-    use crate::item::unix_now_ms;
     use crate::lock::HeldLock;
     use crate::store::memory::MemoryStore;
     use crate::store::{StoreOps, WaitMark};

@@ -15,8 +15,6 @@ use dynamodb_lock_core::request::{Env, Time};
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::cancel::Cancel;
-
 /// Now, on this process's monotonic clock.
 pub fn now() -> Instant {
     Instant::now()
@@ -67,12 +65,12 @@ impl Clock {
     }
 
     /// What a machine is told with each input: now on this line and on the wall clock, whether
-    /// `cancel` was cancelled, and a fresh random number.
-    pub fn env(&self, cancel: Option<&Cancel>) -> Env {
+    /// it was cancelled, and a fresh random number.
+    pub fn env(&self, cancelled: bool) -> Env {
         Env {
             now: self.now(),
             unix_ms: unix_now_ms(),
-            cancelled: cancel.is_some_and(Cancel::is_cancelled),
+            cancelled,
             random: rand::thread_rng().gen(),
         }
     }

@@ -122,7 +122,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                     (Ok(op::Reply::Before(Some(r))), Some(cancel)) => cancel.seen(r),
                     _ => {}
                 }
-                let env = clock.env(to.cancel);
+                let env = clock.env(to.cancel.is_some_and(Cancel::is_cancelled));
                 m.answer(answer(result), &env)
             }
             Step::Wait { until, abortable } => {
@@ -146,7 +146,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                     (None, Some(at)) => tokio::time::sleep_until(at).await,
                     (None, None) => std::future::pending::<()>().await,
                 }
-                let env = clock.env(to.cancel);
+                let env = clock.env(to.cancel.is_some_and(Cancel::is_cancelled));
                 m.timer(&env)
             }
         }

@@ -15,7 +15,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
-    let env = clock.env(Some(cancel));
+    let env = clock.env(cancel.is_cancelled());
     let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
     let to = Target {
         data,

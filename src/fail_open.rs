@@ -37,7 +37,7 @@ pub async fn acquire(
     let guid = new_guid();
     let clock = Clock::start();
     let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
-    let env = clock.env(Some(cancel));
+    let env = clock.env(cancel.is_cancelled());
     let mut s = c.settings.protocol();
     if until_aborted {
         s.retry_count = u32::MAX;
@@ -53,7 +53,7 @@ pub async fn acquire(
     if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive()) {
         // The session's lease ended before the grant was known: the lock is lost already, and
         // the machine gives it back.
-        let step = m.give_back(&clock.env(None));
+        let step = m.give_back(&clock.env(false));
         outcome = run(&mut m, step, clock, &to).await;
     }
     let undo = |c: &Shared| undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
@@ -109,8 +109,9 @@ mod tests {
 
     use crate::cancel::Cancel;
     use crate::client::Client;
+    use crate::clock::unix_now_ms;
     use crate::error::{LockError, LostReason, StoreError};
-    use crate::item::{unix_now_ms, GuidValue, LockRecord};
+    use crate::item::{GuidValue, LockRecord};
     use crate::lock::LockEvent;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;

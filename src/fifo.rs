@@ -97,7 +97,7 @@ fn failed_to_acquire() -> LockError {
 }
 
 fn unix_now_s() -> u64 {
-    crate::item::unix_now_ms() / 1000
+    crate::clock::unix_now_ms() / 1000
 }
 
 fn entry_ttl(c: &Shared) -> u64 {
@@ -233,7 +233,7 @@ impl Driver<'_> {
     async fn run(&mut self, wait: Option<Duration>, cancel: &Cancel) -> Result<Vec<Arc<HeldLock>>, LockError> {
         let c = self.c;
         let clock = self.clock;
-        let env = clock.env(Some(cancel));
+        let env = clock.env(cancel.is_cancelled());
         let (mut m, mut act) = match self.sem {
             Some(sem) => Acquire::<LockRecord, StoreError>::start_sem(c.settings.protocol(), sem, wait, &env, self),
             None => {
@@ -319,7 +319,7 @@ impl Driver<'_> {
                 }
                 Act::Done(outcome) => return self.result(outcome, m.refused()),
             };
-            let env = clock.env(Some(cancel));
+            let env = clock.env(cancel.is_cancelled());
             act = m.step(input, &env, self);
         }
     }

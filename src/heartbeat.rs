@@ -30,9 +30,10 @@ use dynamodb_lock_core::op::Op;
 use dynamodb_lock_core::original;
 use dynamodb_lock_core::request::Purpose;
 
+use crate::clock::unix_now_ms;
 use crate::drive::{send, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::{new_guid, unix_now_ms, Guid};
+use crate::item::{new_guid, Guid};
 use crate::lock::{HeldLock, LockEvent, Risk, Scheduler};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;

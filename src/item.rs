@@ -11,8 +11,6 @@ pub fn new_guid() -> Guid {
     g
 }
 
-pub use crate::clock::unix_now_ms;
-
 #[cfg(test)]
 mod tests {
     use super::*;

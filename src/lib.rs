@@ -7,8 +7,11 @@
 //!
 //! Modules, each depending only on modules listed before it (the crate root on them all):
 //!
+//! - `clock`: time as the runtime reads it, in this module alone outside the store: the
+//!   monotonic clock, the wall clock, and the core's time lines (`Clock`: one per client for
+//!   its held locks, their leases, its session and its line; one per acquisition).
 //! - `item`: the core's lock item, plus what the core leaves to its runner: new random
-//!   `guid`s and the wall clock.
+//!   `guid`s.
 //! - `error`: `LockError` and the `code` JavaScript sees.
 //! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
 //! - `config`: validation of user configuration, with the original's messages.

@@ -421,7 +421,7 @@ impl HeldLock {
         };
         let to = self.target();
         let mut clock = Clock::start();
-        let (mut m, mut step) = ending::Ending::start(c.settings.protocol(), end, &clock.env(None));
+        let (mut m, mut step) = ending::Ending::start(c.settings.protocol(), end, &clock.env(false));
         loop {
             let result = match run(&mut m, step, clock, &to).await {
                 ending::Outcome::Handed {
@@ -439,7 +439,7 @@ impl HeldLock {
                         // Everyone in line gave up meanwhile: the machine releases the lock,
                         // still ours under `guid`, instead.
                         clock = Clock::start();
-                        (m, step) = m.unclaimed(guid, &clock.env(None));
+                        (m, step) = m.unclaimed(guid, &clock.env(false));
                         continue;
                     }
                     self.state().release_done();

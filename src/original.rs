@@ -39,7 +39,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
     let (store, settings, names) = (&**via.store, via.settings, via.names);
     let guid = new_guid();
     let clock = Clock::start();
-    let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(Some(cancel)));
+    let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(cancel.is_cancelled()));
     let to = Target {
         cancel: Some(cancel),
         ..Target::item(store, key, settings)
@@ -86,7 +86,7 @@ pub async fn release(
     fencing_token: Option<u64>,
 ) -> Result<(), LockError> {
     let clock = Clock::start();
-    let (mut m, step) = machine::Release::start(settings.protocol(), *guid, fencing_token, &clock.env(None));
+    let (mut m, step) = machine::Release::start(settings.protocol(), *guid, fencing_token, &clock.env(false));
     let to = Target::item(store, key, settings);
     let mut refusal = None;
     match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {

@@ -9,8 +9,9 @@ use std::time::Duration;
 use dynamodb_lock_core::request::Policy;
 use dynamodb_lock_core::settings;
 
+use crate::clock::unix_now_ms;
 use crate::config::Kind;
-use crate::item::{token_floor, unix_now_ms};
+use crate::item::token_floor;
 use crate::stats::Stats;
 use crate::store::{OpenFields, Ttl};
 

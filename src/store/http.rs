@@ -28,10 +28,10 @@ use super::json::{read_response, Attr, Body, Response};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
+use crate::clock::unix_now_ms;
 use crate::error::StoreError;
 use crate::item::{
-    self, unix_now_ms, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN,
-    RELEASED_LEASE_MS,
+    self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
 };
 use crate::stats::{Outcome, Stats};
 use dynamodb_lock_core::op::Grant;
