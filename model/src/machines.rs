@@ -30,6 +30,10 @@
 //!   trying within a lease and three request timeouts of the crash (or of its start), when
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
+//! An acquisition reported failed whose write may have landed is undone by the core's
+//! `undo::Undo`, stepped beside the client's next acquisition as the addon's `undo_later`
+//! runs it.
+//!
 //! With `hand_over`, client 0's next acquisition of its lock joins the client's line (the
 //! core's `local::Local`) and its release hands the lock over (`ending::Ending`); the waiter
 //! may give up at any moment before its turn, and the line decides who the lock goes to.
@@ -50,7 +54,7 @@ use dynamodb_lock_core::local::{Local, Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
-use dynamodb_lock_core::undo::Undo;
+use dynamodb_lock_core::undo::{self, Undo};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
 use crate::beats::{BeatNet, Beats};
@@ -345,8 +349,8 @@ pub struct Client {
     pub seq: u8,
     /// When the current acquisition started, or the lock was granted.
     pub since: Tick,
-    /// The undo of a write that may have landed (`undo_later`): lock, guid, request.
-    pub undo: Option<(u8, G, Net)>,
+    /// The undo of a write that may have landed (`undo_later`).
+    pub undo: Option<Undoing>,
     /// The last release reported done: the lock, and the first and last `guid` of its
     /// tenure (heartbeats rotate it).
     pub released: Option<(u8, G, G)>,
@@ -366,6 +370,39 @@ pub struct Client {
     pub waiter: Option<Waiter>,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
+}
+
+/// The core's undo of a write of `g` on lock `k` that may have landed (`undo::Undo`, run in
+/// the background as the addon's `undo_later` runs it): its attempt on the wire, or when it
+/// is stepped again (its backoff, or its pause between rounds).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Undoing {
+    pub k: u8,
+    pub g: G,
+    pub m: Box<Undo<Item>>,
+    pub net: Option<Net>,
+    pub wake: Option<Tick>,
+}
+
+type UndoStep = Step<G, Ver, undo::Outcome<Fail>>;
+
+impl Undoing {
+    /// Carries the undo machine's `step` at `now`, as the addon's driver does; `false` once
+    /// the undo has ended.
+    fn carry(&mut self, mut step: UndoStep, env: &Env, now: Tick) -> bool {
+        loop {
+            let sent = |req, timeout_at| Sent {
+                req,
+                timeout_at,
+                slow_at: timeout_at,
+            };
+            match env::carry(step, now, &mut self.net, &mut self.wake, sent) {
+                env::Carried::Set => return true,
+                env::Carried::Done(_) => return false,
+                env::Carried::Answer(a) => step = self.m.answer(a, env),
+            }
+        }
+    }
 }
 
 impl Client {
@@ -419,6 +456,10 @@ pub enum Action {
     UndoLand(u8),
     UndoAnswer(u8),
     UndoLose(u8),
+    /// The undo's attempt times out.
+    UndoTimeOut(u8),
+    /// The undo's pause ends.
+    UndoTimer(u8),
     /// A heartbeat starts, or its timer fires.
     Beat(u8),
     BeatLand(u8),
@@ -441,6 +482,8 @@ impl fmt::Debug for Action {
             Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
             Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
             Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
+            Action::UndoTimeOut(c) => write!(f, "c{c}'s undo times out"),
+            Action::UndoTimer(c) => write!(f, "c{c}'s undo tries again"),
             Action::Beat(c) => write!(f, "c{c}'s heartbeat is due"),
             Action::BeatLand(c) => write!(f, "c{c}'s heartbeat write lands"),
             Action::BeatAnswer(c) => write!(f, "c{c} gets the heartbeat's answer"),
@@ -615,11 +658,11 @@ impl Machines {
             // acquisition fails, and the write is undone later if the give-back failed.
             Out::Original(original::Outcome::Expired { fencing_token, undo }) => {
                 let undo = undo.then(|| self.undo(g, fencing_token, &env));
-                self.failed(c, k, g, undo)
+                self.failed(c, k, g, undo, &env)
             }
             Out::Open(fail_open::Outcome::Expired { undo }) => {
                 let undo = undo.then(|| self.undo(g, 0, &env));
-                self.failed(c, k, g, undo)
+                self.failed(c, k, g, undo, &env)
             }
             Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
@@ -628,9 +671,9 @@ impl Machines {
             Out::Closed(fail_closed::Outcome::Failed { undo, .. })
             | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
                 let undo = undo.then(|| self.undo(g, 0, &env));
-                self.failed(c, k, g, undo)
+                self.failed(c, k, g, undo, &env)
             }
-            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, None),
+            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, None, &env),
             // Handed to this client's next acquisition: a grant like any other.
             Out::End(ending::Outcome::Handed {
                 guid,
@@ -671,15 +714,14 @@ impl Machines {
         }
     }
 
-    /// The request of the core's undo of `g`'s write (`token`: its fencing token, for the
-    /// original's).
-    fn undo(&self, g: G, token: u64, env: &Env) -> Request {
-        let (m, _) = if self.cfg.original {
-            Undo::<Item>::original::<Fail>(self.lock(), g, Some(token), env)
+    /// The core's undo of `g`'s write (`token`: its fencing token, for the original's), and
+    /// its first step.
+    fn undo(&self, g: G, token: u64, env: &Env) -> (Undo<Item>, UndoStep) {
+        if self.cfg.original {
+            Undo::original(self.lock(), g, Some(token), env)
         } else {
-            Undo::<Item>::start::<Fail>(self.lock(), g, env)
-        };
-        m.request().clone()
+            Undo::start(self.lock(), g, env)
+        }
     }
 
     /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
@@ -707,26 +749,20 @@ impl Machines {
         Ok(())
     }
 
-    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed; `undo`: a write
-    /// of it may have landed, and is removed (`undo_later`).
-    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<Request>) {
+    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`;
+    /// `undo`: a write of it may have landed, and the core's undo removes it (`undo_later`).
+    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<(Undo<Item>, UndoStep)>, env: &Env) {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
-        // The core's undo, whose rounds of retries are one request that lands, or not, any
-        // time later.
-        if let Some(req) = undo {
-            c.undo = Some((
+        if let Some((m, step)) = undo {
+            let mut u = Undoing {
                 k,
                 g,
-                Net {
-                    sent: Sent {
-                        req,
-                        timeout_at: Tick::MAX,
-                        slow_at: Tick::MAX,
-                    },
-                    state: NetState::Out,
-                },
-            ));
+                m: Box::new(m),
+                net: None,
+                wake: None,
+            };
+            c.undo = u.carry(step, env, tick(env.now)).then_some(u);
         }
     }
 
@@ -814,7 +850,10 @@ impl Machines {
                 || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
                 || c.hb
                     .as_ref()
-                    .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now)))
+                    .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
+                || c.undo.as_ref().is_some_and(|u| {
+                    u.wake.is_some_and(|w| w <= s.now) || u.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
+                }))
     }
 
     /// Whether time going on can change anything.
@@ -825,7 +864,11 @@ impl Machines {
                     && (c.wake.is_some_and(|w| w != Tick::MAX)
                         || c.net.is_some()
                         || c.hb.as_ref().is_some_and(|h| h.due(true) || h.net.is_some())
-                        || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now))
+                        || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now)
+                        // An undo's pause between rounds (seconds) outlasts every run.
+                        || c.undo.as_ref().is_some_and(|u| {
+                            u.net.is_some() || u.wake.is_some_and(|w| w < self.cfg.horizon)
+                        }))
             })
     }
 
@@ -916,9 +959,26 @@ impl Machines {
 
     /// Client `i`'s undo lands.
     fn undo_lands(&self, s: &mut State, i: usize) {
-        let (k, _, n) = s.clients[i].undo.clone().unwrap();
-        let ans = self.apply(s, k, &n.sent.req);
-        s.clients[i].undo.as_mut().unwrap().2.state = NetState::Landed(ans);
+        let u = s.clients[i].undo.as_ref().unwrap();
+        let (k, req) = (u.k, u.net.as_ref().unwrap().sent.req.clone());
+        let ans = self.apply(s, k, &req);
+        s.clients[i].undo.as_mut().unwrap().net.as_mut().unwrap().state = NetState::Landed(ans);
+    }
+
+    /// Client `i`'s undo is stepped: with its attempt's answer, or at the end of its wait.
+    fn undo_steps(&self, s: &mut State, i: usize, a: Option<Ans>) {
+        let env = self.env(s, i);
+        let c = &mut s.clients[i];
+        let u = c.undo.as_mut().unwrap();
+        u.net = None;
+        u.wake = None;
+        let step = match a {
+            Some(a) => u.m.answer(a, &env),
+            None => u.m.timer(&env),
+        };
+        if !u.carry(step, &env, s.now) {
+            c.undo = None;
+        }
     }
 
     /// Client `i`'s heartbeat starts, or its timer fires.
@@ -1024,16 +1084,20 @@ impl Model for Machines {
             Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
                 out.push(Action::Event(ci, e))
             });
-            if let Some((_, _, n)) = &c.undo {
-                match n.state {
-                    NetState::Out => {
+            if let Some(u) = &c.undo {
+                match u.net.as_ref().map(|n| (&n.state, n.sent.timeout_at)) {
+                    Some((_, at)) if at <= s.now => out.push(Action::UndoTimeOut(ci)),
+                    Some((NetState::Out, _)) => {
                         out.push(Action::UndoLand(ci));
                         if s.left.faults > 0 {
                             out.push(Action::UndoLose(ci));
                         }
                     }
-                    NetState::Landed(_) => out.push(Action::UndoAnswer(ci)),
-                    NetState::Lost => {}
+                    Some((NetState::Landed(_), _)) => out.push(Action::UndoAnswer(ci)),
+                    Some((NetState::Lost, _)) | None => {}
+                }
+                if u.wake.is_some_and(|w| w <= s.now) {
+                    out.push(Action::UndoTimer(ci));
                 }
             }
             if let Some(h) = &c.hb {
@@ -1094,14 +1158,18 @@ impl Model for Machines {
             }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
-                // Removed, or nothing to remove: the undo is over.
-                s.clients[c as usize].undo = None;
+                let u = s.clients[c as usize].undo.as_mut().unwrap();
+                let Some(NetState::Landed(a)) = u.net.take().map(|n| n.state) else {
+                    unreachable!("an answer to an undo that landed")
+                };
+                self.undo_steps(&mut s, c as usize, Some(a));
             }
             Action::UndoLose(c) => {
-                // `undo_later` tries again.
                 s.left.faults -= 1;
-                s.clients[c as usize].undo.as_mut().unwrap().2.state = NetState::Out;
+                s.clients[c as usize].undo.as_mut().unwrap().net.as_mut().unwrap().state = NetState::Lost;
             }
+            Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
+            Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
             Action::Beat(c) => self.beat(&mut s, c as usize)?,
             Action::BeatLand(c) => self.beat_lands(&mut s, c as usize),
             Action::BeatAnswer(c) => self.beat_answered(&mut s, c as usize)?,
@@ -1131,7 +1199,7 @@ impl Model for Machines {
                 }
             }
             if let Some((k, g)) = c.failed {
-                let undoing = c.undo.as_ref().is_some_and(|(uk, ug, _)| *uk == k && *ug == g);
+                let undoing = c.undo.as_ref().is_some_and(|u| u.k == k && u.g == g);
                 let item = s.items[k as usize];
                 if !undoing && item.is_some_and(|it| it.guid == g && !it.released) {
                     return Err(env::orphan(i, k, "the item"));
@@ -1389,10 +1457,12 @@ pub fn tell(s: &State, a: &Action) -> String {
         Action::Event(c, e) if e.on_the_wire() => {
             s.clients[c as usize].net.as_ref().map(|n| format!("{:?}", n.sent.req))
         }
-        Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) => s.clients[c as usize]
+        Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) | Action::UndoTimeOut(c) => s.clients
+            [c as usize]
             .undo
             .as_ref()
-            .map(|u| format!("{:?}", u.2.sent.req)),
+            .and_then(|u| u.net.as_ref())
+            .map(|n| format!("{:?}", n.sent.req)),
         _ => None,
     };
     env::step_text(s.now, a, request)

@@ -367,9 +367,11 @@ fn main() {
         ok: true,
         json: Vec::new(),
     };
-    // `--sessions`: the session section alone.
+    // `--sessions`, `--machines`: that section alone.
     if std::env::args().any(|a| a == "--sessions") {
         check_sessions(&mut rep, full);
+    } else if std::env::args().any(|a| a == "--machines") {
+        check_machines(&mut rep, full);
     } else {
         check_machines(&mut rep, full);
         check_fifo(&mut rep, full);
