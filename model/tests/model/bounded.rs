@@ -143,30 +143,41 @@ fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted(
     }
 }
 
+/// The lease model of `config` holds over more than a million states, and each of
+/// `variants` is caught by its property in a counterexample with a step that `marks` accepts.
+fn holds_and_catches(
+    config: dynamodb_lock_model::lease::Config,
+    variants: &[dynamodb_lock_core::broken::Broken],
+    marks: impl Fn(&str) -> bool,
+) {
+    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    let r = check(config);
+    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.states > 1_000_000, "{} states", r.states);
+    for &bug in variants {
+        let r = check(Config {
+            bug: Some(bug),
+            ..config
+        });
+        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        assert_eq!(property, PROPERTY, "{}", bug.name());
+        assert!(steps.iter().any(|s| marks(s)), "{steps:?}");
+    }
+}
+
 /// A holder whose client closes without releasing its lock (`close()`, the core's
 /// `Hold::abandon`) writes no more and still declares the loss before a rival's grant: at its
 /// lease's loss moment. The variant that declares it at the lease's end is caught.
 #[test]
 fn a_lock_abandoned_by_close_is_lost_before_a_rival_is_granted() {
-    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    use dynamodb_lock_model::lease::Config;
     let close = Config {
         close: true,
         horizon: 10,
         pause: 4,
         ..Config::new()
     };
-    let r = check(close);
-    assert!(r.holds, "{:?}", r.counterexample);
-    assert!(r.states > 1_000_000, "{} states", r.states);
-    for bug in dynamodb_lock_core::broken::Broken::CLOSE {
-        let r = check(Config {
-            bug: Some(bug),
-            ..close
-        });
-        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
-        assert_eq!(property, PROPERTY, "{}", bug.name());
-        assert!(steps.iter().any(|s| s == "Close"), "{steps:?}");
-    }
+    holds_and_catches(close, &dynamodb_lock_core::broken::Broken::CLOSE, |s| s == "Close");
 }
 
 /// A holder that writes its data (`lock.update`, the core's `request::Once` under
@@ -175,7 +186,7 @@ fn a_lock_abandoned_by_close_is_lost_before_a_rival_is_granted() {
 /// lease, or whose waiting heartbeat declares no loss, are caught.
 #[test]
 fn a_lock_update_holds_back_heartbeats_but_never_the_loss() {
-    use dynamodb_lock_model::lease::{check, Config, PROPERTY};
+    use dynamodb_lock_model::lease::Config;
     let update = Config {
         update: true,
         lease: 4,
@@ -183,18 +194,9 @@ fn a_lock_update_holds_back_heartbeats_but_never_the_loss() {
         pause: 3,
         ..Config::new()
     };
-    let r = check(update);
-    assert!(r.holds, "{:?}", r.counterexample);
-    assert!(r.states > 1_000_000, "{} states", r.states);
-    for bug in dynamodb_lock_core::broken::Broken::UPDATE {
-        let r = check(Config {
-            bug: Some(bug),
-            ..update
-        });
-        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
-        assert_eq!(property, PROPERTY, "{}", bug.name());
-        assert!(steps.iter().any(|s| s.starts_with("UpdateStart")), "{steps:?}");
-    }
+    holds_and_catches(update, &dynamodb_lock_core::broken::Broken::UPDATE, |s| {
+        s.starts_with("UpdateStart")
+    });
 }
 
 /// Each broken variant of the heartbeat machine is caught by that property.
