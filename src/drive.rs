@@ -9,8 +9,7 @@ use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Ended, Machine, Once, Policy, Purpose, Req, Step, Time};
 
 use crate::cancel::Cancel;
-use crate::clock::unix_now_ms;
-pub use crate::clock::Clock;
+use crate::clock::{unix_now_ms, Clock};
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockData, LockKey, LockRecord, Version};
 use crate::settings::Settings;

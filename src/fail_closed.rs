@@ -5,7 +5,8 @@
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
 
 use crate::cancel::Cancel;
-use crate::drive::{run, Clock, Target};
+use crate::clock::Clock;
+use crate::drive::{run, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;

@@ -7,7 +7,8 @@ use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::drive::{run, Clock, Target};
+use crate::clock::Clock;
+use crate::drive::{run, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::{Session, Shared};

@@ -18,7 +18,8 @@ use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
-use crate::drive::{answer, once, Clock, Target};
+use crate::clock::Clock;
+use crate::drive::{answer, once, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};

@@ -20,8 +20,9 @@ use dynamodb_lock_core::request::Ended;
 use dynamodb_lock_core::{ending, heartbeat, held, hold, session};
 
 use crate::cancel::Cancel;
+use crate::clock::Clock;
 use crate::config::Kind;
-use crate::drive::{once, run, Clock, Permit, Request, Target};
+use crate::drive::{once, run, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::cancel::Cancel;
-use crate::drive::{run_keeping_refusal, Clock, Target};
+use crate::clock::Clock;
+use crate::drive::{run_keeping_refusal, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
 use crate::queues::TableNames;

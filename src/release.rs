@@ -6,7 +6,8 @@ use std::sync::Arc;
 use dynamodb_lock_core::undo::{self, Undo};
 
 use crate::cancel::Cancel;
-use crate::drive::{run, Clock, Target};
+use crate::clock::Clock;
+use crate::drive::{run, Target};
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey};
 use crate::settings::Settings;
