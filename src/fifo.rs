@@ -61,19 +61,22 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
             // Entries renew at their own pace (`settings::Lock::entry_renew`).
             let mut settings = c.settings.clone();
             settings.heartbeat_period = Some(c.settings.protocol().entry_renew());
-            Arc::new(Shared::new(
-                c.clock,
-                c.store.clone(),
-                settings,
-                Arc::new(Quiet),
-                Box::new(LazyHeartbeats::new(None)),
-                Queues::default(),
-            ))
+            Arc::new(Shared {
+                machine: c.machine.clone(),
+                ..Shared::new(
+                    c.clock,
+                    c.store.clone(),
+                    settings,
+                    Arc::new(Quiet),
+                    Box::new(LazyHeartbeats::new(None)),
+                    Queues::default(),
+                )
+            })
         })
         .clone()
 }
 
-struct Quiet;
+pub(crate) struct Quiet;
 
 impl EventSink for Quiet {
     fn emit(&self, _: u64, _: LockEvent) {}
@@ -216,7 +219,7 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn held_until(&self, resource: usize) -> Option<Time> {
-        let until = self.held[resource].as_ref()?.lease.until()?;
+        let until = self.held[resource].as_ref()?.lease_until()?;
         Some(self.clock.time(until))
     }
 

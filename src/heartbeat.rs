@@ -24,7 +24,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::heartbeat::{self as machine, Loss};
+use dynamodb_lock_core::heartbeat as machine;
 use dynamodb_lock_core::hold;
 use dynamodb_lock_core::op::Op;
 use dynamodb_lock_core::original;
@@ -32,9 +32,9 @@ use dynamodb_lock_core::request::Purpose;
 
 use crate::clock::unix_now_ms;
 use crate::drive::{send, Target};
-use crate::error::{LockError, LostReason, StoreError};
+use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid};
-use crate::lock::{HeldLock, LockEvent, Risk, Scheduler};
+use crate::lock::{HeldLock, Scheduler};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
 use crate::store::{revoked, timed_out, OpenFields};
@@ -834,22 +834,17 @@ pub(crate) async fn beat(
     if let Ok(next) = stepped {
         return next;
     }
-    let mut st = lock.state();
     let clock = lock.client.clock;
     let now = clock.now();
-    for action in st.failed_outside(now) {
-        match action {
-            hold::Action::Failed(machine::Failure { at_risk, remaining, .. }) => lock.emit(LockEvent::Error(
-                LockError::Internal("heartbeat panicked".into()),
-                Risk { at_risk, remaining },
-            )),
-            hold::Action::Lost(_) => lock.emit(LockEvent::Lost(LostReason::LeaseExpired)),
-            _ => {}
-        }
-    }
+    let (next, events) = {
+        let mut st = lock.state();
+        let (_, events) = st.step(|h| h.failed_outside(now));
+        (st.poll_timeout().map(|t| clock.base + t), events)
+    };
+    lock.deliver(events, Some(LockError::Internal("heartbeat panicked".into())));
     // Its writes are dropped: a release waiting for them goes on.
     lock.settled.notify_waiters();
-    st.poll_timeout().map(|t| clock.base + t)
+    next
 }
 
 /// What steps a heartbeat: its start, or what woke it while it waited.
@@ -889,12 +884,14 @@ async fn steps(
     loop {
         // One step of the machine, under its state's mutex: what woke it, and what it asks
         // for. The mutex is not held while anything is awaited.
-        let (next, urgent) = {
+        let (next, urgent, events) = {
             let mut st = lock.state();
             let now = crate::clock::now();
-            let actions = match woke {
+            let (actions, mut events) = match woke {
                 Woke::Start if lock.is_stopping() => return None,
-                Woke::Start => st.handle_timeout(clock.time(now), fresh.take(), backoff, flight.round_trip()),
+                Woke::Start => {
+                    st.step(|h| h.handle_timeout(clock.time(now), fresh.take(), backoff, flight.round_trip()))
+                }
                 Woke::Stop => {
                     if !out.is_empty() {
                         // Its writes are dropped: a release waiting for them goes on.
@@ -903,19 +900,25 @@ async fn steps(
                     }
                     return None;
                 }
-                Woke::Timer => st.handle_timeout(clock.time(now), None, backoff, flight.round_trip()),
+                Woke::Timer => st.step(|h| h.handle_timeout(clock.time(now), None, backoff, flight.round_trip())),
                 Woke::Answer(sent, r) => {
                     flight.answered(sent, now);
                     // A session's item names the locks an operator revoked: they are lost, the
                     // session goes on.
                     let r = r.map(|revoked| {
-                        if !revoked.is_empty() {
-                            lock.emit(LockEvent::Revoked(revoked));
+                        let guids: Vec<Guid> = revoked
+                            .iter()
+                            .filter_map(|g| Guid::try_from(g.as_slice()).ok())
+                            .collect();
+                        if !guids.is_empty() {
+                            st.machine().revoke(lock.id, &guids);
                         }
                     });
-                    st.handle_answer(clock.time(now), answer_of(r, &mut last_error), backoff)
+                    st.step(|h| h.handle_answer(clock.time(now), answer_of(r, &mut last_error), backoff))
                 }
             };
+            // A reported failure carries the store's last error (or a timeout).
+            let mut error = None;
             for action in actions {
                 match action {
                     // Nothing goes out once the lock is released or abandoned: a release waits
@@ -941,26 +944,24 @@ async fn steps(
                         out.push(write(renew, slot, flight.slots.clone(), paced_at));
                     }
                     hold::Action::Abandon => out.clear(),
-                    hold::Action::Failed(machine::Failure {
-                        report,
-                        at_risk,
-                        remaining,
-                    }) => failed(lock, last_error.take(), report.then_some(Risk { at_risk, remaining })),
-                    hold::Action::Danger { remaining } => lock.emit(LockEvent::Danger {
-                        remaining_ms: remaining.as_millis() as u64,
-                    }),
-                    hold::Action::Renewed { until } => lock.lease.set(clock.base + until),
-                    hold::Action::Lost(loss) => lock.emit(LockEvent::Lost(match loss {
-                        Loss::Lapsed => LostReason::LeaseExpired,
-                        Loss::NotOurs => LostReason::NotOwner,
-                    })),
+                    hold::Action::Failed(_) => {
+                        Stats::add(&s.stats.heartbeats_failed);
+                        error = Some(LockError::Store(
+                            last_error.take().unwrap_or_else(|| lock.client.store.timed_out()),
+                        ));
+                    }
+                    // Told through the client machine's events.
+                    hold::Action::Danger { .. } | hold::Action::Renewed { .. } | hold::Action::Lost(_) => {}
                     // The write a release waited for is answered or given up on.
                     hold::Action::Release(_) => lock.settled.notify_waiters(),
                 }
             }
+            events.extend(st.machine().events());
             backoff = s.policy().backoff(st.attempts() + 1, rand::random());
-            (st.poll_timeout().map(|t| clock.base + t), st.urgent())
+            (st.poll_timeout().map(|t| clock.base + t), st.urgent(), (events, error))
         };
+        let (events, error) = events;
+        lock.deliver(events, error);
         let Some(urgent) = urgent else {
             // The heartbeat is over, or none started (a lock without heartbeats).
             return next;
@@ -986,16 +987,6 @@ async fn steps(
 /// item, on the holder's guid alone.
 fn target(lock: &HeldLock) -> Target<'_> {
     Target::item(&*lock.client.store, &lock.key, &lock.client.settings)
-}
-
-/// A heartbeat failed: counts it and, if the machine says so (`report`), reports its last
-/// error (or a timeout, when no answer came) with what it means for the lease.
-fn failed(lock: &HeldLock, last_error: Option<StoreError>, report: Option<Risk>) {
-    Stats::add(&lock.client.settings.stats.heartbeats_failed);
-    let error = last_error.unwrap_or_else(|| lock.client.store.timed_out());
-    if let Some(risk) = report {
-        lock.emit(LockEvent::Error(LockError::Store(error), risk));
-    }
 }
 
 /// Counts a heartbeat write about to go out (`writes`: this heartbeat's writes so far, itself
@@ -1101,6 +1092,8 @@ type Write<'a> =
 mod tests {
     use super::*;
     use crate::cancel::Cancel;
+    use crate::error::LostReason;
+    use crate::lock::LockEvent;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::testkit::*;
 
@@ -1138,7 +1131,7 @@ mod tests {
         for _ in 0..100 {
             store.fault("renew", Fault::Panic);
         }
-        let deadline = lock.lease.until().unwrap();
+        let deadline = lock.lease_until().unwrap();
         tokio::time::sleep(Duration::from_secs(3)).await;
         let ev = events.events();
         let panics = ev.iter().filter(|e| matches!(e, LockEvent::Error(..))).count();
@@ -1168,7 +1161,7 @@ mod tests {
                 store.fault("renew", Fault::Hang);
             }
             until_renewing(&store).await;
-            let deadline = lock.lease.until().unwrap();
+            let deadline = lock.lease_until().unwrap();
             let mut lost_at = None;
             for _ in 0..3000 {
                 tokio::time::sleep(Duration::from_micros(250)).await;

@@ -296,8 +296,6 @@ impl EventSink for JsEvents {
                     ..JsLockEvent::new(lock_id, "lost")
                 }
             }
-            // Only a session's item hears revocations, and tells its locks.
-            LockEvent::Revoked(_) => return,
         };
         self.0.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
     }

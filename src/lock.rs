@@ -1,12 +1,14 @@
 //! A held lock: its key, current `guid`, lease and health, and the events it reports; and
 //! what the held locks of one client share with it (`Shared`: store, settings, where events
 //! go, the local line, the hand-off, Fifo's queue state, and the heartbeat scheduler, which
-//! the layer above supplies through `Scheduler`). A lock's state is the core's `hold::Hold`:
-//! a release asks it, waits for a heartbeat write on the wire when it says so, and then
-//! writes with every `guid` the item may carry.
+//! the layer above supplies through `Scheduler`). A lock's state is the core's `hold::Hold`,
+//! kept with every other lock of its client, and its sessions, in the client machine
+//! (`client::Client`), which decides every event about them: a release asks it, waits for a
+//! heartbeat write on the wire when it says so, and then writes with every `guid` the item
+//! may carry.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -17,7 +19,7 @@ use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
 use dynamodb_lock_core::request::Ended;
-use dynamodb_lock_core::{ending, heartbeat, held, hold, session};
+use dynamodb_lock_core::{client, ending, held, hold};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
@@ -41,9 +43,6 @@ pub enum LockEvent {
     Danger { remaining_ms: u64 },
     /// The lock is no longer ours.
     Lost(LostReason),
-    /// A session's renewal found these locks (by their items' `guid`s) revoked by an
-    /// operator: the session tells each of them it is lost (`Session::report`).
-    Revoked(Vec<Vec<u8>>),
 }
 
 /// What a failed heartbeat means for the lease (the core's `heartbeat::Failure`).
@@ -99,9 +98,18 @@ pub struct Shared {
     pub closing: Arc<Cancel>,
     /// FailOpen with `session`: the session its locks are held through.
     pub sessions: Sessions,
+    /// The client machine, which the client's session and Fifo entries share with it.
+    pub machine: Arc<std::sync::Mutex<Machine>>,
+    /// A session's item: the locks held through it, which its events reach.
+    pub members: std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>,
 }
 
 impl Shared {
+    /// Locks held through this session item, by id.
+    pub(crate) fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn new(
         clock: Clock,
         store: Arc<dyn Store>,
@@ -122,73 +130,72 @@ impl Shared {
             tasks: tokio_util::task::TaskTracker::new(),
             closing: Arc::default(),
             sessions: Sessions::default(),
+            machine: Arc::new(std::sync::Mutex::new(client::Client::new(TIMER_GRAIN))),
+            members: Default::default(),
         }
+    }
+
+    pub(crate) fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// End of a lock's lease on this process's monotonic clock, counted from when the last
-/// successful write was sent. Readable without the state mutex, which a release or an
-/// update holds while it writes: `lock.leaseRemainingMs` answers at once, from the deadline itself, so a process
-/// that was paused learns on its first read that the lease has gone by, before any timer of
-/// the scheduler has run.
-pub struct Lease {
-    base: Instant,
-    /// Microseconds from `base` to the end of the lease, plus one; `ENDED` once the lock is
-    /// lost or released; `NO_LEASE` for a lock without one (FailClosed).
-    end: AtomicU64,
-}
-
-const ENDED: u64 = 0;
-const NO_LEASE: u64 = u64::MAX;
-
-impl Lease {
-    fn new(base: Instant, until: Option<Instant>) -> Self {
-        let lease = Lease {
-            base,
-            end: AtomicU64::new(NO_LEASE),
-        };
-        if let Some(until) = until {
-            lease.set(until);
-        }
-        lease
-    }
-
-    /// A successful write renewed the lease until `until`.
-    pub fn set(&self, until: Instant) {
-        let micros = until.saturating_duration_since(self.base).as_micros() as u64;
-        self.end
-            .store(micros.saturating_add(1).min(NO_LEASE - 1), Ordering::SeqCst);
-    }
-
-    /// The lock is lost or released: nothing is left of its lease.
-    pub fn end(&self) {
-        self.end.store(ENDED, Ordering::SeqCst);
-    }
-
-    /// The end of the lease (in the past once it has ended); `None` without a lease.
-    pub fn until(&self) -> Option<Instant> {
-        match self.end.load(Ordering::SeqCst) {
-            NO_LEASE => None,
-            ENDED => Some(self.base),
-            end => Some(self.base + Duration::from_micros(end - 1)),
-        }
-    }
-}
-
-/// Mutable state of a held lock, behind its mutex: the core's `hold::Hold`, which decides its
-/// lease, heartbeats and fate, with its `guid`s. The mutex is held only while the machine
-/// steps, never while a request is out: what a write under way means for the others (a
-/// heartbeat on the wire for a release, an update for the next heartbeat) is the machine's
-/// state.
+/// A held lock's state: the core's `hold::Hold`, which decides its lease, heartbeats and
+/// fate, with its `guid`s. It lives in its client's machine (`client::Client`), behind the
+/// client's mutex, which is held only while the machine steps, never while a request is out:
+/// what a write under way means for the others (a heartbeat on the wire for a release, an
+/// update for the next heartbeat) is the machine's state.
 pub type LockState = hold::Hold<Guid>;
+
+/// The client machine of one client: every lock it holds (its sessions' items and its Fifo
+/// entries too) and its sessions.
+pub type Machine = client::Client<Guid>;
+
+/// A held lock's state in hand: the client's machine, under its mutex, at the lock's entry.
+pub(crate) struct State<'a> {
+    machine: std::sync::MutexGuard<'a, Machine>,
+    id: u64,
+}
+
+impl State<'_> {
+    /// Steps the lock's hold with `step`: the actions for the caller to carry out, and the
+    /// events the client machine drew from them (of this lock, and of its session's members
+    /// when it is a session's item), to deliver once the state is let go of.
+    pub(crate) fn step(
+        &mut self,
+        step: impl FnOnce(&mut LockState) -> Vec<hold::Action<Guid>>,
+    ) -> (Vec<hold::Action<Guid>>, Vec<(u64, client::Event)>) {
+        let actions = self.machine.step(self.id, step);
+        (actions, self.machine.events())
+    }
+
+    /// The client machine itself, for transitions that concern more than this lock.
+    pub(crate) fn machine(&mut self) -> &mut Machine {
+        &mut self.machine
+    }
+}
+
+impl std::ops::Deref for State<'_> {
+    type Target = LockState;
+    fn deref(&self) -> &LockState {
+        self.machine
+            .hold(self.id)
+            .expect("a held lock is in its client's machine until dropped")
+    }
+}
+
+impl std::ops::DerefMut for State<'_> {
+    fn deref_mut(&mut self) -> &mut LockState {
+        self.machine
+            .hold_mut(self.id)
+            .expect("a held lock is in its client's machine until dropped")
+    }
+}
 
 pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
-    /// The `guid` the lock was taken (or handed over) with: a lock held through a session
-    /// writes nothing while held, so its item carries this one.
-    pub guid_taken: Guid,
     /// Others wanted this lock when it was taken: its release hands it over (`StandBack`).
     pub contended: bool,
     /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
@@ -208,12 +215,10 @@ pub struct HeldLock {
     /// The heartbeat's writes are answered or dropped after a release asked to wait for them
     /// (`hold::Action::Release`), or after the heartbeat stopped with writes out.
     pub(crate) settled: Notify,
-    pub lease: Lease,
     /// The session the lock is held through: its lease is the session's.
     pub session: Option<Arc<Session>>,
     /// A semaphore's permits: the lock is its holder's attribute on the head.
     pub permit: Option<Permit>,
-    pub(crate) state: std::sync::Mutex<LockState>,
     /// The holder's own writes (a release, an update) go out one at a time, in call order.
     writer: Mutex<()>,
 }
@@ -243,7 +248,6 @@ impl HeldLock {
         let now = crate::clock::now();
         let s = &client.settings;
         let clock = client.clock;
-        let lease_until = leased_from.map(|sent| sent + s.lease());
         let state = hold::Hold::new(
             s.beat_config(),
             s.heartbeat_period.is_some(),
@@ -252,42 +256,42 @@ impl HeldLock {
             clock.time(now),
             rand::random(),
         );
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let first_step = state.poll_timeout().map(|t| clock.base + t);
+        client.machine().insert(id, state);
         HeldLock {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             key,
             fencing_token,
-            guid_taken: guid,
             contended: false,
             taken_at: now,
-            first_step: state.poll_timeout().map(|t| clock.base + t),
+            first_step,
             client,
             stopping: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             settled: Notify::new(),
-            lease: Lease::new(clock.base, lease_until),
             session: None,
             permit: None,
-            state: std::sync::Mutex::new(state),
             writer: Mutex::new(()),
         }
     }
 
     /// The lock as a semaphore's holder of `permits`, keyed by the `guid` it was granted with.
     pub fn with_permits(mut self, permits: u64) -> Self {
-        let key = self.state.get_mut().unwrap_or_else(|p| p.into_inner()).guid;
+        let key = self.state().guid;
         self.permit = Some(Permit { key, permits });
         self
     }
 
     /// The end of the lock's lease: its own, or, held through a session, the session's (in the
-    /// past once the lock is lost or released); `None` without a lease (FailClosed).
+    /// past once the lock is lost or released); `None` without a lease (FailClosed), as the
+    /// client machine says (`client::Client::until`). It is read from the machine, not from a
+    /// timer: a process that was paused learns on its first read that the lease has gone by.
     pub fn lease_until(&self) -> Option<Instant> {
-        match (self.lease.until(), &self.session) {
-            (None, Some(s)) => s.lock.lease.until(),
-            (own, _) => own,
-        }
+        let clock = self.client.clock;
+        self.client.machine().until(self.id).map(|t| clock.base + t)
     }
 
     /// What is left of the lease at `now`; `None` without a lease (a held FailClosed lock).
@@ -300,14 +304,12 @@ impl HeldLock {
     /// the lock is held until it ends, when `lapse_at_end` reports it lost.
     pub fn abandon(&self) {
         // Held through a session (abandoned first): the lock lapses with its item's lease.
-        let mut through = None;
         if let Some(s) = &self.session {
-            s.leave(self);
-            through = s.lock.lease.until().map(|u| self.client.clock.time(u));
+            s.forget(self);
         }
         self.abandoned.store(true, Ordering::SeqCst);
         self.stopping.store(true, Ordering::SeqCst);
-        self.state().abandon(through);
+        self.client.machine().abandon(self.id);
         self.wake.notify_waiters();
         self.leave_line();
     }
@@ -325,12 +327,10 @@ impl HeldLock {
                 tokio::time::sleep_until(clock.base + at).await;
                 continue;
             }
-            let actions = self
+            let (_, events) = self
                 .state()
-                .handle_timeout(clock.now(), None, Duration::ZERO, Duration::ZERO);
-            if actions.iter().any(|a| matches!(a, hold::Action::Lost(_))) {
-                self.emit(LockEvent::Lost(LostReason::LeaseExpired));
-            }
+                .step(|h| h.handle_timeout(clock.now(), None, Duration::ZERO, Duration::ZERO));
+            self.deliver(events, None);
             return;
         }
     }
@@ -349,8 +349,44 @@ impl HeldLock {
     }
 
     /// The lock's state, for one step of its machine.
-    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LockState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn state(&self) -> State<'_> {
+        State {
+            machine: self.client.machine(),
+            id: self.id,
+        }
+    }
+
+    /// Tells the holders what the client machine decided (`events`, taken with the step that
+    /// made them): this lock's own events, and those of the locks held through it when it is a
+    /// session's item. A reported heartbeat failure carries `error` (a timeout, without one).
+    pub(crate) fn deliver(&self, events: Vec<(u64, client::Event)>, error: Option<LockError>) {
+        for (id, event) in events {
+            let event = match event {
+                client::Event::Lost(held::Lost::Lapsed) => LockEvent::Lost(LostReason::LeaseExpired),
+                client::Event::Lost(held::Lost::Taken) => LockEvent::Lost(LostReason::NotOwner),
+                client::Event::Danger { remaining } => LockEvent::Danger {
+                    remaining_ms: remaining.as_millis() as u64,
+                },
+                client::Event::Failed(f) if f.report => LockEvent::Error(
+                    error
+                        .clone()
+                        .unwrap_or_else(|| LockError::Store(self.client.store.timed_out())),
+                    Risk {
+                        at_risk: f.at_risk,
+                        remaining: f.remaining,
+                    },
+                ),
+                client::Event::Failed(_) => continue,
+            };
+            if id == self.id {
+                self.emit(event);
+                continue;
+            }
+            let member = self.client.members().get(&id).and_then(Weak::upgrade);
+            if let Some(member) = member {
+                member.emit(event);
+            }
+        }
     }
 
     /// Once no heartbeat write of this lock is on the wire: nothing more goes out for it.
@@ -383,10 +419,9 @@ impl HeldLock {
 
     pub(crate) fn emit(&self, event: LockEvent) {
         if matches!(event, LockEvent::Lost(_)) {
-            self.lease.end();
             self.leave_line();
             if let Some(s) = &self.session {
-                s.leave(self);
+                s.forget(self);
             }
         }
         self.client.events.emit(self.id, event);
@@ -517,9 +552,7 @@ impl HeldLock {
         let ended = once(&to, Request::SetData { guids }, policy, None).await;
         // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
         // the condition of a later one: a refusal means the item is no longer ours.
-        if ends.end(matches!(ended, Ended::Refused { .. })) {
-            self.emit(LockEvent::Lost(LostReason::NotOwner));
-        }
+        ends.end(matches!(ended, Ended::Refused { .. }));
         match ended {
             Ended::Ok(_) => Ok(()),
             Ended::Refused { .. } => Err(LockError::Lost(LostReason::NotOwner)),
@@ -534,22 +567,19 @@ impl HeldLock {
     pub async fn release(&self) -> Result<bool, LockError> {
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(s) = &self.session {
-            s.leave(self);
+            s.forget(self);
         }
         // No step of the critical section may count on a lock on its way out.
-        self.lease.end();
+        self.client.machine().stop(self.id);
         self.wake.notify_waiters();
         let _writing = self.writer.lock().await;
         let kind = self.client.settings.kind;
         let (guids, taken) = loop {
             let wait = {
-                let mut st = self.state();
                 // Held through a session that is lost: so is the lock, which is released, not
                 // handed over (the next acquisition in line starts a session of its own).
-                if st.lost.is_none() && self.session.as_ref().is_some_and(|s| !s.alive()) {
-                    st.lose(held::Lost::Lapsed);
-                }
-                match st.release(kind) {
+                let now = self.client.clock.now();
+                match self.client.machine().release(self.id, kind, now) {
                     held::Release::Write { guids, taken } => break (guids, taken),
                     // As in the original: releasing a released FailOpen lock is quiet...
                     held::Release::Done => return Ok(true),
@@ -593,10 +623,16 @@ struct UpdateEnds<'a> {
 }
 
 impl UpdateEnds<'_> {
-    /// The write was answered; `refused`: its condition failed. Whether that lost the lock.
-    fn end(&mut self, refused: bool) -> bool {
+    /// The write was answered; `refused`: its condition failed, and the lock is lost (its
+    /// holder told once).
+    fn end(&mut self, refused: bool) {
         self.ended = true;
-        let end = self.lock.state().update_ends(refused);
+        let (end, events) = {
+            let mut st = self.lock.state();
+            let end = st.machine().update_ends(self.lock.id, refused);
+            (end, st.machine().events())
+        };
+        self.lock.deliver(events, None);
         // Its heartbeat came due meanwhile: it starts now.
         if let Some(due) = end.step_at {
             self.lock
@@ -604,7 +640,6 @@ impl UpdateEnds<'_> {
                 .heartbeats
                 .resume(self.lock, self.lock.client.clock.base + due);
         }
-        end.lost
     }
 }
 
@@ -633,18 +668,12 @@ impl Sessions {
     }
 }
 
-/// One session: its id, the held lock that is its item, and the locks held through it. Who
-/// is a member, whether the session still lasts and who hears what is the core's
-/// `session::Session`; this keeps it, on the item's time line, with the members' handles.
+/// One session: its id and the held lock that is its item. Who is a member, whether the
+/// session still lasts and who hears what is the client machine's (`client::Client`); the
+/// members' handles, which its events reach, are its item's `Shared::members`.
 pub struct Session {
     pub id: String,
     pub lock: Arc<HeldLock>,
-    members: std::sync::Mutex<Members>,
-}
-
-struct Members {
-    machine: session::Session<u64, Guid>,
-    handles: HashMap<u64, Weak<HeldLock>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -656,112 +685,59 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session whose item is `lock`, just taken.
     pub fn new(id: String, lock: Arc<HeldLock>) -> Session {
-        Session {
-            id,
-            lock,
-            members: std::sync::Mutex::new(Members {
-                machine: session::Session::new(TIMER_GRAIN),
-                handles: HashMap::new(),
-            }),
-        }
+        lock.client.machine().open_session(lock.id);
+        Session { id, lock }
     }
 
-    /// `at` and the end of the item's lease, on the client's time line.
-    fn times(&self, at: Instant) -> (heartbeat::Time, Option<heartbeat::Time>) {
-        let clock = self.lock.client.clock;
-        (clock.time(at), self.lock.lease.until().map(|u| clock.time(u)))
-    }
-
-    /// The session still speaks for its locks now (`session::Session::lasts`).
+    /// The session still speaks for its locks now (`client::Client::lasts`).
     pub fn alive(&self) -> bool {
         self.alive_at(crate::clock::now())
     }
 
     /// The session still speaks for its locks at `at`.
     pub fn alive_at(&self, at: Instant) -> bool {
-        let (now, until) = self.times(at);
-        self.members().machine.lasts(now, until)
+        let item = &self.lock;
+        item.client.machine().lasts(item.id, item.client.clock.time(at))
     }
 
     /// An acquisition through the session had its lock given back as expired, after
     /// `restarts` restarts: whether it starts again through a new session.
     pub fn restarts(&self, restarts: u32, retry_count: u32, until_aborted: bool) -> bool {
-        let (now, until) = self.times(crate::clock::now());
-        self.members()
-            .machine
-            .restarts(now, until, restarts, retry_count, until_aborted)
+        let item = &self.lock;
+        let now = item.client.clock.now();
+        item.client
+            .machine()
+            .restarts(item.id, now, restarts, retry_count, until_aborted)
     }
 
-    /// `lock` is held through this session from now on. `false`: the session does not last,
-    /// and the lock is lost already.
+    /// `lock`, taken through this session, joins it if the session lasts; otherwise the lock
+    /// is lost already.
     pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
-        let mut m = self.members();
-        let (now, until) = self.times(crate::clock::now());
-        if !m.machine.join(lock.id, lock.guid_taken, now, until) {
+        let item = &self.lock;
+        let now = item.client.clock.now();
+        if !lock.client.machine().join(lock.id, item.id, now) {
             return false;
         }
-        m.handles.insert(lock.id, Arc::downgrade(lock));
+        item.client.members().insert(lock.id, Arc::downgrade(lock));
         true
     }
 
-    /// `lock` is released, handed on, abandoned or lost: the session no longer speaks for it.
-    pub fn leave(&self, lock: &HeldLock) {
-        let mut m = self.members();
-        m.machine.leave(lock.id);
-        m.handles.remove(&lock.id);
+    /// `lock` (released, abandoned or lost) hears nothing more from the session.
+    pub fn forget(&self, lock: &HeldLock) {
+        self.lock.client.members().remove(&lock.id);
     }
 
-    /// The session's item is released or abandoned: it speaks for no lock any more (its
-    /// members are released or abandoned with it).
+    /// The session ends (its client closes): it speaks for no lock any more.
     pub(crate) fn end(&self) {
-        let mut m = self.members();
-        m.machine.end();
-        m.handles.clear();
+        self.lock.client.machine().end_session(self.lock.id);
+        self.lock.client.members().clear();
     }
+}
 
-    fn members(&self) -> std::sync::MutexGuard<'_, Members> {
-        self.members.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// What the session's item reports, as the core says who hears it: every member an error
-    /// or `"danger"`; the loss, every member once (none joins after it); a revocation, the
-    /// members revoked, each lost.
-    pub(crate) fn report(&self, event: LockEvent) {
-        let (told, event) = {
-            // Under the members' mutex: a lock joining now finds the session lost.
-            let mut m = self.members();
-            let told = match &event {
-                LockEvent::Lost(_) => m.machine.lose(),
-                LockEvent::Revoked(guids) => {
-                    let guids: Vec<Guid> = guids.iter().filter_map(|g| Guid::try_from(g.as_slice()).ok()).collect();
-                    m.machine.revoke(&guids)
-                }
-                _ => m.machine.members(),
-            };
-            let leaving = !matches!(event, LockEvent::Error(..) | LockEvent::Danger { .. });
-            let locks: Vec<Arc<HeldLock>> = told
-                .iter()
-                .filter_map(|id| match leaving {
-                    true => m.handles.remove(id),
-                    false => m.handles.get(id).cloned(),
-                })
-                .filter_map(|l| l.upgrade())
-                .collect();
-            let event = match event {
-                LockEvent::Revoked(_) => LockEvent::Lost(LostReason::NotOwner),
-                other => other,
-            };
-            (locks, event)
-        };
-        for lock in told {
-            if lock.is_stopping() {
-                continue;
-            }
-            if event == LockEvent::Lost(LostReason::NotOwner) {
-                lock.state().lose(held::Lost::Taken);
-            }
-            lock.emit(event.clone());
-        }
+impl Drop for HeldLock {
+    /// Nothing refers to the lock any more: its client machine forgets it.
+    fn drop(&mut self) {
+        self.client.machine().remove(self.id);
     }
 }
 

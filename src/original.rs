@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(store.sent(), ["get", "put_item"]);
         assert_eq!(lock.fencing_token, Some(1));
         assert_eq!(
-            lock.lease.until(),
+            lock.lease_until(),
             Some(sent_at + Duration::from_millis(1000)),
             "the lease counts from when the put was sent, not from its answer"
         );
@@ -222,7 +222,7 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(
-            lock.lease.until().is_some_and(|u| u > Instant::now()),
+            lock.lease_until().is_some_and(|u| u > Instant::now()),
             "renewed by a retry"
         );
         assert!(matches!(events.events().first(), Some(LockEvent::Error(..))));

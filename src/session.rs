@@ -7,7 +7,7 @@
 //! its locks (the core's `fail_open::Acquire`), so a session that is lost stays lost: the next
 //! acquisition starts a new one.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 use rand::RngCore;
 
@@ -15,20 +15,7 @@ use crate::cancel::Cancel;
 use crate::error::{LockError, StoreError};
 use crate::fail_open;
 use crate::item;
-use crate::lock::{EventSink, HeldLock, LockEvent, Session, Sessions, Shared};
-
-/// Where the session's item reports: to the session, which tells its locks.
-struct Relay {
-    session: OnceLock<Weak<Session>>,
-}
-
-impl EventSink for Relay {
-    fn emit(&self, _lock_id: u64, event: LockEvent) {
-        if let Some(session) = self.session.get().and_then(Weak::upgrade) {
-            session.report(event);
-        }
-    }
-}
+use crate::lock::{HeldLock, Session, Sessions, Shared};
 
 impl Sessions {
     /// The client's live session, started if it has none (one write, a FailOpen take of a new
@@ -74,9 +61,6 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
     rand::thread_rng().fill_bytes(&mut bytes);
     let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let key = item::session_key(&id, sorted);
-    let relay = Arc::new(Relay {
-        session: OnceLock::new(),
-    });
     let mut settings = c.settings.clone();
     // The session's item holds through its own lease, and is not itself held through a session.
     settings.session = false;
@@ -84,11 +68,12 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
         // Its undos and its release at `close()` are the client's tasks.
         tasks: c.tasks.clone(),
         closing: c.closing.clone(),
+        machine: c.machine.clone(),
         ..Shared::new(
             c.clock,
             c.store.clone(),
             settings,
-            relay.clone(),
+            Arc::new(crate::fifo::Quiet),
             // The client's own scheduler, under its cap.
             c.heartbeats.share(),
             Default::default(),
@@ -105,7 +90,6 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
         Some(taken.sent_at),
     ));
     let session = Arc::new(Session::new(id, lock.clone()));
-    let _ = relay.session.set(Arc::downgrade(&session));
     shared.heartbeats.watch(&lock);
     Ok(session)
 }

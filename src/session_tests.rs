@@ -354,7 +354,7 @@ async fn a_session_is_alive_until_the_moment_its_heartbeat_declares_it_lost() {
     let (c, _events) = session_client(&store, "me", 1000, 300);
     let lock = acquire(&c, key("a")).await;
     let session = lock.session.clone().expect("a session");
-    let until = session.lock.lease.until().expect("a lease");
+    let until = session.lock.lease_until().expect("a lease");
     let grain = crate::settings::TIMER_GRAIN;
     assert!(session.alive_at(until - grain - Duration::from_micros(1)));
     assert!(

@@ -37,10 +37,14 @@
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
 //!   `dynamodb` object).
+//! - `client`: the client machine so far: every lock one client holds and its sessions in one
+//!   value, which decides what a session's item means for its locks and every event about
+//!   them.
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
 pub mod broken;
+pub mod client;
 pub mod ending;
 pub mod fail_closed;
 pub mod fail_open;

@@ -1,0 +1,437 @@
+//! The client machine, as far as it goes so far: every lock one client holds, its sessions,
+//! and every event about them, in one value. A held lock's own life is its `hold::Hold`; what
+//! connects the locks of a client is decided here: which locks a session speaks for, what the
+//! loss, the errors and the revocations of a session's item do to them, what a release or an
+//! abandon of a lock held through a session does, and when each holder hears of its lease's
+//! end. The addon keeps one per client (its sessions' items and its Fifo entries are locks of
+//! the same value) and steps it under one mutex; it carries the writes and the events, and
+//! decides nothing about them.
+//!
+//! The protocol:
+//! - A lock's lease, as its holder sees it, is its own; a lock held through a session has none
+//!   of its own and counts its session item's. A lock released, lost, or whose release is
+//!   under way has no lease left.
+//! - A lock taken through a session joins it while the session lasts (`session::Session`);
+//!   otherwise it is lost already and its holder gives it back.
+//! - What a session item's heartbeat reports is its members': an error the holder is told of
+//!   and `"danger"` go to every member; the item's loss makes every member lost (lapsed: a
+//!   release may still free its item) with the item's reason, once.
+//! - A renewal of the item that names revoked `guid`s makes the members whose items carried
+//!   them lost (taken), and they leave the session.
+//! - A member that is released or abandoned leaves its session first; a release finds the
+//!   lock lapsed if its session no longer lasts. An abandoned member lapses with its session
+//!   item's lease.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::heartbeat::{Failure, Loss, Time};
+use crate::held::{self, Lost};
+use crate::hold::{self, Hold};
+use crate::session::Session;
+use crate::settings::Kind;
+
+/// A held lock's number, unique within its client.
+pub type Id = u64;
+
+/// What a holder is told about its lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The lock is lost: its lease (or its session's) ran out, or another holder took it.
+    Lost(Lost),
+    /// This much of the lease is left, and no heartbeat has renewed it yet.
+    Danger { remaining: Duration },
+    /// A heartbeat write failed; `report`: the holder is told, with what is left of the lease.
+    Failed(Failure),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry<G> {
+    hold: Hold<G>,
+    /// The session item through which the lock is held (the lock has no lease of its own).
+    through: Option<Id>,
+}
+
+/// Every held lock of one client and its sessions (by their items' lock `Id`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Client<G> {
+    timer_grain: Duration,
+    locks: BTreeMap<Id, Entry<G>>,
+    sessions: BTreeMap<Id, Session<Id, G>>,
+    events: Vec<(Id, Event)>,
+}
+
+impl<G: Clone + PartialEq> Client<G> {
+    /// `timer_grain`: how late a timer may fire (a session lasts until a grain before its
+    /// item's lease ends, as its heartbeat declares the loss).
+    pub fn new(timer_grain: Duration) -> Self {
+        Client {
+            timer_grain,
+            locks: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// A lock is held from now on.
+    pub fn insert(&mut self, id: Id, hold: Hold<G>) {
+        self.locks.insert(id, Entry { hold, through: None });
+    }
+
+    /// The lock is forgotten (its holder let go of it): it leaves its session, and a session
+    /// whose item it is ends.
+    pub fn remove(&mut self, id: Id) {
+        self.leave(id);
+        self.locks.remove(&id);
+        if let Some(mut s) = self.sessions.remove(&id) {
+            for m in s.end() {
+                if let Some(e) = self.locks.get_mut(&m) {
+                    e.through = None;
+                }
+            }
+        }
+    }
+
+    pub fn hold(&self, id: Id) -> Option<&Hold<G>> {
+        self.locks.get(&id).map(|e| &e.hold)
+    }
+
+    pub fn hold_mut(&mut self, id: Id) -> Option<&mut Hold<G>> {
+        self.locks.get_mut(&id).map(|e| &mut e.hold)
+    }
+
+    /// Lock `item` is a session's item from now on.
+    pub fn open_session(&mut self, item: Id) {
+        self.sessions.insert(item, Session::new(self.timer_grain));
+    }
+
+    /// The session of item `item` still speaks for its locks at `now`.
+    pub fn lasts(&self, item: Id, now: Time) -> bool {
+        let until = self.hold(item).and_then(Hold::until);
+        self.sessions.get(&item).is_some_and(|s| s.lasts(now, until))
+    }
+
+    /// An acquisition through the session of `item` that found it over starts again through
+    /// a new one (`session::Session::restarts`).
+    pub fn restarts(&self, item: Id, now: Time, restarts: u32, retry_count: u32, until_aborted: bool) -> bool {
+        let until = self.hold(item).and_then(Hold::until);
+        self.sessions
+            .get(&item)
+            .is_none_or(|s| s.restarts(now, until, restarts, retry_count, until_aborted))
+    }
+
+    /// Lock `id` joins the session of `item`, if that session lasts at `now`; otherwise the
+    /// lock is lost already (its holder gives it back).
+    pub fn join(&mut self, id: Id, item: Id, now: Time) -> bool {
+        let until = self.hold(item).and_then(Hold::until);
+        let Some(guid) = self.hold(id).map(|h| h.guid.clone()) else {
+            return false;
+        };
+        let joined = self
+            .sessions
+            .get_mut(&item)
+            .is_some_and(|s| s.join(id, guid, now, until));
+        if let (true, Some(e)) = (joined, self.locks.get_mut(&id)) {
+            e.through = Some(item);
+        }
+        joined
+    }
+
+    /// The session of `item` ends (its client closes): it speaks for no lock any more.
+    pub fn end_session(&mut self, item: Id) {
+        if let Some(s) = self.sessions.get_mut(&item) {
+            s.end();
+        }
+    }
+
+    /// The end of the lease of lock `id` as its holder sees it: its own, else its session
+    /// item's; `Some(ZERO)` once the lock is lost or released, or its release is called;
+    /// `None` for a lock without a lease.
+    pub fn until(&self, id: Id) -> Option<Time> {
+        let e = self.locks.get(&id)?;
+        let h = &e.hold;
+        if h.lost.is_some() || h.released || (h.stopping && !h.abandoned) {
+            return Some(Time::ZERO);
+        }
+        h.until().or_else(|| e.through.and_then(|item| self.until(item)))
+    }
+
+    /// Steps the hold of lock `id` with `step`, and keeps what its actions mean for the
+    /// client: the events of the lock (and of its session's members, for a session's item).
+    /// Returns the actions for the caller to carry out.
+    pub fn step(&mut self, id: Id, step: impl FnOnce(&mut Hold<G>) -> Vec<hold::Action<G>>) -> Vec<hold::Action<G>> {
+        let Some(e) = self.locks.get_mut(&id) else {
+            return Vec::new();
+        };
+        let actions = step(&mut e.hold);
+        for a in &actions {
+            let event = match a {
+                hold::Action::Lost(loss) => Event::Lost(match loss {
+                    Loss::Lapsed => Lost::Lapsed,
+                    Loss::NotOurs => Lost::Taken,
+                }),
+                hold::Action::Danger { remaining } => Event::Danger { remaining: *remaining },
+                hold::Action::Failed(f) => Event::Failed(*f),
+                _ => continue,
+            };
+            self.tell(id, event);
+        }
+        actions
+    }
+
+    /// Tells lock `id` of `event`, and every member of the session whose item it is.
+    fn tell(&mut self, id: Id, event: Event) {
+        self.events.push((id, event.clone()));
+        if let Some(s) = self.sessions.get_mut(&id) {
+            let members = match &event {
+                Event::Lost(_) => s.lose(),
+                Event::Failed(f) if !f.report => Vec::new(),
+                _ => s.members(),
+            };
+            for m in members {
+                let Some(e) = self.locks.get_mut(&m) else { continue };
+                // A member lost on its own (its update refused) was told then.
+                if e.hold.lost.is_some() {
+                    continue;
+                }
+                if let Event::Lost(_) = event {
+                    // Its item may still be free to release: it lapsed with the session.
+                    e.hold.lose(Lost::Lapsed);
+                }
+                self.events.push((m, event.clone()));
+            }
+        }
+    }
+
+    /// A renewal of session item `item` named the `guid`s an operator revoked: the members
+    /// whose items carried one are lost, taken, and leave the session.
+    pub fn revoke(&mut self, item: Id, guids: &[G]) {
+        let Some(s) = self.sessions.get_mut(&item) else { return };
+        for m in s.revoke(guids) {
+            if let Some(e) = self.locks.get_mut(&m) {
+                e.hold.lose(Lost::Taken);
+                self.events.push((m, Event::Lost(Lost::Taken)));
+            }
+        }
+    }
+
+    /// Lock `id` is lost as `how` says (a refused write of the holder's data: taken), and
+    /// its holder told, once.
+    pub fn lose(&mut self, id: Id, how: Lost) {
+        self.leave(id);
+        let Some(e) = self.locks.get_mut(&id) else { return };
+        if e.hold.lost.is_none() {
+            e.hold.lose(how);
+            self.events.push((id, Event::Lost(how)));
+        }
+    }
+
+    /// The release of lock `id` is called: it leaves its session, starts no heartbeat and has
+    /// no lease left from now on, while its release waits for any write of the holder's.
+    pub fn stop(&mut self, id: Id) {
+        self.leave(id);
+        if let Some(e) = self.locks.get_mut(&id) {
+            e.hold.stopping = true;
+        }
+    }
+
+    /// A write of the holder's data to lock `id` ended; `refused`: another holder took the
+    /// lock, which is lost, and its holder told, once (`hold::Hold::update_ends`).
+    pub fn update_ends(&mut self, id: Id, refused: bool) -> hold::UpdateEnd {
+        let Some(e) = self.locks.get_mut(&id) else {
+            return hold::UpdateEnd {
+                lost: false,
+                step_at: None,
+            };
+        };
+        let end = e.hold.update_ends(refused);
+        if end.lost {
+            self.leave(id);
+            self.events.push((id, Event::Lost(Lost::Taken)));
+        }
+        end
+    }
+
+    /// The release of lock `id` is called at `now`: it leaves its session, is lapsed if that
+    /// session no longer lasts, and is released as `hold::Hold::release` says.
+    pub fn release(&mut self, id: Id, kind: Kind, now: Time) -> held::Release<G> {
+        let through = self.locks.get(&id).and_then(|e| e.through);
+        let lapsed = through.is_some_and(|item| !self.lasts(item, now));
+        self.leave(id);
+        let Some(e) = self.locks.get_mut(&id) else {
+            return held::Release::Done;
+        };
+        if lapsed && e.hold.lost.is_none() {
+            e.hold.lose(Lost::Lapsed);
+        }
+        e.hold.release(kind)
+    }
+
+    /// Lock `id` is abandoned (its client closed without releasing it): it leaves its
+    /// session and lapses with its own lease, or its session item's.
+    pub fn abandon(&mut self, id: Id) {
+        let through = self
+            .locks
+            .get(&id)
+            .and_then(|e| e.through)
+            .and_then(|item| self.hold(item).and_then(Hold::until));
+        self.leave(id);
+        if let Some(e) = self.locks.get_mut(&id) {
+            e.hold.abandon(through);
+        }
+    }
+
+    /// Lock `id` leaves its session (it keeps counting the session item's lease).
+    fn leave(&mut self, id: Id) {
+        if let Some(item) = self.locks.get(&id).and_then(|e| e.through) {
+            if let Some(s) = self.sessions.get_mut(&item) {
+                s.leave(id);
+            }
+        }
+    }
+
+    /// The events since the last call, in order: each names its lock.
+    pub fn events(&mut self) -> Vec<(Id, Event)> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heartbeat::Config;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn config() -> Config {
+        Config {
+            lease: ms(1000),
+            period: ms(250),
+            danger_margin: ms(333),
+            request_timeout: ms(5000),
+            timer_grain: ms(1),
+            writes_out: crate::heartbeat::MOST_WRITES_OUT,
+        }
+    }
+
+    /// Client with a session item (1, heartbeats, lease from 0) and two locks (2, 3) held
+    /// through it.
+    fn with_session() -> Client<u8> {
+        let mut c = Client::new(ms(1));
+        c.insert(1, Hold::new(config(), true, 10, Some(ms(0)), ms(0), 0));
+        c.open_session(1);
+        for id in [2, 3] {
+            c.insert(id, Hold::new(config(), false, 10 * id as u8, None, ms(0), 0));
+            assert!(c.join(id, 1, ms(10)));
+        }
+        c
+    }
+
+    #[test]
+    fn a_member_counts_its_session_items_lease_and_none_once_released() {
+        let mut c = with_session();
+        assert_eq!(c.until(2), Some(ms(1000)));
+        assert!(c.lasts(1, ms(998)));
+        assert!(
+            !c.lasts(1, ms(999)),
+            "a grain early, as the heartbeat declares the loss"
+        );
+        assert!(matches!(
+            c.release(2, Kind::FailOpen, ms(20)),
+            held::Release::Write { taken: false, .. }
+        ));
+        assert_eq!(c.until(2), Some(Time::ZERO), "no lease left once its release is called");
+        assert_eq!(c.until(3), Some(ms(1000)));
+    }
+
+    #[test]
+    fn the_loss_of_a_session_item_loses_every_member_once_with_its_reason() {
+        let mut c = with_session();
+        let actions = c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        assert!(actions.contains(&hold::Action::Lost(Loss::Lapsed)), "{actions:?}");
+        assert_eq!(
+            c.events(),
+            vec![
+                (1, Event::Lost(Lost::Lapsed)),
+                (2, Event::Lost(Lost::Lapsed)),
+                (3, Event::Lost(Lost::Lapsed))
+            ]
+        );
+        assert_eq!(c.hold(2).unwrap().lost, Some(Lost::Lapsed));
+        assert!(!c.join(4, 1, ms(0)), "a lost session takes no lock");
+        // A member's release after the loss still writes: its item may be free.
+        assert!(matches!(
+            c.release(3, Kind::FailOpen, ms(1000)),
+            held::Release::Write { taken: false, .. }
+        ));
+        assert!(c.events().is_empty(), "told once");
+    }
+
+    #[test]
+    fn danger_and_reported_errors_of_the_item_reach_every_member() {
+        let mut c = with_session();
+        let f = Failure {
+            report: false,
+            at_risk: false,
+            remaining: ms(500),
+        };
+        c.step(1, |_| {
+            vec![hold::Action::Failed(f), hold::Action::Danger { remaining: ms(300) }]
+        });
+        assert_eq!(
+            c.events(),
+            vec![
+                (1, Event::Failed(f)),
+                (1, Event::Danger { remaining: ms(300) }),
+                (2, Event::Danger { remaining: ms(300) }),
+                (3, Event::Danger { remaining: ms(300) })
+            ],
+            "an unreported failure stays the item's"
+        );
+        let f = Failure { report: true, ..f };
+        c.step(1, |_| vec![hold::Action::Failed(f)]);
+        assert_eq!(c.events().len(), 3);
+    }
+
+    #[test]
+    fn a_revocation_loses_the_members_that_carried_a_revoked_guid() {
+        let mut c = with_session();
+        c.revoke(1, &[30]);
+        assert_eq!(c.events(), vec![(3, Event::Lost(Lost::Taken))]);
+        assert_eq!(c.hold(3).unwrap().lost, Some(Lost::Taken));
+        assert_eq!(c.until(3), Some(Time::ZERO));
+        // The other member is still held, and the item's loss now tells it alone.
+        c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        assert_eq!(
+            c.events(),
+            vec![(1, Event::Lost(Lost::Lapsed)), (2, Event::Lost(Lost::Lapsed))]
+        );
+    }
+
+    #[test]
+    fn a_release_after_the_session_lapsed_finds_the_lock_lapsed_and_an_abandoned_member_lapses_with_it() {
+        let mut c = with_session();
+        // Lapsed by the clock, not yet declared by the item's heartbeat.
+        c.release(2, Kind::FailOpen, ms(999));
+        assert_eq!(c.hold(2).unwrap().lost, Some(Lost::Lapsed));
+        c.abandon(3);
+        assert_eq!(c.until(3), Some(ms(1000)), "an abandoned lock keeps counting down");
+        assert_eq!(c.hold(3).unwrap().poll_timeout(), Some(ms(999)));
+        let a = c.step(3, |h| h.handle_timeout(ms(999), None, Duration::ZERO, Duration::ZERO));
+        assert_eq!(a, vec![hold::Action::Lost(Loss::Lapsed)]);
+        assert_eq!(c.events(), vec![(3, Event::Lost(Lost::Lapsed))]);
+    }
+
+    #[test]
+    fn a_removed_session_item_ends_its_session_and_a_lost_lock_is_told_once() {
+        let mut c = with_session();
+        c.remove(1);
+        assert!(!c.lasts(1, ms(0)));
+        assert_eq!(c.until(2), None, "no session item: no lease to count");
+        c.lose(2, Lost::Taken);
+        c.lose(2, Lost::Taken);
+        assert_eq!(c.events(), vec![(2, Event::Lost(Lost::Taken))]);
+    }
+}
