@@ -1,11 +1,13 @@
 //! A FailOpen holder's heartbeats, for both models that hold such a lock: the lease model's
-//! clients (`machines`) and the session's item (`session`). The core's `hold::Hold` decides
-//! the held lock's life, as it does in the addon; this is its wire. Of the writes a heartbeat
-//! asks for, one is on the wire at a time (another is "not sent", as when the addon's
-//! scheduler has no free slot), and only `left` heartbeats write.
+//! clients (`machines`) and the session's item (`session`). The held lock is lock `LOCK` of
+//! its client's machine (`client::Client`, with the locks held through it when it is a
+//! session's item), whose `hold::Hold` decides its life, as in the addon; this is its wire.
+//! Of the writes a heartbeat asks for, one is on the wire at a time (another is "not sent",
+//! as when the addon's scheduler has no free slot), and only `left` heartbeats write.
 
 use std::time::Duration;
 
+use dynamodb_lock_core::client::{Client, Id};
 use dynamodb_lock_core::heartbeat::{self, Time};
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::{self, Hold};
@@ -16,7 +18,8 @@ use crate::item::G;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Beats {
-    pub hold: Hold<G>,
+    /// The holder's client machine: the lock is its `LOCK`.
+    pub client: Client<G>,
     /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true)`:
     /// renewed, `Landed(false)`: refused).
     pub net: Option<([G; 2], G, BeatNet)>,
@@ -41,37 +44,55 @@ pub struct Carried {
     pub release: Option<held::Release<G>>,
 }
 
+/// The heartbeating lock's id in its client machine.
+pub const LOCK: Id = 0;
+
 impl Beats {
     /// A lock taken under `g` with the write sent at `sent_at`, at `now`; `beats`: it
     /// heartbeats, first at the period's last point that the addon's random number may pick.
     pub fn new(cfg: heartbeat::Config, beats: bool, g: G, sent_at: Time, now: Tick, left: u8) -> Beats {
         let last = (cfg.period.as_micros() as u64).saturating_sub(1);
+        let mut client = Client::new(cfg.timer_grain);
+        client.insert(LOCK, Hold::new(cfg, beats, g, Some(sent_at), ms(now), last));
         Beats {
-            hold: Hold::new(cfg, beats, g, Some(sent_at), ms(now), last),
+            client,
             net: None,
             left,
         }
     }
 
+    /// The lock's state.
+    pub fn hold(&self) -> &Hold<G> {
+        self.client.hold(LOCK).expect("the heartbeating lock")
+    }
+
+    /// Steps the lock in its client machine; the events it draws are the holders' to hear,
+    /// and the model reads their effect from the holds.
+    fn stepped(&mut self, step: impl FnOnce(&mut Hold<G>) -> Vec<hold::Action<G>>) -> Vec<hold::Action<G>> {
+        let actions = self.client.step(LOCK, step);
+        self.client.events();
+        actions
+    }
+
     /// When the lock is next stepped, if it needs to be.
     pub fn wake(&self) -> Option<Tick> {
-        self.hold.poll_timeout().map(tick)
+        self.hold().poll_timeout().map(tick)
     }
 
     /// A heartbeat is under way, or is to start (`writing`: only one that writes, while some
     /// are left).
     pub fn due(&self, writing: bool) -> bool {
-        self.hold.under_way() || ((!writing || self.left > 0) && self.hold.poll_timeout().is_some())
+        self.hold().under_way() || ((!writing || self.left > 0) && self.hold().poll_timeout().is_some())
     }
 
     /// The heartbeat's timer fires, or one starts: a writing one under the `guid` `fresh`
     /// gives while any are left, else one that only reports the loss moment.
     pub fn step(&mut self, now: Tick, fresh: impl FnOnce() -> G) -> Vec<hold::Action<G>> {
-        let fresh = (!self.hold.under_way() && self.left > 0).then(|| {
+        let fresh = (!self.hold().under_way() && self.left > 0).then(|| {
             self.left -= 1;
-            self.hold.held.pending.unwrap_or_else(fresh)
+            self.hold().held.pending.unwrap_or_else(fresh)
         });
-        self.hold.handle_timeout(ms(now), fresh, ms(1), Duration::ZERO)
+        self.stepped(|h| h.handle_timeout(ms(now), fresh, ms(1), Duration::ZERO))
     }
 
     /// The heartbeat's write was answered.
@@ -84,12 +105,20 @@ impl Beats {
         } else {
             heartbeat::Answer::NotOurs
         };
-        self.hold.handle_answer(ms(now), answer, ms(1))
+        self.stepped(|h| h.handle_answer(ms(now), answer, ms(1)))
     }
 
-    /// The release is called.
-    pub fn release(&mut self) -> held::Release<G> {
-        self.hold.release(Kind::FailOpen)
+    /// The release is called at `now`.
+    pub fn release(&mut self, now: Tick) -> held::Release<G> {
+        self.client.stop(LOCK);
+        self.client.release(LOCK, Kind::FailOpen, ms(now))
+    }
+
+    /// The lock writes no more heartbeats (the model's bound on writes).
+    pub fn stop_writing(&mut self) {
+        if let Some(h) = self.client.hold_mut(LOCK) {
+            h.stop_writing();
+        }
     }
 
     /// Carries out what the lock asks for; a write given up on while out goes to `stray` (it
@@ -105,7 +134,11 @@ impl Beats {
                 hold::Action::Write { guids, new } if self.net.is_none() => {
                     self.net = Some((guids, new, BeatNet::Out));
                 }
-                hold::Action::Write { .. } => self.hold.write_not_sent(),
+                hold::Action::Write { .. } => {
+                    if let Some(h) = self.client.hold_mut(LOCK) {
+                        h.write_not_sent();
+                    }
+                }
                 hold::Action::Abandon => {
                     if let Some((gs, new, state)) = self.net.take() {
                         if state == BeatNet::Out {

@@ -805,7 +805,7 @@ impl Machines {
             .then(|| Self::new_guid(&mut c.seq, i));
         let end = End {
             guids,
-            lost: taken || c.hb.as_ref().is_some_and(|h| h.hold.lost.is_some()),
+            lost: taken || c.hb.as_ref().is_some_and(|h| h.hold().lost.is_some()),
             taken,
             next,
             held_for: ms(s.now - c.since),
@@ -947,7 +947,7 @@ impl Machines {
         } else if let Some(h) = s.clients[i].hb.as_mut() {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
-            match h.release() {
+            match h.release(s.now) {
                 held::Release::Wait => Ok(()),
                 held::Release::Write { guids, taken } => self.start_release(s, i, guids, taken),
                 held::Release::Done | held::Release::NotOurs => unreachable!("released once"),

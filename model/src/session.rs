@@ -5,8 +5,9 @@
 //! - client 0 takes S with a plain FailOpen take (`fail_open::Acquire`), heartbeats it with the
 //!   core's `heartbeat::Beat` (its `guid`s kept by `held::Held`), as the addon's scheduler
 //!   does; then takes A, then B, through S (`lockSession` written, `leaseDurationMs` the
-//!   session lock's); each lock joins S and is held while S lasts, as the core's
-//!   `session::Session` says (kept here as the addon keeps it): while S's lease lasts on its
+//!   session lock's); S and each lock are locks of client 0's machine (`client::Client`, as
+//!   in the addon), and each lock joins S and is held while S lasts, as that machine says:
+//!   while S's lease lasts on its
 //!   own clock (from the send of the last successful write of S), and not once the heartbeat
 //!   declares S lost; at any
 //!   time it lets go of one thing at a time (`ending::Ending`): A, then B, then S once no lock
@@ -39,18 +40,18 @@ use std::fmt;
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::client::Id;
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
-use dynamodb_lock_core::hold;
+use dynamodb_lock_core::hold::{self, Hold};
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Reply, Req, Time};
-use dynamodb_lock_core::session as members;
 use dynamodb_lock_core::settings::{Kind, Lock};
 
-use crate::beats::{BeatNet, Beats};
+use crate::beats::{BeatNet, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, G, SESSIONS};
@@ -190,9 +191,6 @@ pub struct State {
     pub items: [Option<Item>; 3],
     pub slots: Vec<Slot>,
     pub hb: Option<Box<Beats>>,
-    /// Client 0's session as it sees it: its members (slots 1 and 2) and whether it lasts
-    /// (the core's `session::Session`, as the addon keeps it).
-    pub sess: Option<members::Session<u8, G>>,
     /// A heartbeat write of S given up on (or outliving client 0): it may still land.
     pub stray: Option<([G; 2], G)>,
     /// Client 0's `guid`s so far.
@@ -365,22 +363,27 @@ impl Sessions {
         }
     }
 
-    /// The session still speaks for its locks, as the core's `session::Session::lasts` says
-    /// (its loss is not declared, and its lease has not lapsed as the heartbeat counts it):
-    /// until when its lease lasts.
+    /// The session still speaks for its locks, as client 0's machine says
+    /// (`client::Client::lasts`: its loss is not declared, and its lease has not lapsed as the
+    /// heartbeat counts it): until when its lease lasts.
     fn session_until(&self, s: &State) -> Option<Tick> {
         let until = Self::s_until(s)?;
-        s.sess
-            .as_ref()
-            .is_some_and(|m| m.lasts(ms(s.now), Some(ms(until))))
+        s.hb.as_ref()
+            .is_some_and(|h| h.client.lasts(LOCK, ms(s.now)))
             .then_some(until)
     }
 
-    /// Slot `i`'s lock, taken or handed over under `g`, joins S (`session::Session::join`);
-    /// `false`: S does not last, and the lock is lost already.
-    fn join(s: &mut State, i: usize, g: G) -> bool {
-        let (now, until) = (ms(s.now), Self::s_until(s).map(ms));
-        s.sess.as_mut().is_some_and(|m| m.join(i as u8, g, now, until))
+    /// Slot `i`'s lock, taken or handed over under `g`, is lock `i` of client 0's machine
+    /// and joins S (`client::Client::join`); `false`: S does not last, and the lock is lost
+    /// already. A lock without a lease of its own is never stepped: its hold is made at time
+    /// zero, so that its joining time makes no state of its own.
+    fn join(&self, s: &mut State, i: usize, g: G) -> bool {
+        let now = ms(s.now);
+        let Some(h) = s.hb.as_mut() else { return false };
+        h.client.remove(i as Id);
+        h.client
+            .insert(i as Id, Hold::new(self.cfg.beat(), false, g, None, Time::ZERO, 0));
+        h.client.join(i as Id, LOCK, now)
     }
 
     /// Client 0's next lock, if any, is acquired through S while S lasts; otherwise none is.
@@ -461,7 +464,7 @@ impl Sessions {
     /// Slot `i`'s lock was handed over under `guid` to the next acquisition in client 0's
     /// line, by ending `m`. If that acquisition gave up meanwhile, the ending releases the
     /// lock, still ours under `guid` (`Ending::unclaimed`). Otherwise it holds the lock
-    /// through S if it joins S (`session::Session::join`), and releases it at once if not.
+    /// through S if it joins S (`client::Client::join`), and releases it at once if not.
     fn handed(
         &self,
         s: &mut State,
@@ -484,10 +487,7 @@ impl Sessions {
             until: 0,
         };
         let k = home(i);
-        if let Some(m) = s.sess.as_mut() {
-            m.leave(i as u8);
-        }
-        match Self::join(s, i, guid) {
+        match self.join(s, i, guid) {
             true => {
                 let until = Self::s_until(s).expect("S lasts");
                 env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now)
@@ -506,13 +506,13 @@ impl Sessions {
             SESSION_SLOT => {
                 let beats = Beats::new(self.cfg.beat(), self.cfg.beats > 0, g, sent_at, s.now, self.cfg.beats);
                 s.hb = Some(Box::new(beats));
-                s.sess = Some(members::Session::new(self.cfg.beat().timer_grain));
+                s.hb.as_mut().expect("S's heartbeats").client.open_session(LOCK);
                 self.next_lock(s)
             }
             1 | 2 => {
                 // Held through S: while S's lease lasts, if it joins S.
                 let k = home(i);
-                let until = match Self::join(s, i, g) {
+                let until = match self.join(s, i, g) {
                     true => Self::s_until(s).expect("S lasts"),
                     false => s.now,
                 };
@@ -590,27 +590,26 @@ impl Sessions {
         };
         match i {
             SESSION_SLOT => {
-                if let Some(m) = s.sess.as_mut() {
-                    m.end();
-                }
                 let h = s.hb.as_mut().expect("S's heartbeats");
-                match h.release() {
+                h.client.end_session(LOCK);
+                match h.release(s.now) {
                     held::Release::Wait => {
                         s.slots[i].phase = Phase::Releasing { g };
                         Ok(())
                     }
                     held::Release::Write { guids, taken } => {
-                        let lost = h.hold.lost.is_some();
+                        let lost = h.hold().lost.is_some();
                         self.end_guids(s, i, g, guids, lost, taken)
                     }
                     held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
                 }
             }
             1 | 2 => {
-                let lost = self.session_until(s).is_none() || !s.sess.as_ref().is_some_and(|m| m.holds(i as u8));
-                if let Some(m) = s.sess.as_mut() {
-                    m.leave(i as u8);
-                }
+                // Lapsed if S no longer lasts (`client::Client::release`).
+                let now = ms(s.now);
+                let c = &mut s.hb.as_mut().expect("client 0's machine").client;
+                c.release(i as Id, Kind::FailOpen, now);
+                let lost = c.hold(i as Id).is_some_and(|h| h.lost.is_some());
                 self.end_or_hand(s, i, g, lost)
             }
             _ => {
@@ -624,7 +623,11 @@ impl Sessions {
     fn believes(&self, s: &State, i: usize) -> bool {
         match s.slots[i].phase {
             Phase::Holding { .. } if i < RIVAL_SLOT => {
-                self.session_until(s).is_some() && s.sess.as_ref().is_some_and(|m| m.holds(i as u8))
+                self.session_until(s).is_some()
+                    && s.hb
+                        .as_ref()
+                        .and_then(|h| h.client.hold(i as Id))
+                        .is_some_and(|h| h.lost.is_none())
             }
             Phase::Holding { until, .. } => s.now < until,
             _ => false,
@@ -647,7 +650,7 @@ impl Sessions {
     fn loss_known(&self, s: &State, k: usize) -> Result<(), Violation> {
         let holds = matches!(s.slots[1 + k].phase, Phase::Holding { .. });
         let live = matches!(s.slots[SESSION_SLOT].phase, Phase::Holding { .. })
-            && s.hb.as_ref().is_some_and(|h| h.hold.lost.is_none());
+            && s.hb.as_ref().is_some_and(|h| h.hold().lost.is_none());
         if holds && live {
             return Err(Violation {
                 property: LOSS,
@@ -686,17 +689,15 @@ impl Sessions {
         // Once its writing heartbeats are spent, the scheduler still steps it at the loss
         // moment.
         if carried.renewed.is_some() && h.left == 0 {
-            h.hold.stop_writing();
+            h.stop_writing();
         }
         if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
             if let Some(until) = carried.renewed {
                 *u = until;
             }
+            // Client 0's machine told every lock held through S of the loss.
             if carried.lost {
                 *u = now;
-                if let Some(m) = s.sess.as_mut() {
-                    m.lose();
-                }
             }
         }
         if let Some(release) = carried.release {
@@ -704,7 +705,7 @@ impl Sessions {
                 unreachable!("S's release waits")
             };
             if let held::Release::Write { guids, taken } = release {
-                let lost = s.hb.as_ref().is_some_and(|h| h.hold.lost.is_some());
+                let lost = s.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
                 return self.end_guids(s, SESSION_SLOT, g, guids, lost, taken);
             }
         }
@@ -776,7 +777,6 @@ impl Model for Sessions {
             items: [None; 3],
             slots: vec![Slot::new(); RIVAL_SLOT + self.cfg.rivals as usize],
             hb: None,
-            sess: None,
             stray: None,
             seq: 0,
             left: Left {
@@ -956,7 +956,6 @@ impl Clients for Sessions {
                 s.stray = s.stray.or(Some((gs, new)));
             }
             s.hb = None;
-            s.sess = None;
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::settings::Kind;
 pub type Id = u64;
 
 /// What a holder is told about its lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
     /// The lock is lost: its lease (or its session's) ran out, or another holder took it.
     Lost(Lost),
@@ -45,7 +45,7 @@ pub enum Event {
     Failed(Failure),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Entry<G> {
     hold: Hold<G>,
     /// The session item through which the lock is held (the lock has no lease of its own).
@@ -53,7 +53,7 @@ struct Entry<G> {
 }
 
 /// Every held lock of one client and its sessions (by their items' lock `Id`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client<G> {
     timer_grain: Duration,
     locks: BTreeMap<Id, Entry<G>>,

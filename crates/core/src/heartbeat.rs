@@ -92,7 +92,7 @@ pub enum Loss {
 /// answer's error, or a timeout when the step was a timer). `at_risk`: the lease is at risk,
 /// since no retry mends the failure or the lease is down to where `"danger"` is told;
 /// `remaining`: what is left of the lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Failure {
     pub report: bool,
     pub at_risk: bool,

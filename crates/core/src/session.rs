@@ -1,7 +1,7 @@
 //! A session (`session: true`) as its client sees it: which locks it speaks for, and whether it
 //! still does. The session's own item is an ordinary FailOpen lock of the client, with its own
-//! `hold::Hold` and heartbeats; this machine is what the client decides around it. The addon's
-//! sessions and the session model step it.
+//! `hold::Hold` and heartbeats; this machine is what the client decides around it, within the
+//! client machine (`client::Client`), which the addon and the session model step.
 //!
 //! The protocol:
 //! - The session lasts while its item's lease lasts as the item's heartbeat counts it
