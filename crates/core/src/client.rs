@@ -215,17 +215,6 @@ impl<G: Clone + PartialEq> Client<G> {
         }
     }
 
-    /// Lock `id` is lost as `how` says (a refused write of the holder's data: taken), and
-    /// its holder told, once.
-    pub fn lose(&mut self, id: Id, how: Lost) {
-        self.leave(id);
-        let Some(e) = self.locks.get_mut(&id) else { return };
-        if e.hold.lost.is_none() {
-            e.hold.lose(how);
-            self.events.push((id, Event::Lost(how)));
-        }
-    }
-
     /// The release of lock `id` is called: it leaves its session, starts no heartbeat and has
     /// no lease left from now on, while its release waits for any write of the holder's.
     pub fn stop(&mut self, id: Id) {
@@ -430,8 +419,12 @@ mod tests {
         c.remove(1);
         assert!(!c.lasts(1, ms(0)));
         assert_eq!(c.until(2), None, "no session item: no lease to count");
-        c.lose(2, Lost::Taken);
-        c.lose(2, Lost::Taken);
+        // A refused update loses the lock, told once, and the next refusal tells nothing.
+        for _ in 0..2 {
+            c.hold_mut(2).unwrap().update();
+            c.update_ends(2, true);
+        }
         assert_eq!(c.events(), vec![(2, Event::Lost(Lost::Taken))]);
+        assert!(c.events().is_empty());
     }
 }
