@@ -288,31 +288,16 @@ impl<G: Clone + PartialEq> Client<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heartbeat::Config;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn config() -> Config {
-        Config {
-            lease: ms(1000),
-            period: ms(250),
-            danger_margin: ms(333),
-            request_timeout: ms(5000),
-            timer_grain: ms(1),
-            writes_out: crate::heartbeat::MOST_WRITES_OUT,
-        }
-    }
+    use crate::testing::{beat_config, ms};
 
     /// Client with a session item (1, heartbeats, lease from 0) and two locks (2, 3) held
     /// through it.
     fn with_session() -> Client<u8> {
         let mut c = Client::new(ms(1));
-        c.insert(1, Hold::new(config(), true, 10, Some(ms(0)), ms(0), 0));
+        c.insert(1, Hold::new(beat_config(250), true, 10, Some(ms(0)), ms(0), 0));
         c.open_session(1);
         for id in [2, 3] {
-            c.insert(id, Hold::new(config(), false, 10 * id as u8, None, ms(0), 0));
+            c.insert(id, Hold::new(beat_config(250), false, 10 * id as u8, None, ms(0), 0));
             assert!(c.join(id, 1, ms(10)));
         }
         c

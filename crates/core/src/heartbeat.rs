@@ -479,25 +479,11 @@ impl Beat {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn config() -> Config {
-        Config {
-            lease: ms(1000),
-            period: ms(250),
-            danger_margin: ms(333),
-            request_timeout: ms(5000),
-            timer_grain: ms(1),
-            writes_out: MOST_WRITES_OUT,
-        }
-    }
+    use crate::testing::{beat_config, ms};
 
     #[test]
     fn the_first_heartbeat_falls_within_the_period_and_before_the_loss() {
-        let c = config();
+        let c = beat_config(250);
         let spread: Vec<Time> = (0..1000u64).map(|r| first_due(&c, r * 7919, ms(1000))).collect();
         assert!(
             spread.iter().all(|d| *d > Duration::ZERO && *d <= c.period),
@@ -514,7 +500,7 @@ mod tests {
 
     #[test]
     fn a_lock_without_heartbeats_is_stepped_once_its_loss_is_due() {
-        let c = config();
+        let c = beat_config(250);
         assert_eq!(first_step(&c, false, 12345, ms(1000)), ms(999), "a timer grain early");
         assert!(first_step(&c, true, 12345, ms(1000)) <= c.period);
         assert!(!lapsed(&c, ms(998), ms(1000)));
@@ -523,7 +509,7 @@ mod tests {
 
     #[test]
     fn an_answer_in_time_renews_from_the_send() {
-        let (mut b, a) = Beat::start(config(), ms(250), ms(1000), ms(260), Duration::ZERO);
+        let (mut b, a) = Beat::start(beat_config(250), ms(250), ms(1000), ms(260), Duration::ZERO);
         assert_eq!(a, vec![Action::Write]);
         let a = b.answer(ms(460), Answer::Renewed, ms(25));
         assert_eq!(
@@ -545,7 +531,7 @@ mod tests {
             code: TABLE_GONE.into(),
             transient: false,
         };
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let a = b.answer(ms(260), gone, ms(10));
         assert_eq!(
             a,
@@ -561,7 +547,7 @@ mod tests {
         );
         assert!(b.is_done());
         // Any other error no retry can mend waits for the lease's end, as before.
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let denied = Answer::Failed {
             code: "AccessDeniedException".into(),
             transient: false,
@@ -585,11 +571,11 @@ mod tests {
             })
         };
         // Danger is due at 667 (the lease ends at 1000, the margin is 333).
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         assert_eq!(risk(&b.answer(ms(300), failed(true), ms(10))), Some((false, ms(700))));
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         assert_eq!(risk(&b.answer(ms(300), failed(false), ms(10))), Some((true, ms(700))));
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let a = b.answer(ms(700), failed(true), ms(10));
         assert_eq!(risk(&a), Some((true, ms(300))));
         assert!(a.iter().any(|a| matches!(a, Action::Danger { .. })), "{a:?}");
@@ -597,14 +583,14 @@ mod tests {
 
     #[test]
     fn an_answer_after_the_deadline_grants_nothing() {
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let a = b.answer(ms(3000), Answer::Renewed, ms(25));
         assert_eq!(a, vec![Action::Abandon, Action::Landed, Action::Lost(Loss::Lapsed)]);
     }
 
     #[test]
     fn the_loss_is_due_at_the_deadline_whatever_is_under_way() {
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let mut now = ms(250);
         let mut seen = Vec::new();
         while let Some(at) = b.poll_timeout() {
@@ -630,7 +616,10 @@ mod tests {
     #[test]
     fn with_one_write_out_a_slow_write_gets_none_beside_it() {
         let writes = |writes_out| {
-            let c = Config { writes_out, ..config() };
+            let c = Config {
+                writes_out,
+                ..beat_config(250)
+            };
             let (mut b, first) = Beat::start(c, ms(250), ms(1000), ms(250), Duration::ZERO);
             let mut seen = first;
             // No answer comes until the attempt gives up (the lease's end).
@@ -645,7 +634,7 @@ mod tests {
 
     #[test]
     fn a_slow_answer_still_counts() {
-        let (mut b, _) = Beat::start(config(), ms(250), ms(1000), ms(250), Duration::ZERO);
+        let (mut b, _) = Beat::start(beat_config(250), ms(250), ms(1000), ms(250), Duration::ZERO);
         let a = b.timer(ms(625), ms(25), Duration::ZERO);
         assert_eq!(
             a,

@@ -356,25 +356,11 @@ impl<G> std::ops::DerefMut for Hold<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn config(period: u64) -> Config {
-        Config {
-            lease: ms(1000),
-            period: ms(period),
-            danger_margin: ms(333),
-            request_timeout: ms(5000),
-            timer_grain: ms(1),
-            writes_out: heartbeat::MOST_WRITES_OUT,
-        }
-    }
+    use crate::testing::{beat_config, ms};
 
     #[test]
     fn no_heartbeat_starts_while_the_holders_data_is_written() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 99_999);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 99_999);
         let due = h.poll_timeout().unwrap();
         assert_eq!(h.update(), held::Update::Write { guids: vec![1] });
         // Due meanwhile: parked, not stepped, no write.
@@ -403,7 +389,7 @@ mod tests {
     /// that follows reports nothing more.
     #[test]
     fn a_heartbeat_waiting_for_an_update_still_declares_a_lapsed_lease() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(h.update(), held::Update::Write { .. }));
         assert_eq!(
             h.handle_timeout(ms(1500), Some(2), ms(25), Duration::ZERO),
@@ -421,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_refused_update_loses_the_lock_and_a_lock_on_its_way_out_takes_none() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(h.update(), held::Update::Write { .. }));
         assert_eq!(
             h.update_ends(true),
@@ -434,11 +420,11 @@ mod tests {
         assert_eq!(h.update(), held::Update::Lost(held::Lost::Taken));
         assert_eq!(h.poll_timeout(), None);
 
-        let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut r = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
         assert_eq!(r.update(), held::Update::Gone, "its release is called");
 
-        let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut a = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         a.abandon(None);
         assert_eq!(a.update(), held::Update::Gone, "its client closed");
     }
@@ -447,7 +433,7 @@ mod tests {
     /// it lapses at the loss moment of the session's lease, once.
     #[test]
     fn a_lock_held_through_a_session_lapses_with_the_sessions_lease() {
-        let mut m = Hold::new(config(250), true, 1u8, None, ms(0), 1);
+        let mut m = Hold::new(beat_config(250), true, 1u8, None, ms(0), 1);
         assert_eq!(m.poll_timeout(), None, "never stepped while the session keeps it");
         m.abandon(Some(ms(1500)));
         assert_eq!(m.poll_timeout(), Some(ms(1499)), "the session's loss moment");
@@ -457,14 +443,14 @@ mod tests {
             vec![Action::Lost(Loss::Lapsed)]
         );
         assert_eq!(m.poll_timeout(), None, "lost once");
-        let mut own = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut own = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         own.abandon(Some(ms(5000)));
         assert_eq!(own.poll_timeout(), Some(ms(999)), "its own lease counts");
     }
 
     #[test]
     fn an_abandoned_lock_writes_nothing_and_is_lost_once_at_its_loss_moment() {
-        let mut a = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut a = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         let first = a.poll_timeout().unwrap();
         assert_eq!(
             a.handle_timeout(first, Some(2), ms(25), Duration::ZERO),
@@ -488,7 +474,7 @@ mod tests {
         assert_eq!(a.update(), held::Update::Lost(held::Lost::Lapsed));
 
         // Closed while an update writes, a heartbeat parked behind it: it still lapses.
-        let mut p = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut p = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         let due = p.poll_timeout().unwrap();
         assert!(matches!(p.update(), held::Update::Write { .. }));
         assert_eq!(p.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
@@ -506,7 +492,7 @@ mod tests {
         );
 
         // Released after its client closed: not lost.
-        let mut r = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 1);
+        let mut r = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         r.abandon(None);
         assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
         r.release_done();
@@ -516,7 +502,7 @@ mod tests {
 
     #[test]
     fn heartbeats_renew_from_the_send_and_rotate_the_guid() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(10), 99_999);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(10), 99_999);
         let first = h.poll_timeout().unwrap();
         assert!(first > ms(0) && first <= ms(250), "{first:?}");
         let a = h.handle_timeout(first, Some(2), ms(25), Duration::ZERO);
@@ -539,7 +525,7 @@ mod tests {
 
     #[test]
     fn a_lock_without_heartbeats_is_lost_at_its_loss_moment_only() {
-        let mut h = Hold::new(config(0), false, 1u8, Some(ms(0)), ms(0), 7);
+        let mut h = Hold::new(beat_config(0), false, 1u8, Some(ms(0)), ms(0), 7);
         assert_eq!(h.poll_timeout(), Some(ms(999)), "a timer grain early");
         assert_eq!(h.handle_timeout(ms(500), None, ms(1), Duration::ZERO), vec![]);
         assert_eq!(h.poll_timeout(), Some(ms(999)));
@@ -549,14 +535,14 @@ mod tests {
         );
         assert_eq!(h.poll_timeout(), None);
         assert_eq!(h.held.lost, Some(held::Lost::Lapsed));
-        let mut closed = Hold::new(config(0), false, 1u8, None, ms(0), 7);
+        let mut closed = Hold::new(beat_config(0), false, 1u8, None, ms(0), 7);
         assert_eq!(closed.poll_timeout(), None, "no lease, never stepped");
         assert_eq!(closed.handle_timeout(ms(5000), None, ms(1), Duration::ZERO), vec![]);
     }
 
     #[test]
     fn a_release_waits_for_the_write_on_the_wire_then_writes_both_guids() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
         h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
         assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
@@ -585,7 +571,7 @@ mod tests {
 
     #[test]
     fn a_release_between_attempts_stops_the_heartbeat_at_once() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
         h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
         h.handle_answer(
@@ -604,7 +590,7 @@ mod tests {
 
     #[test]
     fn a_heartbeat_failing_outside_the_protocol_is_retried_a_period_later_then_lost_once() {
-        let mut h = Hold::new(config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let a = h.failed_outside(ms(100));
         assert_eq!(
             a,

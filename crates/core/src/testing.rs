@@ -28,6 +28,19 @@ pub fn lock(kind: Kind) -> Lock {
     }
 }
 
+/// A heartbeat's settings: a 1 s lease renewed every `period` ms, `"danger"` at a third
+/// left, 5 s request timeouts, a 1 ms timer grain.
+pub fn beat_config(period: u64) -> crate::heartbeat::Config {
+    crate::heartbeat::Config {
+        lease: ms(1000),
+        period: ms(period),
+        danger_margin: ms(333),
+        request_timeout: ms(5000),
+        timer_grain: ms(1),
+        writes_out: crate::heartbeat::MOST_WRITES_OUT,
+    }
+}
+
 /// The inputs' clocks at `now` ms: the wall clock a million ms later.
 pub fn env(now: u64) -> Env {
     Env {
