@@ -282,14 +282,22 @@ pub trait Clients: Model {
     /// What a request on its way was sent as: the request, where it goes, when it times out.
     type Sent;
 
-    /// The faults and crashes still to happen in `s`, and client `i`'s request on its way.
-    fn wire(s: &mut Self::State, i: usize) -> (&mut Left, &mut Option<Net<Self::Sent>>);
+    /// The faults and crashes still to happen in `s`, client `i`'s request on its way and
+    /// when its machine's wait ends.
+    fn wire(s: &mut Self::State, i: usize) -> (&mut Left, &mut Option<Net<Self::Sent>>, &mut Option<Tick>);
     /// Client `i`'s request lands: applies it to its item; the store's answer.
     fn land(&self, s: &mut Self::State, i: usize) -> Ans;
+    /// Hands client `i`'s machine the answer to its request, or the end of its wait (`None`).
+    fn resume(&self, s: &mut Self::State, i: usize, a: Option<Ans>) -> Result<(), Violation>;
     /// Hands client `i`'s machine the answer to its request.
-    fn deliver(&self, s: &mut Self::State, i: usize, a: Ans) -> Result<(), Violation>;
+    fn deliver(&self, s: &mut Self::State, i: usize, a: Ans) -> Result<(), Violation> {
+        self.resume(s, i, Some(a))
+    }
     /// Client `i`'s machine's wait ends.
-    fn timer(&self, s: &mut Self::State, i: usize) -> Result<(), Violation>;
+    fn timer(&self, s: &mut Self::State, i: usize) -> Result<(), Violation> {
+        *Self::wire(s, i).2 = None;
+        self.resume(s, i, None)
+    }
     /// A request timed out while it stood as `was`, before its machine is told.
     fn timed_out(&self, _s: &mut Self::State, _was: &NetState) {}
     /// Client `i` crashed (its request landed first, if it was to): what it keeps.
@@ -301,36 +309,36 @@ pub fn happen<M: Clients>(m: &M, s: &mut M::State, i: usize, e: Event) -> Result
     match e {
         Event::Land => {
             let ans = m.land(s, i);
-            let (_, request) = M::wire(s, i);
+            let (_, request, _) = M::wire(s, i);
             request.as_mut().expect("a request").state = NetState::Landed(ans);
         }
         Event::Answer => {
-            let (_, request) = M::wire(s, i);
+            let (_, request, _) = M::wire(s, i);
             let NetState::Landed(ans) = request.take().expect("a request").state else {
                 unreachable!("an answer comes back once its request landed")
             };
             m.deliver(s, i, ans)?;
         }
         Event::Lose => {
-            let (left, request) = M::wire(s, i);
+            let (left, request, _) = M::wire(s, i);
             left.faults -= 1;
             request.as_mut().expect("a request").state = NetState::Lost;
         }
         Event::Throttle => {
-            let (left, request) = M::wire(s, i);
+            let (left, request, _) = M::wire(s, i);
             left.faults -= 1;
             *request = None;
             m.deliver(s, i, THROTTLED)?;
         }
         Event::TimeOut => {
-            let (_, request) = M::wire(s, i);
+            let (_, request, _) = M::wire(s, i);
             let was = request.take().expect("a request").state;
             m.timed_out(s, &was);
             m.deliver(s, i, TIMED_OUT)?;
         }
         Event::Timer => m.timer(s, i)?,
         Event::Crash(landed) => {
-            let (left, request) = M::wire(s, i);
+            let (left, request, _) = M::wire(s, i);
             left.crashes -= 1;
             if landed && request.as_ref().is_some_and(|n| n.state == NetState::Out) {
                 m.land(s, i);

@@ -788,7 +788,7 @@ impl FifoMachines {
     }
 
     /// Hands client `i`'s machine an answer (or the end of its wait: `None`).
-    fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
+    fn resume_client(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         if s.clients[i].acquire.is_some() {
             let input = match a {
                 Some(a) => Input::Answer(a),
@@ -1164,8 +1164,9 @@ impl Model for FifoMachines {
 impl Clients for FifoMachines {
     type Sent = Sent;
 
-    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
-        (&mut s.left, &mut s.clients[i].net)
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>, &mut Option<Tick>) {
+        let c = &mut s.clients[i];
+        (&mut s.left, &mut c.net, &mut c.wake)
     }
 
     fn land(&self, s: &mut State, i: usize) -> Ans {
@@ -1173,13 +1174,8 @@ impl Clients for FifoMachines {
         self.apply(s, n.sent.k, n.sent.slot, &n.sent.rq)
     }
 
-    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
-        self.resume(s, i, Some(a))
-    }
-
-    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        s.clients[i].wake = None;
-        self.resume(s, i, None)
+    fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
+        self.resume_client(s, i, a)
     }
 
     /// A crashed client keeps its guids' sequence, its acquisition's lock ids and its

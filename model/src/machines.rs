@@ -1213,8 +1213,9 @@ impl Model for Machines {
 impl Clients for Machines {
     type Sent = Sent;
 
-    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
-        (&mut s.left, &mut s.clients[i].net)
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>, &mut Option<Tick>) {
+        let c = &mut s.clients[i];
+        (&mut s.left, &mut c.net, &mut c.wake)
     }
 
     fn land(&self, s: &mut State, i: usize) -> Ans {
@@ -1223,16 +1224,9 @@ impl Clients for Machines {
         self.apply(s, k, &req)
     }
 
-    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+    fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         let env = self.env(s, i);
-        let step = M::resume(&mut s.clients[i].machine, Some(a), &env);
-        self.step(s, i, step)
-    }
-
-    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        s.clients[i].wake = None;
-        let env = self.env(s, i);
-        let step = M::resume(&mut s.clients[i].machine, None, &env);
+        let step = M::resume(&mut s.clients[i].machine, a, &env);
         self.step(s, i, step)
     }
 

@@ -918,8 +918,9 @@ impl Model for Sessions {
 impl Clients for Sessions {
     type Sent = Sent;
 
-    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>) {
-        (&mut s.left, &mut s.slots[i].net)
+    fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>, &mut Option<Tick>) {
+        let slot = &mut s.slots[i];
+        (&mut s.left, &mut slot.net, &mut slot.wake)
     }
 
     fn land(&self, s: &mut State, i: usize) -> Ans {
@@ -927,16 +928,9 @@ impl Clients for Sessions {
         self.apply(s, i, &req)
     }
 
-    fn deliver(&self, s: &mut State, i: usize, a: Ans) -> Result<(), Violation> {
+    fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         let env = self.env(s);
-        let step = M::resume(&mut s.slots[i].machine, Some(a), &env);
-        self.step(s, i, step)
-    }
-
-    fn timer(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        s.slots[i].wake = None;
-        let env = self.env(s);
-        let step = M::resume(&mut s.slots[i].machine, None, &env);
+        let step = M::resume(&mut s.slots[i].machine, a, &env);
         self.step(s, i, step)
     }
 
