@@ -888,7 +888,7 @@ async fn steps(
             let mut st = lock.state();
             let now = crate::clock::now();
             let (actions, mut events) = match woke {
-                Woke::Start if lock.is_stopping() => return None,
+                Woke::Start if st.stopping => return None,
                 Woke::Start => {
                     st.step(|h| h.handle_timeout(clock.time(now), fresh.take(), backoff, flight.round_trip()))
                 }
@@ -923,7 +923,7 @@ async fn steps(
                 match action {
                     // Nothing goes out once the lock is released or abandoned: a release waits
                     // for the writes already out, and writes with every `guid` they may leave.
-                    hold::Action::Write { .. } if lock.is_stopping() => st.write_not_sent(),
+                    hold::Action::Write { .. } if st.stopping => st.write_not_sent(),
                     hold::Action::Write { guids, new } => {
                         writes += 1;
                         // The first write goes out in the scheduler's slot; an attempt's first

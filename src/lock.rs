@@ -206,10 +206,6 @@ pub struct HeldLock {
     pub(crate) first_step: Option<Instant>,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
-    /// Set by `release()` before it waits for the state: no heartbeat starts after it.
-    pub(crate) stopping: AtomicBool,
-    /// Set by `abandon()`: a heartbeat under way stops at once, without its answer.
-    abandoned: AtomicBool,
     left_line: AtomicBool,
     pub(crate) wake: Notify,
     /// The heartbeat's writes are answered or dropped after a release asked to wait for them
@@ -267,8 +263,6 @@ impl HeldLock {
             taken_at: now,
             first_step,
             client,
-            stopping: AtomicBool::new(false),
-            abandoned: AtomicBool::new(false),
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             settled: Notify::new(),
@@ -307,8 +301,6 @@ impl HeldLock {
         if let Some(s) = &self.session {
             s.forget(self);
         }
-        self.abandoned.store(true, Ordering::SeqCst);
-        self.stopping.store(true, Ordering::SeqCst);
         self.client.machine().abandon(self.id);
         self.wake.notify_waiters();
         self.leave_line();
@@ -335,12 +327,15 @@ impl HeldLock {
         }
     }
 
+    /// Its release is called, or it was abandoned: no heartbeat starts (the client
+    /// machine's).
     pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
+        self.state().stopping
     }
 
+    /// Abandoned: a heartbeat under way stops at once, without its answer.
     pub fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::SeqCst)
+        self.state().abandoned
     }
 
     /// A release or update of this lock is under way.
@@ -565,12 +560,12 @@ impl HeldLock {
     /// `Ok(false)`: a FailOpen or Fifo lock another holder had taken, which is quiet, as in the
     /// original, but freed nothing.
     pub async fn release(&self) -> Result<bool, LockError> {
-        self.stopping.store(true, Ordering::SeqCst);
+        // No step of the critical section may count on a lock on its way out, and no heartbeat
+        // starts.
+        self.client.machine().stop(self.id);
         if let Some(s) = &self.session {
             s.forget(self);
         }
-        // No step of the critical section may count on a lock on its way out.
-        self.client.machine().stop(self.id);
         self.wake.notify_waiters();
         let _writing = self.writer.lock().await;
         let kind = self.client.settings.kind;
