@@ -245,7 +245,7 @@ fn check_sessions(rep: &mut Report, full: bool) {
          acquisition), with lost, late and abandoned renewals, crashes (properties: {})",
         session::PROPERTIES.join(", ")
     );
-    let variants = Broken::SESSION.map(|bug| (bug.name(), session::property(bug), session::broken_config(bug)));
+    let variants = session::VARIANTS.map(|bug| (bug.name(), session::property(bug), session::broken_config(bug)));
     check_section(
         rep,
         "sessions",
@@ -261,10 +261,10 @@ fn session_label(cfg: &session::Config) -> String {
     format!(
         "2 lock ids held through one session{}, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
          re-read {}, request timeout {}, {} attempts, {} faults, {} crash, {} ticks",
-        if cfg.handover {
-            " (the first handed over within it)"
-        } else {
-            ""
+        match (cfg.handover, cfg.close) {
+            (true, _) => " (the first handed over within it)",
+            (false, true) => " (a close without releasing them)",
+            (false, false) => "",
         },
         cfg.rivals,
         if cfg.rivals == 1 { "" } else { "s" },

@@ -17,6 +17,10 @@
 //!   addon's release does when its line has a waiter); the waiter may give up at any moment
 //!   (the ending then releases the lock under the `guid` it wrote), and holds the lock through
 //!   S only if it joins S when the hand-over is known (else it releases it at once);
+//! - with `close`, client 0 may instead close once its acquisitions are over, without
+//!   releasing: its machine abandons A and B, then ends and abandons S
+//!   (`client::Client::abandon`, as the addon's `close()` does), and client 0 believes it holds
+//!   each until its machine, stepping the abandoned lock at S's loss moment, declares it lost;
 //! - a rival per lock (client 1 for A, client 2 for B), started once client 0's acquisitions
 //!   are over, is a FailOpen acquisition that keeps trying (`fail_open::Acquire`): refused by
 //!   a lock held through S, it reads S, waits out a whole session lease, ends S, and takes the
@@ -91,6 +95,11 @@ pub struct Config {
     /// release of A hands the lock over to it within S (`ending::Ending` with a next `guid`),
     /// and it may give up at any moment.
     pub handover: bool,
+    /// Client 0 may close once its acquisitions are over, without releasing its locks: the
+    /// locks held through S and S itself are abandoned (`client::Client::abandon`), write
+    /// nothing more, and are each lost at the loss moment of S's lease, when the client
+    /// machine steps them; until then client 0 believes it holds them.
+    pub close: bool,
     /// Time ends here.
     pub horizon: Tick,
     pub bug: Option<Broken>,
@@ -109,6 +118,7 @@ impl Config {
             crashes: 1,
             beats: 2,
             handover: false,
+            close: false,
             horizon: 14,
             bug: None,
         }
@@ -202,6 +212,8 @@ pub struct State {
     pub ended: bool,
     /// Client 0's second acquisition of A waits in its line (`Config::handover`).
     pub waiting: bool,
+    /// Client 0 closed without releasing its locks (`Config::close`).
+    pub closed: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -212,6 +224,10 @@ pub enum Action {
     Release(u8),
     /// Client 0's acquisition of A waiting in its line gives up.
     GiveUp,
+    /// Client 0 closes without releasing its locks.
+    Close,
+    /// Client 0's machine steps an abandoned lock held through S at its loss moment.
+    Lapse(u8),
     Beat,
     BeatLand,
     BeatAnswer,
@@ -241,6 +257,8 @@ impl fmt::Debug for Action {
             }
             Action::Release(i) => write!(f, "{}: release()", slot_name(*i)),
             Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
+            Action::Close => write!(f, "c0 closes without releasing its locks"),
+            Action::Lapse(i) => write!(f, "{}: its abandoned lease is stepped", slot_name(*i)),
             Action::Beat => write!(f, "S's heartbeat is due"),
             Action::BeatLand => write!(f, "S's heartbeat write lands"),
             Action::BeatAnswer => write!(f, "c0 gets S's heartbeat answer"),
@@ -619,11 +637,13 @@ impl Sessions {
         }
     }
 
-    /// Client 0 believes it holds the lock of slot `i` (1 or 2); a rival, its own.
+    /// Client 0 believes it holds the lock of slot `i` (1 or 2): while S lasts and the lock is
+    /// not lost, and once it closed, until its machine declares the abandoned lock lost. A
+    /// rival, its own.
     fn believes(&self, s: &State, i: usize) -> bool {
         match s.slots[i].phase {
             Phase::Holding { .. } if i < RIVAL_SLOT => {
-                self.session_until(s).is_some()
+                (s.closed || self.session_until(s).is_some())
                     && s.hb
                         .as_ref()
                         .and_then(|h| h.client.hold(i as Id))
@@ -712,6 +732,47 @@ impl Sessions {
         Ok(())
     }
 
+    /// Client 0 closes without releasing its locks, as the addon's `close()` does: each lock
+    /// held through S is abandoned, then S ends and is abandoned (`client::Client::abandon`).
+    /// Nothing more is written; a heartbeat write of S on its way may still land.
+    fn close(&self, s: &mut State) {
+        s.closed = true;
+        let held: Vec<usize> = (1..=2)
+            .filter(|&i| matches!(s.slots[i].phase, Phase::Holding { .. }))
+            .collect();
+        let Some(h) = s.hb.as_mut() else { return };
+        for i in held {
+            h.client.abandon(i as Id);
+        }
+        h.client.end_session(LOCK);
+        h.client.abandon(LOCK);
+        if let Some((gs, new, BeatNet::Out)) = h.net.take() {
+            s.stray = s.stray.or(Some((gs, new)));
+        }
+    }
+
+    /// An abandoned lock of client 0 (`i`: 1 or 2) whose loss moment came is stepped by
+    /// its machine, which declares it lost.
+    fn lapse(&self, s: &mut State, i: usize) {
+        let now = ms(s.now);
+        let h = s.hb.as_mut().expect("client 0's machine");
+        h.client
+            .step(i as Id, |l| l.handle_timeout(now, None, Duration::ZERO, Duration::ZERO));
+        h.client.events();
+        s.slots[i].phase = Phase::Done;
+    }
+
+    /// The locks of a closed client 0 whose loss moment has come, or is still to come.
+    fn lapses<'a>(&self, s: &'a State) -> impl Iterator<Item = (usize, Tick)> + 'a {
+        (1..=2).filter_map(move |i| {
+            let h = s.hb.as_ref().filter(|_| s.closed)?;
+            if !matches!(s.slots[i].phase, Phase::Holding { .. }) {
+                return None;
+            }
+            h.client.hold(i as Id)?.poll_timeout().map(|t| (i, tick(t)))
+        })
+    }
+
     fn beat(&self, s: &mut State) -> Result<(), Violation> {
         let now = s.now;
         let seq = &mut s.seq;
@@ -752,11 +813,13 @@ impl Sessions {
             || s.hb
                 .as_ref()
                 .is_some_and(|h| h.due(false) && h.wake().is_some_and(|w| w <= s.now))
+            || self.lapses(s).any(|(_, at)| at <= s.now)
     }
 
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
             && (s.hb.as_ref().is_some_and(|h| h.due(false) || h.net.is_some())
+                || self.lapses(s).next().is_some()
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
                         && (c.wake.is_some_and(|w| w != Tick::MAX)
@@ -786,6 +849,7 @@ impl Model for Sessions {
             last_token: [0; 2],
             ended: false,
             waiting: self.cfg.handover,
+            closed: false,
         };
         self.start(&mut s, SESSION_SLOT).expect("a start violates nothing");
         vec![s]
@@ -823,12 +887,27 @@ impl Model for Sessions {
             out.push(Action::GiveUp);
         }
         // Client 0 lets go of one thing at a time, its locks in order, then its session once
-        // no lock is left.
+        // no lock is left; or, once its acquisitions are over and nothing is on its way out,
+        // it closes without releasing.
         let c0 = &s.slots[..RIVAL_SLOT];
-        if !c0
+        let busy = c0
             .iter()
-            .any(|c| matches!(c.phase, Phase::Releasing { .. } | Phase::Crashed))
+            .any(|c| matches!(c.phase, Phase::Releasing { .. } | Phase::Crashed));
+        if self.cfg.close
+            && !s.closed
+            && !busy
+            && !s.waiting
+            && self.settled(s)
+            && matches!(c0[SESSION_SLOT].phase, Phase::Holding { .. })
         {
+            out.push(Action::Close);
+        }
+        for (i, at) in self.lapses(s) {
+            if at <= s.now {
+                out.push(Action::Lapse(i as u8));
+            }
+        }
+        if !busy && !s.closed {
             let next = [1, 2]
                 .into_iter()
                 .find(|&i| matches!(c0[i].phase, Phase::Holding { .. }))
@@ -874,6 +953,8 @@ impl Model for Sessions {
             Action::Event(i, e) => env::happen(self, &mut s, i as usize, e)?,
             Action::Release(i) => self.release(&mut s, i as usize)?,
             Action::GiveUp => s.waiting = false,
+            Action::Close => self.close(&mut s),
+            Action::Lapse(i) => self.lapse(&mut s, i as usize),
             Action::Beat => self.beat(&mut s)?,
             Action::BeatLand => {
                 let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();
@@ -958,8 +1039,9 @@ impl Clients for Sessions {
 /// explored depth first).
 pub const MAX_STATES: usize = 60_000_000;
 
-/// The configurations explored: the bounded one of the test suite, or the full one of
-/// `npm run model`: one rival, with a fault and a crash, over 6 ticks.
+/// The configurations explored: the bounded ones of the test suite, or the full ones of
+/// `npm run model`: one rival, with a fault and a crash, over 6 ticks; a hand-over within the
+/// session; a close (the same in both).
 /// Two rivals (one per lock id) do not fit in a run of some minutes, even over 4 ticks: the
 /// simulator runs them.
 pub fn configs(full: bool) -> Vec<Config> {
@@ -976,8 +1058,16 @@ pub fn configs(full: bool) -> Vec<Config> {
         horizon: 3,
         ..bounded
     };
+    // A close without a release, long enough for a rival to wait S out and take a lock.
+    let close = Config {
+        close: true,
+        crashes: 0,
+        beats: 0,
+        horizon: 6,
+        ..bounded
+    };
     if !full {
-        return vec![bounded, handover];
+        return vec![bounded, handover, close];
     }
     vec![
         Config { horizon: 6, ..base },
@@ -986,21 +1076,37 @@ pub fn configs(full: bool) -> Vec<Config> {
             horizon: 4,
             ..handover
         },
+        close,
     ]
 }
+
+/// The variants the session model checks: the session's own (`Broken::SESSION`), and a lock
+/// held through the session, abandoned by a close, that is reported lost at its lease's end
+/// instead of a timer grain before.
+pub const VARIANTS: [Broken; 4] = [
+    Broken::TakeoverSkipsSessionEnd,
+    Broken::RenewRevivesEnded,
+    Broken::UnclaimedHandOverForgetsGuid,
+    Broken::AbandonedLapsesLate,
+];
 
 /// The property each session variant's shortest counterexample violates.
 pub fn property(b: Broken) -> &'static str {
     match b {
-        Broken::TakeoverSkipsSessionEnd => "mutual exclusion",
+        Broken::TakeoverSkipsSessionEnd | Broken::AbandonedLapsesLate => "mutual exclusion",
         _ => "no lost release",
     }
 }
 
-/// The variants the simulator is to catch. A takeover that does not end the session shows
+/// The variants the simulator is to catch (in its runs that close, a lock held through the
+/// session abandoned and reported lost late). A takeover that does not end the session shows
 /// only when the session renews after the waiter's last read of it (a waiter reads it every
 /// half lease) and before its deadline: it is left to the exhaustive model.
-pub const SIMULATED: [Broken; 2] = [Broken::RenewRevivesEnded, Broken::UnclaimedHandOverForgetsGuid];
+pub const SIMULATED: [Broken; 3] = [
+    Broken::RenewRevivesEnded,
+    Broken::UnclaimedHandOverForgetsGuid,
+    Broken::AbandonedLapsesLate,
+];
 
 /// Whether a violation of `property` shows variant `b`: its own property, or for the takeover
 /// that does not end the session, the holder's loss not yet known at the rival's grant.
@@ -1010,6 +1116,12 @@ pub fn caught_by(b: Broken, property: &str) -> bool {
 
 /// The configuration a variant is checked in.
 pub fn broken_config(b: Broken) -> Config {
+    if b == Broken::AbandonedLapsesLate {
+        return Config {
+            bug: Some(b),
+            ..configs(false)[2]
+        };
+    }
     Config {
         bug: Some(b),
         // The takeover shows without a fault; a renewal that outlives a release needs one.

@@ -121,7 +121,8 @@ impl<G: Clone + PartialEq> Client<G> {
     }
 
     /// Lock `id` joins the session of `item`, if that session lasts at `now`; otherwise the
-    /// lock is lost already (its holder gives it back).
+    /// lock is lost already, lapsed (its holder gives it back, with a release, never a
+    /// hand-over).
     pub fn join(&mut self, id: Id, item: Id, now: Time) -> bool {
         let until = self.hold(item).and_then(Hold::until);
         let Some(guid) = self.hold(id).map(|h| h.guid.clone()) else {
@@ -131,8 +132,12 @@ impl<G: Clone + PartialEq> Client<G> {
             .sessions
             .get_mut(&item)
             .is_some_and(|s| s.join(id, guid, now, until));
-        if let (true, Some(e)) = (joined, self.locks.get_mut(&id)) {
-            e.through = Some(item);
+        if let Some(e) = self.locks.get_mut(&id) {
+            match joined {
+                true => e.through = Some(item),
+                false if e.hold.lost.is_none() => e.hold.lose(Lost::Lapsed),
+                false => {}
+            }
         }
         joined
     }
@@ -334,7 +339,16 @@ mod tests {
             ]
         );
         assert_eq!(c.hold(2).unwrap().lost, Some(Lost::Lapsed));
+        c.insert(4, Hold::new(beat_config(250), false, 40, None, ms(0), 0));
         assert!(!c.join(4, 1, ms(0)), "a lost session takes no lock");
+        assert_eq!(c.hold(4).unwrap().lost, Some(Lost::Lapsed), "which is lost already");
+        assert!(
+            matches!(
+                c.release(4, Kind::FailOpen, ms(1)),
+                held::Release::Write { taken: false, .. }
+            ),
+            "and released, as lapsed"
+        );
         // A member's release after the loss still writes: its item may be free.
         assert!(matches!(
             c.release(3, Kind::FailOpen, ms(1000)),

@@ -2,8 +2,7 @@
 //! waits the session out, ends it and takes a lock; every property holds for the protocol as it
 //! ships, and every session variant yields a counterexample to its property.
 
-use dynamodb_lock_core::broken::Broken;
-use dynamodb_lock_model::session::{broken_config, caught_by, check, configs, property};
+use dynamodb_lock_model::session::{broken_config, caught_by, check, configs, property, VARIANTS};
 
 const LIMIT: usize = 3_000_000;
 
@@ -21,7 +20,7 @@ fn every_property_holds_for_sessions() {
 
 #[test]
 fn every_session_variant_is_caught() {
-    for bug in Broken::SESSION {
+    for bug in VARIANTS {
         let r = check(broken_config(bug), LIMIT);
         let (found, _, steps) = r
             .violation
