@@ -127,6 +127,42 @@ for (const name of selectedEngines())
             }
         });
 
+        it("now frees a session's lock at once, and its holder hears \"lost\" at the session's next renewal: the session and its other locks go on", async () =>
+        {
+            const client = new DynamoDBLockClient.FailOpen(config("revoke", { session: true }));
+            const [a, b] = [uniqueId("now-a"), uniqueId("now-b")];
+            const lockA = await client.acquireLock(a);
+            const lockB = await client.acquireLock(b);
+            const lost = [];
+            lockA.on("lost", e => lost.push(["a", e.code]));
+            lockB.on("lost", e => lost.push(["b", e.code]));
+            const rival = new DynamoDBLockClient.FailOpen(config("revoke", {}));
+            try
+            {
+                const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: a, now: true });
+                assert.equal(r.action, "released");
+                // Free at once to a rival elsewhere...
+                const taken = await rival.acquireLock(a, { signal: AbortSignal.timeout(LEASE / 2) });
+                // ...and the holder hears within a session renewal.
+                await sleep(PERIOD * 2 + 500);
+                assert.deepEqual(lost, [["a", "LockLost"]]);
+                assert.equal(lockA.lost, true);
+                assert.equal(lockA.leaseRemainingMs, 0);
+                assert.equal(lockB.lost, false);
+                assert.ok(lockB.leaseRemainingMs > 0);
+                // Its release leaves the rival's lock alone.
+                await lockA.release();
+                const item = await engine.getItem("revoke", { id: { S: a } });
+                assert.equal(item.fencingToken.N, String(taken.fencingToken), "the rival's hold is untouched");
+                await taken.release();
+                await lockB.release();
+            }
+            finally
+            {
+                await Promise.all([client.close(), rival.close()]);
+            }
+        });
+
         it("a session lock whose item was changed behind the protocol: its release rejects and leaves the item as it is", async () =>
         {
             const client = new DynamoDBLockClient.FailOpen(config("revoke", { session: true }));

@@ -578,7 +578,7 @@ async function forceRelease(options)
         try
         {
             const out = now
-                ? await forceWrite(call, options.lockTable, Key, r.Item, lock)
+                ? await forceNow(call, options.lockTable, key, Key, r.Item, lock)
                 : await revoke(call, options.lockTable, key, Key, r.Item, lock);
             return Object.assign({ lock }, out);
         }
@@ -632,6 +632,40 @@ async function forceWrite(call, tableName, Key, item, lock)
     return { action: "released", warning: NOW_WARNING };
 }
 
+// Names the lock's `guid` (of `item` as read) on its session's item (`lockRevoked`): the
+// session's next renewal reads it back and tells the holder that this lock, and no other of the
+// session's, is lost. Refused (ConditionalCheckFailedException) once the session has ended.
+function markRevoked(call, tableName, key, lock, item)
+{
+    return call("UpdateItem", {
+        TableName: tableName,
+        Key: sessionKey(key, lock.session),
+        UpdateExpression: "ADD #revoked :guid",
+        ConditionExpression: "attribute_exists(#guid) AND #lease <> :released",
+        ExpressionAttributeNames: { "#revoked": "lockRevoked", "#guid": "guid", "#lease": "leaseDurationMs" },
+        ExpressionAttributeValues: { ":guid": { BS: [item.guid.B] }, ":released": { N: RELEASED } },
+    });
+}
+
+// A release with `now`: a lock held through a session that still renews is first named on the
+// session's item, so that its holder hears "lost" at the session's next renewal, as after a
+// revocation (an ended session tells nobody, and its locks are free already); then the lock is
+// freed at once.
+async function forceNow(call, tableName, key, Key, item, lock)
+{
+    if (lock.session !== undefined && item.guid)
+    {
+        await markRevoked(call, tableName, key, lock, item).catch(err =>
+        {
+            if (err.code !== "ConditionalCheckFailedException")
+            {
+                throw err;
+            }
+        });
+    }
+    return forceWrite(call, tableName, Key, item, lock);
+}
+
 // A revocation (see forceRelease), on the `guid` of `item` as read.
 async function revoke(call, tableName, key, Key, item, lock)
 {
@@ -654,14 +688,7 @@ async function revoke(call, tableName, key, Key, item, lock)
         }
         // First the session's item, so that the holder is told before the lock can be
         // taken: its next renewal reads the revocation back.
-        await call("UpdateItem", {
-            TableName: tableName,
-            Key: sessionKey(key, lock.session),
-            UpdateExpression: "ADD #revoked :guid",
-            ConditionExpression: "attribute_exists(#guid) AND #lease <> :released",
-            ExpressionAttributeNames: { "#revoked": "lockRevoked", "#guid": "guid", "#lease": "leaseDurationMs" },
-            ExpressionAttributeValues: { ":guid": { BS: [item.guid.B] }, ":released": { N: RELEASED } },
-        }).catch(err =>
+        await markRevoked(call, tableName, key, lock, item).catch(err =>
         {
             if (err.code === "ConditionalCheckFailedException")
             {
