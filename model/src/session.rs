@@ -18,7 +18,7 @@
 //!   (the ending then releases the lock under the `guid` it wrote), and holds the lock through
 //!   S only if it joins S when the hand-over is known (else it releases it at once);
 //! - with `close`, client 0 may instead close once its acquisitions are over, without
-//!   releasing: its machine abandons A and B, then ends and abandons S
+//!   releasing: its machine ends and abandons S, then abandons A and B
 //!   (`client::Client::abandon`, as the addon's `close()` does), and client 0 believes it holds
 //!   each until its machine, stepping the abandoned lock at S's loss moment, declares it lost;
 //! - a rival per lock (client 1 for A, client 2 for B), started once client 0's acquisitions
@@ -732,20 +732,20 @@ impl Sessions {
         Ok(())
     }
 
-    /// Client 0 closes without releasing its locks, as the addon's `close()` does: each lock
-    /// held through S is abandoned, then S ends and is abandoned (`client::Client::abandon`).
-    /// Nothing more is written; a heartbeat write of S on its way may still land.
+    /// Client 0 closes without releasing its locks, as the addon's `close()` does: S ends and
+    /// is abandoned, then each lock held through it (`client::Client::abandon`). Nothing more
+    /// is written; a heartbeat write of S on its way may still land.
     fn close(&self, s: &mut State) {
         s.closed = true;
         let held: Vec<usize> = (1..=2)
             .filter(|&i| matches!(s.slots[i].phase, Phase::Holding { .. }))
             .collect();
         let Some(h) = s.hb.as_mut() else { return };
+        h.client.end_session(LOCK);
+        h.client.abandon(LOCK);
         for i in held {
             h.client.abandon(i as Id);
         }
-        h.client.end_session(LOCK);
-        h.client.abandon(LOCK);
         if let Some((gs, new, BeatNet::Out)) = h.net.take() {
             s.stray = s.stray.or(Some((gs, new)));
         }
