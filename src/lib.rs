@@ -1011,7 +1011,7 @@ impl NativeClient {
     /// a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
     /// fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
     /// in the original, except for a lock held through a session whose item was changed
-    /// behind its back.
+    /// behind its back while the lock was not lost.
     #[napi(catch_unwind)]
     pub fn start_release(&self, request: u32, lock_id: f64, strict: Option<bool>) {
         let id = lock_id as u64;
@@ -1027,14 +1027,16 @@ impl NativeClient {
                     // A lock held through a session writes nothing while it is held: an item
                     // changed behind the protocol (a hand edit, the original's write) is found
                     // here, and its release says so instead of claiming a release.
-                    let through_session = lock.session.is_some();
+                    // A lock already lost (with its session's lease) may have been taken since, by
+                    // the protocol: as any FailOpen lock's, its release is then quiet.
+                    let behind_back = lock.session.is_some() && lock.state().lost.is_none();
                     let r = lock.release().await;
                     // Released, or not ours to release: either way nothing is left to retry.
                     if matches!(r, Ok(_) | Err(LockError::FailedToReleaseLock { .. })) {
                         locks().remove(&id);
                     }
                     match r {
-                        Ok(false) if strict || through_session => Err(not_ours()),
+                        Ok(false) if strict || behind_back => Err(not_ours()),
                         r => r.map(drop),
                     }
                 }
