@@ -196,7 +196,7 @@ for (const name of selectedEngines())
             assert.ok(await engine.getItem("revoke", { id: { S: id } }), "the item is left alone");
             const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id, now: true });
             assert.equal(r.action, "deleted");
-            assert.match(r.warning, /may still be writing/);
+            assert.match(r.warning, /FailClosed holder still alive is never told, and may still be writing/);
             assert.equal(await engine.getItem("revoke", { id: { S: id } }), undefined);
 
             const open = new DynamoDBLockClient.FailOpen(config("revoke", { owner: "w" }));
@@ -204,6 +204,7 @@ for (const name of selectedEngines())
             const held = await open.acquireLock(other);
             const freed = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: other, now: true });
             assert.equal(freed.action, "released");
+            assert.match(freed.warning, /hears "lost" only at its next heartbeat or session renewal/);
             const t0 = Date.now();
             const next = await new DynamoDBLockClient.FailOpen(config("revoke", {})).acquireLock(other);
             assert.ok(Date.now() - t0 < 1000, "free at once");

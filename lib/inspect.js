@@ -596,8 +596,11 @@ async function forceRelease(options)
 // Tries of a forced release against a holder that keeps renewing.
 const FORCE_TRIES = 5;
 
-// What a release with `now` leaves a live holder to do.
+// What a release with `now` leaves a live holder to do: a FailOpen or Fifo holder (or one
+// through a session) is told by its next heartbeat or session renewal; a FailClosed holder
+// writes nothing while it holds, so nothing tells it.
 const NOW_WARNING = "freed at once: a holder still alive hears \"lost\" only at its next heartbeat or session renewal, and may still be writing while the next holder works";
+const NOW_WARNING_FAIL_CLOSED = "freed at once: a FailClosed holder still alive is never told, and may still be writing while the next holder works";
 
 // The condition of a forced write: the item still carries the `guid` read.
 function guidCondition(item)
@@ -618,7 +621,7 @@ async function forceWrite(call, tableName, Key, item, lock)
     {
         const values = Object.keys(cond.ExpressionAttributeValues).length ? { ExpressionAttributeValues: cond.ExpressionAttributeValues } : {};
         await call("DeleteItem", Object.assign({ TableName: tableName, Key, ConditionExpression: cond.ConditionExpression, ExpressionAttributeNames: names }, values));
-        return { action: "deleted", warning: NOW_WARNING };
+        return { action: "deleted", warning: NOW_WARNING_FAIL_CLOSED };
     }
     await call("UpdateItem", {
         TableName: tableName,
