@@ -37,7 +37,7 @@ export declare class NativeClient {
    * a FailOpen or Fifo lock that another holder had taken, or that is lost and forgotten,
    * fails with `FailedToReleaseLock`, as a FailClosed one does; otherwise that is quiet, as
    * in the original, except for a lock held through a session whose item was changed
-   * behind its back.
+   * behind its back while the lock was not lost.
    */
   startRelease(request: number, lockId: number, strict?: boolean | undefined | null): void
   /**

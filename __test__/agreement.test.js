@@ -1,7 +1,7 @@
 "use strict";
 
 // The agreement test: the HTTP store's DynamoDB expressions against the core's `op::apply`.
-// The Rust test `agreement::engine_agrees` (src/agreement, compiled into the unit tests only,
+// The Rust test `agreement::engine_agrees` (src/tests/agreement, compiled into the unit tests only,
 // not into the addon) runs seeded random sequences of every store operation on a few keys,
 // through the HTTP store to the engine and through the in-memory store side by side, and
 // reports every step where the outcomes or the resulting items differ. A run must also have

@@ -51,6 +51,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 #[cfg(test)]
+#[path = "tests/agreement/mod.rs"]
 mod agreement;
 mod cancel;
 mod client;
@@ -77,6 +78,7 @@ mod settings;
 mod stats;
 mod store;
 #[cfg(test)]
+#[path = "tests/testkit.rs"]
 mod testkit;
 
 use std::collections::HashMap;
@@ -561,42 +563,20 @@ fn ms(v: Option<f64>) -> Option<Duration> {
         .map(|v| Duration::from_millis(v as u64))
 }
 
-/// Stops the heartbeats of `client`'s locks. Their leases then lapse, as when a process ends.
-/// `forget`: the JavaScript environment that held them is gone (a worker thread ended), so
-/// nothing will release them or hear their events, and they are forgotten; otherwise
-/// (`close()`) they stay known, so that a lock reads its lease truthfully, is reported lost at
-/// its end (`HeldLock::lapse_at_end`, which the caller starts) and can still be released.
-fn abandon_locks(client: &std::sync::Weak<Client>, forget: bool) -> Vec<Arc<HeldLock>> {
-    let Some(client) = client.upgrade() else {
-        return Vec::new();
-    };
-    let mine = |l: &Arc<HeldLock>| Arc::ptr_eq(&l.client, &client.shared);
-    let abandoned: Vec<Arc<HeldLock>> = if forget {
-        locks().extract_if(|_, l| mine(l)).map(|(_, l)| l).collect()
-    } else {
-        locks()
-            .values()
-            .filter(|l| mine(l) && !l.is_stopping())
-            .cloned()
-            .collect()
-    };
-    for lock in &abandoned {
-        lock.abandon();
-    }
-    abandoned
-}
-
 /// The environment that made a client is being torn down (a worker thread ended, or the
 /// process exits): its pending acquisitions are cancelled (a lock one of them takes meanwhile
-/// is released, since nobody is left to hold it) and its held locks abandoned.
+/// is released, since nobody is left to hold it) and its held locks abandoned and forgotten,
+/// since nothing will release them or hear their events.
 fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
     cancels.close();
+    let Some(c) = client.upgrade() else { return };
     // Undos of writes of unknown outcome make their last round now, as on `close()`.
-    if let Some(c) = client.upgrade() {
-        c.closing.cancel();
-        c.sessions.abandon();
-    }
-    abandon_locks(client, true);
+    c.closing.cancel();
+    let mine = locks()
+        .extract_if(|_, l| Arc::ptr_eq(&l.client, &c.shared))
+        .map(|(_, l)| l)
+        .collect();
+    c.shared.close(mine);
 }
 
 /// Makes acquired `held` locks known to JavaScript, unless their acquisition was cancelled
@@ -1152,19 +1132,22 @@ impl NativeClient {
         self.cancels.close();
         self.inner.closing.cancel();
         if abandon {
-            let session = self.inner.sessions.abandon();
-            for lock in abandon_locks(&Arc::downgrade(&self.inner), false) {
+            let c = &self.inner.shared;
+            let held = locks()
+                .values()
+                .filter(|l| Arc::ptr_eq(&l.client, c))
+                .cloned()
+                .collect();
+            let abandoned = c.close(held);
+            for lock in &abandoned {
                 // A heartbeat under way ends at once; `close()` waits for that too. On the
                 // addon's runtime: this runs on JavaScript's thread.
                 let settled = lock.clone();
                 napi::bindgen_prelude::spawn(self.inner.tasks.track_future(async move { settled.settled().await }));
-                // The end of the lease is not the client's work: `close()` does not wait for
-                // it, and, like every timer of the addon, it does not keep Node alive.
-                napi::bindgen_prelude::spawn(lock.lapse_at_end());
             }
-            if let Some(session) = session {
-                napi::bindgen_prelude::spawn(session.lapse_at_end());
-            }
+            // The end of the leases is not the client's work: `close()` does not wait for
+            // it, and, like every timer of the addon, it does not keep Node alive.
+            napi::bindgen_prelude::spawn(HeldLock::lapse(abandoned));
         }
     }
 

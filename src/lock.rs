@@ -138,6 +138,28 @@ impl Shared {
     pub(crate) fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
         self.machine.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Closes the client without releasing (`close()`, or the end of its environment): its
+    /// session takes no more locks, and the client machine abandons the session's item and
+    /// those of `held` it says (`client::Client::close`). An abandoned lock's heartbeat under
+    /// way stops at once (`HeldLock::settled` waits for that), and the next acquisition of its
+    /// id tries for itself. Returns the locks abandoned, the session's item first.
+    pub fn close(&self, held: Vec<Arc<HeldLock>>) -> Vec<Arc<HeldLock>> {
+        let session = self.sessions.current().take();
+        let ids: Vec<u64> = held.iter().map(|l| l.id).collect();
+        let abandoned = self.machine().close(&ids);
+        let item = session.map(|s| {
+            s.lock.client.members().clear();
+            s.lock.clone()
+        });
+        let locks: Vec<Arc<HeldLock>> = (item.into_iter().chain(held))
+            .filter(|l| abandoned.contains(&l.id))
+            .collect();
+        for lock in &locks {
+            lock.stopped();
+        }
+        locks
+    }
 }
 
 /// A held lock's state: the core's `hold::Hold`, which decides its lease, heartbeats and
@@ -293,37 +315,51 @@ impl HeldLock {
         self.lease_until().map(|until| until.saturating_duration_since(now))
     }
 
-    /// Stops this lock's heartbeats without releasing it: its lease lapses. A heartbeat under
-    /// way stops at once, dropping its writes (`settled` waits for that). The lease is kept:
-    /// the lock is held until it ends, when `lapse_at_end` reports it lost.
+    /// Stops this lock's heartbeats without releasing it (a Fifo entry nobody waits for; a
+    /// holder that dies, in tests): the client machine abandons it, and its lease lapses. A
+    /// heartbeat under way stops at once, dropping its writes (`settled` waits for that).
     pub fn abandon(&self) {
-        // Held through a session (abandoned first): the lock lapses with its item's lease.
         if let Some(s) = &self.session {
             s.forget(self);
         }
         self.client.machine().abandon(self.id);
+        self.stopped();
+    }
+
+    /// Abandoned by the client machine: a heartbeat under way stops now, and the next
+    /// acquisition of its id by this client tries for itself.
+    fn stopped(&self) {
         self.wake.notify_waiters();
         self.leave_line();
     }
 
-    /// For an abandoned lock: steps it when its machine says (`hold::Hold::abandon`: at the
-    /// loss moment of its lease, or of its session's, a timer grain before its end), where it
-    /// is reported lost (`LeaseExpired`) once, unless it was released or lost meanwhile. No
-    /// rival is granted the lock before its holder hears. A lock without a lease (FailClosed)
-    /// stays held. Not one of the client's tasks: `close()` does not wait for it.
-    pub async fn lapse_at_end(self: Arc<Self>) {
-        let clock = self.client.clock;
+    /// Declares each of `locks`, abandoned by `Shared::close`, lost at its loss moment, as the
+    /// client machine says (`client::Client::next_lapse`, `lapse`: a timer grain before its
+    /// lease ends, or its session's), unless it was released meanwhile; no rival is granted a
+    /// lock before its holder hears. One timer for them all, which does not keep Node alive;
+    /// not one of the client's tasks: `close()` does not wait for it.
+    pub async fn lapse(locks: Vec<Arc<HeldLock>>) {
+        let Some(c) = locks.first().map(|l| l.client.clone()) else {
+            return;
+        };
+        let clock = c.clock;
         loop {
-            let Some(at) = self.state().poll_timeout() else { return };
+            let next = c.machine().next_lapse();
+            let Some(at) = next else { return };
             if at > clock.now() {
                 tokio::time::sleep_until(clock.base + at).await;
                 continue;
             }
-            let (_, events) = self
-                .state()
-                .step(|h| h.handle_timeout(clock.now(), None, Duration::ZERO, Duration::ZERO));
-            self.deliver(events, None);
-            return;
+            let events = {
+                let mut m = c.machine();
+                m.lapse(clock.now());
+                m.events()
+            };
+            for (id, event) in events {
+                if let Some(lock) = locks.iter().find(|l| l.id == id) {
+                    lock.deliver(vec![(id, event)], None);
+                }
+            }
         }
     }
 

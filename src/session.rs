@@ -35,16 +35,6 @@ impl Sessions {
         Ok(session)
     }
 
-    /// `close()` without `releaseLocks`, or the end of the client's environment: the session's
-    /// heartbeats stop, and its lease lapses. Returns the session's item, whose lease end
-    /// (`HeldLock::lapse_at_end`) ends the session.
-    pub fn abandon(&self) -> Option<Arc<HeldLock>> {
-        let s = self.current().take()?;
-        s.end();
-        s.lock.abandon();
-        Some(s.lock.clone())
-    }
-
     /// `close({ releaseLocks: true })`, after its locks are released: the session's item is
     /// released too, so that nothing is left to wait out.
     pub async fn end(&self) {

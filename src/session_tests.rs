@@ -137,7 +137,7 @@ async fn a_waiter_takes_a_crashed_sessions_lock_only_after_a_session_lease_endin
     let sk = skey(&locks[0]);
     tokio::time::sleep(Duration::from_millis(600)).await;
     // The crash: the session's heartbeats stop.
-    holder.sessions.abandon();
+    holder.close(Vec::new());
     let session_guid = store.record(&sk).unwrap().guid;
 
     let (w, _) = client(&store, open_settings("waiter", 1000, None));
@@ -408,9 +408,14 @@ async fn an_abandoned_lock_is_lost_a_timer_grain_before_its_lease_ends() {
     let per_lock = own.acquire(key("p"), &Cancel::default()).await.unwrap();
     let through = hold_s(&sessions, 1).await.remove(0);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    per_lock.abandon();
-    sessions.sessions.abandon().expect("a session").abandon();
-    through.abandon();
+    let own_abandoned = own.close(vec![per_lock.clone()]);
+    let session_abandoned = sessions.close(vec![through.clone()]);
+    assert_eq!(own_abandoned.len(), 1);
+    assert_eq!(
+        session_abandoned.len(),
+        2,
+        "the session's item and the lock held through it"
+    );
     // Each lease ends where its last renewal put it (heartbeats start at random points):
     // the earlier one is looked at first.
     let mut cases: Vec<_> = [(&per_lock, &own_events), (&through, &session_events)]
@@ -418,9 +423,8 @@ async fn an_abandoned_lock_is_lost_a_timer_grain_before_its_lease_ends() {
         .map(|(l, e)| (l, e, l.lease_until().expect("a lease")))
         .collect();
     cases.sort_by_key(|c| c.2);
-    for (lock, _, _) in &cases {
-        tokio::spawn((*lock).clone().lapse_at_end());
-    }
+    tokio::spawn(HeldLock::lapse(own_abandoned));
+    tokio::spawn(HeldLock::lapse(session_abandoned));
     for (lock, events, until) in cases {
         // Paused time moves in whole milliseconds: the last one before the loss moment.
         tokio::time::sleep_until(until - TIMER_GRAIN - Duration::from_millis(1)).await;

@@ -3,7 +3,7 @@
 //! (`dynamodb_lock_core::op::apply`), applied to this item through its `Record` view.
 //!
 //! This file depends on the core crate alone: the addon's unit tests include it
-//! (src/store/memory.rs, `model_ops_agree_with_the_memory_store`) and check that every
+//! (src/tests/memory.rs, `model_ops_agree_with_the_memory_store`) and check that every
 //! operation leaves this item and the whole decoded item alike, so that what the model drops
 //! cannot change an answer unnoticed.
 

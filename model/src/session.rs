@@ -19,8 +19,8 @@
 //!   S only if it joins S when the hand-over is known (else it releases it at once);
 //! - with `close`, client 0 may instead close once its acquisitions are over, without
 //!   releasing: its machine ends and abandons S, then abandons A and B
-//!   (`client::Client::abandon`, as the addon's `close()` does), and client 0 believes it holds
-//!   each until its machine, stepping the abandoned lock at S's loss moment, declares it lost;
+//!   (`client::Client::close`, as the addon's `close()` does), and client 0 believes it holds
+//!   each until its machine, stepped at its next lapse (`Client::lapse`), declares it lost;
 //! - a rival per lock (client 1 for A, client 2 for B), started once client 0's acquisitions
 //!   are over, is a FailOpen acquisition that keeps trying (`fail_open::Acquire`): refused by
 //!   a lock held through S, it reads S, waits out a whole session lease, ends S, and takes the
@@ -44,7 +44,7 @@ use std::fmt;
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::client::Id;
+use dynamodb_lock_core::client::{self, Id};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
 use dynamodb_lock_core::heartbeat;
@@ -96,7 +96,7 @@ pub struct Config {
     /// and it may give up at any moment.
     pub handover: bool,
     /// Client 0 may close once its acquisitions are over, without releasing its locks: the
-    /// locks held through S and S itself are abandoned (`client::Client::abandon`), write
+    /// locks held through S and S itself are abandoned (`client::Client::close`), write
     /// nothing more, and are each lost at the loss moment of S's lease, when the client
     /// machine steps them; until then client 0 believes it holds them.
     pub close: bool,
@@ -227,7 +227,7 @@ pub enum Action {
     /// Client 0 closes without releasing its locks.
     Close,
     /// Client 0's machine steps an abandoned lock held through S at its loss moment.
-    Lapse(u8),
+    Lapse,
     Beat,
     BeatLand,
     BeatAnswer,
@@ -258,7 +258,7 @@ impl fmt::Debug for Action {
             Action::Release(i) => write!(f, "{}: release()", slot_name(*i)),
             Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
             Action::Close => write!(f, "c0 closes without releasing its locks"),
-            Action::Lapse(i) => write!(f, "{}: its abandoned lease is stepped", slot_name(*i)),
+            Action::Lapse => write!(f, "c0's machine steps its abandoned locks"),
             Action::Beat => write!(f, "S's heartbeat is due"),
             Action::BeatLand => write!(f, "S's heartbeat write lands"),
             Action::BeatAnswer => write!(f, "c0 gets S's heartbeat answer"),
@@ -732,45 +732,41 @@ impl Sessions {
         Ok(())
     }
 
-    /// Client 0 closes without releasing its locks, as the addon's `close()` does: S ends and
-    /// is abandoned, then each lock held through it (`client::Client::abandon`). Nothing more
-    /// is written; a heartbeat write of S on its way may still land.
+    /// Client 0 closes without releasing its locks, as the addon's `close()` does: its
+    /// machine ends S and abandons it, then each lock held through it
+    /// (`client::Client::close`). Nothing more is written; a heartbeat write of S on its way
+    /// may still land.
     fn close(&self, s: &mut State) {
         s.closed = true;
-        let held: Vec<usize> = (1..=2)
+        let held: Vec<Id> = (1..=2)
             .filter(|&i| matches!(s.slots[i].phase, Phase::Holding { .. }))
+            .map(|i| i as Id)
             .collect();
         let Some(h) = s.hb.as_mut() else { return };
-        h.client.end_session(LOCK);
-        h.client.abandon(LOCK);
-        for i in held {
-            h.client.abandon(i as Id);
-        }
+        h.client.close(&held);
         if let Some((gs, new, BeatNet::Out)) = h.net.take() {
             s.stray = s.stray.or(Some((gs, new)));
         }
     }
 
-    /// An abandoned lock of client 0 (`i`: 1 or 2) whose loss moment came is stepped by
-    /// its machine, which declares it lost.
-    fn lapse(&self, s: &mut State, i: usize) {
+    /// Client 0's machine steps its abandoned locks whose loss moment came, as the addon's
+    /// one timer for them does (`HeldLock::lapse`): a lock it declares lost is no longer
+    /// believed held (S's own loss is told to nobody).
+    fn lapse(&self, s: &mut State) {
         let now = ms(s.now);
         let h = s.hb.as_mut().expect("client 0's machine");
-        h.client
-            .step(i as Id, |l| l.handle_timeout(now, None, Duration::ZERO, Duration::ZERO));
-        h.client.events();
-        s.slots[i].phase = Phase::Done;
+        h.client.lapse(now);
+        for (id, event) in h.client.events() {
+            if matches!(event, client::Event::Lost(_)) && (1..=2).contains(&id) {
+                s.slots[id as usize].phase = Phase::Done;
+            }
+        }
     }
 
-    /// The locks of a closed client 0 whose loss moment has come, or is still to come.
-    fn lapses<'a>(&self, s: &'a State) -> impl Iterator<Item = (usize, Tick)> + 'a {
-        (1..=2).filter_map(move |i| {
-            let h = s.hb.as_ref().filter(|_| s.closed)?;
-            if !matches!(s.slots[i].phase, Phase::Holding { .. }) {
-                return None;
-            }
-            h.client.hold(i as Id)?.poll_timeout().map(|t| (i, tick(t)))
-        })
+    /// When client 0's machine must next step its abandoned locks, once it closed.
+    fn next_lapse(&self, s: &State) -> Option<Tick> {
+        let h = s.hb.as_ref().filter(|_| s.closed)?;
+        h.client.next_lapse().map(tick)
     }
 
     fn beat(&self, s: &mut State) -> Result<(), Violation> {
@@ -813,13 +809,13 @@ impl Sessions {
             || s.hb
                 .as_ref()
                 .is_some_and(|h| h.due(false) && h.wake().is_some_and(|w| w <= s.now))
-            || self.lapses(s).any(|(_, at)| at <= s.now)
+            || self.next_lapse(s).is_some_and(|at| at <= s.now)
     }
 
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
             && (s.hb.as_ref().is_some_and(|h| h.due(false) || h.net.is_some())
-                || self.lapses(s).next().is_some()
+                || self.next_lapse(s).is_some()
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
                         && (c.wake.is_some_and(|w| w != Tick::MAX)
@@ -902,10 +898,8 @@ impl Model for Sessions {
         {
             out.push(Action::Close);
         }
-        for (i, at) in self.lapses(s) {
-            if at <= s.now {
-                out.push(Action::Lapse(i as u8));
-            }
+        if self.next_lapse(s).is_some_and(|at| at <= s.now) {
+            out.push(Action::Lapse);
         }
         if !busy && !s.closed {
             let next = [1, 2]
@@ -954,7 +948,7 @@ impl Model for Sessions {
             Action::Release(i) => self.release(&mut s, i as usize)?,
             Action::GiveUp => s.waiting = false,
             Action::Close => self.close(&mut s),
-            Action::Lapse(i) => self.lapse(&mut s, i as usize),
+            Action::Lapse => self.lapse(&mut s),
             Action::Beat => self.beat(&mut s)?,
             Action::BeatLand => {
                 let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();

@@ -796,7 +796,7 @@ impl Store for HttpStore {
 
     /// The one way an operation reaches DynamoDB: each `Op` is one request, whose condition
     /// states `op::allowed` and whose update states `op::apply` (the agreement test,
-    /// `src/agreement`, holds the two side by side on real engines).
+    /// `src/tests/agreement`, holds the two side by side on real engines).
     async fn apply(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
         if !crate::debug::on() {
             return self.apply_op(key, op).await;

@@ -6,8 +6,8 @@
 //! API, stating `op::allowed` and `op::apply` as condition and update expressions (bodies in
 //! `json.rs`, signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the
 //! original library's operations through a user's `dynamodb` object and refuses the others by
-//! name; `memory.rs` (unit tests, and the agreement test on real engines) keeps items in a
-//! map, applies each operation through `op::apply`, and injects faults.
+//! name; `src/tests/memory.rs` (unit tests, and the agreement test on real engines) keeps
+//! items in a map, applies each operation through `op::apply`, and injects faults.
 
 use async_trait::async_trait;
 
@@ -20,6 +20,7 @@ mod aws_env;
 pub mod http;
 pub(crate) mod json;
 #[cfg(test)]
+#[path = "../tests/memory.rs"]
 pub mod memory;
 pub mod object;
 mod sigv4;

@@ -21,6 +21,9 @@
 //! - A member that is released or abandoned leaves its session first; a release finds the
 //!   lock lapsed if its session no longer lasts. An abandoned member lapses with its session
 //!   item's lease.
+//! - A client that closes without releasing ends its sessions and abandons their items first,
+//!   then its holders' locks whose release was not called; each is declared lost at its loss
+//!   moment, once, and stays releasable until then.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -275,6 +278,50 @@ impl<G: Clone + PartialEq> Client<G> {
         }
     }
 
+    /// The client closes without releasing (`close()`): every session ends and its item is
+    /// abandoned, then each of `held`, its holders' locks, whose release was not called and
+    /// that is still held. Returns the locks abandoned, in that order. Each lapses with its
+    /// own lease, or its session item's as it stood then, and is declared lost at its loss
+    /// moment (`next_lapse`, `lapse`); a lock without a lease (FailClosed) stays held.
+    pub fn close(&mut self, held: &[Id]) -> Vec<Id> {
+        let items: Vec<Id> = self.sessions.keys().copied().collect();
+        for &item in &items {
+            self.end_session(item);
+        }
+        let mut abandoned = Vec::new();
+        for id in items.into_iter().chain(held.iter().copied()) {
+            let Some(h) = self.hold(id) else { continue };
+            if h.stopping || h.released || h.lost.is_some() || h.abandoned || abandoned.contains(&id) {
+                continue;
+            }
+            self.abandon(id);
+            abandoned.push(id);
+        }
+        abandoned
+    }
+
+    /// When the machine must next be stepped for an abandoned lock (nobody heartbeats it any
+    /// more): the earliest loss moment among them; `None` once none is left to declare.
+    pub fn next_lapse(&self) -> Option<Time> {
+        self.locks
+            .values()
+            .filter(|e| e.hold.abandoned)
+            .filter_map(|e| e.hold.poll_timeout())
+            .min()
+    }
+
+    /// Steps every abandoned lock whose loss moment has come by `now`: it is declared lost,
+    /// once (`events`).
+    pub fn lapse(&mut self, now: Time) {
+        let due: Vec<Id> = (self.locks.iter())
+            .filter(|(_, e)| e.hold.abandoned && e.hold.poll_timeout().is_some_and(|at| at <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            self.step(id, |h| h.handle_timeout(now, None, Duration::ZERO, Duration::ZERO));
+        }
+    }
+
     /// Lock `id` leaves its session (it keeps counting the session item's lease).
     fn leave(&mut self, id: Id) {
         if let Some(item) = self.locks.get(&id).and_then(|e| e.through) {
@@ -410,6 +457,38 @@ mod tests {
         let a = c.step(3, |h| h.handle_timeout(ms(999), None, Duration::ZERO, Duration::ZERO));
         assert_eq!(a, vec![hold::Action::Lost(Loss::Lapsed)]);
         assert_eq!(c.events(), vec![(3, Event::Lost(Lost::Lapsed))]);
+    }
+
+    #[test]
+    fn close_abandons_the_session_item_then_the_held_locks_and_declares_each_lost_at_its_loss_moment() {
+        let mut c = with_session();
+        // A lock of its own lease, and one whose release was called.
+        c.insert(4, Hold::new(beat_config(250), true, 40, Some(ms(0)), ms(0), 0));
+        c.insert(5, Hold::new(beat_config(250), true, 50, Some(ms(0)), ms(0), 0));
+        c.stop(5);
+        assert_eq!(
+            c.close(&[2, 3, 4, 5]),
+            vec![1, 2, 3, 4],
+            "the item first; not a lock being released"
+        );
+        assert!(!c.lasts(1, ms(0)), "the session ended");
+        assert_eq!(c.close(&[2, 3, 4, 5]), Vec::<Id>::new(), "once");
+        assert_eq!(c.until(2), Some(ms(1000)), "an abandoned lock keeps counting down");
+        let at = c.next_lapse().expect("locks to declare lost");
+        assert_eq!(at, ms(999));
+        c.lapse(at - ms(1));
+        assert!(c.events().is_empty(), "not before its loss moment");
+        c.lapse(at);
+        let mut events = c.events();
+        events.sort_by_key(|(id, _)| *id);
+        assert_eq!(
+            events,
+            [1, 2, 3, 4].map(|id| (id, Event::Lost(Lost::Lapsed))).to_vec(),
+            "every abandoned lock, once"
+        );
+        assert_eq!(c.next_lapse(), None, "nothing left to declare");
+        c.lapse(ms(5000));
+        assert!(c.events().is_empty());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! An in-memory `Store` for unit tests and the agreement test (`src/agreement`): it applies
+//! An in-memory `Store` for unit tests and the agreement test (`src/tests/agreement`): it applies
 //! each of the core's operations (`dynamodb_lock_core::op::Op`) to the item through
 //! `op::apply`, the conditions the model checks; plus scripted faults (errors before or after
 //! the write is applied, hung requests, delays) and a request log.
