@@ -559,7 +559,8 @@ impl HeldLock {
             )));
         }
         let _writing = self.writer.lock().await;
-        let update = self.state().update();
+        let now = self.client.clock.now();
+        let (update, by) = self.client.machine().update(self.id, now);
         let guids = match update {
             held::Update::Write { guids } => guids,
             held::Update::Lost(held::Lost::Lapsed) => return Err(LockError::Lost(LostReason::LeaseExpired)),
@@ -568,9 +569,9 @@ impl HeldLock {
             }
         };
         let mut policy = self.client.settings.policy();
-        if let Some(until) = self.lease_until() {
+        if let Some(by) = by {
             // The update's times count from now (`drive::once`).
-            policy = policy.until(held::update_time(until.saturating_duration_since(crate::clock::now())));
+            policy = policy.until(by.saturating_sub(now));
         }
         let to = Target {
             data: data.as_ref(),

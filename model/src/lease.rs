@@ -24,7 +24,7 @@ use std::time::Duration;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::fail_open::{self, Acquire};
 use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig, MOST_WRITES_OUT};
-use dynamodb_lock_core::held::{self, Update};
+use dynamodb_lock_core::held::Update;
 use dynamodb_lock_core::hold::{Action as Step, Hold};
 use dynamodb_lock_core::op::{self as core_op, Reply};
 use dynamodb_lock_core::request::{answer_of, Adds, Ended, Env, Machine as _, Once, Policy, Req, Step as MStep};
@@ -55,8 +55,8 @@ pub struct Config {
     /// `releaseLocks`): the core's `Hold::abandon`.
     pub close: bool,
     /// The holder may write its data once (`lock.update`): the core's `request::Once` under
-    /// the deadline `held::update_time` sets, its attempts timed out after a lease, with
-    /// heartbeats parked behind it (`Held::update`, `Hold::update_ends`).
+    /// the deadline its machine gives (`Hold::update`: `held::update_time`), its attempts
+    /// timed out after a lease, with heartbeats parked behind it (`Hold::update_ends`).
     pub update: bool,
     pub bug: Option<Broken>,
 }
@@ -411,17 +411,17 @@ impl LeaseModel {
 
     /// Starts the holder's `lock.update` as the addon's does: the core's `request::Once` with
     /// the client's retries (two attempts here, each timed out after a lease, backoffs of one
-    /// to two ticks), none of them past `held::update_time` of what is left of the lease.
+    /// to two ticks), none of them past the deadline its machine gives (`Hold::update`).
     fn update_start(&self, s: &mut State, fate: Fate) {
-        let Update::Write { guids } = s.holder.update() else {
+        let now = ms(s.now);
+        let (Update::Write { guids }, by) = s.holder.update(now, None) else {
             unreachable!("offered only while the holder's machine writes")
         };
-        let now = ms(s.now);
         let mut policy = Policy::new(1, ms(self.config.lease));
         policy.base_backoff = ms(1);
         policy.max_backoff = ms(2);
-        if let Some(until) = s.holder.until() {
-            policy = policy.until(now + held::update_time(until.saturating_sub(now)));
+        if let Some(by) = by {
+            policy = policy.until(by);
         }
         let (m, step) = Once::start(Req::SetData { guids }, policy, None, now);
         s.update_used = true;

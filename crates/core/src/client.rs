@@ -232,6 +232,16 @@ impl<G: Clone + PartialEq> Client<G> {
         }
     }
 
+    /// `lock.update` is called on lock `id` at `now` (`hold::Hold::update`; a lock held through
+    /// a session counts its session item's lease).
+    pub fn update(&mut self, id: Id, now: Time) -> (held::Update<G>, Option<Time>) {
+        let through = (self.locks.get(&id).and_then(|e| e.through)).and_then(|item| self.until(item));
+        match self.locks.get_mut(&id) {
+            Some(e) => e.hold.update(now, through),
+            None => (held::Update::Gone, None),
+        }
+    }
+
     /// A write of the holder's data to lock `id` ended; `refused`: another holder took the
     /// lock, which is lost, and its holder told, once (`hold::Hold::update_ends`).
     pub fn update_ends(&mut self, id: Id, refused: bool) -> hold::UpdateEnd {
@@ -359,6 +369,12 @@ mod tests {
     fn a_member_counts_its_session_items_lease_and_none_once_released() {
         let mut c = with_session();
         assert_eq!(c.until(2), Some(ms(1000)));
+        assert_eq!(
+            c.update(2, ms(10)),
+            (held::Update::Write { guids: vec![20] }, Some(ms(505))),
+            "an update's attempts end by half of what is left of the session's lease"
+        );
+        c.update_ends(2, false);
         assert!(c.lasts(1, ms(998)));
         assert!(
             !c.lasts(1, ms(999)),
@@ -499,7 +515,7 @@ mod tests {
         assert_eq!(c.until(2), None, "no session item: no lease to count");
         // A refused update loses the lock, told once, and the next refusal tells nothing.
         for _ in 0..2 {
-            c.hold_mut(2).unwrap().update();
+            c.update(2, ms(0));
             c.update_ends(2, true);
         }
         assert_eq!(c.events(), vec![(2, Event::Lost(Lost::Taken))]);

@@ -248,6 +248,15 @@ impl<G: Clone + PartialEq> Hold<G> {
         release
     }
 
+    /// `lock.update` is called at `now` (`held::Held::update`): what it does, and for a write
+    /// the instant its attempts must end by, `held::update_time` of what is left of the lease
+    /// (its own, else `through`, the lease it is held through), so that the heartbeats parked
+    /// behind it come back in time; `None` without a lease.
+    pub fn update(&mut self, now: Time, through: Option<Time>) -> (held::Update<G>, Option<Time>) {
+        let by = (self.until.or(through)).map(|until| now + held::update_time(until.saturating_sub(now)));
+        (self.held.update(), by)
+    }
+
     /// The write of the holder's data ended; `refused`: its condition failed, so another
     /// holder took the lock.
     pub fn update_ends(&mut self, refused: bool) -> UpdateEnd {
@@ -362,7 +371,11 @@ mod tests {
     fn no_heartbeat_starts_while_the_holders_data_is_written() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 99_999);
         let due = h.poll_timeout().unwrap();
-        assert_eq!(h.update(), held::Update::Write { guids: vec![1] });
+        assert_eq!(
+            h.update(ms(100), None),
+            (held::Update::Write { guids: vec![1] }, Some(ms(550))),
+            "its attempts end by half of what is left of the lease"
+        );
         // Due meanwhile: parked, not stepped, no write.
         assert_eq!(h.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
         assert_eq!(h.poll_timeout(), None, "parked until the write ends");
@@ -373,7 +386,7 @@ mod tests {
         assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
 
         // A heartbeat under way goes on, and the update is conditioned on its guid too.
-        assert_eq!(h.update(), held::Update::Write { guids: vec![1, 2] });
+        assert_eq!(h.update(ms(0), None).0, held::Update::Write { guids: vec![1, 2] });
         let a = h.handle_answer(due + ms(10), Answer::Renewed, ms(25));
         assert!(a.contains(&Action::Renewed { until: due + ms(1003) }), "{a:?}");
         assert_eq!(
@@ -390,7 +403,7 @@ mod tests {
     #[test]
     fn a_heartbeat_waiting_for_an_update_still_declares_a_lapsed_lease() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
-        assert!(matches!(h.update(), held::Update::Write { .. }));
+        assert!(matches!(h.update(ms(0), None).0, held::Update::Write { .. }));
         assert_eq!(
             h.handle_timeout(ms(1500), Some(2), ms(25), Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
@@ -408,7 +421,7 @@ mod tests {
     #[test]
     fn a_refused_update_loses_the_lock_and_a_lock_on_its_way_out_takes_none() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
-        assert!(matches!(h.update(), held::Update::Write { .. }));
+        assert!(matches!(h.update(ms(0), None).0, held::Update::Write { .. }));
         assert_eq!(
             h.update_ends(true),
             UpdateEnd {
@@ -417,16 +430,16 @@ mod tests {
             }
         );
         assert_eq!(h.held.lost, Some(held::Lost::Taken));
-        assert_eq!(h.update(), held::Update::Lost(held::Lost::Taken));
+        assert_eq!(h.update(ms(0), None).0, held::Update::Lost(held::Lost::Taken));
         assert_eq!(h.poll_timeout(), None);
 
         let mut r = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
-        assert_eq!(r.update(), held::Update::Gone, "its release is called");
+        assert_eq!(r.update(ms(0), None).0, held::Update::Gone, "its release is called");
 
         let mut a = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         a.abandon(None);
-        assert_eq!(a.update(), held::Update::Gone, "its client closed");
+        assert_eq!(a.update(ms(0), None).0, held::Update::Gone, "its client closed");
     }
 
     /// A lock held through a session has no lease of its own: abandoned with its session,
@@ -471,12 +484,12 @@ mod tests {
         );
         assert_eq!(a.held.lost, Some(held::Lost::Lapsed));
         assert_eq!(a.poll_timeout(), None, "lost once");
-        assert_eq!(a.update(), held::Update::Lost(held::Lost::Lapsed));
+        assert_eq!(a.update(ms(0), None).0, held::Update::Lost(held::Lost::Lapsed));
 
         // Closed while an update writes, a heartbeat parked behind it: it still lapses.
         let mut p = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         let due = p.poll_timeout().unwrap();
-        assert!(matches!(p.update(), held::Update::Write { .. }));
+        assert!(matches!(p.update(ms(0), None).0, held::Update::Write { .. }));
         assert_eq!(p.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
         assert_eq!(p.poll_timeout(), None, "parked");
         p.abandon(None);
