@@ -884,7 +884,7 @@ async fn steps(
     loop {
         // One step of the machine, under its state's mutex: what woke it, and what it asks
         // for. The mutex is not held while anything is awaited.
-        let (next, urgent, events) = {
+        let (next, urgent, events, error) = {
             let mut st = lock.state();
             let now = crate::clock::now();
             let (actions, mut events) = match woke {
@@ -958,9 +958,8 @@ async fn steps(
             }
             events.extend(st.machine().events());
             backoff = s.policy().backoff(st.attempts() + 1, rand::random());
-            (st.poll_timeout().map(|t| clock.base + t), st.urgent(), (events, error))
+            (st.poll_timeout().map(|t| clock.base + t), st.urgent(), events, error)
         };
-        let (events, error) = events;
         lock.deliver(events, error);
         let Some(urgent) = urgent else {
             // The heartbeat is over, or none started (a lock without heartbeats).
