@@ -550,6 +550,28 @@ for (const name of selectedEngines())
                 await a.close();
             }
         });
+
+        it("another refusal of the session's item is reported as DynamoDB said it, not as the key's type", async () =>
+        {
+            // DynamoDB takes table names of 3 characters or more.
+            const a = new DynamoDBLockClient.FailOpen({
+                dynamodb: dynamodbOptions(engine), lockTable: "ab", partitionKey: "id",
+                leaseDurationMs: 1000, heartbeatPeriodMs: 250, session: true, retryCount: 0,
+                allowEventuallyConsistentGlobalTable: true,
+            });
+            try
+            {
+                const error = await a.acquireLock("x").then(() => null, e => e);
+                assert.ok(error, "the first acquisition rejects");
+                assert.equal(error.code, "ValidationException", `${error.code}: ${error.message}`);
+                assert.match(error.message, /table ?(\/index )?name/i);
+                assert.doesNotMatch(error.message, /type S|string keys/);
+            }
+            finally
+            {
+                await a.close();
+            }
+        });
     });
 }
 

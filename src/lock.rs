@@ -342,6 +342,7 @@ impl HeldLock {
         let Some(c) = locks.first().map(|l| l.client.clone()) else {
             return;
         };
+        let locks: HashMap<u64, Arc<HeldLock>> = locks.into_iter().map(|l| (l.id, l)).collect();
         let clock = c.clock;
         loop {
             let next = c.machine().next_lapse();
@@ -356,7 +357,7 @@ impl HeldLock {
                 m.events()
             };
             for (id, event) in events {
-                if let Some(lock) = locks.iter().find(|l| l.id == id) {
+                if let Some(lock) = locks.get(&id) {
                     lock.deliver(vec![(id, event)], None);
                 }
             }
