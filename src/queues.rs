@@ -67,18 +67,7 @@ impl TableNames {
         else {
             return e;
         };
-        let m = message.to_ascii_lowercase();
-        let about_keys = code == "ValidationException"
-            && [
-                "key element does not match the schema",
-                "type mismatch for key",
-                "conditions on the keys",
-                "missing the key",
-                "required keys was not given a value",
-            ]
-            .iter()
-            .any(|k| m.contains(k));
-        let message = match about_keys {
+        let message = match refuses_keys(&code, &message) {
             true => format!(
                 "The lock table \"{}\" does not fit {what}: {}. DynamoDB said: {message}",
                 self.table,
@@ -93,6 +82,22 @@ impl TableNames {
             maybe_applied,
         })
     }
+}
+
+/// DynamoDB's refusal of a request's key: a key attribute named or typed otherwise than the
+/// table's.
+pub fn refuses_keys(code: &str, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    code == "ValidationException"
+        && [
+            "key element does not match the schema",
+            "type mismatch for key",
+            "conditions on the keys",
+            "missing the key",
+            "required keys was not given a value",
+        ]
+        .iter()
+        .any(|k| m.contains(k))
 }
 
 /// A Fifo client's own state: its TTL attribute, and its registry of queue entries and held

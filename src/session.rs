@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rand::RngCore;
 
 use crate::cancel::Cancel;
-use crate::error::LockError;
+use crate::error::{LockError, StoreError};
 use crate::fail_open;
 use crate::item;
 use crate::lock::{HeldLock, Session, Sessions, Shared};
@@ -88,19 +88,30 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
 /// attributes are not strings), said as the session's, with what it needs of the table; any
 /// other refusal (a table name DynamoDB does not take, say) as DynamoDB said it.
 fn explain(e: LockError, c: &Shared, sorted: bool) -> LockError {
-    c.fifo.names.explain_keys(e, "sessions", |n| {
-        let keys = match sorted {
-            true => format!(
-                "a partition key \"{}\" and a sort key \"{}\" of type S (strings)",
-                n.partition_key, n.sort_key
-            ),
-            false => format!("a partition key \"{}\" of type S (a string)", n.partition_key),
-        };
-        format!(
-            "session: true writes the session's item under the key \"{}<id>\"{}, which needs {keys}; use a table with string keys for sessions, or leave session off",
+    let refused_key = matches!(&e, LockError::Store(s) if crate::queues::refuses_keys(s.code(), s.message()));
+    if !refused_key {
+        return e;
+    }
+    let n = &c.fifo.names;
+    let needs = match sorted {
+        true => format!(
+            "partition key \"{}\" and sort key \"{}\" to be of type S (strings)",
+            n.partition_key, n.sort_key
+        ),
+        false => format!("partition key \"{}\" to be of type S (a string)", n.partition_key),
+    };
+    // Said without DynamoDB's words, which the acquisition would take for a refusal of the
+    // lock's own key.
+    LockError::Store(StoreError::Service {
+        code: "ValidationException".into(),
+        message: format!(
+            "session: true needs the lock table \"{}\"'s {needs}: DynamoDB refused the key of the session's item (\"{}<id>\"{}). Use a table with string keys for sessions, or leave session off",
+            n.table,
             item::SESSION_PREFIX,
-            if sorted { " (sort value \"session\")" } else { "" },
-        )
+            if sorted { ", sort value \"session\"" } else { "" },
+        ),
+        transient: false,
+        maybe_applied: false,
     })
 }
 
