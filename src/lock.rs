@@ -7,7 +7,7 @@
 //! heartbeat write on the wire when it says so, and then writes with every `guid` the item
 //! may carry.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -147,7 +147,7 @@ impl Shared {
     pub fn close(&self, held: Vec<Arc<HeldLock>>) -> Vec<Arc<HeldLock>> {
         let session = self.sessions.current().take();
         let ids: Vec<u64> = held.iter().map(|l| l.id).collect();
-        let abandoned = self.machine().close(&ids);
+        let abandoned: HashSet<u64> = self.machine().close(&ids).into_iter().collect();
         let item = session.map(|s| {
             s.lock.client.members().clear();
             s.lock.clone()
