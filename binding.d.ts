@@ -84,21 +84,16 @@ export declare class NativeClient {
   stats(): NativeStats
 }
 
-/** One problem found in a configuration, shaped like a Joi error detail. */
-export interface ConfigProblem {
-  message: string
-  path: Array<string>
-  type: string
-  limit?: number
-}
-
 /** Data kept with a lock: exactly one of `s` (a string), `b` (a Buffer). */
 export interface DataInput {
   s?: string
   b?: Buffer
 }
 
-/** The defaults of the options that JavaScript applies: `retryCount` and Fifo's `waitMs`. */
+/**
+ * The defaults of the options that JavaScript applies (`retryCount` and Fifo's `waitMs`) and
+ * the attribute names its validation refuses for keys.
+ */
 export declare function defaults(): Defaults
 
 /** Defaults the JavaScript layer needs before it reaches the native core. */
@@ -110,6 +105,10 @@ export interface Defaults {
   retryCount: number
   /** Fifo's `waitMs`: how long an acquisition waits for its turn, in milliseconds. */
   fifoWaitMs: number
+  /** The lock item's attribute names, which key and TTL attribute names may not take. */
+  reservedNames: Array<string>
+  /** The Fifo head item's own attribute names, which a Fifo client's may not take either. */
+  fifoReservedNames: Array<string>
 }
 
 /**
@@ -372,6 +371,3 @@ export interface ObjectReply {
  * pauses, on stderr.
  */
 export declare function setDebug(on: boolean): void
-
-/** Validates a FailClosed, FailOpen or Fifo configuration; an empty list means valid. */
-export declare function validateConfig(kind: string, config: unknown): Array<ConfigProblem>

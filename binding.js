@@ -842,4 +842,3 @@ module.exports.heldLockCount = nativeBinding.heldLockCount
 module.exports.leaseRemainingMs = nativeBinding.leaseRemainingMs
 module.exports.lockConditionTarget = nativeBinding.lockConditionTarget
 module.exports.setDebug = nativeBinding.setDebug
-module.exports.validateConfig = nativeBinding.validateConfig

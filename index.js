@@ -10,6 +10,7 @@
 // - lock.js: the Lock a caller holds;
 // - bridge.js: calls into the native core (loaded by native.js) and its answers and events;
 // - lock-id.js: lock ids and keys; options.js: configuration, defaults and option checks;
+//   config.js: the configuration's rules and the original's messages;
 // - errors.js: error codes and ValidationError; settle.js: callbacks or Promises;
 // - admin.js and table.js: createTable; inspect.js: listLocks, showLock, forceRelease, checkTable, pruneLocks; campaign.js: leader election; metrics.js: metrics();
 // - transport.js: the `dynamodb` option; object-store.js: calls of a user `dynamodb` object

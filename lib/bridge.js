@@ -236,7 +236,6 @@ function forgetWhenCollected(holder, lockId)
 
 module.exports = {
     defaults,
-    validateConfig: (kind, config) => native.validateConfig(kind, config),
     leaseRemainingMs: lockId => native.leaseRemainingMs(lockId),
     lockConditionTarget: lockId => native.lockConditionTarget(lockId),
     holdProcess,

@@ -124,7 +124,7 @@ function load()
     {
         binding = fromAsset(binding);
     }
-    if (binding === null || typeof binding !== "object" || typeof binding.validateConfig !== "function")
+    if (binding === null || typeof binding !== "object" || typeof binding.defaults !== "function")
     {
         throw notAnAddon(binding);
     }

@@ -1,12 +1,13 @@
 "use strict";
 
-// Options and their validation: a client's configuration (checked by the native core, with the
+// Options and their validation: a client's configuration (checked by lib/config.js, with the
 // original's Joi-shaped messages), the settings a native client is made with, the defaults
 // JavaScript applies (as the native core states them), and the options of an acquisition.
 
 const os = require("os");
 const pkg = require("../package.json");
-const { defaults, validateConfig } = require("./bridge.js");
+const { defaults } = require("./bridge.js");
+const { configProblems } = require("./config.js");
 const { describeDynamodb, optionProblems, sdkOptionsFrom } = require("./transport.js");
 const { ValidationError, invalidArgument } = require("./errors.js");
 
@@ -31,7 +32,8 @@ const DEFAULT_OWNER = defaultOwner();
 // of a FailOpen heartbeat that cannot keep its lease.
 function validate(kind, config)
 {
-    const problems = validateConfig(kind, describeConfig(config)).map(p => detail(p, config));
+    const names = { reserved: defaults.reservedNames, fifoReserved: defaults.fifoReservedNames };
+    const problems = configProblems(kind, describeConfig(config), names).map(p => detail(p, config));
     if (config !== null && typeof config === "object")
     {
         // The `dynamodb` options' own problems, where Joi would list them: after `owner`.

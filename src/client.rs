@@ -7,7 +7,6 @@ use dynamodb_lock_core::{local, settings};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::config::Kind;
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
@@ -17,6 +16,7 @@ use crate::queues::Queues;
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::{fail_closed, fail_open, fifo, original};
+use dynamodb_lock_core::settings::Kind;
 
 pub struct Client {
     /// What this client's held locks share with it: `client.settings`, `client.store`, ...

@@ -506,12 +506,12 @@ mod tests {
 
     use super::*;
     use crate::client::Client;
-    use crate::config::Kind;
     use crate::queues::TableNames;
     use crate::settings::Settings;
     use crate::store::memory::{Fault, MemoryStore};
     use crate::store::StoreOps;
     use crate::testkit::client;
+    use dynamodb_lock_core::settings::Kind;
 
     fn res(id: &str) -> KeyValue {
         KeyValue::S(id.into())

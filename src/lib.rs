@@ -56,7 +56,6 @@ mod agreement;
 mod cancel;
 mod client;
 mod clock;
-mod config;
 mod debug;
 mod defaults;
 mod drive;
@@ -96,7 +95,6 @@ use napi_derive::napi;
 
 use crate::cancel::Cancel;
 use crate::client::Client;
-use crate::config::{Kind, RawValue};
 use crate::error::{LockError, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockData, LockKey, TableSpec};
@@ -104,6 +102,7 @@ use crate::lock::{EventSink, HeldLock, LockEvent};
 use crate::settings::{Settings, TtlSettings};
 use crate::store::http::{HttpOptions, HttpStore};
 use crate::store::Store;
+use dynamodb_lock_core::settings::Kind;
 
 // Lock items, requests and responses are many small, short-lived allocations across threads.
 #[global_allocator]
@@ -339,47 +338,6 @@ fn weak_handler<T: ToNapiValue + JsValuesTupleIntoVec + 'static>(handler: Functi
         .build()
 }
 
-/// One problem found in a configuration, shaped like a Joi error detail.
-#[napi(object)]
-pub struct ConfigProblem {
-    pub message: String,
-    pub path: Vec<String>,
-    #[napi(js_name = "type")]
-    pub kind: String,
-    pub limit: Option<i64>,
-}
-
-fn raw_value(v: &Unknown, depth: u32) -> Result<RawValue> {
-    Ok(match v.get_type()? {
-        ValueType::Undefined => RawValue::Undefined,
-        ValueType::Null => RawValue::Null,
-        ValueType::Boolean => RawValue::Bool(unsafe { v.cast::<bool>()? }),
-        ValueType::Number => RawValue::Number(unsafe { v.cast::<f64>()? }),
-        ValueType::String => RawValue::String(unsafe { v.cast::<String>()? }),
-        ValueType::Function => RawValue::Function,
-        ValueType::Object if depth > 0 => {
-            let obj: Object = unsafe { v.cast()? };
-            if obj.is_array()? {
-                return Ok(RawValue::Other("array"));
-            }
-            let mut entries = Vec::new();
-            for k in Object::keys(&obj)? {
-                // `get` answers None for a property whose value is `undefined`.
-                let value = match obj.get::<Unknown>(&k)? {
-                    Some(child) => raw_value(&child, depth - 1)?,
-                    None => RawValue::Undefined,
-                };
-                entries.push((k, value));
-            }
-            RawValue::Object(entries)
-        }
-        ValueType::Object => RawValue::Object(Vec::new()),
-        ValueType::Symbol => RawValue::Other("symbol"),
-        ValueType::BigInt => RawValue::Other("bigint"),
-        _ => RawValue::Other("other"),
-    })
-}
-
 fn parse_kind(kind: &str) -> Result<Kind> {
     match kind {
         "FailClosed" => Ok(Kind::FailClosed),
@@ -387,21 +345,6 @@ fn parse_kind(kind: &str) -> Result<Kind> {
         "Fifo" => Ok(Kind::Fifo),
         _ => Err(Error::from_reason(format!("unknown lock kind {kind}"))),
     }
-}
-
-/// Validates a FailClosed, FailOpen or Fifo configuration; an empty list means valid.
-#[napi(catch_unwind)]
-pub fn validate_config(kind: String, config: Unknown) -> Result<Vec<ConfigProblem>> {
-    let raw = raw_value(&config, 2)?;
-    Ok(config::validate(parse_kind(&kind)?, &raw)
-        .into_iter()
-        .map(|p| ConfigProblem {
-            message: p.message,
-            path: p.path,
-            kind: p.kind.to_string(),
-            limit: p.limit,
-        })
-        .collect())
 }
 
 /// A validated configuration, with defaults applied by `index.js`.

@@ -23,7 +23,6 @@ use dynamodb_lock_core::{client, ending, held, hold};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::config::Kind;
 use crate::drive::{once, run, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
@@ -32,6 +31,7 @@ use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::{Settings, TIMER_GRAIN};
 use crate::store::Store;
+use dynamodb_lock_core::settings::Kind;
 
 /// What a held lock reports while it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]

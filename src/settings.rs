@@ -10,10 +10,10 @@ use dynamodb_lock_core::request::Policy;
 use dynamodb_lock_core::settings;
 
 use crate::clock::unix_now_ms;
-use crate::config::Kind;
 use crate::item::token_floor;
 use crate::stats::Stats;
 use crate::store::{OpenFields, Ttl};
+use dynamodb_lock_core::settings::Kind;
 
 #[derive(Clone, Debug)]
 pub struct Settings {

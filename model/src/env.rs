@@ -280,13 +280,18 @@ impl Event {
 /// them.
 pub trait Clients: Model {
     /// What a request on its way was sent as: the request, where it goes, when it times out.
-    type Sent;
+    type Sent: Clone;
 
     /// The faults and crashes still to happen in `s`, client `i`'s request on its way and
     /// when its machine's wait ends.
     fn wire(s: &mut Self::State, i: usize) -> (&mut Left, &mut Option<Net<Self::Sent>>, &mut Option<Tick>);
-    /// Client `i`'s request lands: applies it to its item; the store's answer.
-    fn land(&self, s: &mut Self::State, i: usize) -> Ans;
+    /// Client `i`'s request `sent` lands: applies it to its item; the store's answer.
+    fn apply_sent(&self, s: &mut Self::State, i: usize, sent: &Self::Sent) -> Ans;
+    /// Client `i`'s request on its way lands.
+    fn land(&self, s: &mut Self::State, i: usize) -> Ans {
+        let sent = Self::wire(s, i).1.as_ref().expect("a request").sent.clone();
+        self.apply_sent(s, i, &sent)
+    }
     /// Hands client `i`'s machine the answer to its request, or the end of its wait (`None`).
     fn resume(&self, s: &mut Self::State, i: usize, a: Option<Ans>) -> Result<(), Violation>;
     /// Hands client `i`'s machine the answer to its request.

@@ -1218,10 +1218,9 @@ impl Clients for Machines {
         (&mut s.left, &mut c.net, &mut c.wake)
     }
 
-    fn land(&self, s: &mut State, i: usize) -> Ans {
+    fn apply_sent(&self, s: &mut State, i: usize, sent: &Sent) -> Ans {
         let k = self.key(s, i);
-        let req = s.clients[i].net.as_ref().expect("a request").sent.req.clone();
-        self.apply(s, k, &req)
+        self.apply(s, k, &sent.req)
     }
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {

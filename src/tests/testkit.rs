@@ -6,13 +6,13 @@ use std::time::Duration;
 use dynamodb_lock_core::settings;
 
 use crate::client::Client;
-use crate::config::Kind;
 use crate::error::StoreError;
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockKey};
 use crate::lock::{EventSink, LockEvent};
 use crate::settings::Settings;
 use crate::store::memory::MemoryStore;
+use dynamodb_lock_core::settings::Kind;
 
 #[derive(Default)]
 pub struct Recorder(pub Mutex<Vec<(u64, LockEvent)>>);
