@@ -1169,9 +1169,8 @@ impl Clients for FifoMachines {
         (&mut s.left, &mut c.net, &mut c.wake)
     }
 
-    fn land(&self, s: &mut State, i: usize) -> Ans {
-        let n = s.clients[i].net.clone().expect("a request");
-        self.apply(s, n.sent.k, n.sent.slot, &n.sent.rq)
+    fn apply_sent(&self, s: &mut State, _: usize, sent: &Sent) -> Ans {
+        self.apply(s, sent.k, sent.slot, &sent.rq)
     }
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {

@@ -998,9 +998,8 @@ impl Clients for Sessions {
         (&mut s.left, &mut slot.net, &mut slot.wake)
     }
 
-    fn land(&self, s: &mut State, i: usize) -> Ans {
-        let req = s.slots[i].net.as_ref().expect("a request").sent.req.clone();
-        self.apply(s, i, &req)
+    fn apply_sent(&self, s: &mut State, i: usize, sent: &Sent) -> Ans {
+        self.apply(s, i, &sent.req)
     }
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
