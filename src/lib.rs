@@ -87,6 +87,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::op;
+use dynamodb_lock_core::release::nothing_freed_fails;
 use dynamodb_lock_core::request::{Ended, PURPOSES};
 use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
@@ -576,18 +577,9 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         return Err(refused);
     }
     guids.extend(held_guids(client, key).await);
-    let holders = op::Record::holders(&r);
-    let released = match client.settings.kind {
-        Kind::FailClosed => false,
-        Kind::FailOpen => op::released(Some(&r)),
-        // A semaphore's head is held while any holder is on it.
-        Kind::Fifo if op::Record::permits(&r).is_some() => holders.is_empty(),
-        Kind::Fifo => op::free(Some(&r)),
-    };
-    let held_by_this_client = !released
-        && guids
-            .iter()
-            .any(|g| r.carries(g) || holders.iter().any(|h| h.guid == *g));
+    let kind = client.settings.kind;
+    let released = op::reported_released(kind, &r);
+    let held_by_this_client = op::held_by(kind, &r, &guids);
     let (data_s, data_b) = match r.data.map(|d| *d) {
         Some(LockData::S(s)) => (Some(s), None),
         Some(LockData::B(b)) => (None, Some(b.into())),
@@ -959,15 +951,13 @@ impl NativeClient {
                         locks().remove(&id);
                     }
                     match r {
-                        Ok(false) if strict || behind_back => Err(not_ours()),
+                        Ok(false) if nothing_freed_fails(kind, strict, Some(behind_back)) => Err(not_ours()),
                         r => r.map(drop),
                     }
                 }
                 // Released before, or lost: as the original, quiet for FailOpen.
-                None => match kind {
-                    Kind::FailOpen | Kind::Fifo if !strict => Ok(()),
-                    _ => Err(not_ours()),
-                },
+                None if nothing_freed_fails(kind, strict, None) => Err(not_ours()),
+                None => Ok(()),
             };
             JsOutcome::done(request, result.err().as_ref())
         });

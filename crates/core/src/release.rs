@@ -24,6 +24,17 @@ use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
 
+/// Whether a `release()` that freed nothing fails (`FailedToReleaseLock`) rather than being
+/// quiet, as the original is for FailOpen. `through_live_session`: the lock was known and
+/// found no longer ours; whether it is held through a session that had not lost it (its item
+/// was then changed behind the protocol's back: a hand edit, the original's write). `None`: no
+/// lock of that id is known any more (released before, or lost and forgotten). `strict`: the
+/// caller asked what was freed (`close({ releaseLocks: true })`). A FailClosed lock found not
+/// ours fails in its machine (`Outcome::NotOurs`); one no longer known fails here.
+pub fn nothing_freed_fails(kind: Kind, strict: bool, through_live_session: Option<bool>) -> bool {
+    strict || through_live_session.unwrap_or(kind == Kind::FailClosed)
+}
+
 /// How a release ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome<E> {
@@ -218,6 +229,29 @@ mod tests {
             transient: true,
             maybe_applied: true,
         }
+    }
+
+    #[test]
+    fn a_release_that_frees_nothing_is_quiet_only_where_the_original_is() {
+        for kind in [Kind::FailOpen, Kind::Fifo] {
+            assert!(
+                !nothing_freed_fails(kind, false, Some(false)),
+                "{kind:?}: taken after its lease lapsed"
+            );
+            assert!(
+                !nothing_freed_fails(kind, false, None),
+                "{kind:?}: released before, or lost"
+            );
+            assert!(
+                nothing_freed_fails(kind, false, Some(true)),
+                "{kind:?}: changed behind a live session"
+            );
+            assert!(
+                nothing_freed_fails(kind, true, Some(false)),
+                "{kind:?}: the caller asked what was freed"
+            );
+        }
+        assert!(nothing_freed_fails(Kind::FailClosed, false, None));
     }
 
     #[test]
