@@ -322,12 +322,6 @@ fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Arc<WeakHa
     });
 }
 
-/// How often a waiting acquisition reports that it still waits: a lease (FailClosed: its
-/// `acquirePeriodMs`), and at least a second.
-fn waiting_report_period(s: &settings::Settings) -> std::time::Duration {
-    s.lease().max(s.acquire_period).max(std::time::Duration::from_secs(1))
-}
-
 /// A JavaScript handler callable from any thread, which does not keep Node alive.
 type WeakHandler<T> = ThreadsafeFunction<T, (), T, Status, false, true>;
 
@@ -542,6 +536,34 @@ async fn register_locks(held: Vec<Arc<HeldLock>>, cancel: &Cancel) -> Result<Vec
         let _ = lock.release().await;
     }
     Err(Error::from_reason("cancelled"))
+}
+
+/// The answer to acquisition `request`: its locks, registered for JavaScript
+/// (`register_locks`), or its error; and whether it found the lock held at some point. The
+/// first lock's id and token; `several` (Fifo's resources): every lock's id too.
+async fn acquired(
+    request: u32,
+    result: std::result::Result<Vec<Arc<HeldLock>>, LockError>,
+    several: bool,
+    cancel: &Cancel,
+) -> JsOutcome {
+    let result = match result {
+        Ok(held) => register_locks(held, cancel).await.map_err(|_| LockError::Aborted),
+        Err(e) => Err(e),
+    };
+    let outcome = match result {
+        Ok(held) => JsOutcome {
+            lock_id: held.first().map(|l| l.id as f64),
+            fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
+            lock_ids: several.then(|| held.iter().map(|l| l.id as f64).collect()),
+            ..JsOutcome::done(request, None)
+        },
+        Err(e) => JsOutcome::done(request, Some(&e)),
+    };
+    JsOutcome {
+        waited: Some(cancel.waited()),
+        ..outcome
+    }
 }
 
 /// Every `guid` the lock `key` of `client` may carry on the item now (none if this client
@@ -823,35 +845,19 @@ impl NativeClient {
         let place = client.join(&key);
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(&cancel, waiting_report_period(&client.settings), events, request);
+            tell_waiting(
+                &cancel,
+                client.settings.protocol().waiting_report_period(),
+                events,
+                request,
+            );
             let until_aborted = until_aborted.unwrap_or(false);
             let result = client
                 .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
                 .await;
-            let result = match result {
-                Ok(lock) => register_locks(vec![lock], &cancel)
-                    .await
-                    .map_err(|_| LockError::Aborted),
-                Err(e) => Err(e),
-            };
-            let waited = cancel.waited();
+            let outcome = acquired(request, result.map(|lock| vec![lock]), false, &cancel).await;
             cancels.forget(id);
-            match result {
-                Ok(held) => JsOutcome {
-                    request,
-                    error: None,
-                    lock_id: held.first().map(|l| l.id as f64),
-                    fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
-                    lock_ids: None,
-                    info: None,
-                    body: None,
-                    waited: Some(waited),
-                },
-                Err(e) => JsOutcome {
-                    waited: Some(waited),
-                    ..JsOutcome::done(request, Some(&e))
-                },
-            }
+            outcome
         });
         Ok(())
     }
@@ -894,29 +900,16 @@ impl NativeClient {
         let events = self.events.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(&cancel, waiting_report_period(&client.settings), events, request);
-            let result = match fifo::acquire(&client.shared, resources, sem, wait, &cancel).await {
-                Ok(held) => register_locks(held, &cancel).await.map_err(|_| LockError::Aborted),
-                Err(e) => Err(e),
-            };
-            let waited = cancel.waited();
+            tell_waiting(
+                &cancel,
+                client.settings.protocol().waiting_report_period(),
+                events,
+                request,
+            );
+            let result = fifo::acquire(&client.shared, resources, sem, wait, &cancel).await;
+            let outcome = acquired(request, result, true, &cancel).await;
             cancels.forget(id);
-            match result {
-                Ok(held) => JsOutcome {
-                    request,
-                    error: None,
-                    lock_id: held.first().map(|l| l.id as f64),
-                    fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
-                    lock_ids: Some(held.iter().map(|l| l.id as f64).collect()),
-                    info: None,
-                    body: None,
-                    waited: Some(waited),
-                },
-                Err(e) => JsOutcome {
-                    waited: Some(waited),
-                    ..JsOutcome::done(request, Some(&e))
-                },
-            }
+            outcome
         });
         Ok(())
     }

@@ -109,6 +109,12 @@ impl Lock {
         Duration::from_millis(self.lease_duration_ms)
     }
 
+    /// How often an acquisition that still waits says so (`"waiting"` with `progress`): about
+    /// once a lease (FailClosed: its `acquirePeriodMs`), and at least a second apart.
+    pub fn waiting_report_period(&self) -> Duration {
+        self.lease().max(self.acquire_period).max(Duration::from_secs(1))
+    }
+
     /// Attempts of a release: more than of other requests, since a lost release leaves a
     /// lock held.
     pub fn release_attempts(&self) -> u32 {
@@ -216,6 +222,19 @@ pub(crate) mod tests {
         assert_eq!(later_waiter_reread(400, reread(400)), Duration::from_millis(100));
         assert_eq!(later_waiter_reread(60_000, reread(60_000)), Duration::from_millis(250));
         assert_eq!(later_waiter_reread(8, reread(8)), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_waiting_acquisition_reports_about_once_a_lease_and_at_most_once_a_second() {
+        let mut s = crate::testing::lock(Kind::FailOpen);
+        s.lease_duration_ms = 10_000;
+        assert_eq!(s.waiting_report_period(), Duration::from_secs(10));
+        s.lease_duration_ms = 100;
+        assert_eq!(s.waiting_report_period(), Duration::from_secs(1));
+        let mut closed = crate::testing::lock(Kind::FailClosed);
+        closed.lease_duration_ms = 10_000;
+        closed.acquire_period = Duration::from_secs(30);
+        assert_eq!(closed.waiting_report_period(), Duration::from_secs(30));
     }
 
     #[test]
