@@ -14,54 +14,43 @@ const oneOf = values => ({ type: "oneOf", values });
 
 const TRANSPORTS = ["auto", "sdk", "object"];
 
-// The original's keys in its order, then this library's additions: [key, rule, required].
+// Where every client's keys start: [key, rule, required]. Fifo's table has a sort key.
+const head = sortKeyRequired => [
+    ["owner", str(false)],
+    ["dynamodb", dynamodb],
+    ["lockTable", str(false), true],
+    ["partitionKey", str(true), true],
+    ["sortKey", str(true), sortKeyRequired],
+];
+const requestTimes = [["requestTimeoutMs", int(1)], ["rereadPeriodMs", int(1)]];
+const ttlAndTable = [
+    ["transport", oneOf(TRANSPORTS)],
+    ["ttlAttribute", str(true)],
+    ["ttlSeconds", int(1)],
+    ["allowEventuallyConsistentGlobalTable", bool],
+];
+
+// The original's keys in its order, then this library's additions.
 const SCHEMAS = {
-    FailClosed: [
-        ["owner", str(false)],
-        ["dynamodb", dynamodb],
-        ["lockTable", str(false), true],
-        ["partitionKey", str(true), true],
-        ["sortKey", str(true)],
-        ["acquirePeriodMs", int(0), true],
-        ["retryCount", int(0)],
-        ["requestTimeoutMs", int(1)],
-        ["rereadPeriodMs", int(1)],
-        ["transport", oneOf(TRANSPORTS)],
-        ["ttlAttribute", str(true)],
-        ["ttlSeconds", int(1)],
-        ["allowEventuallyConsistentGlobalTable", bool],
-    ],
+    FailClosed: [...head(false), ["acquirePeriodMs", int(0), true], ["retryCount", int(0)], ...requestTimes, ...ttlAndTable],
     FailOpen: [
-        ["owner", str(false)],
-        ["dynamodb", dynamodb],
-        ["lockTable", str(false), true],
-        ["partitionKey", str(true), true],
-        ["sortKey", str(true)],
+        ...head(false),
         ["heartbeatPeriodMs", int(0)],
         ["leaseDurationMs", int(0), true],
         ["trustLocalTime", bool],
         ["retryCount", int(0)],
-        ["requestTimeoutMs", int(1)],
-        ["rereadPeriodMs", int(1)],
+        ...requestTimes,
         ["dangerMarginMs", int(0)],
         ["maxHeartbeatsPerSecond", int(1)],
-        ["transport", oneOf(TRANSPORTS)],
-        ["ttlAttribute", str(true)],
-        ["ttlSeconds", int(1)],
-        ["allowEventuallyConsistentGlobalTable", bool],
+        ...ttlAndTable,
         ["session", bool],
     ],
-    // A table with a string sort key; this library's own options only.
+    // This library's own options only.
     Fifo: [
-        ["owner", str(false)],
-        ["dynamodb", dynamodb],
-        ["lockTable", str(false), true],
-        ["partitionKey", str(true), true],
-        ["sortKey", str(true), true],
+        ...head(true),
         ["leaseDurationMs", int(2), true],
         ["heartbeatPeriodMs", int(1)],
-        ["requestTimeoutMs", int(1)],
-        ["rereadPeriodMs", int(1)],
+        ...requestTimes,
         ["dangerMarginMs", int(0)],
         ["ttlAttribute", str(true)],
         ["allowEventuallyConsistentGlobalTable", bool],
