@@ -91,8 +91,8 @@ export interface DataInput {
 }
 
 /**
- * The defaults of the options that JavaScript applies (`retryCount` and Fifo's `waitMs`) and
- * the attribute names its validation refuses for keys.
+ * The defaults of the options that JavaScript applies (`retryCount` and Fifo's `waitMs`), a
+ * campaign's pause after an outage, and the attribute names its validation refuses for keys.
  */
 export declare function defaults(): Defaults
 
@@ -105,6 +105,12 @@ export interface Defaults {
   retryCount: number
   /** Fifo's `waitMs`: how long an acquisition waits for its turn, in milliseconds. */
   fifoWaitMs: number
+  /**
+   * How long a campaign pauses after an acquisition failed for another reason than a rival
+   * holding the lock (an outage), in milliseconds: the longest pause between two attempts
+   * of a request.
+   */
+  outagePauseMs: number
   /** The lock item's attribute names, which key and TTL attribute names may not take. */
   reservedNames: Array<string>
   /** The Fifo head item's own attribute names, which a Fifo client's may not take either. */

@@ -25,6 +25,7 @@ describe("configuration checks", () =>
         }
         assert.ok(defaults.fifoReservedNames.includes("ticketNext"));
         assert.ok(!defaults.reservedNames.includes("ticketNext"), "a FailOpen key may be called ticketNext");
+        assert.equal(defaults.outagePauseMs, 1000, "a campaign pauses after an outage as long as the core's longest backoff");
     });
 
     it("want a danger margin less than the lease", () =>

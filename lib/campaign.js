@@ -11,9 +11,7 @@
 // elected.
 
 const { EventEmitter } = require("events");
-
-// Pause after an acquisition failed for another reason than contention (an outage).
-const RETRY_PAUSE_MS = 1000;
+const { defaults } = require("./bridge.js");
 
 function sleep(ms, signal)
 {
@@ -132,12 +130,13 @@ class Campaign extends EventEmitter
                 }
                 if (error.code !== "FailedToAcquireLock")
                 {
-                    // An outage, not a rival: say so, pause, try again.
+                    // An outage, not a rival: say so, pause as long as the longest pause
+                    // between a request's attempts, try again.
                     if (this.listenerCount("error") > 0)
                     {
                         this.emit("error", error);
                     }
-                    await sleep(RETRY_PAUSE_MS, stop);
+                    await sleep(defaults.outagePauseMs, stop);
                 }
                 continue;
             }

@@ -13,6 +13,10 @@ pub struct Defaults {
     pub retry_count: u32,
     /// Fifo's `waitMs`: how long an acquisition waits for its turn, in milliseconds.
     pub fifo_wait_ms: f64,
+    /// How long a campaign pauses after an acquisition failed for another reason than a rival
+    /// holding the lock (an outage), in milliseconds: the longest pause between two attempts
+    /// of a request.
+    pub outage_pause_ms: f64,
     /// The lock item's attribute names, which key and TTL attribute names may not take.
     pub reserved_names: Vec<String>,
     /// The Fifo head item's own attribute names, which a Fifo client's may not take either.
@@ -39,13 +43,14 @@ const FIFO_NAMES: [&str; 5] = [
     item::PERMITS_HELD,
 ];
 
-/// The defaults of the options that JavaScript applies (`retryCount` and Fifo's `waitMs`) and
-/// the attribute names its validation refuses for keys.
+/// The defaults of the options that JavaScript applies (`retryCount` and Fifo's `waitMs`), a
+/// campaign's pause after an outage, and the attribute names its validation refuses for keys.
 #[napi(catch_unwind)]
 pub fn defaults() -> Defaults {
     Defaults {
         retry_count: settings::RETRY_COUNT,
         fifo_wait_ms: settings::FIFO_WAIT.as_millis() as f64,
+        outage_pause_ms: settings::RETRY_MAX_BACKOFF.as_millis() as f64,
         reserved_names: item::RESERVED_NAMES
             .iter()
             .chain(&OWN_NAMES)
