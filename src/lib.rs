@@ -87,7 +87,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::op;
-use dynamodb_lock_core::release::nothing_freed_fails;
+use dynamodb_lock_core::release::{held_by, nothing_freed_fails, reported_released};
 use dynamodb_lock_core::request::{Ended, PURPOSES};
 use dynamodb_lock_core::settings as core_settings;
 use napi::bindgen_prelude::*;
@@ -600,8 +600,8 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     }
     guids.extend(held_guids(client, key).await);
     let kind = client.settings.kind;
-    let released = op::reported_released(kind, &r);
-    let held_by_this_client = op::held_by(kind, &r, &guids);
+    let released = reported_released(kind, &r);
+    let held_by_this_client = held_by(kind, &r, &guids);
     let (data_s, data_b) = match r.data.map(|d| *d) {
         Some(LockData::S(s)) => (Some(s), None),
         Some(LockData::B(b)) => (None, Some(b.into())),

@@ -376,29 +376,6 @@ pub fn free<R: Record>(item: Option<&R>) -> bool {
     item.is_none_or(|r| r.lease_duration_ms().is_none_or(|l| l == RELEASED_LEASE_MS))
 }
 
-/// Whether an existing lock item of a `kind` client is released, as `getLock` reports it: a
-/// FailClosed item is held while it exists, a FailOpen one is released once its
-/// `leaseDurationMs` is 1, a semaphore's head while no holder is on it, a Fifo head while free.
-pub fn reported_released<R: Record>(kind: crate::settings::Kind, item: &R) -> bool {
-    use crate::settings::Kind;
-    match kind {
-        Kind::FailClosed => false,
-        Kind::FailOpen => released(Some(item)),
-        Kind::Fifo if item.permits().is_some() => item.holders().is_empty(),
-        Kind::Fifo => free(Some(item)),
-    }
-}
-
-/// Whether an existing lock item of a `kind` client is held by the holder of `guids` (every
-/// `guid` its lock may carry): not released, and carrying one of them, or naming a semaphore
-/// holder that does.
-pub fn held_by<R: Record>(kind: crate::settings::Kind, item: &R, guids: &[R::Guid]) -> bool {
-    !reported_released(kind, item)
-        && guids
-            .iter()
-            .any(|g| item.carries(g) || item.holders().iter().any(|h| h.guid == *g))
-}
-
 /// The item still carries the version a waiter waited out: its holder neither renewed nor
 /// changed since.
 pub fn still_version<R: Record>(item: Option<&R>, waited_out: Option<&R::Version>) -> bool {
@@ -1068,45 +1045,6 @@ impl Record for LockRecord {
 mod tests {
     use super::*;
     use crate::item::QueueCounters;
-    use crate::settings::Kind;
-
-    #[test]
-    fn get_lock_reports_an_item_held_by_kind_and_by_guid() {
-        let g = |b: u8| [b; crate::item::GUID_LEN];
-        let (mine, other) = (g(1), g(2));
-        let item = held(1, 3);
-        for kind in [Kind::FailClosed, Kind::FailOpen, Kind::Fifo] {
-            assert!(!reported_released(kind, &item), "{kind:?}");
-            assert!(held_by(kind, &item, &[other, mine]), "{kind:?}");
-            assert!(!held_by(kind, &item, &[other]), "{kind:?}");
-        }
-        let mut released = item.clone();
-        released.set_lease_duration_ms(RELEASED_LEASE_MS);
-        assert!(
-            !reported_released(Kind::FailClosed, &released),
-            "a FailClosed item is held while it exists"
-        );
-        assert!(reported_released(Kind::FailOpen, &released));
-        assert!(!held_by(Kind::FailOpen, &released, &[mine]));
-        assert!(
-            reported_released(Kind::Fifo, &LockRecord::default()),
-            "a head nobody was granted is free"
-        );
-        // A semaphore's head: held while a holder is on it, by that holder's guid.
-        let mut head = LockRecord::default();
-        head.set_permits(2);
-        assert!(reported_released(Kind::Fifo, &head));
-        let holder = Holder {
-            key: g(5),
-            guid: mine,
-            permits: 1,
-            lease_duration_ms: 1000,
-        };
-        head.set_holder(&g(5), Some(&holder), "o");
-        assert!(!reported_released(Kind::Fifo, &head));
-        assert!(held_by(Kind::Fifo, &head, &[mine]));
-        assert!(!held_by(Kind::Fifo, &head, &[other]));
-    }
 
     fn held(guid: u8, token: u64) -> LockRecord {
         LockRecord {

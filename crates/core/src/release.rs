@@ -19,10 +19,32 @@
 
 use crate::broken::{self, Broken};
 use crate::item::RELEASED_LEASE_MS;
-use crate::op::Record;
+use crate::op::{self, Record};
 use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose, Reply, Req, Step};
 use crate::settings::{Kind, Lock};
 use crate::waiting::marked_recently;
+
+/// Whether an existing lock item of a `kind` client is released, as `getLock` reports it: a
+/// FailClosed item is held while it exists, a FailOpen one is released once its
+/// `leaseDurationMs` is 1, a semaphore's head while no holder is on it, a Fifo head while free.
+pub fn reported_released<R: Record>(kind: Kind, item: &R) -> bool {
+    match kind {
+        Kind::FailClosed => false,
+        Kind::FailOpen => op::released(Some(item)),
+        Kind::Fifo if item.permits().is_some() => item.holders().is_empty(),
+        Kind::Fifo => op::free(Some(item)),
+    }
+}
+
+/// Whether an existing lock item of a `kind` client is held by the holder of `guids` (every
+/// `guid` its lock may carry): not released, and carrying one of them, or naming a semaphore
+/// holder that does.
+pub fn held_by<R: Record>(kind: Kind, item: &R, guids: &[R::Guid]) -> bool {
+    !reported_released(kind, item)
+        && guids
+            .iter()
+            .any(|g| item.carries(g) || item.holders().iter().any(|h| h.guid == *g))
+}
 
 /// Whether a `release()` that freed nothing fails (`FailedToReleaseLock`) rather than being
 /// quiet, as the original is for FailOpen. `through_live_session`: the lock was known and
@@ -229,6 +251,50 @@ mod tests {
             transient: true,
             maybe_applied: true,
         }
+    }
+
+    #[test]
+    fn get_lock_reports_an_item_held_by_kind_and_by_guid() {
+        let g = |b: u8| [b; crate::item::GUID_LEN];
+        let (mine, other) = (g(1), g(2));
+        let item = LockRecord {
+            owner: Some("o".into()),
+            guid: Some(crate::item::GuidValue::B(mine.to_vec())),
+            fencing_token: Some(3),
+            lease_duration_ms: Some(1000),
+            ..Default::default()
+        };
+        for kind in [Kind::FailClosed, Kind::FailOpen, Kind::Fifo] {
+            assert!(!reported_released(kind, &item), "{kind:?}");
+            assert!(held_by(kind, &item, &[other, mine]), "{kind:?}");
+            assert!(!held_by(kind, &item, &[other]), "{kind:?}");
+        }
+        let mut released = item.clone();
+        released.set_lease_duration_ms(RELEASED_LEASE_MS);
+        assert!(
+            !reported_released(Kind::FailClosed, &released),
+            "a FailClosed item is held while it exists"
+        );
+        assert!(reported_released(Kind::FailOpen, &released));
+        assert!(!held_by(Kind::FailOpen, &released, &[mine]));
+        assert!(
+            reported_released(Kind::Fifo, &LockRecord::default()),
+            "a head nobody was granted is free"
+        );
+        // A semaphore's head: held while a holder is on it, by that holder's guid.
+        let mut head = LockRecord::default();
+        head.set_permits(2);
+        assert!(reported_released(Kind::Fifo, &head));
+        let holder = crate::op::Holder {
+            key: g(5),
+            guid: mine,
+            permits: 1,
+            lease_duration_ms: 1000,
+        };
+        head.set_holder(&g(5), Some(&holder), "o");
+        assert!(!reported_released(Kind::Fifo, &head));
+        assert!(held_by(Kind::Fifo, &head, &[mine]));
+        assert!(!held_by(Kind::Fifo, &head, &[other]));
     }
 
     #[test]

@@ -226,12 +226,13 @@ pub(crate) mod tests {
 
     #[test]
     fn a_waiting_acquisition_reports_about_once_a_lease_and_at_most_once_a_second() {
-        let mut s = crate::testing::lock(Kind::FailOpen);
+        let mut s = lock(Kind::FailOpen);
+        s.acquire_period = Duration::ZERO;
         s.lease_duration_ms = 10_000;
         assert_eq!(s.waiting_report_period(), Duration::from_secs(10));
         s.lease_duration_ms = 100;
         assert_eq!(s.waiting_report_period(), Duration::from_secs(1));
-        let mut closed = crate::testing::lock(Kind::FailClosed);
+        let mut closed = lock(Kind::FailClosed);
         closed.lease_duration_ms = 10_000;
         closed.acquire_period = Duration::from_secs(30);
         assert_eq!(closed.waiting_report_period(), Duration::from_secs(30));
