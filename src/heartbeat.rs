@@ -26,18 +26,17 @@ use tokio::time::Instant;
 
 use dynamodb_lock_core::heartbeat as machine;
 use dynamodb_lock_core::hold;
-use dynamodb_lock_core::op::Op;
 use dynamodb_lock_core::original;
 use dynamodb_lock_core::request::Purpose;
 
 use crate::clock::unix_now_ms;
-use crate::drive::{send, Target};
+use crate::drive::{send, Request, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid};
 use crate::lock::{HeldLock, Scheduler};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
-use crate::store::{revoked, timed_out, OpenFields};
+use crate::store::{revoked, timed_out};
 
 /// Heartbeats in flight at once, per scheduler, to begin with. Each in-flight request holds a
 /// connection; 64 at a few milliseconds each sustain thousands of heartbeats per second.
@@ -869,8 +868,12 @@ async fn steps(
 ) -> Option<Instant> {
     let s = &lock.client.settings;
     let clock = lock.client.clock;
-    let f = s.open_fields();
-    let to = &target(lock);
+    // A heartbeat writes the lock's own lease, never a session's; a semaphore holder's, on
+    // its head.
+    let to = &Target {
+        permit: lock.permit.as_ref(),
+        ..Target::item(&*lock.client.store, &lock.key, s)
+    };
     let mut fresh = s.heartbeat_period.map(|_| new_guid());
     let mut watch: Option<Watch<'_>> = None;
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
@@ -940,7 +943,7 @@ async fn steps(
                         }
                         count_write(s, writes);
                         let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(now));
-                        let renew = renewal(lock, to, guids, new, &f);
+                        let renew = renewal(lock, to, guids, new);
                         out.push(write(renew, slot, flight.slots.clone(), paced_at));
                     }
                     hold::Action::Abandon => out.clear(),
@@ -982,12 +985,6 @@ async fn steps(
     }
 }
 
-/// Where a heartbeat's original requests go. A store without UpdateItem writes the whole
-/// item, on the holder's guid alone.
-fn target(lock: &HeldLock) -> Target<'_> {
-    Target::item(&*lock.client.store, &lock.key, &lock.client.settings)
-}
-
 /// Counts a heartbeat write about to go out (`writes`: this heartbeat's writes so far, itself
 /// included).
 fn count_write(s: &crate::settings::Settings, writes: u32) {
@@ -999,39 +996,16 @@ fn count_write(s: &crate::settings::Settings, writes: u32) {
 }
 
 /// The request of a heartbeat write that rotates the lock's `guid` from one of `guids` to
-/// `new`: the original's request when the client sends those, else the store's renewal.
-fn renewal<'a>(
-    lock: &'a HeldLock,
-    to: &'a Target<'a>,
-    guids: [Guid; 2],
-    new: Guid,
-    f: &'a OpenFields<'a>,
-) -> Renew<'a> {
+/// `new`: the original's request when the client sends those, else the core's renewal
+/// (`Req::Renew`, a semaphore holder's on its head).
+fn renewal<'a>(lock: &'a HeldLock, to: &'a Target<'a>, guids: [Guid; 2], new: Guid) -> Renew<'a> {
     let s = &lock.client.settings;
     if s.original_requests {
         let req = original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
-        Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) })
-    } else if let Some(p) = &lock.permit {
-        Box::pin(async move {
-            let op = Op::SemRenew {
-                key: &p.key,
-                guids: &guids,
-                new_guid: &new,
-                permits: p.permits,
-                fields: f,
-            };
-            lock.client.store.apply(&lock.key, &op).await.map(|_| Vec::new())
-        })
-    } else {
-        Box::pin(async move {
-            let op = Op::Renew {
-                guids: &guids,
-                new_guid: &new,
-                fields: f,
-            };
-            lock.client.store.apply(&lock.key, &op).await.and_then(revoked)
-        })
+        return Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) });
     }
+    let req = Request::Renew { guids, new_guid: new };
+    Box::pin(async move { send(to, &req).await.and_then(revoked) })
 }
 
 /// A heartbeat write under way: it takes `slot`, or waits for one of `slots`, waits for its

@@ -406,27 +406,13 @@ impl HttpStore {
         }
     }
 
-    /// One conditional `UpdateItem` on the lock item.
+    /// One conditional `UpdateItem` of a holder (or of a forced release): it also sets
+    /// `lockWrittenUnixMs` (one more `SET`, in the same request).
     async fn update(
         &self,
         key: &LockKey,
         update: &str,
         condition: &str,
-        names: &[(&str, &str)],
-        values: &[(&str, Attr<'_>)],
-        returns: &str,
-    ) -> Result<Response, StoreError> {
-        self.update_maybe(key, update, Some(condition), names, values, returns)
-            .await
-    }
-
-    /// One `UpdateItem`, conditional or not, of a holder (or of a forced release): it also sets
-    /// `lockWrittenUnixMs` (one more `SET`, in the same request).
-    async fn update_maybe(
-        &self,
-        key: &LockKey,
-        update: &str,
-        condition: Option<&str>,
         names: &[(&str, &str)],
         values: &[(&str, Attr<'_>)],
         returns: &str,
@@ -439,14 +425,14 @@ impl HttpStore {
             .await
     }
 
-    /// One `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo ticket) is
-    /// sent through it directly: it leaves `lockWrittenUnixMs` alone, which tells when the
-    /// holder last wrote.
+    /// One conditional `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo
+    /// ticket) is sent through it directly: it leaves `lockWrittenUnixMs` alone, which tells
+    /// when the holder last wrote.
     async fn send_update(
         &self,
         key: &LockKey,
         update: &str,
-        condition: Option<&str>,
+        condition: &str,
         names: &[(&str, &str)],
         values: &[(&str, Attr<'_>)],
         returns: &str,
@@ -454,15 +440,11 @@ impl HttpStore {
         let mut b = Body::new(&self.table.name);
         b.item("Key", &self.table, key, &[]);
         b.str("UpdateExpression", update);
-        if let Some(c) = condition {
-            b.str("ConditionExpression", c);
-        }
+        b.str("ConditionExpression", condition);
         b.names(names);
         b.values(values);
         b.str("ReturnValues", returns);
-        if condition.is_some() {
-            b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        }
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
         self.call("UpdateItem", b.finish()).await
     }
 }
@@ -1422,7 +1404,7 @@ impl HttpStore {
             ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .send_update(head, &update, Some(cond), &names, &values, "ALL_OLD")
+            .send_update(head, &update, cond, &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1441,7 +1423,7 @@ impl HttpStore {
             ("#qg", item::QUEUE_GRANTED),
         ];
         let reply = self
-            .send_update(head, update, Some(&cond), &names, &values, "ALL_OLD")
+            .send_update(head, update, &cond, &names, &values, "ALL_OLD")
             .await?;
         Ok(reply.record)
     }
@@ -1467,7 +1449,7 @@ impl HttpStore {
         self.send_update(
             head,
             "SET #tn = :prev, #qn = :pprev",
-            Some("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)"),
+            "#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)",
             &names,
             &values,
             "NONE",
@@ -1582,7 +1564,7 @@ impl HttpStore {
         self.send_update(
             key,
             "SET #w = :w, #wid = :wid, #ws = :ws, #wo = :wo",
-            Some("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)"),
+            "attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)",
             &names,
             &values,
             "NONE",

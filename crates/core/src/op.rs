@@ -489,13 +489,25 @@ pub fn reclaimable<R: Record>(head: Option<&R>, reclaim: &[Holder<R::Guid>]) -> 
         .all(|r| holder(head, &r.key).is_some_and(|h| h.guid == r.guid && h.permits == r.permits))
 }
 
-/// What a held semaphore's permits send in place of a held lock's operation (its release
-/// machine's, `ending`): a read as it is, a release as the removal of holder `key`. Any other
-/// comes back as the error: nothing else is sent for permits.
+/// What a held semaphore's permits send in place of a held lock's operation (its heartbeat's
+/// and its release machine's, `ending`): a read as it is, a renewal as holder `key`'s, a
+/// release as the removal of holder `key`. Any other comes back as the error: nothing else is
+/// sent for permits.
 pub fn permit_op<'a, R: Record>(op: Op<'a, R>, key: &'a R::Guid, permits: u64) -> Result<Op<'a, R>, Op<'a, R>> {
     match op {
         Op::Get => Ok(Op::Get),
         Op::Release { guids, .. } => Ok(Op::SemRelease { key, guids, permits }),
+        Op::Renew {
+            guids,
+            new_guid,
+            fields,
+        } => Ok(Op::SemRenew {
+            key,
+            guids,
+            new_guid,
+            permits,
+            fields,
+        }),
         other => Err(other),
     }
 }
@@ -1066,6 +1078,36 @@ mod tests {
             token_floor: 0,
             session: None,
         }
+    }
+
+    #[test]
+    fn a_heartbeat_of_permits_renews_its_own_holder_on_the_head() {
+        let key = [1u8; crate::item::GUID_LEN];
+        let next = [2u8; crate::item::GUID_LEN];
+        let f = fields();
+        let take = Op::SemTake {
+            fields: &f,
+            guid: &key,
+            limit: 3,
+            permits: 2,
+        };
+        let (head, _) = apply(&take, None::<LockRecord>);
+        let renewal = crate::request::Req::<_, <LockRecord as Record>::Version>::Renew {
+            guids: [key, key],
+            new_guid: next,
+        };
+        let adds = crate::request::Adds {
+            fields: f.clone(),
+            ttl_released: None,
+        };
+        let parts = renewal.parts(&adds);
+        let op = permit_op(renewal.op::<LockRecord>(&adds, &parts), &key, 2).expect("a renewal of permits");
+        assert!(matches!(op, Op::SemRenew { permits: 2, .. }), "{op:?}");
+        assert!(allowed(&op, head.as_ref()));
+        let (renewed, _) = apply(&op, head);
+        let h = holder(renewed.as_ref(), &key).expect("still a holder");
+        assert_eq!((h.guid, h.permits), (next, 2));
+        assert_eq!(renewed.as_ref().map(Record::permits_held), Some(2));
     }
 
     #[test]

@@ -92,6 +92,12 @@ pub enum Req<G, V> {
     },
     /// Deletes a finished Fifo queue entry (its waiter was granted or gave up).
     DeleteFinished,
+    /// A heartbeat's write (`hold::Action::Write`): the lease renewed and `guid` rotated to
+    /// `new_guid` if the item carries one of `guids`.
+    Renew {
+        guids: [G; 2],
+        new_guid: G,
+    },
 }
 
 /// What a caller's settings add to its requests when they become operations (`Req::op`):
@@ -224,6 +230,11 @@ impl<G, V> Req<G, V> {
                 ttl: adds.fields.ttl,
             },
             Req::DeleteFinished => Op::FifoDeleteFinished,
+            Req::Renew { guids, new_guid } => Op::Renew {
+                guids,
+                new_guid,
+                fields: &adds.fields,
+            },
         }
     }
 }
