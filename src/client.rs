@@ -75,7 +75,7 @@ impl Client {
     /// Takes this acquisition's place in the local line of `key` (FailClosed, FailOpen; Fifo
     /// has none): the order of the calls is the order of the turns.
     pub fn join(&self, key: &LockKey) -> Option<Place> {
-        (self.settings.kind != Kind::Fifo && !self.settings.original_requests).then(|| self.lines.join(key))
+        (self.settings.protocol.kind != Kind::Fifo && !self.settings.original_requests).then(|| self.lines.join(key))
     }
 
     /// Acquires `key` from the place `join` gave, storing `data` with the lock (FailClosed,
@@ -103,7 +103,7 @@ impl Client {
                 cancel,
             )
             .await?;
-            let leased_from = (self.settings.kind == Kind::FailOpen).then_some(taken.sent_at);
+            let leased_from = (self.settings.protocol.kind == Kind::FailOpen).then_some(taken.sent_at);
             let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
             return self.start_lock(Arc::new(lock), cancel).await;
         }
@@ -250,7 +250,7 @@ impl Client {
             return None;
         }
         let session = session.and(current);
-        let leased_from = (self.settings.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
+        let leased_from = (self.settings.protocol.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
         let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
         lock.session = session;
         Some(lock)
@@ -264,7 +264,7 @@ impl Client {
         until_aborted: bool,
         cancel: &Cancel,
     ) -> Result<HeldLock, LockError> {
-        Ok(match self.settings.kind {
+        Ok(match self.settings.protocol.kind {
             Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, key, data, cancel).await?;
@@ -282,9 +282,9 @@ impl Client {
                         // vanished): the lock it took was given back. It tries again through a
                         // new session, as often as its retries allow.
                         Err(LockError::Lost(LostReason::LeaseExpired))
-                            if session
-                                .as_ref()
-                                .is_some_and(|s| s.restarts(restarts, self.settings.retry_count, until_aborted)) =>
+                            if session.as_ref().is_some_and(|s| {
+                                s.restarts(restarts, self.settings.protocol.retry_count, until_aborted)
+                            }) =>
                         {
                             restarts += 1;
                         }
@@ -503,7 +503,7 @@ mod tests {
         use crate::store::memory::Fault;
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 1000, Some(250));
-        s.request_timeout = Duration::from_millis(3000);
+        s.protocol.request_timeout = Duration::from_millis(3000);
         let (c, _) = client(&store, s);
         // The write lands at once; its answer comes 1.5 s later, after the 1 s lease.
         store.fault("take", Fault::Delay(Duration::from_millis(1500)));
@@ -754,7 +754,7 @@ mod tests {
     async fn a_local_waiter_gives_up_on_one_holder_after_the_originals_wait() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 1_000, Some(300));
-        s.retry_count = 1;
+        s.protocol.retry_count = 1;
         let (c, _) = client(&store, s);
         let _held = c.acquire(key("k"), &Cancel::default()).await.unwrap();
         let start = Instant::now();
@@ -812,7 +812,7 @@ mod tests {
     async fn a_lock_that_keeps_changing_hands_is_waited_for_not_failed() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("patient", 1_000, Some(300));
-        s.retry_count = 0;
+        s.protocol.retry_count = 0;
         let (patient, _) = client(&store, s);
         let (busy, _) = client(&store, open_settings("busy", 1_000, Some(300)));
         // The busy client holds the lock 300 ms at a time, over and over, for 3 s.

@@ -7,6 +7,7 @@
 
 use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Ended, Machine, Once, Policy, Purpose, Req, Step, Time};
+use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::clock::{unix_now_ms, Clock};
@@ -97,14 +98,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                 if m.counted() {
                     to.settings.stats.count_purpose(m.purpose());
                 }
-                let result = match clock.instant(timeout_at) {
-                    Some(at) if at > crate::clock::now() => match tokio::time::timeout_at(at, send(to, &req)).await {
-                        Ok(r) => r,
-                        Err(_) => Err(to.store.timed_out()),
-                    },
-                    Some(_) => Err(to.store.timed_out()),
-                    None => send(to, &req).await,
-                };
+                let result = within(to.store, clock.instant(timeout_at), send(to, &req)).await;
                 match (&result, to.cancel) {
                     (Err(e), cancel) if e.is_condition_failed() => {
                         *refusal = Some(e.clone());
@@ -149,6 +143,22 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                 m.timer(&env)
             }
         }
+    }
+}
+
+/// A request's answer, given up on at `at` (`None`: no timeout; a moment already past: at
+/// once, without sending).
+pub async fn within(
+    store: &dyn Store,
+    at: Option<Instant>,
+    send: impl std::future::Future<Output = Result<op::Reply<LockRecord>, StoreError>>,
+) -> Result<op::Reply<LockRecord>, StoreError> {
+    match at {
+        Some(at) if at > crate::clock::now() => tokio::time::timeout_at(at, send)
+            .await
+            .unwrap_or_else(|_| Err(store.timed_out())),
+        Some(_) => Err(store.timed_out()),
+        None => send.await,
     }
 }
 

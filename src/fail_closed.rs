@@ -17,7 +17,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
     let clock = Clock::start();
     let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
     let env = clock.env(cancel.is_cancelled());
-    let (mut m, step) = machine::Acquire::start(c.settings.protocol(), guid, stand_back, &env);
+    let (mut m, step) = machine::Acquire::start(c.settings.protocol, guid, stand_back, &env);
     let to = Target {
         data,
         cancel: Some(cancel),
@@ -74,7 +74,7 @@ mod tests {
         for returns_old in [true, false] {
             let store = Arc::new(MemoryStore::new(returns_old));
             let mut s = closed_settings("me");
-            s.retry_count = 3;
+            s.protocol.retry_count = 3;
             let (holder, _) = client(&store, closed_settings("other"));
             let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
             let (c, _) = client(&store, s);
@@ -141,7 +141,7 @@ mod tests {
     async fn a_write_whose_outcome_cannot_be_read_is_cleaned_up() {
         let store = Arc::new(MemoryStore::new(false));
         let mut s = closed_settings("me");
-        s.max_attempts = 1;
+        s.protocol.max_attempts = 1;
         store.fault("put", Fault::ApplyThenFail(lost_response()));
         store.fault("get", Fault::Fail(lost_response()));
         let (c, _) = client(&store, s);
@@ -167,8 +167,8 @@ mod tests {
         let (c, _) = client(&store, closed_settings("me"));
         let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         let mut s = closed_settings("other");
-        s.retry_count = 10_000;
-        s.acquire_period = Duration::from_millis(1);
+        s.protocol.retry_count = 10_000;
+        s.protocol.acquire_period = Duration::from_millis(1);
         let (other, _) = client(&store, s);
         let taker = tokio::spawn(async move { other.acquire(key("a"), &Cancel::default()).await.map(|_| ()) });
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -244,7 +244,7 @@ mod tests {
                 "closed" => closed_settings("me"),
                 _ => open_settings("me", 1000, None),
             };
-            let budget = s.request_timeout * s.max_attempts;
+            let budget = s.protocol.request_timeout * s.protocol.max_attempts;
             let (c, _) = client(&store, s);
             let start = Instant::now();
             let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
@@ -263,7 +263,7 @@ mod tests {
         let (holder, _) = client(&store, closed_settings("other"));
         let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
         let mut s = closed_settings("me");
-        s.retry_count = 1000;
+        s.protocol.retry_count = 1000;
         let (c, _) = client(&store, s);
         let cancel = Arc::new(Cancel::default());
         let task = tokio::spawn({

@@ -39,7 +39,7 @@ pub async fn acquire(
     let clock = Clock::start();
     let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
     let env = clock.env(cancel.is_cancelled());
-    let mut s = c.settings.protocol();
+    let mut s = c.settings.protocol;
     if until_aborted {
         s.retry_count = u32::MAX;
     }
@@ -161,7 +161,7 @@ mod tests {
         let (holder, _) = client(&store, open_settings("other", 10_000, None));
         let held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
         let mut s = open_settings("me", 10_000, None);
-        s.reread_period = Duration::from_millis(100);
+        s.protocol.reread = Duration::from_millis(100);
         let (c, _) = client(&store, s);
         let start = Instant::now();
         let waiter = tokio::spawn({
@@ -188,7 +188,7 @@ mod tests {
         let (holder, _) = client(&store, open_settings("other", 1000, Some(300)));
         let _held = holder.acquire(key("a"), &Cancel::default()).await.unwrap();
         let mut s = open_settings("me", 1000, None);
-        s.retry_count = 1;
+        s.protocol.retry_count = 1;
         let (c, _) = client(&store, s);
         let start = Instant::now();
         let err = c.acquire(key("a"), &Cancel::default()).await.unwrap_err();
@@ -207,7 +207,7 @@ mod tests {
         let (dead, _) = client(&store, open_settings("dead", 500, None));
         let _gone = dead.acquire(key("a"), &Cancel::default()).await.unwrap();
         let mut s = open_settings("me", 500, None);
-        s.retry_count = 0;
+        s.protocol.retry_count = 0;
         let (c, _) = client(&store, s);
         let lock = c
             .acquire(key("a"), &Cancel::default())
@@ -246,7 +246,7 @@ mod tests {
             ..Default::default()
         };
         let mut s = open_settings("me", 1000, None);
-        s.trust_local_time = true;
+        s.protocol.trust_local_time = true;
         let (c, _) = client(&store, s.clone());
         store.set(&key("a"), rec(unix_now_ms() - 800));
         let start = Instant::now();
@@ -468,7 +468,7 @@ mod tests {
     async fn a_release_waits_for_a_hanging_heartbeat_write_no_longer_than_a_request_timeout() {
         let store = Arc::new(MemoryStore::new(true));
         let mut settings = open_settings("me", 10_000, Some(100));
-        settings.request_timeout = Duration::from_millis(400);
+        settings.protocol.request_timeout = Duration::from_millis(400);
         let (c, events) = client(&store, settings);
         let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         store.fault("renew", Fault::Hang);
@@ -564,7 +564,7 @@ mod tests {
     async fn danger_is_reported_while_a_heartbeat_hangs() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 1000, Some(300));
-        s.request_timeout = Duration::from_secs(10);
+        s.protocol.request_timeout = Duration::from_secs(10);
         let (c, events) = client(&store, s);
         let _lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
         for _ in 0..50 {
@@ -594,7 +594,7 @@ mod tests {
     ) {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, Some(100));
-        s.request_timeout = Duration::from_millis(500);
+        s.protocol.request_timeout = Duration::from_millis(500);
         let (c, rec) = client_capped(&store, s, 200);
         let held = hold(&c, 100).await;
         (store, rec, held)
@@ -634,7 +634,7 @@ mod tests {
         let store = Arc::new(MemoryStore::new(true));
         let settings = |owner| {
             let mut s = open_settings(owner, 1000, None);
-            s.reread_period = Duration::from_millis(20);
+            s.protocol.reread = Duration::from_millis(20);
             s
         };
         let (a, _) = client(&store, settings("a"));
@@ -684,7 +684,7 @@ mod tests {
         use crate::heartbeat::FIRST_IN_FLIGHT;
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 60_000, Some(100));
-        s.request_timeout = Duration::from_secs(30);
+        s.protocol.request_timeout = Duration::from_secs(30);
         let (c, _) = client(&store, s);
         let _held = hold(&c, 300).await;
         let tasks_before = tokio::runtime::Handle::current().metrics().num_alive_tasks();

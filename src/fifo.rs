@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{answer, once, Target};
+use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
@@ -60,7 +60,7 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
         .get_or_init(|| {
             // Entries renew at their own pace (`settings::Lock::entry_renew`).
             let mut settings = c.settings.clone();
-            settings.heartbeat_period = Some(c.settings.protocol().entry_renew());
+            settings.protocol.heartbeat_period = c.settings.protocol.entry_renew();
             Arc::new(Shared {
                 machine: c.machine.clone(),
                 ..Shared::new(
@@ -85,7 +85,7 @@ impl EventSink for Quiet {
 fn fields(c: &Shared) -> OpenFields<'_> {
     OpenFields {
         owner: &c.settings.owner,
-        lease_duration_ms: c.settings.lease_duration_ms,
+        lease_duration_ms: c.settings.protocol.lease_duration_ms,
         lock_acquired_time_unix_ms: None,
         data: None,
         ttl: None,
@@ -105,7 +105,7 @@ fn unix_now_s() -> u64 {
 }
 
 fn entry_ttl(c: &Shared) -> u64 {
-    unix_now_s() + c.settings.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
+    unix_now_s() + c.settings.protocol.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
 }
 
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
@@ -239,9 +239,9 @@ impl Driver<'_> {
         let clock = self.clock;
         let env = clock.env(cancel.is_cancelled());
         let (mut m, mut act) = match self.sem {
-            Some(sem) => Acquire::<LockRecord, StoreError>::start_sem(c.settings.protocol(), sem, wait, &env, self),
+            Some(sem) => Acquire::<LockRecord, StoreError>::start_sem(c.settings.protocol, sem, wait, &env, self),
             None => {
-                Acquire::<LockRecord, StoreError>::start(c.settings.protocol(), self.resources.len(), wait, &env, self)
+                Acquire::<LockRecord, StoreError>::start(c.settings.protocol, self.resources.len(), wait, &env, self)
             }
         };
         let mut changed: Option<Pin<Box<Notified<'_>>>> = None;
@@ -430,14 +430,7 @@ async fn send_by(
     timeout_at: Option<Instant>,
 ) -> Result<Reply<LockRecord>, StoreError> {
     c.settings.stats.count_purpose(req.purpose());
-    match timeout_at {
-        Some(at) if at > crate::clock::now() => match tokio::time::timeout_at(at, send(c, resources, req)).await {
-            Ok(r) => r,
-            Err(_) => Err(c.store.timed_out()),
-        },
-        Some(_) => Err(c.store.timed_out()),
-        None => send(c, resources, req).await,
-    }
+    within(&*c.store, timeout_at, send(c, resources, req)).await
 }
 
 /// A watching wait: until `at` (`None`: until cancelled), the acquisition's cancellation, or
@@ -519,19 +512,19 @@ mod tests {
 
     fn settings(owner: &str, lease_ms: u64) -> Settings {
         let mut s = Settings::new(Kind::Fifo, owner.into());
-        s.lease_duration_ms = lease_ms;
-        s.heartbeat_period = Some(settings::fifo_heartbeat(lease_ms));
-        s.reread_period = settings::reread(lease_ms);
-        s.later_waiter_reread_period = settings::later_waiter_reread(lease_ms, s.reread_period);
+        s.protocol.lease_duration_ms = lease_ms;
+        s.protocol.heartbeat_period = settings::fifo_heartbeat(lease_ms);
+        s.protocol.reread = settings::reread(lease_ms);
+        s.protocol.later_waiter_reread = settings::later_waiter_reread(lease_ms, s.protocol.reread);
         s.danger_margin = settings::danger_margin(lease_ms);
-        s.request_timeout = Duration::from_millis(lease_ms / 4);
+        s.protocol.request_timeout = Duration::from_millis(lease_ms / 4);
         s
     }
 
     /// The longest a waiter that has waited `waited` takes to see a release: its pause (the
     /// core's pace), and a few milliseconds for its requests.
     fn within_a_pause(lease_ms: u64, waited: Duration) -> Duration {
-        settings("any", lease_ms).protocol().reread_interval(true, waited) + Duration::from_millis(10)
+        settings("any", lease_ms).protocol.reread_interval(true, waited) + Duration::from_millis(10)
     }
 
     fn fifo_client(store: &Arc<MemoryStore>, owner: &str, lease_ms: u64) -> Arc<Client> {
@@ -674,9 +667,8 @@ mod tests {
         let delay = died_at.elapsed();
         // The waiter behind sees the dead entry's last version within one pause of its
         // reads (at most half a lease) and takes it for dead a lease after that.
-        let bound = Duration::from_millis(lease)
-            + settings("any", lease).protocol().reread_ceiling()
-            + Duration::from_millis(20);
+        let bound =
+            Duration::from_millis(lease) + settings("any", lease).protocol.reread_ceiling() + Duration::from_millis(20);
         assert!(delay <= bound, "the dead entry held the queue {delay:?}");
         assert_eq!(last.fencing_token, Some(4), "ticket 3 died");
         assert_eq!(store.count("finish"), 1, "the dead entry was marked finished");
@@ -982,7 +974,7 @@ mod tests {
     async fn a_take_answered_after_its_whole_lease_grants_nothing() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = settings("me", 1000);
-        s.request_timeout = Duration::from_secs(3);
+        s.protocol.request_timeout = Duration::from_secs(3);
         let c = client(&store, s).0;
         // The uncontended take lands at once; its answer comes after the 1 s lease.
         store.fault("fifo_take", Fault::Delay(Duration::from_millis(1500)));
@@ -1003,7 +995,7 @@ mod tests {
         store.fault("enqueue", Fault::Delay(Duration::from_millis(1500)));
         let slow = {
             let mut s = settings("slow", 1000);
-            s.request_timeout = Duration::from_secs(5);
+            s.protocol.request_timeout = Duration::from_secs(5);
             let c = client(&store, s).0;
             tokio::spawn(async move { take(&c, &["a"], None).await })
         };

@@ -787,7 +787,7 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
         // A panic while the lock's state was not in hand (`beat` catches those within it, and
         // its state decides what follows): the lock is stepped again a period later.
         Err(_) => {
-            let period = lock.client.settings.heartbeat_period.unwrap_or_default();
+            let period = lock.client.settings.protocol.heartbeat_period;
             crate::clock::now() + period.max(TIMER_GRAIN)
         }
     };
@@ -807,10 +807,7 @@ fn push(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (due, early, lock)
 
 /// How early a lock's heartbeat may start to share a wake-up with others.
 fn batch_window(lock: &HeldLock) -> Duration {
-    lock.client
-        .settings
-        .heartbeat_period
-        .map_or(Duration::ZERO, |p| (p / BATCH_SHARE).min(BATCH_MAX))
+    (lock.client.settings.protocol.heartbeat_period / BATCH_SHARE).min(BATCH_MAX)
 }
 
 /// Steps `lock` once its state is in hand: its heartbeat, as the core's `hold::Hold` (and
@@ -874,7 +871,7 @@ async fn steps(
         permit: lock.permit.as_ref(),
         ..Target::item(&*lock.client.store, &lock.key, s)
     };
-    let mut fresh = s.heartbeat_period.map(|_| new_guid());
+    let mut fresh = (!s.protocol.heartbeat_period.is_zero()).then(new_guid);
     let mut watch: Option<Watch<'_>> = None;
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
     let mut writes = 0u32;
@@ -1001,7 +998,7 @@ fn count_write(s: &crate::settings::Settings, writes: u32) {
 fn renewal<'a>(lock: &'a HeldLock, to: &'a Target<'a>, guids: [Guid; 2], new: Guid) -> Renew<'a> {
     let s = &lock.client.settings;
     if s.original_requests {
-        let req = original::heartbeat(&s.protocol(), &guids[0], &new, lock.fencing_token, unix_now_ms());
+        let req = original::heartbeat(&s.protocol, &guids[0], &new, lock.fencing_token, unix_now_ms());
         return Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) });
     }
     let req = Request::Renew { guids, new_guid: new };
@@ -1127,7 +1124,7 @@ mod tests {
         for request_timeout_ms in [10_000, 150, 37] {
             let store = Arc::new(MemoryStore::new(true));
             let mut s = open_settings("me", 1000, Some(250));
-            s.request_timeout = Duration::from_millis(request_timeout_ms);
+            s.protocol.request_timeout = Duration::from_millis(request_timeout_ms);
             let (c, events) = client(&store, s);
             let lock = c.acquire(key("a"), &Cancel::default()).await.unwrap();
             for _ in 0..1000 {
@@ -1161,7 +1158,7 @@ mod tests {
     async fn round_trips_below_the_period_never_cost_the_lease() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 1000, Some(250));
-        s.request_timeout = Duration::from_secs(5);
+        s.protocol.request_timeout = Duration::from_secs(5);
         let (c, events) = client(&store, s);
         for _ in 0..2000 {
             store.fault("renew", Fault::Delay(Duration::from_millis(240)));
@@ -1187,7 +1184,7 @@ mod tests {
     async fn the_bound_on_requests_in_flight_follows_the_round_trip() {
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 2000, Some(500));
-        s.request_timeout = Duration::from_secs(5);
+        s.protocol.request_timeout = Duration::from_secs(5);
         let (c, events) = client(&store, s);
         let held = hold(&c, 1000).await;
         for _ in 0..20_000 {
@@ -1287,7 +1284,7 @@ mod tests {
             rt.block_on(async {
                 let store = Arc::new(MemoryStore::new(true));
                 let mut s = open_settings("me", 1000, Some(250));
-                s.request_timeout = Duration::from_secs(10);
+                s.protocol.request_timeout = Duration::from_secs(10);
                 let (c, events) = client(&store, s);
                 let held = hold(&c, 3 * FIRST_IN_FLIGHT).await;
                 for _ in 0..10 * held.len() {

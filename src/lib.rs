@@ -599,7 +599,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
         return Err(refused);
     }
     guids.extend(held_guids(client, key).await);
-    let kind = client.settings.kind;
+    let kind = client.settings.protocol.kind;
     let released = reported_released(kind, &r);
     let held_by_this_client = held_by(kind, &r, &guids);
     let (data_s, data_b) = match r.data.map(|d| *d) {
@@ -625,24 +625,26 @@ fn settings(kind: Kind, o: &NativeOptions) -> Settings {
     let mut s = Settings::new(kind, o.owner.clone());
     if let Some(r) = o.retry_count.filter(|r| r.is_finite() && *r >= 0.0) {
         // Validation allows any safe integer; past u32 it is as good as unbounded.
-        s.retry_count = r.min(u32::MAX as f64) as u32;
+        s.protocol.retry_count = r.min(u32::MAX as f64) as u32;
     }
-    s.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
-    s.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
-    s.heartbeat_period = ms(o.heartbeat_period_ms).filter(|d| !d.is_zero());
-    if kind == Kind::Fifo && s.heartbeat_period.is_none() {
-        s.heartbeat_period = Some(core_settings::fifo_heartbeat(s.lease_duration_ms));
+    s.protocol.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
+    s.protocol.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
+    s.protocol.heartbeat_period = ms(o.heartbeat_period_ms).unwrap_or_default();
+    if kind == Kind::Fifo && s.protocol.heartbeat_period.is_zero() {
+        s.protocol.heartbeat_period = core_settings::fifo_heartbeat(s.protocol.lease_duration_ms);
     }
-    s.trust_local_time = o.trust_local_time.unwrap_or(false);
+    s.protocol.trust_local_time = o.trust_local_time.unwrap_or(false);
     s.session = kind == Kind::FailOpen && o.session.unwrap_or(false);
-    s.reread_period = ms(o.reread_period_ms)
+    s.protocol.reread = ms(o.reread_period_ms)
         .filter(|d| !d.is_zero())
-        .unwrap_or_else(|| core_settings::reread(s.lease_duration_ms));
-    s.later_waiter_reread_period = core_settings::later_waiter_reread(s.lease_duration_ms, s.reread_period);
+        .unwrap_or_else(|| core_settings::reread(s.protocol.lease_duration_ms));
+    s.protocol.later_waiter_reread =
+        core_settings::later_waiter_reread(s.protocol.lease_duration_ms, s.protocol.reread);
     if let Some(t) = ms(o.request_timeout_ms) {
-        s.request_timeout = t;
+        s.protocol.request_timeout = t;
     }
-    s.danger_margin = ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.lease_duration_ms));
+    s.danger_margin =
+        ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.protocol.lease_duration_ms));
     if kind != Kind::Fifo {
         let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
         s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
@@ -847,7 +849,7 @@ impl NativeClient {
             let (id, cancel) = cancels.register(cancel_id);
             tell_waiting(
                 &cancel,
-                client.settings.protocol().waiting_report_period(),
+                client.settings.protocol.waiting_report_period(),
                 events,
                 request,
             );
@@ -875,7 +877,7 @@ impl NativeClient {
         limit: Option<f64>,
         permits: Option<f64>,
     ) -> Result<()> {
-        if self.inner.settings.kind != Kind::Fifo {
+        if self.inner.settings.protocol.kind != Kind::Fifo {
             return Err(Error::from_reason("startAcquireFifo needs a Fifo client"));
         }
         let resources = resources.into_iter().map(key_value).collect::<Result<Vec<_>>>()?;
@@ -902,7 +904,7 @@ impl NativeClient {
             let (id, cancel) = cancels.register(cancel_id);
             tell_waiting(
                 &cancel,
-                client.settings.protocol().waiting_report_period(),
+                client.settings.protocol.waiting_report_period(),
                 events,
                 request,
             );
@@ -923,7 +925,7 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn start_release(&self, request: u32, lock_id: f64, strict: Option<bool>) {
         let id = lock_id as u64;
-        let kind = self.inner.settings.kind;
+        let kind = self.inner.settings.protocol.kind;
         let strict = strict.unwrap_or(false);
         let not_ours = || LockError::FailedToReleaseLock {
             original: StoreError::condition_failed(),
@@ -979,7 +981,7 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn start_get_lock(&self, request: u32, partition: KeyInput, sort: Option<KeyInput>) -> Result<()> {
         let partition = key_value(partition)?;
-        let key = match self.inner.settings.kind {
+        let key = match self.inner.settings.protocol.kind {
             Kind::Fifo => fifo::head_key(&partition),
             _ => LockKey {
                 partition,
@@ -994,7 +996,7 @@ impl NativeClient {
                     ..JsOutcome::done(request, None)
                 },
                 // Told as an acquisition tells it: the table's key and the id's types.
-                Err(e) if client.settings.kind != Kind::Fifo => {
+                Err(e) if client.settings.protocol.kind != Kind::Fifo => {
                     JsOutcome::done(request, Some(&client.explain_keys(e, &key)))
                 }
                 Err(e) => JsOutcome::done(request, Some(&e)),
@@ -1189,7 +1191,7 @@ pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     if lock.is_stopping() || lock.lease_until().is_some_and(|u| u <= crate::clock::now()) {
         return None;
     }
-    let guid = match lock.client.settings.kind {
+    let guid = match lock.client.settings.protocol.kind {
         Kind::FailClosed => {
             if lock.writing() {
                 return None;

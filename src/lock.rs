@@ -121,7 +121,7 @@ impl Shared {
         Shared {
             clock,
             store,
-            lines: Lines::new(clock, settings.protocol().line_patience()),
+            lines: Lines::new(clock, settings.protocol.line_patience()),
             settings,
             events,
             heartbeats,
@@ -268,7 +268,7 @@ impl HeldLock {
         let clock = client.clock;
         let state = hold::Hold::new(
             s.beat_config(),
-            s.heartbeat_period.is_some(),
+            !s.protocol.heartbeat_period.is_zero(),
             guid,
             leased_from.map(|sent| clock.time(sent)),
             clock.time(now),
@@ -445,7 +445,7 @@ impl HeldLock {
     async fn after_heartbeat(&self, settled: Pin<Box<Notified<'_>>>) {
         // Have the heartbeat's reply taken as soon as it comes.
         let _hurry = self.client.heartbeats.hurry();
-        let _ = tokio::time::timeout(self.client.settings.request_timeout, settled).await;
+        let _ = tokio::time::timeout(self.client.settings.protocol.request_timeout, settled).await;
         self.state().settle();
     }
 
@@ -489,7 +489,7 @@ impl HeldLock {
         };
         let to = self.target();
         let mut clock = Clock::start();
-        let (mut m, mut step) = ending::Ending::start(c.settings.protocol(), end, &clock.env(false));
+        let (mut m, mut step) = ending::Ending::start(c.settings.protocol, end, &clock.env(false));
         loop {
             let result = match run(&mut m, step, clock, &to).await {
                 ending::Outcome::Handed {
@@ -517,7 +517,7 @@ impl HeldLock {
                     if let Some(pause) = stand_back {
                         c.lines.released(&self.key, pause);
                     }
-                    if let (Kind::Fifo, Some(token)) = (c.settings.kind, self.fencing_token) {
+                    if let (Kind::Fifo, Some(token)) = (c.settings.protocol.kind, self.fencing_token) {
                         c.fifo.released(&self.key.partition, token);
                     }
                     Ok(ours)
@@ -606,7 +606,7 @@ impl HeldLock {
         }
         self.wake.notify_waiters();
         let _writing = self.writer.lock().await;
-        let kind = self.client.settings.kind;
+        let kind = self.client.settings.protocol.kind;
         let (guids, taken) = loop {
             let wait = {
                 // Held through a session that is lost: so is the lock, which is released, not

@@ -40,7 +40,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
     let (store, settings, names) = (&**via.store, via.settings, via.names);
     let guid = new_guid();
     let clock = Clock::start();
-    let (mut m, step) = machine::Acquire::start(settings.protocol(), guid, &clock.env(cancel.is_cancelled()));
+    let (mut m, step) = machine::Acquire::start(settings.protocol, guid, &clock.env(cancel.is_cancelled()));
     let to = Target {
         cancel: Some(cancel),
         ..Target::item(store, key, settings)
@@ -87,7 +87,7 @@ pub async fn release(
     fencing_token: Option<u64>,
 ) -> Result<(), LockError> {
     let clock = Clock::start();
-    let (mut m, step) = machine::Release::start(settings.protocol(), *guid, fencing_token, &clock.env(false));
+    let (mut m, step) = machine::Release::start(settings.protocol, *guid, fencing_token, &clock.env(false));
     let to = Target::item(store, key, settings);
     let mut refusal = None;
     match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
@@ -169,7 +169,7 @@ mod tests {
         let store = Arc::new(MemoryStore::new(false));
         let (holder, _) = client(&store, original(open_settings("holder", 1000, Some(200))));
         let mut s = original(open_settings("waiter", 1000, None));
-        s.retry_count = 1;
+        s.protocol.retry_count = 1;
         let (waiter, _) = client(&store, s);
         let _held = holder.acquire(key("k"), &Cancel::default()).await.unwrap();
         let e = waiter.acquire(key("k"), &Cancel::default()).await.unwrap_err();

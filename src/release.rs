@@ -38,7 +38,7 @@ pub fn undo_later(
     let closing = closing.clone();
     tasks.spawn(async move {
         let clock = Clock::start();
-        let (s, env) = (settings.protocol(), clock.env(false));
+        let (s, env) = (settings.protocol, clock.env(false));
         let (mut m, step) = match what {
             Undoing::Native(guid) => Undo::start(s, guid, &env),
             Undoing::Original(guid, fencing_token) => Undo::original(s, guid, Some(fencing_token), &env),

@@ -197,7 +197,7 @@ async fn a_live_sessions_lock_is_not_taken_and_a_late_renewal_does_not_revive_an
 
     // Live: a waiter with retryCount 0 gives up after a lease; the session is not ended.
     let mut s = open_settings("waiter", 1000, None);
-    s.retry_count = 0;
+    s.protocol.retry_count = 0;
     let (w, _) = client(&store, s);
     let err = w.acquire(key("k0"), &Cancel::default()).await.unwrap_err();
     assert_eq!(err.code(), "FailedToAcquireLock");
@@ -372,7 +372,7 @@ async fn a_session_is_alive_until_the_moment_its_heartbeat_declares_it_lost() {
 async fn a_take_answered_after_its_session_was_lost_is_given_back_at_once() {
     let store = Arc::new(MemoryStore::new(true));
     let mut s = session_settings("me", 1000, 250);
-    s.request_timeout = Duration::from_millis(3000);
+    s.protocol.request_timeout = Duration::from_millis(3000);
     let (c, _) = client(&store, s);
     let first = acquire(&c, key("a")).await;
     let old = session_id(&first);

@@ -17,26 +17,12 @@ use dynamodb_lock_core::settings::Kind;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub kind: Kind,
+    /// What the protocol reads: the core's settings (`settings::Lock`), one shape from the
+    /// options to every machine.
+    pub protocol: settings::Lock,
     pub owner: String,
-    pub retry_count: u32,
-    /// FailClosed: pause between attempts on a held lock.
-    pub acquire_period: Duration,
-    /// FailOpen: the lease written with every acquisition and heartbeat.
-    pub lease_duration_ms: u64,
-    pub heartbeat_period: Option<Duration>,
-    pub trust_local_time: bool,
-    /// The first waiter in line re-reads a held lock at this interval, to act at once on a
-    /// release.
-    pub reread_period: Duration,
-    /// Other FailOpen waiters re-read at this interval.
-    pub later_waiter_reread_period: Duration,
-    /// Longest wait for one DynamoDB answer.
-    pub request_timeout: Duration,
     /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
     pub danger_margin: Duration,
-    /// Attempts of one request through transient faults (throttling, 5xx, timeouts).
-    pub max_attempts: u32,
     /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
     pub ttl: Option<TtlSettings>,
     /// The client's counters (`metrics()`), shared by everything made from these settings.
@@ -69,10 +55,10 @@ impl Settings {
     pub fn beat_config(&self) -> dynamodb_lock_core::heartbeat::Config {
         use dynamodb_lock_core::{heartbeat, original};
         heartbeat::Config {
-            lease: self.lease(),
-            period: self.heartbeat_period.unwrap_or_default(),
+            lease: self.protocol.lease(),
+            period: self.protocol.heartbeat_period,
             danger_margin: self.danger_margin,
-            request_timeout: self.request_timeout,
+            request_timeout: self.protocol.request_timeout,
             timer_grain: TIMER_GRAIN,
             writes_out: if self.original_requests {
                 original::HEARTBEAT_WRITES_OUT
@@ -84,18 +70,9 @@ impl Settings {
 
     pub fn new(kind: Kind, owner: String) -> Self {
         Settings {
-            kind,
+            protocol: settings::Lock::new(kind),
             owner,
-            retry_count: settings::RETRY_COUNT,
-            acquire_period: settings::ACQUIRE_PERIOD,
-            lease_duration_ms: settings::LEASE_DURATION_MS,
-            heartbeat_period: None,
-            trust_local_time: settings::TRUST_LOCAL_TIME,
-            reread_period: settings::REREAD_PERIOD,
-            later_waiter_reread_period: settings::LATER_WAITER_REREAD_PERIOD,
-            request_timeout: settings::REQUEST_TIMEOUT,
             danger_margin: settings::DANGER_MARGIN,
-            max_attempts: settings::MAX_ATTEMPTS,
             ttl: None,
             stats: Default::default(),
             original_requests: false,
@@ -107,8 +84,8 @@ impl Settings {
     /// lease plus `ttlSeconds` from now; FailClosed, `ttlSeconds` from now.
     pub fn ttl_held(&self) -> Option<Ttl<'_>> {
         let t = self.ttl.as_ref()?;
-        let lease_s = match self.kind {
-            Kind::FailOpen => self.lease_duration_ms.div_ceil(1000),
+        let lease_s = match self.protocol.kind {
+            Kind::FailOpen => self.protocol.lease_duration_ms.div_ceil(1000),
             Kind::FailClosed => 0,
             Kind::Fifo => return None,
         };
@@ -136,10 +113,10 @@ impl Settings {
     pub fn open_fields(&self) -> OpenFields<'_> {
         OpenFields {
             owner: &self.owner,
-            lease_duration_ms: self.lease_duration_ms,
+            lease_duration_ms: self.protocol.lease_duration_ms,
             // The original with `trustLocalTime` counts a FailOpen lease from it; Fifo items
             // are this package's alone.
-            lock_acquired_time_unix_ms: (self.kind == Kind::FailOpen).then(unix_now_ms),
+            lock_acquired_time_unix_ms: (self.protocol.kind == Kind::FailOpen).then(unix_now_ms),
             data: None,
             ttl: self.ttl_held(),
             token_floor: self.token_floor(),
@@ -147,45 +124,22 @@ impl Settings {
         }
     }
 
-    pub fn lease(&self) -> Duration {
-        Duration::from_millis(self.lease_duration_ms)
-    }
-
-    /// What the core's acquisition and release machines read of these settings.
-    pub fn protocol(&self) -> settings::Lock {
-        settings::Lock {
-            kind: self.kind,
-            retry_count: self.retry_count,
-            acquire_period: self.acquire_period,
-            lease_duration_ms: self.lease_duration_ms,
-            trust_local_time: self.trust_local_time,
-            heartbeat_period: self.heartbeat_period.unwrap_or_default(),
-            reread: self.reread_period,
-            later_waiter_reread: self.later_waiter_reread_period,
-            request_timeout: self.request_timeout,
-            max_attempts: self.max_attempts,
-            base_backoff: settings::RETRY_BASE_BACKOFF,
-            max_backoff: settings::RETRY_MAX_BACKOFF,
-        }
-    }
-
     /// One request's retry policy: the client's attempts (`retryCount`), each given
     /// `requestTimeoutMs`, as the core states it (`settings::Lock::policy`).
     pub fn policy(&self) -> Policy {
-        self.protocol().policy(self.max_attempts)
+        self.protocol.policy(self.protocol.max_attempts)
     }
 
     /// Releases try harder than other requests: a lost release leaves a lock held.
     pub fn release_policy(&self) -> Policy {
-        self.protocol()
-            .policy(self.max_attempts.max(settings::RELEASE_MAX_ATTEMPTS))
+        self.protocol.policy(self.protocol.release_attempts())
     }
 
     /// The longest `close()` waits for the client's requests under way: an acquisition's
     /// write with its retries, then the release of what it took (or the undoing of a write of
     /// unknown outcome) with its own, each attempt a request timeout at most.
     pub fn close_wait(&self) -> Duration {
-        let attempts = self.max_attempts.max(1) + self.release_policy().max_attempts;
-        self.request_timeout.saturating_mul(attempts)
+        let attempts = self.protocol.max_attempts.max(1) + self.release_policy().max_attempts;
+        self.protocol.request_timeout.saturating_mul(attempts)
     }
 }

@@ -166,22 +166,18 @@ pub fn carry<S, O>(
 /// The settings both models give the core's machines: a lease of `lease` ticks, re-reads
 /// every `reread` ticks (the first waiter's and the later ones' alike), requests timed out
 /// after `request_timeout` ticks and tried `max_attempts` times, with backoffs of one to two
-/// ticks. The rest are as a Fifo lock has them (a lock of another kind sets its own): one
+/// ticks. The rest are the defaults (`Lock::new`; a lock of another kind sets its own): one
 /// retry, no acquire period, no heartbeat period, no trust in the holder's clock.
 pub fn lock(kind: Kind, lease: Tick, reread: Tick, request_timeout: Tick, max_attempts: u32) -> Lock {
     Lock {
-        kind,
-        retry_count: 1,
-        acquire_period: Duration::ZERO,
         lease_duration_ms: lease.into(),
-        trust_local_time: false,
-        heartbeat_period: Duration::ZERO,
         reread: ms(reread),
         later_waiter_reread: ms(reread),
         request_timeout: ms(request_timeout),
         max_attempts,
         base_backoff: ms(1),
         max_backoff: ms(2),
+        ..Lock::new(kind)
     }
 }
 

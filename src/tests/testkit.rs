@@ -38,19 +38,19 @@ pub fn key(id: &str) -> LockKey {
 
 pub fn closed_settings(owner: &str) -> Settings {
     let mut s = Settings::new(Kind::FailClosed, owner.into());
-    s.acquire_period = Duration::from_millis(100);
-    s.request_timeout = Duration::from_millis(500);
+    s.protocol.acquire_period = Duration::from_millis(100);
+    s.protocol.request_timeout = Duration::from_millis(500);
     s
 }
 
 pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> Settings {
     let mut s = Settings::new(Kind::FailOpen, owner.into());
-    s.lease_duration_ms = lease_ms;
-    s.heartbeat_period = heartbeat_ms.map(Duration::from_millis);
-    s.reread_period = settings::reread(lease_ms);
-    s.later_waiter_reread_period = settings::later_waiter_reread(lease_ms, s.reread_period);
+    s.protocol.lease_duration_ms = lease_ms;
+    s.protocol.heartbeat_period = heartbeat_ms.map(Duration::from_millis).unwrap_or_default();
+    s.protocol.reread = settings::reread(lease_ms);
+    s.protocol.later_waiter_reread = settings::later_waiter_reread(lease_ms, s.protocol.reread);
     s.danger_margin = settings::danger_margin(lease_ms);
-    s.request_timeout = Duration::from_millis(lease_ms / 4);
+    s.protocol.request_timeout = Duration::from_millis(lease_ms / 4);
     s
 }
 

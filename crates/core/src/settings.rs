@@ -105,6 +105,24 @@ pub struct Lock {
 }
 
 impl Lock {
+    /// A `kind` client's settings with every default (`heartbeat_period` none).
+    pub fn new(kind: Kind) -> Lock {
+        Lock {
+            kind,
+            retry_count: RETRY_COUNT,
+            acquire_period: ACQUIRE_PERIOD,
+            lease_duration_ms: LEASE_DURATION_MS,
+            trust_local_time: TRUST_LOCAL_TIME,
+            heartbeat_period: Duration::ZERO,
+            reread: REREAD_PERIOD,
+            later_waiter_reread: LATER_WAITER_REREAD_PERIOD,
+            request_timeout: REQUEST_TIMEOUT,
+            max_attempts: MAX_ATTEMPTS,
+            base_backoff: RETRY_BASE_BACKOFF,
+            max_backoff: RETRY_MAX_BACKOFF,
+        }
+    }
+
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_duration_ms)
     }
