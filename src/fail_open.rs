@@ -712,7 +712,7 @@ mod tests {
         let (c, rec) = client_with(
             &store,
             open_settings("me", 2_000, Some(100)),
-            LazyHeartbeats::on_own_thread(),
+            LazyHeartbeats::new(Some(0)),
         );
         let held = hold(&c, 20).await;
         for _ in 0..400 {

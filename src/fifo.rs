@@ -21,7 +21,6 @@ use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::heartbeat::LazyHeartbeats;
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
 use crate::queues::{Mine, Queues};
@@ -53,8 +52,8 @@ fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
     entry.state().guids()
 }
 
-/// What the locks that are `c`'s queue entries share: `c`'s store and settings, the
-/// process-wide scheduler, no events.
+/// What the locks that are `c`'s queue entries share: `c`'s store and settings, a scheduler
+/// without a cap (`Scheduler::uncapped`), no events.
 fn entries_client(c: &Shared) -> Arc<Shared> {
     c.entries
         .get_or_init(|| {
@@ -68,7 +67,7 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
                     c.store.clone(),
                     settings,
                     Arc::new(Quiet),
-                    Box::new(LazyHeartbeats::new(None)),
+                    c.heartbeats.uncapped(),
                     Queues::default(),
                 )
             })
@@ -1037,7 +1036,7 @@ mod tests {
             c.store.clone(),
             c.settings.clone(),
             c.events.clone(),
-            LazyHeartbeats::new(Some(0)),
+            crate::heartbeat::LazyHeartbeats::in_runtime(0),
             Queues::new(
                 "ttl".into(),
                 TableNames {

@@ -360,6 +360,9 @@ impl Ord for Entry {
 /// process-wide one, or the client's own when it caps heartbeats per second.
 pub struct LazyHeartbeats {
     cap: Option<u32>,
+    /// The client's own scheduler runs as a task of the runtime that first uses it, not on a
+    /// thread of its own (tests under paused time).
+    in_runtime: bool,
     /// Shared with the schedulers `share` hands out (a client's session's).
     own: Arc<OnceLock<Arc<Heartbeats>>>,
 }
@@ -370,18 +373,19 @@ impl LazyHeartbeats {
     pub fn new(cap: Option<u32>) -> Self {
         LazyHeartbeats {
             cap,
+            in_runtime: false,
             own: Arc::default(),
         }
     }
 
-    /// A scheduler of its own on a thread of its own, as outside tests (for tests of that).
+    /// A scheduler of the client's own, capped at `cap` (0: no cap), that runs as a task of
+    /// the runtime that first uses it.
     #[cfg(test)]
-    pub fn on_own_thread() -> Self {
-        let inbox = Inbox::new();
-        own_thread(inbox.clone(), 0).expect("a thread for the scheduler");
-        let own = Arc::new(OnceLock::new());
-        let _ = own.set(Arc::new(Heartbeats { inbox }));
-        LazyHeartbeats { cap: Some(0), own }
+    pub fn in_runtime(cap: u32) -> Self {
+        LazyHeartbeats {
+            in_runtime: true,
+            ..LazyHeartbeats::new(Some(cap))
+        }
     }
 
     /// The scheduler, if it has been started.
@@ -394,8 +398,8 @@ impl LazyHeartbeats {
 
     pub fn get(&self) -> &Arc<Heartbeats> {
         match self.cap {
-            None => SHARED.get_or_init(|| Heartbeats::start(0)),
-            Some(cap) => self.own.get_or_init(|| Heartbeats::start(cap)),
+            None => SHARED.get_or_init(|| Heartbeats::start(0, false)),
+            Some(cap) => self.own.get_or_init(|| Heartbeats::start(cap, self.in_runtime)),
         }
     }
 }
@@ -416,7 +420,16 @@ impl Scheduler for LazyHeartbeats {
     fn share(&self) -> Box<dyn Scheduler> {
         Box::new(LazyHeartbeats {
             cap: self.cap,
+            in_runtime: self.in_runtime,
             own: self.own.clone(),
+        })
+    }
+
+    /// The process-wide scheduler; in a runtime, one more of its own there.
+    fn uncapped(&self) -> Box<dyn Scheduler> {
+        Box::new(LazyHeartbeats {
+            in_runtime: self.in_runtime,
+            ..LazyHeartbeats::new(self.in_runtime.then_some(0))
         })
     }
 }
@@ -502,12 +515,12 @@ impl Drop for Heartbeats {
 }
 
 impl Heartbeats {
-    /// Starts the scheduler on a thread of its own (in tests, and should the thread not
+    /// Starts the scheduler on a thread of its own (`in_runtime`, or should the thread not
     /// start: as a task on the current runtime). It ends when the last handle is dropped.
     /// `max_per_second` caps heartbeat starts (0: no cap).
-    pub fn start(max_per_second: u32) -> Arc<Self> {
+    pub fn start(max_per_second: u32, in_runtime: bool) -> Arc<Self> {
         let inbox = Inbox::new();
-        if cfg!(test) || own_thread(inbox.clone(), max_per_second).is_err() {
+        if in_runtime || own_thread(inbox.clone(), max_per_second).is_err() {
             tokio::spawn(tokio::task::unconstrained(run(
                 inbox.clone(),
                 max_per_second,

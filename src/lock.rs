@@ -71,6 +71,8 @@ pub trait Scheduler: Send + Sync {
     /// The same scheduler, for locks that share it (a client's session): its cap holds for
     /// them too.
     fn share(&self) -> Box<dyn Scheduler>;
+    /// A scheduler without a cap, run where this one runs (a Fifo client's queue entries).
+    fn uncapped(&self) -> Box<dyn Scheduler>;
     /// Steps a lock again whose machine had parked it (`hold::Hold::update_ends`), at `due`,
     /// when the machine asks to be stepped (at once, as it came due while parked).
     fn resume(&self, lock: &Arc<HeldLock>, due: Instant);

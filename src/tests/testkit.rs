@@ -64,7 +64,7 @@ pub fn client_capped(
     settings: Settings,
     max_per_second: u32,
 ) -> (Arc<Client>, Arc<Recorder>) {
-    client_with(store, settings, LazyHeartbeats::new(Some(max_per_second)))
+    client_with(store, settings, LazyHeartbeats::in_runtime(max_per_second))
 }
 
 /// A client with the given heartbeat scheduler.
