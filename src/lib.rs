@@ -934,12 +934,8 @@ impl NativeClient {
             let lock = locks().get(&id).cloned();
             let result = match lock {
                 Some(lock) => {
-                    // A lock held through a session writes nothing while it is held: an item
-                    // changed behind the protocol (a hand edit, the original's write) is found
-                    // here, and its release says so instead of claiming a release.
-                    // A lock already lost (with its session's lease) may have been taken since, by
-                    // the protocol: as any FailOpen lock's, its release is then quiet.
-                    let behind_back = lock.session.is_some() && lock.state().lost.is_none();
+                    // Taken before the release leaves the session (the core's judgement).
+                    let behind_back = lock.client.machine().through_live_session(lock.id);
                     let r = lock.release().await;
                     // Released, or not ours to release: either way nothing is left to retry.
                     if matches!(r, Ok(_) | Err(LockError::FailedToReleaseLock { .. })) {

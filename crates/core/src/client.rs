@@ -333,6 +333,14 @@ impl<G: Clone + PartialEq> Client<G> {
         }
     }
 
+    /// Lock `id` is held through a session that has not lost it (`release::nothing_freed_fails`'s
+    /// `through_live_session`): its holder writes nothing to its item while it holds it.
+    pub fn through_live_session(&self, id: Id) -> bool {
+        self.locks
+            .get(&id)
+            .is_some_and(|e| e.through.is_some() && e.hold.lost.is_none())
+    }
+
     /// Lock `id` leaves its session (it keeps counting the session item's lease).
     fn leave(&mut self, id: Id) {
         if let Some(item) = self.locks.get(&id).and_then(|e| e.through) {
@@ -387,6 +395,19 @@ mod tests {
         ));
         assert_eq!(c.until(2), Some(Time::ZERO), "no lease left once its release is called");
         assert_eq!(c.until(3), Some(ms(1000)));
+    }
+
+    #[test]
+    fn only_a_member_not_lost_is_held_through_a_live_session() {
+        let mut c = with_session();
+        c.insert(4, Hold::new(beat_config(250), true, 40, Some(ms(0)), ms(0), 0));
+        assert!(c.through_live_session(2) && c.through_live_session(3));
+        assert!(!c.through_live_session(1), "the session's item is not held through it");
+        assert!(!c.through_live_session(4), "nor a lock with a lease of its own");
+        c.revoke(1, &[20]);
+        assert!(!c.through_live_session(2), "revoked: lost");
+        c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        assert!(!c.through_live_session(3), "lost with the session");
     }
 
     #[test]
