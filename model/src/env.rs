@@ -16,7 +16,7 @@ use std::fmt;
 use std::time::Duration;
 
 use dynamodb_lock_core::heartbeat;
-use dynamodb_lock_core::op::OpenFields;
+use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{Answer, Reply, Req, Step};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
@@ -92,6 +92,20 @@ pub fn open_fields(lease: Tick) -> OpenFields<'static> {
         lease_duration_ms: lease.into(),
         ..FIELDS
     }
+}
+
+/// A heartbeat's write lands on `item`: the core's renewal (`op::Op::Renew`) of one of
+/// `guids` to `new`, with a lease of `lease` ticks. Whether it renewed (else it was refused).
+pub fn renew(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> bool {
+    let fields = open_fields(lease);
+    let op = Op::Renew {
+        guids,
+        new_guid: &new,
+        fields: &fields,
+    };
+    let (after, reply) = op::apply(&op, *item);
+    *item = after;
+    !matches!(reply, Reply::Refused(_))
 }
 
 /// The heartbeat settings of a model's holder: a lease of `lease` ticks renewed every

@@ -1011,21 +1011,12 @@ impl FifoMachines {
         let k = s.clients[i].resources[r];
         let used = in_use(s, i);
         let g = new_guid(&mut s.clients[i].seq, i, &used);
-        let fields = env::open_fields(self.cfg.lease);
-        let guids = [e.guid];
-        let op = core_op::Op::Renew {
-            guids: &guids,
-            new_guid: &g,
-            fields: &fields,
-        };
         let now = s.now;
-        let item = self.slot(s, k, e.position);
-        let (after, reply) = core_op::apply(&op, *item);
-        *item = after;
+        let renewed = env::renew(self.slot(s, k, e.position), &[e.guid], g, self.cfg.lease);
         e.beats = e.beats.map(|n| n - 1);
-        match reply {
-            core_op::Reply::Refused(_) => e.lost = true,
-            _ => {
+        match renewed {
+            false => e.lost = true,
+            true => {
                 e.guid = g;
                 e.until = now + self.cfg.lease;
             }

@@ -644,19 +644,14 @@ impl Model for LeaseModel {
                 let w = &mut t.writes[*i];
                 w.land_at = None;
                 let (guids, new) = (w.guids, w.new);
-                let fields = env::open_fields(self.config.lease);
-                let op: core_op::Op<'_, Item> = core_op::Op::Renew {
-                    guids: &guids,
-                    new_guid: &new,
-                    fields: &fields,
-                };
-                let (item, reply) = core_op::apply(&op, Some(s.item));
+                let mut item = Some(s.item);
+                let renewed = env::renew(&mut item, &guids, new, self.config.lease);
                 if let Some(item) = item {
                     t.item = item;
                 }
-                w.answer = Some(match reply {
-                    Reply::Refused(_) => Answer::NotOurs,
-                    _ => Answer::Renewed,
+                w.answer = Some(match renewed {
+                    true => Answer::Renewed,
+                    false => Answer::NotOurs,
                 });
                 w.answer_at = w.answer_delay.map(|d| s.now + d);
                 if !w.awaited {

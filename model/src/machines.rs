@@ -774,21 +774,13 @@ impl Machines {
 
     /// A heartbeat write lands on lock `k`'s item: whether it renewed the lease.
     fn renew(&self, s: &mut State, k: u8, guids: [G; 2], new: G) -> bool {
-        let fields = env::open_fields(self.cfg.lease);
         let slot = &mut s.items[k as usize];
         // The broken variant writes whatever the item carries.
         let guids = match *slot {
             Some(it) if self.bug(Bug::RenewWithoutGuid) => [it.guid, guids[1]],
             _ => guids,
         };
-        let op = core_op::Op::Renew {
-            guids: &guids,
-            new_guid: &new,
-            fields: &fields,
-        };
-        let (after, reply) = core_op::apply(&op, *slot);
-        *slot = after;
-        !matches!(reply, core_op::Reply::Refused(_))
+        env::renew(slot, &guids, new, self.cfg.lease)
     }
 
     /// Client `i` ends its lock as the addon does (`ending::Ending`), the item carrying any of

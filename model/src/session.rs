@@ -686,15 +686,7 @@ impl Sessions {
 
     /// A heartbeat write lands on S: whether it renewed the lease.
     fn renew(&self, s: &mut State, guids: [G; 2], new: G) -> bool {
-        let fields = env::open_fields(self.cfg.lease);
-        let op = core_op::Op::Renew {
-            guids: &guids,
-            new_guid: &new,
-            fields: &fields,
-        };
-        let (after, reply) = core_op::apply(&op, s.items[S]);
-        s.items[S] = after;
-        !matches!(reply, core_op::Reply::Refused(_))
+        env::renew(&mut s.items[S], &guids, new, self.cfg.lease)
     }
 
     fn beat_steps(&self, s: &mut State, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
