@@ -1184,20 +1184,13 @@ fn key_output(v: &KeyValue) -> KeyInput {
 #[napi(catch_unwind)]
 pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     let lock = locks().get(&(lock_id as u64)).cloned()?;
-    if lock.is_stopping() || lock.lease_until().is_some_and(|u| u <= crate::clock::now()) {
+    let now = lock.client.clock.now();
+    if !lock.client.machine().held(lock.id, now) {
         return None;
     }
     let guid = match lock.client.settings.protocol.kind {
-        Kind::FailClosed => {
-            if lock.writing() {
-                return None;
-            }
-            let st = lock.state();
-            if st.lost.is_some() || st.released {
-                return None;
-            }
-            Some(Buffer::from(st.guid.to_vec()))
-        }
+        Kind::FailClosed if lock.writing() => return None,
+        Kind::FailClosed => Some(Buffer::from(lock.state().guid.to_vec())),
         Kind::FailOpen | Kind::Fifo => None,
     };
     let names = &lock.client.fifo.names;

@@ -164,6 +164,14 @@ impl<G: Clone + PartialEq> Client<G> {
         h.until().or_else(|| e.through.and_then(|item| self.until(item)))
     }
 
+    /// Lock `id` is held at `now`, as its holder may count on it (a condition in the holder's
+    /// own transaction): not lost, released, abandoned or on its way out, and its lease (its
+    /// own, or its session item's) not over. A lock without a lease is held until then.
+    pub fn held(&self, id: Id, now: Time) -> bool {
+        let Some(h) = self.hold(id) else { return false };
+        !(h.stopping || h.released || h.lost.is_some()) && self.until(id).is_none_or(|until| until > now)
+    }
+
     /// Steps the hold of lock `id` with `step`, and keeps what its actions mean for the
     /// client: the events of the lock (and of its session's members, for a session's item).
     /// Returns the actions for the caller to carry out.
@@ -395,6 +403,22 @@ mod tests {
         ));
         assert_eq!(c.until(2), Some(Time::ZERO), "no lease left once its release is called");
         assert_eq!(c.until(3), Some(ms(1000)));
+    }
+
+    #[test]
+    fn a_lock_is_held_until_its_lease_ends_or_its_release_is_called() {
+        let mut c = with_session();
+        c.insert(4, Hold::new(beat_config(250), false, 40, None, ms(0), 0));
+        assert!(c.held(2, ms(998)), "through its session's lease");
+        assert!(!c.held(2, ms(1000)), "not once the session's lease is over");
+        assert!(c.held(4, ms(1_000_000)), "a lock without a lease, until it ends");
+        c.stop(3);
+        assert!(!c.held(3, ms(10)), "not once its release is called");
+        c.abandon(4);
+        assert!(!c.held(4, ms(10)), "not once abandoned");
+        c.revoke(1, &[20]);
+        assert!(!c.held(2, ms(10)), "not once lost");
+        assert!(!c.held(9, ms(0)), "nor an unknown lock");
     }
 
     #[test]
