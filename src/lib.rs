@@ -1204,16 +1204,16 @@ pub fn lock_condition_target(lock_id: f64) -> Option<JsConditionTarget> {
     })
 }
 
-/// JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
-/// keeps its heartbeats, as in the original library).
+/// JavaScript no longer refers to a lock: forget it unless the client machine says it is
+/// held (a held lock keeps its heartbeats, as in the original library; one lost, released,
+/// or abandoned by `close()` is done with).
 #[napi(catch_unwind)]
 pub fn forget_lock(lock_id: f64) {
     let id = lock_id as u64;
     let mut registry = locks();
-    let now = crate::clock::now();
     if registry
         .get(&id)
-        .is_some_and(|l| l.lease_remaining(now) == Some(Duration::ZERO))
+        .is_some_and(|l| !l.client.machine().held(l.id, l.client.clock.now()))
     {
         registry.remove(&id);
     }
