@@ -118,8 +118,9 @@ export interface Defaults {
 }
 
 /**
- * JavaScript no longer refers to a lock: forget it if it is lost or released (a held lock
- * keeps its heartbeats, as in the original library).
+ * JavaScript no longer refers to a lock: forget it unless the client machine says it is
+ * held (a held lock keeps its heartbeats, as in the original library; one lost, released,
+ * or abandoned by `close()` is done with).
  */
 export declare function forgetLock(lockId: number): void
 
