@@ -515,7 +515,7 @@ mod tests {
         s.protocol.heartbeat_period = settings::fifo_heartbeat(lease_ms);
         s.protocol.reread = settings::reread(lease_ms);
         s.protocol.later_waiter_reread = settings::later_waiter_reread(lease_ms, s.protocol.reread);
-        s.danger_margin = settings::danger_margin(lease_ms);
+        s.protocol.danger_margin = settings::danger_margin(lease_ms);
         s.protocol.request_timeout = Duration::from_millis(lease_ms / 4);
         s
     }

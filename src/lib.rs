@@ -620,44 +620,32 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     }))
 }
 
-/// A client's settings from its options (what validation let through).
+/// A client's settings from its options (what validation let through); the core applies
+/// the defaults of those not given (`settings::Lock::given`).
 fn settings(kind: Kind, o: &NativeOptions) -> Settings {
-    let mut s = Settings::new(kind, o.owner.clone());
-    if let Some(r) = o.retry_count.filter(|r| r.is_finite() && *r >= 0.0) {
+    let given = core_settings::Given {
         // Validation allows any safe integer; past u32 it is as good as unbounded.
-        s.protocol.retry_count = r.min(u32::MAX as f64) as u32;
+        retry_count: o
+            .retry_count
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .map(|r| r.min(u32::MAX as f64) as u32),
+        acquire_period: ms(o.acquire_period_ms),
+        lease_duration_ms: o.lease_duration_ms.map(|l| l.max(0.0) as u64),
+        heartbeat_period: ms(o.heartbeat_period_ms),
+        trust_local_time: o.trust_local_time,
+        reread: ms(o.reread_period_ms),
+        request_timeout: ms(o.request_timeout_ms),
+        danger_margin: ms(o.danger_margin_ms),
+    };
+    let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
+    Settings {
+        protocol: core_settings::Lock::given(kind, &given),
+        session: kind == Kind::FailOpen && o.session.unwrap_or(false),
+        ttl: (o.ttl_attribute.clone())
+            .zip(core_settings::ttl_seconds(kind, seconds))
+            .map(|(attribute, seconds)| TtlSettings { attribute, seconds }),
+        ..Settings::new(kind, o.owner.clone())
     }
-    s.protocol.acquire_period = ms(o.acquire_period_ms).unwrap_or_default();
-    s.protocol.lease_duration_ms = o.lease_duration_ms.unwrap_or(0.0).max(0.0) as u64;
-    s.protocol.heartbeat_period = ms(o.heartbeat_period_ms).unwrap_or_default();
-    if kind == Kind::Fifo && s.protocol.heartbeat_period.is_zero() {
-        s.protocol.heartbeat_period = core_settings::fifo_heartbeat(s.protocol.lease_duration_ms);
-    }
-    s.protocol.trust_local_time = o.trust_local_time.unwrap_or(false);
-    s.session = kind == Kind::FailOpen && o.session.unwrap_or(false);
-    s.protocol.reread = ms(o.reread_period_ms)
-        .filter(|d| !d.is_zero())
-        .unwrap_or_else(|| core_settings::reread(s.protocol.lease_duration_ms));
-    s.protocol.later_waiter_reread =
-        core_settings::later_waiter_reread(s.protocol.lease_duration_ms, s.protocol.reread);
-    if let Some(t) = ms(o.request_timeout_ms) {
-        s.protocol.request_timeout = t;
-    }
-    s.danger_margin =
-        ms(o.danger_margin_ms).unwrap_or_else(|| core_settings::danger_margin(s.protocol.lease_duration_ms));
-    if kind != Kind::Fifo {
-        let seconds = o.ttl_seconds.filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as u64);
-        s.ttl = match (o.ttl_attribute.clone(), seconds, kind) {
-            (Some(attribute), Some(seconds), _) => Some(TtlSettings { attribute, seconds }),
-            (Some(attribute), None, Kind::FailOpen) => Some(TtlSettings {
-                attribute,
-                seconds: core_settings::OPEN_TTL_SECONDS,
-            }),
-            // FailClosed without `ttlSeconds` is refused by validation.
-            _ => None,
-        };
-    }
-    s
 }
 
 /// The credentials a client signs with: those of the JavaScript provider `js` when given,

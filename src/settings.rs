@@ -21,8 +21,6 @@ pub struct Settings {
     /// options to every machine.
     pub protocol: settings::Lock,
     pub owner: String,
-    /// `"danger"` is emitted when this little of the lease is left without a heartbeat.
-    pub danger_margin: Duration,
     /// FailClosed, FailOpen: `ttlAttribute` and `ttlSeconds`, when the items self-clean.
     pub ttl: Option<TtlSettings>,
     /// The client's counters (`metrics()`), shared by everything made from these settings.
@@ -57,7 +55,7 @@ impl Settings {
         heartbeat::Config {
             lease: self.protocol.lease(),
             period: self.protocol.heartbeat_period,
-            danger_margin: self.danger_margin,
+            danger_margin: self.protocol.danger_margin,
             request_timeout: self.protocol.request_timeout,
             timer_grain: TIMER_GRAIN,
             writes_out: if self.original_requests {
@@ -72,7 +70,6 @@ impl Settings {
         Settings {
             protocol: settings::Lock::new(kind),
             owner,
-            danger_margin: settings::DANGER_MARGIN,
             ttl: None,
             stats: Default::default(),
             original_requests: false,

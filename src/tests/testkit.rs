@@ -49,7 +49,7 @@ pub fn open_settings(owner: &str, lease_ms: u64, heartbeat_ms: Option<u64>) -> S
     s.protocol.heartbeat_period = heartbeat_ms.map(Duration::from_millis).unwrap_or_default();
     s.protocol.reread = settings::reread(lease_ms);
     s.protocol.later_waiter_reread = settings::later_waiter_reread(lease_ms, s.protocol.reread);
-    s.danger_margin = settings::danger_margin(lease_ms);
+    s.protocol.danger_margin = settings::danger_margin(lease_ms);
     s.protocol.request_timeout = Duration::from_millis(lease_ms / 4);
     s
 }

@@ -2105,6 +2105,7 @@ mod tests {
             max_attempts: 4,
             base_backoff: crate::settings::RETRY_BASE_BACKOFF,
             max_backoff: crate::settings::RETRY_MAX_BACKOFF,
+            danger_margin: crate::settings::DANGER_MARGIN,
         }
     }
 

@@ -401,6 +401,7 @@ mod tests {
             max_attempts: 4,
             base_backoff: ms(10),
             max_backoff: ms(20),
+            danger_margin: crate::settings::DANGER_MARGIN,
         }
     }
 

@@ -102,6 +102,35 @@ pub struct Lock {
     /// The first pause between attempts of a request, and the longest (before jitter).
     pub base_backoff: Duration,
     pub max_backoff: Duration,
+    /// `dangerMarginMs`: `"danger"` is told when this little of the lease is left without a
+    /// heartbeat.
+    pub danger_margin: Duration,
+}
+
+/// The options a client was given, as validation let them through; `None` where one was not
+/// given (its default then applies, `Lock::given`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Given {
+    pub retry_count: Option<u32>,
+    pub acquire_period: Option<Duration>,
+    pub lease_duration_ms: Option<u64>,
+    pub heartbeat_period: Option<Duration>,
+    pub trust_local_time: Option<bool>,
+    pub reread: Option<Duration>,
+    pub request_timeout: Option<Duration>,
+    pub danger_margin: Option<Duration>,
+}
+
+/// `ttlSeconds` of a `kind` client with a `ttlAttribute`, given `seconds` or not: as given,
+/// or FailOpen's default; none for Fifo, whose entries' TTL follows their lease (and FailClosed
+/// without it is refused by validation).
+pub fn ttl_seconds(kind: Kind, seconds: Option<u64>) -> Option<u64> {
+    match (kind, seconds) {
+        (Kind::Fifo, _) => None,
+        (_, Some(s)) => Some(s),
+        (Kind::FailOpen, None) => Some(OPEN_TTL_SECONDS),
+        (Kind::FailClosed, None) => None,
+    }
 }
 
 impl Lock {
@@ -120,6 +149,36 @@ impl Lock {
             max_attempts: MAX_ATTEMPTS,
             base_backoff: RETRY_BASE_BACKOFF,
             max_backoff: RETRY_MAX_BACKOFF,
+            danger_margin: DANGER_MARGIN,
+        }
+    }
+
+    /// A `kind` client's settings from the options `o` it was given, each default applied
+    /// where one is not: Fifo heartbeats at a third of the lease unless told otherwise; a
+    /// waiter re-reads at `reread` of the lease (a zero `rereadPeriodMs` counts as not given),
+    /// other waiters at `later_waiter_reread`; `"danger"` comes with a third of the lease left.
+    pub fn given(kind: Kind, o: &Given) -> Lock {
+        let lease_duration_ms = o.lease_duration_ms.unwrap_or(LEASE_DURATION_MS);
+        let heartbeat_period = match (kind, o.heartbeat_period) {
+            (_, Some(p)) if !p.is_zero() => p,
+            (Kind::Fifo, _) => fifo_heartbeat(lease_duration_ms),
+            _ => Duration::ZERO,
+        };
+        let first_reread = o
+            .reread
+            .filter(|d| !d.is_zero())
+            .unwrap_or_else(|| reread(lease_duration_ms));
+        Lock {
+            retry_count: o.retry_count.unwrap_or(RETRY_COUNT),
+            acquire_period: o.acquire_period.unwrap_or(ACQUIRE_PERIOD),
+            lease_duration_ms,
+            trust_local_time: o.trust_local_time.unwrap_or(TRUST_LOCAL_TIME),
+            heartbeat_period,
+            reread: first_reread,
+            later_waiter_reread: later_waiter_reread(lease_duration_ms, first_reread),
+            request_timeout: o.request_timeout.unwrap_or(REQUEST_TIMEOUT),
+            danger_margin: o.danger_margin.unwrap_or_else(|| danger_margin(lease_duration_ms)),
+            ..Lock::new(kind)
         }
     }
 
@@ -293,7 +352,54 @@ pub(crate) mod tests {
             max_attempts: MAX_ATTEMPTS,
             base_backoff: RETRY_BASE_BACKOFF,
             max_backoff: RETRY_MAX_BACKOFF,
+            danger_margin: danger_margin(10_000),
         }
+    }
+
+    #[test]
+    fn options_not_given_take_their_defaults_from_the_lease() {
+        let fifo = Lock::given(
+            Kind::Fifo,
+            &Given {
+                lease_duration_ms: Some(3000),
+                reread: Some(Duration::ZERO),
+                ..Given::default()
+            },
+        );
+        assert_eq!(
+            fifo.heartbeat_period,
+            Duration::from_millis(1000),
+            "a third of the lease"
+        );
+        assert_eq!(fifo.danger_margin, Duration::from_millis(1000));
+        assert_eq!(fifo.reread, Duration::from_millis(10), "a zero reread is not given");
+        assert_eq!(fifo.later_waiter_reread, Duration::from_millis(250));
+        assert_eq!((fifo.retry_count, fifo.request_timeout), (RETRY_COUNT, REQUEST_TIMEOUT));
+        let open = Lock::given(
+            Kind::FailOpen,
+            &Given {
+                lease_duration_ms: Some(400),
+                heartbeat_period: Some(Duration::ZERO),
+                danger_margin: Some(Duration::from_millis(7)),
+                retry_count: Some(9),
+                ..Given::default()
+            },
+        );
+        assert_eq!(
+            open.heartbeat_period,
+            Duration::ZERO,
+            "FailOpen heartbeats only when told"
+        );
+        assert_eq!(open.danger_margin, Duration::from_millis(7));
+        assert_eq!(
+            (open.reread, open.later_waiter_reread),
+            (Duration::from_millis(10), Duration::from_millis(100))
+        );
+        assert_eq!(open.retry_count, 9);
+        assert_eq!(ttl_seconds(Kind::FailOpen, None), Some(OPEN_TTL_SECONDS));
+        assert_eq!(ttl_seconds(Kind::FailClosed, Some(60)), Some(60));
+        assert_eq!(ttl_seconds(Kind::FailClosed, None), None);
+        assert_eq!(ttl_seconds(Kind::Fifo, Some(60)), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn lock(kind: Kind) -> Lock {
         max_attempts: 2,
         base_backoff: ms(10),
         max_backoff: ms(20),
+        danger_margin: crate::settings::DANGER_MARGIN,
     }
 }
 
