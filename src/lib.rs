@@ -574,14 +574,9 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
         .filter(|l| Arc::ptr_eq(&l.client, &client.shared) && l.key == *key)
         .cloned()
         .collect();
-    let mut guids = Vec::new();
-    for lock in held {
-        let st = lock.state();
-        if st.lost.is_none() && !st.released {
-            guids.extend(st.guids());
-        }
-    }
-    guids
+    held.iter()
+        .flat_map(|l| l.client.machine().guids_on_item(l.id))
+        .collect()
 }
 
 /// `getLock`: one consistent read of the item, and whether it is held by this client.

@@ -168,8 +168,17 @@ impl<G: Clone + PartialEq> Client<G> {
     /// own transaction): not lost, released, abandoned or on its way out, and its lease (its
     /// own, or its session item's) not over. A lock without a lease is held until then.
     pub fn held(&self, id: Id, now: Time) -> bool {
-        let Some(h) = self.hold(id) else { return false };
-        !(h.stopping || h.released || h.lost.is_some()) && self.until(id).is_none_or(|until| until > now)
+        // A lost or released lock's lease ended at `Time::ZERO` (`until`).
+        self.hold(id).is_some_and(|h| !h.stopping) && self.until(id).is_none_or(|until| until > now)
+    }
+
+    /// Every `guid` the item may carry for lock `id` now: none once the lock is lost or
+    /// released (or is not known), which then speaks for nothing on the item.
+    pub fn guids_on_item(&self, id: Id) -> Vec<G> {
+        match self.hold(id) {
+            Some(h) if h.lost.is_none() && !h.released => h.guids(),
+            _ => Vec::new(),
+        }
     }
 
     /// Steps the hold of lock `id` with `step`, and keeps what its actions mean for the
@@ -416,9 +425,13 @@ mod tests {
         assert!(!c.held(3, ms(10)), "not once its release is called");
         c.abandon(4);
         assert!(!c.held(4, ms(10)), "not once abandoned");
+        assert_eq!(c.guids_on_item(2), vec![20], "its guid speaks for it on the item");
+        assert_eq!(c.guids_on_item(3), vec![30], "on its way out, but not yet released");
         c.revoke(1, &[20]);
         assert!(!c.held(2, ms(10)), "not once lost");
+        assert!(c.guids_on_item(2).is_empty(), "a lost lock's guid speaks for nothing");
         assert!(!c.held(9, ms(0)), "nor an unknown lock");
+        assert!(c.guids_on_item(9).is_empty());
     }
 
     #[test]
