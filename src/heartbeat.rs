@@ -889,7 +889,6 @@ async fn steps(
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
     let mut writes = 0u32;
     let mut last_error: Option<StoreError> = None;
-    let mut backoff = Duration::ZERO;
     let woken = lock.wake.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
@@ -903,7 +902,7 @@ async fn steps(
             let (actions, mut events) = match woke {
                 Woke::Start if st.stopping => return None,
                 Woke::Start => {
-                    st.step(|h| h.handle_timeout(clock.time(now), fresh.take(), backoff, flight.round_trip()))
+                    st.step(|h| h.handle_timeout(clock.time(now), fresh.take(), rand::random(), flight.round_trip()))
                 }
                 Woke::Stop => {
                     if !out.is_empty() {
@@ -913,7 +912,9 @@ async fn steps(
                     }
                     return None;
                 }
-                Woke::Timer => st.step(|h| h.handle_timeout(clock.time(now), None, backoff, flight.round_trip())),
+                Woke::Timer => {
+                    st.step(|h| h.handle_timeout(clock.time(now), None, rand::random(), flight.round_trip()))
+                }
                 Woke::Answer(sent, r) => {
                     flight.answered(sent, now);
                     // A session's item names the locks an operator revoked: they are lost, the
@@ -927,16 +928,13 @@ async fn steps(
                             st.machine().revoke(lock.id, &guids);
                         }
                     });
-                    st.step(|h| h.handle_answer(clock.time(now), answer_of(r, &mut last_error), backoff))
+                    st.step(|h| h.handle_answer(clock.time(now), answer_of(r, &mut last_error), rand::random()))
                 }
             };
             // A reported failure carries the store's last error (or a timeout).
             let mut error = None;
             for action in actions {
                 match action {
-                    // Nothing goes out once the lock is released or abandoned: a release waits
-                    // for the writes already out, and writes with every `guid` they may leave.
-                    hold::Action::Write { .. } if st.stopping => st.write_not_sent(),
                     hold::Action::Write { guids, new } => {
                         writes += 1;
                         // The first write goes out in the scheduler's slot; an attempt's first
@@ -970,7 +968,6 @@ async fn steps(
                 }
             }
             events.extend(st.machine().events());
-            backoff = s.policy().backoff(st.attempts() + 1, rand::random());
             (st.poll_timeout().map(|t| clock.base + t), st.urgent(), events, error)
         };
         lock.deliver(events, error);

@@ -63,6 +63,8 @@ impl Settings {
             } else {
                 heartbeat::MOST_WRITES_OUT
             },
+            base_backoff: self.protocol.base_backoff,
+            max_backoff: self.protocol.max_backoff,
         }
     }
 

@@ -13,7 +13,7 @@ use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::{self, Hold};
 use dynamodb_lock_core::settings::Kind;
 
-use crate::env::{ms, tick, Tick};
+use crate::env::{ms, tick, Tick, RETRY_PAUSE_ONE_TICK};
 use crate::item::G;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -92,7 +92,7 @@ impl Beats {
             self.left -= 1;
             self.hold().held.pending.unwrap_or_else(fresh)
         });
-        self.stepped(|h| h.handle_timeout(ms(now), fresh, ms(1), Duration::ZERO))
+        self.stepped(|h| h.handle_timeout(ms(now), fresh, RETRY_PAUSE_ONE_TICK, Duration::ZERO))
     }
 
     /// The heartbeat's write was answered.
@@ -105,7 +105,7 @@ impl Beats {
         } else {
             heartbeat::Answer::NotOurs
         };
-        self.stepped(|h| h.handle_answer(ms(now), answer, ms(1)))
+        self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
     }
 
     /// The release is called at `now`.

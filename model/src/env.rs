@@ -108,6 +108,10 @@ pub fn renew(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> bool 
     !matches!(reply, Reply::Refused(_))
 }
 
+/// The random number a model's holder draws its retry pauses with: with `beat_config`'s
+/// backoffs it makes every pause one tick.
+pub const RETRY_PAUSE_ONE_TICK: u64 = 1;
+
 /// The heartbeat settings of a model's holder: a lease of `lease` ticks renewed every
 /// `period`, writes timed out after `request_timeout`, `"danger"` a tick before the end, and
 /// timers that may fire `timer_grain` late.
@@ -119,6 +123,8 @@ pub fn beat_config(lease: Tick, period: Tick, request_timeout: Tick, timer_grain
         request_timeout: ms(request_timeout),
         timer_grain,
         writes_out: heartbeat::MOST_WRITES_OUT,
+        base_backoff: ms(1),
+        max_backoff: ms(1),
     }
 }
 

@@ -209,6 +209,8 @@ impl LeaseModel {
             request_timeout: ms(1000),
             timer_grain: ms(1),
             writes_out: MOST_WRITES_OUT,
+            base_backoff: ms(1),
+            max_backoff: ms(1),
         }
     }
 
@@ -289,19 +291,19 @@ impl LeaseModel {
     /// sent (each given its fate from `fates`, or lost when there are too few).
     fn holder_step(&self, s: &mut State, answer: Option<usize>, fates: &[Fate]) -> Option<usize> {
         let now = ms(s.now);
-        let backoff = ms(1);
+        let random = env::RETRY_PAUSE_ONE_TICK;
         let steps = match answer {
             // A new heartbeat writes the `guid` after the one the item carries for the holder
             // (an unsettled one is written again).
             None => {
                 let fresh = s.holder.guid.wrapping_add(1);
-                s.holder.handle_timeout(now, Some(fresh), backoff, Duration::ZERO)
+                s.holder.handle_timeout(now, Some(fresh), random, Duration::ZERO)
             }
             Some(i) => {
                 let a = s.writes[i].answer.clone()?;
                 s.writes[i].awaited = false;
                 s.writes[i].answer_at = None;
-                s.holder.handle_answer(now, a, backoff)
+                s.holder.handle_answer(now, a, random)
             }
         };
         let mut sent = 0;

@@ -346,7 +346,7 @@ impl<G: Clone + PartialEq> Client<G> {
             .map(|(&id, _)| id)
             .collect();
         for id in due {
-            self.step(id, |h| h.handle_timeout(now, None, Duration::ZERO, Duration::ZERO));
+            self.step(id, |h| h.handle_timeout(now, None, 0, Duration::ZERO));
         }
     }
 
@@ -376,7 +376,7 @@ impl<G: Clone + PartialEq> Client<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{beat_config, ms};
+    use crate::testing::{beat_config, ms, LONGEST_PAUSE};
 
     /// Client with a session item (1, heartbeats, lease from 0) and two locks (2, 3) held
     /// through it.
@@ -443,14 +443,14 @@ mod tests {
         assert!(!c.through_live_session(4), "nor a lock with a lease of its own");
         c.revoke(1, &[20]);
         assert!(!c.through_live_session(2), "revoked: lost");
-        c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        c.step(1, |h| h.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO));
         assert!(!c.through_live_session(3), "lost with the session");
     }
 
     #[test]
     fn the_loss_of_a_session_item_loses_every_member_once_with_its_reason() {
         let mut c = with_session();
-        let actions = c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        let actions = c.step(1, |h| h.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO));
         assert!(actions.contains(&hold::Action::Lost(Loss::Lapsed)), "{actions:?}");
         assert_eq!(
             c.events(),
@@ -513,7 +513,7 @@ mod tests {
         assert_eq!(c.hold(3).unwrap().lost, Some(Lost::Taken));
         assert_eq!(c.until(3), Some(Time::ZERO));
         // The other member is still held, and the item's loss now tells it alone.
-        c.step(1, |h| h.handle_timeout(ms(999), None, ms(25), Duration::ZERO));
+        c.step(1, |h| h.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO));
         assert_eq!(
             c.events(),
             vec![(1, Event::Lost(Lost::Lapsed)), (2, Event::Lost(Lost::Lapsed))]
@@ -529,7 +529,7 @@ mod tests {
         c.abandon(3);
         assert_eq!(c.until(3), Some(ms(1000)), "an abandoned lock keeps counting down");
         assert_eq!(c.hold(3).unwrap().poll_timeout(), Some(ms(999)));
-        let a = c.step(3, |h| h.handle_timeout(ms(999), None, Duration::ZERO, Duration::ZERO));
+        let a = c.step(3, |h| h.handle_timeout(ms(999), None, 0, Duration::ZERO));
         assert_eq!(a, vec![hold::Action::Lost(Loss::Lapsed)]);
         assert_eq!(c.events(), vec![(3, Event::Lost(Lost::Lapsed))]);
     }

@@ -65,6 +65,17 @@ pub struct Config {
     /// Writes of one attempt out at once (`MOST_WRITES_OUT`, or 1 where a write beside a slow
     /// one would be refused once the first landed).
     pub writes_out: u32,
+    /// The pause before a failed attempt is tried again, before jitter: the first, and the
+    /// longest it doubles to (the client's request retries', `request::backoff`).
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Config {
+    /// The pause before attempt `n` of a heartbeat, drawn with `random`.
+    pub fn retry_pause(&self, n: u32, random: u64) -> Duration {
+        crate::request::backoff(self.base_backoff, self.max_backoff, n, random)
+    }
 }
 
 /// How a write was answered.

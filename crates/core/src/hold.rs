@@ -118,6 +118,11 @@ impl<G: Clone + PartialEq> Hold<G> {
         self.beat.as_ref().map_or(0, Beat::attempts)
     }
 
+    /// The pause before the next attempt of the heartbeat under way, should this one fail.
+    fn retry_pause(&self, random: u64) -> Duration {
+        self.config.retry_pause(self.attempts() + 1, random)
+    }
+
     /// When the lock must be stepped (`handle_timeout`) if nothing answers before; `None` when
     /// it needs no more steps (released, lost, or without a lease).
     pub fn poll_timeout(&self) -> Option<Time> {
@@ -136,15 +141,11 @@ impl<G: Clone + PartialEq> Hold<G> {
     /// The lock is stepped at `now` (at or after `poll_timeout`, or a little before it when
     /// the caller starts heartbeats together). A heartbeat that starts writes `fresh`, unless
     /// an earlier one's `guid` is unsettled; with `None` it writes nothing (a model's bound on
-    /// writes) and only reports the loss. `backoff`: the pause before another attempt;
-    /// `round_trip`: the usual round trip of heartbeat writes.
-    pub fn handle_timeout(
-        &mut self,
-        now: Time,
-        fresh: Option<G>,
-        backoff: Duration,
-        round_trip: Duration,
-    ) -> Vec<Action<G>> {
+    /// writes) and only reports the loss. `random` draws the pause before another attempt
+    /// (`heartbeat::Config::retry_pause`); `round_trip`: the usual round trip of heartbeat
+    /// writes.
+    pub fn handle_timeout(&mut self, now: Time, fresh: Option<G>, random: u64, round_trip: Duration) -> Vec<Action<G>> {
+        let backoff = self.retry_pause(random);
         if let Some(b) = self.beat.as_mut() {
             let actions = b.timer(now, backoff, round_trip);
             return self.carry(actions);
@@ -179,8 +180,10 @@ impl<G: Clone + PartialEq> Hold<G> {
         self.carry(actions)
     }
 
-    /// The heartbeat's write (the first of its writes to answer) was answered at `now`.
-    pub fn handle_answer(&mut self, now: Time, answer: Answer, backoff: Duration) -> Vec<Action<G>> {
+    /// The heartbeat's write (the first of its writes to answer) was answered at `now`;
+    /// `random` as for `handle_timeout`.
+    pub fn handle_answer(&mut self, now: Time, answer: Answer, random: u64) -> Vec<Action<G>> {
+        let backoff = self.retry_pause(random);
         self.held.on_the_wire(false);
         let actions = match self.beat.as_mut() {
             Some(b) => b.answer(now, answer, backoff),
@@ -299,7 +302,9 @@ impl<G: Clone + PartialEq> Hold<G> {
         let mut out = Vec::new();
         for a in actions {
             match a {
-                heartbeat::Action::Write => match self.held.pending.clone() {
+                // Once its release is called, nothing more goes out: the release waits for
+                // the write already on the wire, and writes with every `guid` it may leave.
+                heartbeat::Action::Write => match self.held.pending.clone().filter(|_| !self.held.stopping) {
                     Some(new) => {
                         self.held.on_the_wire(true);
                         out.push(Action::Write {
@@ -365,7 +370,7 @@ impl<G> std::ops::DerefMut for Hold<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{beat_config, ms};
+    use crate::testing::{beat_config, ms, LONGEST_PAUSE};
 
     #[test]
     fn no_heartbeat_starts_while_the_holders_data_is_written() {
@@ -377,17 +382,17 @@ mod tests {
             "its attempts end by half of what is left of the lease"
         );
         // Due meanwhile: parked, not stepped, no write.
-        assert_eq!(h.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
+        assert_eq!(h.handle_timeout(due, Some(2), LONGEST_PAUSE, Duration::ZERO), vec![]);
         assert_eq!(h.poll_timeout(), None, "parked until the write ends");
         assert_eq!(h.held.guids(), vec![1], "no new guid");
         assert!(h.update_ends(false).step_at.is_some(), "stepped again at once");
         assert_eq!(h.poll_timeout(), Some(due));
-        let a = h.handle_timeout(due + ms(3), Some(2), ms(25), Duration::ZERO);
+        let a = h.handle_timeout(due + ms(3), Some(2), LONGEST_PAUSE, Duration::ZERO);
         assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
 
         // A heartbeat under way goes on, and the update is conditioned on its guid too.
         assert_eq!(h.update(ms(0), None).0, held::Update::Write { guids: vec![1, 2] });
-        let a = h.handle_answer(due + ms(10), Answer::Renewed, ms(25));
+        let a = h.handle_answer(due + ms(10), Answer::Renewed, LONGEST_PAUSE);
         assert!(a.contains(&Action::Renewed { until: due + ms(1003) }), "{a:?}");
         assert_eq!(
             h.update_ends(false).step_at,
@@ -405,7 +410,7 @@ mod tests {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         assert!(matches!(h.update(ms(0), None).0, held::Update::Write { .. }));
         assert_eq!(
-            h.handle_timeout(ms(1500), Some(2), ms(25), Duration::ZERO),
+            h.handle_timeout(ms(1500), Some(2), LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
         );
         assert_eq!(
@@ -450,9 +455,9 @@ mod tests {
         assert_eq!(m.poll_timeout(), None, "never stepped while the session keeps it");
         m.abandon(Some(ms(1500)));
         assert_eq!(m.poll_timeout(), Some(ms(1499)), "the session's loss moment");
-        assert_eq!(m.handle_timeout(ms(1000), None, ms(25), Duration::ZERO), vec![]);
+        assert_eq!(m.handle_timeout(ms(1000), None, LONGEST_PAUSE, Duration::ZERO), vec![]);
         assert_eq!(
-            m.handle_timeout(ms(1499), None, ms(25), Duration::ZERO),
+            m.handle_timeout(ms(1499), None, LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
         );
         assert_eq!(m.poll_timeout(), None, "lost once");
@@ -466,7 +471,7 @@ mod tests {
         let mut a = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         let first = a.poll_timeout().unwrap();
         assert_eq!(
-            a.handle_timeout(first, Some(2), ms(25), Duration::ZERO),
+            a.handle_timeout(first, Some(2), LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Write { guids: [1, 2], new: 2 }]
         );
         // Closed with the heartbeat's write out: dropped, and nothing more is written.
@@ -477,9 +482,12 @@ mod tests {
             Some(ms(999)),
             "the lease's loss moment, a timer grain early"
         );
-        assert_eq!(a.handle_timeout(ms(500), Some(3), ms(25), Duration::ZERO), vec![]);
         assert_eq!(
-            a.handle_timeout(ms(999), Some(3), ms(25), Duration::ZERO),
+            a.handle_timeout(ms(500), Some(3), LONGEST_PAUSE, Duration::ZERO),
+            vec![]
+        );
+        assert_eq!(
+            a.handle_timeout(ms(999), Some(3), LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
         );
         assert_eq!(a.held.lost, Some(held::Lost::Lapsed));
@@ -490,7 +498,7 @@ mod tests {
         let mut p = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         let due = p.poll_timeout().unwrap();
         assert!(matches!(p.update(ms(0), None).0, held::Update::Write { .. }));
-        assert_eq!(p.handle_timeout(due, Some(2), ms(25), Duration::ZERO), vec![]);
+        assert_eq!(p.handle_timeout(due, Some(2), LONGEST_PAUSE, Duration::ZERO), vec![]);
         assert_eq!(p.poll_timeout(), None, "parked");
         p.abandon(None);
         assert_eq!(p.poll_timeout(), Some(ms(999)));
@@ -500,7 +508,7 @@ mod tests {
             "nothing to start when the update ends"
         );
         assert_eq!(
-            p.handle_timeout(ms(999), None, ms(25), Duration::ZERO),
+            p.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
         );
 
@@ -510,7 +518,7 @@ mod tests {
         assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
         r.release_done();
         assert_eq!(r.poll_timeout(), None);
-        assert_eq!(r.handle_timeout(ms(999), None, ms(25), Duration::ZERO), vec![]);
+        assert_eq!(r.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO), vec![]);
     }
 
     #[test]
@@ -518,10 +526,10 @@ mod tests {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(10), 99_999);
         let first = h.poll_timeout().unwrap();
         assert!(first > ms(0) && first <= ms(250), "{first:?}");
-        let a = h.handle_timeout(first, Some(2), ms(25), Duration::ZERO);
+        let a = h.handle_timeout(first, Some(2), LONGEST_PAUSE, Duration::ZERO);
         assert_eq!(a, vec![Action::Write { guids: [1, 2], new: 2 }]);
         assert!(h.under_way() && h.held.beating);
-        let a = h.handle_answer(first + ms(5), Answer::Renewed, ms(25));
+        let a = h.handle_answer(first + ms(5), Answer::Renewed, LONGEST_PAUSE);
         assert_eq!(
             a,
             vec![
@@ -540,24 +548,27 @@ mod tests {
     fn a_lock_without_heartbeats_is_lost_at_its_loss_moment_only() {
         let mut h = Hold::new(beat_config(0), false, 1u8, Some(ms(0)), ms(0), 7);
         assert_eq!(h.poll_timeout(), Some(ms(999)), "a timer grain early");
-        assert_eq!(h.handle_timeout(ms(500), None, ms(1), Duration::ZERO), vec![]);
+        assert_eq!(h.handle_timeout(ms(500), None, LONGEST_PAUSE, Duration::ZERO), vec![]);
         assert_eq!(h.poll_timeout(), Some(ms(999)));
         assert_eq!(
-            h.handle_timeout(ms(999), None, ms(1), Duration::ZERO),
+            h.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO),
             vec![Action::Lost(Loss::Lapsed)]
         );
         assert_eq!(h.poll_timeout(), None);
         assert_eq!(h.held.lost, Some(held::Lost::Lapsed));
         let mut closed = Hold::new(beat_config(0), false, 1u8, None, ms(0), 7);
         assert_eq!(closed.poll_timeout(), None, "no lease, never stepped");
-        assert_eq!(closed.handle_timeout(ms(5000), None, ms(1), Duration::ZERO), vec![]);
+        assert_eq!(
+            closed.handle_timeout(ms(5000), None, LONGEST_PAUSE, Duration::ZERO),
+            vec![]
+        );
     }
 
     #[test]
     fn a_release_waits_for_the_write_on_the_wire_then_writes_both_guids() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
-        h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
+        h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
         assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
         assert!(
             h.poll_timeout().is_some(),
@@ -569,7 +580,7 @@ mod tests {
                 code: "Throttled".into(),
                 transient: true,
             },
-            ms(25),
+            LONGEST_PAUSE,
         );
         assert_eq!(
             a.last(),
@@ -583,17 +594,39 @@ mod tests {
     }
 
     #[test]
+    fn once_its_release_is_called_a_heartbeat_writes_nothing_more() {
+        let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
+        let t = h.poll_timeout().unwrap();
+        let first = h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
+        assert!(first.iter().any(|a| matches!(a, Action::Write { .. })), "{first:?}");
+        assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
+        // The write on the wire is slow: the heartbeat's timers come, and would send another
+        // write beside it, then another attempt, until the lease is at its end.
+        let mut steps = 0;
+        while let Some(at) = h.poll_timeout().filter(|at| *at < ms(1000)) {
+            let actions = h.handle_timeout(at, None, LONGEST_PAUSE, Duration::ZERO);
+            assert!(
+                !actions.iter().any(|a| matches!(a, Action::Write { .. })),
+                "{actions:?}"
+            );
+            steps += 1;
+            assert!(steps < 100);
+        }
+        assert!(steps > 0, "the heartbeat under way kept its timers");
+    }
+
+    #[test]
     fn a_release_between_attempts_stops_the_heartbeat_at_once() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
-        h.handle_timeout(t, Some(2), ms(25), Duration::ZERO);
+        h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
         h.handle_answer(
             t + ms(5),
             Answer::Failed {
                 code: "Throttled".into(),
                 transient: true,
             },
-            ms(25),
+            LONGEST_PAUSE,
         );
         assert!(h.under_way(), "pausing before the next attempt");
         assert!(matches!(h.release(Kind::FailOpen), held::Release::Write { .. }));

@@ -315,6 +315,16 @@ pub trait Machine<R: Record, E> {
     fn timer(&mut self, env: &Env) -> Step<R::Guid, R::Version, Self::Out>;
 }
 
+/// Full-jitter exponential pause before attempt `n` (1-based, n >= 2), drawn with `random`:
+/// between half and all of `base` doubled `n - 2` times, at most `max`.
+pub fn backoff(base: Duration, max: Duration, n: u32, random: u64) -> Duration {
+    let exp = base.saturating_mul(1u32 << n.saturating_sub(2).min(16)).min(max);
+    let ms = exp.as_millis() as u64;
+    let low = ms / 2;
+    let high = ms.max(1);
+    Duration::from_millis(low + random % (high - low + 1))
+}
+
 /// How hard to try one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {
@@ -339,17 +349,9 @@ impl Policy {
         }
     }
 
-    /// Full-jitter exponential pause before attempt `n` (1-based, n >= 2): between half and
-    /// all of `base_backoff` doubled `n - 2` times, at most `max_backoff`.
+    /// The pause before attempt `n` (`backoff`).
     pub fn backoff(&self, n: u32, random: u64) -> Duration {
-        let exp = self
-            .base_backoff
-            .saturating_mul(1u32 << n.saturating_sub(2).min(16))
-            .min(self.max_backoff);
-        let ms = exp.as_millis() as u64;
-        let low = ms / 2;
-        let high = ms.max(1);
-        Duration::from_millis(low + random % (high - low + 1))
+        backoff(self.base_backoff, self.max_backoff, n, random)
     }
 
     /// The same policy, with no attempt running past `deadline`.

@@ -39,8 +39,13 @@ pub fn beat_config(period: u64) -> crate::heartbeat::Config {
         request_timeout: ms(5000),
         timer_grain: ms(1),
         writes_out: crate::heartbeat::MOST_WRITES_OUT,
+        base_backoff: ms(25),
+        max_backoff: ms(25),
     }
 }
+
+/// The random number that draws the longest pause of `beat_config`: 25 ms.
+pub const LONGEST_PAUSE: u64 = 13;
 
 /// The inputs' clocks at `now` ms: the wall clock a million ms later.
 pub fn env(now: u64) -> Env {
