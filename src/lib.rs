@@ -222,6 +222,7 @@ impl From<&LockError> for NativeError {
 /// An event on a held lock (`error`, `danger` or `lost`), or on a pending acquisition
 /// (`waiting`: it found the lock held; `lockId` 0 and its `request`).
 #[napi(object)]
+#[derive(Default)]
 pub struct JsLockEvent {
     pub lock_id: f64,
     pub event: String,
@@ -253,17 +254,7 @@ impl JsLockEvent {
         JsLockEvent {
             lock_id: lock_id as f64,
             event: event.into(),
-            error: None,
-            remaining_ms: None,
-            lease_at_risk: None,
-            request: None,
-            progress: None,
-            holder_owner: None,
-            holder_fencing_token: None,
-            holder_lease_duration_ms: None,
-            holder_session: None,
-            holder_unchanged_ms: None,
-            releasable: None,
+            ..Default::default()
         }
     }
 }
@@ -442,6 +433,7 @@ pub struct JsLockInfo {
 /// The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
 /// by the request number JavaScript chose.
 #[napi(object)]
+#[derive(Default)]
 pub struct JsOutcome {
     pub request: u32,
     /// An error to rethrow; for an acquisition, otherwise the lock's id and fencing token.
@@ -463,12 +455,7 @@ impl JsOutcome {
         JsOutcome {
             request,
             error: error.map(Into::into),
-            lock_id: None,
-            fencing_token: None,
-            lock_ids: None,
-            info: None,
-            body: None,
-            waited: None,
+            ..Default::default()
         }
     }
 }
