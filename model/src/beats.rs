@@ -34,7 +34,18 @@ pub enum BeatNet {
     Lost,
 }
 
+/// What may happen to a heartbeat: it is due (or its timer fires), its write lands, its
+/// answer comes back, or the write or its answer is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeatEvent {
+    Due,
+    Land,
+    Answer,
+    Lose,
+}
+
 /// What a heartbeat's actions did to the lock, for the model that holds it.
+#[derive(Default)]
 pub struct Carried {
     /// Renewed until then.
     pub renewed: Option<Tick>,
@@ -42,6 +53,20 @@ pub struct Carried {
     pub lost: bool,
     /// A release that waited for the heartbeat's write goes on, as `held::Held` says.
     pub release: Option<held::Release<G>>,
+    /// A write given up on while out (the first, if several): it may still land.
+    pub abandoned: Option<([G; 2], G)>,
+}
+
+impl Carried {
+    /// The new end of the lease on the holder's clock, if it changed: `now` once the lock is
+    /// lost, else the end of its renewal.
+    pub fn until(&self, now: Tick) -> Option<Tick> {
+        if self.lost {
+            Some(now)
+        } else {
+            self.renewed
+        }
+    }
 }
 
 /// The heartbeating lock's id in its client machine.
@@ -85,6 +110,22 @@ impl Beats {
         self.hold().under_way() || ((!writing || self.left > 0) && self.hold().poll_timeout().is_some())
     }
 
+    /// The events that may happen to the heartbeat at `now` (`writing`: as `due`) while
+    /// `faults` may still happen.
+    pub fn may_happen(&self, writing: bool, now: Tick, faults: u8, mut push: impl FnMut(BeatEvent)) {
+        if self.due(writing) && self.wake().is_some_and(|w| w <= now) {
+            push(BeatEvent::Due);
+        }
+        match self.net.map(|n| n.2) {
+            Some(BeatNet::Out) => push(BeatEvent::Land),
+            Some(BeatNet::Landed(_)) => push(BeatEvent::Answer),
+            _ => return,
+        }
+        if faults > 0 {
+            push(BeatEvent::Lose);
+        }
+    }
+
     /// The heartbeat's timer fires, or one starts: a writing one under the `guid` `fresh`
     /// gives while any are left, else one that only reports the loss moment.
     pub fn step(&mut self, now: Tick, fresh: impl FnOnce() -> G) -> Vec<hold::Action<G>> {
@@ -121,14 +162,9 @@ impl Beats {
         }
     }
 
-    /// Carries out what the lock asks for; a write given up on while out goes to `stray` (it
-    /// may still land).
-    pub fn carry(&mut self, actions: Vec<hold::Action<G>>, mut stray: impl FnMut([G; 2], G)) -> Carried {
-        let mut carried = Carried {
-            renewed: None,
-            lost: false,
-            release: None,
-        };
+    /// Carries out what the lock asks for.
+    pub fn carry(&mut self, actions: Vec<hold::Action<G>>) -> Carried {
+        let mut carried = Carried::default();
         for a in actions {
             match a {
                 hold::Action::Write { guids, new } if self.net.is_none() => {
@@ -140,10 +176,8 @@ impl Beats {
                     }
                 }
                 hold::Action::Abandon => {
-                    if let Some((gs, new, state)) = self.net.take() {
-                        if state == BeatNet::Out {
-                            stray(gs, new);
-                        }
+                    if let Some((gs, new, BeatNet::Out)) = self.net.take() {
+                        carried.abandoned.get_or_insert((gs, new));
                     }
                 }
                 hold::Action::Failed(_) | hold::Action::Danger { .. } => {}

@@ -1,13 +1,16 @@
 //! The environment both client models step the core's machines in (`machines`: FailClosed
 //! and FailOpen; `fifo_machines`: Fifo), written once:
-//! - the model's clock, in ticks (a tick is a millisecond to the machines);
+//! - the model's clock, in ticks (a tick is a millisecond to the machines), and a machine's
+//!   inputs at a tick (`at`);
 //! - a request on its way (`Net`, `NetState`), the faults and crashes still to happen
 //!   (`Left`), and what may happen to a client (`Event`): its request lands, its answer comes
 //!   back, it or its answer is lost, it is throttled, its timeout passes, the machine's wait
 //!   ends, the client crashes with its request landing or not; `happen` carries each out
 //!   through what a model says of its clients (`Clients`);
 //! - the answers a machine is given: the store's replies, a timeout, a throttle (`Fail`);
-//! - the settings and FailOpen fields both models give the core;
+//! - the settings and FailOpen fields both models give the core, a request landing on an
+//!   item as the addon sends it (`apply`), a machine stepped (`resume`), the end of a held
+//!   lock as the addon's runtime gives it (`end`);
 //! - the properties both models check: mutual exclusion, fencing, no lost release, no
 //!   orphan;
 //! - a counterexample's step, told (`step_text`).
@@ -15,9 +18,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use dynamodb_lock_core::ending::End;
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::op::{self, Op, OpenFields};
-use dynamodb_lock_core::request::{Answer, Reply, Req, Step};
+use dynamodb_lock_core::request::{Adds, Answer, Env, Machine, Reply, Req, Step};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::explore::{Model, Violation};
@@ -29,6 +33,17 @@ pub type Tick = u16;
 /// A tick as the machines' time.
 pub fn ms(t: Tick) -> Duration {
     Duration::from_millis(t.into())
+}
+
+/// A machine's inputs at tick `now`: its monotonic clock and the wall clock both read `now`,
+/// and nothing is cancelled.
+pub fn at(now: Tick) -> Env {
+    Env {
+        now: ms(now),
+        unix_ms: now.into(),
+        cancelled: false,
+        random: 0,
+    }
 }
 
 /// The first tick at or after `d`.
@@ -94,6 +109,17 @@ pub fn open_fields(lease: Tick) -> OpenFields<'static> {
     }
 }
 
+/// Request `req` lands on `item` as the addon sends it (the core's `Req::op`, with the
+/// holder's `fields`), through the core's `op::apply`: the item after it, and the reply.
+pub fn apply(req: &Req<G, Ver>, fields: OpenFields<'_>, item: Option<Item>) -> (Option<Item>, Reply<Item>) {
+    let adds = Adds {
+        fields,
+        ttl_released: None,
+    };
+    let parts = req.parts(&adds);
+    op::apply(&req.op(&adds, &parts), item)
+}
+
 /// A heartbeat's write lands on `item`: the core's renewal (`op::Op::Renew`) of one of
 /// `guids` to `new`, with a lease of `lease` ticks. Whether it renewed (else it was refused).
 pub fn renew(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> bool {
@@ -125,6 +151,14 @@ pub fn beat_config(lease: Tick, period: Tick, request_timeout: Tick, timer_grain
         writes_out: heartbeat::MOST_WRITES_OUT,
         base_backoff: ms(1),
         max_backoff: ms(1),
+    }
+}
+
+/// Steps machine `m` with the answer to its request, or, without one, at the end of its wait.
+pub fn resume<M: Machine<Item, Fail>>(m: &mut M, a: Option<Ans>, env: &Env) -> Step<G, Ver, M::Out> {
+    match a {
+        Some(a) => m.answer(a, env),
+        None => m.timer(env),
     }
 }
 
@@ -180,6 +214,22 @@ pub fn carry<S, O>(
             Carried::Set
         }
         Step::Done(out) => Carried::Done(out),
+    }
+}
+
+/// The end of a held lock, as the addon's runtime hands it to the core's `ending::Ending`:
+/// the `guids` the item may carry, whether the lock was `lost` or `taken` by another holder,
+/// a fresh `guid` for this client's `next` acquisition if one waits, and how long it was
+/// held; the model's holders never waited for their locks, and no earlier release failed.
+pub fn end(guids: Vec<G>, lost: bool, taken: bool, next: Option<G>, held_for: Duration) -> End<G> {
+    End {
+        guids,
+        lost,
+        taken,
+        next,
+        held_for,
+        contended: false,
+        landed_maybe: false,
     }
 }
 

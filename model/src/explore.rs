@@ -66,28 +66,12 @@ impl Hasher for Fingerprint {
         self.h = fold(self.h ^ i ^ MIX[0], MIX[1].wrapping_add(self.len));
         self.len += 1;
     }
-    fn write_u128(&mut self, i: u128) {
-        self.write_u64(i as u64);
-        self.write_u64((i >> 64) as u64);
-    }
     fn write_usize(&mut self, i: usize) {
         self.write_u64(i as u64)
     }
-    fn write_i8(&mut self, i: i8) {
-        self.write_u64(i as u64)
-    }
-    fn write_i16(&mut self, i: i16) {
-        self.write_u64(i as u64)
-    }
-    fn write_i32(&mut self, i: i32) {
-        self.write_u64(i as u64)
-    }
-    fn write_i64(&mut self, i: i64) {
-        self.write_u64(i as u64)
-    }
-    fn write_isize(&mut self, i: isize) {
-        self.write_u64(i as u64)
-    }
+    // The other integers' writes are the defaults: a `u128` comes to `write` as two words,
+    // and a signed integer to the unsigned write of its width (the states hold none but
+    // enums' discriminants, each an `isize` that is never negative).
 }
 
 fn fingerprint<S: Hash>(s: &S) -> u64 {
@@ -194,7 +178,6 @@ pub struct Report<S, A> {
     pub states: usize,
     /// The longest of the shortest paths from an initial state (BFS levels).
     pub depth: usize,
-    pub transitions: u64,
     /// The first violation found, with the shortest path to it (from an initial state; the
     /// last action is the violating step, or `None` when the last state violates an invariant).
     pub violation: Option<(Violation, S, Vec<A>)>,
@@ -295,12 +278,10 @@ impl<S, A> Report<S, A> {
     }
 }
 
-/// How far a search got: the depth it reached, the transitions it took, and whether it
-/// stopped at the state limit.
+/// How far a search got: the depth it reached, and whether it stopped at the state limit.
 #[derive(Clone, Copy, Default)]
 struct Reach {
     depth: usize,
-    transitions: u64,
     truncated: bool,
 }
 
@@ -310,7 +291,6 @@ impl Reach {
         Report {
             states,
             depth: self.depth,
-            transitions: self.transitions,
             violation,
             truncated: self.truncated,
         }
@@ -451,7 +431,6 @@ impl<'m, M: Model> Bfs<'m, M> {
         }
         self.out.clear();
         for (k, a) in acts.iter().enumerate() {
-            self.reach.transitions += 1;
             let n = match self.model.next(&s, a) {
                 Ok(n) => n,
                 Err(v) => {
@@ -582,7 +561,6 @@ pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, 
             };
             let k = top.next;
             top.next += 1;
-            reach.transitions += 1;
             let at = top.i;
             let n = match model.next(&top.s, &a) {
                 Ok(n) => n,

@@ -51,12 +51,12 @@
 use std::fmt;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::ending::{self, End, Ending};
+use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request, Sem};
 use dynamodb_lock_core::local::{self, Queues};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Adds, Env, Machine as _, Req, Step, Time};
-use dynamodb_lock_core::settings::{Kind, Lock};
+use dynamodb_lock_core::request::{answer_of, Adds, Env, Req, Step, Time};
+use dynamodb_lock_core::settings::{self, Kind, Lock};
 
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
 use crate::explore::{self, Checked, Model, Violation};
@@ -202,8 +202,9 @@ pub struct Sent {
 /// A request on its way.
 pub type Net = env::Net<Sent>;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Phase {
+    #[default]
     Idle,
     Crashed,
     Acquiring,
@@ -259,7 +260,7 @@ pub struct Held {
     pub permits: u8,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Client {
     pub phase: Phase,
     pub acquire: Option<fifo::Acquire<Item, Fail>>,
@@ -456,9 +457,8 @@ impl FifoMachines {
     fn env(&self, s: &State, i: usize) -> Env {
         Env {
             now: ms(s.now + self.offset(i)),
-            unix_ms: s.now.into(),
             cancelled: s.clients[i].cancelled,
-            random: 0,
+            ..env::at(s.now)
         }
     }
 
@@ -787,25 +787,6 @@ impl FifoMachines {
         Ok(None)
     }
 
-    /// Hands client `i`'s machine an answer (or the end of its wait: `None`).
-    fn resume_client(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
-        if s.clients[i].acquire.is_some() {
-            let input = match a {
-                Some(a) => Input::Answer(a),
-                None => Input::Resume,
-            };
-            return self.run(s, i, input);
-        }
-        let env = self.env(s, i);
-        let mut m = s.clients[i].release.take().expect("a machine waits");
-        let step = match a {
-            Some(a) => m.answer(a, &env),
-            None => m.timer(&env),
-        };
-        s.clients[i].release = Some(m);
-        self.release_step(s, i, step)
-    }
-
     /// Starts releasing the next held lock from resource `from`, or ends the release.
     fn release_from(&self, s: &mut State, i: usize, from: usize) -> Result<(), Violation> {
         let c = &s.clients[i];
@@ -819,15 +800,7 @@ impl FifoMachines {
         let env = self.env(s, i);
         // The addon's end of a held Fifo lock: no hand-over (Fifo keeps its own order), a
         // release of the head.
-        let end = End {
-            guids: vec![h.guid],
-            lost: false,
-            taken: false,
-            next: None,
-            held_for: ms(s.now - c.since),
-            contended: false,
-            landed_maybe: false,
-        };
+        let end = env::end(vec![h.guid], false, false, None, ms(s.now - c.since));
         let (m, step) = Ending::start(self.cfg.lock(), end, &env);
         let (k, token) = (s.clients[i].resources[r], h.token);
         // On its way out: it keeps no acquisition of this process from its one-request take.
@@ -894,7 +867,8 @@ impl FifoMachines {
 
     /// Whether the entry may be heartbeated now.
     fn may_beat(&self, s: &State, e: &Beating) -> bool {
-        let period = (self.cfg.lease / 3).max(1);
+        // Fifo's heartbeat period: a third of the lease.
+        let period = tick(settings::fifo_heartbeat(self.cfg.lease.into()));
         e.live(s.now)
             && match e.beats {
                 None => s.now + period >= e.until,
@@ -1031,23 +1005,8 @@ impl Model for FifoMachines {
 
     fn init(&self) -> Vec<State> {
         let c = Client {
-            phase: Phase::Idle,
-            acquire: None,
-            release: None,
-            net: None,
-            wake: None,
-            watch: false,
-            cancelled: false,
-            resources: Vec::new(),
-            entries: Vec::new(),
-            held: Vec::new(),
             left: self.cfg.acquisitions,
-            seq: 0,
-            since: 0,
-            grants: Vec::new(),
-            take: None,
-            failed: false,
-            released: Vec::new(),
+            ..Client::default()
         };
         vec![State {
             now: 0,
@@ -1164,8 +1123,19 @@ impl Clients for FifoMachines {
         self.apply(s, sent.k, sent.slot, &sent.rq)
     }
 
+    /// Client `i`'s acquisition, or else its release, is handed the answer or the wait's end.
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
-        self.resume_client(s, i, a)
+        if s.clients[i].acquire.is_some() {
+            let input = match a {
+                Some(a) => Input::Answer(a),
+                None => Input::Resume,
+            };
+            return self.run(s, i, input);
+        }
+        let env = self.env(s, i);
+        let m = s.clients[i].release.as_mut().expect("a machine waits");
+        let step = env::resume(m, a, &env);
+        self.release_step(s, i, step)
     }
 
     /// A crashed client keeps its guids' sequence, its acquisition's lock ids and its

@@ -23,11 +23,11 @@ use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::fail_open::{self, Acquire};
-use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig, MOST_WRITES_OUT};
+use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig};
 use dynamodb_lock_core::held::Update;
 use dynamodb_lock_core::hold::{Action as Step, Hold};
-use dynamodb_lock_core::op::{self as core_op, Reply};
-use dynamodb_lock_core::request::{answer_of, Adds, Ended, Env, Machine as _, Once, Policy, Req, Step as MStep};
+use dynamodb_lock_core::op::Reply;
+use dynamodb_lock_core::request::{answer_of, Ended, Env, Machine as _, Once, Policy, Req, Step as MStep};
 use dynamodb_lock_core::settings::Kind;
 
 use crate::env::{self, ms, tick, Fail, Tick};
@@ -163,6 +163,12 @@ pub struct Fate {
     answer: Option<Tick>,
 }
 
+/// A write lost before it lands.
+const LOST: Fate = Fate {
+    land: None,
+    answer: None,
+};
+
 #[derive(Clone, Debug)]
 pub enum Action {
     /// The holder's timer fires (a heartbeat is due, or the machine asked to be stepped);
@@ -203,41 +209,22 @@ impl LeaseModel {
     fn beat_config(&self) -> BeatConfig {
         let c = &self.config;
         BeatConfig {
-            lease: ms(c.lease),
-            period: ms(c.period),
             danger_margin: ms(c.danger_margin),
-            request_timeout: ms(1000),
-            timer_grain: ms(1),
-            writes_out: MOST_WRITES_OUT,
-            base_backoff: ms(1),
-            max_backoff: ms(1),
+            ..env::beat_config(c.lease, c.period, 1000, ms(1))
         }
     }
 
     fn fates(&self) -> Vec<Fate> {
         let d = self.config.delay;
-        vec![
-            Fate {
-                land: None,
-                answer: None,
-            },
-            Fate {
-                land: Some(0),
-                answer: Some(0),
-            },
-            Fate {
-                land: Some(d),
-                answer: Some(0),
-            },
-            Fate {
-                land: Some(0),
-                answer: Some(d),
-            },
-            Fate {
-                land: Some(0),
-                answer: None,
-            },
+        [
+            (None, None),
+            (Some(0), Some(0)),
+            (Some(d), Some(0)),
+            (Some(0), Some(d)),
+            (Some(0), None),
         ]
+        .map(|(land, answer)| Fate { land, answer })
+        .to_vec()
     }
 
     /// The fates of an update's attempt that tell apart what the holder can see: when it ends
@@ -251,20 +238,11 @@ impl LeaseModel {
 
     /// Every way of choosing a fate for each of `n` writes.
     fn fate_choices(&self, n: usize) -> Vec<Vec<Fate>> {
-        let mut all = vec![Vec::new()];
-        for _ in 0..n {
-            all = all
-                .into_iter()
-                .flat_map(|v| {
-                    self.fates().into_iter().map(move |f| {
-                        let mut v = v.clone();
-                        v.push(f);
-                        v
-                    })
-                })
-                .collect();
-        }
-        all
+        (0..n).fold(vec![Vec::new()], |all, _| {
+            all.iter()
+                .flat_map(|v| self.fates().into_iter().map(|f| [v.as_slice(), &[f]].concat()))
+                .collect()
+        })
     }
 
     fn paused(&self, s: &State) -> bool {
@@ -310,10 +288,7 @@ impl LeaseModel {
         for step in steps {
             match step {
                 Step::Write { guids, new } => {
-                    let fate = fates.get(sent).copied().unwrap_or(Fate {
-                        land: None,
-                        answer: None,
-                    });
+                    let fate = fates.get(sent).copied().unwrap_or(LOST);
                     sent += 1;
                     s.writes.push(Write {
                         land_at: fate.land.map(|d| s.now + d),
@@ -344,9 +319,7 @@ impl LeaseModel {
         let micros = u64::from(now) * 1000 * lease / (lease - u64::from(c.drift));
         Env {
             now: Duration::from_micros(micros),
-            unix_ms: now.into(),
-            cancelled: false,
-            random: 0,
+            ..env::at(now)
         }
     }
 
@@ -386,12 +359,7 @@ impl LeaseModel {
             // a grant.
             Req::MarkWaiting { .. } => Reply::Done,
             _ => {
-                let adds = Adds {
-                    fields: env::open_fields(self.config.lease),
-                    ttl_released: None,
-                };
-                let parts = req.parts(&adds);
-                let (item, reply) = core_op::apply(&req.op(&adds, &parts), Some(s.item));
+                let (item, reply) = env::apply(&req, env::open_fields(self.config.lease), Some(s.item));
                 if let Some(item) = item {
                     s.item = item;
                 }
@@ -412,8 +380,8 @@ impl LeaseModel {
     }
 
     /// Starts the holder's `lock.update` as the addon's does: the core's `request::Once` with
-    /// the client's retries (two attempts here, each timed out after a lease, backoffs of one
-    /// to two ticks), none of them past the deadline its machine gives (`Hold::update`).
+    /// the client's retries (one attempt here, timed out after a lease; backoffs of one to two
+    /// ticks), none of them past the deadline its machine gives (`Hold::update`).
     fn update_start(&self, s: &mut State, fate: Fate) {
         let now = ms(s.now);
         let (Update::Write { guids }, by) = s.holder.update(now, None) else {
@@ -446,7 +414,7 @@ impl LeaseModel {
         match step {
             // Past its deadline already: the addon does not send it.
             MStep::Send { timeout_at, .. } if tick(timeout_at) <= now => {
-                let step = u.m.answer(env::TIMED_OUT, &update_env(now));
+                let step = u.m.answer(env::TIMED_OUT, &env::at(now));
                 self.update_step(s, step, fate);
             }
             MStep::Send { req, timeout_at } => {
@@ -473,16 +441,6 @@ impl LeaseModel {
             Waiter::Granted { at } => Some(*at),
             _ => None,
         })
-    }
-}
-
-/// The update machine's inputs at tick `now` (the holder's clock is the model's).
-fn update_env(now: Tick) -> Env {
-    Env {
-        now: ms(now),
-        unix_ms: now.into(),
-        cancelled: false,
-        random: 0,
     }
 }
 
@@ -680,12 +638,7 @@ impl Model for LeaseModel {
                     .and_then(|u| u.out.as_mut())
                     .expect("an attempt out");
                 w.land_at = None;
-                let adds = Adds {
-                    fields: env::open_fields(self.config.lease),
-                    ttl_released: None,
-                };
-                let parts = w.req.parts(&adds);
-                let (item, reply) = core_op::apply(&w.req.op(&adds, &parts), Some(s.item));
+                let (item, reply) = env::apply(&w.req, env::open_fields(self.config.lease), Some(s.item));
                 w.answer = Some(answer_of(reply));
                 w.answer_at = w.answer_delay.map(|d| s.now + d);
                 if let Some(item) = item {
@@ -701,16 +654,12 @@ impl Model for LeaseModel {
                     (Some(at), Some(a)) if at <= s.now => a,
                     _ => env::TIMED_OUT,
                 };
-                let step = u.m.answer(a, &update_env(s.now));
-                let no_send = Fate {
-                    land: None,
-                    answer: None,
-                };
-                self.update_step(&mut t, step, no_send);
+                let step = u.m.answer(a, &env::at(s.now));
+                self.update_step(&mut t, step, LOST);
             }
             Action::UpdateTimer(fate) => {
                 let u = t.updating.as_mut().expect("an update under way");
-                let step = u.m.timer(&update_env(s.now));
+                let step = u.m.timer(&env::at(s.now));
                 self.update_step(&mut t, step, *fate);
             }
             Action::WaiterStart(i) => {

@@ -46,18 +46,18 @@ use std::fmt;
 use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
-use dynamodb_lock_core::ending::{self, End, Ending};
+use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold;
 use dynamodb_lock_core::local::{Local, Place, Waiter};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Machine as _, Reply, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::undo::{self, Undo};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
-use crate::beats::{BeatNet, Beats};
+use crate::beats::{BeatEvent, BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
@@ -273,29 +273,12 @@ impl M {
     /// Steps the machine waiting in `slot` with the answer to its request, or, without one,
     /// at the end of its wait.
     pub(crate) fn resume(slot: &mut Option<M>, a: Option<Ans>, env: &Env) -> MStep {
-        let m = slot.as_mut().expect("a machine waits");
-        match a {
-            Some(a) => m.answer(a, env),
-            None => m.timer(env),
-        }
-    }
-
-    fn answer(&mut self, a: Ans, env: &Env) -> MStep {
-        match self {
-            M::Closed(m) => env::map(m.answer(a, env), Out::Closed),
-            M::Open(m) => env::map(m.answer(a, env), Out::Open),
-            M::End(m) => env::map(m.answer(a, env), Out::End),
-            M::Original(m) => env::map(m.answer(a, env), Out::Original),
-            M::OriginalRelease(m) => env::map(m.answer(a, env), Out::OriginalRelease),
-        }
-    }
-    fn timer(&mut self, env: &Env) -> MStep {
-        match self {
-            M::Closed(m) => env::map(m.timer(env), Out::Closed),
-            M::Open(m) => env::map(m.timer(env), Out::Open),
-            M::End(m) => env::map(m.timer(env), Out::End),
-            M::Original(m) => env::map(m.timer(env), Out::Original),
-            M::OriginalRelease(m) => env::map(m.timer(env), Out::OriginalRelease),
+        match slot.as_mut().expect("a machine waits") {
+            M::Closed(m) => env::map(env::resume(m, a, env), Out::Closed),
+            M::Open(m) => env::map(env::resume(m, a, env), Out::Open),
+            M::End(m) => env::map(env::resume(m, a, env), Out::End),
+            M::Original(m) => env::map(env::resume(m, a, env), Out::Original),
+            M::OriginalRelease(m) => env::map(env::resume(m, a, env), Out::OriginalRelease),
         }
     }
 }
@@ -314,8 +297,9 @@ pub struct Sent {
 /// A request on its way.
 pub type Net = env::Net<Sent>;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Phase {
+    #[default]
     Idle,
     /// Crashed at tick `at`.
     Crashed {
@@ -338,7 +322,7 @@ pub enum Phase {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Client {
     pub phase: Phase,
     pub machine: Option<M>,
@@ -405,29 +389,6 @@ impl Undoing {
     }
 }
 
-impl Client {
-    /// A client before its first acquisition, with `left` acquisitions to make.
-    fn new(left: u8) -> Client {
-        Client {
-            phase: Phase::Idle,
-            machine: None,
-            net: None,
-            wake: None,
-            left,
-            seq: 0,
-            since: 0,
-            undo: None,
-            released: None,
-            failed: None,
-            hb: None,
-            stray: None,
-            line: None,
-            waiter: None,
-            hand_overs: 0,
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub now: Tick,
@@ -461,10 +422,7 @@ pub enum Action {
     /// The undo's pause ends.
     UndoTimer(u8),
     /// A heartbeat starts, or its timer fires.
-    Beat(u8),
-    BeatLand(u8),
-    BeatAnswer(u8),
-    BeatLose(u8),
+    Beat(u8, BeatEvent),
     /// A heartbeat write given up on lands after all, or is gone for good.
     StrayLand(u8),
     StrayGone(u8),
@@ -484,10 +442,10 @@ impl fmt::Debug for Action {
             Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
             Action::UndoTimeOut(c) => write!(f, "c{c}'s undo times out"),
             Action::UndoTimer(c) => write!(f, "c{c}'s undo tries again"),
-            Action::Beat(c) => write!(f, "c{c}'s heartbeat is due"),
-            Action::BeatLand(c) => write!(f, "c{c}'s heartbeat write lands"),
-            Action::BeatAnswer(c) => write!(f, "c{c} gets the heartbeat's answer"),
-            Action::BeatLose(c) => write!(f, "c{c}'s heartbeat write or its answer is lost"),
+            Action::Beat(c, BeatEvent::Due) => write!(f, "c{c}'s heartbeat is due"),
+            Action::Beat(c, BeatEvent::Land) => write!(f, "c{c}'s heartbeat write lands"),
+            Action::Beat(c, BeatEvent::Answer) => write!(f, "c{c} gets the heartbeat's answer"),
+            Action::Beat(c, BeatEvent::Lose) => write!(f, "c{c}'s heartbeat write or its answer is lost"),
             Action::StrayLand(c) => write!(f, "c{c}'s abandoned heartbeat write lands late"),
             Action::StrayGone(c) => write!(f, "c{c}'s abandoned heartbeat write never lands"),
             Action::Tick => write!(f, "tick"),
@@ -501,6 +459,13 @@ pub struct Machines {
 
 fn owner(g: G) -> usize {
     (g / 16) as usize
+}
+
+/// Client `i`'s next `guid`, its sequence `seq` counted on.
+pub(crate) fn new_guid(seq: &mut u8, i: usize) -> G {
+    *seq += 1;
+    assert!(*seq < 16, "guid space");
+    (i as u8) * 16 + *seq
 }
 
 impl Out {
@@ -556,10 +521,8 @@ impl Machines {
     fn env(&self, s: &State, i: usize) -> Env {
         let skew = if i == 1 { self.cfg.skew } else { 0 };
         Env {
-            now: ms(s.now),
             unix_ms: u64::from(s.now) + u64::from(skew),
-            cancelled: false,
-            random: 0,
+            ..env::at(s.now)
         }
     }
 
@@ -567,22 +530,10 @@ impl Machines {
     /// change around it.
     fn apply(&self, s: &mut State, k: u8, req: &Request) -> Ans {
         let slot = &mut s.items[k as usize];
-        match req {
-            // The model's item keeps no mark: every mark is accepted and read as absent, so
-            // every waiter takes itself for the first in line (the mark decides fairness, never
-            // safety).
-            Req::MarkWaiting { .. } => return Answer::Done(Reply::Done),
-            Req::PutIfAbsent { .. } if self.bug(Bug::UnconditionalPut) => *slot = None,
-            _ => {}
+        if matches!(req, Req::PutIfAbsent { .. }) && self.bug(Bug::UnconditionalPut) {
+            *slot = None;
         }
-        // The addon's translation, with what the model's item keeps of a client's writes.
-        let adds = Adds {
-            fields: env::open_fields(self.cfg.lease),
-            ttl_released: None,
-        };
-        let parts = req.parts(&adds);
-        let op = req.op(&adds, &parts);
-        let (after, reply) = core_op::apply(&op, *slot);
+        let (after, reply) = env::apply(req, env::open_fields(self.cfg.lease), *slot);
         if slot.is_some() && after.is_none() {
             s.freed_at[k as usize] = s.now;
         }
@@ -766,12 +717,6 @@ impl Machines {
         }
     }
 
-    fn new_guid(seq: &mut u8, i: usize) -> G {
-        *seq += 1;
-        assert!(*seq < 16, "guid space");
-        (i as u8) * 16 + *seq
-    }
-
     /// A heartbeat write lands on lock `k`'s item: whether it renewed the lease.
     fn renew(&self, s: &mut State, k: u8, guids: [G; 2], new: G) -> bool {
         let slot = &mut s.items[k as usize];
@@ -794,16 +739,9 @@ impl Machines {
             .line
             .as_ref()
             .is_some_and(|l| l.has_waiters(&k))
-            .then(|| Self::new_guid(&mut c.seq, i));
-        let end = End {
-            guids,
-            lost: taken || c.hb.as_ref().is_some_and(|h| h.hold().lost.is_some()),
-            taken,
-            next,
-            held_for: ms(s.now - c.since),
-            contended: false,
-            landed_maybe: false,
-        };
+            .then(|| new_guid(&mut c.seq, i));
+        let lost = taken || c.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
+        let end = env::end(guids, lost, taken, next, ms(s.now - c.since));
         let (m, step) = Ending::start(self.lock(), end, &env);
         c.machine = Some(M::End(m));
         self.step(s, i, env::map(step, Out::End))
@@ -814,20 +752,10 @@ impl Machines {
         let now = s.now;
         let k = self.key(s, i);
         let c = &mut s.clients[i];
-        let stray = &mut c.stray;
-        let h = c.hb.as_mut().expect("heartbeats");
-        let carried = h.carry(actions, |gs, new| {
-            if stray.is_none() {
-                *stray = Some((k, gs, new));
-            }
-        });
-        if let Phase::Holding { until: u, .. } = &mut c.phase {
-            if let Some(until) = carried.renewed {
-                *u = Some(until);
-            }
-            if carried.lost {
-                *u = Some(now);
-            }
+        let carried = c.hb.as_mut().expect("heartbeats").carry(actions);
+        c.stray = c.stray.or(carried.abandoned.map(|(gs, new)| (k, gs, new)));
+        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut c.phase, carried.until(now)) {
+            *u = Some(until);
         }
         if let Some(held::Release::Write { guids, taken }) = carried.release {
             return self.start_release(s, i, guids, taken);
@@ -891,7 +819,7 @@ impl Machines {
         cl.left -= 1;
         cl.released = None;
         cl.failed = None;
-        let g = Self::new_guid(&mut cl.seq, i);
+        let g = new_guid(&mut cl.seq, i);
         let mut lock = self.lock();
         if i != 0 {
             // The others keep trying, so that liveness can ask whether a waiter
@@ -964,10 +892,7 @@ impl Machines {
         let u = c.undo.as_mut().unwrap();
         u.net = None;
         u.wake = None;
-        let step = match a {
-            Some(a) => u.m.answer(a, &env),
-            None => u.m.timer(&env),
-        };
+        let step = env::resume(u.m.as_mut(), a, &env);
         if !u.carry(step, &env, s.now) {
             c.undo = None;
         }
@@ -980,7 +905,7 @@ impl Machines {
         let seq = &mut cl.seq;
         let h = cl.hb.as_mut().expect("heartbeats");
         // `Beats::due` said the lock needs another heartbeat, or has one under way.
-        let actions = h.step(now, || Self::new_guid(seq, i));
+        let actions = h.step(now, || new_guid(seq, i));
         self.beat_steps(s, i, actions)
     }
 
@@ -997,28 +922,6 @@ impl Machines {
         let now = s.now;
         let actions = s.clients[i].hb.as_mut().unwrap().answered(now);
         self.beat_steps(s, i, actions)
-    }
-
-    /// The steps client `ci`'s heartbeats `h` may take.
-    fn beat_actions(&self, s: &State, h: &Beats, ci: u8, out: &mut Vec<Action>) {
-        if h.due(true) && h.wake().is_some_and(|w| w <= s.now) {
-            out.push(Action::Beat(ci));
-        }
-        match h.net.map(|n| n.2) {
-            Some(BeatNet::Out) => {
-                out.push(Action::BeatLand(ci));
-                if s.left.faults > 0 {
-                    out.push(Action::BeatLose(ci));
-                }
-            }
-            Some(BeatNet::Landed(_)) => {
-                out.push(Action::BeatAnswer(ci));
-                if s.left.faults > 0 {
-                    out.push(Action::BeatLose(ci));
-                }
-            }
-            _ => {}
-        }
     }
 
     /// The time a lock went free matters only while it stays free and liveness is checked.
@@ -1046,7 +949,8 @@ impl Model for Machines {
                     Client {
                         hand_overs,
                         line: (hand_overs > 0).then(|| Box::new(Local::new(self.lock().line_patience()))),
-                        ..Client::new(self.cfg.acquisitions)
+                        left: self.cfg.acquisitions,
+                        ..Client::default()
                     }
                 })
                 .collect(),
@@ -1093,7 +997,7 @@ impl Model for Machines {
                 }
             }
             if let Some(h) = &c.hb {
-                self.beat_actions(s, h, ci, out);
+                h.may_happen(true, s.now, s.left.faults, |e| out.push(Action::Beat(ci, e)));
             }
             let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
             Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
@@ -1162,10 +1066,10 @@ impl Model for Machines {
             }
             Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
             Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
-            Action::Beat(c) => self.beat(&mut s, c as usize)?,
-            Action::BeatLand(c) => self.beat_lands(&mut s, c as usize),
-            Action::BeatAnswer(c) => self.beat_answered(&mut s, c as usize)?,
-            Action::BeatLose(c) => {
+            Action::Beat(c, BeatEvent::Due) => self.beat(&mut s, c as usize)?,
+            Action::Beat(c, BeatEvent::Land) => self.beat_lands(&mut s, c as usize),
+            Action::Beat(c, BeatEvent::Answer) => self.beat_answered(&mut s, c as usize)?,
+            Action::Beat(c, BeatEvent::Lose) => {
                 s.left.faults -= 1;
                 s.clients[c as usize].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
             }
@@ -1239,7 +1143,7 @@ impl Clients for Machines {
             phase: Phase::Crashed { at: s.now },
             seq: c.seq,
             stray,
-            ..Client::new(0)
+            ..Client::default()
         };
     }
 }

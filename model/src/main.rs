@@ -281,7 +281,7 @@ fn session_label(cfg: &session::Config) -> String {
 }
 
 /// The lease timing: the heartbeat machine against a waiter, with a heartbeat period shorter
-/// and longer than the lease, then each timing variant.
+/// and longer than the lease, with a close and with an update, then each timing variant.
 fn check_lease(rep: &mut Report) {
     println!(
         "Lease timing: the core's held-lock machine (its heartbeats) against a waiter, with a pause, late and \
@@ -290,31 +290,13 @@ fn check_lease(rep: &mut Report) {
         lease::PROPERTY
     );
     let config = lease::Config::new();
-    let label = format!(
-        "lease {} ticks, heartbeat every {}, network delay 0 or {}, one pause of {}, {} ticks",
-        config.lease, config.period, config.delay, config.pause, config.horizon
-    );
-    let (r, s) = timed(|| lease::check(config));
-    let mut runs = vec![rep.run(label, lease_found(r), s)];
     // A heartbeat period longer than the lease: the loss is watched between heartbeats.
     let long = lease::Config {
         period: config.lease + config.lease / 2,
         ..config
     };
-    let (r, s) = timed(|| lease::check(long));
-    runs.push(rep.run(
-        format!("the same with a heartbeat every {} ticks", long.period),
-        lease_found(r),
-        s,
-    ));
     // The holder's client may close without releasing the lock: it lapses at its loss moment.
     let close = lease::Config { close: true, ..config };
-    let (r, s) = timed(|| lease::check(close));
-    runs.push(rep.run(
-        "the same, the holder's client closing once without releasing".into(),
-        lease_found(r),
-        s,
-    ));
     // The holder may write its data once (`lock.update`), its heartbeats waiting for it.
     let update = lease::Config {
         update: true,
@@ -322,27 +304,41 @@ fn check_lease(rep: &mut Report) {
         pause: 4,
         ..config
     };
-    let (r, s) = timed(|| lease::check(update));
-    runs.push(rep.run(
-        format!(
-            "the same over {} ticks with a pause of {}, the holder writing its data once",
-            update.horizon, update.pause
-        ),
-        lease_found(r),
-        s,
-    ));
-    let mut variants = Vec::new();
-    for (bug, base) in Broken::TIMING
+    let variants = Broken::TIMING
         .iter()
         .map(|b| (*b, config))
         .chain(Broken::LONG_PERIOD.iter().map(|b| (*b, long)))
         .chain(Broken::CLOSE.iter().map(|b| (*b, close)))
         .chain(Broken::UPDATE.iter().map(|b| (*b, update)))
-    {
-        let r = lease::check(lease::Config { bug: Some(bug), ..base });
-        variants.push(rep.variant(bug.name(), lease::PROPERTY, lease_found(r)));
+        .map(|(bug, base)| (bug.name(), lease::PROPERTY, lease::Config { bug: Some(bug), ..base }));
+    check_section(
+        rep,
+        "lease",
+        [config, long, close, update],
+        lease_label,
+        |cfg| lease_found(lease::check(cfg)),
+        variants,
+    );
+}
+
+/// A lease configuration, as its run is labelled: the first in full, the others by what
+/// sets them apart from it.
+fn lease_label(cfg: &lease::Config) -> String {
+    if cfg.update {
+        format!(
+            "the same over {} ticks with a pause of {}, the holder writing its data once",
+            cfg.horizon, cfg.pause
+        )
+    } else if cfg.close {
+        "the same, the holder's client closing once without releasing".into()
+    } else if cfg.period > cfg.lease {
+        format!("the same with a heartbeat every {} ticks", cfg.period)
+    } else {
+        format!(
+            "lease {} ticks, heartbeat every {}, network delay 0 or {}, one pause of {}, {} ticks",
+            cfg.lease, cfg.period, cfg.delay, cfg.pause, cfg.horizon
+        )
     }
-    rep.section("lease", runs, variants);
 }
 
 /// The lease timing outside the assumptions, where the property may fail: a waiter's clock

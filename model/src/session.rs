@@ -52,15 +52,15 @@ use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::{self, Hold};
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Adds, Answer, Env, Reply, Req, Time};
+use dynamodb_lock_core::request::{answer_of, Req, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
-use crate::beats::{BeatNet, Beats, LOCK};
+use crate::beats::{BeatEvent, BeatNet, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
-use crate::machines::{MStep, Out, Request, Sent, M};
+use crate::machines::{new_guid, MStep, Out, Request, Sent, M};
 
 /// The properties checked.
 pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", LOSS];
@@ -152,9 +152,10 @@ impl Default for Config {
 
 pub type Net = env::Net<Sent>;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Phase {
     /// Not started yet.
+    #[default]
     Idle,
     Acquiring {
         g: G,
@@ -173,7 +174,7 @@ pub enum Phase {
     Crashed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Slot {
     pub phase: Phase,
     pub machine: Option<M>,
@@ -181,18 +182,6 @@ pub struct Slot {
     pub wake: Option<Tick>,
     /// The release reported done: the first and last `guid` the item may carry for it.
     pub released: Option<(G, G)>,
-}
-
-impl Slot {
-    fn new() -> Slot {
-        Slot {
-            phase: Phase::Idle,
-            machine: None,
-            net: None,
-            wake: None,
-            released: None,
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -228,10 +217,7 @@ pub enum Action {
     Close,
     /// Client 0's machine steps an abandoned lock held through S at its loss moment.
     Lapse,
-    Beat,
-    BeatLand,
-    BeatAnswer,
-    BeatLose,
+    Beat(BeatEvent),
     StrayLand,
     StrayGone,
     Tick,
@@ -259,10 +245,10 @@ impl fmt::Debug for Action {
             Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
             Action::Close => write!(f, "c0 closes without releasing its locks"),
             Action::Lapse => write!(f, "c0's machine steps its abandoned locks"),
-            Action::Beat => write!(f, "S's heartbeat is due"),
-            Action::BeatLand => write!(f, "S's heartbeat write lands"),
-            Action::BeatAnswer => write!(f, "c0 gets S's heartbeat answer"),
-            Action::BeatLose => write!(f, "S's heartbeat write or its answer is lost"),
+            Action::Beat(BeatEvent::Due) => write!(f, "S's heartbeat is due"),
+            Action::Beat(BeatEvent::Land) => write!(f, "S's heartbeat write lands"),
+            Action::Beat(BeatEvent::Answer) => write!(f, "c0 gets S's heartbeat answer"),
+            Action::Beat(BeatEvent::Lose) => write!(f, "S's heartbeat write or its answer is lost"),
             Action::StrayLand => write!(f, "S's abandoned heartbeat write lands late"),
             Action::StrayGone => write!(f, "S's abandoned heartbeat write never lands"),
             Action::Tick => write!(f, "tick"),
@@ -303,34 +289,16 @@ impl Sessions {
         Sessions { cfg }
     }
 
-    fn env(&self, s: &State) -> Env {
-        Env {
-            now: ms(s.now),
-            unix_ms: s.now.into(),
-            cancelled: false,
-            random: 0,
-        }
-    }
-
     /// Slot `i`'s request lands: the session's item for a waiter's read or end of a session,
     /// else its own; client 0's lock writes name S.
     fn apply(&self, s: &mut State, i: usize, req: &Request) -> Ans {
-        if let Req::MarkWaiting { .. } = req {
-            return Answer::Done(Reply::Done);
-        }
         let k = if req.session().is_some() { S } else { home(i) };
         let mut fields = env::open_fields(self.cfg.lease);
         if matches!(i, 1 | 2) {
             fields.session = Some(SESSIONS[0]);
             fields.lease_duration_ms = SESSION_LOCK_LEASE_MS;
         }
-        let adds = Adds {
-            fields,
-            ttl_released: None,
-        };
-        let parts = req.parts(&adds);
-        let op = req.op(&adds, &parts);
-        let (after, reply) = core_op::apply(&op, s.items[k]);
+        let (after, reply) = env::apply(req, fields, s.items[k]);
         s.items[k] = after;
         if matches!(req, Req::EndSession { .. }) && !matches!(reply, core_op::Reply::Refused(_)) {
             s.ended = true;
@@ -356,11 +324,9 @@ impl Sessions {
 
     /// Slot `i` starts acquiring.
     fn start(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        let env = self.env(s);
+        let env = env::at(s.now);
         let g = if owner(i) == 0 {
-            s.seq += 1;
-            assert!(s.seq < 16, "guid space");
-            s.seq
+            new_guid(&mut s.seq, 0)
         } else {
             owner(i) as G * 16 + 1
         };
@@ -492,7 +458,7 @@ impl Sessions {
         m: Ending<Item, Fail>,
     ) -> Result<(), Violation> {
         if !s.waiting {
-            let env = self.env(s);
+            let env = env::at(s.now);
             let (m, step) = m.unclaimed(guid, &env);
             s.slots[i].machine = Some(M::End(m));
             return self.step(s, i, env::map(step, Out::End));
@@ -548,52 +514,19 @@ impl Sessions {
 
     /// Slot `i` ends its hold of `g`.
     fn end(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
-        self.end_guids(s, i, g, vec![g], lost, false)
+        self.ending(s, i, g, env::end(vec![g], lost, false, None, Duration::ZERO))
     }
 
     /// Slot `i` ends its hold of `g`, with a new `guid` for the acquisition waiting in line,
     /// if one waits: `ending::Ending` decides whether it hands the lock over.
     fn end_or_hand(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
-        if !s.waiting {
-            return self.end(s, i, g, lost);
-        }
-        s.seq += 1;
-        assert!(s.seq < 16, "guid space");
-        let end = End {
-            guids: vec![g],
-            lost,
-            taken: false,
-            next: Some(s.seq),
-            held_for: Duration::ZERO,
-            contended: false,
-            landed_maybe: false,
-        };
-        self.ending(s, i, g, end)
+        let next = s.waiting.then(|| new_guid(&mut s.seq, 0));
+        self.ending(s, i, g, env::end(vec![g], lost, false, next, Duration::ZERO))
     }
 
-    fn end_guids(
-        &self,
-        s: &mut State,
-        i: usize,
-        g: G,
-        guids: Vec<G>,
-        lost: bool,
-        taken: bool,
-    ) -> Result<(), Violation> {
-        let end = End {
-            guids,
-            lost,
-            taken,
-            next: None,
-            held_for: Duration::ZERO,
-            contended: false,
-            landed_maybe: false,
-        };
-        self.ending(s, i, g, end)
-    }
-
+    /// Slot `i` ends its hold of `g` through the core's `ending::Ending`.
     fn ending(&self, s: &mut State, i: usize, g: G, end: End<G>) -> Result<(), Violation> {
-        let env = self.env(s);
+        let env = env::at(s.now);
         let (m, step) = Ending::start(self.cfg.lock(0), end, &env);
         let c = &mut s.slots[i];
         c.phase = Phase::Releasing { g };
@@ -617,7 +550,7 @@ impl Sessions {
                     }
                     held::Release::Write { guids, taken } => {
                         let lost = h.hold().lost.is_some();
-                        self.end_guids(s, i, g, guids, lost, taken)
+                        self.ending(s, i, g, env::end(guids, lost, taken, None, Duration::ZERO))
                     }
                     held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
                 }
@@ -691,26 +624,17 @@ impl Sessions {
 
     fn beat_steps(&self, s: &mut State, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
         let now = s.now;
-        let stray = &mut s.stray;
         let h = s.hb.as_mut().expect("heartbeats");
-        let carried = h.carry(actions, |gs, new| {
-            if stray.is_none() {
-                *stray = Some((gs, new));
-            }
-        });
+        let carried = h.carry(actions);
+        s.stray = s.stray.or(carried.abandoned);
         // Once its writing heartbeats are spent, the scheduler still steps it at the loss
         // moment.
         if carried.renewed.is_some() && h.left == 0 {
             h.stop_writing();
         }
-        if let Phase::Holding { until: u, .. } = &mut s.slots[SESSION_SLOT].phase {
-            if let Some(until) = carried.renewed {
-                *u = until;
-            }
-            // Client 0's machine told every lock held through S of the loss.
-            if carried.lost {
-                *u = now;
-            }
+        // Once lost, S lasts no longer (client 0's machine told every lock held through S).
+        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut s.slots[SESSION_SLOT].phase, carried.until(now)) {
+            *u = until;
         }
         if let Some(release) = carried.release {
             let Phase::Releasing { g, .. } = s.slots[SESSION_SLOT].phase else {
@@ -718,7 +642,8 @@ impl Sessions {
             };
             if let held::Release::Write { guids, taken } = release {
                 let lost = s.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
-                return self.end_guids(s, SESSION_SLOT, g, guids, lost, taken);
+                let end = env::end(guids, lost, taken, None, Duration::ZERO);
+                return self.ending(s, SESSION_SLOT, g, end);
             }
         }
         Ok(())
@@ -765,11 +690,7 @@ impl Sessions {
         let now = s.now;
         let seq = &mut s.seq;
         let h = s.hb.as_mut().expect("heartbeats");
-        let actions = h.step(now, || {
-            *seq += 1;
-            assert!(*seq < 16, "guid space");
-            *seq
-        });
+        let actions = h.step(now, || new_guid(seq, 0));
         self.beat_steps(s, actions)
     }
 
@@ -777,10 +698,6 @@ impl Sessions {
         let now = s.now;
         let actions = s.hb.as_mut().expect("heartbeats").answered(now);
         self.beat_steps(s, actions)
-    }
-
-    fn crashed_slot(&self, s: &State, i: usize) -> bool {
-        s.slots[i].phase == Phase::Crashed
     }
 
     /// Client 0's acquisitions are over (held, failed or ended): the rivals start.
@@ -826,7 +743,7 @@ impl Model for Sessions {
         let mut s = State {
             now: 0,
             items: [None; 3],
-            slots: vec![Slot::new(); RIVAL_SLOT + self.cfg.rivals as usize],
+            slots: vec![Slot::default(); RIVAL_SLOT + self.cfg.rivals as usize],
             hb: None,
             stray: None,
             seq: 0,
@@ -848,7 +765,7 @@ impl Model for Sessions {
             out.push(Action::StrayLand);
             out.push(Action::StrayGone);
         }
-        let c0_crashed = self.crashed_slot(s, SESSION_SLOT);
+        let c0_crashed = s.slots[SESSION_SLOT].phase == Phase::Crashed;
         for (i, c) in s.slots.iter().enumerate() {
             if c.phase == Phase::Crashed {
                 continue;
@@ -906,24 +823,7 @@ impl Model for Sessions {
             }
         }
         if let (Some(h), false) = (&s.hb, c0_crashed) {
-            if h.due(false) && h.wake().is_some_and(|w| w <= s.now) {
-                out.push(Action::Beat);
-            }
-            match h.net.map(|n| n.2) {
-                Some(BeatNet::Out) => {
-                    out.push(Action::BeatLand);
-                    if s.left.faults > 0 {
-                        out.push(Action::BeatLose);
-                    }
-                }
-                Some(BeatNet::Landed(_)) => {
-                    out.push(Action::BeatAnswer);
-                    if s.left.faults > 0 {
-                        out.push(Action::BeatLose);
-                    }
-                }
-                _ => {}
-            }
+            h.may_happen(false, s.now, s.left.faults, |e| out.push(Action::Beat(e)));
         }
         if !self.due(s) && self.time_matters(s) {
             out.push(Action::Tick);
@@ -941,14 +841,14 @@ impl Model for Sessions {
             Action::GiveUp => s.waiting = false,
             Action::Close => self.close(&mut s),
             Action::Lapse => self.lapse(&mut s),
-            Action::Beat => self.beat(&mut s)?,
-            Action::BeatLand => {
+            Action::Beat(BeatEvent::Due) => self.beat(&mut s)?,
+            Action::Beat(BeatEvent::Land) => {
                 let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();
                 let ok = self.renew(&mut s, gs, new);
                 s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
             }
-            Action::BeatAnswer => self.beat_answered(&mut s)?,
-            Action::BeatLose => {
+            Action::Beat(BeatEvent::Answer) => self.beat_answered(&mut s)?,
+            Action::Beat(BeatEvent::Lose) => {
                 s.left.faults -= 1;
                 s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
             }
@@ -995,7 +895,7 @@ impl Clients for Sessions {
     }
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
-        let env = self.env(s);
+        let env = env::at(s.now);
         let step = M::resume(&mut s.slots[i].machine, a, &env);
         self.step(s, i, step)
     }
@@ -1007,7 +907,7 @@ impl Clients for Sessions {
         for j in slots {
             s.slots[j] = Slot {
                 phase: Phase::Crashed,
-                ..Slot::new()
+                ..Slot::default()
             };
         }
         if owner(i) == 0 {
@@ -1122,7 +1022,7 @@ pub fn broken_config(b: Broken) -> Config {
 pub fn tell(s: &State, a: &Action) -> String {
     let request = match *a {
         Action::Event(i, e) if e.on_the_wire() => s.slots[i as usize].net.as_ref().map(|n| format!("{:?}", n.sent.req)),
-        Action::BeatLand | Action::BeatLose | Action::BeatAnswer => {
+        Action::Beat(e) if e != BeatEvent::Due => {
             s.hb.as_ref()
                 .and_then(|h| h.net)
                 .map(|(gs, new, _)| format!("renew {gs:?} -> {new}"))

@@ -42,7 +42,7 @@ fn show(f: &Failure) {
     }
 }
 
-/// Prints how the protocol as it ships fared; whether it holds.
+/// Prints how the protocol as it ships fared, then heads its broken variants; whether it holds.
 fn ships(o: &Outcome, seed: u64) -> bool {
     println!(
         "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
@@ -53,7 +53,15 @@ fn ships(o: &Outcome, seed: u64) -> bool {
     if let Some(f) = &o.failure {
         show(f);
     }
+    println!("Broken variants (each must be caught):");
     o.failure.is_none()
+}
+
+/// Prints that each of `bugs` is left to the exhaustive model.
+fn left(bugs: impl IntoIterator<Item = Broken>) {
+    for bug in bugs {
+        println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
+    }
 }
 
 /// Prints how variant `name` fared (`caught`: whether a failing property shows it), and
@@ -110,13 +118,9 @@ fn main() {
     println!("Property: {PROPERTY}");
     let out = simulate(seed, steps, None);
     let mut holds = ships(&out, seed);
-    println!("Broken variants (each must be caught):");
     // An update that takes the whole lease shows only when a lost write, a parked heartbeat
     // and a rival's take line up to the tick, with the holder never paused.
-    println!(
-        "  {}: left to the exhaustive model (`npm run model`)",
-        Broken::UpdateTakesWholeLease.name()
-    );
+    left([Broken::UpdateTakesWholeLease]);
     for bug in Broken::TIMING.into_iter().chain([Broken::ParkedMissesLapse]) {
         // Each variant from the same seeds, until caught (or as many steps, and at least a
         // million: a rare schedule may be needed).
@@ -130,7 +134,6 @@ fn main() {
     );
     let m = simulate_machines(seed, steps, None);
     holds &= ships(&m, seed);
-    println!("Broken variants (each must be caught):");
     for bug in Bug::ALL {
         let b = simulate_machines(seed, steps.max(1_000_000), Some(bug));
         check(variant(
@@ -150,14 +153,12 @@ fn main() {
     let fifo_steps = (steps / 4).max(1);
     let f = simulate_fifo(seed, fifo_steps, None);
     holds &= ships(&f, seed);
-    println!("Broken variants (each must be caught):");
-    for bug in Broken::FIFO
-        .into_iter()
-        .chain(Broken::SEMAPHORE)
-        .filter(|b| !fifo_machines::SIMULATED.contains(b))
-    {
-        println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
-    }
+    left(
+        Broken::FIFO
+            .into_iter()
+            .chain(Broken::SEMAPHORE)
+            .filter(|b| !fifo_machines::SIMULATED.contains(b)),
+    );
     for bug in fifo_machines::SIMULATED {
         // Waiters that slow their reads as they wait meet a give-up racing a grant less often
         // per step: from seed 1 the give-up variant shows after some 540,000 steps.
@@ -172,13 +173,11 @@ fn main() {
     );
     let se = simulate_session(seed, steps, None);
     holds &= ships(&se, seed);
-    println!("Broken variants (each must be caught):");
-    for bug in session::VARIANTS
-        .into_iter()
-        .filter(|b| !session::SIMULATED.contains(b))
-    {
-        println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
-    }
+    left(
+        session::VARIANTS
+            .into_iter()
+            .filter(|b| !session::SIMULATED.contains(b)),
+    );
     for bug in session::SIMULATED {
         let b = simulate_session(seed, steps.max(1_000_000), Some(bug));
         check(variant(
