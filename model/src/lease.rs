@@ -249,11 +249,6 @@ impl LeaseModel {
         s.paused_until.is_some()
     }
 
-    /// The holder's timer instant, if it has one.
-    fn holder_due(&self, s: &State) -> Option<Tick> {
-        s.holder.poll_timeout().map(tick)
-    }
-
     /// The holder has declared the loss of its lock.
     fn lost(s: &State) -> bool {
         s.holder.lost.is_some()
@@ -503,20 +498,17 @@ impl Model for LeaseModel {
         let _variant = Variant::set(self.config.bug);
         let mut forced = false;
         if !self.paused(s) {
-            if self.holder_due(s).is_some_and(|d| d <= s.now) {
+            // The holder's timer fires at the instant it asked for.
+            if s.holder.poll_timeout().is_some_and(|d| tick(d) <= s.now) {
                 forced = true;
                 let n = self.writes_of(s, None);
-                for fates in self.fate_choices(n) {
-                    out.push(Action::HolderTimer(fates));
-                }
+                out.extend(self.fate_choices(n).into_iter().map(Action::HolderTimer));
             }
             for (i, w) in s.writes.iter().enumerate() {
                 if w.awaited && w.answer_at.is_some_and(|at| at <= s.now) {
                     forced = true;
                     let n = self.writes_of(s, Some(i));
-                    for fates in self.fate_choices(n) {
-                        out.push(Action::HolderAnswer(i, fates));
-                    }
+                    out.extend(self.fate_choices(n).into_iter().map(|f| Action::HolderAnswer(i, f)));
                 }
             }
             if !s.pause_used && !Self::lost(s) {

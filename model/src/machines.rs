@@ -1198,9 +1198,7 @@ impl Machines {
         }
         Ok(())
     }
-}
 
-impl Machines {
     /// Bounded liveness, FailClosed: a lock whose item is gone is granted, within a waiter's
     /// pause after waiting as long as it had (the core's `reread_interval`, or the next
     /// attempt if sooner) and three request timeouts of its going (or of the start of the
