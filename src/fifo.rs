@@ -23,7 +23,7 @@ use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
-use crate::queues::{Mine, Queues};
+use crate::queues::Mine;
 use crate::store::OpenFields;
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
@@ -60,17 +60,7 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
             // Entries renew at their own pace (`settings::Lock::entry_renew`).
             let mut settings = c.settings.clone();
             settings.protocol.heartbeat_period = c.settings.protocol.entry_renew();
-            Arc::new(Shared {
-                machine: c.machine.clone(),
-                ..Shared::new(
-                    c.clock,
-                    c.store.clone(),
-                    settings,
-                    Arc::new(Quiet),
-                    c.heartbeats.uncapped(),
-                    Queues::default(),
-                )
-            })
+            Arc::new(c.part(settings, c.heartbeats.uncapped()))
         })
         .clone()
 }
@@ -1037,7 +1027,7 @@ mod tests {
             c.settings.clone(),
             c.events.clone(),
             crate::heartbeat::LazyHeartbeats::in_runtime(0),
-            Queues::new(
+            crate::queues::Queues::new(
                 "ttl".into(),
                 TableNames {
                     table: "locks".into(),

@@ -137,6 +137,25 @@ impl Shared {
         }
     }
 
+    /// What locks held for this client's own bookkeeping share (its session's item, its Fifo
+    /// queue entries): its clock, store, client machine, tasks and close, with `settings` of
+    /// their own, no events, and `heartbeats`.
+    pub(crate) fn part(&self, settings: Settings, heartbeats: Box<dyn Scheduler>) -> Shared {
+        Shared {
+            tasks: self.tasks.clone(),
+            closing: self.closing.clone(),
+            machine: self.machine.clone(),
+            ..Shared::new(
+                self.clock,
+                self.store.clone(),
+                settings,
+                Arc::new(crate::fifo::Quiet),
+                heartbeats,
+                Queues::default(),
+            )
+        }
+    }
+
     pub(crate) fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
         self.machine.lock().unwrap_or_else(|p| p.into_inner())
     }

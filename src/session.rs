@@ -54,21 +54,9 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
     let mut settings = c.settings.clone();
     // The session's item holds through its own lease, and is not itself held through a session.
     settings.session = false;
-    let shared = Arc::new(Shared {
-        // Its undos and its release at `close()` are the client's tasks.
-        tasks: c.tasks.clone(),
-        closing: c.closing.clone(),
-        machine: c.machine.clone(),
-        ..Shared::new(
-            c.clock,
-            c.store.clone(),
-            settings,
-            Arc::new(crate::fifo::Quiet),
-            // The client's own scheduler, under its cap.
-            c.heartbeats.share(),
-            Default::default(),
-        )
-    });
+    // Its undos and its release at `close()` are the client's tasks; the client's own
+    // scheduler heartbeats it, under its cap.
+    let shared = Arc::new(c.part(settings, c.heartbeats.share()));
     let taken = fail_open::acquire(&shared, &key, None, false, None, cancel)
         .await
         .map_err(|e| explain(e, c, sorted))?;
