@@ -810,26 +810,12 @@ impl NativeClient {
             sort: sort.map(key_value).transpose()?,
         };
         let data = data.map(lock_data).transpose()?;
-        let client = self.inner.clone();
-        let cancels = self.cancels.clone();
-        let events = self.events.clone();
         // The local line's turns follow the order of the calls, not of the tasks' first polls.
-        let place = client.join(&key);
-        answer(&self.answers, &self.inner.tasks, request, async move {
-            let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(
-                &cancel,
-                client.settings.protocol.waiting_report_period(),
-                events,
-                request,
-            );
-            let until_aborted = until_aborted.unwrap_or(false);
-            let result = client
-                .acquire_joined(key, place, data.as_ref(), until_aborted, &cancel)
-                .await;
-            let outcome = acquired(request, result.map(|lock| vec![lock]), false, &cancel).await;
-            cancels.forget(id);
-            outcome
+        let place = self.inner.join(&key);
+        let until_aborted = until_aborted.unwrap_or(false);
+        self.acquisition(request, cancel_id, false, move |client, cancel| async move {
+            let taken = client.acquire_joined(key, place, data.as_ref(), until_aborted, &cancel);
+            taken.await.map(|lock| vec![lock])
         });
         Ok(())
     }
@@ -867,23 +853,32 @@ impl NativeClient {
             }
         };
         let wait = (wait_ms.is_finite() && wait_ms >= 0.0).then(|| Duration::from_millis(wait_ms as u64));
+        self.acquisition(request, cancel_id, true, move |client, cancel| async move {
+            fifo::acquire(&client.shared, resources, sem, wait, &cancel).await
+        });
+        Ok(())
+    }
+
+    /// Runs acquisition `work` as request `request`: cancellable under `cancel_id`, telling
+    /// its waits, and answered with the locks it took (registered for JavaScript) or its error
+    /// (`acquired`; `several`: every lock's id too).
+    fn acquisition<F, Fut>(&self, request: u32, cancel_id: Option<u32>, several: bool, work: F)
+    where
+        F: FnOnce(Arc<Client>, Arc<Cancel>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = std::result::Result<Vec<Arc<HeldLock>>, LockError>> + Send,
+    {
         let client = self.inner.clone();
         let cancels = self.cancels.clone();
         let events = self.events.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let (id, cancel) = cancels.register(cancel_id);
-            tell_waiting(
-                &cancel,
-                client.settings.protocol.waiting_report_period(),
-                events,
-                request,
-            );
-            let result = fifo::acquire(&client.shared, resources, sem, wait, &cancel).await;
-            let outcome = acquired(request, result, true, &cancel).await;
+            let period = client.settings.protocol.waiting_report_period();
+            tell_waiting(&cancel, period, events, request);
+            let result = work(client, cancel.clone()).await;
+            let outcome = acquired(request, result, several, &cancel).await;
             cancels.forget(id);
             outcome
         });
-        Ok(())
     }
 
     /// Starts releasing a held lock; the answer carries `request` and an error to rethrow,
