@@ -72,11 +72,19 @@ pub enum NetState {
     Lost,
 }
 
-/// A request on its way: what it was sent as, and how it stands.
+/// A request on its way: what it was sent as, when it times out, and how it stands.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Net<R> {
     pub sent: R,
+    pub timeout_at: Tick,
     pub state: NetState,
+}
+
+impl<R> Net<R> {
+    /// It has not landed yet.
+    pub fn out(&self) -> bool {
+        self.state == NetState::Out
+    }
 }
 
 /// The faults (lost or throttled requests and answers) and the crashes still to happen.
@@ -183,7 +191,7 @@ pub enum Carried<O> {
 }
 
 /// Carries a machine's step for a client whose request and timer are `net` and `wake`, at
-/// `now`; `sent` makes the request as the model keeps it, with its timeout.
+/// `now`; `sent` makes the request as the model keeps it (given its timeout).
 pub fn carry<S, O>(
     step: Step<G, Ver, O>,
     now: Tick,
@@ -203,8 +211,10 @@ pub fn carry<S, O>(
         // Past its timeout already: the driver does not send it.
         Step::Send { timeout_at, .. } if tick(timeout_at) <= now => Carried::Answer(TIMED_OUT),
         Step::Send { req, timeout_at } => {
+            let timeout_at = tick(timeout_at);
             *net = Some(Net {
-                sent: sent(req, tick(timeout_at)),
+                sent: sent(req, timeout_at),
+                timeout_at,
                 state: NetState::Out,
             });
             Carried::Set
@@ -272,17 +282,17 @@ pub enum Event {
 }
 
 impl Event {
-    /// The events that may happen to a client's request on its way (how it stands, and when
-    /// it times out) while `faults` may still happen, and the end of its machine's wait.
-    pub fn may_happen(
-        request: Option<(&NetState, Tick)>,
+    /// The events that may happen to a client's request on its way while `faults` may still
+    /// happen, and the end of its machine's wait.
+    pub fn may_happen<R>(
+        request: Option<&Net<R>>,
         wake: Option<Tick>,
         now: Tick,
         faults: u8,
         mut push: impl FnMut(Event),
     ) {
-        if let Some((state, timeout_at)) = request {
-            match state {
+        if let Some(n) = request {
+            match n.state {
                 NetState::Out => {
                     push(Event::Land);
                     if faults > 0 {
@@ -298,7 +308,7 @@ impl Event {
                 }
                 NetState::Lost => {}
             }
-            if timeout_at <= now {
+            if n.timeout_at <= now {
                 push(Event::TimeOut);
             }
         }
@@ -307,12 +317,12 @@ impl Event {
         }
     }
 
-    /// The crashes that may happen to a client while `crashes` may still happen
-    /// (`request_out`: its request on its way has not landed, and may land as it crashes).
-    pub fn may_crash(crashes: u8, request_out: bool, mut push: impl FnMut(Event)) {
+    /// The crashes that may happen to a client while `crashes` may still happen (a request
+    /// on its way that has not landed may land as it crashes).
+    pub fn may_crash<R>(crashes: u8, request: Option<&Net<R>>, mut push: impl FnMut(Event)) {
         if crashes > 0 {
             push(Event::Crash(false));
-            if request_out {
+            if request.is_some_and(Net::out) {
                 push(Event::Crash(true));
             }
         }
@@ -411,7 +421,7 @@ pub fn happen<M: Clients>(m: &M, s: &mut M::State, i: usize, e: Event) -> Result
         Event::Crash(landed) => {
             let (left, request, _) = M::wire(s, i);
             left.crashes -= 1;
-            if landed && request.as_ref().is_some_and(|n| n.state == NetState::Out) {
+            if landed && request.as_ref().is_some_and(Net::out) {
                 m.land(s, i);
             }
             m.crashed(s, i);

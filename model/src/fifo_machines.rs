@@ -189,14 +189,12 @@ pub enum Rq {
     Permit(Req<G, Ver>, G, u8),
 }
 
-/// A request sent, to lock `k`'s item `slot` (0: the head; else the queue position), and
-/// when it times out.
+/// A request sent, to lock `k`'s item `slot` (0: the head; else the queue position).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sent {
     pub rq: Rq,
     pub k: u8,
     pub slot: u8,
-    pub timeout_at: Tick,
 }
 
 /// A request on its way.
@@ -776,12 +774,8 @@ impl FifoMachines {
             return Ok(Some(Input::Answer(TIMED_OUT)));
         }
         s.clients[i].net = Some(Net {
-            sent: Sent {
-                rq,
-                k,
-                slot,
-                timeout_at,
-            },
+            sent: Sent { rq, k, slot },
+            timeout_at,
             state: NetState::Out,
         });
         Ok(None)
@@ -858,7 +852,7 @@ impl FifoMachines {
     fn due(&self, s: &State, c: &Client) -> bool {
         c.phase != Phase::Crashed
             && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
+                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
                 || c.entries
                     .iter()
                     .flatten()
@@ -1032,8 +1026,7 @@ impl Model for FifoMachines {
                 continue;
             }
             due |= self.due(s, c);
-            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
-            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
+            Event::may_happen(c.net.as_ref(), c.wake, s.now, s.left.faults, |e| {
                 out.push(Action::Event(ci, e))
             });
             for (r, e) in c.entries.iter().enumerate() {
@@ -1041,10 +1034,9 @@ impl Model for FifoMachines {
                     out.push(Action::Beat(ci, r as u8));
                 }
             }
-            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
             // The process of clients 0 and 1 does not crash (`process`).
             let crashes = if self.cfg.process && i < 2 { 0 } else { s.left.crashes };
-            Event::may_crash(crashes, out_now, |e| out.push(Action::Event(ci, e)));
+            Event::may_crash(crashes, c.net.as_ref(), |e| out.push(Action::Event(ci, e)));
             match c.phase {
                 Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {
                     for set in 0..self.sets().len() as u8 {

@@ -283,13 +283,12 @@ impl M {
     }
 }
 
-/// A request sent: what it asks, and when it times out.
+/// A request sent: what it asks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sent {
     pub req: Request,
-    pub timeout_at: Tick,
     /// Past this tick an answer still to come makes the request slower than a request
-    /// timeout (for liveness): `timeout_at`, or for a request without a timeout of its own
+    /// timeout (for liveness): its timeout, or for a request without a timeout of its own
     /// (`original`), a request timeout after it was sent.
     pub slow_at: Tick,
 }
@@ -377,7 +376,6 @@ impl Undoing {
         loop {
             let sent = |req, timeout_at| Sent {
                 req,
-                timeout_at,
                 slow_at: timeout_at,
             };
             match env::carry(step, now, &mut self.net, &mut self.wake, sent) {
@@ -555,7 +553,6 @@ impl Machines {
         let c = &mut s.clients[i];
         let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
             req,
-            timeout_at,
             slow_at: timeout_at.min(now.saturating_add(request_timeout)),
         });
         match carried {
@@ -767,12 +764,12 @@ impl Machines {
     fn due(&self, s: &State, c: &Client) -> bool {
         !matches!(c.phase, Phase::Crashed { .. })
             && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
+                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
                 || c.hb
                     .as_ref()
                     .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
                 || c.undo.as_ref().is_some_and(|u| {
-                    u.wake.is_some_and(|w| w <= s.now) || u.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now)
+                    u.wake.is_some_and(|w| w <= s.now) || u.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
                 }))
     }
 
@@ -976,12 +973,11 @@ impl Model for Machines {
                 continue;
             }
             due |= self.due(s, c);
-            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
-            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
+            Event::may_happen(c.net.as_ref(), c.wake, s.now, s.left.faults, |e| {
                 out.push(Action::Event(ci, e))
             });
             if let Some(u) = &c.undo {
-                match u.net.as_ref().map(|n| (&n.state, n.sent.timeout_at)) {
+                match u.net.as_ref().map(|n| (&n.state, n.timeout_at)) {
                     Some((_, at)) if at <= s.now => out.push(Action::UndoTimeOut(ci)),
                     Some((NetState::Out, _)) => {
                         out.push(Action::UndoLand(ci));
@@ -999,8 +995,7 @@ impl Model for Machines {
             if let Some(h) = &c.hb {
                 h.may_happen(true, s.now, s.left.faults, |e| out.push(Action::Beat(ci, e)));
             }
-            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
-            Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
+            Event::may_crash(s.left.crashes, c.net.as_ref(), |e| out.push(Action::Event(ci, e)));
             match c.phase {
                 // A client's first acquisition starts at the beginning; a later one at any time.
                 Phase::Idle if c.left > 0 && (s.now == 0 || c.left < self.cfg.acquisitions) => {

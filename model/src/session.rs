@@ -56,7 +56,7 @@ use dynamodb_lock_core::request::{answer_of, Req, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatEvent, BeatNet, Beats, LOCK};
-use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
+use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
@@ -310,7 +310,6 @@ impl Sessions {
         let c = &mut s.slots[i];
         match env::carry(step, s.now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
             req,
-            timeout_at,
             slow_at: timeout_at,
         }) {
             env::Carried::Answer(a) => self.deliver(s, i, a),
@@ -712,8 +711,7 @@ impl Sessions {
         start
             || s.slots.iter().any(|c| {
                 c.phase != Phase::Crashed
-                    && (c.wake.is_some_and(|w| w <= s.now)
-                        || c.net.as_ref().is_some_and(|n| n.sent.timeout_at <= s.now))
+                    && (c.wake.is_some_and(|w| w <= s.now) || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now))
             })
             || s.hb
                 .as_ref()
@@ -771,14 +769,12 @@ impl Model for Sessions {
                 continue;
             }
             let ci = i as u8;
-            let request = c.net.as_ref().map(|n| (&n.state, n.sent.timeout_at));
-            Event::may_happen(request, c.wake, s.now, s.left.faults, |e| {
+            Event::may_happen(c.net.as_ref(), c.wake, s.now, s.left.faults, |e| {
                 out.push(Action::Event(ci, e))
             });
-            let out_now = c.net.as_ref().is_some_and(|n| n.state == NetState::Out);
             if owner(i) != 0 || i == SESSION_SLOT {
-                Event::may_crash(s.left.crashes, out_now, |e| out.push(Action::Event(ci, e)));
-            } else if s.left.crashes > 0 && out_now {
+                Event::may_crash(s.left.crashes, c.net.as_ref(), |e| out.push(Action::Event(ci, e)));
+            } else if s.left.crashes > 0 && c.net.as_ref().is_some_and(Net::out) {
                 // Client 0 crashes with this slot's request landing.
                 out.push(Action::Event(ci, Event::Crash(true)));
             }
