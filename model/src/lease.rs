@@ -27,7 +27,7 @@ use dynamodb_lock_core::heartbeat::{Answer, Config as BeatConfig};
 use dynamodb_lock_core::held::Update;
 use dynamodb_lock_core::hold::{Action as Step, Hold};
 use dynamodb_lock_core::op::Reply;
-use dynamodb_lock_core::request::{answer_of, Ended, Env, Machine as _, Once, Policy, Req, Step as MStep};
+use dynamodb_lock_core::request::{answer_of, Ended, Env, Machine as _, Once, Req, Step as MStep};
 use dynamodb_lock_core::settings::Kind;
 
 use crate::env::{self, ms, tick, Fail, Tick};
@@ -382,12 +382,12 @@ impl LeaseModel {
         let (Update::Write { guids }, by) = s.holder.update(now, None) else {
             unreachable!("offered only while the holder's machine writes")
         };
-        let mut policy = Policy::new(1, ms(self.config.lease));
-        policy.base_backoff = ms(1);
-        policy.max_backoff = ms(2);
-        if let Some(by) = by {
-            policy = policy.until(by);
-        }
+        let lease = self.config.lease;
+        let policy = env::lock(Kind::FailOpen, lease, WAITER_REREAD, lease, 1).policy(1);
+        let policy = match by {
+            Some(by) => policy.until(by),
+            None => policy,
+        };
         let (m, step) = Once::start(Req::SetData { guids }, policy, None, now);
         s.update_used = true;
         s.updating = Some(Updating {

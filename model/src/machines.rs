@@ -1174,21 +1174,8 @@ impl Machines {
             let Some(it) = s.items[k].filter(|it| !it.released && it.guid != 0) else {
                 continue;
             };
-            let Phase::Crashed { at } = s.clients[owner(it.guid)].phase else {
-                continue;
-            };
-            for i in 1..self.cfg.clients {
-                let c = &s.clients[i];
-                let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
-                if acquiring && s.now > at.max(c.since) + bound {
-                    return Err(Violation {
-                        property: "liveness",
-                        detail: format!(
-                            "lock {k}'s holder crashed at tick {at}; at tick {} c{i} still waits for it",
-                            s.now
-                        ),
-                    });
-                }
+            if let Phase::Crashed { at } = s.clients[owner(it.guid)].phase {
+                self.served_within(s, k, at, "'s holder crashed at", |_| bound)?;
             }
         }
         Ok(())
@@ -1205,22 +1192,37 @@ impl Machines {
                 continue;
             }
             let at = s.freed_at[k];
-            for i in 1..self.cfg.clients {
-                let c = &s.clients[i];
+            self.served_within(s, k, at, " is free since", |c| {
                 let waited = Duration::from_millis(at.saturating_sub(c.since).into());
                 let pause = lock.reread_interval(true, waited).min(lock.acquire_period);
                 let pause = Tick::try_from(pause.as_millis()).unwrap_or(Tick::MAX);
-                let bound = pause.saturating_add(3 * self.cfg.request_timeout + 1);
-                let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
-                if acquiring && s.now > at.max(c.since).saturating_add(bound) {
-                    return Err(Violation {
-                        property: "liveness",
-                        detail: format!(
-                            "lock {k} is free since tick {at}; at tick {} c{i} still waits for it",
-                            s.now
-                        ),
-                    });
-                }
+                pause.saturating_add(3 * self.cfg.request_timeout + 1)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Liveness for lock `k`, which `happened` (told after the lock's id) at tick `at`: no
+    /// client but 0 still acquires it `bound` ticks after `at`, or after its acquisition
+    /// started if later.
+    fn served_within(
+        &self,
+        s: &State,
+        k: usize,
+        at: Tick,
+        happened: &str,
+        bound: impl Fn(&Client) -> Tick,
+    ) -> Result<(), Violation> {
+        for (i, c) in s.clients.iter().enumerate().skip(1) {
+            let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
+            if acquiring && s.now > at.max(c.since).saturating_add(bound(c)) {
+                return Err(Violation {
+                    property: "liveness",
+                    detail: format!(
+                        "lock {k}{happened} tick {at}; at tick {} c{i} still waits for it",
+                        s.now
+                    ),
+                });
             }
         }
         Ok(())

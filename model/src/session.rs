@@ -511,15 +511,11 @@ impl Sessions {
         }
     }
 
-    /// Slot `i` ends its hold of `g`.
+    /// Slot `i` ends its hold of `g`; a lock of client 0 with a new `guid` for the
+    /// acquisition waiting in line, if one waits: `ending::Ending` decides whether it hands
+    /// the lock over.
     fn end(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
-        self.ending(s, i, g, env::end(vec![g], lost, false, None, Duration::ZERO))
-    }
-
-    /// Slot `i` ends its hold of `g`, with a new `guid` for the acquisition waiting in line,
-    /// if one waits: `ending::Ending` decides whether it hands the lock over.
-    fn end_or_hand(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
-        let next = s.waiting.then(|| new_guid(&mut s.seq, 0));
+        let next = (i < RIVAL_SLOT && s.waiting).then(|| new_guid(&mut s.seq, 0));
         self.ending(s, i, g, env::end(vec![g], lost, false, next, Duration::ZERO))
     }
 
@@ -560,7 +556,7 @@ impl Sessions {
                 let c = &mut s.hb.as_mut().expect("client 0's machine").client;
                 c.release(i as Id, Kind::FailOpen, now);
                 let lost = c.hold(i as Id).is_some_and(|h| h.lost.is_some());
-                self.end_or_hand(s, i, g, lost)
+                self.end(s, i, g, lost)
             }
             _ => {
                 let lost = until <= s.now;
