@@ -529,6 +529,13 @@ impl Sessions {
         self.step(s, i, env::map(step, Out::End))
     }
 
+    /// S's release writes once its heartbeat lets it, the item carrying any of `guids`
+    /// (`taken`: another holder took S).
+    fn end_session(&self, s: &mut State, g: G, guids: Vec<G>, taken: bool) -> Result<(), Violation> {
+        let lost = s.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
+        self.ending(s, SESSION_SLOT, g, env::end(guids, lost, taken, None, Duration::ZERO))
+    }
+
     /// `release()` on slot `i`'s lock (client 0's session: once its locks are let go).
     fn release(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         let Phase::Holding { g, until, .. } = s.slots[i].phase else {
@@ -543,10 +550,7 @@ impl Sessions {
                         s.slots[i].phase = Phase::Releasing { g };
                         Ok(())
                     }
-                    held::Release::Write { guids, taken } => {
-                        let lost = h.hold().lost.is_some();
-                        self.ending(s, i, g, env::end(guids, lost, taken, None, Duration::ZERO))
-                    }
+                    held::Release::Write { guids, taken } => self.end_session(s, g, guids, taken),
                     held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
                 }
             }
@@ -636,9 +640,7 @@ impl Sessions {
                 unreachable!("S's release waits")
             };
             if let held::Release::Write { guids, taken } = release {
-                let lost = s.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
-                let end = env::end(guids, lost, taken, None, Duration::ZERO);
-                return self.ending(s, SESSION_SLOT, g, end);
+                return self.end_session(s, g, guids, taken);
             }
         }
         Ok(())
