@@ -60,7 +60,7 @@ use dynamodb_lock_core::settings::{self, Kind, Lock};
 
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick, TIMED_OUT};
 use crate::explore::{self, Checked, Model, Violation};
-use crate::item::{Item, Ver, G};
+use crate::item::{small, Item, Ver, G};
 
 /// Clients have guids of their own: client `i`'s are `i * GUIDS + 1 ..`.
 pub const MAX_CLIENTS: usize = 8;
@@ -326,10 +326,6 @@ impl fmt::Debug for Action {
             Action::Tick => write!(f, "tick"),
         }
     }
-}
-
-fn small(v: u64) -> u8 {
-    u8::try_from(v).expect("the model's tokens and positions stay below 256")
 }
 
 /// What a client knows of itself, for the machine: new guids, the entries it heartbeats, the

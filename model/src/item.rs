@@ -70,7 +70,8 @@ impl Item {
     }
 }
 
-fn small(v: u64) -> u8 {
+/// A token, position or count as the model keeps it.
+pub fn small(v: u64) -> u8 {
     u8::try_from(v).expect("the model's tokens and positions stay below 256")
 }
 

@@ -60,7 +60,7 @@ use dynamodb_lock_core::{fail_closed, fail_open, original};
 use crate::beats::{BeatEvent, BeatNet, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
-use crate::item::{Item, Ver, G};
+use crate::item::{small, Item, Ver, G};
 
 /// Clients have guids of their own (a guid's client is `guid / 16`).
 pub const MAX_CLIENTS: usize = 15;
@@ -687,7 +687,7 @@ impl Machines {
     /// `beats` it heartbeats.
     fn taken(&self, s: &mut State, i: usize, k: u8, g: G, fencing_token: u64, sent_at: Time) -> Result<(), Violation> {
         let until = tick(sent_at + ms(self.cfg.lease));
-        let token = u8::try_from(fencing_token).expect("small tokens");
+        let token = small(fencing_token);
         env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)?;
         self.holds(s, i, k, g, token, Some(until));
         if self.cfg.beats > 0 {

@@ -58,7 +58,7 @@ use dynamodb_lock_core::settings::{Kind, Lock};
 use crate::beats::{BeatEvent, BeatNet, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, Tick};
 use crate::explore::{self, Checked, Model, Violation};
-use crate::item::{Item, G, SESSIONS};
+use crate::item::{small, Item, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
 use crate::machines::{new_guid, MStep, Out, Request, Sent, M};
 
@@ -404,10 +404,7 @@ impl Sessions {
                 Out::Open(fail_open::Outcome::Taken {
                     fencing_token, sent_at, ..
                 }),
-            ) => {
-                let token = u8::try_from(fencing_token).expect("small tokens");
-                self.taken(s, i, g, token, sent_at)
-            }
+            ) => self.taken(s, i, g, small(fencing_token), sent_at),
             (Phase::Acquiring { .. }, _) => {
                 s.slots[i].phase = Phase::Done;
                 match i {
@@ -463,7 +460,7 @@ impl Sessions {
             return self.step(s, i, env::map(step, Out::End));
         }
         s.waiting = false;
-        let token = u8::try_from(token.expect("a FailOpen hand-over raises the token")).expect("small tokens");
+        let token = small(token.expect("a FailOpen hand-over raises the token"));
         s.slots[i].phase = Phase::Holding {
             g: guid,
             token,
