@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
-use crate::lock::{EventSink, HeldLock, LockEvent, Shared};
+use crate::lock::{HeldLock, Shared};
 use crate::queues::Mine;
 use crate::store::OpenFields;
 
@@ -63,12 +63,6 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
             Arc::new(c.part(settings, c.heartbeats.uncapped()))
         })
         .clone()
-}
-
-pub(crate) struct Quiet;
-
-impl EventSink for Quiet {
-    fn emit(&self, _: u64, _: LockEvent) {}
 }
 
 fn fields(c: &Shared) -> OpenFields<'_> {

@@ -58,6 +58,13 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, lock_id: u64, event: LockEvent);
 }
 
+/// Where the events of locks nobody hears about go (`Shared::part`).
+pub(crate) struct Quiet;
+
+impl EventSink for Quiet {
+    fn emit(&self, _: u64, _: LockEvent) {}
+}
+
 /// The heartbeat scheduler as held locks and their acquisitions see it (`heartbeat`
 /// implements it).
 pub trait Scheduler: Send + Sync {
@@ -149,7 +156,7 @@ impl Shared {
                 self.clock,
                 self.store.clone(),
                 settings,
-                Arc::new(crate::fifo::Quiet),
+                Arc::new(Quiet),
                 heartbeats,
                 Queues::default(),
             )
