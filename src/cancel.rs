@@ -120,15 +120,6 @@ impl Cancel {
         self.flag.load(Ordering::SeqCst)
     }
 
-    pub fn check(&self) -> Result<(), LockError> {
-        if self.is_cancelled() {
-            Err(LockError::Aborted)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Sleeps until `deadline`, or returns `Aborted` as soon as the acquisition is cancelled.
     /// Returns once the acquisition is cancelled.
     pub async fn cancelled(&self) {
         let notified = self.notify.notified();
@@ -139,11 +130,14 @@ impl Cancel {
         }
     }
 
+    /// Sleeps until `deadline`, or returns `Aborted` as soon as the acquisition is cancelled.
     pub async fn sleep_until(&self, deadline: Instant) -> Result<(), LockError> {
         let notified = self.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        self.check()?;
+        if self.is_cancelled() {
+            return Err(LockError::Aborted);
+        }
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => Ok(()),
             _ = notified => Err(LockError::Aborted),

@@ -494,14 +494,23 @@ fn ms(v: Option<f64>) -> Option<Duration> {
 /// since nothing will release them or hear their events.
 fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
     cancels.close();
-    let Some(c) = client.upgrade() else { return };
-    // Undos of writes of unknown outcome make their last round now, as on `close()`.
-    c.closing.cancel();
-    let mine = locks()
-        .extract_if(|_, l| Arc::ptr_eq(&l.client, &c.shared))
-        .map(|(_, l)| l)
-        .collect();
-    c.shared.close(mine);
+    if let Some(c) = client.upgrade() {
+        closing(&c, true);
+    }
+}
+
+/// `client` closes without releasing: undos of writes of unknown outcome make their last
+/// round now, and its held locks known to JavaScript (taken out of the registry when
+/// `forget`) are abandoned as the client machine says (`lock::Shared::close`), which returns
+/// those it abandoned.
+fn closing(client: &Client, forget: bool) -> Vec<Arc<HeldLock>> {
+    client.closing.cancel();
+    let mine = |l: &Arc<HeldLock>| Arc::ptr_eq(&l.client, &client.shared);
+    let held = match forget {
+        true => locks().extract_if(|_, l| mine(l)).map(|(_, l)| l).collect(),
+        false => locks().values().filter(|l| mine(l)).cloned().collect(),
+    };
+    client.shared.close(held)
 }
 
 /// Makes acquired `held` locks known to JavaScript, unless their acquisition was cancelled
@@ -638,17 +647,18 @@ fn credentials_of(
     secret_access_key: Option<String>,
     session_token: Option<String>,
 ) -> Result<Option<SharedCredentialsProvider>> {
-    let js_provider = match js {
-        Some(f) => Some(js_credentials::JsCredentialsProvider {
-            resolve: Arc::new(
-                f.build_threadsafe_function::<()>()
-                    .callee_handled::<false>()
-                    .weak::<true>()
-                    .build()?,
-            ),
-        }),
-        None => None,
-    };
+    let js_provider = js
+        .map(|f| -> Result<_> {
+            let resolve = f
+                .build_threadsafe_function::<()>()
+                .callee_handled::<false>()
+                .weak::<true>()
+                .build()?;
+            Ok(js_credentials::JsCredentialsProvider {
+                resolve: Arc::new(resolve),
+            })
+        })
+        .transpose()?;
     Ok(match (access_key_id, secret_access_key, js_provider) {
         (_, _, Some(p)) => Some(SharedCredentialsProvider::new(p)),
         (Some(ak), Some(sk), None) => Some(SharedCredentialsProvider::new(Credentials::new(
@@ -1021,13 +1031,7 @@ impl NativeClient {
         self.cancels.close();
         self.inner.closing.cancel();
         if abandon {
-            let c = &self.inner.shared;
-            let held = locks()
-                .values()
-                .filter(|l| Arc::ptr_eq(&l.client, c))
-                .cloned()
-                .collect();
-            let abandoned = c.close(held);
+            let abandoned = closing(&self.inner, false);
             for lock in &abandoned {
                 // A heartbeat under way ends at once; `close()` waits for that too. On the
                 // addon's runtime: this runs on JavaScript's thread.
@@ -1130,17 +1134,12 @@ pub struct JsConditionTarget {
 }
 
 fn key_output(v: &KeyValue) -> KeyInput {
-    let mut k = KeyInput {
-        s: None,
-        n: None,
-        b: None,
+    let (s, n, b) = match v {
+        KeyValue::S(s) => (Some(s.clone()), None, None),
+        KeyValue::N(n) => (None, Some(n.clone()), None),
+        KeyValue::B(b) => (None, None, Some(b.clone().into())),
     };
-    match v {
-        KeyValue::S(s) => k.s = Some(s.clone()),
-        KeyValue::N(n) => k.n = Some(n.clone()),
-        KeyValue::B(b) => k.b = Some(b.clone().into()),
-    }
-    k
+    KeyInput { s, n, b }
 }
 
 /// The item a held lock is, for a condition in the user's own transaction; `None` once the
