@@ -149,6 +149,18 @@ impl Beats {
         self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
     }
 
+    /// The heartbeat's write lands, as `renew` writes it (whether it renewed).
+    pub fn land(&mut self, renew: impl FnOnce([G; 2], G) -> bool) {
+        let (gs, new, net) = self.net.as_mut().expect("a write on its way");
+        *net = BeatNet::Landed(renew(*gs, *new));
+    }
+
+    /// The heartbeat's write or its answer is lost, one of the `faults` left.
+    pub fn lose(&mut self, faults: &mut u8) {
+        *faults -= 1;
+        self.net.as_mut().expect("a write on its way").2 = BeatNet::Lost;
+    }
+
     /// The release is called at `now`.
     pub fn release(&mut self, now: Tick) -> held::Release<G> {
         self.client.stop(LOCK);

@@ -331,10 +331,7 @@ impl Event {
     /// The event concerns the request on its way (its landing, answer, loss, throttle or
     /// timeout).
     pub fn on_the_wire(self) -> bool {
-        matches!(
-            self,
-            Event::Land | Event::Answer | Event::Lose | Event::Throttle | Event::TimeOut
-        )
+        !matches!(self, Event::Timer | Event::Crash(_))
     }
 
     /// Tells what happens to client `c`, as a counterexample's step.

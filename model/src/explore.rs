@@ -373,151 +373,88 @@ impl Graph {
     }
 }
 
-/// A breadth-first search in progress.
-struct Bfs<'m, M: Model> {
-    model: &'m M,
-    max_states: usize,
-    visited: Visited,
-    came: Came,
-    graph: Graph,
-    reach: Reach,
-    /// The frontier: the states of the level being explored, then those of the next, in
-    /// discovery order; `head` is the index of the state at its front.
-    queue: VecDeque<M::State>,
-    head: usize,
-    /// The index of the first state of the level after the one being explored.
-    level_end: usize,
-    /// The distinct successors of the state being expanded, for the graph.
-    out: Vec<u32>,
-}
-
-impl<'m, M: Model> Bfs<'m, M> {
-    fn new(model: &'m M, max_states: usize) -> Self {
-        Bfs {
-            model,
-            max_states,
-            visited: Visited::new(),
-            came: Came::new(),
-            graph: Graph::new(model.liveness_goals()),
-            reach: Reach::default(),
-            queue: VecDeque::new(),
-            head: 0,
-            level_end: 0,
-            out: Vec::new(),
-        }
-    }
-
-    /// Puts the initial states on the frontier.
-    fn start(&mut self) -> Result<(), Report<M::State, M::Action>> {
-        for (k, s) in self.model.init().into_iter().enumerate() {
-            let i = match record_initial(self.model, &s, k, &mut self.visited, &mut self.came) {
-                Ok(Some(i)) => i,
-                Ok(None) => continue,
-                Err(v) => return Err(Report::at_start(v, s, self.visited.len() + 1)),
-            };
-            self.graph.mark(self.model, &s, i);
-            self.queue.push_back(s);
-        }
-        Ok(())
-    }
-
-    /// Takes the state at the head of the frontier through each of its actions `acts`.
-    fn expand(&mut self, s: M::State, acts: &[M::Action]) -> Result<(), Report<M::State, M::Action>> {
-        if self.head == self.level_end {
-            if self.head > 0 {
-                self.reach.depth += 1;
-            }
-            self.level_end = self.visited.len();
-        }
-        self.out.clear();
-        for (k, a) in acts.iter().enumerate() {
-            let n = match self.model.next(&s, a) {
-                Ok(n) => n,
-                Err(v) => {
-                    let found = self.came.counterexample(self.model, self.head as u32, a.clone(), v, s);
-                    return Err(self.reach.report(self.visited.len(), Some(found)));
-                }
-            };
-            if let Some(j) = self.successor(n, k, a)? {
-                if self.graph.live() && j != self.head as u32 {
-                    self.out.push(j);
-                }
-            }
-        }
-        if self.graph.live() {
-            self.graph.add(&mut self.out);
-        }
-        self.head += 1;
-        Ok(())
-    }
-
-    /// Records `n`, reached from the head of the frontier by its `k`th action `a`: its index,
-    /// or `None` past the state limit.
-    fn successor(&mut self, n: M::State, k: usize, a: &M::Action) -> Result<Option<u32>, Report<M::State, M::Action>> {
-        let fp = fingerprint(&n);
-        if let Some(j) = self.visited.get(fp) {
-            return Ok(Some(j));
-        }
-        if self.visited.len() >= self.max_states {
-            self.reach.truncated = true;
-            return Ok(None);
-        }
-        if let Err(v) = self.model.invariant(&n) {
-            let found = self.came.counterexample(self.model, self.head as u32, a.clone(), v, n);
-            let deeper = Reach {
-                depth: self.reach.depth + 1,
-                ..self.reach
-            };
-            return Err(deeper.report(self.visited.len() + 1, Some(found)));
-        }
-        let j = self.visited.insert(fp);
-        self.came.push(self.head as u32, k);
-        if self.graph.live() {
-            self.graph.mark(self.model, &n, j);
-        }
-        self.queue.push_back(n);
-        Ok(Some(j))
-    }
-
-    /// The report of the search, run to its end: with liveness checked on the whole graph.
-    fn finish(self) -> Report<M::State, M::Action> {
-        let Bfs {
-            model,
-            visited,
-            came,
-            graph,
-            reach,
-            ..
-        } = self;
-        let states = visited.len();
-        drop(visited);
-        let mut violation = None;
-        if graph.live() && !reach.truncated {
-            violation = graph.unserved(states).map(|(v, i)| {
-                let (s, p) = came.replay(model, i);
-                (v, s, p)
-            });
-        }
-        reach.report(states, violation)
-    }
-}
-
 /// Explores every state reachable from `model.init()`, up to `max_states`; stops at the first
 /// violation.
 pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
-    let mut bfs = Bfs::new(model, max_states);
-    if let Err(r) = bfs.start() {
-        return r;
+    let mut visited = Visited::new();
+    let mut came = Came::new();
+    let mut graph = Graph::new(model.liveness_goals());
+    let mut reach = Reach::default();
+    // The frontier: the states of the level being explored, then those of the next, in
+    // discovery order.
+    let mut queue = VecDeque::new();
+    for (k, s) in model.init().into_iter().enumerate() {
+        match record_initial(model, &s, k, &mut visited, &mut came) {
+            Ok(Some(i)) => graph.mark(model, &s, i),
+            Ok(None) => continue,
+            Err(v) => return Report::at_start(v, s, visited.len() + 1),
+        }
+        queue.push_back(s);
     }
-    let mut acts = Vec::new();
-    while let Some(s) = bfs.queue.pop_front() {
+    // The index of the state at the front of the frontier, and of the first state of the level
+    // after the one being explored; the actions of the state at the front, and its distinct
+    // successors, for the graph.
+    let (mut head, mut level_end) = (0, 0);
+    let (mut acts, mut out) = (Vec::new(), Vec::new());
+    while let Some(s) = queue.pop_front() {
+        if head == level_end {
+            if head > 0 {
+                reach.depth += 1;
+            }
+            level_end = visited.len();
+        }
         acts.clear();
         model.actions(&s, &mut acts);
-        if let Err(r) = bfs.expand(s, &acts) {
-            return r;
+        out.clear();
+        let at = head as u32;
+        for (k, a) in acts.iter().enumerate() {
+            let n = match model.next(&s, a) {
+                Ok(n) => n,
+                Err(v) => return reach.report(visited.len(), Some(came.counterexample(model, at, a.clone(), v, s))),
+            };
+            let fp = fingerprint(&n);
+            let j = match visited.get(fp) {
+                Some(j) => j,
+                None if visited.len() >= max_states => {
+                    reach.truncated = true;
+                    continue;
+                }
+                None => {
+                    if let Err(v) = model.invariant(&n) {
+                        let found = came.counterexample(model, at, a.clone(), v, n);
+                        let deeper = Reach {
+                            depth: reach.depth + 1,
+                            ..reach
+                        };
+                        return deeper.report(visited.len() + 1, Some(found));
+                    }
+                    let j = visited.insert(fp);
+                    came.push(at, k);
+                    graph.mark(model, &n, j);
+                    queue.push_back(n);
+                    j
+                }
+            };
+            if graph.live() && j != at {
+                out.push(j);
+            }
         }
+        if graph.live() {
+            graph.add(&mut out);
+        }
+        head += 1;
     }
-    bfs.finish()
+    // Run to its end: liveness is checked on the whole graph.
+    let states = visited.len();
+    drop(visited);
+    let mut violation = None;
+    if graph.live() && !reach.truncated {
+        violation = graph.unserved(states).map(|(v, i)| {
+            let (s, p) = came.replay(model, i);
+            (v, s, p)
+        });
+    }
+    reach.report(states, violation)
 }
 
 /// A state on the depth-first path: its index, its actions, and the next of them to take.

@@ -117,8 +117,8 @@ pub struct Config {
     pub bug: Option<Broken>,
 }
 
-impl Config {
-    pub fn new() -> Config {
+impl Default for Config {
+    fn default() -> Config {
         Config {
             clients: 2,
             locks: 1,
@@ -142,14 +142,16 @@ impl Config {
             bug: None,
         }
     }
+}
 
+impl Config {
     /// A semaphore of `permits`, its clients asking for `asks`.
     pub fn semaphore(permits: u8, asks: &[u8]) -> Config {
         Config {
             clients: asks.len(),
             permits: Some(permits),
             asks: asks.to_vec(),
-            ..Config::new()
+            ..Config::default()
         }
     }
 
@@ -162,19 +164,8 @@ impl Config {
     }
 
     fn lock(&self) -> Lock {
-        env::lock(
-            Kind::Fifo,
-            self.lease,
-            self.reread,
-            self.request_timeout,
-            self.max_attempts,
-        )
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config::new()
+        let c = self;
+        env::lock(Kind::Fifo, c.lease, c.reread, c.request_timeout, c.max_attempts)
     }
 }
 
@@ -1147,73 +1138,64 @@ impl Clients for FifoMachines {
 /// Beyond this many states a run stops and reports itself incomplete.
 pub const MAX_STATES: usize = 14_000_000;
 
-/// The configurations explored: the bounded one of the test suite, or the full ones of
-/// `npm run model`.
-pub fn configs(full: bool) -> Vec<Config> {
-    let b = Config::new();
-    // Clients 0 and 1 are one process, sharing its registry.
-    let process = Config {
-        process: true,
-        ..b.clone()
-    };
-    if !full {
-        return vec![b, process];
-    }
-    vec![
-        process,
-        // A crash.
-        b.clone(),
-        // A lost, throttled or slow request.
+/// A configuration as `Config::new` has it, but for: a semaphore of two permits asked for by
+/// `asks` (none: Fifo locks), clients 0 and 1 one process, attempts per request, lease,
+/// horizon, faults, crashes, cancellations and acquisitions each.
+type Row = (&'static [u8], bool, u32, Tick, Tick, u8, u8, u8, u8);
+
+fn table(rows: &[Row]) -> Vec<Config> {
+    let config = |&(asks, process, max_attempts, lease, horizon, faults, crashes, aborts, acquisitions): &Row| {
+        let base = if asks.is_empty() {
+            Config::default()
+        } else {
+            Config::semaphore(2, asks)
+        };
         Config {
-            faults: 1,
-            crashes: 0,
-            ..b.clone()
-        },
-        // A crash and a cancellation.
-        Config { aborts: 1, ..b },
-    ]
+            process,
+            max_attempts,
+            lease,
+            horizon,
+            faults,
+            crashes,
+            aborts,
+            acquisitions,
+            ..base
+        }
+    };
+    rows.iter().map(config).collect()
+}
+
+/// The configurations explored: the bounded ones of the test suite (clients 0 and 1 apart or
+/// one process, with a crash), or the full ones of `npm run model`: one process; a crash; a
+/// lost, throttled or slow request; a crash and a cancellation.
+pub fn configs(full: bool) -> Vec<Config> {
+    let apart: Row = (&[], false, 2, 4, 6, 0, 1, 0, 1);
+    let process: Row = (&[], true, 2, 4, 6, 0, 1, 0, 1);
+    if !full {
+        return table(&[apart, process]);
+    }
+    table(&[
+        process,
+        apart,
+        (&[], false, 2, 4, 6, 1, 0, 0, 1),
+        (&[], false, 2, 4, 6, 0, 1, 1, 1),
+    ])
 }
 
 /// The semaphore configurations explored: the bounded ones of the test suite (two clients on
-/// two permits, asking for one each, or one and both: a shared/exclusive mix), or the full
-/// ones of `npm run model`.
+/// two permits, asking for one each, or one and both: a shared/exclusive mix, each request
+/// tried once), or the full ones of `npm run model`: those two with a crash; the mix with
+/// requests tried twice (an answer lost to a timeout, the request sent again); with a lost,
+/// throttled or slow request and a cancellation; with each client acquiring twice.
 pub fn semaphore_configs(full: bool) -> Vec<Config> {
-    let one = Config {
-        max_attempts: 1,
-        ..Config::semaphore(2, &[1, 1])
-    };
-    let mix = Config {
-        max_attempts: 1,
-        ..Config::semaphore(2, &[1, 2])
-    };
+    let one: Row = (&[1, 1], false, 1, 4, 6, 0, 1, 0, 1);
+    let mix: Row = (&[1, 2], false, 1, 4, 6, 0, 1, 0, 1);
     if !full {
-        return vec![one, mix];
+        return table(&[one, mix]);
     }
-    vec![
-        // A crash.
-        one,
-        mix.clone(),
-        // Requests tried twice (an answer lost to a timeout, the request sent again).
-        Config {
-            max_attempts: 2,
-            lease: 3,
-            horizon: 5,
-            ..mix.clone()
-        },
-        // A lost, throttled or slow request; a cancellation.
-        Config {
-            faults: 1,
-            crashes: 0,
-            aborts: 1,
-            ..mix.clone()
-        },
-        // Each client acquires twice.
-        Config {
-            acquisitions: 2,
-            crashes: 0,
-            ..mix
-        },
-    ]
+    let twice: Row = (&[1, 2], false, 2, 3, 5, 0, 1, 0, 1);
+    let faults: Row = (&[1, 2], false, 1, 4, 6, 1, 0, 1, 1);
+    table(&[one, mix, twice, faults, (&[1, 2], false, 1, 4, 6, 0, 0, 0, 2)])
 }
 
 /// The configuration a broken variant is checked in.
@@ -1227,7 +1209,7 @@ pub fn broken_config(bug: Broken) -> Config {
             acquisitions: if bug == Broken::SemGrantIgnoresHeld { 1 } else { 2 },
             ..Config::semaphore(2, &[1, 2])
         },
-        _ => Config::new(),
+        _ => Config::default(),
     };
     c.bug = Some(bug);
     match bug {

@@ -61,8 +61,8 @@ pub struct Config {
     pub bug: Option<Broken>,
 }
 
-impl Config {
-    pub fn new() -> Config {
+impl Default for Config {
+    fn default() -> Config {
         Config {
             lease: 6,
             period: 2,
@@ -79,24 +79,45 @@ impl Config {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config::new()
-    }
-}
-
-/// A heartbeat write on its way.
+/// A write on its way, `of` what it writes (a heartbeat's renewal, or an attempt of the
+/// update), and its fate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Write {
+struct Write<W, A> {
+    of: W,
     /// When it lands (`None`: landed already, or lost before landing).
     land_at: Option<Tick>,
     /// How long its answer takes once it has landed (`None`: the answer is lost).
     answer_delay: Option<Tick>,
     answer_at: Option<Tick>,
-    answer: Option<Answer>,
-    /// The holder still waits for it (not abandoned).
+    answer: Option<A>,
+}
+
+impl<W, A> Write<W, A> {
+    /// A write of `of`, sent at `now` to meet `fate`.
+    fn new(of: W, fate: Fate, now: Tick) -> Self {
+        let land_at = fate.land.map(|d| now + d);
+        Write {
+            of,
+            land_at,
+            answer_delay: fate.answer,
+            answer_at: None,
+            answer: None,
+        }
+    }
+
+    /// It lands at `now`, and is answered `answer`.
+    fn lands(&mut self, answer: A, now: Tick) {
+        self.land_at = None;
+        self.answer = Some(answer);
+        self.answer_at = self.answer_delay.map(|d| now + d);
+    }
+}
+
+/// A heartbeat's renewal: it rotates the item's `guid` from one of `guids` to `new`; the
+/// holder still waits for it (not abandoned).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Renewal {
     awaited: bool,
-    /// It rotates the item's `guid` from one of `guids` to `new`.
     guids: [G; 2],
     new: G,
 }
@@ -106,21 +127,12 @@ struct Write {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Updating {
     m: Box<Once<G, Ver>>,
-    out: Option<UpdateWrite>,
+    out: Option<Attempt>,
     wake: Option<Tick>,
 }
 
-/// An attempt of the update: its request, when it times out, and its fate (as a heartbeat
-/// write's).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct UpdateWrite {
-    req: Req<G, Ver>,
-    timeout: Tick,
-    land_at: Option<Tick>,
-    answer_delay: Option<Tick>,
-    answer_at: Option<Tick>,
-    answer: Option<env::Ans>,
-}
+/// An attempt of the update: its request and when it times out.
+type Attempt = Write<(Req<G, Ver>, Tick), env::Ans>;
 
 /// A waiter's acquisition under way: the machine, the request it sent (and when it lands,
 /// once its delay is chosen), or when it asked to be stepped again.
@@ -151,7 +163,7 @@ pub struct State {
     update_used: bool,
     /// Resumed from a pause and not stepped since.
     resumed: bool,
-    writes: Vec<Write>,
+    writes: Vec<Write<Renewal, Answer>>,
     waiters: Vec<Waiter>,
 }
 
@@ -274,7 +286,7 @@ impl LeaseModel {
             }
             Some(i) => {
                 let a = s.writes[i].answer.clone()?;
-                s.writes[i].awaited = false;
+                s.writes[i].of.awaited = false;
                 s.writes[i].answer_at = None;
                 s.holder.handle_answer(now, a, random)
             }
@@ -285,24 +297,21 @@ impl LeaseModel {
                 Step::Write { guids, new } => {
                     let fate = fates.get(sent).copied().unwrap_or(LOST);
                     sent += 1;
-                    s.writes.push(Write {
-                        land_at: fate.land.map(|d| s.now + d),
-                        answer_delay: fate.answer,
-                        answer_at: None,
-                        answer: None,
+                    let renewal = Renewal {
                         awaited: true,
                         guids,
                         new,
-                    });
+                    };
+                    s.writes.push(Write::new(renewal, fate, s.now));
                 }
-                Step::Abandon => s.writes.iter_mut().for_each(|w| w.awaited = false),
+                Step::Abandon => s.writes.iter_mut().for_each(|w| w.of.awaited = false),
                 // The machine keeps the lease, the next step and the loss itself.
                 Step::Failed { .. } | Step::Danger { .. } | Step::Renewed { .. } | Step::Lost(_) => {}
                 Step::Release(_) => unreachable!("the holder is never released here"),
             }
         }
         // Writes nobody waits for that have landed or never will are forgotten.
-        s.writes.retain(|w| w.awaited || w.land_at.is_some());
+        s.writes.retain(|w| w.of.awaited || w.land_at.is_some());
         Some(sent)
     }
 
@@ -412,16 +421,7 @@ impl LeaseModel {
                 let step = u.m.answer(env::TIMED_OUT, &env::at(now));
                 self.update_step(s, step, fate);
             }
-            MStep::Send { req, timeout_at } => {
-                u.out = Some(UpdateWrite {
-                    req,
-                    timeout: tick(timeout_at),
-                    land_at: fate.land.map(|d| now + d),
-                    answer_delay: fate.answer,
-                    answer_at: None,
-                    answer: None,
-                })
-            }
+            MStep::Send { req, timeout_at } => u.out = Some(Write::new((req, tick(timeout_at)), fate, now)),
             MStep::Wait { until, .. } => u.wake = Some(tick(until).max(now)),
             MStep::Done(ended) => {
                 s.updating = None;
@@ -439,24 +439,6 @@ impl LeaseModel {
     }
 }
 
-/// Puts a broken variant in force for one step of the machine.
-struct Variant;
-
-impl Variant {
-    fn set(bug: Option<Broken>) -> Variant {
-        broken::set(bug);
-        Variant
-    }
-}
-
-impl Drop for Variant {
-    fn drop(&mut self) {
-        // Every step of the model sets its own variant first: nothing to restore but the
-        // protocol as it ships.
-        broken::set(None);
-    }
-}
-
 impl Model for LeaseModel {
     type State = State;
     type Action = Action;
@@ -465,7 +447,7 @@ impl Model for LeaseModel {
         // The holder took the lock at tick 0 with `guid` 1; its first heartbeat is due at the
         // point of the first period its random number picks (any tick of it here), and never
         // past the lease's loss moment (`heartbeat::first_due`, as the addon's lock asks it).
-        let _variant = Variant::set(self.config.bug);
+        broken::set(self.config.bug);
         let config = self.beat_config();
         let mut holders: Vec<Hold<G>> = (1..=u64::from(self.config.period))
             .map(|d| Hold::new(config, true, 1, Some(Duration::ZERO), Duration::ZERO, d * 1000 - 1))
@@ -495,7 +477,7 @@ impl Model for LeaseModel {
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
-        let _variant = Variant::set(self.config.bug);
+        broken::set(self.config.bug);
         let mut forced = false;
         if !self.paused(s) {
             // The holder's timer fires at the instant it asked for.
@@ -505,7 +487,7 @@ impl Model for LeaseModel {
                 out.extend(self.fate_choices(n).into_iter().map(Action::HolderTimer));
             }
             for (i, w) in s.writes.iter().enumerate() {
-                if w.awaited && w.answer_at.is_some_and(|at| at <= s.now) {
+                if w.of.awaited && w.answer_at.is_some_and(|at| at <= s.now) {
                     forced = true;
                     let n = self.writes_of(s, Some(i));
                     out.extend(self.fate_choices(n).into_iter().map(|f| Action::HolderAnswer(i, f)));
@@ -523,7 +505,7 @@ impl Model for LeaseModel {
             if let Some(u) = &s.updating {
                 if u.out
                     .as_ref()
-                    .is_some_and(|w| w.timeout <= s.now || w.answer_at.is_some_and(|at| at <= s.now))
+                    .is_some_and(|w| w.of.1 <= s.now || w.answer_at.is_some_and(|at| at <= s.now))
                 {
                     forced = true;
                     out.push(Action::UpdateAnswer);
@@ -580,33 +562,20 @@ impl Model for LeaseModel {
     }
 
     fn next(&self, s: &State, a: &Action) -> Result<State, Violation> {
-        let _variant = Variant::set(self.config.bug);
+        broken::set(self.config.bug);
         let mut t = s.clone();
-        let mut holder_stepped = false;
         match a {
-            Action::HolderTimer(fates) => {
-                self.holder_step(&mut t, None, fates);
-                holder_stepped = true;
-            }
-            Action::HolderAnswer(i, fates) => {
-                self.holder_step(&mut t, Some(*i), fates);
-                holder_stepped = true;
-            }
+            Action::HolderTimer(fates) => _ = self.holder_step(&mut t, None, fates),
+            Action::HolderAnswer(i, fates) => _ = self.holder_step(&mut t, Some(*i), fates),
             Action::Land(i) => {
                 let w = &mut t.writes[*i];
-                w.land_at = None;
-                let (guids, new) = (w.guids, w.new);
                 let mut item = Some(s.item);
-                let renewed = env::renew(&mut item, &guids, new, self.config.lease);
+                let renewed = env::renew(&mut item, &w.of.guids, w.of.new, self.config.lease);
                 if let Some(item) = item {
                     t.item = item;
                 }
-                w.answer = Some(match renewed {
-                    true => Answer::Renewed,
-                    false => Answer::NotOurs,
-                });
-                w.answer_at = w.answer_delay.map(|d| s.now + d);
-                if !w.awaited {
+                w.lands(if renewed { Answer::Renewed } else { Answer::NotOurs }, s.now);
+                if !w.of.awaited {
                     t.writes.remove(*i);
                 }
             }
@@ -619,7 +588,7 @@ impl Model for LeaseModel {
                 // loss moment of its lease.
                 t.holder.abandon(None);
                 t.closed = true;
-                t.writes.iter_mut().for_each(|w| w.awaited = false);
+                t.writes.iter_mut().for_each(|w| w.of.awaited = false);
                 t.writes.retain(|w| w.land_at.is_some());
             }
             Action::UpdateStart(fate) => self.update_start(&mut t, *fate),
@@ -629,10 +598,8 @@ impl Model for LeaseModel {
                     .as_mut()
                     .and_then(|u| u.out.as_mut())
                     .expect("an attempt out");
-                w.land_at = None;
-                let (item, reply) = env::apply(&w.req, env::open_fields(self.config.lease), Some(s.item));
-                w.answer = Some(answer_of(reply));
-                w.answer_at = w.answer_delay.map(|d| s.now + d);
+                let (item, reply) = env::apply(&w.of.0, env::open_fields(self.config.lease), Some(s.item));
+                w.lands(answer_of(reply), s.now);
                 if let Some(item) = item {
                     t.item = item;
                 }
@@ -694,7 +661,7 @@ impl Model for LeaseModel {
                 }
             }
         }
-        if holder_stepped {
+        if matches!(a, Action::HolderTimer(_) | Action::HolderAnswer(..)) {
             let was_resumed = t.resumed;
             t.resumed = false;
             if let Some(at) = Self::granted_at(&t) {

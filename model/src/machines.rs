@@ -226,18 +226,13 @@ impl Config {
     }
 
     fn lock(&self) -> Lock {
+        let c = self;
         Lock {
-            retry_count: self.retry_count,
-            acquire_period: ms(self.acquire_period),
-            trust_local_time: self.trust_local_time,
-            heartbeat_period: ms(self.period),
-            ..env::lock(
-                self.kind,
-                self.lease,
-                self.reread,
-                self.request_timeout,
-                self.max_attempts,
-            )
+            retry_count: c.retry_count,
+            acquire_period: ms(c.acquire_period),
+            trust_local_time: c.trust_local_time,
+            heartbeat_period: ms(c.period),
+            ..env::lock(c.kind, c.lease, c.reread, c.request_timeout, c.max_attempts)
         }
     }
 
@@ -714,9 +709,8 @@ impl Machines {
         }
     }
 
-    /// A heartbeat write lands on lock `k`'s item: whether it renewed the lease.
-    fn renew(&self, s: &mut State, k: u8, guids: [G; 2], new: G) -> bool {
-        let slot = &mut s.items[k as usize];
+    /// A heartbeat write lands on a lock's item, `slot`: whether it renewed the lease.
+    fn renew(&self, slot: &mut Option<Item>, guids: [G; 2], new: G) -> bool {
         // The broken variant writes whatever the item carries.
         let guids = match *slot {
             Some(it) if self.bug(Bug::RenewWithoutGuid) => [it.guid, guids[1]],
@@ -906,14 +900,6 @@ impl Machines {
         self.beat_steps(s, i, actions)
     }
 
-    /// Client `i`'s heartbeat write lands.
-    fn beat_lands(&self, s: &mut State, i: usize) {
-        let k = self.key(s, i);
-        let (gs, new, _) = s.clients[i].hb.as_ref().unwrap().net.unwrap();
-        let ok = self.renew(s, k, gs, new);
-        s.clients[i].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
-    }
-
     /// Client `i` gets its heartbeat write's answer.
     fn beat_answered(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         let now = s.now;
@@ -1062,16 +1048,17 @@ impl Model for Machines {
             Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
             Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
             Action::Beat(c, BeatEvent::Due) => self.beat(&mut s, c as usize)?,
-            Action::Beat(c, BeatEvent::Land) => self.beat_lands(&mut s, c as usize),
-            Action::Beat(c, BeatEvent::Answer) => self.beat_answered(&mut s, c as usize)?,
-            Action::Beat(c, BeatEvent::Lose) => {
-                s.left.faults -= 1;
-                s.clients[c as usize].hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
+            Action::Beat(c, BeatEvent::Land) => {
+                let k = self.key(&s, c as usize) as usize;
+                let hb = s.clients[c as usize].hb.as_mut().unwrap();
+                hb.land(|gs, new| self.renew(&mut s.items[k], gs, new));
             }
+            Action::Beat(c, BeatEvent::Answer) => self.beat_answered(&mut s, c as usize)?,
+            Action::Beat(c, BeatEvent::Lose) => s.clients[c as usize].hb.as_mut().unwrap().lose(&mut s.left.faults),
             Action::StrayLand(c) => {
                 let (k, gs, new) = s.clients[c as usize].stray.take().unwrap();
                 s.slow = true;
-                self.renew(&mut s, k, gs, new);
+                self.renew(&mut s.items[k as usize], gs, new);
             }
             Action::StrayGone(c) => s.clients[c as usize].stray = None,
         }
@@ -1237,83 +1224,47 @@ pub const MAX_STATES: usize = 60_000_000;
 /// The configurations explored: the bounded ones of the test suite, or the full ones of
 /// `npm run model`: per kind, two clients with two faults (one lock id over 18 ticks, two ids
 /// over 16) and three clients; for FailOpen, holders that heartbeat, with one fault over 14
-/// ticks; and the original's requests.
+/// ticks; and the original's requests (user `dynamodb` objects), in the same environment.
 pub fn configs(full: bool) -> Vec<Config> {
-    let closed = Config::new(Kind::FailClosed);
-    let open = Config::new(Kind::FailOpen);
-    // The original's sequence (user `dynamodb` objects), in the same environment.
-    let original = |c: &Config| Config {
-        original: true,
-        ..c.clone()
+    use Kind::{FailClosed as C, FailOpen as O};
+    // Each: its kind, the original's requests, clients, lock ids, faults, horizon, heartbeats a
+    // holder, and whether client 0 hands over to its next acquisition.
+    let bounded = [
+        (C, true, 2, 1, 1, 14, 0, false),
+        (O, true, 2, 1, 1, 14, 0, false),
+        (C, false, 2, 1, 1, 14, 0, false),
+        (O, false, 2, 1, 1, 14, 0, false),
+        (O, false, 2, 1, 1, 8, 1, false),
+        (O, false, 2, 1, 1, 10, 0, true),
+    ];
+    let full_ones = [
+        (C, true, 2, 1, 2, 18, 0, false),
+        (O, true, 2, 1, 2, 18, 0, false),
+        (C, false, 2, 1, 2, 18, 0, false),
+        (C, false, 2, 2, 2, 16, 0, false),
+        (O, false, 2, 1, 2, 18, 0, false),
+        (O, false, 2, 2, 2, 16, 0, false),
+        // Three clients: FailClosed with a fault over 8 ticks; FailOpen, whose waits are
+        // longer, with its crash but no fault over 9 (over 10, its states pass `MAX_STATES`).
+        (C, false, 3, 1, 1, 8, 0, false),
+        (O, false, 3, 1, 0, 9, 0, false),
+        (O, false, 2, 1, 1, 14, 1, false),
+        // Hand-over to the holder's own next acquisition, with heartbeats for FailOpen.
+        (C, false, 2, 1, 1, 14, 0, true),
+        (O, false, 2, 1, 1, 10, 1, true),
+    ];
+    let table: &[_] = if full { &full_ones } else { &bounded };
+    let config = |&(kind, original, clients, locks, faults, horizon, beats, hand_over)| Config {
+        original,
+        clients,
+        locks,
+        faults,
+        horizon,
+        beats,
+        hand_over,
+        ..Config::new(kind)
     };
-    if !full {
-        return vec![
-            original(&closed),
-            original(&open),
-            closed,
-            open.clone(),
-            Config {
-                beats: 1,
-                horizon: 8,
-                ..open.clone()
-            },
-            Config {
-                hand_over: true,
-                horizon: 10,
-                ..open
-            },
-        ];
-    }
-    let mut out = Vec::new();
-    for c in [&closed, &open] {
-        out.push(Config {
-            faults: 2,
-            horizon: 18,
-            ..original(c)
-        });
-    }
-    for c in [&closed, &open] {
-        out.push(Config {
-            faults: 2,
-            horizon: 18,
-            ..c.clone()
-        });
-        out.push(Config {
-            locks: 2,
-            faults: 2,
-            horizon: 16,
-            ..c.clone()
-        });
-    }
-    // Three clients: FailClosed with a fault over 8 ticks; FailOpen, whose waits are longer,
-    // with its crash but no fault over 9 (over 10, its states pass `MAX_STATES`).
-    out.push(Config {
-        clients: 3,
-        horizon: 8,
-        ..closed.clone()
-    });
-    out.push(Config {
-        clients: 3,
-        faults: 0,
-        horizon: 9,
-        ..open.clone()
-    });
-    out.push(Config {
-        beats: 1,
-        ..open.clone()
-    });
-    // Hand-over to the holder's own next acquisition, with heartbeats for FailOpen.
-    out.push(Config {
-        hand_over: true,
-        ..closed
-    });
-    out.push(Config {
-        hand_over: true,
-        beats: 1,
-        horizon: 10,
-        ..open
-    });
-    out
+    table.iter().map(config).collect()
 }
 
 /// The configuration a broken variant is checked in.

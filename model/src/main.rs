@@ -154,14 +154,11 @@ fn machines_label(cfg: &machines::Config) -> String {
         "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
          retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
         cfg.kind,
-        if cfg.original {
-            " (the original's requests)"
-        } else if cfg.hand_over && cfg.gives_up {
-            " (client 0 hands over once to its next acquisition, which may give up)"
-        } else if cfg.hand_over {
-            " (client 0 hands over once to its next acquisition)"
-        } else {
-            ""
+        match (cfg.original, cfg.hand_over, cfg.gives_up) {
+            (true, ..) => " (the original's requests)",
+            (_, true, true) => " (client 0 hands over once to its next acquisition, which may give up)",
+            (_, true, false) => " (client 0 hands over once to its next acquisition)",
+            _ => "",
         },
         cfg.clients,
         cfg.locks,
@@ -289,7 +286,7 @@ fn check_lease(rep: &mut Report) {
          (property: {})",
         lease::PROPERTY
     );
-    let config = lease::Config::new();
+    let config = lease::Config::default();
     // A heartbeat period longer than the lease: the loss is watched between heartbeats.
     let long = lease::Config {
         period: config.lease + config.lease / 2,
@@ -347,7 +344,7 @@ fn outside_the_assumptions() {
     println!("Outside the assumptions: the waiter's clock runs one tick fast over a lease");
     match lease::check(lease::Config {
         drift: 1,
-        ..lease::Config::new()
+        ..lease::Config::default()
     })
     .counterexample
     {

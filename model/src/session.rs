@@ -105,8 +105,8 @@ pub struct Config {
     pub bug: Option<Broken>,
 }
 
-impl Config {
-    pub fn new() -> Config {
+impl Default for Config {
+    fn default() -> Config {
         Config {
             lease: 4,
             period: 2,
@@ -123,30 +123,21 @@ impl Config {
             bug: None,
         }
     }
+}
 
+impl Config {
     fn lock(&self, retry_count: u32) -> Lock {
+        let c = self;
         Lock {
             retry_count,
             heartbeat_period: ms(self.period),
-            ..env::lock(
-                Kind::FailOpen,
-                self.lease,
-                self.reread,
-                self.request_timeout,
-                self.max_attempts,
-            )
+            ..env::lock(Kind::FailOpen, c.lease, c.reread, c.request_timeout, c.max_attempts)
         }
     }
 
     fn beat(&self) -> heartbeat::Config {
         // Timers may fire a tick late: the loss is declared a tick early.
         env::beat_config(self.lease, self.period, self.request_timeout, ms(1))
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config::new()
     }
 }
 
@@ -834,15 +825,13 @@ impl Model for Sessions {
             Action::Lapse => self.lapse(&mut s),
             Action::Beat(BeatEvent::Due) => self.beat(&mut s)?,
             Action::Beat(BeatEvent::Land) => {
-                let (gs, new, _) = s.hb.as_ref().unwrap().net.unwrap();
-                let ok = self.renew(&mut s, gs, new);
-                s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Landed(ok);
+                let lease = self.cfg.lease;
+                s.hb.as_mut()
+                    .unwrap()
+                    .land(|gs, new| env::renew(&mut s.items[S], &gs, new, lease));
             }
             Action::Beat(BeatEvent::Answer) => self.beat_answered(&mut s)?,
-            Action::Beat(BeatEvent::Lose) => {
-                s.left.faults -= 1;
-                s.hb.as_mut().unwrap().net.as_mut().unwrap().2 = BeatNet::Lost;
-            }
+            Action::Beat(BeatEvent::Lose) => s.hb.as_mut().unwrap().lose(&mut s.left.faults),
             Action::StrayLand => {
                 let (gs, new) = s.stray.take().unwrap();
                 self.renew(&mut s, gs, new);
@@ -921,39 +910,31 @@ pub const MAX_STATES: usize = 60_000_000;
 /// Two rivals (one per lock id) do not fit in a run of some minutes, even over 4 ticks: the
 /// simulator runs them.
 pub fn configs(full: bool) -> Vec<Config> {
-    let base = Config::new();
-    let bounded = Config {
-        beats: 1,
-        faults: 0,
-        horizon: 4,
-        ..base
+    // Each: heartbeats that write, faults, crashes, horizon, a hand-over, a close (long enough
+    // for a rival to wait S out and take a lock).
+    let rows: &[(u8, u8, u8, Tick, bool, bool)] = if full {
+        &[
+            (2, 1, 1, 6, false, false),
+            (1, 0, 1, 4, true, false),
+            (0, 0, 0, 6, false, true),
+        ]
+    } else {
+        &[
+            (1, 0, 1, 4, false, false),
+            (1, 0, 0, 3, true, false),
+            (0, 0, 0, 6, false, true),
+        ]
     };
-    let handover = Config {
-        handover: true,
-        crashes: 0,
-        horizon: 3,
-        ..bounded
-    };
-    // A close without a release, long enough for a rival to wait S out and take a lock.
-    let close = Config {
-        close: true,
-        crashes: 0,
-        beats: 0,
-        horizon: 6,
-        ..bounded
-    };
-    if !full {
-        return vec![bounded, handover, close];
-    }
-    vec![
-        Config { horizon: 6, ..base },
-        Config {
-            crashes: 1,
-            horizon: 4,
-            ..handover
-        },
+    let config = |&(beats, faults, crashes, horizon, handover, close): &(u8, u8, u8, Tick, bool, bool)| Config {
+        beats,
+        faults,
+        crashes,
+        horizon,
+        handover,
         close,
-    ]
+        ..Config::default()
+    };
+    rows.iter().map(config).collect()
 }
 
 /// The variants the session model checks: the session's own (`Broken::SESSION`), and a lock
@@ -1005,7 +986,7 @@ pub fn broken_config(b: Broken) -> Config {
         crashes: 0,
         horizon: 8,
         handover: b == Broken::UnclaimedHandOverForgetsGuid,
-        ..Config::new()
+        ..Config::default()
     }
 }
 

@@ -114,7 +114,8 @@ pub fn run_one(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
     let config = draw(&mut rng, bug);
     let model = LeaseModel { config };
     let narrate = |p: &[Action]| p.iter().map(|a| format!("{a:?}")).collect();
-    walk(&model, &mut rng, 3, |a| matches!(a, Action::Tick), narrate).map_failure(seed, format!("{config:?}"))
+    let found = walk(&model, &mut rng, 3, |a| matches!(a, Action::Tick), narrate);
+    run(found, seed, format!("{config:?}"))
 }
 
 /// A machines configuration drawn from `rng`.
@@ -191,35 +192,31 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
 
 /// One run of the machines model from `seed`.
 pub fn run_machines(seed: u64, bug: Option<machines::Bug>) -> (u64, Option<Failure>) {
-    let is_tick = |a: &machines::Action| matches!(a, machines::Action::Tick);
-    run_clients(
-        seed,
-        |rng| draw_machines(rng, bug),
-        Machines::new,
-        is_tick,
-        machines::tell,
-    )
+    let draw = |rng: &mut Rng| draw_machines(rng, bug);
+    run_clients(seed, draw, Machines::new, machines::Action::Tick, machines::tell)
 }
 
 /// One run of a model of clients from `seed`: its configuration drawn by `draw`, then how
-/// strongly events are picked before time passes (some runs let answers come late), then
-/// the walk, its steps told by `tell`.
+/// strongly events are picked before time passes (its action `tick`; some runs let answers
+/// come late), then the walk, its steps told by `tell`.
 fn run_clients<C: Debug, M: Model>(
     seed: u64,
     draw: impl FnOnce(&mut Rng) -> C,
     model: impl FnOnce(C) -> M,
-    is_tick: impl Fn(&M::Action) -> bool,
+    tick: M::Action,
     tell: impl Fn(&M::State, &M::Action) -> String,
 ) -> (u64, Option<Failure>)
 where
-    M::Action: Debug,
+    M::Action: Debug + PartialEq,
 {
+    let is_tick = |a: &M::Action| *a == tick;
     let mut rng = Rng::new(seed);
     let config = draw(&mut rng);
     let bias = rng.range(1, 7);
     let text = format!("{config:?}, events first {bias} in {}", bias + 1);
     let model = model(config);
-    walk(&model, &mut rng, bias, is_tick, |p| explore::narrate(&model, p, &tell)).map_failure(seed, text)
+    let found = walk(&model, &mut rng, bias, is_tick, |p| explore::narrate(&model, p, &tell));
+    run(found, seed, text)
 }
 
 /// A Fifo machines configuration drawn from `rng`.
@@ -278,14 +275,9 @@ fn draw_fifo(rng: &mut Rng, bug: Option<Broken>) -> fifo_machines::Config {
 
 /// One run of the Fifo machines model from `seed`.
 pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
-    let is_tick = |a: &fifo_machines::Action| matches!(a, fifo_machines::Action::Tick);
-    run_clients(
-        seed,
-        |rng| draw_fifo(rng, bug),
-        FifoMachines::new,
-        is_tick,
-        fifo_machines::tell,
-    )
+    let draw = |rng: &mut Rng| draw_fifo(rng, bug);
+    use fifo_machines::{tell, Action};
+    run_clients(seed, draw, FifoMachines::new, Action::Tick, tell)
 }
 
 /// A session configuration drawn from `rng`.
@@ -310,14 +302,8 @@ fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
 
 /// One run of the session model from `seed`.
 pub fn run_session(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
-    let is_tick = |a: &session::Action| matches!(a, session::Action::Tick);
-    run_clients(
-        seed,
-        |rng| draw_session(rng, bug),
-        Sessions::new,
-        is_tick,
-        session::tell,
-    )
+    let draw = |rng: &mut Rng| draw_session(rng, bug);
+    run_clients(seed, draw, Sessions::new, session::Action::Tick, session::tell)
 }
 
 /// Runs of the session model, as `simulate`.
@@ -326,21 +312,17 @@ pub fn simulate_session(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
 }
 
 /// What one walk found: its length, and the failing property with the steps to it.
-struct Walk(u64, Option<(&'static str, Vec<String>)>);
+type Walk = (u64, Option<(&'static str, Vec<String>)>);
 
-impl Walk {
-    fn map_failure(self, seed: u64, config: String) -> (u64, Option<Failure>) {
-        let Walk(n, f) = self;
-        (
-            n,
-            f.map(|(property, steps)| Failure {
-                seed,
-                config,
-                property,
-                steps,
-            }),
-        )
-    }
+/// What walk `w` found, as the run from `seed` on `config`.
+fn run((n, found): Walk, seed: u64, config: String) -> (u64, Option<Failure>) {
+    let failure = |(property, steps)| Failure {
+        seed,
+        config,
+        property,
+        steps,
+    };
+    (n, found.map(failure))
 }
 
 /// A random walk through `model`. Time passes (`is_tick`) less often than events happen:
@@ -362,12 +344,12 @@ where
     loop {
         if path.len() >= MOST_STEPS_PER_RUN {
             let steps = path.iter().rev().take(20).map(|a| format!("{a:?}")).collect();
-            return Walk(path.len() as u64, Some(("time passes", steps)));
+            return (path.len() as u64, Some(("time passes", steps)));
         }
         actions.clear();
         model.actions(&state, &mut actions);
         if actions.is_empty() {
-            return Walk(path.len() as u64, None);
+            return (path.len() as u64, None);
         }
         // An event is picked first when there is one.
         let events = actions.iter().filter(|a| !is_tick(a)).count();
@@ -379,7 +361,7 @@ where
             actions.get(i).cloned()
         };
         let Some(action) = pick else {
-            return Walk(path.len() as u64, None);
+            return (path.len() as u64, None);
         };
         path.push(action.clone());
         let checked = model
@@ -390,7 +372,7 @@ where
             Err(v) => {
                 let mut steps = narrate(&path);
                 steps.push(v.detail);
-                return Walk(path.len() as u64, Some((v.property, steps)));
+                return (path.len() as u64, Some((v.property, steps)));
             }
         }
     }

@@ -119,7 +119,7 @@ fn the_explorer_replays_a_counterexample_from_its_initial_state() {
 /// knows of its loss no later than the waiter is granted the lock.
 #[test]
 fn the_heartbeat_machine_declares_the_loss_before_a_rival_is_granted() {
-    let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config::new());
+    let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config::default());
     assert!(r.holds, "{:?}", r.counterexample);
     assert!(r.states > 1000, "{} states", r.states);
 }
@@ -131,7 +131,7 @@ fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted(
     use dynamodb_lock_model::lease::{check, Config, PROPERTY};
     let long = Config {
         period: 9,
-        ..Config::new()
+        ..Config::default()
     };
     let r = check(long);
     assert!(r.holds, "{:?}", r.counterexample);
@@ -175,7 +175,7 @@ fn a_lock_abandoned_by_close_is_lost_before_a_rival_is_granted() {
         close: true,
         horizon: 10,
         pause: 4,
-        ..Config::new()
+        ..Config::default()
     };
     holds_and_catches(close, &dynamodb_lock_core::broken::Broken::CLOSE, |s| s == "Close");
 }
@@ -192,7 +192,7 @@ fn a_lock_update_holds_back_heartbeats_but_never_the_loss() {
         lease: 4,
         horizon: 6,
         pause: 3,
-        ..Config::new()
+        ..Config::default()
     };
     holds_and_catches(update, &dynamodb_lock_core::broken::Broken::UPDATE, |s| {
         s.starts_with("UpdateStart")
@@ -205,7 +205,7 @@ fn every_broken_heartbeat_variant_is_caught() {
     for bug in dynamodb_lock_core::broken::Broken::TIMING {
         let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config {
             bug: Some(bug),
-            ..dynamodb_lock_model::lease::Config::new()
+            ..dynamodb_lock_model::lease::Config::default()
         });
         let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());

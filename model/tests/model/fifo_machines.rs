@@ -10,7 +10,7 @@ const LIMIT: usize = 3_000_000;
 
 #[test]
 fn every_property_holds_for_fifo_machines() {
-    let r = check(Config::new(), LIMIT);
+    let r = check(Config::default(), LIMIT);
     assert!(!r.truncated, "stopped at {} states", r.states);
     if let Some((p, d, steps)) = r.violation {
         panic!("{p}: {d}\n{}", steps.join("\n"));
