@@ -24,15 +24,14 @@ use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use tokio::sync::OnceCell;
 
+use super::expr::{data_attr, Expr, NEXT_TICKET};
 use super::json::{read_response, Attr, Body, Response};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError, TransportOptions};
 use super::{not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
 use crate::clock::unix_now_ms;
 use crate::error::StoreError;
-use crate::item::{
-    self, Guid, GuidValue, LockData, LockKey, LockRecord, TableSpec, Version, MAX_FENCING_TOKEN, RELEASED_LEASE_MS,
-};
+use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
 use crate::stats::{Outcome, Stats};
 use dynamodb_lock_core::op::Grant;
 
@@ -143,7 +142,7 @@ fn is_throttle(code: &str) -> bool {
     code == "HttpStatus429" || THROTTLES.contains(&code)
 }
 
-fn config_error(message: String) -> StoreError {
+pub(super) fn config_error(message: String) -> StoreError {
     StoreError::Service {
         code: "ConfigError".into(),
         message,
@@ -406,46 +405,51 @@ impl HttpStore {
         }
     }
 
+    /// A conditional write's expressions on this table.
+    fn expr(&self) -> Expr<'_> {
+        Expr::new(&self.table.partition_key)
+    }
+
     /// One conditional `UpdateItem` of a holder (or of a forced release): it also sets
     /// `lockWrittenUnixMs` (one more `SET`, in the same request).
-    async fn update(
-        &self,
-        key: &LockKey,
-        update: &str,
-        condition: &str,
-        names: &[(&str, &str)],
-        values: &[(&str, Attr<'_>)],
-        returns: &str,
-    ) -> Result<Response, StoreError> {
-        let mut names = names.to_vec();
-        names.push(("#lw", item::LOCK_WRITTEN_UNIX_MS));
-        let mut values = values.to_vec();
-        values.push((":lw", Attr::N(written_now())));
-        self.send_update(key, &stamped(update), condition, &names, &values, returns)
-            .await
+    async fn update(&self, key: &LockKey, mut e: Expr<'_>, returns: &str) -> Result<Response, StoreError> {
+        e.stamp(written_now());
+        self.send_update(key, e, returns).await
     }
 
     /// One conditional `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo
     /// ticket) is sent through it directly: it leaves `lockWrittenUnixMs` alone, which tells
     /// when the holder last wrote.
-    async fn send_update(
-        &self,
-        key: &LockKey,
-        update: &str,
-        condition: &str,
-        names: &[(&str, &str)],
-        values: &[(&str, Attr<'_>)],
-        returns: &str,
-    ) -> Result<Response, StoreError> {
+    async fn send_update(&self, key: &LockKey, e: Expr<'_>, returns: &str) -> Result<Response, StoreError> {
         let mut b = Body::new(&self.table.name);
         b.item("Key", &self.table, key, &[]);
-        b.str("UpdateExpression", update);
-        b.str("ConditionExpression", condition);
-        b.names(names);
-        b.values(values);
+        e.write(&mut b);
         b.str("ReturnValues", returns);
         b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
         self.call("UpdateItem", b.finish()).await
+    }
+
+    /// One conditional `DeleteItem`; with `old`, the item deleted, or the one a failed condition
+    /// met, comes back.
+    async fn delete(&self, key: &LockKey, e: Expr<'_>, old: bool) -> Result<Response, StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        e.write(&mut b);
+        if old {
+            b.str("ReturnValues", "ALL_OLD");
+            b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        }
+        self.call("DeleteItem", b.finish()).await
+    }
+
+    /// One `PutItem` of an item that must not exist yet: the key and `attrs`.
+    async fn put_new(&self, key: &LockKey, attrs: &[(&str, Attr<'_>)]) -> Result<(), StoreError> {
+        let mut b = Body::new(&self.table.name);
+        b.item("Item", &self.table, key, attrs);
+        b.str("ConditionExpression", "attribute_not_exists(#pk)");
+        b.names(&[("#pk", &self.table.partition_key)]);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        self.call("PutItem", b.finish()).await.map(drop)
     }
 }
 
@@ -455,99 +459,6 @@ fn written_now() -> u64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
-
-/// `update` with `#lw = :lw` (`lockWrittenUnixMs`) first in its `SET` clause.
-fn stamped(update: &str) -> String {
-    match update.strip_prefix("SET ") {
-        Some(rest) => format!("SET #lw = :lw, {rest}"),
-        None if update.is_empty() => "SET #lw = :lw".to_string(),
-        None => format!("SET #lw = :lw {update}"),
-    }
-}
-
-/// The condition that a version a waiter waited out is still there, with its values.
-fn waited_out_condition<'a>(v: &'a Version, values: &mut Vec<(&'static str, Attr<'a>)>) -> String {
-    let guid_is = match &v.guid {
-        None => "attribute_not_exists(#guid)",
-        Some(g) => {
-            values.push((
-                ":eguid",
-                match g {
-                    GuidValue::B(b) => Attr::B(b),
-                    GuidValue::S(s) => Attr::S(s),
-                    GuidValue::N(n) => Attr::NText(n),
-                },
-            ));
-            "#guid = :eguid"
-        }
-    };
-    let token_is = match v.fencing_token {
-        Some(t) => {
-            values.push((":eft", Attr::N(t)));
-            "#ft = :eft"
-        }
-        None => "attribute_not_exists(#ft)",
-    };
-    format!("({guid_is} AND {token_is})")
-}
-
-/// `op::token_can_rise`: only a token that can rise to a safe integer (`item::MAX_FENCING_TOKEN`)
-/// is raised. An item whose token is of another type, negative or too large is refused as it
-/// is, and the refusal carries it (or a read follows) for the core to name: a comparison with
-/// numbers is false for an attribute of another type, so `BETWEEN` alone refuses those too
-/// (an `attribute_type` test beside it cost dynalite twice the time per acquisition). A
-/// fractional token is the one no condition can tell apart: the write lands, its new token is
-/// refused when read back, and the lock is given back.
-fn token_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
-    values.extend([(":zero_ft", Attr::N(0)), (":below_max", Attr::N(MAX_FENCING_TOKEN - 1))]);
-    "(attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max)"
-}
-
-/// The condition that a new Fifo ticket and queue position can be taken on the head
-/// (`op::ticket_can_rise`): `ticketNext`, `fencingToken` and `queueNext`, where present, are
-/// numbers from 0 to 2^53 - 2, and `queueGranted` one from 0 to 2^53 - 1. Another type fails the comparison, so the head is refused with
-/// the item, which the acquisition names; a fraction is the one refused form no condition
-/// tells apart (see `token_can_rise`).
-fn ticket_can_rise(values: &mut Vec<(&'static str, Attr<'_>)>) -> &'static str {
-    values.extend([
-        (":zero_ft", Attr::N(0)),
-        (":below_max", Attr::N(MAX_FENCING_TOKEN - 1)),
-        (":max_ft", Attr::N(MAX_FENCING_TOKEN)),
-    ]);
-    "(attribute_not_exists(#tn) OR #tn BETWEEN :zero_ft AND :below_max) \
-     AND (attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max) \
-     AND (attribute_not_exists(#qn) OR #qn BETWEEN :zero_ft AND :below_max) \
-     AND (attribute_not_exists(#qg) OR #qg BETWEEN :zero_ft AND :max_ft)"
-}
-
-/// Names of the Fifo head item's attributes in expressions.
-const FIFO_NAMES: [(&str, &str); 9] = [
-    ("#owner", item::OWNER),
-    ("#guid", item::GUID),
-    ("#lease", item::LEASE_DURATION_MS),
-    ("#ft", item::FENCING_TOKEN),
-    ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-    ("#tn", item::TICKET_NEXT),
-    ("#qn", item::QUEUE_NEXT),
-    ("#qg", item::QUEUE_GRANTED),
-    ("#perm", item::PERMITS),
-];
-
-/// The names a grant uses (DynamoDB refuses names an expression does not use).
-const GRANT_NAMES: [(&str, &str); 7] = [
-    ("#owner", item::OWNER),
-    ("#guid", item::GUID),
-    ("#lease", item::LEASE_DURATION_MS),
-    ("#ft", item::FENCING_TOKEN),
-    ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-    ("#qg", item::QUEUE_GRANTED),
-    ("#perm", item::PERMITS),
-];
-
-/// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
-/// on an item without `ticketNext`.
-const NEXT_TICKET: &str = "if_not_exists(#tn, if_not_exists(#ft, :zero)) + :one";
-
 impl Link {
     /// Current credentials, fetched again from the provider when they near expiry.
     async fn credentials(&self) -> Result<Credentials, StoreError> {
@@ -654,107 +565,6 @@ fn skew_from_date(date: &str, now: SystemTime) -> Option<i64> {
     Some(server.to_millis().ok()? - ours.to_millis().ok()?)
 }
 
-/// `#guid IN (:g0, :g1, ...)` and its values. A lock has at most two live guids (its own and
-/// one a heartbeat may have written).
-fn guid_condition<'a>(guids: &'a [Guid], values: &mut Vec<(&'static str, Attr<'a>)>) -> Result<String, StoreError> {
-    const NAMES: [&str; 4] = [":g0", ":g1", ":g2", ":g3"];
-    if guids.is_empty() || guids.len() > NAMES.len() {
-        return Err(config_error(format!("{} guids in one condition", guids.len())));
-    }
-    for (name, g) in NAMES.iter().zip(guids) {
-        values.push((name, Attr::B(g)));
-    }
-    Ok(if guids.len() == 1 {
-        "#guid = :g0".to_string()
-    } else {
-        format!("#guid IN ({})", NAMES[..guids.len()].join(", "))
-    })
-}
-
-/// `SET ... #t = :t` when the write carries the writer's clock (every FailOpen write does),
-/// otherwise `REMOVE #t`.
-fn acquired_time(set: &mut String, t: Option<u64>, values: &mut Vec<(&'static str, Attr<'_>)>) {
-    match t {
-        Some(t) => {
-            set.push_str(", #t = :t");
-            values.push((":t", Attr::N(t)));
-        }
-        None => set.push_str(" REMOVE #t"),
-    }
-}
-
-/// `lockSession` as an acquisition or a hand-over writes it: set, or removed.
-fn session_attr<'a>(
-    session: Option<&'a str>,
-    parts: (&mut Vec<&'static str>, &mut Vec<&'static str>),
-    names: &mut Vec<(&'static str, &'a str)>,
-    values: &mut Vec<(&'static str, Attr<'a>)>,
-) {
-    let (set, remove) = parts;
-    names.push(("#sess", item::LOCK_SESSION));
-    match session {
-        Some(id) => {
-            set.push("#sess = :sess");
-            values.push((":sess", Attr::S(id)));
-        }
-        None => remove.push("#sess"),
-    }
-}
-
-/// An update expression from its `SET` and `REMOVE` parts.
-fn expression(set: &[&str], remove: &[&str]) -> String {
-    let mut e = String::with_capacity(160);
-    if !set.is_empty() {
-        e.push_str("SET ");
-        e.push_str(&set.join(", "));
-    }
-    if !remove.is_empty() {
-        if !e.is_empty() {
-            e.push(' ');
-        }
-        e.push_str("REMOVE ");
-        e.push_str(&remove.join(", "));
-    }
-    e
-}
-
-fn data_attr(d: &LockData) -> Attr<'_> {
-    match d {
-        LockData::S(s) => Attr::S(s),
-        LockData::B(b) => Attr::B(b),
-    }
-}
-
-/// Adds the holder's data (`remove_if_none`: removes a previous holder's when there is none)
-/// and the TTL attribute to an update.
-fn data_and_ttl<'a>(
-    data: Option<&'a LockData>,
-    remove_if_none: bool,
-    ttl: Option<Ttl<'a>>,
-    parts: (&mut Vec<&'static str>, &mut Vec<&'static str>),
-    names: &mut Vec<(&'static str, &'a str)>,
-    values: &mut Vec<(&'static str, Attr<'a>)>,
-) {
-    let (set, remove) = parts;
-    match data {
-        Some(d) => {
-            set.push("#data = :data");
-            values.push((":data", data_attr(d)));
-            names.push(("#data", item::LOCK_DATA));
-        }
-        None if remove_if_none => {
-            remove.push("#data");
-            names.push(("#data", item::LOCK_DATA));
-        }
-        None => {}
-    }
-    if let Some((name, at)) = ttl {
-        set.push("#ttl = :ttl");
-        values.push((":ttl", Attr::N(at)));
-        names.push(("#ttl", name));
-    }
-}
-
 fn invalid_response(message: &str) -> StoreError {
     StoreError::Service {
         code: "InvalidResponse".into(),
@@ -793,11 +603,10 @@ impl Store for HttpStore {
 impl HttpStore {
     /// `Store::apply`: the request of each operation.
     async fn apply_op(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
+        let done = |()| Reply::Done;
         match *op {
             Op::Get => self.get(key).await.map(Reply::Before),
-            Op::PutIfAbsent { owner, guid, data, ttl } => {
-                self.put_if_absent(key, owner, guid, data, ttl).await.map(|()| Reply::Done)
-            }
+            Op::PutIfAbsent { owner, guid, data, ttl } => self.put_if_absent(key, owner, guid, data, ttl).await.map(done),
             Op::DeleteIfGuid { guids } => self.delete_if_guid(key, guids).await.map(Reply::WaitingMark),
             Op::Take {
                 fields,
@@ -809,33 +618,24 @@ impl HttpStore {
                 guids,
                 new_guid,
                 fields,
-                marks_fresh_since_unix_ms,
+                marks_fresh_since_unix_ms: fresh,
                 ttl,
-            } => self
-                .hand_over(key, guids, new_guid, fields, marks_fresh_since_unix_ms, ttl)
-                .await
-                .map(Reply::HandedOver),
+            } => self.hand_over(key, guids, new_guid, fields, fresh, ttl).await.map(Reply::HandedOver),
             Op::Renew {
                 guids,
                 new_guid,
                 fields,
-            } => self.renew(key, guids, new_guid, fields).await.map(|revoked| match revoked.is_empty() {
-                true => Reply::Done,
-                false => Reply::Revoked(revoked),
-            }),
+            } => self.renew(key, guids, new_guid, fields).await,
             Op::PutItem { .. } => Err(not_supported(
                 "the original's whole-item put is sent only through a dynamodb object; this store writes the lock item with UpdateItem".into(),
             )),
             Op::Release {
                 guids,
-                lock_acquired_time_unix_ms,
+                lock_acquired_time_unix_ms: at,
                 ttl,
-            } => self
-                .release(key, guids, lock_acquired_time_unix_ms, ttl)
-                .await
-                .map(Reply::WaitingMark),
-            Op::SetData { guids, data, ttl } => self.set_data(key, guids, data, ttl).await.map(|()| Reply::Done),
-            Op::MarkWaiting(ref mark) => self.mark_waiting(key, mark).await.map(|()| Reply::Done),
+            } => self.release(key, guids, at, ttl).await.map(Reply::WaitingMark),
+            Op::SetData { guids, data, ttl } => self.set_data(key, guids, data, ttl).await.map(done),
+            Op::MarkWaiting(ref mark) => self.mark_waiting(key, mark).await.map(done),
             Op::FifoTakeFree { fields, guid } => self.fifo_take_free(key, fields, guid).await.map(Reply::Token),
             Op::FifoTicket => self.fifo_ticket(key).await.map(Reply::Before),
             Op::FifoReserve { ticket } => self.fifo_reserve(key, ticket).await.map(Reply::Before),
@@ -843,51 +643,37 @@ impl HttpStore {
                 ticket,
                 position,
                 previous_ticket,
-            } => self
-                .fifo_untake(key, ticket, position, previous_ticket)
-                .await
-                .map(|()| Reply::Done),
-            Op::FifoPutEntry(ref entry) => self.fifo_put_entry(key, entry).await.map(|()| Reply::Done),
+            } => self.fifo_untake(key, ticket, position, previous_ticket).await.map(done),
+            Op::FifoPutEntry(ref entry) => self.fifo_put_entry(key, entry).await.map(done),
             Op::FifoGrant {
                 fields,
                 guid,
                 ticket,
                 position,
                 waited_out,
-            } => self
-                .fifo_grant(key, fields, guid, ticket, position, waited_out)
-                .await
-                .map(|()| Reply::Done),
-            Op::FifoFinishEntry { guids, new_guid } => {
-                self.fifo_finish_entry(key, guids, new_guid).await.map(|()| Reply::Done)
-            }
-            Op::FifoDeleteFinished => self.fifo_delete_finished(key).await.map(|()| Reply::Done),
-            Op::FifoTouchEntry { ttl } => self.fifo_touch_entry(key, ttl).await.map(|()| Reply::Done),
+            } => self.fifo_grant(key, fields, guid, ticket, position, waited_out).await.map(done),
+            Op::FifoFinishEntry { guids, new_guid } => self.fifo_finish_entry(key, guids, new_guid).await.map(done),
+            Op::FifoDeleteFinished => self.fifo_delete_finished(key).await.map(done),
+            Op::FifoTouchEntry { ttl } => self.fifo_touch_entry(key, ttl).await.map(done),
             Op::SemTake {
                 fields,
                 guid,
                 limit,
                 permits,
             } => self.sem_take(key, fields, guid, limit, permits).await.map(Reply::Token),
-            Op::SemGrant(ref g) => self.sem_grant(key, g).await.map(|()| Reply::Done),
+            Op::SemGrant(ref g) => self.sem_grant(key, g).await.map(done),
             Op::SemRenew {
                 key: holder,
                 guids,
                 new_guid,
                 permits,
                 fields,
-            } => self
-                .sem_renew(key, holder, guids, new_guid, permits, fields)
-                .await
-                .map(|()| Reply::Done),
+            } => self.sem_renew(key, holder, guids, new_guid, permits, fields).await.map(done),
             Op::SemRelease {
                 key: holder,
                 guids,
                 permits,
-            } => self
-                .sem_release(key, holder, guids, permits)
-                .await
-                .map(|()| Reply::WaitingMark(None)),
+            } => self.sem_release(key, holder, guids, permits).await.map(|()| Reply::WaitingMark(None)),
         }
     }
 }
@@ -904,29 +690,14 @@ const RECLAIM_NAMES: [(&str, &str, &str); dynamodb_lock_core::fifo::MAX_RECLAIM]
     ("#r7", ":r7", ":rp7"),
 ];
 
-/// The condition that a semaphore holder's attribute `#h` holds `permits` (its value's first
-/// word, `:hp`) and carries one of `hexes` (its `guid`s in hex), with the values it names.
-fn holder_condition<'a>(
-    hexes: &'a [String],
-    permits: &'a str,
-    values: &mut Vec<(&'static str, Attr<'a>)>,
-) -> Result<String, StoreError> {
-    const NAMES: [&str; 4] = [":hg0", ":hg1", ":hg2", ":hg3"];
-    if hexes.is_empty() || hexes.len() > NAMES.len() {
-        return Err(config_error(format!("{} guids in one condition", hexes.len())));
-    }
-    let mut parts = Vec::new();
-    for (name, h) in NAMES.iter().zip(hexes) {
-        values.push((name, Attr::S(h)));
-        parts.push(format!("contains(#h, {name})"));
-    }
-    values.push((":hp", Attr::S(permits)));
-    Ok(format!("begins_with(#h, :hp) AND ({})", parts.join(" OR ")))
-}
-
 /// The first word of a semaphore holder's value, with the space after it: its permits.
 fn permits_word(permits: u64) -> String {
     format!("{permits} ")
+}
+
+/// A holder's `guid`s in hex, as its semaphore holder attribute carries them.
+fn hexes(guids: &[Guid]) -> Vec<String> {
+    guids.iter().map(|g| item::guid_hex(g)).collect()
 }
 
 /// A semaphore's requests on its head item (`Op::SemTake`, `SemGrant`, `SemRenew`,
@@ -934,6 +705,8 @@ fn permits_word(permits: u64) -> String {
 /// writes name only its own; `permitsHeld` counts the permits of them all, which conditions
 /// compare with the permits a grant may add.
 impl HttpStore {
+    /// Semaphore `SemTake`: the first holder of a semaphore with no ticket out takes the next
+    /// ticket and its permits, where the limit leaves room for them.
     async fn sem_take(
         &self,
         head: &LockKey,
@@ -944,116 +717,52 @@ impl HttpStore {
     ) -> Result<u64, StoreError> {
         let name = item::holder_name(guid);
         let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
-        let mut values = vec![
-            (":zero", Attr::N(0)),
-            (":one", Attr::N(1)),
-            (":n", Attr::N(limit)),
-            (":k", Attr::N(permits)),
-            (":room", Attr::N(limit.saturating_sub(permits))),
-            (":hv", Attr::S(&value)),
-        ];
-        let update = format!(
-            "SET #perm = :n, #held = if_not_exists(#held, :zero) + :k, #h = :hv, #ft = {NEXT_TICKET}, \
-             #tn = {NEXT_TICKET}, #qg = if_not_exists(#qn, :zero)"
-        );
-        let cond = format!(
-            "attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n) \
-             AND (attribute_not_exists(#held) OR #held <= :room) \
-             AND (attribute_not_exists(#tn) OR #tn = #ft OR (attribute_not_exists(#ft) AND #tn = :zero)) AND {}",
-            ticket_can_rise(&mut values)
-        );
-        let names = [
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#perm", item::PERMITS),
-            ("#held", item::PERMITS_HELD),
-            ("#h", name.as_str()),
-            ("#ft", item::FENCING_TOKEN),
-            ("#tn", item::TICKET_NEXT),
-            ("#qn", item::QUEUE_NEXT),
-            ("#qg", item::QUEUE_GRANTED),
-        ];
-        let reply = self
-            .update(head, &update, &cond, &names, &values, "UPDATED_NEW")
-            .await?;
-        reply
-            .record
-            .and_then(|r| r.fencing_token)
-            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+        let mut e = self.expr();
+        e.new_holder(&name, &value, limit, limit.saturating_sub(permits))
+            .set("#held = if_not_exists(#held, :zero) + :k")
+            .value(":k", Attr::N(permits))
+            .take_next_ticket();
+        new_token(self.update(head, e, "UPDATED_NEW").await?)
     }
 
+    /// `SemGrant`: a waiter's ticket granted with its permits, reclaiming the permits of the
+    /// holders in `reclaim` (each still as it was read).
     async fn sem_grant(&self, head: &LockKey, g: &Grant<'_, Guid>) -> Result<(), StoreError> {
-        let Grant {
-            fields,
-            guid,
-            limit,
-            permits,
-            ticket,
-            position,
-            reclaim,
-        } = *g;
-        if reclaim.len() > RECLAIM_NAMES.len() {
-            return Err(config_error(format!(
-                "{} holders reclaimed in one grant",
-                reclaim.len()
-            )));
+        let (fields, guid, limit, permits) = (g.fields, g.guid, g.limit, g.permits);
+        let n = g.reclaim.len();
+        if n > RECLAIM_NAMES.len() {
+            return Err(config_error(format!("{n} holders reclaimed in one grant")));
         }
         let name = item::holder_name(guid);
         let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
-        let freed: u64 = reclaim.iter().map(|r| r.permits).sum();
-        let reclaimed: Vec<(String, String, String)> = reclaim
-            .iter()
-            .map(|r| {
-                (
-                    item::holder_name(&r.key),
-                    item::guid_hex(&r.guid),
-                    permits_word(r.permits),
-                )
-            })
-            .collect();
-        let mut values = vec![
-            (":n", Attr::N(limit)),
-            (":tk", Attr::N(ticket)),
-            (":p", Attr::N(position)),
-            (":room", Attr::N((limit + freed).saturating_sub(permits))),
-            (":hv", Attr::S(&value)),
-        ];
-        let mut names = vec![
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#perm", item::PERMITS),
-            ("#held", item::PERMITS_HELD),
-            ("#h", name.as_str()),
-            ("#ft", item::FENCING_TOKEN),
-            ("#qg", item::QUEUE_GRANTED),
-        ];
+        let freed: u64 = g.reclaim.iter().map(|r| r.permits).sum();
+        let names: Vec<_> = g.reclaim.iter().map(|r| item::holder_name(&r.key)).collect();
+        let hexes: Vec<_> = g.reclaim.iter().map(|r| item::guid_hex(&r.guid)).collect();
+        let words: Vec<_> = g.reclaim.iter().map(|r| permits_word(r.permits)).collect();
+        let mut e = self.expr();
+        e.new_holder(&name, &value, limit, (limit + freed).saturating_sub(permits))
+            .set_to("#ft", ":tk", Attr::N(g.ticket))
+            .set_to("#qg", ":p", Attr::N(g.position))
+            .and("(attribute_not_exists(#ft) OR #ft < :tk)");
         // `permitsHeld` moves by what the grant adds less what it reclaims.
-        let held = match permits >= freed {
-            true => {
-                values.push((":d", Attr::N(permits - freed)));
-                values.push((":zero", Attr::N(0)));
-                "if_not_exists(#held, :zero) + :d"
-            }
-            false => {
-                values.push((":d", Attr::N(freed - permits)));
-                "#held - :d"
-            }
+        match permits >= freed {
+            true => e
+                .set("#held = if_not_exists(#held, :zero) + :d")
+                .value(":d", Attr::N(permits - freed))
+                .value(":zero", Attr::N(0)),
+            false => e.set("#held = #held - :d").value(":d", Attr::N(freed - permits)),
         };
-        let mut update = format!("SET #perm = :n, #held = {held}, #h = :hv, #ft = :tk, #qg = :p");
-        let mut cond = "attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n) \
-             AND (attribute_not_exists(#ft) OR #ft < :tk) AND (attribute_not_exists(#held) OR #held <= :room)"
-            .to_string();
-        for (i, (n, hex, word)) in reclaimed.iter().enumerate() {
-            let (hn, vn, pn) = RECLAIM_NAMES[i];
-            names.push((hn, n.as_str()));
-            values.push((vn, Attr::S(hex)));
-            values.push((pn, Attr::S(word)));
-            cond.push_str(&format!(" AND contains({hn}, {vn}) AND begins_with({hn}, {pn})"));
-            update.push_str(if i == 0 { " REMOVE " } else { ", " });
-            update.push_str(hn);
+        for (i, &(hn, vn, pn)) in RECLAIM_NAMES[..n].iter().enumerate() {
+            e.name(hn, &names[i])
+                .value(vn, Attr::S(&hexes[i]))
+                .value(pn, Attr::S(&words[i]))
+                .and(&format!("contains({hn}, {vn}) AND begins_with({hn}, {pn})"))
+                .remove(hn);
         }
-        self.update(head, &update, &cond, &names, &values, "NONE").await?;
-        Ok(())
+        self.update(head, e, "NONE").await.map(drop)
     }
 
+    /// `SemRenew`: a holder's heartbeat, under its new `guid`.
     async fn sem_renew(
         &self,
         head: &LockKey,
@@ -1065,27 +774,34 @@ impl HttpStore {
     ) -> Result<(), StoreError> {
         let name = item::holder_name(key);
         let value = item::holder_value(permits, fields.lease_duration_ms, new_guid, unix_now_ms(), fields.owner);
-        let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
-        let word = permits_word(permits);
-        let mut values = vec![(":hv", Attr::S(&value))];
-        let cond = holder_condition(&hexes, &word, &mut values)?;
-        let names = [("#h", name.as_str())];
-        self.update(head, "SET #h = :hv", &cond, &names, &values, "NONE")
-            .await?;
-        Ok(())
+        let (hexes, word) = (hexes(guids), permits_word(permits));
+        let mut e = self.expr();
+        e.name("#h", &name)
+            .set_to("#h", ":hv", Attr::S(&value))
+            .holder_is(&hexes, &word)?;
+        self.update(head, e, "NONE").await.map(drop)
     }
 
+    /// `SemRelease`: a holder gone, its permits given back.
     async fn sem_release(&self, head: &LockKey, key: &Guid, guids: &[Guid], permits: u64) -> Result<(), StoreError> {
         let name = item::holder_name(key);
-        let hexes: Vec<String> = guids.iter().map(|g| item::guid_hex(g)).collect();
-        let word = permits_word(permits);
-        let mut values = vec![(":k", Attr::N(permits))];
-        let cond = holder_condition(&hexes, &word, &mut values)?;
-        let names = [("#h", name.as_str()), ("#held", item::PERMITS_HELD)];
-        self.update(head, "SET #held = #held - :k REMOVE #h", &cond, &names, &values, "NONE")
-            .await?;
-        Ok(())
+        let (hexes, word) = (hexes(guids), permits_word(permits));
+        let mut e = self.expr();
+        e.name("#h", &name)
+            .set("#held = #held - :k")
+            .value(":k", Attr::N(permits))
+            .remove("#h")
+            .holder_is(&hexes, &word)?;
+        self.update(head, e, "NONE").await.map(drop)
     }
+}
+
+/// The fencing token an update returned (`UPDATED_NEW`).
+fn new_token(reply: Response) -> Result<u64, StoreError> {
+    reply
+        .record
+        .and_then(|r| r.fencing_token)
+        .ok_or_else(|| invalid_response("DynamoDB did not return a new fencingToken that reads as one"))
 }
 
 /// Each operation's DynamoDB request: its condition and update expressions, and what the
@@ -1098,6 +814,7 @@ impl HttpStore {
         Ok(self.call("GetItem", b.finish()).await?.record)
     }
 
+    /// `PutIfAbsent`: a new item, written whole.
     async fn put_if_absent(
         &self,
         key: &LockKey,
@@ -1106,40 +823,27 @@ impl HttpStore {
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<(), StoreError> {
-        let mut b = Body::new(&self.table.name);
         let mut attrs = vec![
             (item::OWNER, Attr::S(owner)),
             (item::GUID, Attr::B(guid)),
             (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
         ];
-        if let Some(d) = data {
-            attrs.push((item::LOCK_DATA, data_attr(d)));
-        }
-        if let Some((name, at)) = ttl {
-            attrs.push((name, Attr::N(at)));
-        }
-        b.item("Item", &self.table, key, &attrs);
-        b.str("ConditionExpression", "attribute_not_exists(#pk)");
-        b.names(&[("#pk", &self.table.partition_key)]);
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("PutItem", b.finish()).await?;
-        Ok(())
+        attrs.extend(data.map(|d| (item::LOCK_DATA, data_attr(d))));
+        attrs.extend(ttl.map(|(name, at)| (name, Attr::N(at))));
+        self.put_new(key, &attrs).await
     }
 
+    /// `DeleteIfGuid`: the item deleted while one of `guids` holds it; the first-in-line mark
+    /// it carried comes back.
     async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
-        let mut values = Vec::with_capacity(guids.len());
-        let cond = guid_condition(guids, &mut values)?;
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        b.str("ConditionExpression", &cond);
-        b.names(&[("#guid", item::GUID)]);
-        b.values(&values);
-        b.str("ReturnValues", "ALL_OLD");
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        let reply = self.call("DeleteItem", b.finish()).await?;
+        let mut e = self.expr();
+        e.guid_is(guids)?;
+        let reply = self.delete(key, e, true).await?;
         Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
     }
 
+    /// `Take`: a free item (absent, released, or the version `waited_out` still there) taken
+    /// with the next fencing token, which comes back.
     async fn take(
         &self,
         key: &LockKey,
@@ -1148,112 +852,55 @@ impl HttpStore {
         waited_out: Option<&Version>,
         clear_mark: bool,
     ) -> Result<u64, StoreError> {
-        let mut values = vec![
-            (":owner", Attr::S(fields.owner)),
-            (":guid", Attr::B(guid)),
-            (":lease", Attr::N(fields.lease_duration_ms)),
-            (":zero", Attr::N(fields.token_floor)),
-            (":one", Attr::N(1)),
-            (":released", Attr::N(RELEASED_LEASE_MS)),
-        ];
-        let mut names = vec![
-            ("#pk", self.table.partition_key.as_str()),
-            ("#owner", item::OWNER),
-            ("#guid", item::GUID),
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#ft", item::FENCING_TOKEN),
-            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-        ];
-        let mut set = vec![
-            "#owner = :owner",
-            "#guid = :guid",
-            "#lease = :lease",
-            "#ft = if_not_exists(#ft, :zero) + :one",
-        ];
-        let mut remove = vec![];
-        match fields.lock_acquired_time_unix_ms {
-            Some(t) => {
-                set.push("#t = :t");
-                values.push((":t", Attr::N(t)));
-            }
-            None => remove.push("#t"),
-        }
+        let mut e = self.expr();
+        e.holder(fields, ":guid", guid)
+            .next_token(fields.token_floor)
+            .data(fields.data)
+            .ttl(fields.ttl)
+            .session(fields.session);
         if clear_mark {
-            remove.extend(["#w", "#wid", "#ws", "#wo"]);
-            names.extend([
-                ("#w", item::LOCK_WAITING_UNIX_MS),
-                ("#wid", item::LOCK_WAITER),
-                ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
-                ("#wo", item::LOCK_WAITER_OWNER),
-            ]);
+            e.remove("#w, #wid, #ws, #wo");
         }
-        data_and_ttl(
-            fields.data,
-            true,
-            fields.ttl,
-            (&mut set, &mut remove),
-            &mut names,
-            &mut values,
-        );
-        session_attr(fields.session, (&mut set, &mut remove), &mut names, &mut values);
-        let update = expression(&set, &remove);
-        let mut cond = "(attribute_not_exists(#pk) OR #lease = :released".to_string();
-        if let Some(v) = waited_out {
-            cond.push_str(" OR ");
-            cond.push_str(&waited_out_condition(v, &mut values));
-        }
-        cond.push_str(") AND ");
-        cond.push_str(token_can_rise(&mut values));
-        let reply = self.update(key, &update, &cond, &names, &values, "UPDATED_NEW").await?;
-        reply
-            .record
-            .and_then(|r| r.fencing_token)
-            .ok_or_else(|| invalid_response("DynamoDB did not return a new fencingToken that reads as one"))
+        let waited_out = e.or_waited_out(waited_out);
+        e.value(":released", Attr::N(RELEASED_LEASE_MS))
+            .and(&format!(
+                "(attribute_not_exists(#pk) OR #lease = :released{waited_out})"
+            ))
+            .token_can_rise();
+        new_token(self.update(key, e, "UPDATED_NEW").await?)
     }
 
+    /// `Renew`: a heartbeat, under a new `guid`. A session's renewal reads its item back: an
+    /// operator's revocation of one of its locks is on it (`lockRevoked`), and reaches the
+    /// holder with this answer.
     async fn renew(
         &self,
         key: &LockKey,
         guids: &[Guid],
         new_guid: &Guid,
         fields: &OpenFields<'_>,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut values = vec![
-            (":owner", Attr::S(fields.owner)),
-            (":new", Attr::B(new_guid)),
-            (":lease", Attr::N(fields.lease_duration_ms)),
-        ];
-        let mut update = "SET #owner = :owner, #guid = :new, #lease = :lease".to_string();
-        let mut names = vec![
-            ("#owner", item::OWNER),
-            ("#guid", item::GUID),
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-        ];
-        if let Some((name, at)) = fields.ttl {
-            update.push_str(", #ttl = :ttl");
-            values.push((":ttl", Attr::N(at)));
-            names.push(("#ttl", name));
-        }
-        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
+    ) -> Result<Reply<LockRecord>, StoreError> {
+        let mut e = self.expr();
         // Held (`op::free` is false: a lease that is not the released one): a heartbeat that
         // lands after the release must not take the lock back. `<>` alone is true on an item
         // without a lease (DynamoDB Local applies it; the agreement test caught it), which
         // `free` counts as free: the lease must exist too.
-        values.push((":released", Attr::N(RELEASED_LEASE_MS)));
-        let cond = format!(
-            "{} AND attribute_exists(#lease) AND #lease <> :released",
-            guid_condition(guids, &mut values)?
-        );
-        // A session's renewal reads its item back: an operator's revocation of one of its
-        // locks is on it (`lockRevoked`), and reaches the holder with this answer.
+        e.holder(fields, ":new", new_guid)
+            .ttl(fields.ttl)
+            .value(":released", Attr::N(RELEASED_LEASE_MS))
+            .guid_is(guids)?
+            .and("attribute_exists(#lease) AND #lease <> :released");
         let returns = if item::is_session_key(key) { "ALL_NEW" } else { "NONE" };
-        Ok(self
-            .update(key, &update, &cond, &names, &values, returns)
-            .await?
-            .revoked)
+        let revoked = self.update(key, e, returns).await?.revoked;
+        Ok(if revoked.is_empty() {
+            Reply::Done
+        } else {
+            Reply::Revoked(revoked)
+        })
     }
 
+    /// `Release`: the lease set to the released one; the first-in-line mark the item carried
+    /// comes back.
     async fn release(
         &self,
         key: &LockKey,
@@ -1261,24 +908,17 @@ impl HttpStore {
         lock_acquired_time_unix_ms: Option<u64>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
-        let mut values = vec![(":released", Attr::N(RELEASED_LEASE_MS))];
-        let mut update = "SET #lease = :released".to_string();
-        let mut names = vec![
-            ("#guid", item::GUID),
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-        ];
-        if let Some((name, at)) = ttl {
-            update.push_str(", #ttl = :ttl");
-            values.push((":ttl", Attr::N(at)));
-            names.push(("#ttl", name));
-        }
-        acquired_time(&mut update, lock_acquired_time_unix_ms, &mut values);
-        let cond = guid_condition(guids, &mut values)?;
-        let reply = self.update(key, &update, &cond, &names, &values, "ALL_OLD").await?;
+        let mut e = self.expr();
+        e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
+            .ttl(ttl)
+            .acquired_time(lock_acquired_time_unix_ms)
+            .guid_is(guids)?;
+        let reply = self.update(key, e, "ALL_OLD").await?;
         Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
     }
 
+    /// `HandOver`: the lock passed on under `new_guid` while no waiter's mark is fresh; with
+    /// `fields`, to a new holder, with the next fencing token, which comes back.
     async fn hand_over(
         &self,
         key: &LockKey,
@@ -1288,65 +928,25 @@ impl HttpStore {
         marks_fresh_since_unix_ms: u64,
         ttl: Option<Ttl<'_>>,
     ) -> Result<Option<u64>, StoreError> {
-        let mut values = vec![
-            (":new", Attr::B(new_guid)),
-            (":fresh", Attr::N(marks_fresh_since_unix_ms)),
-        ];
-        let mut names = vec![("#guid", item::GUID), ("#w", item::LOCK_WAITING_UNIX_MS)];
-        let mut set = vec!["#guid = :new"];
-        let mut remove = vec![];
-        if let Some(f) = fields {
-            // An item without a token counts from 0, as `op::apply` does (`#ft + :one` alone
-            // is a ValidationException there).
-            set.extend([
-                "#owner = :owner",
-                "#lease = :lease",
-                "#ft = if_not_exists(#ft, :zero) + :one",
-            ]);
-            values.extend([
-                (":owner", Attr::S(f.owner)),
-                (":lease", Attr::N(f.lease_duration_ms)),
-                (":zero", Attr::N(0)),
-                (":one", Attr::N(1)),
-            ]);
-            names.extend([
-                ("#owner", item::OWNER),
-                ("#lease", item::LEASE_DURATION_MS),
-                ("#ft", item::FENCING_TOKEN),
-                ("#t", item::LOCK_ACQUIRED_TIME_UNIX_MS),
-            ]);
-            match f.lock_acquired_time_unix_ms {
-                Some(t) => {
-                    set.push("#t = :t");
-                    values.push((":t", Attr::N(t)));
-                }
-                None => remove.push("#t"),
-            }
-            session_attr(f.session, (&mut set, &mut remove), &mut names, &mut values);
-        }
-        // The next holder brings its own data, if any, with a write of its own.
-        data_and_ttl(None, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
-        let update = expression(&set, &remove);
-        let mut cond = format!(
-            "({}) AND (attribute_not_exists(#w) OR #w < :fresh)",
-            guid_condition(guids, &mut values)?
-        );
-        if fields.is_some() {
-            cond.push_str(" AND ");
-            cond.push_str(token_can_rise(&mut values));
-        }
-        let returns = if fields.is_some() { "UPDATED_NEW" } else { "NONE" };
-        let reply = self.update(key, &update, &cond, &names, &values, returns).await?;
+        let mut e = self.expr();
         match fields {
-            None => Ok(None),
-            Some(_) => reply
-                .record
-                .and_then(|r| r.fencing_token)
-                .map(Some)
-                .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken")),
+            Some(f) => e.holder(f, ":new", new_guid).next_token(0).session(f.session),
+            None => e.set_to("#guid", ":new", Attr::B(new_guid)),
+        };
+        // The next holder brings its own data, if any, with a write of its own.
+        e.data(None)
+            .ttl(ttl)
+            .guid_is(guids)?
+            .value(":fresh", Attr::N(marks_fresh_since_unix_ms))
+            .and("(attribute_not_exists(#w) OR #w < :fresh)");
+        if fields.is_none() {
+            return self.update(key, e, "NONE").await.map(|_| None);
         }
+        e.token_can_rise();
+        new_token(self.update(key, e, "UPDATED_NEW").await?).map(Some)
     }
 
+    /// `SetData`: the holder's data (or its removal) and the TTL attribute.
     async fn set_data(
         &self,
         key: &LockKey,
@@ -1354,80 +954,50 @@ impl HttpStore {
         data: Option<&LockData>,
         ttl: Option<Ttl<'_>>,
     ) -> Result<(), StoreError> {
-        let mut values = vec![];
-        let mut names = vec![("#guid", item::GUID)];
-        let (mut set, mut remove) = (vec![], vec![]);
-        data_and_ttl(data, true, ttl, (&mut set, &mut remove), &mut names, &mut values);
-        let update = expression(&set, &remove);
-        let cond = guid_condition(guids, &mut values)?;
-        self.update(key, &update, &cond, &names, &values, "NONE").await?;
-        Ok(())
+        let mut e = self.expr();
+        e.data(data).ttl(ttl).guid_is(guids)?;
+        self.update(key, e, "NONE").await.map(drop)
     }
 
+    /// `FifoTakeFree`: a free Fifo head with no ticket out taken with the next ticket, which
+    /// comes back as the fencing token.
     async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
-        let mut values = vec![
-            (":owner", Attr::S(fields.owner)),
-            (":guid", Attr::B(guid)),
-            (":lease", Attr::N(fields.lease_duration_ms)),
-            (":zero", Attr::N(0)),
-            (":one", Attr::N(RELEASED_LEASE_MS)),
-        ];
-        let mut update = format!(
-            "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = {NEXT_TICKET}, #tn = {NEXT_TICKET}, \
-             #qg = if_not_exists(#qn, :zero)"
-        );
-        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        // No ticket is out: none was ever issued, the last one issued is the holder's, or every
-        // one issued was given back before any was granted (`ticketNext` 0, no token yet).
-        let cond = format!(
-            "(attribute_not_exists(#lease) OR #lease = :one) AND (attribute_not_exists(#tn) OR #tn = #ft \
-             OR (attribute_not_exists(#ft) AND #tn = :zero)) AND attribute_not_exists(#perm) AND {}",
-            ticket_can_rise(&mut values)
-        );
-        let reply = self
-            .update(head, &update, &cond, &FIFO_NAMES, &values, "UPDATED_NEW")
-            .await?;
-        reply
-            .record
-            .and_then(|r| r.fencing_token)
-            .ok_or_else(|| invalid_response("DynamoDB did not return the new fencingToken"))
+        let mut e = self.expr();
+        e.holder(fields, ":guid", guid)
+            .value(":released", Attr::N(RELEASED_LEASE_MS))
+            .and("(attribute_not_exists(#lease) OR #lease = :released) AND attribute_not_exists(#perm)")
+            .take_next_ticket();
+        new_token(self.update(head, e, "UPDATED_NEW").await?)
     }
 
+    /// `FifoTicket`: the next ticket and a place at the queue's end; the head as it was comes
+    /// back.
     async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let mut values = vec![(":zero", Attr::N(0)), (":one", Attr::N(1))];
-        let update = format!("SET #tn = {NEXT_TICKET}, #qn = if_not_exists(#qn, :zero) + :one");
-        let cond = ticket_can_rise(&mut values);
-        let names = [
-            ("#ft", item::FENCING_TOKEN),
-            ("#tn", item::TICKET_NEXT),
-            ("#qn", item::QUEUE_NEXT),
-            ("#qg", item::QUEUE_GRANTED),
-        ];
-        let reply = self
-            .send_update(head, &update, cond, &names, &values, "ALL_OLD")
-            .await?;
-        Ok(reply.record)
+        let mut e = self.expr();
+        e.set(&format!("#tn = {NEXT_TICKET}"));
+        self.join_queue(head, e).await
     }
 
+    /// `FifoReserve`: the ticket `ticket` (past every ticket issued and every token) and a place
+    /// at the queue's end; the head as it was comes back.
     async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        let mut values = vec![(":zero", Attr::N(0)), (":one", Attr::N(1)), (":t", Attr::N(ticket))];
-        let update = "SET #tn = :t, #qn = if_not_exists(#qn, :zero) + :one";
-        let cond = format!(
-            "((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t) AND {}",
-            ticket_can_rise(&mut values)
-        );
-        let names = [
-            ("#ft", item::FENCING_TOKEN),
-            ("#tn", item::TICKET_NEXT),
-            ("#qn", item::QUEUE_NEXT),
-            ("#qg", item::QUEUE_GRANTED),
-        ];
-        let reply = self
-            .send_update(head, update, &cond, &names, &values, "ALL_OLD")
-            .await?;
-        Ok(reply.record)
+        let mut e = self.expr();
+        e.set_to("#tn", ":t", Attr::N(ticket))
+            .and("((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t)");
+        self.join_queue(head, e).await
     }
 
+    /// A waiter's write of its ticket (`e`) with one more place in the queue (`queueNext`):
+    /// it leaves `lockWrittenUnixMs` alone.
+    async fn join_queue(&self, head: &LockKey, mut e: Expr<'_>) -> Result<Option<LockRecord>, StoreError> {
+        e.set("#qn = if_not_exists(#qn, :zero) + :one")
+            .value(":zero", Attr::N(0))
+            .value(":one", Attr::N(1))
+            .ticket_can_rise();
+        Ok(self.send_update(head, e, "ALL_OLD").await?.record)
+    }
+
+    /// `FifoUntake`: a ticket given back while it is still the last one issued.
     async fn fifo_untake(
         &self,
         head: &LockKey,
@@ -1435,31 +1005,17 @@ impl HttpStore {
         position: u64,
         previous_ticket: u64,
     ) -> Result<(), StoreError> {
-        let values = [
-            (":t", Attr::N(ticket)),
-            (":p", Attr::N(position)),
-            (":prev", Attr::N(previous_ticket)),
-            (":pprev", Attr::N(position.saturating_sub(1))),
-        ];
-        let names = [
-            ("#tn", item::TICKET_NEXT),
-            ("#qn", item::QUEUE_NEXT),
-            ("#ft", item::FENCING_TOKEN),
-        ];
-        self.send_update(
-            head,
-            "SET #tn = :prev, #qn = :pprev",
-            "#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)",
-            &names,
-            &values,
-            "NONE",
-        )
-        .await?;
-        Ok(())
+        let mut e = self.expr();
+        e.set_to("#tn", ":prev", Attr::N(previous_ticket))
+            .set_to("#qn", ":pprev", Attr::N(position.saturating_sub(1)))
+            .value(":t", Attr::N(ticket))
+            .value(":p", Attr::N(position))
+            .and("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)");
+        self.send_update(head, e, "NONE").await.map(drop)
     }
 
+    /// `FifoPutEntry`: a waiter's own item, new.
     async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
-        let mut b = Body::new(&self.table.name);
         let mut attrs = vec![
             (item::OWNER, Attr::S(entry.owner)),
             (item::GUID, Attr::B(entry.guid)),
@@ -1468,17 +1024,12 @@ impl HttpStore {
             (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
             (entry.ttl.0, Attr::N(entry.ttl.1)),
         ];
-        if let Some(p) = entry.permits {
-            attrs.push((item::PERMITS, Attr::N(p)));
-        }
-        b.item("Item", &self.table, key, &attrs);
-        b.str("ConditionExpression", "attribute_not_exists(#pk)");
-        b.names(&[("#pk", &self.table.partition_key)]);
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("PutItem", b.finish()).await?;
-        Ok(())
+        attrs.extend(entry.permits.map(|p| (item::PERMITS, Attr::N(p))));
+        self.put_new(key, &attrs).await
     }
 
+    /// `FifoGrant`: a free head (or the version `waited_out` still there) granted to a
+    /// waiter's ticket, above every token before it.
     async fn fifo_grant(
         &self,
         head: &LockKey,
@@ -1488,89 +1039,54 @@ impl HttpStore {
         position: u64,
         waited_out: Option<&Version>,
     ) -> Result<(), StoreError> {
-        let mut values = vec![
-            (":owner", Attr::S(fields.owner)),
-            (":guid", Attr::B(guid)),
-            (":lease", Attr::N(fields.lease_duration_ms)),
-            (":one", Attr::N(RELEASED_LEASE_MS)),
-            (":tk", Attr::N(ticket)),
-            (":p", Attr::N(position)),
-        ];
-        let mut update = "SET #owner = :owner, #guid = :guid, #lease = :lease, #ft = :tk, #qg = :p".to_string();
-        acquired_time(&mut update, fields.lock_acquired_time_unix_ms, &mut values);
-        let mut free = "attribute_not_exists(#lease) OR #lease = :one".to_string();
-        if let Some(v) = waited_out {
-            free.push_str(" OR ");
-            free.push_str(&waited_out_condition(v, &mut values));
-        }
-        let cond = format!("({free}) AND (attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
-        self.update(head, &update, &cond, &GRANT_NAMES, &values, "NONE").await?;
-        Ok(())
+        let mut e = self.expr();
+        e.holder(fields, ":guid", guid)
+            .set_to("#ft", ":tk", Attr::N(ticket))
+            .set_to("#qg", ":p", Attr::N(position));
+        let waited_out = e.or_waited_out(waited_out);
+        e.value(":one", Attr::N(RELEASED_LEASE_MS))
+            .and(&format!("(attribute_not_exists(#lease) OR #lease = :one{waited_out})"))
+            .and("(attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
+        self.update(head, e, "NONE").await.map(drop)
     }
 
+    /// `FifoFinishEntry`: a waiter's item marked finished (the released lease), under a new
+    /// `guid`.
     async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
-        let mut values = vec![(":one", Attr::N(RELEASED_LEASE_MS)), (":new", Attr::B(new_guid))];
-        let cond = guid_condition(guids, &mut values)?;
-        let names = [("#guid", item::GUID), ("#lease", item::LEASE_DURATION_MS)];
-        self.update(key, "SET #lease = :one, #guid = :new", &cond, &names, &values, "NONE")
-            .await?;
-        Ok(())
+        let mut e = self.expr();
+        e.set_to("#lease", ":one", Attr::N(RELEASED_LEASE_MS))
+            .set_to("#guid", ":new", Attr::B(new_guid))
+            .guid_is(guids)?;
+        self.update(key, e, "NONE").await.map(drop)
     }
 
+    /// `FifoDeleteFinished`: a finished waiter's item deleted.
     async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        b.str("ConditionExpression", "#lease = :one");
-        b.names(&[("#lease", item::LEASE_DURATION_MS)]);
-        b.values(&[(":one", Attr::N(RELEASED_LEASE_MS))]);
-        self.call("DeleteItem", b.finish()).await?;
-        Ok(())
+        let mut e = self.expr();
+        e.value(":one", Attr::N(RELEASED_LEASE_MS)).and("#lease = :one");
+        self.delete(key, e, false).await.map(drop)
     }
 
+    /// `FifoTouchEntry`: a waiting item's TTL moved on, while it is not finished.
     async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
-        let names = [
-            ("#pk", self.table.partition_key.as_str()),
-            ("#lease", item::LEASE_DURATION_MS),
-            ("#ttl", ttl.0),
-        ];
-        let values = [(":one", Attr::N(RELEASED_LEASE_MS)), (":ttl", Attr::N(ttl.1))];
-        self.update(
-            key,
-            "SET #ttl = :ttl",
-            "attribute_exists(#pk) AND #lease <> :one",
-            &names,
-            &values,
-            "NONE",
-        )
-        .await?;
-        Ok(())
+        let mut e = self.expr();
+        e.ttl(Some(ttl))
+            .value(":one", Attr::N(RELEASED_LEASE_MS))
+            .and("attribute_exists(#pk) AND #lease <> :one");
+        self.update(key, e, "NONE").await.map(drop)
     }
 
+    /// `MarkWaiting`: a waiter's first-in-line mark, where no other waiter's is fresh (or the
+    /// other waited less long). A waiter's write: it leaves `lockWrittenUnixMs` alone.
     async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        let names = [
-            ("#pk", self.table.partition_key.as_str()),
-            ("#w", item::LOCK_WAITING_UNIX_MS),
-            ("#wid", item::LOCK_WAITER),
-            ("#ws", item::LOCK_WAITING_SINCE_UNIX_MS),
-            ("#wo", item::LOCK_WAITER_OWNER),
-        ];
-        let values = [
-            (":w", Attr::N(mark.now_unix_ms)),
-            (":wid", Attr::S(mark.waiter)),
-            (":ws", Attr::N(mark.since_unix_ms)),
-            (":wo", Attr::S(mark.owner)),
-            (":stale", Attr::N(mark.stale_before_unix_ms)),
-        ];
-        self.send_update(
-            key,
-            "SET #w = :w, #wid = :wid, #ws = :ws, #wo = :wo",
-            "attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)",
-            &names,
-            &values,
-            "NONE",
-        )
-        .await?;
-        Ok(())
+        let mut e = self.expr();
+        e.set_to("#w", ":w", Attr::N(mark.now_unix_ms))
+            .set_to("#wid", ":wid", Attr::S(mark.waiter))
+            .set_to("#ws", ":ws", Attr::N(mark.since_unix_ms))
+            .set_to("#wo", ":wo", Attr::S(mark.owner))
+            .value(":stale", Attr::N(mark.stale_before_unix_ms))
+            .and("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)");
+        self.send_update(key, e, "NONE").await.map(drop)
     }
 }
 
@@ -1578,17 +1094,6 @@ impl HttpStore {
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
-
-    #[test]
-    fn one_guid_is_an_equality_two_are_a_list() {
-        let g = [[1u8; 64], [2u8; 64]];
-        let mut v = vec![];
-        assert_eq!(guid_condition(&g[..1], &mut v).unwrap(), "#guid = :g0");
-        let mut v = vec![];
-        assert_eq!(guid_condition(&g, &mut v).unwrap(), "#guid IN (:g0, :g1)");
-        assert_eq!(v.len(), 2);
-        assert!(guid_condition(&[], &mut v).is_err());
-    }
 
     #[test]
     fn a_clock_skew_is_read_from_the_date_header_and_applied() {
@@ -1603,47 +1108,7 @@ mod tests {
     }
 
     #[test]
-    fn stale_acquired_time_is_removed_without_trust() {
-        let mut v = vec![];
-        let mut s = "SET #lease = :lease".to_string();
-        acquired_time(&mut s, None, &mut v);
-        assert_eq!(s, "SET #lease = :lease REMOVE #t");
-        let mut s = "SET #lease = :lease".to_string();
-        acquired_time(&mut s, Some(5), &mut v);
-        assert_eq!(s, "SET #lease = :lease, #t = :t");
-        assert!(matches!(v.as_slice(), [(":t", Attr::N(5))]));
-    }
-
-    #[test]
-    fn update_expressions_join_their_set_and_remove_parts() {
-        assert_eq!(
-            expression(&["#a = :a", "#b = :b"], &["#c"]),
-            "SET #a = :a, #b = :b REMOVE #c"
-        );
-        assert_eq!(expression(&[], &["#data"]), "REMOVE #data");
-        let (mut set, mut remove, mut names, mut values) = (vec![], vec![], vec![], vec![]);
-        let data = LockData::S("x".into());
-        data_and_ttl(
-            Some(&data),
-            true,
-            Some(("expires", 9)),
-            (&mut set, &mut remove),
-            &mut names,
-            &mut values,
-        );
-        assert_eq!(expression(&set, &remove), "SET #data = :data, #ttl = :ttl");
-        assert_eq!(names, vec![("#data", "lockData"), ("#ttl", "expires")]);
-        let (mut set, mut remove, mut names, mut values) = (vec![], vec![], vec![], vec![]);
-        data_and_ttl(None, true, None, (&mut set, &mut remove), &mut names, &mut values);
-        assert_eq!(expression(&set, &remove), "REMOVE #data");
-        assert!(values.is_empty());
-    }
-
-    #[test]
-    fn every_update_also_sets_the_time_it_was_written() {
-        assert_eq!(stamped("SET #a = :a REMOVE #t"), "SET #lw = :lw, #a = :a REMOVE #t");
-        assert_eq!(stamped("REMOVE #data"), "SET #lw = :lw REMOVE #data");
-        assert_eq!(stamped(""), "SET #lw = :lw");
+    fn a_write_is_stamped_with_this_hosts_clock() {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         assert!(written_now().abs_diff(now) < 5_000);
     }

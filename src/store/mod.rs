@@ -17,6 +17,7 @@ use crate::item::LockData;
 use crate::item::{Guid, LockKey, LockRecord, Version};
 
 mod aws_env;
+mod expr;
 pub mod http;
 pub(crate) mod json;
 #[cfg(test)]
