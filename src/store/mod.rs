@@ -3,8 +3,8 @@
 //! request, answered as `op::apply` answers. The product sends `Op`s only, and every retry is
 //! a machine's (`drive::once` for a request that needs no settling); `StoreOps` names each
 //! operation for tests. `http.rs` is the one translation of every `Op` into DynamoDB's HTTP
-//! API, stating `op::allowed` and `op::apply` as condition and update expressions (bodies in
-//! `json.rs`, signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the
+//! API, stating `op::allowed` and `op::apply` as condition and update expressions (built in
+//! `expr.rs`, bodies in `json.rs`, signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the
 //! original library's operations through a user's `dynamodb` object and refuses the others by
 //! name; `src/tests/memory.rs` (unit tests, and the agreement test on real engines) keeps
 //! items in a map, applies each operation through `op::apply`, and injects faults.
