@@ -269,9 +269,10 @@ for (const engineName of selectedEngines())
                     assert.deepEqual(m.releases, { succeeded: 0, failed: 1 });
                     assert.deepEqual(m.locks, { held: 0, lost: 0 });
                     assert.equal(m.requests.PutItem.ok, 1);
-                    // Attempts within retryCount pauses: how many depends on timing; the proxy's
-                    // tally below pins the exact number.
-                    assert.ok(m.requests.PutItem.conditionFailed >= 2, JSON.stringify(m.requests.PutItem));
+                    // The first attempt is refused; how many more fit in retryCount pauses
+                    // depends on how long the waiter's own reads take: the proxy's tally below
+                    // pins the exact number.
+                    assert.ok(m.requests.PutItem.conditionFailed >= 1, JSON.stringify(m.requests.PutItem));
                     assert.deepEqual(m.requests.DeleteItem, Object.assign({}, zero, { conditionFailed: 1 }));
                     assert.deepEqual(totals(m), proxied(proxy));
                 }
