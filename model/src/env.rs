@@ -87,11 +87,29 @@ impl<R> Net<R> {
     }
 }
 
+/// A client's request on its way (`net`) has reached its timeout, or its machine's wait
+/// (`wake`) has ended, at `now`: it is due before time goes on.
+pub fn due<R>(net: Option<&Net<R>>, wake: Option<Tick>, now: Tick) -> bool {
+    wake.is_some_and(|w| w <= now) || net.is_some_and(|n| n.timeout_at <= now)
+}
+
+/// A client waits for a time (`wake`), or has a request on its way (`net`): time going on
+/// matters to it.
+pub fn pending<R>(net: Option<&Net<R>>, wake: Option<Tick>) -> bool {
+    wake.is_some_and(|w| w != Tick::MAX) || net.is_some()
+}
+
 /// The faults (lost or throttled requests and answers) and the crashes still to happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Left {
     pub faults: u8,
     pub crashes: u8,
+}
+
+impl Left {
+    pub fn new(faults: u8, crashes: u8) -> Left {
+        Left { faults, crashes }
+    }
 }
 
 /// The answer to a request whose timeout passed first: it may have landed, or may still.

@@ -87,14 +87,16 @@ struct Visited {
     slots: Vec<u32>,
 }
 
-impl Visited {
-    fn new() -> Visited {
+impl Default for Visited {
+    fn default() -> Visited {
         Visited {
             fps: Vec::new(),
             slots: vec![0; 1 << 10],
         }
     }
+}
 
+impl Visited {
     fn len(&self) -> usize {
         self.fps.len()
     }
@@ -189,9 +191,6 @@ impl<S, A> Report<S, A> {
     pub fn holds(&self) -> bool {
         self.violation.is_none() && !self.truncated
     }
-    pub fn counterexample_len(&self) -> Option<usize> {
-        self.violation.as_ref().map(|(_, _, p)| p.len())
-    }
 }
 
 /// A fixed-size set of bits.
@@ -209,28 +208,36 @@ impl Bits {
     }
 }
 
-/// How each state was first reached: the index of the state before it (`ROOT` for an initial
-/// state) and the position of the action in that state's `actions` (for an initial state, its
-/// position in `init`).
-struct Came {
-    parent: Vec<u32>,
-    action: Vec<u16>,
-}
-
+/// The state an initial state is reached from.
 const ROOT: u32 = u32::MAX;
 
-impl Came {
-    fn new() -> Came {
-        Came {
-            parent: Vec::new(),
-            action: Vec::new(),
-        }
-    }
+/// A model's report.
+type ReportOf<M> = Report<<M as Model>::State, <M as Model>::Action>;
 
-    fn push(&mut self, parent: u32, action: usize) {
-        self.parent.push(parent);
-        self.action
-            .push(u16::try_from(action).expect("fewer than 2^16 actions a state"));
+/// Where a step led: the index of its state, with the state itself if it is new.
+type Led<S> = Option<(u32, Option<S>)>;
+
+/// A search so far: the states it knows and how each was first reached, the depth it reached,
+/// whether it stopped at its limit of states, and that limit.
+#[derive(Default)]
+struct Search {
+    visited: Visited,
+    /// How each state was first reached: the index of the state before it (`ROOT` for an
+    /// initial state) and the position of the action in that state's `actions` (for an initial
+    /// state, its position in `init`).
+    parent: Vec<u32>,
+    action: Vec<u16>,
+    depth: usize,
+    truncated: bool,
+    limit: usize,
+}
+
+impl Search {
+    fn new(limit: usize) -> Search {
+        Search {
+            limit,
+            ..Search::default()
+        }
     }
 
     /// State `i` and the actions from an initial state to it, replayed.
@@ -255,65 +262,76 @@ impl Came {
         (s, path)
     }
 
-    /// The counterexample that ends with action `a` from state `at`: the property `v` it
-    /// violates, the state `s` it found, and the path to it.
-    fn counterexample<M: Model>(
-        &self,
-        model: &M,
-        at: u32,
-        a: M::Action,
-        v: Violation,
-        s: M::State,
-    ) -> (Violation, M::State, Vec<M::Action>) {
-        let (_, mut path) = self.replay(model, at);
-        path.push(a);
-        (v, s, path)
-    }
-}
-
-impl<S, A> Report<S, A> {
-    /// An initial state violates an invariant.
-    fn at_start(v: Violation, s: S, states: usize) -> Self {
-        Reach::default().report(states, Some((v, s, Vec::new())))
-    }
-}
-
-/// How far a search got: the depth it reached, and whether it stopped at the state limit.
-#[derive(Clone, Copy, Default)]
-struct Reach {
-    depth: usize,
-    truncated: bool,
-}
-
-impl Reach {
-    /// The report of a search that got this far over `states` states and found `violation`.
-    fn report<S, A>(self, states: usize, violation: Option<(Violation, S, Vec<A>)>) -> Report<S, A> {
+    /// The report of the search over `states` states, `depth` deep, that found `violation`.
+    fn report<S, A>(&self, states: usize, depth: usize, violation: Option<(Violation, S, Vec<A>)>) -> Report<S, A> {
         Report {
             states,
-            depth: self.depth,
+            depth,
             violation,
             truncated: self.truncated,
         }
     }
-}
 
-/// Records initial state `s` (the `k`th of `init`): its index, `None` if it was seen already,
-/// or the invariant it violates.
-fn record_initial<M: Model>(
-    model: &M,
-    s: &M::State,
-    k: usize,
-    visited: &mut Visited,
-    came: &mut Came,
-) -> Result<Option<u32>, Violation> {
-    let fp = fingerprint(s);
-    if visited.get(fp).is_some() {
-        return Ok(None);
+    /// Records state `s`, reached by the `k`th action of state `at` (`ROOT`: the `k`th initial
+    /// state): its index and whether it is new; `None` when it is new and the search knows its
+    /// limit of states already (the search is then truncated; an initial state is always
+    /// recorded); or the invariant it violates.
+    fn record<M: Model>(
+        &mut self,
+        model: &M,
+        s: &M::State,
+        at: u32,
+        k: usize,
+    ) -> Result<Option<(u32, bool)>, Violation> {
+        let fp = fingerprint(s);
+        if let Some(j) = self.visited.get(fp) {
+            return Ok(Some((j, false)));
+        }
+        if at != ROOT && self.visited.len() >= self.limit {
+            self.truncated = true;
+            return Ok(None);
+        }
+        model.invariant(s)?;
+        self.parent.push(at);
+        self.action
+            .push(u16::try_from(k).expect("fewer than 2^16 actions a state"));
+        Ok(Some((self.visited.insert(fp), true)))
     }
-    model.invariant(s)?;
-    let i = visited.insert(fp);
-    came.push(ROOT, k);
-    Ok(Some(i))
+
+    /// Records initial state `s`, the `k`th of `init`: its index if it is new; or the report of
+    /// the invariant it violates.
+    fn initial<M: Model>(&mut self, model: &M, s: &M::State, k: usize) -> Result<Option<u32>, ReportOf<M>> {
+        match self.record(model, s, ROOT, k) {
+            Ok(r) => Ok(r.filter(|&(_, new)| new).map(|(i, _)| i)),
+            Err(v) => Err(self.report(self.visited.len() + 1, 0, Some((v, s.clone(), Vec::new())))),
+        }
+    }
+
+    /// Takes action `a`, the `k`th of state `s` (index `at`, `d` deep), and records the state
+    /// it leads to: its index, with the state itself if it is new; `None` as `record`; or the
+    /// report of the violation the step, or the state it leads to, shows.
+    fn take<M: Model>(
+        &mut self,
+        model: &M,
+        s: &M::State,
+        at: u32,
+        d: usize,
+        k: usize,
+        a: &M::Action,
+    ) -> Result<Led<M::State>, ReportOf<M>> {
+        // The violation, the state it shows in, and whether that state is new (one step deeper).
+        let (v, n, new) = match model.next(s, a) {
+            Err(v) => (v, s.clone(), false),
+            Ok(n) => match self.record(model, &n, at, k) {
+                Ok(r) => return Ok(r.map(|(j, new)| (j, new.then_some(n)))),
+                Err(v) => (v, n, true),
+            },
+        };
+        let (_, mut path) = self.replay(model, at);
+        path.push(a.clone());
+        let depth = if new { self.depth.max(d + 1) } else { self.depth };
+        Err(self.report(self.visited.len() + usize::from(new), depth, Some((v, n, path))))
+    }
 }
 
 /// The explored graph, kept when the model asks for liveness: the successors of state `i` are
@@ -364,31 +382,86 @@ impl Graph {
         self.succ.extend_from_slice(out);
     }
 
-    /// The first of the `states` states, in discovery order, from which a waiting goal cannot
-    /// be served, with the property it violates.
-    fn unserved(mut self, states: usize) -> Option<(Violation, u32)> {
+    /// The first of the `n` states, in discovery order, from which a waiting goal cannot be
+    /// served, with the property it violates.
+    ///
+    /// For each goal, the states that can reach a `served` state (backwards over the edges); a
+    /// `waiting` state outside that set is a counterexample: from it, no schedule serves the
+    /// waiter. With strong fairness on a finite graph this is exactly "waiting leads to served":
+    /// a fair run visits infinitely often only a set of states closed under every enabled step,
+    /// so it meets a `served` state if every one of them can reach one.
+    fn unserved(mut self, n: usize) -> Option<(Violation, u32)> {
         self.first
             .push(u32::try_from(self.succ.len()).expect("fewer than 2^32 edges"));
-        check_liveness(self.goals, states, self.first, self.succ, &self.waiting, &self.served)
+        // The predecessors of state `t` are `pred[start[t]..start[t + 1]]`.
+        let mut start = vec![0u32; n + 1];
+        for &t in &self.succ {
+            start[t as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut pred = vec![0u32; self.succ.len()];
+        {
+            let mut fill = start.clone();
+            for f in 0..n {
+                for &t in &self.succ[self.first[f] as usize..self.first[f + 1] as usize] {
+                    pred[fill[t as usize] as usize] = f as u32;
+                    fill[t as usize] += 1;
+                }
+            }
+        }
+        drop(self.succ);
+        drop(self.first);
+        for goal in 0..self.goals {
+            let mut reach = Bits(vec![0; n.div_ceil(64)]);
+            let mut stack: Vec<u32> = Vec::new();
+            for i in 0..n {
+                if self.served[goal].get(i) {
+                    reach.set(i);
+                    stack.push(i as u32);
+                }
+            }
+            while let Some(t) = stack.pop() {
+                for &f in &pred[start[t as usize] as usize..start[t as usize + 1] as usize] {
+                    if !reach.get(f as usize) {
+                        reach.set(f as usize);
+                        stack.push(f);
+                    }
+                }
+            }
+            // BFS order: the first such state has the shortest path.
+            if let Some(i) = (0..n).find(|&i| !reach.get(i) && self.waiting[goal].get(i)) {
+                return Some((
+                    Violation {
+                        property: "liveness",
+                        detail: format!("goal {goal}: from this state no schedule lets a waiter acquire the lock"),
+                    },
+                    i as u32,
+                ));
+            }
+        }
+        None
     }
 }
 
 /// Explores every state reachable from `model.init()`, up to `max_states`; stops at the first
 /// violation.
-pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
-    let mut visited = Visited::new();
-    let mut came = Came::new();
+pub fn explore<M: Model>(model: &M, max_states: usize) -> ReportOf<M> {
+    breadth_first(model, Search::new(max_states)).unwrap_or_else(|r| r)
+}
+
+/// `explore`, its search ended early by the report of a violation.
+fn breadth_first<M: Model>(model: &M, mut search: Search) -> Result<ReportOf<M>, ReportOf<M>> {
     let mut graph = Graph::new(model.liveness_goals());
-    let mut reach = Reach::default();
     // The frontier: the states of the level being explored, then those of the next, in
     // discovery order.
     let mut queue = VecDeque::new();
     for (k, s) in model.init().into_iter().enumerate() {
-        match record_initial(model, &s, k, &mut visited, &mut came) {
-            Ok(Some(i)) => graph.mark(model, &s, i),
-            Ok(None) => continue,
-            Err(v) => return Report::at_start(v, s, visited.len() + 1),
-        }
+        let Some(i) = search.initial(model, &s, k)? else {
+            continue;
+        };
+        graph.mark(model, &s, i);
         queue.push_back(s);
     }
     // The index of the state at the front of the frontier, and of the first state of the level
@@ -399,42 +472,22 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
     while let Some(s) = queue.pop_front() {
         if head == level_end {
             if head > 0 {
-                reach.depth += 1;
+                search.depth += 1;
             }
-            level_end = visited.len();
+            level_end = search.visited.len();
         }
         acts.clear();
         model.actions(&s, &mut acts);
         out.clear();
         let at = head as u32;
         for (k, a) in acts.iter().enumerate() {
-            let n = match model.next(&s, a) {
-                Ok(n) => n,
-                Err(v) => return reach.report(visited.len(), Some(came.counterexample(model, at, a.clone(), v, s))),
+            let Some((j, new)) = search.take(model, &s, at, search.depth, k, a)? else {
+                continue;
             };
-            let fp = fingerprint(&n);
-            let j = match visited.get(fp) {
-                Some(j) => j,
-                None if visited.len() >= max_states => {
-                    reach.truncated = true;
-                    continue;
-                }
-                None => {
-                    if let Err(v) = model.invariant(&n) {
-                        let found = came.counterexample(model, at, a.clone(), v, n);
-                        let deeper = Reach {
-                            depth: reach.depth + 1,
-                            ..reach
-                        };
-                        return deeper.report(visited.len() + 1, Some(found));
-                    }
-                    let j = visited.insert(fp);
-                    came.push(at, k);
-                    graph.mark(model, &n, j);
-                    queue.push_back(n);
-                    j
-                }
-            };
+            if let Some(n) = new {
+                graph.mark(model, &n, j);
+                queue.push_back(n);
+            }
             if graph.live() && j != at {
                 out.push(j);
             }
@@ -445,16 +498,17 @@ pub fn explore<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Ac
         head += 1;
     }
     // Run to its end: liveness is checked on the whole graph.
-    let states = visited.len();
-    drop(visited);
+    let states = search.visited.len();
+    // The visited set's memory goes to the liveness check.
+    search.visited = Visited::default();
     let mut violation = None;
-    if graph.live() && !reach.truncated {
+    if graph.live() && !search.truncated {
         violation = graph.unserved(states).map(|(v, i)| {
-            let (s, p) = came.replay(model, i);
+            let (s, p) = search.replay(model, i);
             (v, s, p)
         });
     }
-    reach.report(states, violation)
+    Ok(search.report(states, search.depth, violation))
 }
 
 /// A state on the depth-first path: its index, its actions, and the next of them to take.
@@ -478,122 +532,33 @@ impl<S, A> Frame<S, A> {
 /// (the breadth-first frontier of a large model holds millions of whole states). A
 /// counterexample is a path to the violation, not the shortest one; `depth` is the longest
 /// path followed.
-pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> Report<M::State, M::Action> {
+pub fn explore_deep<M: Model>(model: &M, max_states: usize) -> ReportOf<M> {
     assert_eq!(model.liveness_goals(), 0, "liveness needs the breadth-first graph");
-    let mut visited = Visited::new();
-    let mut came = Came::new();
-    let mut reach = Reach::default();
+    depth_first(model, Search::new(max_states)).unwrap_or_else(|r| r)
+}
+
+/// `explore_deep`, its search ended early by the report of a violation.
+fn depth_first<M: Model>(model: &M, mut search: Search) -> Result<ReportOf<M>, ReportOf<M>> {
     let mut stack: Vec<Frame<M::State, M::Action>> = Vec::new();
     for (k, s) in model.init().into_iter().enumerate() {
-        let i = match record_initial(model, &s, k, &mut visited, &mut came) {
-            Ok(Some(i)) => i,
-            Ok(None) => continue,
-            Err(v) => return Report::at_start(v, s, visited.len() + 1),
+        let Some(i) = search.initial(model, &s, k)? else {
+            continue;
         };
         stack.push(Frame::new(model, s, i));
-        while let Some(top) = stack.last_mut() {
-            let Some(a) = top.acts.get(top.next).cloned() else {
+        while let Some(d) = stack.len().checked_sub(1) {
+            let top = &mut stack[d];
+            let Some(a) = top.acts.get(top.next) else {
                 stack.pop();
                 continue;
             };
-            let k = top.next;
             top.next += 1;
-            let at = top.i;
-            let n = match model.next(&top.s, &a) {
-                Ok(n) => n,
-                Err(v) => {
-                    let s = stack.pop().expect("the top frame").s;
-                    let found = came.counterexample(model, at, a, v, s);
-                    return reach.report(visited.len(), Some(found));
-                }
-            };
-            let fp = fingerprint(&n);
-            if visited.get(fp).is_some() {
-                continue;
-            }
-            if visited.len() >= max_states {
-                reach.truncated = true;
-                continue;
-            }
-            if let Err(v) = model.invariant(&n) {
-                let found = came.counterexample(model, at, a, v, n);
-                let deepest = Reach {
-                    depth: reach.depth.max(stack.len()),
-                    ..reach
-                };
-                return deepest.report(visited.len() + 1, Some(found));
-            }
-            let j = visited.insert(fp);
-            came.push(at, k);
-            stack.push(Frame::new(model, n, j));
-            reach.depth = reach.depth.max(stack.len() - 1);
-        }
-    }
-    reach.report(visited.len(), None)
-}
-
-/// For each goal, the states that can reach a `served` state (backwards over the edges); a
-/// `waiting` state outside that set is a counterexample: from it, no schedule serves the
-/// waiter. With strong fairness on a finite graph this is exactly "waiting leads to served":
-/// a fair run visits infinitely often only a set of states closed under every enabled step,
-/// so it meets a `served` state if every one of them can reach one.
-fn check_liveness(
-    goals: usize,
-    n: usize,
-    first: Vec<u32>,
-    succ: Vec<u32>,
-    waiting: &[Bits],
-    served: &[Bits],
-) -> Option<(Violation, u32)> {
-    // The predecessors of state `t` are `pred[start[t]..start[t + 1]]`.
-    let mut start = vec![0u32; n + 1];
-    for &t in &succ {
-        start[t as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut pred = vec![0u32; succ.len()];
-    {
-        let mut fill = start.clone();
-        for f in 0..n {
-            for &t in &succ[first[f] as usize..first[f + 1] as usize] {
-                pred[fill[t as usize] as usize] = f as u32;
-                fill[t as usize] += 1;
+            if let Some((j, Some(n))) = search.take(model, &top.s, top.i, d, top.next - 1, a)? {
+                stack.push(Frame::new(model, n, j));
+                search.depth = search.depth.max(d + 1);
             }
         }
     }
-    drop(succ);
-    drop(first);
-    for goal in 0..goals {
-        let mut reach = Bits(vec![0; n.div_ceil(64)]);
-        let mut stack: Vec<u32> = Vec::new();
-        for i in 0..n {
-            if served[goal].get(i) {
-                reach.set(i);
-                stack.push(i as u32);
-            }
-        }
-        while let Some(t) = stack.pop() {
-            for &f in &pred[start[t as usize] as usize..start[t as usize + 1] as usize] {
-                if !reach.get(f as usize) {
-                    reach.set(f as usize);
-                    stack.push(f);
-                }
-            }
-        }
-        // BFS order: the first such state has the shortest path.
-        if let Some(i) = (0..n).find(|&i| !reach.get(i) && waiting[goal].get(i)) {
-            return Some((
-                Violation {
-                    property: "liveness",
-                    detail: format!("goal {goal}: from this state no schedule lets a waiter acquire the lock"),
-                },
-                i as u32,
-            ));
-        }
-    }
-    None
+    Ok(search.report(search.visited.len(), search.depth, None))
 }
 
 /// What exploring one configuration found, told for people: its states and depth, whether it
@@ -606,12 +571,31 @@ pub struct Checked {
     pub violation: Option<(&'static str, String, Vec<String>)>,
 }
 
+impl Checked {
+    /// The exploration covered the whole space and found no violation.
+    pub fn holds(&self) -> bool {
+        self.violation.is_none() && !self.truncated
+    }
+}
+
+impl<S, A> Report<S, A> {
+    /// The report told for people, a violation's path step by step by `tell`.
+    pub fn told(self, tell: impl FnOnce(&[A]) -> Vec<String>) -> Checked {
+        Checked {
+            states: self.states,
+            depth: self.depth,
+            truncated: self.truncated,
+            violation: self.violation.map(|(v, _, p)| (v.property, v.detail, tell(&p))),
+        }
+    }
+}
+
 /// Explores `model` (at most `max_states` states), depth first when `deep` (only the visited
 /// set is held), else breadth first (the counterexample is the shortest); a violation's path
 /// is told step by step by `tell`.
 pub fn check<M: Model>(
-    model: &M,
     deep: bool,
+    model: &M,
     max_states: usize,
     tell: impl Fn(&M::State, &M::Action) -> String,
 ) -> Checked {
@@ -620,14 +604,7 @@ pub fn check<M: Model>(
     } else {
         explore(model, max_states)
     };
-    Checked {
-        states: r.states,
-        depth: r.depth,
-        truncated: r.truncated,
-        violation: r
-            .violation
-            .map(|(v, _, p)| (v.property, v.detail, narrate(model, &p, &tell))),
-    }
+    r.told(|p| narrate(model, p, &tell))
 }
 
 /// The steps of `path` from `model`'s initial state, each told by `tell` in the state it is

@@ -838,8 +838,7 @@ impl FifoMachines {
 
     fn due(&self, s: &State, c: &Client) -> bool {
         c.phase != Phase::Crashed
-            && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
+            && (env::due(c.net.as_ref(), c.wake, s.now)
                 || c.entries
                     .iter()
                     .flatten()
@@ -861,8 +860,7 @@ impl FifoMachines {
         s.now < self.cfg.horizon
             && s.clients.iter().any(|c| {
                 c.phase != Phase::Crashed
-                    && (c.wake.is_some_and(|w| w != Tick::MAX)
-                        || c.net.is_some()
+                    && (env::pending(c.net.as_ref(), c.wake)
                         || c.entries.iter().flatten().any(|e| !e.lost && e.until > s.now)
                         || c.held.iter().flatten().any(|h| h.until > s.now))
             })
@@ -993,10 +991,7 @@ impl Model for FifoMachines {
             now: 0,
             items: vec![vec![None]; self.cfg.locks],
             clients: vec![c; self.cfg.clients],
-            left: Left {
-                faults: self.cfg.faults,
-                crashes: self.cfg.crashes,
-            },
+            left: Left::new(self.cfg.faults, self.cfg.crashes),
             aborts: self.cfg.aborts,
             last_token: vec![0; self.cfg.locks],
             overtaken: None,
@@ -1261,8 +1256,7 @@ pub fn property(bug: Broken) -> &'static str {
 /// breadth first (its shortest counterexample), the protocol as it ships depth first (only
 /// the visited set is kept).
 pub fn check(cfg: Config, max_states: usize) -> Checked {
-    let deep = cfg.bug.is_none();
-    explore::check(&FifoMachines::new(cfg), deep, max_states, tell)
+    explore::check(cfg.bug.is_none(), &FifoMachines::new(cfg), max_states, tell)
 }
 
 /// Action `a` taken in `s`, told as a counterexample's step: with the request it concerns

@@ -31,7 +31,7 @@ use dynamodb_lock_core::request::{answer_of, Ended, Env, Machine as _, Once, Req
 use dynamodb_lock_core::settings::Kind;
 
 use crate::env::{self, ms, tick, Fail, Tick};
-use crate::explore::{Model, Violation};
+use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{Item, Ver, G};
 
 pub const PROPERTY: &str = "a holder's loss is known no later than a rival's grant";
@@ -693,34 +693,13 @@ impl Model for LeaseModel {
     }
 }
 
-/// What one exploration of the lease model found.
-pub struct LeaseResult {
-    pub states: usize,
-    pub depth: usize,
-    pub holds: bool,
-    /// The property violated and the steps to it.
-    pub counterexample: Option<(&'static str, Vec<String>)>,
-}
-
 /// A waiter's re-read pace, in ticks (`rereadPeriodMs`).
 const WAITER_REREAD: Tick = 1;
 
 /// Beyond this many states a run stops and reports itself incomplete.
 const MAX_STATES: usize = 12_000_000;
 
-/// Explores the lease model of `config`.
-pub fn check(config: Config) -> LeaseResult {
-    let m = LeaseModel { config };
-    let r = crate::explore::explore(&m, MAX_STATES);
-    let holds = r.holds();
-    LeaseResult {
-        states: r.states,
-        depth: r.depth,
-        holds,
-        counterexample: r.violation.map(|(v, _, path)| {
-            let mut steps: Vec<String> = path.iter().map(|a| format!("{a:?}")).collect();
-            steps.push(v.detail);
-            (v.property, steps)
-        }),
-    }
+/// Explores the lease model of `config`; a violation's steps are its actions.
+pub fn check(config: Config) -> Checked {
+    explore::explore(&LeaseModel { config }, MAX_STATES).told(|p| p.iter().map(|a| format!("{a:?}")).collect())
 }

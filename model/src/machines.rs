@@ -597,25 +597,19 @@ impl Machines {
         let env = self.env(s, i);
         let c = &mut s.clients[i];
         match out.native() {
-            // A grant answered after its whole lease, which the machine gave back: the
-            // acquisition fails, and the write is undone later if the give-back failed.
+            // A failed acquisition, or a grant answered after its whole lease that the machine
+            // gave back: the write is undone later if it may have landed (for a grant given
+            // back, if the give-back failed).
             Out::Original(original::Outcome::Expired { fencing_token, undo }) => {
-                let undo = undo.then(|| self.undo(g, fencing_token, &env));
-                self.failed(c, k, g, undo, &env)
+                self.failed(c, k, g, undo.then_some(fencing_token), &env)
             }
-            Out::Open(fail_open::Outcome::Expired { undo }) => {
-                let undo = undo.then(|| self.undo(g, 0, &env));
-                self.failed(c, k, g, undo, &env)
-            }
+            Out::Open(fail_open::Outcome::Expired { undo })
+            | Out::Closed(fail_closed::Outcome::Failed { undo, .. })
+            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => self.failed(c, k, g, undo.then_some(0), &env),
             Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
             }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
-            Out::Closed(fail_closed::Outcome::Failed { undo, .. })
-            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => {
-                let undo = undo.then(|| self.undo(g, 0, &env));
-                self.failed(c, k, g, undo, &env)
-            }
             Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, None, &env),
             // Handed to this client's next acquisition: a grant like any other.
             Out::End(ending::Outcome::Handed {
@@ -657,16 +651,6 @@ impl Machines {
         }
     }
 
-    /// The core's undo of `g`'s write (`token`: its fencing token, for the original's), and
-    /// its first step.
-    fn undo(&self, g: G, token: u64, env: &Env) -> (Undo<Item>, UndoStep) {
-        if self.cfg.original {
-            Undo::original(self.lock(), g, Some(token), env)
-        } else {
-            Undo::start(self.lock(), g, env)
-        }
-    }
-
     /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
     /// until `until` (FailClosed: for good).
     fn holds(&self, s: &mut State, i: usize, k: u8, g: G, token: u8, until: Option<Tick>) {
@@ -692,12 +676,18 @@ impl Machines {
         Ok(())
     }
 
-    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`;
-    /// `undo`: a write of it may have landed, and the core's undo removes it (`undo_later`).
-    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<(Undo<Item>, UndoStep)>, env: &Env) {
+    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`; with
+    /// `undo` (the write's fencing token, which the original's undo needs), a write of it may
+    /// have landed, and the core's undo removes it (`undo_later`).
+    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<u64>, env: &Env) {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
-        if let Some((m, step)) = undo {
+        if let Some(token) = undo {
+            let (m, step) = if self.cfg.original {
+                Undo::original(self.lock(), g, Some(token), env)
+            } else {
+                Undo::start(self.lock(), g, env)
+            };
             let mut u = Undoing {
                 k,
                 g,
@@ -757,14 +747,11 @@ impl Machines {
     /// A timer or timeout of a client is due: it fires before time goes on.
     fn due(&self, s: &State, c: &Client) -> bool {
         !matches!(c.phase, Phase::Crashed { .. })
-            && (c.wake.is_some_and(|w| w <= s.now)
-                || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
+            && (env::due(c.net.as_ref(), c.wake, s.now)
                 || c.hb
                     .as_ref()
                     .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
-                || c.undo.as_ref().is_some_and(|u| {
-                    u.wake.is_some_and(|w| w <= s.now) || u.net.as_ref().is_some_and(|n| n.timeout_at <= s.now)
-                }))
+                || c.undo.as_ref().is_some_and(|u| env::due(u.net.as_ref(), u.wake, s.now)))
     }
 
     /// Whether time going on can change anything.
@@ -772,8 +759,7 @@ impl Machines {
         s.now < self.cfg.horizon
             && s.clients.iter().any(|c| {
                 !matches!(c.phase, Phase::Crashed { .. })
-                    && (c.wake.is_some_and(|w| w != Tick::MAX)
-                        || c.net.is_some()
+                    && (env::pending(c.net.as_ref(), c.wake)
                         || c.hb.as_ref().is_some_and(|h| h.due(true) || h.net.is_some())
                         || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now)
                         // An undo's pause between rounds (seconds) outlasts every run.
@@ -937,10 +923,7 @@ impl Model for Machines {
                     }
                 })
                 .collect(),
-            left: Left {
-                faults: self.cfg.faults,
-                crashes: self.cfg.crashes,
-            },
+            left: Left::new(self.cfg.faults, self.cfg.crashes),
             last_token: vec![0; self.cfg.locks],
             slow: false,
             freed_at: vec![0; self.cfg.locks],
@@ -1306,6 +1289,5 @@ pub fn tell(s: &State, a: &Action) -> String {
 /// Explores `cfg` (at most `max_states` states): the protocol as it ships depth first, a
 /// broken variant breadth first (its shortest counterexample).
 pub fn check(cfg: Config, max_states: usize) -> Checked {
-    let deep = cfg.bug.is_none();
-    explore::check(&Machines::new(cfg), deep, max_states, tell)
+    explore::check(cfg.bug.is_none(), &Machines::new(cfg), max_states, tell)
 }

@@ -29,7 +29,7 @@ fn steps(steps: &[String]) {
 impl Report {
     /// Prints one configuration's run; returns its JSON.
     fn run(&mut self, label: String, f: Checked, seconds: f64) -> String {
-        let holds = f.violation.is_none() && !f.truncated;
+        let holds = f.holds();
         let verdict = if holds {
             "every property holds"
         } else if f.violation.is_none() {
@@ -76,34 +76,6 @@ impl Report {
             esc(name)
         )
     }
-
-    fn section(&mut self, key: &str, runs: Vec<String>, variants: Vec<String>) {
-        self.json.push(format!(
-            "\"{key}\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}",
-            runs.join(","),
-            variants.join(",")
-        ));
-    }
-}
-
-fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
-    let t = Instant::now();
-    let r = f();
-    (r, t.elapsed().as_secs_f64())
-}
-
-/// What a lease run found, as an exploration's outcome.
-fn lease_found(r: lease::LeaseResult) -> Checked {
-    Checked {
-        states: r.states,
-        depth: r.depth,
-        truncated: !r.holds && r.counterexample.is_none(),
-        // The last step is what the property found.
-        violation: r.counterexample.map(|(p, mut path)| {
-            let detail = path.pop().unwrap_or_default();
-            (p, detail, path)
-        }),
-    }
 }
 
 /// The FailClosed and FailOpen machines: each configuration, then each broken variant.
@@ -138,14 +110,19 @@ fn check_section<C>(
     let mut runs = Vec::new();
     for cfg in configs {
         let label = label(&cfg);
-        let (r, s) = timed(|| check(cfg));
-        runs.push(rep.run(label, r, s));
+        let t = Instant::now();
+        let r = check(cfg);
+        runs.push(rep.run(label, r, t.elapsed().as_secs_f64()));
     }
-    let variants = variants
+    let variants: Vec<String> = variants
         .into_iter()
         .map(|(name, property, cfg)| rep.variant(name, property, check(cfg)))
         .collect();
-    rep.section(section, runs, variants);
+    rep.json.push(format!(
+        "\"{section}\":{{\"runs\":[{}],\"brokenVariants\":[{}]}}",
+        runs.join(","),
+        variants.join(",")
+    ));
 }
 
 /// A machines configuration, as its run is labelled.
@@ -313,7 +290,7 @@ fn check_lease(rep: &mut Report) {
         "lease",
         [config, long, close, update],
         lease_label,
-        |cfg| lease_found(lease::check(cfg)),
+        lease::check,
         variants,
     );
 }
@@ -346,10 +323,10 @@ fn outside_the_assumptions() {
         drift: 1,
         ..lease::Config::default()
     })
-    .counterexample
+    .violation
     {
         None => println!("  every property holds"),
-        Some((property, path)) => println!("  {property} violated in {} steps", path.len() - 1),
+        Some((property, _, path)) => println!("  {property} violated in {} steps", path.len()),
     }
 }
 

@@ -695,10 +695,9 @@ impl Sessions {
     fn due(&self, s: &State) -> bool {
         let start = self.settled(s) && s.slots[RIVAL_SLOT..].iter().any(|c| c.phase == Phase::Idle);
         start
-            || s.slots.iter().any(|c| {
-                c.phase != Phase::Crashed
-                    && (c.wake.is_some_and(|w| w <= s.now) || c.net.as_ref().is_some_and(|n| n.timeout_at <= s.now))
-            })
+            || s.slots
+                .iter()
+                .any(|c| c.phase != Phase::Crashed && env::due(c.net.as_ref(), c.wake, s.now))
             || s.hb
                 .as_ref()
                 .is_some_and(|h| h.due(false) && h.wake().is_some_and(|w| w <= s.now))
@@ -711,8 +710,7 @@ impl Sessions {
                 || self.next_lapse(s).is_some()
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
-                        && (c.wake.is_some_and(|w| w != Tick::MAX)
-                            || c.net.is_some()
+                        && (env::pending(c.net.as_ref(), c.wake)
                             || matches!(c.phase, Phase::Holding { until, .. } if until > s.now))
                 }))
     }
@@ -731,10 +729,7 @@ impl Model for Sessions {
             hb: None,
             stray: None,
             seq: 0,
-            left: Left {
-                faults: self.cfg.faults,
-                crashes: self.cfg.crashes,
-            },
+            left: Left::new(self.cfg.faults, self.cfg.crashes),
             last_token: [0; 2],
             ended: false,
             waiting: self.cfg.handover,
@@ -1007,6 +1002,5 @@ pub fn tell(s: &State, a: &Action) -> String {
 
 /// Explores `cfg`: the protocol as it ships depth first, a variant breadth first.
 pub fn check(cfg: Config, max_states: usize) -> Checked {
-    let deep = cfg.bug.is_none();
-    explore::check(&Sessions::new(cfg), deep, max_states, tell)
+    explore::check(cfg.bug.is_none(), &Sessions::new(cfg), max_states, tell)
 }

@@ -306,11 +306,6 @@ pub fn run_session(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
     run_clients(seed, draw, Sessions::new, session::Action::Tick, session::tell)
 }
 
-/// Runs of the session model, as `simulate`.
-pub fn simulate_session(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
-    repeat(seed, steps, |s| run_session(s, bug))
-}
-
 /// What one walk found: its length, and the failing property with the steps to it.
 type Walk = (u64, Option<(&'static str, Vec<String>)>);
 
@@ -378,23 +373,9 @@ where
     }
 }
 
-/// Runs of the lease model from `seed`, `seed + 1`, ... until `steps` steps have been taken
-/// or a run fails.
-pub fn simulate(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
-    repeat(seed, steps, |s| run_one(s, bug))
-}
-
-/// Runs of the machines model, as `simulate`.
-pub fn simulate_machines(seed: u64, steps: u64, bug: Option<machines::Bug>) -> Outcome {
-    repeat(seed, steps, |s| run_machines(s, bug))
-}
-
-/// Runs of the Fifo machines model, as `simulate`.
-pub fn simulate_fifo(seed: u64, steps: u64, bug: Option<Broken>) -> Outcome {
-    repeat(seed, steps, |s| run_fifo(s, bug))
-}
-
-fn repeat(seed: u64, steps: u64, run: impl Fn(u64) -> (u64, Option<Failure>)) -> Outcome {
+/// Runs from `seed`, `seed + 1`, ... (`run`, one run from a seed: its steps and failure) until
+/// `steps` steps have been taken or a run fails.
+pub fn repeat(seed: u64, steps: u64, run: impl Fn(u64) -> (u64, Option<Failure>)) -> Outcome {
     let mut out = Outcome {
         runs: 0,
         steps: 0,

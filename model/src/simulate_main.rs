@@ -15,10 +15,7 @@ use dynamodb_lock_model::fifo_machines;
 use dynamodb_lock_model::lease::PROPERTY;
 use dynamodb_lock_model::machines::Bug;
 use dynamodb_lock_model::session;
-use dynamodb_lock_model::simulate::{
-    run_fifo, run_machines, run_one, run_session, simulate, simulate_fifo, simulate_machines, simulate_session,
-    Failure, Outcome,
-};
+use dynamodb_lock_model::simulate::{repeat, run_fifo, run_machines, run_one, run_session, Failure, Outcome};
 
 /// Steps of a Fifo run searched for each broken variant, at the least.
 const FIFO_VARIANT_STEPS: u64 = 1_500_000;
@@ -35,159 +32,145 @@ fn arg(name: &str) -> Option<u64> {
     }
 }
 
-fn show(f: &Failure) {
-    println!("    seed {} ({}): {}", f.seed, f.config, f.property);
-    for step in &f.steps {
-        println!("      {step}");
-    }
+/// The simulation so far: its seed, whether everything holds, and each variant's JSON.
+struct Sim {
+    seed: u64,
+    ok: bool,
+    variants: Vec<String>,
 }
 
-/// Prints how the protocol as it ships fared, then heads its broken variants; whether it holds.
-fn ships(o: &Outcome, seed: u64) -> bool {
-    println!(
-        "Protocol as it ships: {} runs, {} steps from seed {seed}: {}",
-        o.runs,
-        o.steps,
-        if o.failure.is_none() { "holds" } else { "FAILS" }
-    );
-    if let Some(f) = &o.failure {
-        show(f);
-    }
-    println!("Broken variants (each must be caught):");
-    o.failure.is_none()
-}
-
-/// Prints that each of `bugs` is left to the exhaustive model.
-fn left(bugs: impl IntoIterator<Item = Broken>) {
-    for bug in bugs {
-        println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
-    }
-}
-
-/// Prints how variant `name` fared (`caught`: whether a failing property shows it), and
-/// checks that its failing run replays exactly from its seed (`replay`); returns whether it
-/// was caught and replayed, and its JSON.
-fn variant(
-    name: &str,
-    b: &Outcome,
-    caught: impl Fn(&str) -> bool,
-    replay: impl Fn(u64) -> Option<Failure>,
-) -> (bool, String) {
-    let mut ok = true;
-    match &b.failure {
-        Some(f) if caught(f.property) => {
-            println!(
-                "  {name}: {} violated after {} runs, {} steps; replay with --seed {}",
-                f.property, b.runs, b.steps, f.seed
-            );
-            if replay(f.seed).as_ref().map(|a| &a.steps) != Some(&f.steps) {
-                ok = false;
-                println!("    its replay differs");
+impl Sim {
+    /// Runs a model (`run`, one run from a seed) for `steps` steps as the protocol ships and
+    /// prints how it fared; prints that the variants `left` are left to the exhaustive model;
+    /// then runs each of `bugs` (named by `name`) from the same seeds, for as many steps and
+    /// at least `least` (a rare schedule may be needed), until a property that `caught`
+    /// accepts fails, and checks that the failing run replays exactly from its seed. Returns
+    /// the protocol's outcome.
+    #[allow(clippy::too_many_arguments)]
+    fn section<B: Copy>(
+        &mut self,
+        steps: u64,
+        least: u64,
+        left: impl IntoIterator<Item = Broken>,
+        bugs: impl IntoIterator<Item = B>,
+        name: impl Fn(B) -> &'static str,
+        caught: impl Fn(B, &str) -> bool,
+        run: impl Fn(u64, Option<B>) -> (u64, Option<Failure>),
+    ) -> Outcome {
+        let (seed, o) = (self.seed, repeat(self.seed, steps, |s| run(s, None)));
+        let verdict = if o.failure.is_none() { "holds" } else { "FAILS" };
+        println!(
+            "Protocol as it ships: {} runs, {} steps from seed {seed}: {verdict}",
+            o.runs, o.steps
+        );
+        if let Some(f) = &o.failure {
+            println!("    seed {} ({}): {}", f.seed, f.config, f.property);
+            for step in &f.steps {
+                println!("      {step}");
             }
         }
-        other => {
-            ok = false;
-            println!(
-                "  {name}: NOT CAUGHT in {} runs, {} steps (found: {:?})",
-                b.runs,
-                b.steps,
-                other.as_ref().map(|f| f.property)
-            );
+        println!("Broken variants (each must be caught):");
+        self.ok &= o.failure.is_none();
+        for bug in left {
+            println!("  {}: left to the exhaustive model (`npm run model`)", bug.name());
         }
+        for bug in bugs {
+            let b = repeat(seed, steps.max(least), |s| run(s, Some(bug)));
+            let name = name(bug);
+            let found = b.failure.as_ref().filter(|f| caught(bug, f.property));
+            if let Some(f) = found {
+                println!(
+                    "  {name}: {} violated after {} runs, {} steps; replay with --seed {}",
+                    f.property, b.runs, b.steps, f.seed
+                );
+                if run(f.seed, Some(bug)).1.as_ref().map(|a| &a.steps) != Some(&f.steps) {
+                    self.ok = false;
+                    println!("    its replay differs");
+                }
+            } else {
+                self.ok = false;
+                let other = b.failure.as_ref().map(|f| f.property);
+                println!(
+                    "  {name}: NOT CAUGHT in {} runs, {} steps (found: {other:?})",
+                    b.runs, b.steps
+                );
+            }
+            self.variants.push(format!(
+                "{{\"name\":\"{name}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
+                found.is_some(),
+                b.runs,
+                b.steps
+            ));
+        }
+        o
     }
-    let json = format!(
-        "{{\"name\":\"{name}\",\"caught\":{},\"runs\":{},\"steps\":{}}}",
-        b.failure.as_ref().is_some_and(|f| caught(f.property)),
-        b.runs,
-        b.steps
-    );
-    (ok, json)
 }
 
 fn main() {
     let seed = arg("--seed").unwrap_or(1);
     let steps = arg("--steps").unwrap_or(2_000_000);
     let started = std::time::Instant::now();
-    let mut ok = true;
-    let mut variants = Vec::new();
-    let mut check = |(caught, json): (bool, String)| {
-        ok &= caught;
-        variants.push(json);
+    let mut sim = Sim {
+        seed,
+        ok: true,
+        variants: Vec::new(),
     };
 
     println!("Property: {PROPERTY}");
-    let out = simulate(seed, steps, None);
-    let mut holds = ships(&out, seed);
     // An update that takes the whole lease shows only when a lost write, a parked heartbeat
     // and a rival's take line up to the tick, with the holder never paused.
-    left([Broken::UpdateTakesWholeLease]);
-    for bug in Broken::TIMING.into_iter().chain([Broken::ParkedMissesLapse]) {
-        // Each variant from the same seeds, until caught (or as many steps, and at least a
-        // million: a rare schedule may be needed).
-        let b = simulate(seed, steps.max(1_000_000), Some(bug));
-        check(variant(bug.name(), &b, |p| p == PROPERTY, |s| run_one(s, Some(bug)).1));
-    }
+    let out = sim.section(
+        steps,
+        1_000_000,
+        [Broken::UpdateTakesWholeLease],
+        Broken::TIMING.into_iter().chain([Broken::ParkedMissesLapse]),
+        Broken::name,
+        |_, p| p == PROPERTY,
+        run_one,
+    );
 
     println!(
         "Machines: FailClosed and FailOpen acquisition, heartbeats and release, with native or the original's \
          requests (properties: mutual exclusion, fencing, no lost release, no orphan, liveness)"
     );
-    let m = simulate_machines(seed, steps, None);
-    holds &= ships(&m, seed);
-    for bug in Bug::ALL {
-        let b = simulate_machines(seed, steps.max(1_000_000), Some(bug));
-        check(variant(
-            bug.name(),
-            &b,
-            |p| bug.caught_by(p),
-            |s| run_machines(s, Some(bug)).1,
-        ));
-    }
+    let m = sim.section(steps, 1_000_000, [], Bug::ALL, Bug::name, Bug::caught_by, run_machines);
 
     println!(
         "Fifo machines: acquisition with its queue entries, grant and give-up, one or several ids per \
          acquisition, or a semaphore's permits; release (properties: {})",
         fifo_machines::PROPERTIES.join(", ")
     );
-    // A Fifo step costs more than another model's: a quarter of the steps.
-    let fifo_steps = (steps / 4).max(1);
-    let f = simulate_fifo(seed, fifo_steps, None);
-    holds &= ships(&f, seed);
-    left(
+    // A Fifo step costs more than another model's: a quarter of the steps. Waiters that slow
+    // their reads as they wait meet a give-up racing a grant less often per step: from seed 1
+    // the give-up variant shows after some 540,000 steps.
+    let f = sim.section(
+        (steps / 4).max(1),
+        FIFO_VARIANT_STEPS,
         Broken::FIFO
             .into_iter()
             .chain(Broken::SEMAPHORE)
             .filter(|b| !fifo_machines::SIMULATED.contains(b)),
+        fifo_machines::SIMULATED,
+        Broken::name,
+        |bug, p| p == fifo_machines::property(bug),
+        run_fifo,
     );
-    for bug in fifo_machines::SIMULATED {
-        // Waiters that slow their reads as they wait meet a give-up racing a grant less often
-        // per step: from seed 1 the give-up variant shows after some 540,000 steps.
-        let b = simulate_fifo(seed, fifo_steps.max(FIFO_VARIANT_STEPS), Some(bug));
-        let expected = fifo_machines::property(bug);
-        check(variant(bug.name(), &b, |p| p == expected, |s| run_fifo(s, Some(bug)).1));
-    }
     println!(
         "Sessions: a client holding two locks through its session against rivals that end it \
          (properties: {})",
         session::PROPERTIES.join(", ")
     );
-    let se = simulate_session(seed, steps, None);
-    holds &= ships(&se, seed);
-    left(
+    let se = sim.section(
+        steps,
+        1_000_000,
         session::VARIANTS
             .into_iter()
             .filter(|b| !session::SIMULATED.contains(b)),
+        session::SIMULATED,
+        Broken::name,
+        session::caught_by,
+        run_session,
     );
-    for bug in session::SIMULATED {
-        let b = simulate_session(seed, steps.max(1_000_000), Some(bug));
-        check(variant(
-            bug.name(),
-            &b,
-            |p| session::caught_by(bug, p),
-            |s| run_session(s, Some(bug)).1,
-        ));
-    }
-    ok &= holds;
     println!("total {:.1} s", started.elapsed().as_secs_f64());
     let counts = |o: &Outcome| {
         format!(
@@ -203,9 +186,9 @@ fn main() {
         counts(&m),
         counts(&f),
         counts(&se),
-        variants.join(",")
+        sim.variants.join(",")
     );
-    if !ok {
+    if !sim.ok {
         std::process::exit(1);
     }
 }

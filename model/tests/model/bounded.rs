@@ -62,7 +62,7 @@ fn the_explorer_counts_states_and_finds_the_shortest_counterexample() {
         },
         100,
     );
-    assert_eq!(bad.counterexample_len(), Some(3));
+    assert_eq!(bad.violation.map(|(_, _, p)| p.len()), Some(3));
     let stuck = explore(&Counter { bad: None, stuck: true }, 100);
     let (v, s, path) = stuck.violation.expect("4 is unreachable from 1");
     assert_eq!((v.property, s, path.len()), ("liveness", 1, 1));
@@ -120,7 +120,7 @@ fn the_explorer_replays_a_counterexample_from_its_initial_state() {
 #[test]
 fn the_heartbeat_machine_declares_the_loss_before_a_rival_is_granted() {
     let r = dynamodb_lock_model::lease::check(dynamodb_lock_model::lease::Config::default());
-    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.holds(), "{:?}", r.violation);
     assert!(r.states > 1000, "{} states", r.states);
 }
 
@@ -134,12 +134,12 @@ fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted(
         ..Config::default()
     };
     let r = check(long);
-    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.holds(), "{:?}", r.violation);
     for bug in dynamodb_lock_core::broken::Broken::LONG_PERIOD {
         let r = check(Config { bug: Some(bug), ..long });
-        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, PROPERTY, "{}", bug.name());
-        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len() - 1, steps.join("\n  "));
+        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len(), steps.join("\n  "));
     }
 }
 
@@ -152,14 +152,14 @@ fn holds_and_catches(
 ) {
     use dynamodb_lock_model::lease::{check, Config, PROPERTY};
     let r = check(config);
-    assert!(r.holds, "{:?}", r.counterexample);
+    assert!(r.holds(), "{:?}", r.violation);
     assert!(r.states > 1_000_000, "{} states", r.states);
     for &bug in variants {
         let r = check(Config {
             bug: Some(bug),
             ..config
         });
-        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, PROPERTY, "{}", bug.name());
         assert!(steps.iter().any(|s| marks(s)), "{steps:?}");
     }
@@ -207,9 +207,9 @@ fn every_broken_heartbeat_variant_is_caught() {
             bug: Some(bug),
             ..dynamodb_lock_model::lease::Config::default()
         });
-        let (property, steps) = r.counterexample.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
-        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len() - 1, steps.join("\n  "));
+        eprintln!("{}: {} steps\n  {}", bug.name(), steps.len(), steps.join("\n  "));
     }
 }
 
@@ -217,13 +217,13 @@ fn every_broken_heartbeat_variant_is_caught() {
 /// heartbeat variant is caught (and a heartbeat waiting for `lock.update` that declares no loss), and a failing run replays exactly from its seed.
 #[test]
 fn the_simulator_holds_for_the_protocol_and_catches_every_variant() {
-    use dynamodb_lock_model::simulate::{run_one, simulate};
-    let out = simulate(1, 2_000_000, None);
+    use dynamodb_lock_model::simulate::{repeat, run_one};
+    let out = repeat(1, 2_000_000, |s| run_one(s, None));
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 2_000_000);
     use dynamodb_lock_core::broken::Broken;
     for bug in Broken::TIMING.into_iter().chain([Broken::ParkedMissesLapse]) {
-        let b = simulate(1, 1_000_000, Some(bug));
+        let b = repeat(1, 1_000_000, |s| run_one(s, Some(bug)));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(f.property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
         let (_, again) = run_one(f.seed, Some(bug));

@@ -51,12 +51,12 @@ fn every_fifo_broken_variant_is_caught() {
 /// failing run replays exactly from its seed.
 #[test]
 fn the_simulator_holds_for_fifo_and_catches_every_variant() {
-    use dynamodb_lock_model::simulate::{run_fifo, simulate_fifo};
-    let out = simulate_fifo(1, 500_000, None);
+    use dynamodb_lock_model::simulate::{repeat, run_fifo};
+    let out = repeat(1, 500_000, |s| run_fifo(s, None));
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 500_000);
     for bug in SIMULATED {
-        let b = simulate_fifo(1, 2_000_000, Some(bug));
+        let b = repeat(1, 2_000_000, |s| run_fifo(s, Some(bug)));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(f.property, property(bug), "{}", bug.name());
         let (_, again) = run_fifo(f.seed, Some(bug));

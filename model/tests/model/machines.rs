@@ -68,12 +68,12 @@ fn every_broken_variant_of_the_machines_is_caught() {
 /// exactly from its seed.
 #[test]
 fn the_simulator_holds_for_the_machines_and_catches_every_variant() {
-    use dynamodb_lock_model::simulate::{run_machines, simulate_machines};
-    let out = simulate_machines(1, 1_000_000, None);
+    use dynamodb_lock_model::simulate::{repeat, run_machines};
+    let out = repeat(1, 1_000_000, |s| run_machines(s, None));
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 1_000_000);
     for bug in Bug::ALL {
-        let b = simulate_machines(1, 2_000_000, Some(bug));
+        let b = repeat(1, 2_000_000, |s| run_machines(s, Some(bug)));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert!(bug.caught_by(f.property), "{}: {}", bug.name(), f.property);
         let (_, again) = run_machines(f.seed, Some(bug));

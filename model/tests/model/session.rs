@@ -34,12 +34,12 @@ fn every_session_variant_is_caught() {
 /// find are caught, and a failing run replays exactly from its seed.
 #[test]
 fn the_simulator_holds_for_sessions_and_catches_every_variant() {
-    use dynamodb_lock_model::simulate::{run_session, simulate_session};
-    let out = simulate_session(1, 1_000_000, None);
+    use dynamodb_lock_model::simulate::{repeat, run_session};
+    let out = repeat(1, 1_000_000, |s| run_session(s, None));
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert!(out.steps >= 1_000_000);
     for bug in dynamodb_lock_model::session::SIMULATED {
-        let b = simulate_session(1, 2_000_000, Some(bug));
+        let b = repeat(1, 2_000_000, |s| run_session(s, Some(bug)));
         let f = b.failure.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert!(caught_by(bug, f.property), "{}: {}", bug.name(), f.property);
         let (_, again) = run_session(f.seed, Some(bug));
