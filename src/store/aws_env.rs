@@ -104,17 +104,16 @@ pub async fn credentials_cause(e: &CredentialsError) -> Option<String> {
 }
 
 /// The chain of causes of an error as people read it: each cause's own message, outermost
-/// first, joined by ": " (never a debug dump of the error's structure).
+/// first, joined by ": " (never a debug dump of the error's structure; the outer errors of
+/// aws-config and hyper say little by themselves).
 pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out: Vec<String> = Vec::new();
-    let mut next = Some(e);
-    while let Some(e) = next {
+    for e in std::iter::successors(Some(e), |e| e.source()) {
         let text = e.to_string().trim().to_string();
-        // A cause that repeats what its wrapper already said adds nothing.
-        if !text.is_empty() && !out.last().is_some_and(|last| last.contains(&text)) {
+        // A cause that repeats what a wrapper already said adds nothing.
+        if !text.is_empty() && !out.iter().any(|said| said.contains(&text)) {
             out.push(text);
         }
-        next = e.source();
     }
     out.join(": ")
 }
@@ -177,21 +176,14 @@ pub async fn no_credentials_found() -> String {
 
 /// The innermost cause of an error, trimmed.
 pub fn deepest(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut e = e;
-    while let Some(s) = e.source() {
-        e = s;
-    }
-    e.to_string().trim().to_string()
+    let innermost = std::iter::successors(Some(e), |e| e.source()).last().unwrap_or(e);
+    innermost.to_string().trim().to_string()
 }
 
 /// Where the AWS CLI caches the SSO token of a session name or start URL.
 fn sso_cache_path(identifier: &str) -> Option<PathBuf> {
-    let mut p = PathBuf::from(home()?);
-    p.push(".aws");
-    p.push("sso");
-    p.push("cache");
-    p.push(format!("{}.json", hex::encode(Sha1::digest(identifier.as_bytes()))));
-    Some(p)
+    let name = format!("{}.json", hex::encode(Sha1::digest(identifier.as_bytes())));
+    Some(Path::new(&home()?).join(".aws").join("sso").join("cache").join(name))
 }
 
 /// A missing or expired SSO login is told apart from a refusal by the SSO portal.

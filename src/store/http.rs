@@ -27,8 +27,8 @@ use tokio::sync::OnceCell;
 use super::expr::{data_attr, Expr, NEXT_TICKET};
 use super::json::{read_response, Attr, Body, Response};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
-use super::transport::{Transport, TransportError, TransportOptions};
-use super::{not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
+use super::transport::{Transport, TransportError};
+use super::{invalid_response, not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
 use crate::clock::unix_now_ms;
 use crate::error::StoreError;
 use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
@@ -71,14 +71,6 @@ const MIN_SKEW_MS: i64 = 60_000;
 /// Credentials that expired or were revoked before their announced expiry: the next attempt
 /// asks the provider again, which may mend it, so they are retried like a transient fault.
 const EXPIRED_CREDENTIALS: &[&str] = &["ExpiredTokenException", "ExpiredToken"];
-
-const THROTTLES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "TransactionConflictException",
-    "LimitExceededException",
-];
 
 /// A write to a global table in the strongly consistent mode that met a concurrent write of
 /// the same item from another Region: nothing was written, and it may be retried like a
@@ -137,18 +129,8 @@ impl Drop for Counting<'_> {
     }
 }
 
-/// An answer that asks the client to slow down.
-fn is_throttle(code: &str) -> bool {
-    code == "HttpStatus429" || THROTTLES.contains(&code)
-}
-
 pub(super) fn config_error(message: String) -> StoreError {
-    StoreError::Service {
-        code: "ConfigError".into(),
-        message,
-        transient: false,
-        maybe_applied: false,
-    }
+    super::lasting("ConfigError", message, false)
 }
 
 impl HttpStore {
@@ -226,11 +208,8 @@ impl HttpStore {
                     Some(p) if p == default_port => authority.host().to_string(),
                     _ => authority.as_str().to_string(),
                 };
-                let path = match uri.path() {
-                    "" => "/".to_string(),
-                    p => p.to_string(),
-                };
-                (scheme, host, path)
+                // An absolute URI's empty path reads as "/".
+                (scheme, host, uri.path().to_string())
             }
             _ => {
                 return Err(config_error(format!(
@@ -248,15 +227,8 @@ impl HttpStore {
             })?),
             _ => None,
         };
-        let transport = Transport::new(
-            &uri,
-            &TransportOptions {
-                connect_timeout: o.connect_timeout,
-                ca_bundle,
-                proxy: None,
-            },
-        )
-        .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
+        let transport = Transport::new(&uri, o.connect_timeout, ca_bundle.as_deref())
+            .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
         let shown = format!(
             "{scheme}://{}{}",
             host.rsplit_once('@').map_or(host.as_str(), |(_, h)| h),
@@ -286,12 +258,7 @@ impl HttpStore {
             outcome: Outcome::Error,
         };
         let result = self.exchange(operation, body).await.map(|(reply, _)| reply);
-        counting.outcome = match &result {
-            Ok(_) => Outcome::Ok,
-            Err(StoreError::ConditionFailed { .. }) => Outcome::ConditionFailed,
-            Err(StoreError::Service { code, .. }) if is_throttle(code) => Outcome::Throttled,
-            Err(_) => Outcome::Error,
-        };
+        counting.outcome = super::outcome(&result);
         result
     }
 
@@ -335,22 +302,11 @@ impl HttpStore {
             maybe_applied: !matches!(e, TransportError::Connect(_) | TransportError::ConnectTimeout),
         })?;
         let status = response.status;
-        let server_skew = match (200..300).contains(&status) {
-            true => None,
-            false => response
-                .date
-                .as_deref()
-                .and_then(|d| skew_from_date(d, SystemTime::now())),
-        };
-        let bytes = response.body;
-        let reply = read_response(&bytes);
+        let reply = read_response(&response.body);
         if (200..300).contains(&status) {
-            return reply.map(|r| (r, bytes)).map_err(|e| StoreError::Service {
-                code: "InvalidResponse".into(),
-                message: format!("DynamoDB's response could not be read: {e}"),
-                transient: false,
-                maybe_applied: true,
-            });
+            return reply
+                .map(|r| (r, response.body))
+                .map_err(|e| invalid_response(&format!("DynamoDB's response could not be read: {e}")));
         }
         let reply = reply.unwrap_or_default();
         if reply.error_type.as_deref() == Some("ConditionalCheckFailedException") {
@@ -358,19 +314,19 @@ impl HttpStore {
                 current: self.current(reply.record),
             });
         }
-        let code = reply.error_type.unwrap_or_else(|| {
-            if status >= 500 {
-                "InternalServerError".into()
-            } else {
-                format!("HttpStatus{status}")
-            }
+        let code = reply.error_type.unwrap_or_else(|| match status {
+            500.. => "InternalServerError".into(),
+            _ => format!("HttpStatus{status}"),
         });
         // A signature refused while the clocks agree is a credentials problem, not a skew.
-        let skew = server_skew.filter(|s| s.abs() >= MIN_SKEW_MS && CLOCK_SKEW_ERRORS.contains(&code.as_str()));
+        let skew = response
+            .date
+            .as_deref()
+            .and_then(|d| skew_from_date(d, SystemTime::now()))
+            .filter(|s| s.abs() >= MIN_SKEW_MS && CLOCK_SKEW_ERRORS.contains(&code.as_str()));
         if let Some(skew) = skew {
             link.skew_ms.store(skew, Ordering::Relaxed);
         }
-        let skewed_clock = skew.is_some();
         let expired = EXPIRED_CREDENTIALS.contains(&code.as_str());
         if expired {
             *link.credentials.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -384,9 +340,9 @@ impl HttpStore {
         Err(StoreError::Service {
             transient: status >= 500
                 || status == 429
-                || THROTTLES.contains(&code.as_str())
+                || super::THROTTLES.contains(&code.as_str())
                 || code == REPLICATED_WRITE_CONFLICT
-                || skewed_clock
+                || skew.is_some()
                 || expired,
             message,
             code,
@@ -563,15 +519,6 @@ fn skew_from_date(date: &str, now: SystemTime) -> Option<i64> {
     let server = aws_smithy_types::DateTime::from_str(date, aws_smithy_types::date_time::Format::HttpDate).ok()?;
     let ours = aws_smithy_types::DateTime::from(now);
     Some(server.to_millis().ok()? - ours.to_millis().ok()?)
-}
-
-fn invalid_response(message: &str) -> StoreError {
-    StoreError::Service {
-        code: "InvalidResponse".into(),
-        message: message.into(),
-        transient: false,
-        maybe_applied: true,
-    }
 }
 
 #[async_trait]

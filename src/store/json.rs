@@ -3,7 +3,7 @@
 //! for the lock's own attributes only
 //! (anything else another writer put on the item is skipped, not decoded).
 
-use aws_smithy_json::deserialize::token::skip_value;
+use aws_smithy_json::deserialize::token::{expect_start_array, expect_start_object, expect_string_or_null, skip_value};
 use aws_smithy_json::deserialize::{json_token_iter, Token};
 use aws_smithy_json::serialize::JsonValueWriter;
 use aws_smithy_types::base64;
@@ -128,23 +128,17 @@ pub fn read_response(body: &[u8]) -> Result<Response, JsonError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(reply);
     }
-    let mut tokens = json_token_iter(body).peekable();
-    expect_start_object(&mut tokens)?;
-    loop {
-        match tokens.next().transpose()? {
-            Some(Token::EndObject { .. }) => break,
-            Some(Token::ObjectKey { key, .. }) => match key.as_escaped_str() {
-                "Item" | "Attributes" => reply.record = read_record(&mut tokens, &mut reply.revoked)?,
-                "__type" => {
-                    reply.error_type =
-                        read_string(&mut tokens)?.map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
-                }
-                "message" | "Message" => reply.message = read_string(&mut tokens)?,
-                _ => skip_value(&mut tokens)?,
-            },
-            other => return Err(unexpected(other)),
+    each_field(&mut json_token_iter(body).peekable(), |tokens, name| {
+        match name {
+            "Item" | "Attributes" => reply.record = read_record(tokens, &mut reply.revoked)?,
+            "__type" => {
+                reply.error_type = read_string(tokens)?.map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
+            }
+            "message" | "Message" => reply.message = read_string(tokens)?,
+            _ => skip_value(tokens)?,
         }
-    }
+        Ok(())
+    })?;
     Ok(reply)
 }
 
@@ -152,18 +146,25 @@ fn unexpected(t: Option<Token<'_>>) -> JsonError {
     JsonError::custom(format!("unexpected JSON token {t:?}"))
 }
 
-fn expect_start_object(tokens: &mut Tokens<'_>) -> Result<(), JsonError> {
-    match tokens.next().transpose()? {
-        Some(Token::StartObject { .. }) => Ok(()),
-        other => Err(unexpected(other)),
+/// An object: each field's name is handed to `read`, which reads (or skips) its value.
+fn each_field<'a>(
+    tokens: &mut Tokens<'a>,
+    mut read: impl FnMut(&mut Tokens<'a>, &str) -> Result<(), JsonError>,
+) -> Result<(), JsonError> {
+    expect_start_object(tokens.next())?;
+    loop {
+        match tokens.next().transpose()? {
+            Some(Token::EndObject { .. }) => return Ok(()),
+            Some(Token::ObjectKey { key, .. }) => read(tokens, &key.to_unescaped()?)?,
+            other => return Err(unexpected(other)),
+        }
     }
 }
 
 fn read_string(tokens: &mut Tokens<'_>) -> Result<Option<String>, JsonError> {
-    match tokens.next().transpose()? {
-        Some(Token::ValueString { value, .. }) => Ok(Some(value.to_unescaped()?.into_owned())),
-        Some(Token::ValueNull { .. }) => Ok(None),
-        other => Err(unexpected(other)),
+    match expect_string_or_null(tokens.next())? {
+        Some(value) => Ok(Some(value.to_unescaped()?.into_owned())),
+        None => Ok(None),
     }
 }
 
@@ -174,26 +175,17 @@ fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Op
         tokens.next();
         return Ok(None);
     }
-    expect_start_object(tokens)?;
     let mut r = LockRecord::default();
-    loop {
-        let name = match tokens.next().transpose()? {
-            Some(Token::EndObject { .. }) => break,
-            Some(Token::ObjectKey { key, .. }) => key.to_unescaped()?,
-            other => return Err(unexpected(other)),
-        };
+    each_field(tokens, |tokens, name| {
         if name == item::LOCK_REVOKED {
             *revoked = read_binary_set(tokens)?;
-            continue;
-        }
-        if !item::READ_ATTRIBUTES.contains(&name.as_ref()) && !name.starts_with(item::HOLDER_PREFIX) {
+        } else if !item::READ_ATTRIBUTES.contains(&name) && !name.starts_with(item::HOLDER_PREFIX) {
             skip_value(tokens)?;
-            continue;
+        } else if let Some(value) = read_value(tokens)? {
+            r.read(name, value);
         }
-        if let Some(value) = read_value(tokens)? {
-            r.read(&name, value);
-        }
-    }
+        Ok(())
+    })?;
     Ok(Some(r))
 }
 
@@ -201,31 +193,23 @@ fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Op
 /// base64, reads as nothing.
 fn read_binary_set(tokens: &mut Tokens<'_>) -> Result<Vec<Vec<u8>>, JsonError> {
     let mut out = Vec::new();
-    expect_start_object(tokens)?;
-    loop {
-        match tokens.next().transpose()? {
-            Some(Token::EndObject { .. }) => break,
-            Some(Token::ObjectKey { key, .. }) if key.as_escaped_str() == "BS" => {
-                match tokens.next().transpose()? {
-                    Some(Token::StartArray { .. }) => {}
-                    other => return Err(unexpected(other)),
-                }
-                loop {
-                    match tokens.next().transpose()? {
-                        Some(Token::EndArray { .. }) => break,
-                        Some(Token::ValueString { value, .. }) => {
-                            if let Ok(bytes) = base64::decode(value.to_unescaped()?.as_ref()) {
-                                out.push(bytes);
-                            }
-                        }
-                        other => return Err(unexpected(other)),
+    each_field(tokens, |tokens, kind| {
+        if kind != "BS" {
+            return skip_value(tokens);
+        }
+        expect_start_array(tokens.next())?;
+        loop {
+            match tokens.next().transpose()? {
+                Some(Token::EndArray { .. }) => return Ok(()),
+                Some(Token::ValueString { value, .. }) => {
+                    if let Ok(bytes) = base64::decode(value.to_unescaped()?.as_ref()) {
+                        out.push(bytes);
                     }
                 }
+                other => return Err(unexpected(other)),
             }
-            Some(Token::ObjectKey { .. }) => skip_value(tokens)?,
-            other => return Err(unexpected(other)),
         }
-    }
+    })?;
     Ok(out)
 }
 
@@ -233,28 +217,21 @@ fn read_binary_set(tokens: &mut Tokens<'_>) -> Result<Vec<Vec<u8>>, JsonError> {
 /// any other type by its name.
 fn read_value(tokens: &mut Tokens<'_>) -> Result<Option<Found>, JsonError> {
     let mut value = None;
-    expect_start_object(tokens)?;
-    loop {
-        match tokens.next().transpose()? {
-            Some(Token::EndObject { .. }) => break,
-            Some(Token::ObjectKey { key, .. }) => {
-                let kind = key.to_unescaped()?.into_owned();
-                value = match kind.as_str() {
-                    "S" => read_string(tokens)?.map(Found::S),
-                    "N" => read_string(tokens)?.map(Found::N),
-                    "B" => read_string(tokens)?.map(|b| match base64::decode(&b) {
-                        Ok(bytes) => Found::B(bytes),
-                        Err(_) => Found::Other("B (not base64)".into()),
-                    }),
-                    _ => {
-                        skip_value(tokens)?;
-                        Some(Found::Other(kind))
-                    }
-                };
+    each_field(tokens, |tokens, kind| {
+        value = match kind {
+            "S" => read_string(tokens)?.map(Found::S),
+            "N" => read_string(tokens)?.map(Found::N),
+            "B" => read_string(tokens)?.map(|b| match base64::decode(&b) {
+                Ok(bytes) => Found::B(bytes),
+                Err(_) => Found::Other("B (not base64)".into()),
+            }),
+            _ => {
+                skip_value(tokens)?;
+                Some(Found::Other(kind.into()))
             }
-            other => return Err(unexpected(other)),
-        }
-    }
+        };
+        Ok(())
+    })?;
     Ok(value)
 }
 

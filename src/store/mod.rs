@@ -15,6 +15,7 @@ use crate::error::StoreError;
 #[cfg(test)]
 use crate::item::LockData;
 use crate::item::{Guid, LockKey, LockRecord, Version};
+use crate::stats::Outcome;
 
 mod aws_env;
 mod expr;
@@ -300,11 +301,45 @@ impl<S: Store + ?Sized> StoreOps for S {}
 /// A reply of another kind than the operation answers: a store that does not keep to
 /// `op::apply`'s replies.
 fn unexpected(op: &str, reply: &Reply<LockRecord>) -> StoreError {
+    invalid_response(&format!("the store answered {op} with {reply:?}"))
+}
+
+/// A reply that cannot be read as an answer; the request may have been applied.
+pub(crate) fn invalid_response(message: &str) -> StoreError {
+    lasting("InvalidResponse", message.into(), true)
+}
+
+/// An error that a retry would meet again.
+fn lasting(code: &str, message: String, maybe_applied: bool) -> StoreError {
     StoreError::Service {
-        code: "InvalidResponse".into(),
-        message: format!("the store answered {op} with {reply:?}"),
+        code: code.into(),
+        message,
         transient: false,
-        maybe_applied: true,
+        maybe_applied,
+    }
+}
+
+/// The codes of throttled requests, counted as such in `metrics()`.
+const THROTTLES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "LimitExceededException",
+];
+
+/// An answer that asks the client to slow down.
+fn is_throttle(code: &str) -> bool {
+    code == "HttpStatus429" || THROTTLES.contains(&code)
+}
+
+/// How a request ended, as `metrics()` counts it.
+fn outcome<T>(result: &Result<T, StoreError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Ok,
+        Err(e) if e.is_condition_failed() => Outcome::ConditionFailed,
+        Err(e) if is_throttle(e.code()) => Outcome::Throttled,
+        Err(_) => Outcome::Error,
     }
 }
 
@@ -352,12 +387,7 @@ fn waiting_mark(r: Reply<LockRecord>) -> Result<Option<u64>, StoreError> {
 
 /// An operation a store cannot carry.
 pub fn not_supported(message: String) -> StoreError {
-    StoreError::Service {
-        code: "NotSupported".into(),
-        message,
-        transient: false,
-        maybe_applied: false,
-    }
+    lasting("NotSupported", message, false)
 }
 
 pub fn timed_out() -> StoreError {

@@ -23,7 +23,7 @@ use napi_derive::napi;
 use super::{not_supported, Op, Reply, Store, WholeItem};
 use crate::error::StoreError;
 use crate::item::{Found, Guid, GuidValue, KeyValue, LockKey, LockRecord, TableSpec};
-use crate::stats::{Outcome, Stats};
+use crate::stats::Stats;
 
 /// A JavaScript value as a request's parameters hold it: strings, numbers, Buffers and objects
 /// whose keys keep their order.
@@ -101,15 +101,6 @@ pub struct ObjectReply {
 /// The JavaScript function that calls `dynamodb[method](params, callback)`.
 pub type CallFn =
     ThreadsafeFunction<FnArgs<(String, Value)>, Promise<ObjectReply>, FnArgs<(String, Value)>, Status, false, true>;
-
-/// The codes of throttled requests, counted as such in `metrics()`.
-const THROTTLES: [&str; 5] = [
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "TransactionConflictException",
-    "LimitExceededException",
-];
 
 const CONDITION_FAILED: &str = "ConditionalCheckFailedException";
 
@@ -312,25 +303,17 @@ impl ObjectStore {
             Ok(promise) => promise.await,
             Err(e) => Err(e),
         };
-        let reply = reply.map_err(|e| StoreError::Io {
-            code: "InternalError".into(),
-            message: format!("the call of dynamodb.{method} could not be made: {e}"),
-            maybe_applied: false,
-        });
-        let outcome = match &reply {
-            Ok(ObjectReply { error: None, .. }) => Outcome::Ok,
-            Ok(ObjectReply { error: Some(e), .. }) if e.condition_failed || e.code == CONDITION_FAILED => {
-                Outcome::ConditionFailed
-            }
-            Ok(ObjectReply { error: Some(e), .. }) if THROTTLES.contains(&e.code.as_str()) => Outcome::Throttled,
-            _ => Outcome::Error,
+        let result = match reply {
+            Ok(ObjectReply { error: Some(e), .. }) => Err(error(e)),
+            Ok(ObjectReply { item, error: None }) => Ok(item),
+            Err(e) => Err(StoreError::Io {
+                code: "InternalError".into(),
+                message: format!("the call of dynamodb.{method} could not be made: {e}"),
+                maybe_applied: false,
+            }),
         };
-        self.stats.count_request(operation, outcome);
-        let reply = reply?;
-        match reply.error {
-            Some(e) => Err(error(e)),
-            None => Ok(reply.item),
-        }
+        self.stats.count_request(operation, super::outcome(&result));
+        result
     }
 }
 

@@ -177,18 +177,12 @@ impl PostSigner {
             let key = cached.as_ref().map(|k| k.key.as_slice()).unwrap_or_default();
             aws_sigv4::sign::v4::calculate_signature(key, string_to_sign.as_bytes())
         };
-        let mut out = Vec::with_capacity(3);
-        out.push(("x-amz-date", date_time));
-        out.push((
-            "authorization",
-            format!(
-                "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
-                credentials.access_key_id()
-            ),
-        ));
-        if let Some(t) = token {
-            out.push(("x-amz-security-token", t.to_string()));
-        }
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
+            credentials.access_key_id()
+        );
+        let mut out = vec![("x-amz-date", date_time), ("authorization", authorization)];
+        out.extend(token.map(|t| ("x-amz-security-token", t.to_string())));
         out
     }
 }

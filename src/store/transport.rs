@@ -8,7 +8,11 @@
 //! hands a connection back to the pool with a reply unread, so a late reply can never be read
 //! as the answer to another request.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,6 +27,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use tokio::net::TcpStream;
+
+use super::aws_env::causes;
 
 /// Idle connections older than this are closed rather than reused: servers and load
 /// balancers drop quiet connections after a while.
@@ -113,53 +119,19 @@ pub fn keep_connections_apart() {
     POOL.with(|p| p.set(1));
 }
 
-/// Options for the connections.
-#[derive(Clone, Default)]
-pub struct TransportOptions {
-    pub connect_timeout: Option<Duration>,
-    /// PEM certificates that replace the system's trusted roots (`AWS_CA_BUNDLE`).
-    pub ca_bundle: Option<Vec<u8>>,
-    /// The proxy rules; `None` reads them from the environment.
-    pub proxy: Option<ProxyRules>,
-}
-
-/// `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` values.
-#[derive(Clone, Debug, Default)]
-pub struct ProxyRules {
-    pub http: Option<String>,
-    pub https: Option<String>,
-    pub no: Option<String>,
-}
-
-impl ProxyRules {
-    /// As the AWS SDKs read them: upper case first, then lower case.
-    pub fn from_env() -> Self {
-        let var = |upper: &str| {
-            std::env::var(upper)
-                .or_else(|_| std::env::var(upper.to_lowercase()))
-                .ok()
-                .filter(|v| !v.is_empty())
-        };
-        ProxyRules {
-            http: var("HTTP_PROXY"),
-            https: var("HTTPS_PROXY"),
-            no: var("NO_PROXY"),
-        }
-    }
-
-    fn matcher(&self) -> Matcher {
-        let mut b = Matcher::builder();
-        if let Some(v) = &self.http {
-            b = b.http(v.clone());
-        }
-        if let Some(v) = &self.https {
-            b = b.https(v.clone());
-        }
-        if let Some(v) = &self.no {
-            b = b.no(v.clone());
-        }
-        b.build()
-    }
+/// The environment's `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY`, as the AWS SDKs read them:
+/// upper case first, then lower case (an empty value is no proxy).
+fn proxy_matcher() -> Matcher {
+    let var = |upper: &str| {
+        std::env::var(upper)
+            .or_else(|_| std::env::var(upper.to_lowercase()))
+            .unwrap_or_default()
+    };
+    Matcher::builder()
+        .http(var("HTTP_PROXY"))
+        .https(var("HTTPS_PROXY"))
+        .no(var("NO_PROXY"))
+        .build()
 }
 
 fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
@@ -193,22 +165,26 @@ fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> 
 }
 
 impl Transport {
-    /// Connections to `endpoint` (an `http` or `https` URL).
-    pub fn new(endpoint: &http::Uri, o: &TransportOptions) -> Result<Transport, String> {
+    /// Connections to `endpoint` (an `http` or `https` URL); `ca_bundle`, PEM certificates,
+    /// replaces the system's trusted roots (`AWS_CA_BUNDLE`).
+    pub fn new(
+        endpoint: &http::Uri,
+        connect_timeout: Option<Duration>,
+        ca_bundle: Option<&[u8]>,
+    ) -> Result<Transport, String> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         // Requests are written whole: nothing is gained by waiting for more.
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(o.connect_timeout.unwrap_or(Duration::from_secs(3))));
-        let tls = tls_config(o.ca_bundle.as_deref())?;
+        http.set_connect_timeout(Some(connect_timeout.unwrap_or(Duration::from_secs(3))));
+        let tls = tls_config(ca_bundle)?;
         let https = |tls: rustls::ClientConfig| {
             HttpsConnectorBuilder::new()
                 .with_tls_config(tls)
                 .https_or_http()
                 .enable_http1()
         };
-        let rules = o.proxy.clone().unwrap_or_else(ProxyRules::from_env);
-        let intercept = rules.matcher().intercept(endpoint);
+        let intercept = proxy_matcher().intercept(endpoint);
         let via = intercept.as_ref().map(|i| {
             let u = i.uri();
             format!(
@@ -218,17 +194,15 @@ impl Transport {
             )
         });
         let make = |max_idle: usize| -> Route {
-            let builder = {
-                let mut b = Client::builder(TokioExecutor::new());
-                b.pool_idle_timeout(IDLE_TIMEOUT)
-                    .pool_max_idle_per_host(max_idle)
-                    // A small request goes out with one write of one buffer rather than a
-                    // vectored write of head and body.
-                    .http1_writev(false)
-                    // The signed `Host` header is set with the request.
-                    .set_host(false);
-                b
-            };
+            let mut builder = Client::builder(TokioExecutor::new());
+            builder
+                .pool_idle_timeout(IDLE_TIMEOUT)
+                .pool_max_idle_per_host(max_idle)
+                // A small request goes out with one write of one buffer rather than a
+                // vectored write of head and body.
+                .http1_writev(false)
+                // The signed `Host` header is set with the request.
+                .set_host(false);
             match &intercept {
                 None => Route::Direct(builder.build(https(tls.clone()).wrap_connector(http.clone()))),
                 Some(i) if endpoint.scheme_str() == Some("https") => {
@@ -275,16 +249,10 @@ impl Transport {
                 c.request(request).await
             }
         }
-        .map_err(|e| {
-            if e.is_connect() {
-                if chain_has_timeout(&e) {
-                    TransportError::ConnectTimeout
-                } else {
-                    TransportError::Connect(chain(&e))
-                }
-            } else {
-                TransportError::Exchange(chain(&e))
-            }
+        .map_err(|e| match e.is_connect() {
+            true if has_timeout(&e) => TransportError::ConnectTimeout,
+            true => TransportError::Connect(causes(&e)),
+            false => TransportError::Exchange(causes(&e)),
         })?;
         let (parts, body) = response.into_parts();
         let body = Limited::new(body, MAX_REPLY)
@@ -307,32 +275,12 @@ impl Transport {
     }
 }
 
-/// The error and its causes, in one line (hyper's outer error says little by itself).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let s = c.to_string();
-        if !out.contains(&s) {
-            out.push_str(": ");
-            out.push_str(&s);
-        }
-        cur = c.source();
-    }
-    out
-}
-
-fn chain_has_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cur {
-        if c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
+/// Whether a timeout is among the error's causes.
+fn has_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |c| c.source()).any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+    })
 }
 
 /// Connects every request to the proxy and tells hyper so, which then writes the request
@@ -346,9 +294,9 @@ struct Forward {
 impl tower_service::Service<http::Uri> for Forward {
     type Response = Proxied;
     type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
-    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Proxied, Self::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Proxied, Self::Error>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.http.poll_ready(cx)
     }
 
@@ -368,35 +316,21 @@ impl Connection for Proxied {
 }
 
 impl Read for Proxied {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: ReadBufCursor<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
 impl Write for Proxied {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
     }
 
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
