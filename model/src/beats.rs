@@ -126,39 +126,58 @@ impl Beats {
         }
     }
 
-    /// The heartbeat's timer fires, or one starts: a writing one under the `guid` `fresh`
-    /// gives while any are left, else one that only reports the loss moment.
-    pub fn step(&mut self, now: Tick, fresh: impl FnOnce() -> G) -> Vec<hold::Action<G>> {
-        let fresh = (!self.hold().under_way() && self.left > 0).then(|| {
-            self.left -= 1;
-            self.hold().held.pending.unwrap_or_else(fresh)
-        });
-        self.stepped(|h| h.handle_timeout(ms(now), fresh, RETRY_PAUSE_ONE_TICK, Duration::ZERO))
+    /// Heartbeat event `e` happens at `now`: its timer fires, or one starts (a writing one
+    /// under the `guid` `fresh` gives while any are left, else one that only reports the loss
+    /// moment); its write lands, as `renew` writes it (whether it renewed); its write or its
+    /// answer is lost, one of the `faults` left; its answer comes back. What the lock asks
+    /// for, once stepped.
+    pub fn happen(
+        &mut self,
+        e: BeatEvent,
+        now: Tick,
+        faults: &mut u8,
+        fresh: impl FnOnce() -> G,
+        renew: impl FnOnce([G; 2], G) -> bool,
+    ) -> Option<Vec<hold::Action<G>>> {
+        match e {
+            BeatEvent::Due => {
+                let fresh = (!self.hold().under_way() && self.left > 0).then(|| {
+                    self.left -= 1;
+                    self.hold().held.pending.unwrap_or_else(fresh)
+                });
+                Some(self.stepped(|h| h.handle_timeout(ms(now), fresh, RETRY_PAUSE_ONE_TICK, Duration::ZERO)))
+            }
+            BeatEvent::Land => {
+                let (gs, new, net) = self.net.as_mut().expect("a write on its way");
+                *net = BeatNet::Landed(renew(*gs, *new));
+                None
+            }
+            BeatEvent::Lose => {
+                *faults -= 1;
+                self.net.as_mut().expect("a write on its way").2 = BeatNet::Lost;
+                None
+            }
+            BeatEvent::Answer => {
+                let Some((_, _, BeatNet::Landed(ok))) = self.net.take() else {
+                    unreachable!("an answer to a write that landed")
+                };
+                let answer = if ok {
+                    heartbeat::Answer::Renewed
+                } else {
+                    heartbeat::Answer::NotOurs
+                };
+                Some(self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK)))
+            }
+        }
     }
 
-    /// The heartbeat's write was answered.
-    pub fn answered(&mut self, now: Tick) -> Vec<hold::Action<G>> {
-        let Some((_, _, BeatNet::Landed(ok))) = self.net.take() else {
-            unreachable!("an answer to a write that landed")
-        };
-        let answer = if ok {
-            heartbeat::Answer::Renewed
-        } else {
-            heartbeat::Answer::NotOurs
-        };
-        self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
-    }
-
-    /// The heartbeat's write lands, as `renew` writes it (whether it renewed).
-    pub fn land(&mut self, renew: impl FnOnce([G; 2], G) -> bool) {
-        let (gs, new, net) = self.net.as_mut().expect("a write on its way");
-        *net = BeatNet::Landed(renew(*gs, *new));
-    }
-
-    /// The heartbeat's write or its answer is lost, one of the `faults` left.
-    pub fn lose(&mut self, faults: &mut u8) {
-        *faults -= 1;
-        self.net.as_mut().expect("a write on its way").2 = BeatNet::Lost;
+    /// The write on the wire that has not landed yet, if any (its `guid`s and new `guid`): given
+    /// up on, or outliving its client, it may still land.
+    pub fn unlanded(&self) -> Option<([G; 2], G)> {
+        match self.net {
+            Some((gs, new, BeatNet::Out)) => Some((gs, new)),
+            _ => None,
+        }
     }
 
     /// The release is called at `now`.

@@ -191,6 +191,9 @@ pub struct Sent {
 /// A request on its way.
 pub type Net = env::Net<Sent>;
 
+/// A step of the release machine.
+type EndStep = Step<G, Ver, ending::Outcome<G, Fail>>;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Phase {
     #[default]
@@ -580,7 +583,9 @@ impl FifoMachines {
                 let (r, position) = req.place();
                 let k = c.resources[r];
                 let rq = Rq::Fifo(req);
-                self.send(s, i, rq, k, position.map_or(0, small), timeout_at)
+                Ok(self
+                    .send(s, i, rq, k, position.map_or(0, small), timeout_at)
+                    .map(Input::Answer))
             }
             Act::Wait { until, watch } => {
                 c.wake = Some(self.at(i, until));
@@ -746,26 +751,20 @@ impl FifoMachines {
         c.entries.iter_mut().for_each(|e| *e = None);
     }
 
-    fn send(
-        &self,
-        s: &mut State,
-        i: usize,
-        rq: Rq,
-        k: u8,
-        slot: u8,
-        timeout_at: Time,
-    ) -> Result<Option<Input<Item, Fail>>, Violation> {
+    /// Client `i` sends `rq` to lock `k`'s item `slot`, timed out at `timeout_at` on its
+    /// clock: the answer to give its machine at once, if any.
+    fn send(&self, s: &mut State, i: usize, rq: Rq, k: u8, slot: u8, timeout_at: Time) -> Option<Ans> {
         let timeout_at = self.at(i, timeout_at);
         // Past its timeout already: the driver does not send it.
         if timeout_at <= s.now {
-            return Ok(Some(Input::Answer(TIMED_OUT)));
+            return Some(TIMED_OUT);
         }
         s.clients[i].net = Some(Net {
             sent: Sent { rq, k, slot },
             timeout_at,
             state: NetState::Out,
         });
-        Ok(None)
+        None
     }
 
     /// Starts releasing the next held lock from resource `from`, or ends the release.
@@ -796,12 +795,8 @@ impl FifoMachines {
         self.release_step(s, i, step)
     }
 
-    fn release_step(
-        &self,
-        s: &mut State,
-        i: usize,
-        step: Step<G, Ver, ending::Outcome<G, Fail>>,
-    ) -> Result<(), Violation> {
+    /// Carries out the release machine's step for client `i`.
+    fn release_step(&self, s: &mut State, i: usize, step: EndStep) -> Result<(), Violation> {
         let Phase::Releasing(r) = s.clients[i].phase else {
             unreachable!("a release step while not releasing")
         };
@@ -815,9 +810,9 @@ impl FifoMachines {
                     (Some(_), Some(h)) => Rq::Permit(req, h.guid, h.permits),
                     _ => Rq::Release(req),
                 };
-                match self.send(s, i, rq, k, 0, timeout_at)? {
-                    Some(Input::Answer(a)) => self.resume(s, i, Some(a)),
-                    _ => Ok(()),
+                match self.send(s, i, rq, k, 0, timeout_at) {
+                    Some(a) => self.deliver(s, i, a),
+                    None => Ok(()),
                 }
             }
             Step::Wait { until, .. } => {

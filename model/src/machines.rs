@@ -57,7 +57,7 @@ use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::undo::{self, Undo};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
-use crate::beats::{BeatEvent, BeatNet, Beats};
+use crate::beats::{BeatEvent, Beats};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{small, Item, Ver, G};
@@ -288,6 +288,13 @@ pub struct Sent {
     pub slow_at: Tick,
 }
 
+impl Sent {
+    /// Request `req`, slower than a request timeout once `slow_at` passes.
+    pub(crate) fn timed(req: Request, slow_at: Tick) -> Sent {
+        Sent { req, slow_at }
+    }
+}
+
 /// A request on its way.
 pub type Net = env::Net<Sent>;
 
@@ -369,11 +376,7 @@ impl Undoing {
     /// the undo has ended.
     fn carry(&mut self, mut step: UndoStep, env: &Env, now: Tick) -> bool {
         loop {
-            let sent = |req, timeout_at| Sent {
-                req,
-                slow_at: timeout_at,
-            };
-            match env::carry(step, now, &mut self.net, &mut self.wake, sent) {
+            match env::carry(step, now, &mut self.net, &mut self.wake, Sent::timed) {
                 env::Carried::Set => return true,
                 env::Carried::Done(_) => return false,
                 env::Carried::Answer(a) => step = self.m.answer(a, env),
@@ -546,9 +549,8 @@ impl Machines {
         let now = s.now;
         let request_timeout = self.cfg.request_timeout;
         let c = &mut s.clients[i];
-        let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
-            req,
-            slow_at: timeout_at.min(now.saturating_add(request_timeout)),
+        let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, at| {
+            Sent::timed(req, at.min(now.saturating_add(request_timeout)))
         });
         match carried {
             env::Carried::Answer(a) => self.deliver(s, i, a),
@@ -621,12 +623,10 @@ impl Machines {
                 self.taken(s, i, k, guid, token, sent_at)?;
             }
             Out::End(ending::Outcome::Handed { guid, .. }) => self.holds(s, i, k, guid, 0, None),
-            Out::End(ending::Outcome::Released { .. }) => {
-                c.phase = Phase::Idle;
-                c.released = Some((k, g, (i as u8) * 16 + c.seq));
-                c.hb = None;
-            }
-            Out::End(_) => {
+            Out::End(end) => {
+                if let ending::Outcome::Released { .. } = end {
+                    c.released = Some((k, g, (i as u8) * 16 + c.seq));
+                }
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
@@ -867,30 +867,24 @@ impl Machines {
         let env = self.env(s, i);
         let c = &mut s.clients[i];
         let u = c.undo.as_mut().unwrap();
-        u.net = None;
-        u.wake = None;
         let step = env::resume(u.m.as_mut(), a, &env);
         if !u.carry(step, &env, s.now) {
             c.undo = None;
         }
     }
 
-    /// Client `i`'s heartbeat starts, or its timer fires.
-    fn beat(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        let now = s.now;
+    /// Heartbeat event `e` happens to client `i` (`Due`: `Beats::due` said the lock needs
+    /// another heartbeat, or has one under way).
+    fn beat(&self, s: &mut State, i: usize, e: BeatEvent) -> Result<(), Violation> {
+        let (now, k) = (s.now, self.key(s, i) as usize);
         let cl = &mut s.clients[i];
         let seq = &mut cl.seq;
         let h = cl.hb.as_mut().expect("heartbeats");
-        // `Beats::due` said the lock needs another heartbeat, or has one under way.
-        let actions = h.step(now, || new_guid(seq, i));
-        self.beat_steps(s, i, actions)
-    }
-
-    /// Client `i` gets its heartbeat write's answer.
-    fn beat_answered(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        let now = s.now;
-        let actions = s.clients[i].hb.as_mut().unwrap().answered(now);
-        self.beat_steps(s, i, actions)
+        let renew = |gs, new| self.renew(&mut s.items[k], gs, new);
+        match h.happen(e, now, &mut s.left.faults, || new_guid(seq, i), renew) {
+            Some(actions) => self.beat_steps(s, i, actions),
+            None => Ok(()),
+        }
     }
 
     /// The time a lock went free matters only while it stays free and liveness is checked.
@@ -1030,14 +1024,7 @@ impl Model for Machines {
             }
             Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
             Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
-            Action::Beat(c, BeatEvent::Due) => self.beat(&mut s, c as usize)?,
-            Action::Beat(c, BeatEvent::Land) => {
-                let k = self.key(&s, c as usize) as usize;
-                let hb = s.clients[c as usize].hb.as_mut().unwrap();
-                hb.land(|gs, new| self.renew(&mut s.items[k], gs, new));
-            }
-            Action::Beat(c, BeatEvent::Answer) => self.beat_answered(&mut s, c as usize)?,
-            Action::Beat(c, BeatEvent::Lose) => s.clients[c as usize].hb.as_mut().unwrap().lose(&mut s.left.faults),
+            Action::Beat(c, e) => self.beat(&mut s, c as usize, e)?,
             Action::StrayLand(c) => {
                 let (k, gs, new) = s.clients[c as usize].stray.take().unwrap();
                 s.slow = true;
@@ -1100,10 +1087,8 @@ impl Clients for Machines {
     fn crashed(&self, s: &mut State, i: usize) {
         let k = self.key(s, i);
         let c = &s.clients[i];
-        let mut stray = c.stray;
-        if let Some((gs, new, BeatNet::Out)) = c.hb.as_ref().and_then(|h| h.net) {
-            stray = stray.or(Some((k, gs, new)));
-        }
+        let unlanded = c.hb.as_ref().and_then(|h| h.unlanded());
+        let stray = c.stray.or(unlanded.map(|(gs, new)| (k, gs, new)));
         s.clients[i] = Client {
             phase: Phase::Crashed { at: s.now },
             seq: c.seq,

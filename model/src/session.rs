@@ -55,7 +55,7 @@ use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Req, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
-use crate::beats::{BeatEvent, BeatNet, Beats, LOCK};
+use crate::beats::{BeatEvent, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{small, Item, G, SESSIONS};
@@ -299,10 +299,7 @@ impl Sessions {
 
     fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
         let c = &mut s.slots[i];
-        match env::carry(step, s.now, &mut c.net, &mut c.wake, |req, timeout_at| Sent {
-            req,
-            slow_at: timeout_at,
-        }) {
+        match env::carry(step, s.now, &mut c.net, &mut c.wake, Sent::timed) {
             env::Carried::Answer(a) => self.deliver(s, i, a),
             env::Carried::Set => Ok(()),
             env::Carried::Done(out) => {
@@ -646,9 +643,8 @@ impl Sessions {
             .collect();
         let Some(h) = s.hb.as_mut() else { return };
         h.client.close(&held);
-        if let Some((gs, new, BeatNet::Out)) = h.net.take() {
-            s.stray = s.stray.or(Some((gs, new)));
-        }
+        s.stray = s.stray.or(h.unlanded());
+        h.net = None;
     }
 
     /// Client 0's machine steps its abandoned locks whose loss moment came, as the addon's
@@ -671,18 +667,15 @@ impl Sessions {
         h.client.next_lapse().map(tick)
     }
 
-    fn beat(&self, s: &mut State) -> Result<(), Violation> {
-        let now = s.now;
-        let seq = &mut s.seq;
+    /// Heartbeat event `e` happens to S.
+    fn beat(&self, s: &mut State, e: BeatEvent) -> Result<(), Violation> {
+        let (now, lease, seq) = (s.now, self.cfg.lease, &mut s.seq);
         let h = s.hb.as_mut().expect("heartbeats");
-        let actions = h.step(now, || new_guid(seq, 0));
-        self.beat_steps(s, actions)
-    }
-
-    fn beat_answered(&self, s: &mut State) -> Result<(), Violation> {
-        let now = s.now;
-        let actions = s.hb.as_mut().expect("heartbeats").answered(now);
-        self.beat_steps(s, actions)
+        let renew = |gs: [G; 2], new| env::renew(&mut s.items[S], &gs, new, lease);
+        match h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew) {
+            Some(actions) => self.beat_steps(s, actions),
+            None => Ok(()),
+        }
     }
 
     /// Client 0's acquisitions are over (held, failed or ended): the rivals start.
@@ -818,15 +811,7 @@ impl Model for Sessions {
             Action::GiveUp => s.waiting = false,
             Action::Close => self.close(&mut s),
             Action::Lapse => self.lapse(&mut s),
-            Action::Beat(BeatEvent::Due) => self.beat(&mut s)?,
-            Action::Beat(BeatEvent::Land) => {
-                let lease = self.cfg.lease;
-                s.hb.as_mut()
-                    .unwrap()
-                    .land(|gs, new| env::renew(&mut s.items[S], &gs, new, lease));
-            }
-            Action::Beat(BeatEvent::Answer) => self.beat_answered(&mut s)?,
-            Action::Beat(BeatEvent::Lose) => s.hb.as_mut().unwrap().lose(&mut s.left.faults),
+            Action::Beat(e) => self.beat(&mut s, e)?,
             Action::StrayLand => {
                 let (gs, new) = s.stray.take().unwrap();
                 self.renew(&mut s, gs, new);
@@ -887,10 +872,7 @@ impl Clients for Sessions {
         }
         if owner(i) == 0 {
             s.waiting = false;
-            if let Some((gs, new, BeatNet::Out)) = s.hb.as_ref().and_then(|h| h.net) {
-                s.stray = s.stray.or(Some((gs, new)));
-            }
-            s.hb = None;
+            s.stray = s.stray.or(s.hb.take().and_then(|h| h.unlanded()));
         }
     }
 }
