@@ -132,15 +132,10 @@ impl Cancel {
 
     /// Sleeps until `deadline`, or returns `Aborted` as soon as the acquisition is cancelled.
     pub async fn sleep_until(&self, deadline: Instant) -> Result<(), LockError> {
-        let notified = self.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.is_cancelled() {
-            return Err(LockError::Aborted);
-        }
         tokio::select! {
+            biased;
+            _ = self.cancelled() => Err(LockError::Aborted),
             _ = tokio::time::sleep_until(deadline) => Ok(()),
-            _ = notified => Err(LockError::Aborted),
         }
     }
 }

@@ -7,7 +7,7 @@ use dynamodb_lock_core::{local, settings};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::error::{LockError, LostReason, StoreError};
+use crate::error::{LockError, LostReason};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
 use crate::line::{InLine, Patience, Place, Turn};
@@ -91,18 +91,7 @@ impl Client {
     ) -> Result<Arc<HeldLock>, LockError> {
         if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
-            let taken = original::acquire(
-                original::Via {
-                    store: &self.store,
-                    settings: &self.settings,
-                    names: &self.fifo.names,
-                    tasks: &self.tasks,
-                    closing: &self.closing,
-                },
-                &key,
-                cancel,
-            )
-            .await?;
+            let taken = original::acquire(&self.shared, &key, cancel).await?;
             let leased_from = (self.settings.protocol.kind == Kind::FailOpen).then_some(taken.sent_at);
             let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
             return self.start_lock(Arc::new(lock), cancel).await;
@@ -202,11 +191,7 @@ impl Client {
         let turn = loop {
             let until = match self.lines.patience(key, &waiter) {
                 Patience::Waits(until) => until,
-                Patience::GivesUp => {
-                    return Err(LockError::FailedToAcquireLock {
-                        original: StoreError::condition_failed(),
-                    })
-                }
+                Patience::GivesUp => return Err(LockError::not_acquired()),
                 Patience::Turned => break (&mut waiter.turn).await.ok(),
             };
             tokio::select! {

@@ -132,9 +132,7 @@ pub async fn run_keeping_refusal<M: Machine<LockRecord, StoreError>>(
                     )
                 });
                 match (to.cancel.filter(|_| abortable), at) {
-                    (Some(cancel), Some(at)) => {
-                        let _ = cancel.sleep_until(at).await;
-                    }
+                    (Some(cancel), Some(at)) => drop(cancel.sleep_until(at).await),
                     (Some(cancel), None) => cancel.cancelled().await,
                     (None, Some(at)) => tokio::time::sleep_until(at).await,
                     (None, None) => std::future::pending::<()>().await,

@@ -194,6 +194,20 @@ pub fn shown_key(partition_key: &str, sort_key: Option<&str>, key: &crate::item:
 }
 
 impl LockError {
+    /// The lock is held by someone else (`FailedToAcquireLock` without the item).
+    pub fn not_acquired() -> Self {
+        LockError::FailedToAcquireLock {
+            original: StoreError::condition_failed(),
+        }
+    }
+
+    /// The lock is not this holder's to release (`FailedToReleaseLock`).
+    pub fn not_released() -> Self {
+        LockError::FailedToReleaseLock {
+            original: StoreError::condition_failed(),
+        }
+    }
+
     pub fn code(&self) -> &str {
         match self {
             LockError::FailedToAcquireLock { .. } => "FailedToAcquireLock",

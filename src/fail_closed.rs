@@ -34,7 +34,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
             if undo {
                 // Unknown whether the write landed: remove it if it did, so that no lock is
                 // left held by nobody.
-                undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
+                undo_later(c, key, Undoing::Native(guid));
             }
             Err(LockError::Store(error))
         }

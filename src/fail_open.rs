@@ -57,7 +57,13 @@ pub async fn acquire(
         let step = m.give_back(&clock.env(false));
         outcome = run(&mut m, step, clock, &to).await;
     }
-    let undo = |c: &Shared| undo_later(&c.tasks, &c.store, &c.settings, &c.closing, key, Undoing::Native(guid));
+    // A take whose outcome is unknown, or that the machine could not give back (the lease
+    // ended first, or its token is refused), is undone later.
+    if let Outcome::Expired { undo: true } | Outcome::Corrupt { undo: true, .. } | Outcome::Failed { undo: true, .. } =
+        outcome
+    {
+        undo_later(c, key, Undoing::Native(guid));
+    }
     match outcome {
         Outcome::Taken {
             fencing_token,
@@ -69,33 +75,15 @@ pub async fn acquire(
             sent_at: clock.base + sent_at,
             contended,
         }),
-        Outcome::Expired { undo: failed } => {
-            if failed {
-                undo(c);
-            }
-            Err(LockError::Lost(LostReason::LeaseExpired))
-        }
+        Outcome::Expired { .. } => Err(LockError::Lost(LostReason::LeaseExpired)),
         Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
             original: StoreError::ConditionFailed {
                 current: Some(Some(Box::new(held))),
             },
         }),
-        Outcome::Corrupt { item, undo: failed } => {
-            // Our take raised a token that is refused: the machine gave the lock back, and it
-            // is undone later if that failed.
-            if failed {
-                undo(c);
-            }
-            Err(c.fifo.names.refusal(key, &item).unwrap_or_else(|| {
-                LockError::Internal("an item refused by the core was accepted by its record".into())
-            }))
-        }
-        Outcome::Failed { error, undo: failed } => {
-            if failed {
-                undo(c);
-            }
-            Err(LockError::Store(error))
-        }
+        // Our take raised a token that is refused: the machine gave the lock back.
+        Outcome::Corrupt { item, .. } => Err(c.fifo.names.corrupt(key, &item)),
+        Outcome::Failed { error, .. } => Err(LockError::Store(error)),
         Outcome::Aborted => Err(LockError::Aborted),
     }
 }

@@ -65,21 +65,14 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
         .clone()
 }
 
+/// The fields of a Fifo write: the owner and the lease; heads and entries carry no time of
+/// acquisition, and no TTL or token floor of the client's.
 fn fields(c: &Shared) -> OpenFields<'_> {
     OpenFields {
-        owner: &c.settings.owner,
-        lease_duration_ms: c.settings.protocol.lease_duration_ms,
         lock_acquired_time_unix_ms: None,
-        data: None,
         ttl: None,
         token_floor: 0,
-        session: None,
-    }
-}
-
-fn failed_to_acquire() -> LockError {
-    LockError::FailedToAcquireLock {
-        original: StoreError::condition_failed(),
+        ..c.settings.open_fields()
     }
 }
 
@@ -351,7 +344,7 @@ impl Driver<'_> {
                     }))
             }
             Outcome::Granted => Ok(self.held.iter_mut().filter_map(Option::take).collect()),
-            Outcome::NotAcquired => Err(failed_to_acquire()),
+            Outcome::NotAcquired => Err(LockError::not_acquired()),
             Outcome::Aborted => Err(LockError::Aborted),
             Outcome::Lost => Err(LockError::Lost(LostReason::LeaseExpired)),
             Outcome::Failed(e) => Err(LockError::Store(e)),
@@ -421,13 +414,10 @@ async fn send_by(
 /// again, without a request unless the change concerns this waiter.
 async fn wait_or_change(at: Option<Instant>, cancel: &Cancel, changed: &mut Option<Pin<Box<Notified<'_>>>>) {
     let sleep = async {
-        let _ = match at {
-            Some(at) => cancel.sleep_until(at).await,
-            None => {
-                cancel.cancelled().await;
-                Ok(())
-            }
-        };
+        match at {
+            Some(at) => drop(cancel.sleep_until(at).await),
+            None => cancel.cancelled().await,
+        }
     };
     let change = async {
         match changed.as_mut() {

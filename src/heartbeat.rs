@@ -358,6 +358,7 @@ impl Ord for Entry {
 
 /// A client's way to the scheduler, started on first use (it needs the runtime): the
 /// process-wide one, or the client's own when it caps heartbeats per second.
+#[derive(Clone)]
 pub struct LazyHeartbeats {
     cap: Option<u32>,
     /// The client's own scheduler runs as a task of the runtime that first uses it, not on a
@@ -418,11 +419,7 @@ impl Scheduler for LazyHeartbeats {
     }
 
     fn share(&self) -> Box<dyn Scheduler> {
-        Box::new(LazyHeartbeats {
-            cap: self.cap,
-            in_runtime: self.in_runtime,
-            own: self.own.clone(),
-        })
+        Box::new(self.clone())
     }
 
     /// The process-wide scheduler; in a runtime, one more of its own there.
@@ -901,7 +898,8 @@ async fn steps(
             let now = crate::clock::now();
             let (actions, mut events) = match woke {
                 Woke::Start if st.stopping => return None,
-                Woke::Start => {
+                // The new `guid` goes with the first step only (the start).
+                Woke::Start | Woke::Timer => {
                     st.step(|h| h.handle_timeout(clock.time(now), fresh.take(), rand::random(), flight.round_trip()))
                 }
                 Woke::Stop => {
@@ -911,9 +909,6 @@ async fn steps(
                         lock.settled.notify_waiters();
                     }
                     return None;
-                }
-                Woke::Timer => {
-                    st.step(|h| h.handle_timeout(clock.time(now), None, rand::random(), flight.round_trip()))
                 }
                 Woke::Answer(sent, r) => {
                     flight.answered(sent, now);

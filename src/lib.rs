@@ -313,12 +313,11 @@ fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Arc<WeakHa
     });
 }
 
-/// A JavaScript handler callable from any thread, which does not keep Node alive.
-type WeakHandler<T> = ThreadsafeFunction<T, (), T, Status, false, true>;
+/// A JavaScript function callable from any thread, which does not keep Node alive.
+type WeakHandler<T, R = ()> = ThreadsafeFunction<T, R, T, Status, false, true>;
 
-fn weak_handler<T: ToNapiValue + JsValuesTupleIntoVec + 'static>(handler: Function<T, ()>) -> Result<WeakHandler<T>> {
-    handler
-        .build_threadsafe_function::<T>()
+fn weak_handler<T: JsValuesTupleIntoVec + 'static, R: FromNapiValue>(f: Function<T, R>) -> Result<WeakHandler<T, R>> {
+    f.build_threadsafe_function::<T>()
         .callee_handled::<false>()
         .weak::<true>()
         .build()
@@ -647,20 +646,11 @@ fn credentials_of(
     secret_access_key: Option<String>,
     session_token: Option<String>,
 ) -> Result<Option<SharedCredentialsProvider>> {
-    let js_provider = js
-        .map(|f| -> Result<_> {
-            let resolve = f
-                .build_threadsafe_function::<()>()
-                .callee_handled::<false>()
-                .weak::<true>()
-                .build()?;
-            Ok(js_credentials::JsCredentialsProvider {
-                resolve: Arc::new(resolve),
-            })
-        })
-        .transpose()?;
+    let js_provider = js.map(weak_handler).transpose()?;
     Ok(match (access_key_id, secret_access_key, js_provider) {
-        (_, _, Some(p)) => Some(SharedCredentialsProvider::new(p)),
+        (_, _, Some(resolve)) => Some(SharedCredentialsProvider::new(js_credentials::JsCredentialsProvider {
+            resolve: Arc::new(resolve),
+        })),
         (Some(ak), Some(sk), None) => Some(SharedCredentialsProvider::new(Credentials::new(
             ak,
             sk,
@@ -698,12 +688,8 @@ fn object_store(
     s: &mut Settings,
 ) -> Result<Option<Arc<store::object::ObjectStore>>> {
     let Some(f) = call else { return Ok(None) };
-    let call = f
-        .build_threadsafe_function::<FnArgs<(String, store::object::Value)>>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
     s.original_requests = true;
+    let call = weak_handler(f)?;
     Ok(Some(Arc::new(store::object::ObjectStore::new(
         call,
         table.clone(),
@@ -902,9 +888,6 @@ impl NativeClient {
         let id = lock_id as u64;
         let kind = self.inner.settings.protocol.kind;
         let strict = strict.unwrap_or(false);
-        let not_ours = || LockError::FailedToReleaseLock {
-            original: StoreError::condition_failed(),
-        };
         answer(&self.answers, &self.inner.tasks, request, async move {
             let lock = locks().get(&id).cloned();
             let result = match lock {
@@ -917,12 +900,14 @@ impl NativeClient {
                         locks().remove(&id);
                     }
                     match r {
-                        Ok(false) if nothing_freed_fails(kind, strict, Some(behind_back)) => Err(not_ours()),
+                        Ok(false) if nothing_freed_fails(kind, strict, Some(behind_back)) => {
+                            Err(LockError::not_released())
+                        }
                         r => r.map(drop),
                     }
                 }
                 // Released before, or lost: as the original, quiet for FailOpen.
-                None if nothing_freed_fails(kind, strict, None) => Err(not_ours()),
+                None if nothing_freed_fails(kind, strict, None) => Err(LockError::not_released()),
                 None => Ok(()),
             };
             JsOutcome::done(request, result.err().as_ref())

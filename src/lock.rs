@@ -24,7 +24,7 @@ use dynamodb_lock_core::{client, ending, held, hold};
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{once, run, Permit, Request, Target};
-use crate::error::{LockError, LostReason, StoreError};
+use crate::error::{LockError, LostReason};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
 use crate::original;
@@ -550,9 +550,7 @@ impl HeldLock {
                     }
                     Ok(ours)
                 }
-                ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
-                    original: StoreError::condition_failed(),
-                }),
+                ending::Outcome::NotOurs => Err(LockError::not_released()),
                 ending::Outcome::Failed(error) => {
                     self.state().release_failed(m.landed_maybe());
                     Err(LockError::Store(error))
@@ -645,11 +643,7 @@ impl HeldLock {
                     // As in the original: releasing a released FailOpen lock is quiet...
                     held::Release::Done => return Ok(true),
                     // ...and a FailClosed lock that is gone is not ours to release.
-                    held::Release::NotOurs => {
-                        return Err(LockError::FailedToReleaseLock {
-                            original: StoreError::condition_failed(),
-                        })
-                    }
+                    held::Release::NotOurs => return Err(LockError::not_released()),
                     // A heartbeat's write is on the wire: its answer decides the `guid`s.
                     held::Release::Wait => self.settle_notice(),
                 }
@@ -659,14 +653,7 @@ impl HeldLock {
         if self.client.settings.original_requests {
             // The original's release: one request with the newest guid, even after a loss.
             let guid = self.state().guid;
-            let result = original::release(
-                &*self.client.store,
-                &self.client.settings,
-                &self.key,
-                &guid,
-                self.fencing_token,
-            )
-            .await;
+            let result = original::release(&self.client, &self.key, &guid, self.fencing_token).await;
             if result.is_ok() {
                 self.state().release_done();
             }

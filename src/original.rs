@@ -3,21 +3,16 @@
 //! `drive`, and its release machine. Heartbeats are the scheduler's
 //! (`heartbeat`), which writes the whole item for such a store.
 
-use std::sync::Arc;
-
 use dynamodb_lock_core::original::{self as machine, Outcome, Released};
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{run_keeping_refusal, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
-use crate::queues::TableNames;
+use crate::lock::Shared;
 use crate::release::{undo_later, Undoing};
-use crate::settings::Settings;
-use crate::store::Store;
 
 /// A lock taken: its `guid`, its fencing token (FailOpen) and when the winning put was sent.
 pub struct Taken {
@@ -26,24 +21,15 @@ pub struct Taken {
     pub sent_at: Instant,
 }
 
-/// Where an acquisition over the original's requests goes: the store, the client's settings,
-/// the names its refusals give, and the tasks that undo a write given back too late.
-pub struct Via<'a> {
-    pub store: &'a Arc<dyn Store>,
-    pub settings: &'a Settings,
-    pub names: &'a TableNames,
-    pub tasks: &'a TaskTracker,
-    pub closing: &'a Arc<Cancel>,
-}
-
-pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
-    let (store, settings, names) = (&**via.store, via.settings, via.names);
+/// Acquires `key` for client `c` with the original's requests; a write given back too late is
+/// undone among the client's tasks, and a refused item is named by the client's table names.
+pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
     let guid = new_guid();
     let clock = Clock::start();
-    let (mut m, step) = machine::Acquire::start(settings.protocol, guid, &clock.env(cancel.is_cancelled()));
+    let (mut m, step) = machine::Acquire::start(c.settings.protocol, guid, &clock.env(cancel.is_cancelled()));
     let to = Target {
         cancel: Some(cancel),
-        ..Target::item(store, key, settings)
+        ..Target::item(&*c.store, key, &c.settings)
     };
     // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
     let mut refusal = None;
@@ -56,14 +42,7 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
         Outcome::Expired { fencing_token, undo } => {
             // Given back by the machine; undone later if that failed.
             if undo {
-                undo_later(
-                    via.tasks,
-                    via.store,
-                    settings,
-                    via.closing,
-                    key,
-                    Undoing::Original(guid, fencing_token),
-                );
+                undo_later(c, key, Undoing::Original(guid, fencing_token));
             }
             Err(LockError::Lost(LostReason::LeaseExpired))
         }
@@ -71,24 +50,16 @@ pub async fn acquire(via: Via<'_>, key: &LockKey, cancel: &Cancel) -> Result<Tak
             original: refusal.unwrap_or_else(StoreError::condition_failed),
         }),
         Outcome::Failed(error) => Err(LockError::Store(error)),
-        Outcome::Corrupt(item) => Err(names
-            .refusal(key, &item)
-            .unwrap_or_else(|| LockError::Internal("an item refused by the core was accepted by its record".into()))),
+        Outcome::Corrupt(item) => Err(c.fifo.names.corrupt(key, &item)),
         Outcome::Aborted => Err(LockError::Aborted),
     }
 }
 
 /// Releases a lock held with `guid` (and `fencing_token`): one request, not retried.
-pub async fn release(
-    store: &dyn Store,
-    settings: &Settings,
-    key: &LockKey,
-    guid: &Guid,
-    fencing_token: Option<u64>,
-) -> Result<(), LockError> {
+pub async fn release(c: &Shared, key: &LockKey, guid: &Guid, fencing_token: Option<u64>) -> Result<(), LockError> {
     let clock = Clock::start();
-    let (mut m, step) = machine::Release::start(settings.protocol, *guid, fencing_token, &clock.env(false));
-    let to = Target::item(store, key, settings);
+    let (mut m, step) = machine::Release::start(c.settings.protocol, *guid, fencing_token, &clock.env(false));
+    let to = Target::item(&*c.store, key, &c.settings);
     let mut refusal = None;
     match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
         Released::Released => Ok(()),

@@ -1,17 +1,13 @@
 //! The undoing, in the background, of an acquisition write whose outcome could not be read,
 //! or that could not be given back (the core's `undo::Undo`, run by `drive`).
 
-use std::sync::Arc;
-
 use dynamodb_lock_core::undo::{self, Undo};
 
-use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{run, Target};
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey};
-use crate::settings::Settings;
-use crate::store::Store;
+use crate::lock::Shared;
 
 /// The write an undo removes: one of this package's requests, or the original's put (with
 /// its fencing token) over a user's `dynamodb` object.
@@ -23,20 +19,10 @@ pub enum Undoing {
 /// Undoes, in the background, an acquisition write whose outcome could not be read, so
 /// that no lock is left held by nobody: FailClosed deletes the item, FailOpen marks it
 /// released, each only if it carries `guid`. Tries for about a minute, as one of the client's
-/// `tasks`: `close()` waits for it (within its bound).
-pub fn undo_later(
-    tasks: &tokio_util::task::TaskTracker,
-    store: &Arc<dyn Store>,
-    settings: &Settings,
-    closing: &Arc<Cancel>,
-    key: &LockKey,
-    what: Undoing,
-) {
-    let store = store.clone();
-    let key = key.clone();
-    let settings = settings.clone();
-    let closing = closing.clone();
-    tasks.spawn(async move {
+/// tasks: `close()` waits for it (within its bound).
+pub fn undo_later(c: &Shared, key: &LockKey, what: Undoing) {
+    let (store, settings, closing, key) = (c.store.clone(), c.settings.clone(), c.closing.clone(), key.clone());
+    c.tasks.spawn(async move {
         let clock = Clock::start();
         let (s, env) = (settings.protocol, clock.env(false));
         let (mut m, step) = match what {

@@ -9,8 +9,6 @@
 
 use std::sync::Arc;
 
-use rand::RngCore;
-
 use crate::cancel::Cancel;
 use crate::error::{LockError, StoreError};
 use crate::fail_open;
@@ -47,9 +45,7 @@ impl Sessions {
 
 /// A new session: its item taken under a fresh id, and heartbeated.
 async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>, LockError> {
-    let mut bytes = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let id = format!("{:032x}", rand::random::<u128>());
     let key = item::session_key(&id, sorted);
     let mut settings = c.settings.clone();
     // The session's item holds through its own lease, and is not itself held through a session.
