@@ -14,28 +14,32 @@
 //!   `guid`s.
 //! - `error`: `LockError` and the `code` JavaScript sees.
 //! - `stats`: a client's request and heartbeat counters, read by `metrics()`.
-//! - `config`: validation of user configuration, with the original's messages.
+//! - `debug`: the debug log (`NODE_DEBUG=dynamodb-lock-native`).
 //! - `defaults`: the settings defaults JavaScript applies itself, from the core's `settings`.
 //! - `runtime`: what every tokio runtime of the addon runs beside its work (the timer floor).
 //! - `js_credentials`: credentials from a JavaScript provider.
-//! - `store`: the `Store` trait (the core's operations, one method each), its
-//!   implementation over DynamoDB's HTTP API (hyper, rustls, aws-sigv4), and bounded retries
-//!   that track ambiguous outcomes.
+//! - `store`: the `Store` trait (one operation, one request, no retries: those are the
+//!   machines'), over DynamoDB's HTTP API (hyper, rustls, aws-sigv4) and over a user's own
+//!   `dynamodb` object.
 //! - `settings`: a client's settings, and the TTL, fields, retry policies and budgets that
 //!   follow from them.
-//! - `cancel`: cancellation of one pending acquisition.
-//! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over.
-//! - `stand_back`: locks this client released while others waited, which it stands back from.
+//! - `cancel`: cancellation of one pending acquisition, and its `waiting` reports.
+//! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over,
+//!   and the stand-back from locks this client released while others waited.
 //! - `queues`: Fifo's state in one client (its queue entries and held heads), and the table's
 //!   names for error messages.
 //! - `drive`: runs the core's acquisition and release machines over a `Store`.
-//! - `release`: the release write of each kind, and the undoing of an acquisition write whose
-//!   outcome is unknown.
-//! - `lock`: a held lock, its serialized state and its events, and `Shared`, what the held
-//!   locks of one client share with it; `Scheduler`, the heartbeat scheduler as they see it.
+//! - `lock`: a held lock, its serialized state and its events, its release and update, and
+//!   `Shared`, what the held locks of one client share with it; `Scheduler`, the heartbeat
+//!   scheduler as they see it.
+//! - `release`: the undoing, in the background, of an acquisition write whose outcome is
+//!   unknown.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
 //! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
 //!   `drive`).
+//! - `original`: acquisition with the original library's requests, through a user's own
+//!   `dynamodb` object.
+//! - `session`: a FailOpen client's session (`session: true`), started on first need.
 //! - `fifo`: the fair lock's acquisition (the core's Fifo machine): its requests to head
 //!   items and queue entries, the entries' heartbeats, and the held locks.
 //! - `client`: acquisition of every kind through the local line, and the start of a new

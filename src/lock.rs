@@ -18,16 +18,16 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
+use dynamodb_lock_core::original::{self, Released};
 use dynamodb_lock_core::request::Ended;
 use dynamodb_lock_core::{client, ending, held, hold};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{once, run, Permit, Request, Target};
-use crate::error::{LockError, LostReason};
+use crate::drive::{once, run, run_keeping_refusal, Permit, Request, Target};
+use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
-use crate::original;
 use crate::queues::{Head, Queues};
 use crate::settings::{Settings, TIMER_GRAIN};
 use crate::store::Store;
@@ -652,14 +652,32 @@ impl HeldLock {
         };
         if self.client.settings.original_requests {
             // The original's release: one request with the newest guid, even after a loss.
-            let guid = self.state().guid;
-            let result = original::release(&self.client, &self.key, &guid, self.fencing_token).await;
+            let result = self.release_original().await;
             if result.is_ok() {
                 self.state().release_done();
             }
             return result.map(|()| true);
         }
         self.end(guids, taken).await
+    }
+
+    /// The original's release of a lock taken with its requests (`dynamodb_lock_core::original`):
+    /// one request with the newest `guid`, not retried.
+    async fn release_original(&self) -> Result<(), LockError> {
+        let c = &self.client;
+        let clock = Clock::start();
+        let guid = self.state().guid;
+        let env = clock.env(false);
+        let (mut m, step) = original::Release::start(c.settings.protocol, guid, self.fencing_token, &env);
+        let mut refusal = None;
+        let to = Target::item(&*c.store, &self.key, &c.settings);
+        match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
+            Released::Released => Ok(()),
+            Released::NotOurs => Err(LockError::FailedToReleaseLock {
+                original: refusal.unwrap_or_else(StoreError::condition_failed),
+            }),
+            Released::Failed(error) => Err(LockError::Store(error)),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! The original library's request sequence (`dynamodb_lock_core::original`) for a store
 //! without `UpdateItem` (a user's `dynamodb` object): runs its acquisition machine through
-//! `drive`, and its release machine. Heartbeats are the scheduler's
+//! `drive`. Its release is the held lock's (`lock`), and its heartbeats the scheduler's
 //! (`heartbeat`), which writes the whole item for such a store.
 
-use dynamodb_lock_core::original::{self as machine, Outcome, Released};
+use dynamodb_lock_core::original::{self as machine, Outcome};
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
@@ -52,21 +52,6 @@ pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken
         Outcome::Failed(error) => Err(LockError::Store(error)),
         Outcome::Corrupt(item) => Err(c.fifo.names.corrupt(key, &item)),
         Outcome::Aborted => Err(LockError::Aborted),
-    }
-}
-
-/// Releases a lock held with `guid` (and `fencing_token`): one request, not retried.
-pub async fn release(c: &Shared, key: &LockKey, guid: &Guid, fencing_token: Option<u64>) -> Result<(), LockError> {
-    let clock = Clock::start();
-    let (mut m, step) = machine::Release::start(c.settings.protocol, *guid, fencing_token, &clock.env(false));
-    let to = Target::item(&*c.store, key, &c.settings);
-    let mut refusal = None;
-    match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
-        Released::Released => Ok(()),
-        Released::NotOurs => Err(LockError::FailedToReleaseLock {
-            original: refusal.unwrap_or_else(StoreError::condition_failed),
-        }),
-        Released::Failed(error) => Err(LockError::Store(error)),
     }
 }
 
