@@ -204,9 +204,11 @@ impl HttpStore {
         let (scheme, host, path) = match (uri.scheme_str(), uri.authority()) {
             (Some(scheme @ ("http" | "https")), Some(authority)) => {
                 let default_port = if scheme == "https" { 443 } else { 80 };
+                // The `Host` header: the host and a port other than the scheme's, never the
+                // user information a URL may carry before them.
                 let host = match authority.port_u16() {
-                    Some(p) if p == default_port => authority.host().to_string(),
-                    _ => authority.as_str().to_string(),
+                    Some(p) if p != default_port => format!("{}:{p}", authority.host()),
+                    _ => authority.host().to_string(),
                 };
                 // An absolute URI's empty path reads as "/".
                 (scheme, host, uri.path().to_string())
@@ -229,11 +231,7 @@ impl HttpStore {
         };
         let transport = Transport::new(&uri, o.connect_timeout, ca_bundle.as_deref())
             .map_err(|e| config_error(format!("DynamoDB endpoint {url:?}: {e}")))?;
-        let shown = format!(
-            "{scheme}://{}{}",
-            host.rsplit_once('@').map_or(host.as_str(), |(_, h)| h),
-            path.strip_suffix('/').unwrap_or(&path)
-        );
+        let shown = format!("{scheme}://{host}{}", path.strip_suffix('/').unwrap_or(&path));
         Ok(Link {
             shown,
             host,
@@ -1095,6 +1093,9 @@ mod tests {
             .unwrap()
             .clone();
         assert_eq!(l.shown, "http://127.0.0.1:8000");
+        assert_eq!(l.host, "127.0.0.1:8000", "the Host header carries no user information");
+        let l = store("http://[::1]:8000").link().await.unwrap().clone();
+        assert_eq!(l.host, "[::1]:8000");
         let e = store("ftp://127.0.0.1").link().await.map(|_| ()).unwrap_err();
         assert_eq!(e.code(), "ConfigError");
     }
