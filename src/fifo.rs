@@ -23,7 +23,7 @@ use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{HeldLock, Shared};
-use crate::queues::Mine;
+use crate::queues::{Mine, NOW};
 use crate::store::OpenFields;
 
 pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
@@ -47,11 +47,6 @@ pub fn entry_key(resource: &KeyValue, position: u64) -> LockKey {
     }
 }
 
-/// Every `guid` a queue entry may carry (an unanswered heartbeat's new one too).
-fn entry_guids(entry: &HeldLock) -> Vec<Guid> {
-    entry.state().guids()
-}
-
 /// What the locks that are `c`'s queue entries share: `c`'s store and settings, a scheduler
 /// without a cap (`Scheduler::uncapped`), no events.
 fn entries_client(c: &Shared) -> Arc<Shared> {
@@ -63,25 +58,6 @@ fn entries_client(c: &Shared) -> Arc<Shared> {
             Arc::new(c.part(settings, c.heartbeats.uncapped()))
         })
         .clone()
-}
-
-/// The fields of a Fifo write: the owner and the lease; heads and entries carry no time of
-/// acquisition, and no TTL or token floor of the client's.
-fn fields(c: &Shared) -> OpenFields<'_> {
-    OpenFields {
-        lock_acquired_time_unix_ms: None,
-        ttl: None,
-        token_floor: 0,
-        ..c.settings.open_fields()
-    }
-}
-
-fn unix_now_s() -> u64 {
-    crate::clock::unix_now_ms() / 1000
-}
-
-fn entry_ttl(c: &Shared) -> u64 {
-    unix_now_s() + c.settings.protocol.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
 }
 
 /// A readable message for DynamoDB's refusal of Fifo's keys (a table without a string sort
@@ -136,19 +112,6 @@ fn order(v: &KeyValue) -> (u8, &[u8]) {
     }
 }
 
-/// A head item taken with `token`: a held lock, heartbeated like a FailOpen lock.
-fn hold(c: &Arc<Shared>, head: LockKey, guid: Guid, token: u64, sent_at: Instant, sem: Option<Sem>) -> Arc<HeldLock> {
-    let resource = head.partition.clone();
-    let mut lock = HeldLock::new(c.clone(), head, guid, Some(token), Some(sent_at));
-    if let Some(sem) = sem {
-        lock = lock.with_permits(sem.permits);
-    }
-    let lock = Arc::new(lock);
-    c.heartbeats.watch(&lock);
-    c.fifo.hold(&resource, token, &lock);
-    lock
-}
-
 /// One acquisition as the core's machine runs it: its resources, the queue entries it
 /// heartbeats, the locks it was granted, and where it waits in this client's registry.
 struct Driver<'a> {
@@ -177,15 +140,15 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn busy(&self, resource: usize) -> bool {
-        self.c.fifo.busy_here(&self.resources[resource])
+        self.c.fifo.local().busy(&self.resources[resource], NOW)
     }
 
     fn entry(&self, resource: usize, position: u64) -> Option<Mine> {
-        self.c.fifo.local_entry(&self.resources[resource], position)
+        self.c.fifo.local().entry(&self.resources[resource], position)
     }
 
     fn holder(&self, resource: usize, token: u64) -> Option<bool> {
-        self.c.fifo.holder(&self.resources[resource], token)
+        self.c.fifo.local().holder(&self.resources[resource], token, NOW)
     }
 
     fn entry_lost(&self, resource: usize) -> bool {
@@ -200,7 +163,7 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn releases(&self, resource: usize) -> u64 {
-        self.c.fifo.releases(&self.resources[resource])
+        self.c.fifo.local().releases(&self.resources[resource])
     }
 }
 
@@ -226,7 +189,7 @@ impl Driver<'_> {
         loop {
             let input = match act {
                 Act::Send { req, timeout_at } => {
-                    let result = send_by(c, self.resources, &req, clock.instant(timeout_at)).await;
+                    let result = send(c, self.resources, &req, clock.instant(timeout_at)).await;
                     if let (Ok(Reply::Before(Some(r))), None) = (&result, req.place().1) {
                         head = Some(r.clone());
                     }
@@ -249,11 +212,14 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Arm => {
-                    changed = Some(changes(c));
+                    // Enabled now, so that no change between now and the wait is missed.
+                    let mut n = Box::pin(c.fifo.changes());
+                    n.as_mut().enable();
+                    changed = Some(n);
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
-                    c.fifo.join(&self.resources[resource], position);
+                    c.fifo.local().join(&self.resources[resource], position, NOW);
                     self.joined.push((resource, position));
                     Input::Resume
                 }
@@ -272,7 +238,8 @@ impl Driver<'_> {
                 Act::StopEntry { resource } => match self.entries[resource].take() {
                     Some(entry) => {
                         entry.abandon();
-                        Input::Guids(entry_guids(&entry))
+                        // Every `guid` it may carry (an unanswered heartbeat's new one too).
+                        Input::Guids(entry.state().guids())
                     }
                     None => Input::Guids(Vec::new()),
                 },
@@ -321,8 +288,22 @@ impl Driver<'_> {
     /// Holds the head of `resource` under `guid` and `token` (taken by a request sent at
     /// `sent_at`), and leaves this acquisition's place in its queue, if it had one.
     fn hold_head(&mut self, resource: usize, guid: Guid, token: u64, sent_at: Instant, leave: Option<u64>) {
-        let head = head_key(&self.resources[resource]);
-        self.held[resource] = Some(hold(self.c, head, guid, token, sent_at, self.sem));
+        // A held lock, heartbeated like a FailOpen lock.
+        let c = self.c;
+        let mut lock = HeldLock::new(
+            c.clone(),
+            head_key(&self.resources[resource]),
+            guid,
+            Some(token),
+            Some(sent_at),
+        );
+        if let Some(sem) = self.sem {
+            lock = lock.with_permits(sem.permits);
+        }
+        let lock = Arc::new(lock);
+        c.heartbeats.watch(&lock);
+        c.fifo.hold(&self.resources[resource], token, &lock);
+        self.held[resource] = Some(lock);
         if let Some(position) = leave {
             self.leave(resource, position, Some(Mine::Granted(token)));
         }
@@ -379,15 +360,16 @@ impl Driver<'_> {
         let tasks = c.tasks.clone();
         tasks.spawn(async move {
             let c = &c;
-            let mut own = Vec::with_capacity(entries.len());
-            for entry in &entries {
-                own.push((entry.key.clone(), entry_guids(entry)));
-            }
-            let to = |key| Target::item(&*c.store, key, &c.settings);
-            let own = own
-                .iter()
-                .map(|(key, guids)| (key, Req::DeleteIfGuid { guids: guids.clone() }));
+            let own = entries.iter().map(|e| {
+                (
+                    &e.key,
+                    Req::DeleteIfGuid {
+                        guids: e.state().guids(),
+                    },
+                )
+            });
             let passed = passed.iter().map(|key| (key, Req::DeleteFinished));
+            let to = |key| Target::item(&*c.store, key, &c.settings);
             join_all(
                 own.chain(passed)
                     .map(|(key, req)| async move { once(&to(key), req, policy, None).await }),
@@ -395,18 +377,6 @@ impl Driver<'_> {
             .await;
         });
     }
-}
-
-/// Sends one of the machine's requests (counting it by purpose), giving up at `timeout_at`
-/// (`None`: no timeout; a moment already past: at once, without sending).
-async fn send_by(
-    c: &Shared,
-    resources: &[KeyValue],
-    req: &Request<Guid, Version>,
-    timeout_at: Option<Instant>,
-) -> Result<Reply<LockRecord>, StoreError> {
-    c.settings.stats.count_purpose(req.purpose());
-    within(&*c.store, timeout_at, send(c, resources, req)).await
 }
 
 /// A watching wait: until `at` (`None`: until cancelled), the acquisition's cancellation, or
@@ -433,31 +403,36 @@ async fn wait_or_change(at: Option<Instant>, cancel: &Cancel, changed: &mut Opti
     }
 }
 
-/// Notice of the next change of `c`'s queue state, enabled now so that no change between
-/// now and the wait is missed.
-fn changes(c: &Shared) -> Pin<Box<Notified<'_>>> {
-    let mut n = Box::pin(c.fifo.changes());
-    n.as_mut().enable();
-    n
-}
-
-/// Sends one of the machine's requests to the item it names, as the operation it is, with
-/// what the client's settings add to it.
+/// Sends one of the machine's requests (counting it by purpose) to the item it names, as the
+/// operation it is, with what the client's settings add to it, giving up at `timeout_at`
+/// (`None`: no timeout; a moment already past: at once, without sending).
 async fn send(
     c: &Shared,
     resources: &[KeyValue],
     req: &Request<Guid, Version>,
+    timeout_at: Option<Instant>,
 ) -> Result<Reply<LockRecord>, StoreError> {
+    c.settings.stats.count_purpose(req.purpose());
     let (r, position) = req.place();
     let key = match position {
         None => head_key(&resources[r]),
         Some(p) => entry_key(&resources[r], p),
     };
-    let adds = Adds {
-        fields: fields(c),
-        entry_ttl: (&c.fifo.ttl_attribute, entry_ttl(c)),
+    // The owner and the lease: heads and entries carry no time of acquisition, and no TTL
+    // or token floor of the client's.
+    let fields = OpenFields {
+        lock_acquired_time_unix_ms: None,
+        ttl: None,
+        token_floor: 0,
+        ..c.settings.open_fields()
     };
-    c.store.apply(&key, &req.op(&adds)).await
+    let lease_s = c.settings.protocol.lease_duration_ms.div_ceil(1000);
+    let entry_ttl = crate::clock::unix_now_ms() / 1000 + lease_s + ENTRY_TTL_MARGIN.as_secs();
+    let adds = Adds {
+        fields,
+        entry_ttl: (&c.fifo.ttl_attribute, entry_ttl),
+    };
+    within(&*c.store, timeout_at, c.store.apply(&key, &req.op(&adds))).await
 }
 
 #[cfg(test)]
@@ -1039,7 +1014,7 @@ mod tests {
         settle_for(50).await;
         let key = entry_key(&res("a"), 1);
         let ttl = *store.ttls.lock().unwrap().get(&key).expect("a TTL");
-        let expected = unix_now_s() + 3 + ENTRY_TTL_MARGIN.as_secs();
+        let expected = crate::clock::unix_now_ms() / 1000 + 3 + ENTRY_TTL_MARGIN.as_secs();
         assert!(ttl.abs_diff(expected) <= 1, "{ttl} vs {expected}");
         let guid = store.record(&key).unwrap().guid;
         // The first renewal falls within the entries' period (half the lease).

@@ -176,7 +176,8 @@ struct Growth {
 /// more requests out again after that.
 const GROWTH_HOLD: Duration = Duration::from_secs(10);
 
-/// A heartbeat's watched instant (see `Flight::watch`).
+/// An instant at which a heartbeat out must act (report danger or loss) even while the
+/// scheduler pauses for replies, watched until dropped (`Flight::watched`).
 struct Watch<'a> {
     flight: &'a Flight,
     key: Option<(Instant, u64)>,
@@ -220,17 +221,6 @@ impl Flight {
 
     fn size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
-    }
-
-    /// Watches an instant at which the heartbeat `id` must act (report danger or loss) even
-    /// while the scheduler pauses for replies; until the watch is dropped.
-    fn watch(&self, id: u64, at: Instant) -> Watch<'_> {
-        let mut w = Watch {
-            flight: self,
-            key: None,
-        };
-        w.set(id, at);
-        w
     }
 
     /// The earliest instant watched.
@@ -389,14 +379,6 @@ impl LazyHeartbeats {
         }
     }
 
-    /// The scheduler, if it has been started.
-    pub fn started(&self) -> Option<&Arc<Heartbeats>> {
-        match self.cap {
-            None => SHARED.get(),
-            Some(_) => self.own.get(),
-        }
-    }
-
     pub fn get(&self) -> &Arc<Heartbeats> {
         match self.cap {
             None => SHARED.get_or_init(|| Heartbeats::start(0, false)),
@@ -406,12 +388,24 @@ impl LazyHeartbeats {
 }
 
 impl Scheduler for LazyHeartbeats {
+    /// Watches a lock just taken from when its state says it is first stepped: its first
+    /// heartbeat, at a random point of its period so that locks taken together renew evenly
+    /// spread over the period, or, without heartbeats, the end of its lease. Times count from
+    /// when the write that took the lock was sent, as its lease does: after an answer slower
+    /// than the period, the first heartbeat starts at once.
     fn watch(&self, lock: &Arc<HeldLock>) {
-        self.get().watch(lock);
+        let heartbeats = self.get();
+        if let Some(first) = lock.first_step {
+            heartbeats.schedule(lock, first);
+        }
     }
 
     fn hurry(&self) -> Option<Box<dyn Send + '_>> {
-        self.started().map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
+        let started = match self.cap {
+            None => SHARED.get(),
+            Some(_) => self.own.get(),
+        };
+        started.map(|h| Box::new(h.hurry()) as Box<dyn Send + '_>)
     }
 
     fn resume(&self, lock: &Arc<HeldLock>, due: Instant) {
@@ -535,17 +529,6 @@ impl Heartbeats {
         Hurry(&self.inbox)
     }
 
-    /// Watches a lock just taken (`Scheduler::watch`) from when its state says it is first
-    /// stepped: its first heartbeat, at a random point of its period so that locks taken
-    /// together renew evenly spread over the period, or, without heartbeats, the end of its
-    /// lease. Times count from when the write that took the lock was sent, as its lease does:
-    /// after an answer slower than the period, the first heartbeat starts at once.
-    pub fn watch(&self, lock: &Arc<HeldLock>) {
-        if let Some(first) = lock.first_step {
-            self.schedule(lock, first);
-        }
-    }
-
     fn schedule(&self, lock: &Arc<HeldLock>, due: Instant) {
         self.inbox.put((due, batch_window(lock), Arc::downgrade(lock)));
     }
@@ -645,7 +628,14 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             while let Some((lock, e, permit)) = next_start_due(&mut heap, &flight, pacer.as_deref(), now) {
                 flight_early = flight_early.min(e.early);
                 unsent = true;
-                running.push(guarded_beat(lock, permit, flight.clone(), pacer.clone()));
+                // Its panic caught: the outcome is its lock and how it ended (when the next
+                // heartbeat is due, or the panic).
+                let (flight, pacer) = (flight.clone(), pacer.clone());
+                running.push(async move {
+                    let beat = beat(&lock, Some(permit), &flight, pacer.as_deref());
+                    let outcome = AssertUnwindSafe(beat).catch_unwind().await;
+                    (lock, outcome)
+                });
             }
             continue;
         }
@@ -756,19 +746,6 @@ fn next_start_due(
         return Some((lock, e, permit));
     }
     None
-}
-
-/// One heartbeat inside the scheduler's task, its panic caught: its lock and how it ended
-/// (when the next one is due, or the panic).
-async fn guarded_beat(
-    lock: Arc<HeldLock>,
-    permit: OwnedSemaphorePermit,
-    flight: Arc<Flight>,
-    pacer: Option<Arc<Pacer>>,
-) -> Outcome {
-    let beat = beat(&lock, Some(permit), &flight, pacer.as_deref());
-    let outcome = AssertUnwindSafe(beat).catch_unwind().await;
-    (lock, outcome)
 }
 
 /// When a pause for replies ends: at the next start, if it comes within two batch windows of
@@ -882,7 +859,7 @@ async fn steps(
         ..Target::item(&*lock.client.store, &lock.key, s)
     };
     let mut fresh = (!s.protocol.heartbeat_period.is_zero()).then(new_guid);
-    let mut watch: Option<Watch<'_>> = None;
+    let mut watch = Watch { flight, key: None };
     let mut out: FuturesUnordered<Write<'_>> = FuturesUnordered::new();
     let mut writes = 0u32;
     let mut last_error: Option<StoreError> = None;
@@ -944,10 +921,13 @@ async fn steps(
                             st.write_not_sent();
                             continue;
                         }
-                        count_write(s, writes);
+                        Stats::add(&s.stats.heartbeats_sent);
+                        s.stats.count_purpose(Purpose::Heartbeat);
+                        if writes > 1 {
+                            Stats::add(&s.stats.heartbeats_retried);
+                        }
                         let paced_at = pacer.filter(|_| writes > 1).map(|p| p.reserve(now));
-                        let renew = renewal(lock, to, guids, new);
-                        out.push(write(renew, slot, flight.slots.clone(), paced_at));
+                        out.push(write(lock, to, guids, new, slot, flight.slots.clone(), paced_at));
                     }
                     hold::Action::Abandon => out.clear(),
                     hold::Action::Failed(_) => {
@@ -970,54 +950,39 @@ async fn steps(
             // The heartbeat is over, or none started (a lock without heartbeats).
             return next;
         };
-        match watch.as_mut() {
-            Some(w) => w.set(lock.id, clock.base + urgent),
-            None => watch = Some(flight.watch(lock.id, clock.base + urgent)),
-        }
+        watch.set(lock.id, clock.base + urgent);
         let wake_at = next?;
         woke = tokio::select! {
             biased;
             // Between attempts, a release stops the heartbeat at once; while a write is out it
             // waits for the answer.
             // An abandoned lock (its client closed, its thread ended) stops at once.
-            _ = &mut woken, if out.is_empty() || lock.is_abandoned() => Woke::Stop,
+            _ = &mut woken, if out.is_empty() || lock.state().abandoned => Woke::Stop,
             _ = tokio::time::sleep_until(wake_at) => Woke::Timer,
             Some((sent, r)) = out.next(), if !out.is_empty() => Woke::Answer(sent, r),
         };
     }
 }
 
-/// Counts a heartbeat write about to go out (`writes`: this heartbeat's writes so far, itself
-/// included).
-fn count_write(s: &crate::settings::Settings, writes: u32) {
-    Stats::add(&s.stats.heartbeats_sent);
-    s.stats.count_purpose(Purpose::Heartbeat);
-    if writes > 1 {
-        Stats::add(&s.stats.heartbeats_retried);
-    }
-}
-
-/// The request of a heartbeat write that rotates the lock's `guid` from one of `guids` to
-/// `new`: the original's request when the client sends those, else the core's renewal
+/// A heartbeat write under way, rotating the lock's `guid` from one of `guids` to `new`: it
+/// takes `slot`, or waits for one of `slots`, waits for its start under the cap (`paced_at`),
+/// then sends the original's request when the client sends those, else the core's renewal
 /// (`Req::Renew`, a semaphore holder's on its head).
-fn renewal<'a>(lock: &'a HeldLock, to: &'a Target<'a>, guids: [Guid; 2], new: Guid) -> Renew<'a> {
-    let s = &lock.client.settings;
-    if s.original_requests {
-        let req = original::heartbeat(&s.protocol, &guids[0], &new, lock.fencing_token, unix_now_ms());
-        return Box::pin(async move { send(to, &req).await.map(|_| Vec::new()) });
-    }
-    let req = Request::Renew { guids, new_guid: new };
-    Box::pin(async move { send(to, &req).await.and_then(revoked) })
-}
-
-/// A heartbeat write under way: it takes `slot`, or waits for one of `slots`, waits for its
-/// start under the cap (`paced_at`), then sends `renew`.
 fn write<'a>(
-    renew: Renew<'a>,
+    lock: &'a HeldLock,
+    to: &'a Target<'a>,
+    guids: [Guid; 2],
+    new: Guid,
     slot: Option<OwnedSemaphorePermit>,
     slots: Arc<Semaphore>,
     paced_at: Option<Instant>,
 ) -> Write<'a> {
+    let s = &lock.client.settings;
+    let original_requests = s.original_requests;
+    let req = match original_requests {
+        true => original::heartbeat(&s.protocol, &guids[0], &new, lock.fencing_token, unix_now_ms()),
+        false => Request::Renew { guids, new_guid: new },
+    };
     Box::pin(async move {
         let _slot = match slot {
             Some(slot) => slot,
@@ -1031,7 +996,11 @@ fn write<'a>(
             tokio::time::sleep_until(at).await;
         }
         let sent = crate::clock::now();
-        let r = renew.await;
+        let r = send(to, &req).await;
+        let r = match original_requests {
+            true => r.map(|_| Vec::new()),
+            false => r.and_then(revoked),
+        };
         (sent, r)
     })
 }
@@ -1055,9 +1024,6 @@ fn answer_of(r: Result<(), StoreError>, last_error: &mut Option<StoreError>) -> 
         }
     }
 }
-
-/// The write of one heartbeat.
-type Renew<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>, StoreError>> + Send + 'a>>;
 
 /// A heartbeat write under way: when it was sent, and its answer.
 type Write<'a> =

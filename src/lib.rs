@@ -491,17 +491,6 @@ fn ms(v: Option<f64>) -> Option<Duration> {
         .map(|v| Duration::from_millis(v as u64))
 }
 
-/// The environment that made a client is being torn down (a worker thread ended, or the
-/// process exits): its pending acquisitions are cancelled (a lock one of them takes meanwhile
-/// is released, since nobody is left to hold it) and its held locks abandoned and forgotten,
-/// since nothing will release them or hear their events.
-fn environment_ended(client: &std::sync::Weak<Client>, cancels: &Cancels) {
-    cancels.close();
-    if let Some(c) = client.upgrade() {
-        closing(&c, true);
-    }
-}
-
 /// `client` closes without releasing: undos of writes of unknown outcome make their last
 /// round now, and its held locks known to JavaScript (taken out of the registry when
 /// `forget`) are abandoned as the client machine says (`lock::Shared::close`), which returns
@@ -516,47 +505,38 @@ fn closing(client: &Client, forget: bool) -> Vec<Arc<HeldLock>> {
     client.shared.close(held)
 }
 
-/// Makes acquired `held` locks known to JavaScript, unless their acquisition was cancelled
-/// (an `AbortSignal`, `close()`, the end of the environment) before it could: then they are
-/// released, and the acquisition ends with `Aborted`. Checked with the registry locked, so
-/// that a cancellation either comes first or finds the locks there to abandon.
-async fn register_locks(held: Vec<Arc<HeldLock>>, cancel: &Cancel) -> Result<Vec<Arc<HeldLock>>> {
-    {
-        let mut registry = locks();
-        if !cancel.is_cancelled() {
-            for lock in &held {
-                registry.insert(lock.id, lock.clone());
-            }
-            return Ok(held);
-        }
-    }
-    for lock in held {
-        // Best effort: the release retries through transient faults on its own.
-        let _ = lock.release().await;
-    }
-    Err(Error::from_reason("cancelled"))
-}
-
-/// The answer to acquisition `request`: its locks, registered for JavaScript
-/// (`register_locks`), or its error; and whether it found the lock held at some point. The
-/// first lock's id and token; `several` (Fifo's resources): every lock's id too.
+/// The answer to acquisition `request`: its locks, or its error; and whether it found the
+/// lock held at some point. The first lock's id and token; `several` (Fifo's resources):
+/// every lock's id too. The locks are made known to JavaScript unless their acquisition was
+/// cancelled (an `AbortSignal`, `close()`, the end of the environment) before it could: then
+/// they are released, and the acquisition ends with `Aborted`. Checked with the registry
+/// locked, so that a cancellation either comes first or finds the locks there to abandon.
 async fn acquired(
     request: u32,
     result: std::result::Result<Vec<Arc<HeldLock>>, LockError>,
     several: bool,
     cancel: &Cancel,
 ) -> JsOutcome {
-    let result = match result {
-        Ok(held) => register_locks(held, cancel).await.map_err(|_| LockError::Aborted),
-        Err(e) => Err(e),
-    };
     let outcome = match result {
-        Ok(held) => JsOutcome {
-            lock_id: held.first().map(|l| l.id as f64),
-            fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
-            lock_ids: several.then(|| held.iter().map(|l| l.id as f64).collect()),
-            ..JsOutcome::done(request, None)
-        },
+        Ok(held) => {
+            let mut registry = locks();
+            if cancel.is_cancelled() {
+                drop(registry);
+                for lock in held {
+                    // Best effort: the release retries through transient faults on its own.
+                    let _ = lock.release().await;
+                }
+                JsOutcome::done(request, Some(&LockError::Aborted))
+            } else {
+                registry.extend(held.iter().map(|l| (l.id, l.clone())));
+                JsOutcome {
+                    lock_id: held.first().map(|l| l.id as f64),
+                    fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
+                    lock_ids: several.then(|| held.iter().map(|l| l.id as f64).collect()),
+                    ..JsOutcome::done(request, None)
+                }
+            }
+        }
         Err(e) => JsOutcome::done(request, Some(&e)),
     };
     JsOutcome {
@@ -682,32 +662,6 @@ fn queues_of(kind: Kind, ttl_attribute: Option<String>, table: &TableSpec) -> qu
     )
 }
 
-/// The store of a user's `dynamodb` object, when given one: its own get/put/delete carry
-/// the original's requests (and the client then sends those).
-#[allow(clippy::type_complexity)]
-fn object_store(
-    call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
-    table: &TableSpec,
-    stats: &Arc<stats::Stats>,
-    s: &mut Settings,
-) -> Result<Option<Arc<store::object::ObjectStore>>> {
-    let Some(f) = call else { return Ok(None) };
-    s.original_requests = true;
-    let call = weak_handler(f)?;
-    Ok(Some(Arc::new(store::object::ObjectStore::new(
-        call,
-        table.clone(),
-        stats.clone(),
-    ))))
-}
-
-/// The cap on heartbeats started per second (`maxHeartbeatsPerSecond`), if any.
-fn heartbeat_cap(max_per_second: Option<f64>) -> Option<u32> {
-    max_per_second
-        .filter(|r| r.is_finite() && *r >= 1.0)
-        .map(|r| r.min(u32::MAX as f64) as u32)
-}
-
 /// Longest wait for one answer to a table administration request.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -751,7 +705,17 @@ impl NativeClient {
         };
         let queues = queues_of(kind, o.ttl_attribute, &table);
         let stats = s.stats.clone();
-        let object_store = object_store(object_call, &table, &stats, &mut s)?;
+        // The store of a user's `dynamodb` object, when given one: its own get/put/delete
+        // carry the original's requests (and the client then sends those).
+        s.original_requests = object_call.is_some();
+        let object_store = match object_call {
+            Some(f) => Some(store::object::ObjectStore::new(
+                weak_handler(f)?,
+                table.clone(),
+                stats.clone(),
+            )),
+            None => None,
+        };
         let store = HttpStore::new(
             table,
             HttpOptions {
@@ -765,7 +729,7 @@ impl NativeClient {
         .with_stats(stats);
         let store = Arc::new(store);
         let protocol_store: Arc<dyn store::Store> = match object_store {
-            Some(o) => o,
+            Some(o) => Arc::new(o),
             None => store.clone(),
         };
         let events = Arc::new(weak_handler(on_event)?);
@@ -773,13 +737,23 @@ impl NativeClient {
             protocol_store,
             s,
             Arc::new(JsEvents(events.clone())),
-            LazyHeartbeats::new(heartbeat_cap(o.max_heartbeats_per_second)),
+            // The cap on heartbeats started per second (`maxHeartbeatsPerSecond`), if any.
+            LazyHeartbeats::new(
+                (o.max_heartbeats_per_second.filter(|r| r.is_finite() && *r >= 1.0))
+                    .map(|r| r.min(u32::MAX as f64) as u32),
+            ),
             queues,
         ));
         let cancels: Arc<Cancels> = Default::default();
-        // The hook runs when this environment ends (a worker thread, or the process).
+        // The hook runs when this environment ends (a worker thread, or the process): its
+        // pending acquisitions are cancelled (a lock one of them takes meanwhile is released,
+        // since nobody is left to hold it) and its held locks abandoned and forgotten, since
+        // nothing will release them or hear their events.
         env.add_env_cleanup_hook((Arc::downgrade(&inner), cancels.clone()), |(client, cancels)| {
-            environment_ended(&client, &cancels)
+            cancels.close();
+            if let Some(c) = client.upgrade() {
+                closing(&c, true);
+            }
         })?;
         Ok(NativeClient {
             inner,

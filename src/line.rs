@@ -76,13 +76,9 @@ impl Lines {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn now(&self) -> dynamodb_lock_core::request::Time {
-        self.clock.now()
-    }
-
     /// Joins the line of `key`, or starts it.
     pub fn join(&self, key: &LockKey) -> Place {
-        let now = self.now();
+        let now = self.clock.now();
         let mut inner = self.lock();
         match inner.local.join(key, now) {
             local::Place::Head => Place::Head,
@@ -107,7 +103,7 @@ impl Lines {
 
     /// What `w`'s patience says now (giving up, it has left the line).
     pub fn patience(&self, key: &LockKey, w: &InLine) -> Patience {
-        let now = self.now();
+        let now = self.clock.now();
         let mut inner = self.lock();
         match inner.local.patience(key, w.id, now) {
             local::Patience::Waits(until) => Patience::Waits(self.clock.base + until),
@@ -123,7 +119,7 @@ impl Lines {
     /// left (the line is then gone when `Go` was meant, and kept for a handed lock, whose
     /// owner must release it).
     pub fn pass(&self, key: &LockKey, turn: Turn) -> Option<Turn> {
-        let now = self.now();
+        let now = self.clock.now();
         let handed = matches!(turn, Turn::Handed { .. });
         let mut inner = self.lock();
         let mut turn = turn;
@@ -160,7 +156,7 @@ impl Lines {
 
     /// `key` was released while others waited: stand back from it for `pause`.
     pub fn released(&self, key: &LockKey, pause: Duration) {
-        let now = self.now();
+        let now = self.clock.now();
         self.lock().local.released(key, now + pause, now);
     }
 

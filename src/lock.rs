@@ -398,11 +398,6 @@ impl HeldLock {
         self.state().stopping
     }
 
-    /// Abandoned: a heartbeat under way stops at once, without its answer.
-    pub fn is_abandoned(&self) -> bool {
-        self.state().abandoned
-    }
-
     /// A release or update of this lock is under way.
     pub(crate) fn writing(&self) -> bool {
         self.writer.try_lock().is_err()
@@ -606,12 +601,13 @@ impl HeldLock {
         };
         let mut ends = UpdateEnds {
             lock: self,
-            ended: false,
+            refused: false,
         };
         let ended = once(&to, Request::SetData { guids }, policy, None).await;
         // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
         // the condition of a later one: a refusal means the item is no longer ours.
-        ends.end(matches!(ended, Ended::Refused { .. }));
+        ends.refused = matches!(ended, Ended::Refused { .. });
+        drop(ends);
         match ended {
             Ended::Ok(_) => Ok(()),
             Ended::Refused { .. } => Err(LockError::Lost(LostReason::NotOwner)),
@@ -650,29 +646,23 @@ impl HeldLock {
             };
             self.after_heartbeat(wait).await;
         };
-        if self.client.settings.original_requests {
-            // The original's release: one request with the newest guid, even after a loss.
-            let result = self.release_original().await;
-            if result.is_ok() {
-                self.state().release_done();
-            }
-            return result.map(|()| true);
+        if !self.client.settings.original_requests {
+            return self.end(guids, taken).await;
         }
-        self.end(guids, taken).await
-    }
-
-    /// The original's release of a lock taken with its requests (`dynamodb_lock_core::original`):
-    /// one request with the newest `guid`, not retried.
-    async fn release_original(&self) -> Result<(), LockError> {
+        // The original's release of a lock taken with its requests
+        // (`dynamodb_lock_core::original`): one request with the newest `guid`, even after a
+        // loss, not retried.
         let c = &self.client;
         let clock = Clock::start();
         let guid = self.state().guid;
-        let env = clock.env(false);
-        let (mut m, step) = original::Release::start(c.settings.protocol, guid, self.fencing_token, &env);
+        let (mut m, step) = original::Release::start(c.settings.protocol, guid, self.fencing_token, &clock.env(false));
         let mut refusal = None;
         let to = Target::item(&*c.store, &self.key, &c.settings);
         match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
-            Released::Released => Ok(()),
+            Released::Released => {
+                self.state().release_done();
+                Ok(true)
+            }
             Released::NotOurs => Err(LockError::FailedToReleaseLock {
                 original: refusal.unwrap_or_else(StoreError::condition_failed),
             }),
@@ -681,21 +671,20 @@ impl HeldLock {
     }
 }
 
-/// Ends an update's write in the lock's machine however the write ends: answered (`end`), or
-/// its future dropped or unwinding. Heartbeats never stay parked behind an update that is gone.
+/// Ends an update's write in the lock's machine however the write ends: answered, or its
+/// future dropped or unwinding. Heartbeats never stay parked behind an update that is gone.
 struct UpdateEnds<'a> {
     lock: &'a Arc<HeldLock>,
-    ended: bool,
+    /// The write was answered, and its condition failed: the lock is lost (its holder told
+    /// once).
+    refused: bool,
 }
 
-impl UpdateEnds<'_> {
-    /// The write was answered; `refused`: its condition failed, and the lock is lost (its
-    /// holder told once).
-    fn end(&mut self, refused: bool) {
-        self.ended = true;
+impl Drop for UpdateEnds<'_> {
+    fn drop(&mut self) {
         let (end, events) = {
             let mut st = self.lock.state();
-            let end = st.machine().update_ends(self.lock.id, refused);
+            let end = st.machine().update_ends(self.lock.id, self.refused);
             (end, st.machine().events())
         };
         self.lock.deliver(events, None);
@@ -705,14 +694,6 @@ impl UpdateEnds<'_> {
                 .client
                 .heartbeats
                 .resume(self.lock, self.lock.client.clock.base + due);
-        }
-    }
-}
-
-impl Drop for UpdateEnds<'_> {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.end(false);
         }
     }
 }

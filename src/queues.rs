@@ -128,10 +128,10 @@ pub use dynamodb_lock_core::fifo::Mine;
 
 /// The registry's time: a held lock here tells its own state (`HeadRef`), whatever the time,
 /// so the registry needs no clock.
-const NOW: Time = Time::ZERO;
+pub const NOW: Time = Time::ZERO;
 
 /// A held head as the registry keeps it: the lock, while it is there.
-struct HeadRef(Weak<dyn Head>);
+pub struct HeadRef(Weak<dyn Head>);
 
 impl local::Head for HeadRef {
     fn lost(&self, _now: Time) -> Option<bool> {
@@ -153,12 +153,10 @@ impl Queues {
         }
     }
 
-    fn local(&self) -> std::sync::MutexGuard<'_, local::Queues<KeyValue, HeadRef>> {
+    /// The registry, for what asks it and changes nothing (joining a queue does not let
+    /// anyone go sooner).
+    pub fn local(&self) -> std::sync::MutexGuard<'_, local::Queues<KeyValue, HeadRef>> {
         self.local.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn changed(&self) {
-        self.changed.notify_waiters();
     }
 
     /// Completes on the next change of this client's queue state (a waiter's turn may have
@@ -167,47 +165,22 @@ impl Queues {
         self.changed.notified()
     }
 
-    pub fn local_entry(&self, r: &KeyValue, position: u64) -> Option<Mine> {
-        self.local().entry(r, position)
-    }
-
-    pub fn join(&self, r: &KeyValue, position: u64) {
-        self.local().join(r, position, NOW);
-    }
-
     /// This acquisition no longer waits at `position`: it is `mine` now, or unknown (`None`:
     /// waiters behind read the store).
     pub fn leave(&self, r: &KeyValue, position: u64, mine: Option<Mine>) {
         self.local().leave(r, position, mine, NOW);
-        self.changed();
+        self.changed.notify_waiters();
     }
 
     pub fn hold<H: Head + 'static>(&self, r: &KeyValue, token: u64, lock: &Arc<H>) {
         let lock: Weak<H> = Arc::downgrade(lock);
         self.local().hold(r, token, HeadRef(lock), NOW);
-        self.changed();
+        self.changed.notify_waiters();
     }
 
     pub fn released(&self, r: &KeyValue, token: u64) {
         self.local().released(r, token, NOW);
-        self.changed();
-    }
-
-    /// How many locks this client released on `r` while it had a waiter there.
-    pub fn releases(&self, r: &KeyValue) -> u64 {
-        self.local().releases(r)
-    }
-
-    /// Whether this client holds the head with `token` (`Some(false)`) or has just released
-    /// it (`Some(true)`): `local::Queues::holder`.
-    pub fn holder(&self, r: &KeyValue, token: u64) -> Option<bool> {
-        self.local().holder(r, token, NOW)
-    }
-
-    /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
-    /// holds its head.
-    pub fn busy_here(&self, r: &KeyValue) -> bool {
-        self.local().busy(r, NOW)
+        self.changed.notify_waiters();
     }
 
     /// Resources this client keeps state for.
