@@ -547,7 +547,7 @@ async fn acquired(
 
 /// Every `guid` the lock `key` of `client` may carry on the item now (none if this client
 /// holds no such lock, or it is lost or released).
-async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
+fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
     let held: Vec<Arc<HeldLock>> = locks()
         .values()
         .filter(|l| Arc::ptr_eq(&l.client, &client.shared) && l.key == *key)
@@ -561,7 +561,7 @@ async fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
 /// `getLock`: one consistent read of the item, and whether it is held by this client.
 async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<Option<JsLockInfo>, LockError> {
     // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
-    let mut guids = held_guids(client, key).await;
+    let mut guids = held_guids(client, key);
     let to = drive::Target::item(&*client.store, key, &client.settings);
     let record = match drive::once(&to, drive::Request::Get, client.settings.policy(), None).await {
         Ended::Ok(op::Reply::Before(record)) => record,
@@ -572,7 +572,7 @@ async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<O
     if let Some(refused) = client.shared.fifo.names.refusal(key, &r) {
         return Err(refused);
     }
-    guids.extend(held_guids(client, key).await);
+    guids.extend(held_guids(client, key));
     let kind = client.settings.protocol.kind;
     let released = reported_released(kind, &r);
     let held_by_this_client = held_by(kind, &r, &guids);
