@@ -109,7 +109,8 @@ pub struct Shared {
     pub sessions: Sessions,
     /// The client machine, which the client's session and Fifo entries share with it.
     pub machine: Arc<std::sync::Mutex<Machine>>,
-    /// A session's item: the locks held through it, which its events reach.
+    /// A session's item: the handles of the locks that joined it, by id, while they are there.
+    /// Which of them an event of the item reaches is the client machine's to say.
     pub members: std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>,
 }
 
@@ -176,10 +177,7 @@ impl Shared {
         let session = self.sessions.current().take();
         let ids: Vec<u64> = held.iter().map(|l| l.id).collect();
         let abandoned: HashSet<u64> = self.machine().close(&ids).into_iter().collect();
-        let item = session.map(|s| {
-            s.lock.client.members().clear();
-            s.lock.clone()
-        });
+        let item = session.map(|s| s.lock.clone());
         let locks: Vec<Arc<HeldLock>> = (item.into_iter().chain(held))
             .filter(|l| abandoned.contains(&l.id))
             .collect();
@@ -347,9 +345,6 @@ impl HeldLock {
     /// holder that dies, in tests): the client machine abandons it, and its lease lapses. A
     /// heartbeat under way stops at once, dropping its writes (`settled` waits for that).
     pub fn abandon(&self) {
-        if let Some(s) = &self.session {
-            s.forget(self);
-        }
         self.client.machine().abandon(self.id);
         self.stopped();
     }
@@ -475,9 +470,6 @@ impl HeldLock {
     pub(crate) fn emit(&self, event: LockEvent) {
         if matches!(event, LockEvent::Lost(_)) {
             self.leave_line();
-            if let Some(s) = &self.session {
-                s.forget(self);
-            }
         }
         self.client.events.emit(self.id, event);
     }
@@ -623,9 +615,6 @@ impl HeldLock {
         // No step of the critical section may count on a lock on its way out, and no heartbeat
         // starts.
         self.client.machine().stop(self.id);
-        if let Some(s) = &self.session {
-            s.forget(self);
-        }
         self.wake.notify_waiters();
         let _writing = self.writer.lock().await;
         let kind = self.client.settings.protocol.kind;
@@ -769,22 +758,20 @@ impl Session {
         true
     }
 
-    /// `lock` (released, abandoned or lost) hears nothing more from the session.
-    pub fn forget(&self, lock: &HeldLock) {
-        self.lock.client.members().remove(&lock.id);
-    }
-
     /// The session ends (its client closes): it speaks for no lock any more.
     pub(crate) fn end(&self) {
         self.lock.client.machine().end_session(self.lock.id);
-        self.lock.client.members().clear();
     }
 }
 
 impl Drop for HeldLock {
-    /// Nothing refers to the lock any more: its client machine forgets it.
+    /// Nothing refers to the lock any more: its client machine forgets it, and its session
+    /// its handle.
     fn drop(&mut self) {
         self.client.machine().remove(self.id);
+        if let Some(s) = &self.session {
+            s.lock.client.members().remove(&self.id);
+        }
     }
 }
 
