@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use dynamodb_lock_core::client::GiveBack;
 use dynamodb_lock_core::{local, settings};
 
 use crate::cancel::Cancel;
@@ -92,8 +93,14 @@ impl Client {
         if self.settings.original_requests {
             // The original's sequence: every acquisition speaks to the store for itself.
             let taken = original::acquire(&self.shared, &key, cancel).await?;
-            let leased_from = (self.settings.protocol.kind == Kind::FailOpen).then_some(taken.sent_at);
-            let lock = HeldLock::new(self.shared.clone(), key, taken.guid, taken.fencing_token, leased_from);
+            let lock = HeldLock::new(
+                self.shared.clone(),
+                key,
+                taken.guid,
+                taken.fencing_token,
+                taken.sent_at,
+                None,
+            );
             return self.start_lock(Arc::new(lock), cancel).await;
         }
         let Some(place) = place else {
@@ -159,21 +166,25 @@ impl Client {
         })
     }
 
-    /// Starts the heartbeats (or the lease timer) of a lock just acquired; releases it instead
-    /// if the acquisition was cancelled meanwhile.
+    /// Starts the heartbeats (or the lease timer) of a lock just acquired, or releases it, as
+    /// the client machine says (`client::Client::start`).
     async fn start_lock(self: &Arc<Self>, lock: Arc<HeldLock>, cancel: &Cancel) -> Result<Arc<HeldLock>, LockError> {
-        if cancel.is_cancelled() {
+        let through = lock.session.as_ref().map(|s| s.lock.id);
+        let started = self
+            .machine()
+            .start(lock.id, through, cancel.is_cancelled(), self.clock.now());
+        if let Err(why) = started {
             // Best effort: the release retries through transient faults on its own.
             let _ = lock.release().await;
-            return Err(LockError::Aborted);
+            return Err(match why {
+                GiveBack::Aborted => LockError::Aborted,
+                GiveBack::Lapsed => LockError::Lost(LostReason::LeaseExpired),
+            });
         }
         match &lock.session {
-            // Held through a session: the session's heartbeats keep it.
+            // Held through a session: the session's heartbeats keep it, and its events reach it.
             Some(s) => {
-                if !s.join(&lock) {
-                    let _ = lock.release().await;
-                    return Err(LockError::Lost(LostReason::LeaseExpired));
-                }
+                s.lock.client.members().insert(lock.id, Arc::downgrade(&lock));
             }
             None => self.heartbeats.watch(&lock),
         }
@@ -235,10 +246,14 @@ impl Client {
             return None;
         }
         let session = session.and(current);
-        let leased_from = (self.settings.protocol.kind == Kind::FailOpen && session.is_none()).then_some(sent_at);
-        let mut lock = HeldLock::new(self.shared.clone(), key.clone(), guid, fencing_token, leased_from);
-        lock.session = session;
-        Some(lock)
+        Some(HeldLock::new(
+            self.shared.clone(),
+            key.clone(),
+            guid,
+            fencing_token,
+            sent_at,
+            session,
+        ))
     }
 
     /// Acquires `key` from DynamoDB for the line.
@@ -253,7 +268,7 @@ impl Client {
             Kind::Fifo => return Err(LockError::Internal("a Fifo lock has no local line".into())),
             Kind::FailClosed => {
                 let guid = fail_closed::acquire(self, key, data, cancel).await?;
-                HeldLock::new(self.shared.clone(), key.clone(), guid, None, None)
+                HeldLock::new(self.shared.clone(), key.clone(), guid, None, crate::clock::now(), None)
             }
             Kind::FailOpen => {
                 let mut restarts = 0u32;
@@ -276,17 +291,15 @@ impl Client {
                         taken => break (session, taken?),
                     }
                 };
-                // Held through a session, the lock's lease is the session's.
-                let leased_from = session.is_none().then_some(taken.sent_at);
                 let mut lock = HeldLock::new(
                     self.shared.clone(),
                     key.clone(),
                     taken.guid,
                     Some(taken.fencing_token),
-                    leased_from,
+                    taken.sent_at,
+                    session,
                 );
                 lock.contended = taken.contended;
-                lock.session = session;
                 lock
             }
         })

@@ -279,7 +279,8 @@ impl Driver<'_> {
             entry_key(&self.resources[e.resource], e.position),
             e.guid,
             None,
-            Some(base + e.sent_at),
+            base + e.sent_at,
+            None,
         ));
         self.c.heartbeats.watch(&lock);
         self.entries[e.resource] = Some(lock);
@@ -295,7 +296,8 @@ impl Driver<'_> {
             head_key(&self.resources[resource]),
             guid,
             Some(token),
-            Some(sent_at),
+            sent_at,
+            None,
         );
         if let Some(sem) = self.sem {
             lock = lock.with_permits(sem.permits);

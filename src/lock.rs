@@ -280,14 +280,15 @@ impl std::fmt::Debug for HeldLock {
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl HeldLock {
-    /// A lock taken with the write sent at `leased_from` (FailOpen, Fifo: its lease counts from
-    /// then, `leaseDurationMs` long; `None`: a lock without a lease, FailClosed).
+    /// A lock taken with the write sent at `sent_at`, held through `session` if it has one; its
+    /// lease, if any, is as the client machine says (`client::leased_from`).
     pub fn new(
         client: Arc<Shared>,
         key: LockKey,
         guid: Guid,
         fencing_token: Option<u64>,
-        leased_from: Option<Instant>,
+        sent_at: Instant,
+        session: Option<Arc<Session>>,
     ) -> Self {
         let now = crate::clock::now();
         let s = &client.settings;
@@ -296,7 +297,7 @@ impl HeldLock {
             s.beat_config(),
             !s.protocol.heartbeat_period.is_zero(),
             guid,
-            leased_from.map(|sent| clock.time(sent)),
+            client::leased_from(s.protocol.kind, clock.time(sent_at), session.is_some()),
             clock.time(now),
             rand::random(),
         );
@@ -314,7 +315,7 @@ impl HeldLock {
             left_line: AtomicBool::new(false),
             wake: Notify::new(),
             settled: Notify::new(),
-            session: None,
+            session,
             permit: None,
             writer: Mutex::new(()),
         }
@@ -744,18 +745,6 @@ impl Session {
         item.client
             .machine()
             .restarts(item.id, now, restarts, retry_count, until_aborted)
-    }
-
-    /// `lock`, taken through this session, joins it if the session lasts; otherwise the lock
-    /// is lost already.
-    pub fn join(&self, lock: &Arc<HeldLock>) -> bool {
-        let item = &self.lock;
-        let now = item.client.clock.now();
-        if !lock.client.machine().join(lock.id, item.id, now) {
-            return false;
-        }
-        item.client.members().insert(lock.id, Arc::downgrade(lock));
-        true
     }
 
     /// The session ends (its client closes): it speaks for no lock any more.

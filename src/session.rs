@@ -61,7 +61,8 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
         key,
         taken.guid,
         Some(taken.fencing_token),
-        Some(taken.sent_at),
+        taken.sent_at,
+        None,
     ));
     let session = Arc::new(Session::new(id, lock.clone()));
     shared.heartbeats.watch(&lock);

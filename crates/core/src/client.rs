@@ -11,8 +11,11 @@
 //! - A lock's lease, as its holder sees it, is its own; a lock held through a session has none
 //!   of its own and counts its session item's. A lock released, lost, or whose release is
 //!   under way has no lease left.
-//! - A lock taken through a session joins it while the session lasts (`session::Session`);
-//!   otherwise it is lost already and its holder gives it back.
+//! - A lock just taken counts its own lease from when the write that took it was sent
+//!   (FailOpen, Fifo), unless it is held through a session; a FailClosed lock has none.
+//! - A lock taken for an acquisition cancelled meanwhile is given back. A lock taken through
+//!   a session joins it while the session lasts (`session::Session`); otherwise it is lost
+//!   already and its holder gives it back.
 //! - What a session item's heartbeat reports is its members': an error the holder is told of
 //!   and `"danger"` go to every member; the item's loss makes every member lost (lapsed: a
 //!   release may still free its item) with the item's reason, once.
@@ -36,6 +39,22 @@ use crate::settings::Kind;
 
 /// A held lock's number, unique within its client.
 pub type Id = u64;
+
+/// Why a lock just taken is given back (released, never handed over) instead of held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveBack {
+    /// Its acquisition was cancelled meanwhile.
+    Aborted,
+    /// The session it was taken through no longer lasts: the lock is lost already, lapsed.
+    Lapsed,
+}
+
+/// When a lock just taken, by a write sent at `sent`, counts its own lease from (`Hold::new`'s
+/// `sent`): a FailOpen or Fifo lock from then, unless it is held through a session (it counts
+/// its session item's lease); a FailClosed lock has no lease.
+pub fn leased_from(kind: Kind, sent: Time, through_session: bool) -> Option<Time> {
+    (kind != Kind::FailClosed && !through_session).then_some(sent)
+}
 
 /// What a holder is told about its lock.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -143,6 +162,19 @@ impl<G: Clone + PartialEq> Client<G> {
             }
         }
         joined
+    }
+
+    /// Lock `id`, just taken for an acquisition (through the session of `through`, if any), is
+    /// held from now on, unless the acquisition was `cancelled` meanwhile or the session no
+    /// longer lasts at `now` (`join`): its holder then gives it back.
+    pub fn start(&mut self, id: Id, through: Option<Id>, cancelled: bool, now: Time) -> Result<(), GiveBack> {
+        if cancelled {
+            return Err(GiveBack::Aborted);
+        }
+        match through {
+            Some(item) if !self.join(id, item, now) => Err(GiveBack::Lapsed),
+            _ => Ok(()),
+        }
     }
 
     /// The session of `item` ends (its client closes): it speaks for no lock any more.
@@ -389,6 +421,32 @@ mod tests {
             assert!(c.join(id, 1, ms(10)));
         }
         c
+    }
+
+    #[test]
+    fn a_lock_counts_its_own_lease_from_its_write_unless_failclosed_or_held_through_a_session() {
+        assert_eq!(leased_from(Kind::FailOpen, ms(7), false), Some(ms(7)));
+        assert_eq!(leased_from(Kind::Fifo, ms(7), false), Some(ms(7)));
+        assert_eq!(leased_from(Kind::FailOpen, ms(7), true), None, "its session's lease");
+        assert_eq!(leased_from(Kind::FailClosed, ms(7), false), None, "no lease");
+    }
+
+    #[test]
+    fn a_lock_just_taken_is_given_back_when_cancelled_or_its_session_is_over() {
+        let mut c = with_session();
+        c.insert(4, Hold::new(beat_config(250), false, 40, None, ms(0), 0));
+        assert_eq!(c.start(4, Some(1), true, ms(10)), Err(GiveBack::Aborted));
+        assert!(
+            !c.through_live_session(4),
+            "a cancelled acquisition's lock joins nothing"
+        );
+        assert_eq!(c.start(4, Some(1), false, ms(10)), Ok(()));
+        assert!(c.through_live_session(4), "it joined the session");
+        c.insert(5, Hold::new(beat_config(250), true, 50, Some(ms(0)), ms(0), 0));
+        assert_eq!(c.start(5, None, false, ms(10)), Ok(()), "a lock of its own lease");
+        c.insert(6, Hold::new(beat_config(250), false, 60, None, ms(0), 0));
+        assert_eq!(c.start(6, Some(1), false, ms(999)), Err(GiveBack::Lapsed));
+        assert_eq!(c.hold(6).unwrap().lost, Some(Lost::Lapsed), "lost already");
     }
 
     #[test]
