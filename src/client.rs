@@ -124,26 +124,26 @@ impl Client {
                 self.wait_in_line(&key, waiter, cancel).await?
             }
         };
-        let lock = match handed {
-            // A hand-over removes the previous holder's data: this holder writes its own.
-            Some(lock) if data.is_some() => {
-                let lock = Arc::new(lock);
-                if let Err(e) = lock.update_data(data.cloned()).await {
-                    let _ = lock.release().await;
-                    return Err(e);
-                }
-                return self.start_lock(lock, cancel).await;
-            }
-            Some(lock) => lock,
+        let (lock, handed) = match handed {
+            Some(lock) => (lock, true),
             None => match self.acquire_for_line(&key, data, until_aborted, cancel).await {
-                Ok(lock) => lock,
+                Ok(lock) => (lock, false),
                 Err(e) => {
-                    self.lines.leave(&key);
+                    self.lines.leave(&key, None);
                     return Err(self.explain_keys(e, &key));
                 }
             },
         };
-        self.start_lock(Arc::new(lock), cancel).await
+        let lock = Arc::new(lock);
+        self.lines.holds(&key, lock.id);
+        // A hand-over removes the previous holder's data: this holder writes its own.
+        if handed && data.is_some() {
+            if let Err(e) = lock.update_data(data.cloned()).await {
+                let _ = lock.release().await;
+                return Err(e);
+            }
+        }
+        self.start_lock(lock, cancel).await
     }
 
     /// A refusal of the lock's key by DynamoDB (a key attribute named or typed otherwise than
@@ -212,10 +212,12 @@ impl Client {
                         None => return Err(e),
                         // The turn came as we gave up: pass it on.
                         Some(turn) => {
-                            if let Some(lock) = self.handed(key, turn) {
-                                let _ = lock.release().await;
-                            } else {
-                                self.lines.leave(key);
+                            match self.handed(key, turn) {
+                                Some(lock) => {
+                                    self.lines.holds(key, lock.id);
+                                    let _ = lock.release().await;
+                                }
+                                None => self.lines.leave(key, None),
                             }
                             return Err(e);
                         }

@@ -1,6 +1,7 @@
 //! Carries the client's local line and stand-back (`dynamodb_lock_core::local`, which decides
-//! their order, patience and pauses) to the tasks of its acquisitions: a turn goes to the
-//! waiting task over a channel, and times are read from the clock here.
+//! their order, patience, pauses, and which lock holds a line) to the tasks of its
+//! acquisitions: a turn goes to the waiting task over a channel, and times are read from the
+//! clock here.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -119,10 +120,12 @@ impl Lines {
     /// left (the line is then gone when `Go` was meant, and kept for a handed lock, whose
     /// owner must release it).
     pub fn pass(&self, key: &LockKey, turn: Turn) -> Option<Turn> {
+        self.pass_on(&mut self.lock(), key, turn)
+    }
+
+    fn pass_on(&self, inner: &mut Inner, key: &LockKey, mut turn: Turn) -> Option<Turn> {
         let now = self.clock.now();
         let handed = matches!(turn, Turn::Handed { .. });
-        let mut inner = self.lock();
-        let mut turn = turn;
         while let Some(w) = inner.local.next(key, now, handed) {
             // A waiter whose task is gone without quitting cannot take it: the next one may.
             if let Some(tx) = inner.turns.remove(&w) {
@@ -135,10 +138,19 @@ impl Lines {
         Some(turn)
     }
 
-    /// The line's holder is done with the lock and nobody was handed it: the next waiter
-    /// tries for itself, or the line ends.
-    pub fn leave(&self, key: &LockKey) {
-        let _ = self.pass(key, Turn::Go);
+    /// Lock `lock` holds the line of `key` (`local::Local::holds`).
+    pub fn holds(&self, key: &LockKey, lock: u64) {
+        self.lock().local.holds(key, lock);
+    }
+
+    /// `lock` (`None`: the acquisition with the turn, which took none) is done with `key` and
+    /// nobody was handed it: if it held the line, the next waiter tries for itself, or the line
+    /// ends (`local::Local::leaves`).
+    pub fn leave(&self, key: &LockKey, lock: Option<u64>) {
+        let mut inner = self.lock();
+        if inner.local.leaves(key, lock) {
+            let _ = self.pass_on(&mut inner, key, Turn::Go);
+        }
     }
 
     /// Leaves the line without having had a turn. Returns `None` if the waiter was still
@@ -186,9 +198,9 @@ mod tests {
         let mut next = queued(&lines);
         // A task dropped without quitting.
         drop(gone);
-        lines.leave(&key("a"));
+        lines.leave(&key("a"), None);
         assert!(matches!(next.turn.try_recv(), Ok(Turn::Go)));
-        lines.leave(&key("a"));
+        lines.leave(&key("a"), None);
         assert!(!lines.has_line(&key("a")), "the line ended");
     }
 
@@ -212,7 +224,7 @@ mod tests {
         let lines = Lines::new(Clock::start(), Duration::from_secs(1));
         assert!(matches!(lines.join(&key("a")), Place::Head));
         let mut w = queued(&lines);
-        lines.leave(&key("a"));
+        lines.leave(&key("a"), None);
         assert!(matches!(lines.quit(&key("a"), &mut w), Some(Turn::Go)));
         assert!(matches!(lines.patience(&key("a"), &w), Patience::Turned));
     }

@@ -8,7 +8,7 @@
 //! may carry.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -254,7 +254,6 @@ pub struct HeldLock {
     pub(crate) first_step: Option<Instant>,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
-    left_line: AtomicBool,
     pub(crate) wake: Notify,
     /// The heartbeat's writes are answered or dropped after a release asked to wait for them
     /// (`hold::Action::Release`), or after the heartbeat stopped with writes out.
@@ -312,7 +311,6 @@ impl HeldLock {
             taken_at: now,
             first_step,
             client,
-            left_line: AtomicBool::new(false),
             wake: Notify::new(),
             settled: Notify::new(),
             session,
@@ -476,11 +474,9 @@ impl HeldLock {
     }
 
     /// This lock is done with: the next acquisition of its id by this client tries for
-    /// itself. Once per lock.
+    /// itself, if the lock holds the line (once: `local::Local::leaves`).
     fn leave_line(&self) {
-        if !self.left_line.swap(true, Ordering::SeqCst) {
-            self.client.lines.leave(&self.key);
-        }
+        self.client.lines.leave(&self.key, Some(self.id));
     }
 
     /// Ends the lock as the core's `ending::Ending` says: hands it to the next acquisition of

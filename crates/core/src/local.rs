@@ -10,6 +10,9 @@
 //!   lets the next one try for itself. A waiter that gave up is never handed anything: the
 //!   turn goes to the next one still there, and a hand-over nobody is left to take is
 //!   released by its holder (`Ending::unclaimed`).
+//! - The line knows the lock that holds it (`holds`): a lock that ends without a hand-over
+//!   (released, lost, abandoned) gives the next waiter its turn to try for itself once, and
+//!   only while it holds the line (`leaves`); a turn given moves the line on from it.
 //! - A waiter waits for each holder at most `Lock::line_patience` (what the original library
 //!   would have waited), counted again from the moment the line's holder changes.
 //! - A lock handed over within a session is taken only while that session is still the
@@ -35,6 +38,9 @@ use crate::request::Time;
 
 /// One acquisition waiting in a line.
 pub type Waiter = u64;
+
+/// A lock of the client (`client::Id`).
+pub type LockId = u64;
 
 /// How many recently released locks a client remembers standing back from.
 pub const STAND_BACK_KEYS: usize = 4096;
@@ -64,6 +70,8 @@ struct Line {
     waiters: VecDeque<Waiter>,
     /// When the current holder (or the acquisition asking DynamoDB) got its turn.
     holder_since: Time,
+    /// The lock that holds the line; `None` while the acquisition with the turn has none.
+    holder: Option<LockId>,
 }
 
 /// A client's lines and stand-backs, by lock id.
@@ -101,6 +109,7 @@ impl<K: Ord + Clone> Local<K> {
                     Line {
                         waiters: VecDeque::new(),
                         holder_since: now,
+                        holder: None,
                     },
                 );
                 Place::Head
@@ -163,6 +172,7 @@ impl<K: Ord + Clone> Local<K> {
         match line.waiters.pop_front() {
             Some(w) => {
                 line.holder_since = now;
+                line.holder = None;
                 Some(w)
             }
             None => {
@@ -172,6 +182,27 @@ impl<K: Ord + Clone> Local<K> {
                 None
             }
         }
+    }
+
+    /// Lock `lock` holds the line of `key`: the acquisition with the turn took it.
+    pub fn holds(&mut self, key: &K, lock: LockId) {
+        if let Some(line) = self.lines.get_mut(key) {
+            line.holder = Some(lock);
+        }
+    }
+
+    /// The line's turn moves on from `lock` (`None`: the acquisition with the turn, which took
+    /// no lock), which is done with `key` without a hand-over: whether it held the line, which
+    /// then gives the next waiter its turn (`next`, not handed). Once per lock.
+    pub fn leaves(&mut self, key: &K, lock: Option<LockId>) -> bool {
+        let Some(line) = self.lines.get_mut(key) else {
+            return false;
+        };
+        if line.holder != lock {
+            return false;
+        }
+        line.holder = None;
+        true
     }
 
     /// `key` was released while others waited: this client stands back from it until
@@ -419,6 +450,34 @@ mod tests {
         assert_eq!(l.patience(&"a", w2, ms(100)), Patience::Waits(ms(180)));
         assert_eq!(l.patience(&"a", w2, ms(180)), Patience::GivesUp);
         assert!(!l.has_waiters(&"a"), "it left the line");
+    }
+
+    #[test]
+    fn only_the_lock_that_holds_the_line_moves_it_on_and_once() {
+        let mut l = Local::new(ms(100));
+        assert_eq!(l.join(&"a", ms(0)), Place::Head);
+        let Place::Queued(w) = l.join(&"a", ms(0)) else {
+            panic!("queued")
+        };
+        assert!(!l.leaves(&"b", None), "no line");
+        l.holds(&"a", 7);
+        assert!(!l.leaves(&"a", Some(8)), "not the holder");
+        assert!(!l.leaves(&"a", None), "the line's holder has a lock");
+        assert!(l.leaves(&"a", Some(7)));
+        assert!(!l.leaves(&"a", Some(7)), "once");
+        assert_eq!(l.next(&"a", ms(1), false), Some(w));
+        // The waiter's turn: it tries, fails and takes no lock.
+        assert!(l.leaves(&"a", None));
+        assert_eq!(l.next(&"a", ms(2), false), None);
+        assert!(!l.has_line(&"a"));
+        // A turn given moves the line on from its holder.
+        l.join(&"a", ms(3));
+        l.holds(&"a", 9);
+        l.join(&"a", ms(3));
+        assert!(l.next(&"a", ms(4), true).is_some(), "handed over");
+        assert!(!l.leaves(&"a", Some(9)), "no longer the holder");
+        l.holds(&"a", 10);
+        assert!(l.leaves(&"a", Some(10)));
     }
 
     #[test]
