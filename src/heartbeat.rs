@@ -1,5 +1,5 @@
-//! One scheduler for every held FailOpen lock of the process: a timer heap in a single task,
-//! not a timer per lock. First heartbeats are spread uniformly over the period so that locks
+//! One scheduler for every held FailOpen lock of the process: one queue of locks by due time
+//! in a single task, not a timer per lock. First heartbeats are spread uniformly over the period so that locks
 //! taken together do not renew together; later ones keep their phase and are
 //! delayed, never bunched, after a stall. Heartbeats run with a bound on how many are in
 //! flight and an optional cap on how many start per second.
@@ -10,8 +10,7 @@
 //! takes every reply that has arrived in one turn of its runtime.
 
 use std::any::Any;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::poll_fn;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -159,7 +158,7 @@ pub(crate) struct Flight {
     growth: std::sync::Mutex<Growth>,
     /// Instants at which heartbeats out must act, by lock id: the scheduler's pauses for
     /// replies end no later than the first.
-    watched: std::sync::Mutex<std::collections::BTreeMap<(Instant, u64), ()>>,
+    watched: std::sync::Mutex<BTreeSet<(Instant, u64)>>,
 }
 
 /// The last growth of the bound, until it is judged, and how long growth is held off.
@@ -189,7 +188,7 @@ impl Watch<'_> {
         if let Some(old) = self.key.take() {
             watched.remove(&old);
         }
-        watched.insert((at, id), ());
+        watched.insert((at, id));
         self.key = Some((at, id));
     }
 }
@@ -228,8 +227,8 @@ impl Flight {
         self.watched
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .first_key_value()
-            .map(|(&(at, _), _)| at)
+            .first()
+            .map(|&(at, _)| at)
     }
 
     /// The smoothed round trip of answered heartbeat writes (zero before the first).
@@ -318,31 +317,22 @@ fn paid(from: usize, to: usize, before: Duration, after: Duration) -> bool {
     2 * to * before >= after * (from + to)
 }
 
-struct Entry {
-    due: Instant,
-    seq: u64,
-    /// How early this heartbeat may start to share a wake-up with others.
-    early: Duration,
-    lock: Weak<HeldLock>,
-}
-
-/// A heartbeat to schedule: when it is due, how early it may start, and its lock.
+/// A heartbeat to schedule: when it is due, how early it may start to share a wake-up with
+/// others, and its lock.
 type Due = (Instant, Duration, Weak<HeldLock>);
 
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.due, self.seq) == (o.due, o.seq)
-    }
+/// The heartbeats to start, by when they are due; those due at the same instant in the order
+/// they came.
+#[derive(Default)]
+struct Heap {
+    entries: BTreeMap<(Instant, u64), (Duration, Weak<HeldLock>)>,
+    seq: u64,
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.due, self.seq).cmp(&(o.due, o.seq))
+
+impl Heap {
+    fn push(&mut self, (due, early, lock): Due) {
+        self.seq += 1;
+        self.entries.insert((due, self.seq), (early, lock));
     }
 }
 
@@ -476,21 +466,21 @@ impl Inbox {
     }
 
     /// Moves new heartbeats into the heap; whether there were any.
-    fn take(&self, heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64) -> bool {
+    fn take(&self, heap: &mut Heap) -> bool {
         let new = std::mem::take(&mut *self.new.lock().unwrap_or_else(|p| p.into_inner()));
         let any = !new.is_empty();
         for due in new {
-            push(heap, seq, due);
+            heap.push(due);
         }
         any
     }
 
     /// Tells senders when the scheduler will look next, then takes what came before that was
     /// seen; whether anything did (the scheduler must then think again before it sleeps).
-    fn plan(&self, at: Option<Instant>, heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64) -> bool {
+    fn plan(&self, at: Option<Instant>, heap: &mut Heap) -> bool {
         self.looks_at
             .store(at.map_or(u64::MAX, |t| self.micros(t)), Ordering::SeqCst);
-        self.take(heap, seq)
+        self.take(heap)
     }
 }
 
@@ -590,8 +580,7 @@ impl futures_util::task::ArcWake for Woken {
 /// hundred or so replies would see the rest yield and pause until the next turn, so that at a
 /// thousand locks replies were taken late and leases ran short.
 async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
-    let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut heap = Heap::default();
     let flight = Arc::new(Flight::new());
     let pacer = Pacer::new(max_per_second).map(Arc::new);
     // Heartbeats under way run inside this task: no task to spawn for each, and the next one
@@ -610,23 +599,23 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         if inbox.closed.load(Ordering::SeqCst) {
             return;
         }
-        inbox.take(&mut heap, &mut seq);
+        inbox.take(&mut heap);
         // Send the heartbeats started last turn and take the replies that are here: their
         // slots and connections go to the next ones.
-        take_replies(&mut running, &mut heap, &mut seq).await;
+        take_replies(&mut running, &mut heap).await;
         if running.is_empty() {
             flight_early = Duration::MAX;
         }
         let next_start = pacer.as_ref().map(|p| p.next_free());
-        let next_due = heap.peek().map(|Reverse(e)| next_start.map_or(e.due, |n| e.due.max(n)));
+        let next_due = (heap.entries.first_key_value()).map(|(&(due, _), _)| next_start.map_or(due, |n| due.max(n)));
         let now = crate::clock::now();
         let free = free_slots(&flight, &heap, next_due, now);
         // Start what is due at once, in this turn: when the backend falls behind, a finished
         // heartbeat frees the slot of one that is overdue, and a timer already past would
         // only cost another turn of the runtime.
         if next_due.is_some_and(|d| d <= now) && free > 0 {
-            while let Some((lock, e, permit)) = next_start_due(&mut heap, &flight, pacer.as_deref(), now) {
-                flight_early = flight_early.min(e.early);
+            while let Some((lock, early, permit)) = next_start_due(&mut heap, &flight, pacer.as_deref(), now) {
+                flight_early = flight_early.min(early);
                 unsent = true;
                 // Its panic caught: the outcome is its lock and how it ended (when the next
                 // heartbeat is due, or the panic).
@@ -642,13 +631,13 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
         // Requests are out: pause rather than wake for each reply.
         if free < flight.size() && inbox.hurry.load(Ordering::SeqCst) == 0 {
             let until = reply_pause_end(&flight, next_due, free, flight_early, now);
-            if !inbox.plan(Some(until), &mut heap, &mut seq) {
+            if !inbox.plan(Some(until), &mut heap) {
                 pause.wait(until, &inbox, unsent).await;
                 unsent = false;
             }
             continue;
         }
-        if inbox.plan(next_due, &mut heap, &mut seq) {
+        if inbox.plan(next_due, &mut heap) {
             continue;
         }
         // The timer is for a start that can happen. With every slot taken, a heartbeat that
@@ -667,7 +656,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
             // A heartbeat due before the planned wake-up, a release in a hurry, or the end.
             _ = inbox.wake.notified() => {}
             // A heartbeat finished (between retries, or with a release waiting for it).
-            Some(outcome) = running.next(), if !running.is_empty() => finished(&mut heap, &mut seq, outcome),
+            Some(outcome) = running.next(), if !running.is_empty() => finished(&mut heap, outcome),
             // Something is due: the next turn starts it.
             _ = &mut timer, if next_due.is_some() => {}
         }
@@ -678,11 +667,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
 /// the futures ends early, asking to be polled again, when some of them wake themselves (a
 /// timer already due): passes go on until one finds nothing, so that no heartbeat waits for
 /// the scheduler's next turn because others were busy.
-async fn take_replies<F: std::future::Future<Output = Outcome>>(
-    running: &mut FuturesUnordered<F>,
-    heap: &mut BinaryHeap<Reverse<Entry>>,
-    seq: &mut u64,
-) {
+async fn take_replies<F: std::future::Future<Output = Outcome>>(running: &mut FuturesUnordered<F>, heap: &mut Heap) {
     for _ in 0..MOST_PASSES {
         let woken = Arc::new(Woken::default());
         let (done, again) = poll_fn(|cx| {
@@ -697,7 +682,7 @@ async fn take_replies<F: std::future::Future<Output = Outcome>>(
         .await;
         let progress = !done.is_empty();
         for outcome in done {
-            finished(heap, seq, outcome);
+            finished(heap, outcome);
         }
         if !again && !progress {
             break;
@@ -707,11 +692,11 @@ async fn take_replies<F: std::future::Future<Output = Outcome>>(
 
 /// The slots free for heartbeats due by `next_due`, after taking out of use those above the
 /// bound; when heartbeats are due and none is free, the bound may grow first.
-fn free_slots(flight: &Flight, heap: &BinaryHeap<Reverse<Entry>>, next_due: Option<Instant>, now: Instant) -> usize {
+fn free_slots(flight: &Flight, heap: &Heap, next_due: Option<Instant>, now: Instant) -> usize {
     flight.trim();
     let free = flight.slots.available_permits();
     if free == 0 && next_due.is_some_and(|d| d <= now) {
-        flight.behind(now, || heap.iter().filter(|Reverse(e)| e.due <= now).count());
+        flight.behind(now, || heap.entries.range(..=(now, u64::MAX)).count());
         return flight.slots.available_permits();
     }
     free
@@ -721,13 +706,13 @@ fn free_slots(flight: &Flight, heap: &BinaryHeap<Reverse<Entry>>, next_due: Opti
 /// start slot under the cap): one due within its batch window, while the cap allows, whose
 /// lock still needs heartbeats. `None` when nothing more starts in this turn.
 fn next_start_due(
-    heap: &mut BinaryHeap<Reverse<Entry>>,
+    heap: &mut Heap,
     flight: &Flight,
     pacer: Option<&Pacer>,
     now: Instant,
-) -> Option<(Arc<HeldLock>, Entry, OwnedSemaphorePermit)> {
-    while let Some(Reverse(e)) = heap.peek() {
-        if e.due > now + e.early || pacer.is_some_and(|p| p.next_free() > now + CAP_BATCH) {
+) -> Option<(Arc<HeldLock>, Duration, OwnedSemaphorePermit)> {
+    while let Some((&(due, _), &(early, _))) = heap.entries.first_key_value() {
+        if due > now + early || pacer.is_some_and(|p| p.next_free() > now + CAP_BATCH) {
             return None;
         }
         // Only heartbeats that can be sent start; the others wait here as heap entries, a
@@ -735,15 +720,15 @@ fn next_start_due(
         let Ok(permit) = flight.slots.clone().try_acquire_owned() else {
             return None;
         };
-        let Reverse(e) = heap.pop()?;
-        let Some(lock) = e.lock.upgrade() else { continue };
+        let (_, (early, lock)) = heap.entries.pop_first()?;
+        let Some(lock) = lock.upgrade() else { continue };
         if lock.is_stopping() {
             continue;
         }
         if let Some(p) = pacer {
             p.reserve(now);
         }
-        return Some((lock, e, permit));
+        return Some((lock, early, permit));
     }
     None
 }
@@ -767,7 +752,7 @@ fn reply_pause_end(
 }
 
 /// Puts the next heartbeat of a lock whose heartbeat has finished into the heap.
-fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome): Outcome) {
+fn finished(heap: &mut Heap, (lock, outcome): Outcome) {
     let next = match outcome {
         Ok(Some(next)) => next,
         Ok(None) => return,
@@ -778,18 +763,7 @@ fn finished(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (lock, outcome
             crate::clock::now() + period.max(TIMER_GRAIN)
         }
     };
-    push(heap, seq, (next, batch_window(&lock), Arc::downgrade(&lock)));
-}
-
-/// Adds a heartbeat to the heap; `seq` keeps entries due at the same instant in order.
-fn push(heap: &mut BinaryHeap<Reverse<Entry>>, seq: &mut u64, (due, early, lock): Due) {
-    *seq += 1;
-    heap.push(Reverse(Entry {
-        due,
-        seq: *seq,
-        early,
-        lock,
-    }));
+    heap.push((next, batch_window(&lock), Arc::downgrade(&lock)));
 }
 
 /// How early a lock's heartbeat may start to share a wake-up with others.
@@ -1292,20 +1266,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_new_heartbeat_wakes_the_scheduler_only_if_due_before_it_looks() {
         let inbox = Inbox::new();
-        let (mut heap, mut seq) = (BinaryHeap::new(), 0);
+        let mut heap = Heap::default();
         let now = Instant::now();
         let ms = Duration::from_millis;
         let woken = |inbox: &Inbox| inbox.wake.notified().now_or_never().is_some();
-        assert!(!inbox.plan(Some(now + ms(50)), &mut heap, &mut seq));
+        assert!(!inbox.plan(Some(now + ms(50)), &mut heap));
         inbox.put((now + ms(80), Duration::ZERO, Weak::new()));
         assert!(!woken(&inbox), "due after the scheduler looks: it is not woken");
         inbox.put((now + ms(20), Duration::ZERO, Weak::new()));
         assert!(woken(&inbox), "due before: it is woken");
-        assert!(
-            inbox.plan(None, &mut heap, &mut seq),
-            "what came is taken before it sleeps"
-        );
-        assert_eq!(heap.len(), 2);
+        assert!(inbox.plan(None, &mut heap), "what came is taken before it sleeps");
+        assert_eq!(heap.entries.len(), 2);
         inbox.put((now + ms(10_000), Duration::ZERO, Weak::new()));
         assert!(woken(&inbox), "a scheduler that sleeps until woken is woken by any");
     }
