@@ -4,14 +4,15 @@
 use std::sync::Arc;
 
 use dynamodb_lock_core::client::GiveBack;
-use dynamodb_lock_core::{local, settings};
+use dynamodb_lock_core::local::{self, Patience};
+use dynamodb_lock_core::settings;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::error::{LockError, LostReason};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{LockData, LockKey};
-use crate::line::{InLine, Patience, Place, Turn};
+use crate::line::{InLine, Place, Turn};
 use crate::lock::{EventSink, HeldLock, Shared};
 use crate::queues::Queues;
 use crate::settings::Settings;
@@ -201,7 +202,7 @@ impl Client {
     ) -> Result<Option<HeldLock>, LockError> {
         let turn = loop {
             let until = match self.lines.patience(key, &waiter) {
-                Patience::Waits(until) => until,
+                Patience::Waits(until) => self.clock.base + until,
                 Patience::GivesUp => return Err(LockError::not_acquired()),
                 Patience::Turned => break (&mut waiter.turn).await.ok(),
             };
@@ -282,10 +283,13 @@ impl Client {
                     match fail_open::acquire(self, key, data, until_aborted, session.as_deref(), cancel).await {
                         // The session ended while this acquisition waited (its item lapsed, or
                         // vanished): the lock it took was given back. It tries again through a
-                        // new session, as often as its retries allow.
+                        // new session, as often as its retries allow (`client::Client::restarts`).
                         Err(LockError::Lost(LostReason::LeaseExpired))
                             if session.as_ref().is_some_and(|s| {
-                                s.restarts(restarts, self.settings.protocol.retry_count, until_aborted)
+                                let retry_count = self.settings.protocol.retry_count;
+                                let now = self.clock.now();
+                                self.machine()
+                                    .restarts(s.lock.id, now, restarts, retry_count, until_aborted)
                             }) =>
                         {
                             restarts += 1;

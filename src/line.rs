@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use dynamodb_lock_core::local::{self, Waiter};
+use dynamodb_lock_core::local::{self, Patience, Waiter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -41,13 +41,6 @@ pub enum Place {
 pub struct InLine {
     id: Waiter,
     pub turn: oneshot::Receiver<Turn>,
-}
-
-/// What a waiter's patience says (`local::Patience`), on this process's clock.
-pub enum Patience {
-    Waits(Instant),
-    GivesUp,
-    Turned,
 }
 
 struct Inner {
@@ -102,18 +95,15 @@ impl Lines {
         self.lock().local.has_line(key)
     }
 
-    /// What `w`'s patience says now (giving up, it has left the line).
+    /// What `w`'s patience says now, on the client's clock (giving up, it has left the line).
     pub fn patience(&self, key: &LockKey, w: &InLine) -> Patience {
         let now = self.clock.now();
         let mut inner = self.lock();
-        match inner.local.patience(key, w.id, now) {
-            local::Patience::Waits(until) => Patience::Waits(self.clock.base + until),
-            local::Patience::GivesUp => {
-                inner.turns.remove(&w.id);
-                Patience::GivesUp
-            }
-            local::Patience::Turned => Patience::Turned,
+        let patience = inner.local.patience(key, w.id, now);
+        if patience == Patience::GivesUp {
+            inner.turns.remove(&w.id);
         }
+        patience
     }
 
     /// Gives the next waiter that is still there `turn`; returns the turn back if nobody is

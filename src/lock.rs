@@ -369,10 +369,7 @@ impl HeldLock {
         loop {
             let next = c.machine().next_lapse();
             let Some(at) = next else { return };
-            if at > clock.now() {
-                tokio::time::sleep_until(clock.base + at).await;
-                continue;
-            }
+            tokio::time::sleep_until(clock.base + at).await;
             let events = {
                 let mut m = c.machine();
                 m.lapse(clock.now());
@@ -724,23 +721,15 @@ impl Session {
 
     /// The session still speaks for its locks now (`client::Client::lasts`).
     pub fn alive(&self) -> bool {
-        self.alive_at(crate::clock::now())
+        let item = &self.lock;
+        item.client.machine().lasts(item.id, item.client.clock.now())
     }
 
     /// The session still speaks for its locks at `at`.
+    #[cfg(test)]
     pub fn alive_at(&self, at: Instant) -> bool {
         let item = &self.lock;
         item.client.machine().lasts(item.id, item.client.clock.time(at))
-    }
-
-    /// An acquisition through the session had its lock given back as expired, after
-    /// `restarts` restarts: whether it starts again through a new session.
-    pub fn restarts(&self, restarts: u32, retry_count: u32, until_aborted: bool) -> bool {
-        let item = &self.lock;
-        let now = item.client.clock.now();
-        item.client
-            .machine()
-            .restarts(item.id, now, restarts, retry_count, until_aborted)
     }
 
     /// The session ends (its client closes): it speaks for no lock any more.
