@@ -297,7 +297,7 @@ impl Client {
                         taken => break (session, taken?),
                     }
                 };
-                let mut lock = HeldLock::new(
+                let lock = HeldLock::new(
                     self.shared.clone(),
                     key.clone(),
                     taken.guid,
@@ -305,7 +305,9 @@ impl Client {
                     taken.sent_at,
                     session,
                 );
-                lock.contended = taken.contended;
+                if taken.contended {
+                    self.machine().contended(lock.id);
+                }
                 lock
             }
         })

@@ -634,12 +634,12 @@ mod tests {
         let owner = || store.record(&key("k")).unwrap().owner;
         // Uncontended: release and take again at once.
         let first = b.acquire(key("k"), &Cancel::default()).await.unwrap();
-        assert!(!first.contended);
+        assert!(!first.contended());
         first.release().await.unwrap();
         let start = Instant::now();
         let held_by_b = b.acquire(key("k"), &Cancel::default()).await.unwrap();
         assert_eq!(start.elapsed(), Duration::ZERO, "no waiter, no standing back");
-        assert!(!held_by_b.contended);
+        assert!(!held_by_b.contended());
         // A waits, which marks the item; B, which never waited, releases and asks again at
         // once: A's turn comes first.
         let a_waits = wait_for(&a);
@@ -650,7 +650,7 @@ mod tests {
         let b_again = wait_for(&b);
         let held_by_a = a_waits.await.unwrap();
         assert_eq!(owner().as_deref(), Some("a"));
-        assert!(held_by_a.contended);
+        assert!(held_by_a.contended());
         assert!(!b_again.is_finished(), "the releaser waits for the holder after it");
         held_by_a.release().await.unwrap();
         let held_by_b = b_again.await.unwrap();

@@ -244,11 +244,6 @@ pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
-    /// Others wanted this lock when it was taken: its release hands it over (`StandBack`).
-    pub contended: bool,
-    /// When this client learnt it holds the lock: a waiter elsewhere has waited for this
-    /// holder at most since then, which bounds its pause (`StandBack`).
-    pub taken_at: Instant,
     /// When the heartbeat scheduler first steps the lock, as its state says; `None` for a lock
     /// it never steps (without a lease).
     pub(crate) first_step: Option<Instant>,
@@ -302,13 +297,11 @@ impl HeldLock {
         );
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let first_step = state.poll_timeout().map(|t| clock.base + t);
-        client.machine().insert(id, state);
+        client.machine().taken(id, state, clock.time(now));
         HeldLock {
             id,
             key,
             fencing_token,
-            contended: false,
-            taken_at: now,
             first_step,
             client,
             wake: Notify::new(),
@@ -381,6 +374,13 @@ impl HeldLock {
                 }
             }
         }
+    }
+
+    /// Its acquisition found it held by another first (what its ending knows).
+    #[cfg(test)]
+    pub fn contended(&self) -> bool {
+        let now = self.client.clock.now();
+        (self.client.machine().ending(self.id, Vec::new(), false, None, now)).contended
     }
 
     /// Its release is called, or it was abandoned: no heartbeat starts (the client
@@ -483,19 +483,8 @@ impl HeldLock {
     /// new `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
     async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
-        let (lost, landed_maybe) = {
-            let st = self.state();
-            (st.lost.is_some(), st.release_landed_maybe)
-        };
-        let end = ending::End {
-            guids,
-            lost,
-            taken,
-            next: c.lines.has_waiters(&self.key).then(new_guid),
-            held_for: crate::clock::since(self.taken_at),
-            contended: self.contended,
-            landed_maybe,
-        };
+        let next = c.lines.has_waiters(&self.key).then(new_guid);
+        let end = c.machine().ending(self.id, guids, taken, next, c.clock.now());
         let to = self.target();
         let mut clock = Clock::start();
         let (mut m, mut step) = ending::Ending::start(c.settings.protocol, end, &clock.env(false));

@@ -31,6 +31,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::ending::End;
 use crate::heartbeat::{Failure, Loss, Time};
 use crate::held::{self, Lost};
 use crate::hold::{self, Hold};
@@ -72,6 +73,10 @@ struct Entry<G> {
     hold: Hold<G>,
     /// The session item through which the lock is held (the lock has no lease of its own).
     through: Option<Id>,
+    /// When its holder learnt it holds the lock.
+    taken_at: Time,
+    /// Its acquisition found it held by another first: others want it too.
+    contended: bool,
 }
 
 /// Every held lock of one client and its sessions (by their items' lock `Id`).
@@ -97,7 +102,43 @@ impl<G: Clone + PartialEq> Client<G> {
 
     /// A lock is held from now on.
     pub fn insert(&mut self, id: Id, hold: Hold<G>) {
-        self.locks.insert(id, Entry { hold, through: None });
+        self.taken(id, hold, Time::ZERO);
+    }
+
+    /// A lock is held from `now` on, which its ending counts from (`ending`).
+    pub fn taken(&mut self, id: Id, hold: Hold<G>, now: Time) {
+        let entry = Entry {
+            hold,
+            through: None,
+            taken_at: now,
+            contended: false,
+        };
+        self.locks.insert(id, entry);
+    }
+
+    /// The acquisition of lock `id` found it held by another first.
+    pub fn contended(&mut self, id: Id) {
+        if let Some(e) = self.locks.get_mut(&id) {
+            e.contended = true;
+        }
+    }
+
+    /// What the end of lock `id` at `now` goes by (`ending::Ending`): the `guids` and `taken`
+    /// its release gave (`release`), `next`, a fresh `guid` for the next acquisition of this
+    /// client if one waits, and what the client knows of the lock: whether it is lost, how
+    /// long it was held, whether others wanted it, and whether an earlier release may have
+    /// landed.
+    pub fn ending(&self, id: Id, guids: Vec<G>, taken: bool, next: Option<G>, now: Time) -> End<G> {
+        let e = self.locks.get(&id);
+        End {
+            guids,
+            lost: e.is_some_and(|e| e.hold.lost.is_some()),
+            taken,
+            next,
+            held_for: e.map_or(Duration::ZERO, |e| now.saturating_sub(e.taken_at)),
+            contended: e.is_some_and(|e| e.contended),
+            landed_maybe: e.is_some_and(|e| e.hold.release_landed_maybe),
+        }
     }
 
     /// The lock is forgotten (its holder let go of it): it leaves its session, and a session
@@ -429,6 +470,39 @@ mod tests {
         assert_eq!(leased_from(Kind::Fifo, ms(7), false), Some(ms(7)));
         assert_eq!(leased_from(Kind::FailOpen, ms(7), true), None, "its session's lease");
         assert_eq!(leased_from(Kind::FailClosed, ms(7), false), None, "no lease");
+    }
+
+    #[test]
+    fn an_ending_counts_how_long_the_lock_was_held_and_what_befell_it() {
+        let mut c = Client::new(ms(1));
+        c.taken(
+            1,
+            Hold::new(beat_config(250), true, 10u8, Some(ms(100)), ms(120), 0),
+            ms(120),
+        );
+        let end = c.ending(1, vec![10], false, Some(11), ms(500));
+        assert_eq!(
+            end,
+            End {
+                guids: vec![10],
+                lost: false,
+                taken: false,
+                next: Some(11),
+                held_for: ms(380),
+                contended: false,
+                landed_maybe: false
+            }
+        );
+        c.contended(1);
+        c.hold_mut(1).unwrap().release_failed(true);
+        c.hold_mut(1).unwrap().lose(Lost::Taken);
+        let end = c.ending(1, vec![10], true, None, ms(600));
+        assert!(end.lost && end.contended && end.landed_maybe && end.taken);
+        assert_eq!(
+            c.ending(9, vec![], false, None, ms(0)).held_for,
+            Duration::ZERO,
+            "unknown"
+        );
     }
 
     #[test]
