@@ -18,13 +18,12 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
-use dynamodb_lock_core::original::{self, Released};
 use dynamodb_lock_core::request::Ended;
 use dynamodb_lock_core::{client, ending, held, hold};
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{once, run, run_keeping_refusal, Permit, Request, Target};
+use crate::drive::{once, run_keeping_refusal, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Turn};
@@ -478,18 +477,26 @@ impl HeldLock {
 
     /// Ends the lock as the core's `ending::Ending` says: hands it to the next acquisition of
     /// this client in line, if one waits (one write that rotates `guid` and, for FailOpen,
-    /// raises the fencing token and renews the lease), else releases it; then stands back from
-    /// it if the core says so. A hand-over whose taker gave up meanwhile is released under the
-    /// new `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
+    /// raises the fencing token and renews the lease), else releases it (a lock taken with the
+    /// original's requests, with the original's one request); then stands back from it if the
+    /// core says so. A hand-over whose taker gave up meanwhile is released under the new
+    /// `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
     async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
         let next = c.lines.has_waiters(&self.key).then(new_guid);
         let end = c.machine().ending(self.id, guids, taken, next, c.clock.now());
         let to = self.target();
         let mut clock = Clock::start();
-        let (mut m, mut step) = ending::Ending::start(c.settings.protocol, end, &clock.env(false));
+        let (s, env) = (c.settings.protocol, clock.env(false));
+        let original = c.settings.original_requests;
+        let (mut m, mut step) = match original {
+            true => ending::Ending::original(s, end, self.state().guid, self.fencing_token, &env),
+            false => ending::Ending::start(s, end, &env),
+        };
+        // The original's refusal is the user's own error, kept as `originalError`.
+        let mut refusal = None;
         loop {
-            let result = match run(&mut m, step, clock, &to).await {
+            let result = match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
                 ending::Outcome::Handed {
                     guid,
                     fencing_token,
@@ -520,7 +527,11 @@ impl HeldLock {
                     }
                     Ok(ours)
                 }
-                ending::Outcome::NotOurs => Err(LockError::not_released()),
+                ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
+                    original: refusal
+                        .filter(|_| original)
+                        .unwrap_or_else(StoreError::condition_failed),
+                }),
                 ending::Outcome::Failed(error) => {
                     self.state().release_failed(m.landed_maybe());
                     Err(LockError::Store(error))
@@ -618,28 +629,7 @@ impl HeldLock {
             };
             self.after_heartbeat(wait).await;
         };
-        if !self.client.settings.original_requests {
-            return self.end(guids, taken).await;
-        }
-        // The original's release of a lock taken with its requests
-        // (`dynamodb_lock_core::original`): one request with the newest `guid`, even after a
-        // loss, not retried.
-        let c = &self.client;
-        let clock = Clock::start();
-        let guid = self.state().guid;
-        let (mut m, step) = original::Release::start(c.settings.protocol, guid, self.fencing_token, &clock.env(false));
-        let mut refusal = None;
-        let to = Target::item(&*c.store, &self.key, &c.settings);
-        match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
-            Released::Released => {
-                self.state().release_done();
-                Ok(true)
-            }
-            Released::NotOurs => Err(LockError::FailedToReleaseLock {
-                original: refusal.unwrap_or_else(StoreError::condition_failed),
-            }),
-            Released::Failed(error) => Err(LockError::Store(error)),
-        }
+        self.end(guids, taken).await
     }
 }
 

@@ -10,6 +10,9 @@
 //!   (`Ending::unclaimed`).
 //! - A FailOpen or Fifo lock that another holder took needs no write: nothing of ours is left
 //!   on the item. Any other lock is released (`release::Release`).
+//! - A lock taken with the original library's requests (`original`, a client without a
+//!   line) is released with the original's one request, under the newest `guid` it knows,
+//!   even after a loss, and not retried (`original::Release`).
 //! - After a release, the client stands back from the lock for a moment (`Lock::stand_back`)
 //!   when a waiter of another process marked the item lately, or when this holder waited for
 //!   the lock itself: a releaser that asks again at once needs one request, while a waiter
@@ -21,6 +24,7 @@ use std::time::Duration;
 use crate::broken::{self, Broken};
 use crate::handover::{self, HandOver};
 use crate::op::Record;
+use crate::original::{self, Released};
 use crate::release::{self, Release};
 use crate::request::{Answer, Env, Machine, Purpose, Step, Time};
 use crate::settings::{Kind, Lock};
@@ -71,6 +75,7 @@ pub enum Outcome<G, E> {
 enum Phase<R: Record, E> {
     HandOver(HandOver<R>),
     Release(Box<Release<R, E>>),
+    Original(original::Release<R, E>),
 }
 
 type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<<R as Record>::Guid, E>>;
@@ -116,6 +121,35 @@ where
         }
     }
 
+    /// Ends a lock taken with the original library's requests: its one release request, under
+    /// `guid`, the newest the lock is known to have, with its `fencing_token` (FailOpen).
+    pub fn original(
+        s: Lock,
+        end: End<R::Guid>,
+        guid: R::Guid,
+        fencing_token: Option<u64>,
+        env: &Env,
+    ) -> (Self, St<R, E>) {
+        let (m, step) = original::Release::start(s, guid, fencing_token, env);
+        let ending = Ending {
+            s,
+            end,
+            phase: Phase::Original(m),
+        };
+        (ending, Self::originals(step))
+    }
+
+    fn originals(step: Step<R::Guid, R::Version, Released<E>>) -> St<R, E> {
+        map(step, |out| match out {
+            Released::Released => Outcome::Released {
+                stand_back: None,
+                ours: true,
+            },
+            Released::NotOurs => Outcome::NotOurs,
+            Released::Failed(e) => Outcome::Failed(e),
+        })
+    }
+
     /// This ending handed the lock over under `guid` (`Outcome::Handed`), but no acquisition
     /// of the client took it: every one in line gave up meanwhile. The lock is still ours,
     /// and is released instead, on the condition that the item carries `guid` or any it
@@ -135,6 +169,7 @@ where
         match &self.phase {
             Phase::Release(m) => m.landed_maybe(),
             Phase::HandOver(_) => self.end.landed_maybe,
+            Phase::Original(_) => false,
         }
     }
 
@@ -225,6 +260,7 @@ where
                 let step = m.answer(a, env);
                 self.releasing(step)
             }
+            Phase::Original(m) => Self::originals(m.answer(a, env)),
         }
     }
 
@@ -238,6 +274,7 @@ where
                 let step = m.timer(env);
                 self.releasing(step)
             }
+            Phase::Original(m) => Self::originals(m.timer(env)),
         }
     }
 }
@@ -341,6 +378,37 @@ mod tests {
             Req::Release { guids, .. } => assert_eq!(guids, &vec![A, B]),
             other => panic!("expected a release, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_lock_taken_with_the_originals_requests_is_released_with_one_of_them_even_when_taken() {
+        let mut e = end(Some(B));
+        (e.lost, e.taken) = (true, true);
+        let (mut m, step) = M::original(lock(Kind::FailOpen), e.clone(), A, Some(3), &env(0));
+        assert!(matches!(sent(&step), Req::PutItem { .. }), "{step:?}");
+        assert_eq!(
+            m.answer(Answer::Refused(None), &env(5)),
+            Step::Done(Outcome::Released {
+                stand_back: None,
+                ours: true
+            }),
+            "FailOpen: refused quietly"
+        );
+        let (mut m, step) = M::original(lock(Kind::FailClosed), e, A, None, &env(0));
+        assert!(matches!(sent(&step), Req::DeleteIfGuid { .. }), "{step:?}");
+        assert_eq!(m.answer(Answer::Refused(None), &env(5)), Step::Done(Outcome::NotOurs));
+        let (mut m, _) = M::original(lock(Kind::FailClosed), end(None), A, None, &env(0));
+        let failed = Answer::Failed {
+            transient: true,
+            maybe_applied: true,
+            error: "timeout",
+        };
+        assert_eq!(
+            m.answer(failed, &env(50)),
+            Step::Done(Outcome::Failed("timeout")),
+            "not retried"
+        );
+        assert!(!m.landed_maybe());
     }
 
     #[test]

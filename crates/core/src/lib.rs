@@ -19,7 +19,8 @@
 //! - `fifo`: a Fifo acquisition (ticket, queue entry, watching the entry ahead, grant, give
 //!   up, dead entries; several resources with one ticket) as a state machine.
 //! - `ending`: the end of a held lock: a hand-over to the next acquisition of the same client,
-//!   else a release, and whether the client then stands back from the lock.
+//!   else a release (the original's, for a lock taken with its requests), and whether the
+//!   client then stands back from the lock.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `local`: what a client decides without a request: the line of its acquisitions of one
 //!   lock id (order, patience, a hand-over within a session), its stand-back from a lock it
