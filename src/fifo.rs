@@ -10,7 +10,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dynamodb_lock_core::fifo::{Acquire, Act, Adds, Here, Input, NewEntry, Outcome, Request, Sem};
+use dynamodb_lock_core::fifo::{
+    entry_ttl, queue_order, Acquire, Act, Adds, Here, Input, NewEntry, Outcome, Request, Sem,
+};
 use dynamodb_lock_core::op::Reply;
 use dynamodb_lock_core::request::{Req, Time};
 use futures_util::future::join_all;
@@ -26,26 +28,9 @@ use crate::lock::{HeldLock, Shared};
 use crate::queues::{Mine, NOW};
 use crate::store::OpenFields;
 
-pub use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
-
-/// The sort key value of a resource's head item.
-pub const HEAD_SORT_VALUE: &str = "lock";
-/// The sort key prefix of queue entries, followed by the 20-digit position.
-pub const ENTRY_PREFIX: &str = "q#";
-
-pub fn head_key(resource: &KeyValue) -> LockKey {
-    LockKey {
-        partition: resource.clone(),
-        sort: Some(KeyValue::S(HEAD_SORT_VALUE.into())),
-    }
-}
-
-pub fn entry_key(resource: &KeyValue, position: u64) -> LockKey {
-    LockKey {
-        partition: resource.clone(),
-        sort: Some(KeyValue::S(format!("{ENTRY_PREFIX}{position:020}"))),
-    }
-}
+#[cfg(test)]
+pub use crate::item::HEAD_SORT_VALUE;
+pub use crate::item::{entry_key, head_key};
 
 /// What the locks that are `c`'s queue entries share: `c`'s store and settings, a scheduler
 /// without a cap (`Scheduler::uncapped`), no events.
@@ -81,8 +66,7 @@ pub async fn acquire(
     wait: Option<Duration>,
     cancel: &Cancel,
 ) -> Result<Vec<Arc<HeldLock>>, LockError> {
-    resources.sort_by(|a, b| order(a).cmp(&order(b)));
-    resources.dedup();
+    queue_order(&mut resources);
     if resources.is_empty() {
         return Err(LockError::Internal("a Fifo acquisition needs a resource".into()));
     }
@@ -101,15 +85,6 @@ pub async fn acquire(
         joined: Vec::new(),
     };
     d.run(wait, cancel).await.map_err(|e| explain(c, e))
-}
-
-/// The order resources are queued in: the same in every process.
-fn order(v: &KeyValue) -> (u8, &[u8]) {
-    match v {
-        KeyValue::S(s) => (0, s.as_bytes()),
-        KeyValue::N(n) => (1, n.as_bytes()),
-        KeyValue::B(b) => (2, b.as_slice()),
-    }
 }
 
 /// One acquisition as the core's machine runs it: its resources, the queue entries it
@@ -428,8 +403,7 @@ async fn send(
         token_floor: 0,
         ..c.settings.open_fields()
     };
-    let lease_s = c.settings.protocol.lease_duration_ms.div_ceil(1000);
-    let entry_ttl = crate::clock::unix_now_ms() / 1000 + lease_s + ENTRY_TTL_MARGIN.as_secs();
+    let entry_ttl = entry_ttl(&c.settings.protocol, crate::clock::unix_now_ms());
     let adds = Adds {
         fields,
         entry_ttl: (&c.fifo.ttl_attribute, entry_ttl),
@@ -443,12 +417,14 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use dynamodb_lock_core::fifo::ENTRY_TTL_MARGIN;
     use dynamodb_lock_core::settings;
     use tokio::task::JoinHandle;
     use tokio::time::Instant;
 
     use super::*;
     use crate::client::Client;
+    use crate::item::ENTRY_PREFIX;
     use crate::queues::TableNames;
     use crate::settings::Settings;
     use crate::store::memory::{Fault, MemoryStore};

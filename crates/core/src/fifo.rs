@@ -39,7 +39,7 @@
 use std::time::Duration;
 
 use crate::broken::{self, Broken};
-use crate::item::MAX_FENCING_TOKEN;
+use crate::item::{KeyValue, MAX_FENCING_TOKEN};
 use crate::op::{self, Entry, Holder, Op, OpenFields, Record, Ttl};
 use crate::request::{Answer, Attempts, Ended, Env, Policy, Purpose, Reply, Time};
 use crate::settings::Lock;
@@ -48,6 +48,27 @@ use crate::waiting::Pace;
 /// A queue entry's TTL attribute lies this far beyond its lease, and its waiter moves it on
 /// every half of this: DynamoDB's TTL only removes entries left behind for an hour.
 pub const ENTRY_TTL_MARGIN: Duration = Duration::from_secs(3600);
+
+/// The TTL attribute a queue entry written at `unix_ms` carries, in seconds since the epoch:
+/// `ENTRY_TTL_MARGIN` beyond its lease.
+pub fn entry_ttl(s: &Lock, unix_ms: u64) -> u64 {
+    unix_ms / 1000 + s.lease_duration_ms.div_ceil(1000) + ENTRY_TTL_MARGIN.as_secs()
+}
+
+/// The resources of one acquisition in the order every process queues them in (strings, then
+/// numbers, then binary values, each by their bytes), once each: acquisitions of several
+/// resources never wait for one another in a circle.
+pub fn queue_order(resources: &mut Vec<KeyValue>) {
+    fn order(v: &KeyValue) -> (u8, &[u8]) {
+        match v {
+            KeyValue::S(s) => (0, s.as_bytes()),
+            KeyValue::N(n) => (1, n.as_bytes()),
+            KeyValue::B(b) => (2, b.as_slice()),
+        }
+    }
+    resources.sort_by(|a, b| order(a).cmp(&order(b)));
+    resources.dedup();
+}
 /// Tickets an acquisition takes before it gives up: a new one is taken only when waiters
 /// behind took this one for dead, or, for several resources, when another acquisition took a
 /// higher ticket for one of them meanwhile.
@@ -2244,6 +2265,24 @@ mod tests {
 
     fn sem(limit: u64, permits: u64) -> Sem {
         Sem { limit, permits }
+    }
+
+    #[test]
+    fn resources_queue_in_one_order_everywhere_once_each_and_entries_outlive_their_lease() {
+        use crate::item::KeyValue::{B, N, S};
+        let mut r = vec![B(vec![1]), N("2".into()), S("b".into()), S("a".into()), N("2".into())];
+        queue_order(&mut r);
+        assert_eq!(r, vec![S("a".into()), S("b".into()), N("2".into()), B(vec![1])]);
+        // A 1.5 s lease counts as 2 s; the hour's margin after it.
+        let mut s = crate::testing::lock(crate::settings::Kind::Fifo);
+        s.lease_duration_ms = 1500;
+        assert_eq!(entry_ttl(&s, 10_999), 10 + 2 + 3600);
+        let head = crate::item::head_key(&S("r".into()));
+        assert_eq!(head.sort, Some(S("lock".into())));
+        assert_eq!(
+            crate::item::entry_key(&S("r".into()), 7).sort,
+            Some(S(format!("q#{:020}", 7)))
+        );
     }
 
     #[test]

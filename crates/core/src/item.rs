@@ -1,5 +1,5 @@
-//! The lock item: attribute names (shared with `dynamodb-lock-client`), key values and the
-//! decoded record. Nothing here knows about DynamoDB's wire format, the SDK or Node.
+//! The lock item: attribute names (shared with `dynamodb-lock-client`), key values, the keys of
+//! sessions' items and of Fifo's heads and queue entries, and the decoded record. Nothing here knows about DynamoDB's wire format, the SDK or Node.
 
 pub const OWNER: &str = "owner";
 pub const GUID: &str = "guid";
@@ -76,6 +76,27 @@ pub fn session_key(id: &str, sorted: bool) -> LockKey {
     LockKey {
         partition: KeyValue::S(format!("{SESSION_PREFIX}{id}")),
         sort: sorted.then(|| KeyValue::S(SESSION_SORT_VALUE.into())),
+    }
+}
+
+/// The sort value of a Fifo resource's head item.
+pub const HEAD_SORT_VALUE: &str = "lock";
+/// The sort value prefix of a Fifo resource's queue entries, followed by the 20-digit position.
+pub const ENTRY_PREFIX: &str = "q#";
+
+/// The key of Fifo resource `resource`'s head item.
+pub fn head_key(resource: &KeyValue) -> LockKey {
+    LockKey {
+        partition: resource.clone(),
+        sort: Some(KeyValue::S(HEAD_SORT_VALUE.into())),
+    }
+}
+
+/// The key of the queue entry at `position` of Fifo resource `resource`.
+pub fn entry_key(resource: &KeyValue, position: u64) -> LockKey {
+    LockKey {
+        partition: resource.clone(),
+        sort: Some(KeyValue::S(format!("{ENTRY_PREFIX}{position:020}"))),
     }
 }
 

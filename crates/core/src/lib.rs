@@ -2,8 +2,8 @@
 //! Whoever runs it passes the current time and new random values in. The addon (the crate at
 //! the repository root) and the model checker (`model/`) both build on it.
 //!
-//! - `item`: the lock item's attribute names (shared with `dynamodb-lock-client`), key values
-//!   and the decoded record.
+//! - `item`: the lock item's attribute names (shared with `dynamodb-lock-client`), key values,
+//!   the keys of sessions' items and of Fifo's heads and queue entries, and the decoded record.
 //! - `op`: operations on one item as data (`Op`) and their `Reply`, with one `apply` over an
 //!   item in which each condition is a named function: the addon's in-memory store and the
 //!   model checker's store both apply operations through it.
