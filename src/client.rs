@@ -102,7 +102,7 @@ impl Client {
                 taken.sent_at,
                 None,
             );
-            return self.start_lock(Arc::new(lock), cancel).await;
+            return self.start_lock(lock.shared(), cancel).await;
         }
         let Some(place) = place else {
             let locks = fifo::acquire(
@@ -135,7 +135,7 @@ impl Client {
                 }
             },
         };
-        let lock = Arc::new(lock);
+        let lock = lock.shared();
         self.lines.holds(&key, lock.id);
         // A hand-over removes the previous holder's data: this holder writes its own.
         if handed && data.is_some() {
@@ -182,12 +182,9 @@ impl Client {
                 GiveBack::Lapsed => LockError::Lost(LostReason::LeaseExpired),
             });
         }
-        match &lock.session {
-            // Held through a session: the session's heartbeats keep it, and its events reach it.
-            Some(s) => {
-                s.lock.client.members().insert(lock.id, Arc::downgrade(&lock));
-            }
-            None => self.heartbeats.watch(&lock),
+        // Held through a session, the session's heartbeats keep it.
+        if lock.session.is_none() {
+            self.heartbeats.watch(&lock);
         }
         Ok(lock)
     }

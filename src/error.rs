@@ -3,6 +3,7 @@
 //! name), because callers retry them differently.
 
 use dynamodb_lock_core::fifo::READ_WRITE_PERMITS;
+use dynamodb_lock_core::held;
 use std::fmt;
 
 /// A failure reported by a store (DynamoDB or a stand-in).
@@ -142,6 +143,15 @@ pub enum LostReason {
     NotOwner,
     /// No heartbeat succeeded before the lease ran out.
     LeaseExpired,
+}
+
+impl From<held::Lost> for LostReason {
+    fn from(lost: held::Lost) -> Self {
+        match lost {
+            held::Lost::Lapsed => LostReason::LeaseExpired,
+            held::Lost::Taken => LostReason::NotOwner,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

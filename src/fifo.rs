@@ -249,14 +249,15 @@ impl Driver<'_> {
     /// Starts the queue entry `e` and its heartbeats, its lease counted from its write's send
     /// (a time of the machine's clock, which started at `base`).
     fn add_entry(&mut self, e: NewEntry<Guid>, base: Instant) {
-        let lock = Arc::new(HeldLock::new(
+        let lock = HeldLock::new(
             entries_client(self.c),
             entry_key(&self.resources[e.resource], e.position),
             e.guid,
             None,
             base + e.sent_at,
             None,
-        ));
+        )
+        .shared();
         self.c.heartbeats.watch(&lock);
         self.entries[e.resource] = Some(lock);
     }
@@ -277,7 +278,7 @@ impl Driver<'_> {
         if let Some(sem) = self.sem {
             lock = lock.with_permits(sem.permits);
         }
-        let lock = Arc::new(lock);
+        let lock = lock.shared();
         c.heartbeats.watch(&lock);
         c.fifo.hold(&self.resources[resource], token, &lock);
         self.held[resource] = Some(lock);

@@ -385,8 +385,9 @@ impl Scheduler for LazyHeartbeats {
     /// than the period, the first heartbeat starts at once.
     fn watch(&self, lock: &Arc<HeldLock>) {
         let heartbeats = self.get();
-        if let Some(first) = lock.first_step {
-            heartbeats.schedule(lock, first);
+        let first = lock.state().poll_timeout();
+        if let Some(first) = first {
+            heartbeats.schedule(lock, lock.client.clock.base + first);
         }
     }
 
@@ -621,7 +622,7 @@ async fn run(inbox: Arc<Inbox>, max_per_second: u32, pause: Pause) {
                 // heartbeat is due, or the panic).
                 let (flight, pacer) = (flight.clone(), pacer.clone());
                 running.push(async move {
-                    let beat = beat(&lock, Some(permit), &flight, pacer.as_deref());
+                    let beat = beat(&lock, permit, &flight, pacer.as_deref());
                     let outcome = AssertUnwindSafe(beat).catch_unwind().await;
                     (lock, outcome)
                 });
@@ -776,16 +777,13 @@ fn batch_window(lock: &HeldLock) -> Duration {
 /// process's monotonic clock. Returns when the lock is next due, or `None` when it needs no
 /// more steps. A panic while it steps is reported and handled as the state says
 /// (`Hold::failed_outside`): tried again a period later while the lease lasts, else lost.
-pub(crate) async fn beat(
+async fn beat(
     lock: &HeldLock,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: OwnedSemaphorePermit,
     flight: &Flight,
     pacer: Option<&Pacer>,
 ) -> Option<Instant> {
-    if lock.is_stopping() {
-        return None;
-    }
-    let stepped = AssertUnwindSafe(steps(lock, permit, flight, pacer))
+    let stepped = AssertUnwindSafe(steps(lock, Some(permit), flight, pacer))
         .catch_unwind()
         .await;
     if let Ok(next) = stepped {

@@ -108,15 +108,14 @@ pub struct Shared {
     pub sessions: Sessions,
     /// The client machine, which the client's session and Fifo entries share with it.
     pub machine: Arc<std::sync::Mutex<Machine>>,
-    /// A session's item: the handles of the locks that joined it, by id, while they are there.
-    /// Which of them an event of the item reaches is the client machine's to say.
-    pub members: std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>,
+    /// The handles of the client's held locks (with its session's and Fifo entries'), by id,
+    /// while they are there: the client machine's events name the lock they are for.
+    pub handles: Arc<std::sync::Mutex<HashMap<u64, Weak<HeldLock>>>>,
 }
 
 impl Shared {
-    /// Locks held through this session item, by id.
-    pub(crate) fn members(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
-        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn handles(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<HeldLock>>> {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn new(
@@ -140,18 +139,19 @@ impl Shared {
             closing: Arc::default(),
             sessions: Sessions::default(),
             machine: Arc::new(std::sync::Mutex::new(client::Client::new(TIMER_GRAIN))),
-            members: Default::default(),
+            handles: Default::default(),
         }
     }
 
     /// What locks held for this client's own bookkeeping share (its session's item, its Fifo
-    /// queue entries): its clock, store, client machine, tasks and close, with `settings` of
-    /// their own, no events, and `heartbeats`.
+    /// queue entries): its clock, store, client machine, locks' handles, tasks and close, with
+    /// `settings` of their own, no events, and `heartbeats`.
     pub(crate) fn part(&self, settings: Settings, heartbeats: Box<dyn Scheduler>) -> Shared {
         Shared {
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
             machine: self.machine.clone(),
+            handles: self.handles.clone(),
             ..Shared::new(
                 self.clock,
                 self.store.clone(),
@@ -243,9 +243,6 @@ pub struct HeldLock {
     pub id: u64,
     pub key: LockKey,
     pub fencing_token: Option<u64>,
-    /// When the heartbeat scheduler first steps the lock, as its state says; `None` for a lock
-    /// it never steps (without a lease).
-    pub(crate) first_step: Option<Instant>,
     /// What this lock shares with the client that took it.
     pub client: Arc<Shared>,
     pub(crate) wake: Notify,
@@ -295,13 +292,11 @@ impl HeldLock {
             rand::random(),
         );
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let first_step = state.poll_timeout().map(|t| clock.base + t);
         client.machine().taken(id, state, clock.time(now));
         HeldLock {
             id,
             key,
             fencing_token,
-            first_step,
             client,
             wake: Notify::new(),
             settled: Notify::new(),
@@ -309,6 +304,13 @@ impl HeldLock {
             permit: None,
             writer: Mutex::new(()),
         }
+    }
+
+    /// The lock, shared, where the client machine's events about it reach it.
+    pub fn shared(self) -> Arc<Self> {
+        let lock = Arc::new(self);
+        lock.client.handles().insert(lock.id, Arc::downgrade(&lock));
+        lock
     }
 
     /// The lock as a semaphore's holder of `permits`, keyed by the `guid` it was granted with.
@@ -353,25 +355,19 @@ impl HeldLock {
     /// lock before its holder hears. One timer for them all, which does not keep Node alive;
     /// not one of the client's tasks: `close()` does not wait for it.
     pub async fn lapse(locks: Vec<Arc<HeldLock>>) {
-        let Some(c) = locks.first().map(|l| l.client.clone()) else {
-            return;
-        };
-        let locks: HashMap<u64, Arc<HeldLock>> = locks.into_iter().map(|l| (l.id, l)).collect();
-        let clock = c.clock;
+        // `locks` are kept until then: the machine forgets a lock that is dropped.
+        let Some(first) = locks.first() else { return };
+        let clock = first.client.clock;
         loop {
-            let next = c.machine().next_lapse();
+            let next = first.client.machine().next_lapse();
             let Some(at) = next else { return };
             tokio::time::sleep_until(clock.base + at).await;
             let events = {
-                let mut m = c.machine();
+                let mut m = first.client.machine();
                 m.lapse(clock.now());
                 m.events()
             };
-            for (id, event) in events {
-                if let Some(lock) = locks.get(&id) {
-                    lock.deliver(vec![(id, event)], None);
-                }
-            }
+            first.deliver(events, None);
         }
     }
 
@@ -402,13 +398,13 @@ impl HeldLock {
     }
 
     /// Tells the holders what the client machine decided (`events`, taken with the step that
-    /// made them): this lock's own events, and those of the locks held through it when it is a
-    /// session's item. A reported heartbeat failure carries `error` (a timeout, without one).
+    /// made them), each the lock the event names: this lock's own events, and those of the
+    /// locks held through it when it is a session's item. A reported heartbeat failure carries
+    /// `error` (a timeout, without one).
     pub(crate) fn deliver(&self, events: Vec<(u64, client::Event)>, error: Option<LockError>) {
         for (id, event) in events {
             let event = match event {
-                client::Event::Lost(held::Lost::Lapsed) => LockEvent::Lost(LostReason::LeaseExpired),
-                client::Event::Lost(held::Lost::Taken) => LockEvent::Lost(LostReason::NotOwner),
+                client::Event::Lost(lost) => LockEvent::Lost(lost.into()),
                 client::Event::Danger { remaining } => LockEvent::Danger {
                     remaining_ms: remaining.as_millis() as u64,
                 },
@@ -423,13 +419,9 @@ impl HeldLock {
                 ),
                 client::Event::Failed(_) => continue,
             };
-            if id == self.id {
-                self.emit(event);
-                continue;
-            }
-            let member = self.client.members().get(&id).and_then(Weak::upgrade);
-            if let Some(member) = member {
-                member.emit(event);
+            let lock = self.client.handles().get(&id).and_then(Weak::upgrade);
+            if let Some(lock) = lock {
+                lock.emit(event);
             }
         }
     }
@@ -571,10 +563,8 @@ impl HeldLock {
         let (update, by) = self.client.machine().update(self.id, now);
         let guids = match update {
             held::Update::Write { guids } => guids,
-            held::Update::Lost(held::Lost::Lapsed) => return Err(LockError::Lost(LostReason::LeaseExpired)),
-            held::Update::Lost(held::Lost::Taken) | held::Update::Gone => {
-                return Err(LockError::Lost(LostReason::NotOwner))
-            }
+            held::Update::Lost(lost) => return Err(LockError::Lost(lost.into())),
+            held::Update::Gone => return Err(LockError::Lost(LostReason::NotOwner)),
         };
         let mut policy = self.client.settings.policy();
         if let Some(by) = by {
@@ -678,8 +668,7 @@ impl Sessions {
 }
 
 /// One session: its id and the held lock that is its item. Who is a member, whether the
-/// session still lasts and who hears what is the client machine's (`client::Client`); the
-/// members' handles, which its events reach, are its item's `Shared::members`.
+/// session still lasts and who hears what is the client machine's (`client::Client`).
 pub struct Session {
     pub id: String,
     pub lock: Arc<HeldLock>,
@@ -718,13 +707,11 @@ impl Session {
 }
 
 impl Drop for HeldLock {
-    /// Nothing refers to the lock any more: its client machine forgets it, and its session
-    /// its handle.
+    /// Nothing refers to the lock any more: its client machine forgets it, and its client its
+    /// handle.
     fn drop(&mut self) {
         self.client.machine().remove(self.id);
-        if let Some(s) = &self.session {
-            s.lock.client.members().remove(&self.id);
-        }
+        self.client.handles().remove(&self.id);
     }
 }
 

@@ -56,14 +56,15 @@ async fn start(c: &Shared, sorted: bool, cancel: &Cancel) -> Result<Arc<Session>
     let taken = fail_open::acquire(&shared, &key, None, false, None, cancel)
         .await
         .map_err(|e| explain(e, c, sorted))?;
-    let lock = Arc::new(HeldLock::new(
+    let lock = HeldLock::new(
         shared.clone(),
         key,
         taken.guid,
         Some(taken.fencing_token),
         taken.sent_at,
         None,
-    ));
+    )
+    .shared();
     let session = Arc::new(Session::new(id, lock.clone()));
     shared.heartbeats.watch(&lock);
     Ok(session)
