@@ -38,14 +38,14 @@ impl TableNames {
         self.refused(key, record.refusal()?)
     }
 
-    /// The refusal of a Fifo head (`LockRecord::ticket_refusal`: what `refusal` refuses, its
-    /// counters, or no ticket left to issue), as `refusal` names it.
     /// The refusal of an item the core refused, which its record refuses too.
     pub fn corrupt(&self, key: &LockKey, record: &LockRecord) -> LockError {
         self.refusal(key, record)
             .unwrap_or_else(|| LockError::Internal("an item refused by the core was accepted by its record".into()))
     }
 
+    /// The refusal of a Fifo head (`LockRecord::ticket_refusal`: what `refusal` refuses, its
+    /// counters, or no ticket left to issue), as `refusal` names it.
     pub fn head_refusal(&self, key: &LockKey, record: &LockRecord) -> Option<LockError> {
         self.refused(key, record.ticket_refusal()?)
     }
