@@ -206,20 +206,17 @@ impl Client {
             tokio::select! {
                 turn = &mut waiter.turn => break turn.ok(),
                 r = cancel.sleep_until(until) => if let Err(e) = r {
-                    match self.lines.quit(key, &mut waiter) {
-                        None => return Err(e),
-                        // The turn came as we gave up: pass it on.
-                        Some(turn) => {
-                            match self.handed(key, turn) {
-                                Some(lock) => {
-                                    self.lines.holds(key, lock.id);
-                                    let _ = lock.release().await;
-                                }
-                                None => self.lines.leave(key, None),
+                    // The turn came as we gave up: pass it on.
+                    if let Some(turn) = self.lines.quit(key, &mut waiter) {
+                        match self.handed(key, turn) {
+                            Some(lock) => {
+                                self.lines.holds(key, lock.id);
+                                let _ = lock.release().await;
                             }
-                            return Err(e);
+                            None => self.lines.leave(key, None),
                         }
                     }
+                    return Err(e);
                 },
             }
         };
