@@ -52,20 +52,11 @@ impl Settings {
     /// period).
     pub fn beat_config(&self) -> dynamodb_lock_core::heartbeat::Config {
         use dynamodb_lock_core::{heartbeat, original};
-        heartbeat::Config {
-            lease: self.protocol.lease(),
-            period: self.protocol.heartbeat_period,
-            danger_margin: self.protocol.danger_margin,
-            request_timeout: self.protocol.request_timeout,
-            timer_grain: TIMER_GRAIN,
-            writes_out: if self.original_requests {
-                original::HEARTBEAT_WRITES_OUT
-            } else {
-                heartbeat::MOST_WRITES_OUT
-            },
-            base_backoff: self.protocol.base_backoff,
-            max_backoff: self.protocol.max_backoff,
-        }
+        let writes_out = match self.original_requests {
+            true => original::HEARTBEAT_WRITES_OUT,
+            false => heartbeat::MOST_WRITES_OUT,
+        };
+        heartbeat::Config::of(&self.protocol, TIMER_GRAIN, writes_out)
     }
 
     pub fn new(kind: Kind, owner: String) -> Self {

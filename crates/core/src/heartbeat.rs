@@ -33,6 +33,7 @@
 use std::time::Duration;
 
 use crate::broken::{self, Broken};
+use crate::settings::Lock;
 
 /// A point on the holder's monotonic clock, as the time since an origin the caller chooses.
 pub type Time = Duration;
@@ -72,6 +73,22 @@ pub struct Config {
 }
 
 impl Config {
+    /// What a held lock's heartbeat reads of its lock's settings `s` (a lock without heartbeats:
+    /// a zero period), where timers fire up to `timer_grain` late and at most `writes_out`
+    /// writes of one heartbeat are out at once.
+    pub fn of(s: &Lock, timer_grain: Duration, writes_out: u32) -> Config {
+        Config {
+            lease: s.lease(),
+            period: s.heartbeat_period,
+            danger_margin: s.danger_margin,
+            request_timeout: s.request_timeout,
+            timer_grain,
+            writes_out,
+            base_backoff: s.base_backoff,
+            max_backoff: s.max_backoff,
+        }
+    }
+
     /// The pause before attempt `n` of a heartbeat, drawn with `random`.
     pub fn retry_pause(&self, n: u32, random: u64) -> Duration {
         crate::request::backoff(self.base_backoff, self.max_backoff, n, random)
@@ -491,6 +508,20 @@ impl Beat {
 mod tests {
     use super::*;
     use crate::testing::{beat_config, ms};
+
+    #[test]
+    fn a_heartbeat_reads_the_locks_lease_period_margin_timeouts_and_backoff() {
+        let s = crate::testing::lock(crate::settings::Kind::FailOpen);
+        let expected = Config {
+            danger_margin: s.danger_margin,
+            request_timeout: s.request_timeout,
+            base_backoff: s.base_backoff,
+            max_backoff: s.max_backoff,
+            writes_out: 2,
+            ..beat_config(300)
+        };
+        assert_eq!(Config::of(&s, ms(1), 2), expected);
+    }
 
     #[test]
     fn the_first_heartbeat_falls_within_the_period_and_before_the_loss() {
