@@ -130,7 +130,7 @@ impl Beats {
     /// under the `guid` `fresh` gives while any are left, else one that only reports the loss
     /// moment); its write lands, as `renew` writes it (whether it renewed); its write or its
     /// answer is lost, one of the `faults` left; its answer comes back. What the lock asks
-    /// for, once stepped.
+    /// for (nothing when only the write changed).
     pub fn happen(
         &mut self,
         e: BeatEvent,
@@ -138,24 +138,24 @@ impl Beats {
         faults: &mut u8,
         fresh: impl FnOnce() -> G,
         renew: impl FnOnce([G; 2], G) -> bool,
-    ) -> Option<Vec<hold::Action<G>>> {
+    ) -> Vec<hold::Action<G>> {
         match e {
             BeatEvent::Due => {
                 let fresh = (!self.hold().under_way() && self.left > 0).then(|| {
                     self.left -= 1;
                     self.hold().held.pending.unwrap_or_else(fresh)
                 });
-                Some(self.stepped(|h| h.handle_timeout(ms(now), fresh, RETRY_PAUSE_ONE_TICK, Duration::ZERO)))
+                self.stepped(|h| h.handle_timeout(ms(now), fresh, RETRY_PAUSE_ONE_TICK, Duration::ZERO))
             }
             BeatEvent::Land => {
                 let (gs, new, net) = self.net.as_mut().expect("a write on its way");
                 *net = BeatNet::Landed(renew(*gs, *new));
-                None
+                Vec::new()
             }
             BeatEvent::Lose => {
                 *faults -= 1;
                 self.net.as_mut().expect("a write on its way").2 = BeatNet::Lost;
-                None
+                Vec::new()
             }
             BeatEvent::Answer => {
                 let Some((_, _, BeatNet::Landed(ok))) = self.net.take() else {
@@ -166,7 +166,7 @@ impl Beats {
                 } else {
                     heartbeat::Answer::NotOurs
                 };
-                Some(self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK)))
+                self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
             }
         }
     }

@@ -456,10 +456,8 @@ pub fn mutual_exclusion(
     for k in 0..locks as u8 {
         let holders: Vec<usize> = (0..clients).filter(|&i| believes(i, k)).collect();
         if holders.len() > 1 {
-            return Err(Violation {
-                property: "mutual exclusion",
-                detail: format!("clients {holders:?} both hold lock {k} at tick {now}"),
-            });
+            let detail = format!("clients {holders:?} both hold lock {k} at tick {now}");
+            return Err(Violation::new("mutual exclusion", detail));
         }
     }
     Ok(())
@@ -471,10 +469,8 @@ pub fn mutual_exclusion(
 pub fn fencing(last: &mut u8, i: usize, k: u8, token: u8, until: Tick, now: Tick) -> Result<(), Violation> {
     if until > now {
         if token <= *last {
-            return Err(Violation {
-                property: "fencing",
-                detail: format!("c{i} granted lock {k} with token {token} after a holder with token {last}"),
-            });
+            let detail = format!("c{i} granted lock {k} with token {token} after a holder with token {last}");
+            return Err(Violation::new("fencing", detail));
         }
         *last = token;
     }
@@ -483,19 +479,19 @@ pub fn fencing(last: &mut u8, i: usize, k: u8, token: u8, until: Tick, now: Tick
 
 /// No lost release, violated: client `i` was told lock `k` is released, and still holds it.
 pub fn lost_release(i: usize, k: u8) -> Violation {
-    Violation {
-        property: "no lost release",
-        detail: format!("c{i} was told lock {k} is released, and still holds it"),
-    }
+    Violation::new(
+        "no lost release",
+        format!("c{i} was told lock {k} is released, and still holds it"),
+    )
 }
 
 /// No orphan, violated: client `i` was told lock `k` was not acquired, and `item` (the lock's
 /// item, or a Fifo head) is its own.
 pub fn orphan(i: usize, k: u8, item: &str) -> Violation {
-    Violation {
-        property: "no orphan",
-        detail: format!("c{i} was told lock {k} was not acquired, and {item} is its own"),
-    }
+    Violation::new(
+        "no orphan",
+        format!("c{i} was told lock {k} was not acquired, and {item} is its own"),
+    )
 }
 
 /// A counterexample's step: action `a`, taken at tick `now`, with the request it concerns

@@ -150,6 +150,16 @@ pub struct Violation {
     pub detail: String,
 }
 
+impl Violation {
+    /// `property` violated, as `detail` tells.
+    pub fn new(property: &'static str, detail: impl Into<String>) -> Violation {
+        Violation {
+            property,
+            detail: detail.into(),
+        }
+    }
+}
+
 pub trait Model {
     type State: Clone + Eq + Hash + Debug;
     type Action: Clone + Debug;
@@ -433,10 +443,10 @@ impl Graph {
             // BFS order: the first such state has the shortest path.
             if let Some(i) = (0..n).find(|&i| !reach.get(i) && self.waiting[goal].get(i)) {
                 return Some((
-                    Violation {
-                        property: "liveness",
-                        detail: format!("goal {goal}: from this state no schedule lets a waiter acquire the lock"),
-                    },
+                    Violation::new(
+                        "liveness",
+                        format!("goal {goal}: from this state no schedule lets a waiter acquire the lock"),
+                    ),
                     i as u32,
                 ));
             }

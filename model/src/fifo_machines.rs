@@ -683,10 +683,8 @@ impl FifoMachines {
         // A semaphore's holders learn of their grants in any order: each token is handed out
         // once, and rises in the order the grants land (`ticket_order`).
         if s.tokens.contains(&(k, token)) {
-            return Err(Violation {
-                property: "fencing",
-                detail: format!("c{i} granted lock {k} with token {token}, handed out before"),
-            });
+            let detail = format!("c{i} granted lock {k} with token {token}, handed out before");
+            return Err(Violation::new("fencing", detail));
         }
         s.tokens.push((k, token));
         Ok(())
@@ -882,13 +880,11 @@ impl FifoMachines {
                 .map(|&i| self.cfg.sem(i).map_or(1, |p| small(p.permits)))
                 .sum();
             if held > limit {
-                return Err(Violation {
-                    property: "permits",
-                    detail: format!(
-                        "clients {holders:?} hold {held} permits of lock {k} at tick {}, of {limit}",
-                        s.now
-                    ),
-                });
+                let detail = format!(
+                    "clients {holders:?} hold {held} permits of lock {k} at tick {}, of {limit}",
+                    s.now
+                );
+                return Err(Violation::new("permits", detail));
             }
         }
         Ok(())
@@ -1050,10 +1046,8 @@ impl Model for FifoMachines {
             None => env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?,
         }
         if let Some((k, p)) = s.overtaken {
-            return Err(Violation {
-                property: "ticket order",
-                detail: format!("lock {k} granted while the waiter at position {p}, an earlier ticket, waited"),
-            });
+            let detail = format!("lock {k} granted while the waiter at position {p}, an earlier ticket, waited");
+            return Err(Violation::new("ticket order", detail));
         }
         // The head carries grant `g` of a client: as its `guid`, or as a semaphore's holder.
         let carries = |it: &Item, g: G| match self.cfg.permits {

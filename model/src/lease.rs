@@ -666,13 +666,9 @@ impl Model for LeaseModel {
             t.resumed = false;
             if let Some(at) = Self::granted_at(&t) {
                 if !Self::lost(&t) && (was_resumed || at <= t.now) {
-                    return Err(Violation {
-                        property: PROPERTY,
-                        detail: format!(
-                            "the waiter was granted the lock at tick {at}; the holder, stepped at tick {}, still holds it",
-                            t.now
-                        ),
-                    });
+                    let now = t.now;
+                    let detail = format!("the waiter was granted the lock at tick {at}; the holder, stepped at tick {now}, still holds it");
+                    return Err(Violation::new(PROPERTY, detail));
                 }
             }
         }
@@ -682,12 +678,10 @@ impl Model for LeaseModel {
     fn invariant(&self, s: &State) -> Result<(), Violation> {
         match Self::granted_at(s) {
             // A holder that has just resumed is judged by its first step (`next`).
-            Some(at) if !self.paused(s) && !s.resumed && !Self::lost(s) => Err(Violation {
-                property: PROPERTY,
-                detail: format!(
-                    "the waiter was granted the lock at tick {at} while the holder, running, still holds it"
-                ),
-            }),
+            Some(at) if !self.paused(s) && !s.resumed && !Self::lost(s) => Err(Violation::new(
+                PROPERTY,
+                format!("the waiter was granted the lock at tick {at} while the holder, running, still holds it"),
+            )),
             _ => Ok(()),
         }
     }

@@ -881,10 +881,8 @@ impl Machines {
         let seq = &mut cl.seq;
         let h = cl.hb.as_mut().expect("heartbeats");
         let renew = |gs, new| self.renew(&mut s.items[k], gs, new);
-        match h.happen(e, now, &mut s.left.faults, || new_guid(seq, i), renew) {
-            Some(actions) => self.beat_steps(s, i, actions),
-            None => Ok(()),
-        }
+        let actions = h.happen(e, now, &mut s.left.faults, || new_guid(seq, i), renew);
+        self.beat_steps(s, i, actions)
     }
 
     /// The time a lock went free matters only while it stays free and liveness is checked.
@@ -1171,13 +1169,11 @@ impl Machines {
         for (i, c) in s.clients.iter().enumerate().skip(1) {
             let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
             if acquiring && s.now > at.max(c.since).saturating_add(bound(c)) {
-                return Err(Violation {
-                    property: "liveness",
-                    detail: format!(
-                        "lock {k}{happened} tick {at}; at tick {} c{i} still waits for it",
-                        s.now
-                    ),
-                });
+                let detail = format!(
+                    "lock {k}{happened} tick {at}; at tick {} c{i} still waits for it",
+                    s.now
+                );
+                return Err(Violation::new("liveness", detail));
             }
         }
         Ok(())

@@ -60,7 +60,7 @@ use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{small, Item, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
-use crate::machines::{new_guid, MStep, Out, Request, Sent, M};
+use crate::machines::{new_guid, MStep, Out, Sent, M};
 
 /// The properties checked.
 pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", LOSS];
@@ -278,23 +278,6 @@ impl Sessions {
     pub fn new(cfg: Config) -> Sessions {
         assert!((1..=2).contains(&cfg.rivals));
         Sessions { cfg }
-    }
-
-    /// Slot `i`'s request lands: the session's item for a waiter's read or end of a session,
-    /// else its own; client 0's lock writes name S.
-    fn apply(&self, s: &mut State, i: usize, req: &Request) -> Ans {
-        let k = if req.session().is_some() { S } else { home(i) };
-        let mut fields = env::open_fields(self.cfg.lease);
-        if matches!(i, 1 | 2) {
-            fields.session = Some(SESSIONS[0]);
-            fields.lease_duration_ms = SESSION_LOCK_LEASE_MS;
-        }
-        let (after, reply) = env::apply(req, fields, s.items[k]);
-        s.items[k] = after;
-        if matches!(req, Req::EndSession { .. }) && !matches!(reply, core_op::Reply::Refused(_)) {
-            s.ended = true;
-        }
-        answer_of(reply)
     }
 
     fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
@@ -589,14 +572,9 @@ impl Sessions {
         let live = matches!(s.slots[SESSION_SLOT].phase, Phase::Holding { .. })
             && s.hb.as_ref().is_some_and(|h| h.hold().lost.is_none());
         if holds && live {
-            return Err(Violation {
-                property: LOSS,
-                detail: format!(
-                    "c{} was granted lock {k} at tick {} while c0 holds it through its session, whose loss is not declared",
-                    k + 1,
-                    s.now
-                ),
-            });
+            let (c, now) = (k + 1, s.now);
+            let detail = format!("c{c} was granted lock {k} at tick {now} while c0 holds it through its session, whose loss is not declared");
+            return Err(Violation::new(LOSS, detail));
         }
         Ok(())
     }
@@ -672,10 +650,8 @@ impl Sessions {
         let (now, lease, seq) = (s.now, self.cfg.lease, &mut s.seq);
         let h = s.hb.as_mut().expect("heartbeats");
         let renew = |gs: [G; 2], new| env::renew(&mut s.items[S], &gs, new, lease);
-        match h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew) {
-            Some(actions) => self.beat_steps(s, actions),
-            None => Ok(()),
-        }
+        let actions = h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew);
+        self.beat_steps(s, actions)
     }
 
     /// Client 0's acquisitions are over (held, failed or ended): the rivals start.
@@ -825,10 +801,10 @@ impl Model for Sessions {
         self.exclusion(s)?;
         // A waiter's end of S is a release of client 0's tenure: final.
         if s.ended && s.items[S].is_some_and(|it| !it.released && owner_of(it.guid) == Some(0)) {
-            return Err(Violation {
-                property: "no lost release",
-                detail: "a waiter ended c0's session S, and S is c0's again".into(),
-            });
+            return Err(Violation::new(
+                "no lost release",
+                "a waiter ended c0's session S, and S is c0's again",
+            ));
         }
         for (i, c) in s.slots.iter().enumerate() {
             if let Some((lo, hi)) = c.released {
@@ -845,13 +821,27 @@ impl Model for Sessions {
 impl Clients for Sessions {
     type Sent = Sent;
 
+    /// Slot `i`'s request lands: the session's item for a waiter's read or end of a session,
+    /// else its own; client 0's lock writes name S.
+    fn apply_sent(&self, s: &mut State, i: usize, sent: &Sent) -> Ans {
+        let req = &sent.req;
+        let k = if req.session().is_some() { S } else { home(i) };
+        let mut fields = env::open_fields(self.cfg.lease);
+        if matches!(i, 1 | 2) {
+            fields.session = Some(SESSIONS[0]);
+            fields.lease_duration_ms = SESSION_LOCK_LEASE_MS;
+        }
+        let (after, reply) = env::apply(req, fields, s.items[k]);
+        s.items[k] = after;
+        if matches!(req, Req::EndSession { .. }) && !matches!(reply, core_op::Reply::Refused(_)) {
+            s.ended = true;
+        }
+        answer_of(reply)
+    }
+
     fn wire(s: &mut State, i: usize) -> (&mut Left, &mut Option<Net>, &mut Option<Tick>) {
         let slot = &mut s.slots[i];
         (&mut s.left, &mut slot.net, &mut slot.wake)
-    }
-
-    fn apply_sent(&self, s: &mut State, i: usize, sent: &Sent) -> Ans {
-        self.apply(s, i, &sent.req)
     }
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
