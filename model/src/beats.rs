@@ -129,8 +129,8 @@ impl Beats {
     /// Heartbeat event `e` happens at `now`: its timer fires, or one starts (a writing one
     /// under the `guid` `fresh` gives while any are left, else one that only reports the loss
     /// moment); its write lands, as `renew` writes it (whether it renewed); its write or its
-    /// answer is lost, one of the `faults` left; its answer comes back. What the lock asks
-    /// for (nothing when only the write changed).
+    /// answer is lost, one of the `faults` left; its answer comes back. What the lock asked
+    /// for (nothing when only the write changed), carried out.
     pub fn happen(
         &mut self,
         e: BeatEvent,
@@ -138,8 +138,8 @@ impl Beats {
         faults: &mut u8,
         fresh: impl FnOnce() -> G,
         renew: impl FnOnce([G; 2], G) -> bool,
-    ) -> Vec<hold::Action<G>> {
-        match e {
+    ) -> Carried {
+        let actions = match e {
             BeatEvent::Due => {
                 let fresh = (!self.hold().under_way() && self.left > 0).then(|| {
                     self.left -= 1;
@@ -168,7 +168,8 @@ impl Beats {
                 };
                 self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
             }
-        }
+        };
+        self.carry(actions)
     }
 
     /// The write on the wire that has not landed yet, if any (its `guid`s and new `guid`): given
@@ -194,7 +195,7 @@ impl Beats {
     }
 
     /// Carries out what the lock asks for.
-    pub fn carry(&mut self, actions: Vec<hold::Action<G>>) -> Carried {
+    fn carry(&mut self, actions: Vec<hold::Action<G>>) -> Carried {
         let mut carried = Carried::default();
         for a in actions {
             match a {

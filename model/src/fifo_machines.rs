@@ -326,43 +326,14 @@ impl fmt::Debug for Action {
 /// locks it was granted. One acquisition at a time: its registry knows nothing of others.
 struct Ctx<'a> {
     i: usize,
+    c: &'a mut Client,
     /// The process's registry, with the lock ids of the acquisition's resources.
     registry: Option<&'a Queues<u8, Life>>,
-    resources: &'a [u8],
     /// Guids in use (on items, or this client's): a new one is none of them.
     in_use: &'a [G],
+    /// The model's clock; the client's own is `offset` from it.
     now: Tick,
     offset: Tick,
-    seq: &'a mut u8,
-    grants: &'a mut Vec<G>,
-    entries: &'a [Option<Beating>],
-    held: &'a [Option<Held>],
-}
-
-impl<'a> Ctx<'a> {
-    /// What client `c`, the `i`th, knows of itself at `now` (on the model's clock; its own is
-    /// `offset` from it), with `in_use` the guids in use.
-    fn of(
-        c: &'a mut Client,
-        i: usize,
-        registry: Option<&'a Queues<u8, Life>>,
-        in_use: &'a [G],
-        now: Tick,
-        offset: Tick,
-    ) -> Ctx<'a> {
-        Ctx {
-            i,
-            registry,
-            resources: &c.resources,
-            in_use,
-            now,
-            offset,
-            seq: &mut c.seq,
-            grants: &mut c.grants,
-            entries: &c.entries,
-            held: &c.held,
-        }
-    }
 }
 
 /// Client `i`'s next guid that is not in use, if there is one: the model's guids are few, and
@@ -392,28 +363,29 @@ fn in_use(s: &State, i: usize) -> Vec<G> {
 impl Here<G> for Ctx<'_> {
     fn guid(&mut self) -> G {
         let mut in_use = self.in_use.to_vec();
-        in_use.extend(self.grants.iter().copied());
-        let g = new_guid(self.seq, self.i, &in_use);
-        self.grants.push(g);
+        in_use.extend(self.c.grants.iter().copied());
+        let g = new_guid(&mut self.c.seq, self.i, &in_use);
+        self.c.grants.push(g);
         g
     }
     fn busy(&self, r: usize) -> bool {
-        self.registry.is_some_and(|q| q.busy(&self.resources[r], ms(self.now)))
+        self.registry
+            .is_some_and(|q| q.busy(&self.c.resources[r], ms(self.now)))
     }
     fn entry(&self, r: usize, position: u64) -> Option<Mine> {
-        self.registry?.entry(&self.resources[r], position)
+        self.registry?.entry(&self.c.resources[r], position)
     }
     fn holder(&self, r: usize, token: u64) -> Option<bool> {
-        self.registry?.holder(&self.resources[r], token, ms(self.now))
+        self.registry?.holder(&self.c.resources[r], token, ms(self.now))
     }
     fn releases(&self, r: usize) -> u64 {
-        self.registry.map_or(0, |q| q.releases(&self.resources[r]))
+        self.registry.map_or(0, |q| q.releases(&self.c.resources[r]))
     }
     fn entry_lost(&self, r: usize) -> bool {
-        self.entries[r].is_some_and(|e| e.lost || self.now >= e.until)
+        self.c.entries[r].is_some_and(|e| e.lost || self.now >= e.until)
     }
     fn held_until(&self, r: usize) -> Option<Time> {
-        self.held[r].map(|h| ms(h.until + self.offset))
+        self.c.held[r].map(|h| ms(h.until + self.offset))
     }
 }
 
@@ -447,6 +419,18 @@ impl FifoMachines {
             now: ms(s.now + self.offset(i)),
             cancelled: s.clients[i].cancelled,
             ..env::at(s.now)
+        }
+    }
+
+    /// What client `i` knows of itself, with `in_use` the guids in use.
+    fn ctx<'a>(&self, s: &'a mut State, i: usize, in_use: &'a [G]) -> Ctx<'a> {
+        Ctx {
+            i,
+            c: &mut s.clients[i],
+            registry: s.registry.as_deref().filter(|_| i < 2),
+            in_use,
+            now: s.now,
+            offset: self.offset(i),
         }
     }
 
@@ -555,11 +539,8 @@ impl FifoMachines {
         loop {
             let env = self.env(s, i);
             let used = in_use(s, i);
-            let now = s.now;
-            let registry = s.registry.as_deref().filter(|_| i < 2);
-            let c = &mut s.clients[i];
-            let mut m = c.acquire.take().expect("an acquisition");
-            let act = m.step(input, &env, &mut Ctx::of(c, i, registry, &used, now, self.offset(i)));
+            let mut m = s.clients[i].acquire.take().expect("an acquisition");
+            let act = m.step(input, &env, &mut self.ctx(s, i, &used));
             s.clients[i].acquire = Some(m);
             input = match self.act(s, i, act)? {
                 Some(next) => next,
@@ -910,9 +891,7 @@ impl FifoMachines {
         cl.resources = resources;
         cl.phase = Phase::Acquiring;
         cl.since = now;
-        let cl = &mut s.clients[i];
-        let registry = s.registry.as_deref().filter(|_| i < 2);
-        let here = &mut Ctx::of(cl, i, registry, &used, now, self.offset(i));
+        let here = &mut self.ctx(s, i, &used);
         let (m, act) = match self.cfg.sem(i) {
             Some(sem) => fifo::Acquire::start_sem(self.cfg.lock(), sem, wait, &env, here),
             None => fifo::Acquire::start(self.cfg.lock(), n, wait, &env, here),

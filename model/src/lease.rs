@@ -478,17 +478,15 @@ impl Model for LeaseModel {
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
         broken::set(self.config.bug);
-        let mut forced = false;
+        let first = out.len();
         if !self.paused(s) {
             // The holder's timer fires at the instant it asked for.
             if s.holder.poll_timeout().is_some_and(|d| tick(d) <= s.now) {
-                forced = true;
                 let n = self.writes_of(s, None);
                 out.extend(self.fate_choices(n).into_iter().map(Action::HolderTimer));
             }
             for (i, w) in s.writes.iter().enumerate() {
                 if w.of.awaited && w.answer_at.is_some_and(|at| at <= s.now) {
-                    forced = true;
                     let n = self.writes_of(s, Some(i));
                     out.extend(self.fate_choices(n).into_iter().map(|f| Action::HolderAnswer(i, f)));
                 }
@@ -507,24 +505,20 @@ impl Model for LeaseModel {
                     .as_ref()
                     .is_some_and(|w| w.of.1 <= s.now || w.answer_at.is_some_and(|at| at <= s.now))
                 {
-                    forced = true;
                     out.push(Action::UpdateAnswer);
                 }
                 if u.wake.is_some_and(|at| at <= s.now) {
-                    forced = true;
                     out.extend(self.update_fates().into_iter().map(Action::UpdateTimer));
                 }
             }
         }
         if let Some(w) = s.updating.as_ref().and_then(|u| u.out.as_ref()) {
             if w.land_at.is_some_and(|at| at <= s.now) {
-                forced = true;
                 out.push(Action::UpdateLand);
             }
         }
         for (i, w) in s.writes.iter().enumerate() {
             if w.land_at.is_some_and(|at| at <= s.now) {
-                forced = true;
                 out.push(Action::Land(i));
             }
         }
@@ -536,7 +530,6 @@ impl Model for LeaseModel {
                 Waiter::Asking(Asking {
                     req: Some((_, None)), ..
                 }) => {
-                    forced = true;
                     out.push(Action::WaiterSend(i, 0));
                     if self.config.delay > 0 {
                         out.push(Action::WaiterSend(i, self.config.delay));
@@ -545,18 +538,20 @@ impl Model for LeaseModel {
                 Waiter::Asking(Asking {
                     req: Some((_, Some(at))),
                     ..
-                }) if *at <= s.now => {
-                    forced = true;
-                    out.push(Action::WaiterLand(i));
-                }
-                Waiter::Asking(Asking { wake: Some(at), .. }) if *at <= s.now => {
-                    forced = true;
-                    out.push(Action::WaiterTimer(i));
-                }
+                }) if *at <= s.now => out.push(Action::WaiterLand(i)),
+                Waiter::Asking(Asking { wake: Some(at), .. }) if *at <= s.now => out.push(Action::WaiterTimer(i)),
                 _ => {}
             }
         }
-        if !forced && s.now < self.config.horizon && Self::granted_at(s).is_none() {
+        // Time waits for what is due now: anything but a choice the holder or a waiter may
+        // make at any moment.
+        let forced = out[first..].iter().any(|a| {
+            !matches!(
+                a,
+                Action::Pause | Action::Close | Action::UpdateStart(_) | Action::WaiterStart(_)
+            )
+        });
+        if !forced && s.now < self.config.horizon && !granted {
             out.push(Action::Tick);
         }
     }

@@ -49,7 +49,6 @@ use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
-use dynamodb_lock_core::hold;
 use dynamodb_lock_core::local::{Local, Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Env, Machine as _, Req, Step, Time};
@@ -728,22 +727,6 @@ impl Machines {
         self.step(s, i, env::map(step, Out::End))
     }
 
-    /// Carries out what a heartbeat asks for, as the addon's scheduler does.
-    fn beat_steps(&self, s: &mut State, i: usize, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
-        let now = s.now;
-        let k = self.key(s, i);
-        let c = &mut s.clients[i];
-        let carried = c.hb.as_mut().expect("heartbeats").carry(actions);
-        c.stray = c.stray.or(carried.abandoned.map(|(gs, new)| (k, gs, new)));
-        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut c.phase, carried.until(now)) {
-            *u = Some(until);
-        }
-        if let Some(held::Release::Write { guids, taken }) = carried.release {
-            return self.start_release(s, i, guids, taken);
-        }
-        Ok(())
-    }
-
     /// A timer or timeout of a client is due: it fires before time goes on.
     fn due(&self, s: &State, c: &Client) -> bool {
         !matches!(c.phase, Phase::Crashed { .. })
@@ -874,15 +857,23 @@ impl Machines {
     }
 
     /// Heartbeat event `e` happens to client `i` (`Due`: `Beats::due` said the lock needs
-    /// another heartbeat, or has one under way).
+    /// another heartbeat, or has one under way), and what it asks for is carried out, as the
+    /// addon's scheduler does.
     fn beat(&self, s: &mut State, i: usize, e: BeatEvent) -> Result<(), Violation> {
-        let (now, k) = (s.now, self.key(s, i) as usize);
-        let cl = &mut s.clients[i];
-        let seq = &mut cl.seq;
-        let h = cl.hb.as_mut().expect("heartbeats");
-        let renew = |gs, new| self.renew(&mut s.items[k], gs, new);
-        let actions = h.happen(e, now, &mut s.left.faults, || new_guid(seq, i), renew);
-        self.beat_steps(s, i, actions)
+        let (now, k) = (s.now, self.key(s, i));
+        let c = &mut s.clients[i];
+        let h = c.hb.as_mut().expect("heartbeats");
+        let seq = &mut c.seq;
+        let renew = |gs, new| self.renew(&mut s.items[k as usize], gs, new);
+        let carried = h.happen(e, now, &mut s.left.faults, || new_guid(seq, i), renew);
+        c.stray = c.stray.or(carried.abandoned.map(|(gs, new)| (k, gs, new)));
+        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut c.phase, carried.until(now)) {
+            *u = Some(until);
+        }
+        match carried.release {
+            Some(held::Release::Write { guids, taken }) => self.start_release(s, i, guids, taken),
+            _ => Ok(()),
+        }
     }
 
     /// The time a lock went free matters only while it stays free and liveness is checked.

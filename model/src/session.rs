@@ -49,7 +49,7 @@ use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
-use dynamodb_lock_core::hold::{self, Hold};
+use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Req, Time};
@@ -105,27 +105,24 @@ pub struct Config {
     pub bug: Option<Broken>,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            lease: 4,
-            period: 2,
-            reread: 2,
-            request_timeout: 2,
-            max_attempts: 2,
-            rivals: 1,
-            faults: 1,
-            crashes: 1,
-            beats: 2,
-            handover: false,
-            close: false,
-            horizon: 14,
-            bug: None,
-        }
-    }
-}
-
 impl Config {
+    /// One rival; a fault, a crash and two heartbeats that write, over 14 ticks.
+    pub const DEFAULT: Config = Config {
+        lease: 4,
+        period: 2,
+        reread: 2,
+        request_timeout: 2,
+        max_attempts: 2,
+        rivals: 1,
+        faults: 1,
+        crashes: 1,
+        beats: 2,
+        handover: false,
+        close: false,
+        horizon: 14,
+        bug: None,
+    };
+
     fn lock(&self, retry_count: u32) -> Lock {
         let c = self;
         Lock {
@@ -584,31 +581,6 @@ impl Sessions {
         env::renew(&mut s.items[S], &guids, new, self.cfg.lease)
     }
 
-    fn beat_steps(&self, s: &mut State, actions: Vec<hold::Action<G>>) -> Result<(), Violation> {
-        let now = s.now;
-        let h = s.hb.as_mut().expect("heartbeats");
-        let carried = h.carry(actions);
-        s.stray = s.stray.or(carried.abandoned);
-        // Once its writing heartbeats are spent, the scheduler still steps it at the loss
-        // moment.
-        if carried.renewed.is_some() && h.left == 0 {
-            h.stop_writing();
-        }
-        // Once lost, S lasts no longer (client 0's machine told every lock held through S).
-        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut s.slots[SESSION_SLOT].phase, carried.until(now)) {
-            *u = until;
-        }
-        if let Some(release) = carried.release {
-            let Phase::Releasing { g, .. } = s.slots[SESSION_SLOT].phase else {
-                unreachable!("S's release waits")
-            };
-            if let held::Release::Write { guids, taken } = release {
-                return self.end_session(s, g, guids, taken);
-            }
-        }
-        Ok(())
-    }
-
     /// Client 0 closes without releasing its locks, as the addon's `close()` does: its
     /// machine ends S and abandons it, then each lock held through it
     /// (`client::Client::close`). Nothing more is written; a heartbeat write of S on its way
@@ -645,13 +617,29 @@ impl Sessions {
         h.client.next_lapse().map(tick)
     }
 
-    /// Heartbeat event `e` happens to S.
+    /// Heartbeat event `e` happens to S, and what it asks for is carried out.
     fn beat(&self, s: &mut State, e: BeatEvent) -> Result<(), Violation> {
         let (now, lease, seq) = (s.now, self.cfg.lease, &mut s.seq);
         let h = s.hb.as_mut().expect("heartbeats");
         let renew = |gs: [G; 2], new| env::renew(&mut s.items[S], &gs, new, lease);
-        let actions = h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew);
-        self.beat_steps(s, actions)
+        let carried = h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew);
+        s.stray = s.stray.or(carried.abandoned);
+        // Once its writing heartbeats are spent, the scheduler still steps it at the loss
+        // moment.
+        if carried.renewed.is_some() && h.left == 0 {
+            h.stop_writing();
+        }
+        // Once lost, S lasts no longer (client 0's machine told every lock held through S).
+        if let (Phase::Holding { until: u, .. }, Some(until)) = (&mut s.slots[SESSION_SLOT].phase, carried.until(now)) {
+            *u = until;
+        }
+        let Some(held::Release::Write { guids, taken }) = carried.release else {
+            return Ok(());
+        };
+        let Phase::Releasing { g, .. } = s.slots[SESSION_SLOT].phase else {
+            unreachable!("S's release waits")
+        };
+        self.end_session(s, g, guids, taken)
     }
 
     /// Client 0's acquisitions are over (held, failed or ended): the rivals start.
@@ -899,7 +887,7 @@ pub fn configs(full: bool) -> Vec<Config> {
         horizon,
         handover,
         close,
-        ..Config::default()
+        ..Config::DEFAULT
     };
     rows.iter().map(config).collect()
 }
@@ -953,7 +941,7 @@ pub fn broken_config(b: Broken) -> Config {
         crashes: 0,
         horizon: 8,
         handover: b == Broken::UnclaimedHandOverForgetsGuid,
-        ..Config::default()
+        ..Config::DEFAULT
     }
 }
 
