@@ -1,5 +1,5 @@
-//! A FailOpen holder's heartbeats, for both models that hold such a lock: the lease model's
-//! clients (`machines`) and the session's item (`session`). The held lock is lock `LOCK` of
+//! A FailOpen holder's heartbeats, for both models that hold such a lock: the machines
+//! model's clients (`machines`) and the session's item (`session`). The held lock is lock `LOCK` of
 //! its client's machine (`client::Client`, with the locks held through it when it is a
 //! session's item), whose `hold::Hold` decides its life, as in the addon; this is its wire.
 //! Of the writes a heartbeat asks for, one is on the wire at a time (another is "not sent",

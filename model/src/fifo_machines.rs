@@ -478,10 +478,6 @@ impl FifoMachines {
             ttl_released: None,
         };
         let parts;
-        let permit = match rq {
-            Rq::Permit(_, key, _) => Some(*key),
-            _ => None,
-        };
         let op = match rq {
             Rq::Fifo(r) => r.op(&fifo_adds),
             Rq::Release(r) => {
@@ -501,9 +497,11 @@ impl FifoMachines {
         let item = self.slot(s, k, slot);
         let (after, reply) = core_op::apply(&op, *item);
         *item = after;
-        let reply = match (permit, reply) {
-            (Some(key), core_op::Reply::Before(r)) => core_op::Reply::Before(core_op::permit_view(r, &key)),
-            (Some(key), core_op::Reply::Refused(r)) => core_op::Reply::Refused(core_op::permit_view(r, &key)),
+        let reply = match (rq, reply) {
+            (Rq::Permit(_, key, _), core_op::Reply::Before(r)) => core_op::Reply::Before(core_op::permit_view(r, key)),
+            (Rq::Permit(_, key, _), core_op::Reply::Refused(r)) => {
+                core_op::Reply::Refused(core_op::permit_view(r, key))
+            }
             (_, reply) => reply,
         };
         answer_of(reply)

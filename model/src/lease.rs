@@ -364,9 +364,7 @@ impl LeaseModel {
             Req::MarkWaiting { .. } => Reply::Done,
             _ => {
                 let (item, reply) = env::apply(&req, env::open_fields(self.config.lease), Some(s.item));
-                if let Some(item) = item {
-                    s.item = item;
-                }
+                s.item = item.unwrap_or(s.item);
                 reply
             }
         };
@@ -566,9 +564,7 @@ impl Model for LeaseModel {
                 let w = &mut t.writes[*i];
                 let mut item = Some(s.item);
                 let renewed = env::renew(&mut item, &w.of.guids, w.of.new, self.config.lease);
-                if let Some(item) = item {
-                    t.item = item;
-                }
+                t.item = item.unwrap_or(s.item);
                 w.lands(if renewed { Answer::Renewed } else { Answer::NotOurs }, s.now);
                 if !w.of.awaited {
                     t.writes.remove(*i);
@@ -595,9 +591,7 @@ impl Model for LeaseModel {
                     .expect("an attempt out");
                 let (item, reply) = env::apply(&w.of.0, env::open_fields(self.config.lease), Some(s.item));
                 w.lands(answer_of(reply), s.now);
-                if let Some(item) = item {
-                    t.item = item;
-                }
+                t.item = item.unwrap_or(s.item);
             }
             Action::UpdateAnswer => {
                 let u = t.updating.as_mut().expect("an update under way");
