@@ -188,18 +188,31 @@ pub trait Model {
 pub struct Report<S, A> {
     /// Distinct states explored.
     pub states: usize,
-    /// The longest of the shortest paths from an initial state (BFS levels).
+    /// The longest of the shortest paths from an initial state (BFS levels); depth first, the
+    /// longest path followed.
     pub depth: usize,
-    /// The first violation found, with the shortest path to it (from an initial state; the
-    /// last action is the violating step, or `None` when the last state violates an invariant).
+    /// The first violation found, the state it shows in, and the path to it from an initial
+    /// state (breadth first, the shortest): its actions, or once told, its steps. The last is
+    /// the violating step, or the step to the state that violates an invariant.
     pub violation: Option<(Violation, S, Vec<A>)>,
     /// Exploration stopped at the state limit before covering the space.
     pub truncated: bool,
 }
 
 impl<S, A> Report<S, A> {
+    /// The exploration covered the whole space and found no violation.
     pub fn holds(&self) -> bool {
         self.violation.is_none() && !self.truncated
+    }
+
+    /// The report told for people, a violation's path step by step by `tell`.
+    pub fn told(self, tell: impl FnOnce(&[A]) -> Vec<String>) -> Checked<S> {
+        Report {
+            states: self.states,
+            depth: self.depth,
+            truncated: self.truncated,
+            violation: self.violation.map(|(v, s, p)| (v, s, tell(&p))),
+        }
     }
 }
 
@@ -571,34 +584,8 @@ fn depth_first<M: Model>(model: &M, mut search: Search) -> Result<ReportOf<M>, R
     Ok(search.report(search.visited.len(), search.depth, None))
 }
 
-/// What exploring one configuration found, told for people: its states and depth, whether it
-/// covered the whole space, and the first violation (its property, what it found, and the
-/// steps to it).
-pub struct Checked {
-    pub states: usize,
-    pub depth: usize,
-    pub truncated: bool,
-    pub violation: Option<(&'static str, String, Vec<String>)>,
-}
-
-impl Checked {
-    /// The exploration covered the whole space and found no violation.
-    pub fn holds(&self) -> bool {
-        self.violation.is_none() && !self.truncated
-    }
-}
-
-impl<S, A> Report<S, A> {
-    /// The report told for people, a violation's path step by step by `tell`.
-    pub fn told(self, tell: impl FnOnce(&[A]) -> Vec<String>) -> Checked {
-        Checked {
-            states: self.states,
-            depth: self.depth,
-            truncated: self.truncated,
-            violation: self.violation.map(|(v, _, p)| (v.property, v.detail, tell(&p))),
-        }
-    }
-}
+/// A report told for people: a violation's path is its steps, a line each (`Report::told`).
+pub type Checked<S> = Report<S, String>;
 
 /// Explores `model` (at most `max_states` states), depth first when `deep` (only the visited
 /// set is held), else breadth first (the counterexample is the shortest); a violation's path
@@ -608,7 +595,7 @@ pub fn check<M: Model>(
     model: &M,
     max_states: usize,
     tell: impl Fn(&M::State, &M::Action) -> String,
-) -> Checked {
+) -> Checked<M::State> {
     let r = if deep {
         explore_deep(model, max_states)
     } else {

@@ -1221,7 +1221,7 @@ pub fn property(bug: Broken) -> &'static str {
 /// Explores `cfg` (at most `max_states` states): as for the other machines, a variant
 /// breadth first (its shortest counterexample), the protocol as it ships depth first (only
 /// the visited set is kept).
-pub fn check(cfg: Config, max_states: usize) -> Checked {
+pub fn check(cfg: Config, max_states: usize) -> Checked<State> {
     explore::check(cfg.bug.is_none(), &FifoMachines::new(cfg), max_states, tell)
 }
 

@@ -683,6 +683,6 @@ const WAITER_REREAD: Tick = 1;
 const MAX_STATES: usize = 12_000_000;
 
 /// Explores the lease model of `config`; a violation's steps are its actions.
-pub fn check(config: Config) -> Checked {
+pub fn check(config: Config) -> Checked<State> {
     explore::explore(&LeaseModel { config }, MAX_STATES).told(|p| p.iter().map(|a| format!("{a:?}")).collect())
 }

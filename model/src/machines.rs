@@ -1260,6 +1260,6 @@ pub fn tell(s: &State, a: &Action) -> String {
 
 /// Explores `cfg` (at most `max_states` states): the protocol as it ships depth first, a
 /// broken variant breadth first (its shortest counterexample).
-pub fn check(cfg: Config, max_states: usize) -> Checked {
+pub fn check(cfg: Config, max_states: usize) -> Checked<State> {
     explore::check(cfg.bug.is_none(), &Machines::new(cfg), max_states, tell)
 }

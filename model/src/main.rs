@@ -28,7 +28,7 @@ fn steps(steps: &[String]) {
 
 impl Report {
     /// Prints one configuration's run; returns its JSON.
-    fn run(&mut self, label: String, f: Checked, seconds: f64) -> String {
+    fn run<S>(&mut self, label: String, f: Checked<S>, seconds: f64) -> String {
         let holds = f.holds();
         let verdict = if holds {
             "every property holds"
@@ -41,8 +41,8 @@ impl Report {
             "  {label}: {} distinct states, depth {}, {seconds:.1} s: {verdict}",
             f.states, f.depth
         );
-        if let Some((property, detail, path)) = &f.violation {
-            println!("    {property}: {detail}");
+        if let Some((v, _, path)) = &f.violation {
+            println!("    {}: {}", v.property, v.detail);
             steps(path);
         }
         self.ok &= holds;
@@ -54,10 +54,10 @@ impl Report {
     }
 
     /// Prints one broken variant's counterexample; returns its JSON.
-    fn variant(&mut self, name: &str, expected: &str, f: Checked) -> String {
+    fn variant<S>(&mut self, name: &str, expected: &str, f: Checked<S>) -> String {
         let len = match &f.violation {
-            Some((property, _, path)) if *property == expected => {
-                println!("  {name}: {property} violated in {} steps", path.len());
+            Some((v, _, path)) if v.property == expected => {
+                println!("  {name}: {expected} violated in {} steps", path.len());
                 steps(path);
                 path.len().to_string()
             }
@@ -66,7 +66,7 @@ impl Report {
                 println!(
                     "  {name}: NOT CAUGHT ({} states; found: {:?})",
                     f.states,
-                    other.as_ref().map(|v| v.0)
+                    other.as_ref().map(|v| v.0.property)
                 );
                 "null".into()
             }
@@ -99,12 +99,12 @@ fn check_machines(rep: &mut Report, full: bool) {
 
 /// Explores each configuration of a section, labelled by `label`, then each broken variant
 /// (its name, the property it must violate, its configuration); reports them as `section`.
-fn check_section<C>(
+fn check_section<C, S>(
     rep: &mut Report,
     section: &str,
     configs: impl IntoIterator<Item = C>,
     label: impl Fn(&C) -> String,
-    check: impl Fn(C) -> Checked,
+    check: impl Fn(C) -> Checked<S>,
     variants: impl IntoIterator<Item = (&'static str, &'static str, C)>,
 ) {
     let mut runs = Vec::new();
@@ -326,7 +326,7 @@ fn outside_the_assumptions() {
     .violation
     {
         None => println!("  every property holds"),
-        Some((property, _, path)) => println!("  {property} violated in {} steps", path.len()),
+        Some((v, _, path)) => println!("  {} violated in {} steps", v.property, path.len()),
     }
 }
 

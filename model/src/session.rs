@@ -961,6 +961,6 @@ pub fn tell(s: &State, a: &Action) -> String {
 }
 
 /// Explores `cfg`: the protocol as it ships depth first, a variant breadth first.
-pub fn check(cfg: Config, max_states: usize) -> Checked {
+pub fn check(cfg: Config, max_states: usize) -> Checked<State> {
     explore::check(cfg.bug.is_none(), &Sessions::new(cfg), max_states, tell)
 }

@@ -137,7 +137,7 @@ fn with_a_period_longer_than_the_lease_the_loss_comes_before_a_rival_is_granted(
     assert!(r.holds(), "{:?}", r.violation);
     for bug in dynamodb_lock_core::broken::Broken::LONG_PERIOD {
         let r = check(Config { bug: Some(bug), ..long });
-        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (Violation { property, .. }, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, PROPERTY, "{}", bug.name());
         eprintln!("{}: {} steps\n  {}", bug.name(), steps.len(), steps.join("\n  "));
     }
@@ -159,7 +159,7 @@ fn holds_and_catches(
             bug: Some(bug),
             ..config
         });
-        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (Violation { property, .. }, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, PROPERTY, "{}", bug.name());
         assert!(steps.iter().any(|s| marks(s)), "{steps:?}");
     }
@@ -207,7 +207,7 @@ fn every_broken_heartbeat_variant_is_caught() {
             bug: Some(bug),
             ..dynamodb_lock_model::lease::Config::default()
         });
-        let (property, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
+        let (Violation { property, .. }, _, steps) = r.violation.unwrap_or_else(|| panic!("{} not caught", bug.name()));
         assert_eq!(property, dynamodb_lock_model::lease::PROPERTY, "{}", bug.name());
         eprintln!("{}: {} steps\n  {}", bug.name(), steps.len(), steps.join("\n  "));
     }

@@ -2,6 +2,7 @@
 //! every Fifo broken variant yields a counterexample to its property.
 
 use dynamodb_lock_core::broken::Broken;
+use dynamodb_lock_model::explore::Violation;
 use dynamodb_lock_model::fifo_machines::{
     broken_config, check, property, semaphore_configs, Config, MAX_STATES, SIMULATED,
 };
@@ -12,7 +13,7 @@ const LIMIT: usize = 3_000_000;
 fn every_property_holds_for_fifo_machines() {
     let r = check(Config::default(), LIMIT);
     assert!(!r.truncated, "stopped at {} states", r.states);
-    if let Some((p, d, steps)) = r.violation {
+    if let Some((Violation { property: p, detail: d }, _, steps)) = r.violation {
         panic!("{p}: {d}\n{}", steps.join("\n"));
     }
     assert!(r.states > 100_000, "{} states", r.states);
@@ -25,7 +26,7 @@ fn every_property_holds_for_a_semaphore() {
     for cfg in semaphore_configs(false) {
         let r = check(cfg, LIMIT);
         assert!(!r.truncated, "stopped at {} states", r.states);
-        if let Some((p, d, steps)) = r.violation {
+        if let Some((Violation { property: p, detail: d }, _, steps)) = r.violation {
             panic!("{p}: {d}\n{}", steps.join("\n"));
         }
         assert!(r.states > 10_000, "{} states", r.states);
@@ -38,7 +39,7 @@ fn every_fifo_broken_variant_is_caught() {
         // The token condition shows only with a ticket given back and taken again (about
         // eight million states).
         let r = check(broken_config(bug), MAX_STATES);
-        let (found, _, steps) = r
+        let (Violation { property: found, .. }, _, steps) = r
             .violation
             .unwrap_or_else(|| panic!("{}: not caught in {} states", bug.name(), r.states));
         assert_eq!(found, property(bug), "{}:\n{}", bug.name(), steps.join("\n"));

@@ -3,6 +3,7 @@
 //! counterexample to its property.
 
 use dynamodb_lock_core::settings::Kind;
+use dynamodb_lock_model::explore::Violation;
 use dynamodb_lock_model::machines::{broken_config, check, Bug, Config};
 
 const LIMIT: usize = 3_000_000;
@@ -10,7 +11,7 @@ const LIMIT: usize = 3_000_000;
 fn holds(cfg: Config) -> usize {
     let r = check(cfg, LIMIT);
     assert!(!r.truncated, "stopped at {} states", r.states);
-    if let Some((p, d, steps)) = r.violation {
+    if let Some((Violation { property: p, detail: d }, _, steps)) = r.violation {
         panic!("{p}: {d}\n{}", steps.join("\n"));
     }
     r.states
@@ -55,7 +56,7 @@ fn every_property_holds_for_the_originals_sequence() {
 fn every_broken_variant_of_the_machines_is_caught() {
     for bug in Bug::ALL {
         let r = check(broken_config(bug), LIMIT);
-        let (property, _, steps) = r
+        let (Violation { property, .. }, _, steps) = r
             .violation
             .unwrap_or_else(|| panic!("{}: not caught in {} states", bug.name(), r.states));
         assert_eq!(property, bug.property(), "{}:\n{}", bug.name(), steps.join("\n"));

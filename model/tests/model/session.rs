@@ -2,6 +2,7 @@
 //! waits the session out, ends it and takes a lock; every property holds for the protocol as it
 //! ships, and every session variant yields a counterexample to its property.
 
+use dynamodb_lock_model::explore::Violation;
 use dynamodb_lock_model::session::{broken_config, caught_by, check, configs, property, VARIANTS};
 
 const LIMIT: usize = 3_000_000;
@@ -11,7 +12,7 @@ fn every_property_holds_for_sessions() {
     for cfg in configs(false) {
         let r = check(cfg, LIMIT);
         assert!(!r.truncated, "stopped at {} states", r.states);
-        if let Some((p, d, steps)) = r.violation {
+        if let Some((Violation { property: p, detail: d }, _, steps)) = r.violation {
             panic!("{p}: {d}\n{}", steps.join("\n"));
         }
         assert!(r.states > 10_000, "{} states", r.states);
@@ -22,7 +23,7 @@ fn every_property_holds_for_sessions() {
 fn every_session_variant_is_caught() {
     for bug in VARIANTS {
         let r = check(broken_config(bug), LIMIT);
-        let (found, _, steps) = r
+        let (Violation { property: found, .. }, _, steps) = r
             .violation
             .unwrap_or_else(|| panic!("{}: not caught in {} states", bug.name(), r.states));
         assert_eq!(found, property(bug), "{}:\n{}", bug.name(), steps.join("\n"));
