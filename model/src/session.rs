@@ -768,7 +768,6 @@ impl Model for Sessions {
         broken::set(self.cfg.bug);
         let mut s = s.clone();
         match *a {
-            Action::Tick => s.now += 1,
             Action::Start(i) => self.start(&mut s, i as usize)?,
             Action::Event(i, e) => env::happen(self, &mut s, i as usize, e)?,
             Action::Release(i) => self.release(&mut s, i as usize)?,
@@ -781,6 +780,7 @@ impl Model for Sessions {
                 self.renew(&mut s, gs, new);
             }
             Action::StrayGone => s.stray = None,
+            Action::Tick => s.now += 1,
         }
         Ok(s)
     }
