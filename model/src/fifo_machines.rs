@@ -1078,8 +1078,9 @@ impl Clients for FifoMachines {
         self.release_step(s, i, step)
     }
 
-    /// A crashed client keeps its guids' sequence, its acquisition's lock ids and its
-    /// cancellation, and nothing else.
+    /// A crashed client drops its machines, requests, entries, holds and reports. It keeps its
+    /// guids' sequence, its acquisition's lock ids, its cancellation, and `watch`, `since` and
+    /// `take` as they were.
     fn crashed(&self, s: &mut State, i: usize) {
         let cl = &mut s.clients[i];
         cl.phase = Phase::Crashed;
