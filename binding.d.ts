@@ -14,9 +14,11 @@ export declare class NativeClient {
   /**
    * `credentials`, when given, is called for credentials whenever the cached ones near
    * expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
-   * this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
+   * this client's locks, `on_answer` the answers to its requests (its arguments: the request
+   * number, the lock id, the fencing token, `waited`, and the rest, a `JsOutcome`, each null
+   * when absent); neither keeps Node alive.
    */
-  constructor(o: NativeOptions, credentials: (() => Promise<JsCredentials>) | undefined | null, onEvent: (arg: JsLockEvent) => void, onAnswer: (arg: JsOutcome) => void, objectCall?: ((arg0: string, arg1: any) => Promise<ObjectReply>) | undefined | null)
+  constructor(o: NativeOptions, credentials: (() => Promise<JsCredentials>) | undefined | null, onEvent: (arg: JsLockEvent) => void, onAnswer: (arg0: number, arg1?: number | undefined | null, arg2?: number | undefined | null, arg3?: boolean | undefined | null, arg4?: JsOutcome | undefined | null) => void, objectCall?: ((arg0: string, arg1: any) => Promise<ObjectReply>) | undefined | null)
   /**
    * Starts acquiring a lock; the answer carries `request` and the lock's id and fencing
    * token, or an error to rethrow. `cancel_id` names the acquisition for
@@ -206,23 +208,19 @@ export interface JsLockInfo {
 }
 
 /**
- * The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
- * by the request number JavaScript chose.
+ * What an answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock`,
+ * `startAdmin` or `startSettle` carries besides its request number, lock id, fencing token
+ * and `waited` (see `on_answer` of `NativeClient::new`); sent only when one of them is there.
  */
 export interface JsOutcome {
-  request: number
-  /** An error to rethrow; for an acquisition, otherwise the lock's id and fencing token. */
+  /** An error to rethrow. */
   error?: NativeError
-  lockId?: number
-  fencingToken?: number
   /** Fifo: the ids of the locks on every resource, which share `fencingToken`. */
   lockIds?: Array<number>
   /** `startGetLock`: the item, absent when there is none. */
   info?: JsLockInfo
   /** `startAdmin`: the response body (JSON text). */
   body?: string
-  /** An acquisition: it found the lock held at some point (it waited, or gave up). */
-  waited?: boolean
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */

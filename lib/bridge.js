@@ -82,20 +82,30 @@ function stopEvents(lockId)
 }
 
 // Answers to acquisitions and releases arrive from the native core by request number, all
-// through one channel per client.
+// through one channel per client, as plain arguments (cheaper to pass than an object): the
+// request number, the lock's id and fencing token and whether the acquisition found the lock
+// held (acquisitions), and the rest (`error`, `lockIds`, `info`, `body`), each null when absent.
+// The promise of `ask` resolves with them as one object, whose absent fields are undefined.
 const awaiting = new Map();
 const waitingHandlers = new Map();
 let nextRequest = 1;
-function onNativeAnswer(outcome)
+function onNativeAnswer(request, lockId, fencingToken, waited, rest)
 {
-    const resolve = awaiting.get(outcome.request);
+    const resolve = awaiting.get(request);
     if (resolve)
     {
-        awaiting.delete(outcome.request);
-        waitingHandlers.delete(outcome.request);
+        awaiting.delete(request);
+        waitingHandlers.delete(request);
         holdProcess(-1);
-        resolve(outcome);
+        resolve(rest === null
+            ? { request, error: undefined, lockId: orUndefined(lockId), fencingToken: orUndefined(fencingToken), lockIds: undefined, info: undefined, body: undefined, waited: orUndefined(waited) }
+            : { request, error: orUndefined(rest.error), lockId: orUndefined(lockId), fencingToken: orUndefined(fencingToken), lockIds: rest.lockIds, info: rest.info, body: rest.body, waited: orUndefined(waited) });
     }
+}
+
+function orUndefined(v)
+{
+    return v === null ? undefined : v;
 }
 
 // A native client for `options` (the settings that lib/options.js gathers, plus where and how

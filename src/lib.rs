@@ -433,42 +433,69 @@ pub struct JsLockInfo {
     pub session: Option<String>,
 }
 
-/// The answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock` or `startAdmin`,
-/// by the request number JavaScript chose.
+/// What an answer to `startAcquire`, `startRelease`, `startUpdate`, `startGetLock`,
+/// `startAdmin` or `startSettle` carries besides its request number, lock id, fencing token
+/// and `waited` (see `on_answer` of `NativeClient::new`); sent only when one of them is there.
 #[napi(object)]
 #[derive(Default)]
 pub struct JsOutcome {
-    pub request: u32,
-    /// An error to rethrow; for an acquisition, otherwise the lock's id and fencing token.
+    /// An error to rethrow.
     pub error: Option<NativeError>,
-    pub lock_id: Option<f64>,
-    pub fencing_token: Option<f64>,
     /// Fifo: the ids of the locks on every resource, which share `fencingToken`.
     pub lock_ids: Option<Vec<f64>>,
     /// `startGetLock`: the item, absent when there is none.
     pub info: Option<JsLockInfo>,
     /// `startAdmin`: the response body (JSON text).
     pub body: Option<String>,
-    /// An acquisition: it found the lock held at some point (it waited, or gave up).
-    pub waited: Option<bool>,
 }
 
 impl JsOutcome {
+    fn is_empty(&self) -> bool {
+        self.error.is_none() && self.lock_ids.is_none() && self.info.is_none() && self.body.is_none()
+    }
+}
+
+/// The answer to request `request`, as JavaScript receives it: the arguments of `on_answer`.
+#[derive(Default)]
+struct Answer {
+    request: u32,
+    /// An acquisition: the (first) lock's id and fencing token.
+    lock_id: Option<f64>,
+    fencing_token: Option<f64>,
+    /// An acquisition: it found the lock held at some point (it waited, or gave up).
+    waited: Option<bool>,
+    rest: JsOutcome,
+}
+
+/// `on_answer`'s arguments: request number, lock id, fencing token, `waited`, and the rest
+/// (`JsOutcome`), each `null` when absent. Plain values cost far less to hand to JavaScript
+/// than an object with named properties, which every answer would otherwise be.
+type AnswerArgs = FnArgs<(u32, Option<f64>, Option<f64>, Option<bool>, Option<JsOutcome>)>;
+
+impl Answer {
     fn done(request: u32, error: Option<&LockError>) -> Self {
-        JsOutcome {
+        Answer {
             request,
-            error: error.map(Into::into),
+            rest: JsOutcome {
+                error: error.map(Into::into),
+                ..Default::default()
+            },
             ..Default::default()
         }
+    }
+
+    fn args(self) -> AnswerArgs {
+        let rest = (!self.rest.is_empty()).then_some(self.rest);
+        (self.request, self.lock_id, self.fencing_token, self.waited, rest).into()
     }
 }
 
 /// Runs `work` on the runtime and sends its answer through `answers`; a panic is answered
 /// as an internal error, so that no request is left without an answer.
 /// The task is one of `tasks`, which `close()` waits for.
-fn answer<F>(answers: &Arc<WeakHandler<JsOutcome>>, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
+fn answer<F>(answers: &Arc<WeakHandler<AnswerArgs>>, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
 where
-    F: std::future::Future<Output = JsOutcome> + Send + 'static,
+    F: std::future::Future<Output = Answer> + Send + 'static,
 {
     use futures_util::FutureExt;
     let answers = answers.clone();
@@ -477,12 +504,12 @@ where
             .catch_unwind()
             .await
             .unwrap_or_else(|_| {
-                JsOutcome::done(
+                Answer::done(
                     request,
                     Some(&LockError::Internal("the request's task panicked".into())),
                 )
             });
-        answers.call(outcome, ThreadsafeFunctionCallMode::NonBlocking);
+        answers.call(outcome.args(), ThreadsafeFunctionCallMode::NonBlocking);
     }));
 }
 
@@ -516,7 +543,7 @@ async fn acquired(
     result: std::result::Result<Vec<Arc<HeldLock>>, LockError>,
     several: bool,
     cancel: &Cancel,
-) -> JsOutcome {
+) -> Answer {
     let outcome = match result {
         Ok(held) => {
             let mut registry = locks();
@@ -526,20 +553,23 @@ async fn acquired(
                     // Best effort: the release retries through transient faults on its own.
                     let _ = lock.release().await;
                 }
-                JsOutcome::done(request, Some(&LockError::Aborted))
+                Answer::done(request, Some(&LockError::Aborted))
             } else {
                 registry.extend(held.iter().map(|l| (l.id, l.clone())));
-                JsOutcome {
+                Answer {
                     lock_id: held.first().map(|l| l.id as f64),
                     fencing_token: held.first().and_then(|l| l.fencing_token).map(|t| t as f64),
-                    lock_ids: several.then(|| held.iter().map(|l| l.id as f64).collect()),
-                    ..JsOutcome::done(request, None)
+                    rest: JsOutcome {
+                        lock_ids: several.then(|| held.iter().map(|l| l.id as f64).collect()),
+                        ..Default::default()
+                    },
+                    ..Answer::done(request, None)
                 }
             }
         }
-        Err(e) => JsOutcome::done(request, Some(&e)),
+        Err(e) => Answer::done(request, Some(&e)),
     };
-    JsOutcome {
+    Answer {
         waited: Some(cancel.waited()),
         ..outcome
     }
@@ -674,7 +704,7 @@ pub struct NativeClient {
     /// One channel for every answer, to the environment that made the client: no
     /// thread-safe function per request (each would be a libuv handle to open and close, and
     /// a lock both threads contend for).
-    answers: Arc<WeakHandler<JsOutcome>>,
+    answers: Arc<WeakHandler<AnswerArgs>>,
     /// Where lock events go; also where a pending acquisition says it waits.
     events: Arc<WeakHandler<JsLockEvent>>,
     cancels: Arc<Cancels>,
@@ -684,7 +714,9 @@ pub struct NativeClient {
 impl NativeClient {
     /// `credentials`, when given, is called for credentials whenever the cached ones near
     /// expiry (an AWS SDK for JavaScript client's provider). `on_event` receives the events of
-    /// this client's locks, `on_answer` the answers to its requests; neither keeps Node alive.
+    /// this client's locks, `on_answer` the answers to its requests (its arguments: the request
+    /// number, the lock id, the fencing token, `waited`, and the rest, a `JsOutcome`, each null
+    /// when absent); neither keeps Node alive.
     #[napi(constructor, catch_unwind)]
     #[allow(clippy::type_complexity)]
     pub fn new(
@@ -692,7 +724,7 @@ impl NativeClient {
         o: NativeOptions,
         credentials: Option<Function<(), Promise<js_credentials::JsCredentials>>>,
         on_event: Function<JsLockEvent, ()>,
-        on_answer: Function<JsOutcome, ()>,
+        on_answer: Function<FnArgs<(u32, Option<f64>, Option<f64>, Option<bool>, Option<JsOutcome>)>, ()>,
         object_call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
@@ -888,7 +920,7 @@ impl NativeClient {
                 None if nothing_freed_fails(kind, strict, None) => Err(LockError::not_released()),
                 None => Ok(()),
             };
-            JsOutcome::done(request, result.err().as_ref())
+            Answer::done(request, result.err().as_ref())
         });
     }
 
@@ -905,7 +937,7 @@ impl NativeClient {
                 Some(lock) => lock.update_data(data).await,
                 None => Err(LockError::Lost(error::LostReason::NotOwner)),
             };
-            JsOutcome::done(request, result.err().as_ref())
+            Answer::done(request, result.err().as_ref())
         });
         Ok(())
     }
@@ -925,15 +957,18 @@ impl NativeClient {
         let client = self.inner.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             match lock_info(&client, &key).await {
-                Ok(info) => JsOutcome {
-                    info,
-                    ..JsOutcome::done(request, None)
+                Ok(info) => Answer {
+                    rest: JsOutcome {
+                        info,
+                        ..Default::default()
+                    },
+                    ..Answer::done(request, None)
                 },
                 // Told as an acquisition tells it: the table's key and the id's types.
                 Err(e) if client.settings.protocol.kind != Kind::Fifo => {
-                    JsOutcome::done(request, Some(&client.explain_keys(e, &key)))
+                    Answer::done(request, Some(&client.explain_keys(e, &key)))
                 }
-                Err(e) => JsOutcome::done(request, Some(&e)),
+                Err(e) => Answer::done(request, Some(&e)),
             }
         });
         Ok(())
@@ -963,11 +998,14 @@ impl NativeClient {
                 )
             });
             match reply {
-                Ok(body) => JsOutcome {
-                    body: Some(body),
-                    ..JsOutcome::done(request, None)
+                Ok(body) => Answer {
+                    rest: JsOutcome {
+                        body: Some(body),
+                        ..Default::default()
+                    },
+                    ..Answer::done(request, None)
                 },
-                Err(e) => JsOutcome::done(request, Some(&LockError::Store(e))),
+                Err(e) => Answer::done(request, Some(&LockError::Store(e))),
             }
         });
     }
@@ -1026,7 +1064,7 @@ impl NativeClient {
                 .err()
                 .map(|_| LockError::Store(store::timed_out()));
             answers.call(
-                JsOutcome::done(request, error.as_ref()),
+                Answer::done(request, error.as_ref()).args(),
                 ThreadsafeFunctionCallMode::NonBlocking,
             );
         });
