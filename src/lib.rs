@@ -499,6 +499,9 @@ where
 {
     use futures_util::FutureExt;
     let answers = answers.clone();
+    // On the heap at once: the task then holds a pointer, not the request's whole state
+    // machine, which would otherwise be copied again as it is wrapped, spawned and finished.
+    let work = Box::pin(work);
     napi::bindgen_prelude::spawn(tasks.track_future(async move {
         let outcome = std::panic::AssertUnwindSafe(work)
             .catch_unwind()
