@@ -249,7 +249,6 @@ pub enum M {
     Open(fail_open::Acquire<Item, Fail>),
     End(Ending<Item, Fail>),
     Original(original::Acquire<Item, Fail>),
-    OriginalRelease(original::Release<Item, Fail>),
 }
 
 /// What a machine ended with.
@@ -258,7 +257,6 @@ pub(crate) enum Out {
     Open(fail_open::Outcome<Item, Fail>),
     End(ending::Outcome<G, Fail>),
     Original(original::Outcome<Item, Fail>),
-    OriginalRelease(original::Released<Fail>),
 }
 
 pub(crate) type MStep = Step<G, Ver, Out>;
@@ -272,7 +270,6 @@ impl M {
             M::Open(m) => env::map(env::resume(m, a, env), Out::Open),
             M::End(m) => env::map(env::resume(m, a, env), Out::End),
             M::Original(m) => env::map(env::resume(m, a, env), Out::Original),
-            M::OriginalRelease(m) => env::map(env::resume(m, a, env), Out::OriginalRelease),
         }
     }
 }
@@ -480,11 +477,6 @@ impl Out {
             }),
             expired @ Out::Original(original::Outcome::Expired { .. }) => expired,
             Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
-            Out::OriginalRelease(original::Released::Released) => Out::End(ending::Outcome::Released {
-                stand_back: None,
-                ours: true,
-            }),
-            Out::OriginalRelease(_) => Out::End(ending::Outcome::NotOurs),
             other => other,
         }
     }
@@ -629,7 +621,7 @@ impl Machines {
                 c.phase = Phase::Idle;
                 c.hb = None;
             }
-            Out::Original(_) | Out::OriginalRelease(_) => unreachable!("read as the others' by `native`"),
+            Out::Original(_) => unreachable!("read as the others' by `native`"),
         }
         Self::leave_line(&mut s.clients[i], k);
         Ok(())
@@ -821,9 +813,12 @@ impl Machines {
         if self.cfg.original {
             let env = self.env(s, i);
             let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
-            let (m, step) = original::Release::start(self.lock(), g, token, &env);
-            s.clients[i].machine = Some(M::OriginalRelease(m));
-            self.step(s, i, env::map(step, Out::OriginalRelease))
+            // The addon's end of a lock taken with the original's requests: its one release
+            // request (`Ending::original`), which goes by nothing else the client knows.
+            let end = env::end(vec![g], false, false, None, Duration::ZERO);
+            let (m, step) = Ending::original(self.lock(), end, g, token, &env);
+            s.clients[i].machine = Some(M::End(m));
+            self.step(s, i, env::map(step, Out::End))
         } else if let Some(h) = s.clients[i].hb.as_mut() {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
