@@ -8,8 +8,9 @@
 //
 //   node bench/run.js [--quick] [--engine dynalite|dynamodb-local] [--only <scenario>[,...]]
 //
-// Scenarios: requests (1), cycles (2), held (3), contention (4), pool (5), fifo (6; ours only,
-// the original has no fair lock), latency (7; leases kept against added round trip), waiting (8;
+// Scenarios: requests (1), cycles (2; its sequential runs are repeated on the stub engine,
+// bench/stub-engine.js on 127.0.0.1, for the client's own CPU per cycle), held (3),
+// contention (4), pool (5), fifo (6; ours only, the original has no fair lock), latency (7; leases kept against added round trip), waiting (8;
 // what one process waiting for a held lock sends, and its hand-over), sessions (9; FailOpen
 // session: true against per-lock heartbeats and the original; a SIGKILLed, a black-holed and a
 // SIGSTOPped session holder).
@@ -892,6 +893,36 @@ async function scenarioCycles(ctx, runs)
             entry[lib] = await runWorker(ctx, { scenario: "cycles", lib, tables, params: run }, run.timeLimitMs + 60000);
         }
         out.push(entry);
+    }
+
+    // The sequential runs again on the stub engine, which answers at once: the client's own CPU
+    // per cycle. Each library and kind gets a table name of its own in the stub's Map.
+    const sequential = runs.filter(run => run.workers === 1);
+    if (sequential.length)
+    {
+        log("cycles: starting the stub engine");
+        const stub = await startStubEngine();
+        try
+        {
+            const stubCtx = Object.assign({}, ctx, { connection: Object.assign({}, ctx.connection, { endpoint: stub.endpoint }) });
+            for (const run of sequential)
+            {
+                const name = `${run.name} on the stub engine`;
+                const entry = { name, stub: true, params: run };
+                for (const lib of LIBS)
+                {
+                    log(`cycles: ${name}: ${lib}`);
+                    entry[lib] = await runWorker(stubCtx, { scenario: "cycles", lib, tables: { main: `stub_cyc_${run.kind}_${lib}` }, params: run }, run.timeLimitMs + 60000);
+                    const r = entry[lib];
+                    log(`cycles: ${name}: ${lib}: ${r.error ? `error: ${String(r.error).split("\n")[0]}` : `${r.cycles} cycles (${r.failures} failures${r.lastFailure ? `, last: ${r.lastFailure}` : ""}), ${fmtNum(r.cpuUsPerCycle)} us CPU/cycle`}`);
+                }
+                out.push(entry);
+            }
+        }
+        finally
+        {
+            await stub.stop();
+        }
     }
     return out;
 }

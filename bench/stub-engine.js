@@ -1,11 +1,13 @@
 "use strict";
 
-// A stub DynamoDB for scenario 9's acquisition capacity: on 127.0.0.1 only, in its own
+// A stub DynamoDB for the client's own cost (scenario 2's cycles, scenario 9's acquisition
+// capacity): on 127.0.0.1 only, in its own
 // process (forked by bench/run.js, which reads { type: "listening", port } over IPC), it keeps
-// items in a Map and answers GetItem, UpdateItem (SET of values, `if_not_exists(#a, :v) + :w`
-// and `#a + :w`, REMOVE; ReturnValues UPDATED_NEW / ALL_NEW / ALL_OLD) and DescribeTable at
-// once. Conditions are not evaluated: every write succeeds. It measures what the client can
-// do when the engine is not the limit, never whether a lock is exclusive.
+// items in a Map (per table and key) and answers GetItem, UpdateItem (SET of values,
+// `if_not_exists(#a, :v) + :w` and `#a + :w`, REMOVE; ReturnValues UPDATED_NEW / ALL_NEW /
+// ALL_OLD), PutItem and DeleteItem (ReturnValues ALL_OLD) and DescribeTable at once.
+// Conditions are not evaluated: every write succeeds. It measures what the client can do when
+// the engine is not the limit, never whether a lock is exclusive.
 
 const http = require("http");
 const path = require("path");
@@ -14,9 +16,9 @@ const { crc32 } = require(path.join(__dirname, "..", "__test__", "support", "pro
 const items = new Map();
 const counts = {};
 
-function keyOf(key)
+function keyOf(table, key)
 {
-    return JSON.stringify(Object.keys(key).sort().map(k => [k, key[k]]));
+    return JSON.stringify([table || "", Object.keys(key).sort().map(k => [k, key[k]])]);
 }
 
 function numberOf(v)
@@ -48,7 +50,7 @@ function update(body)
 {
     const names = body.ExpressionAttributeNames || {};
     const values = body.ExpressionAttributeValues || {};
-    const k = keyOf(body.Key);
+    const k = keyOf(body.TableName, body.Key);
     const old = items.get(k);
     const item = Object.assign({}, old || body.Key);
     const expr = body.UpdateExpression || "";
@@ -99,6 +101,37 @@ function update(body)
     return {};
 }
 
+/** The item's key attributes, as the table's key schema names them (the stub's tables: "id", and "sk" when the item has one). */
+function keyOfItem(item)
+{
+    const key = {};
+    for (const a of ["id", "sk"])
+    {
+        if (item[a] !== undefined)
+        {
+            key[a] = item[a];
+        }
+    }
+    return key;
+}
+
+function put(body)
+{
+    const item = body.Item || {};
+    const k = keyOf(body.TableName, keyOfItem(item));
+    const old = items.get(k);
+    items.set(k, Object.assign({}, item));
+    return body.ReturnValues === "ALL_OLD" && old ? { Attributes: old } : {};
+}
+
+function remove(body)
+{
+    const k = keyOf(body.TableName, body.Key);
+    const old = items.get(k);
+    items.delete(k);
+    return body.ReturnValues === "ALL_OLD" && old ? { Attributes: old } : {};
+}
+
 function describe(body)
 {
     return {
@@ -133,8 +166,16 @@ const server = http.createServer((req, res) =>
             }
             else if (op === "GetItem")
             {
-                const item = items.get(keyOf(body.Key));
+                const item = items.get(keyOf(body.TableName, body.Key));
                 out = item ? { Item: item } : {};
+            }
+            else if (op === "PutItem")
+            {
+                out = put(body);
+            }
+            else if (op === "DeleteItem")
+            {
+                out = remove(body);
             }
             else if (op === "DescribeTable")
             {
