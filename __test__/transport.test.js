@@ -190,8 +190,12 @@ for (const engineName of selectedEngines())
                     {
                         await round();
                     }
+                    // A later round may have a few more requests out at once than the first had
+                    // (the engine's pace varies under load), and opens that many; a pool that did
+                    // not keep the first round's connections opens about as many again each round.
                     const later = relay.opened - first;
-                    assert.ok(later <= 8, `three more rounds opened ${later} connections after the first round's ${first}`);
+                    const allowed = Math.max(8, Math.ceil(first / 10));
+                    assert.ok(later <= allowed, `three more rounds opened ${later} connections after the first round's ${first} (at most ${allowed})`);
                 }
                 finally
                 {
