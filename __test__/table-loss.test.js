@@ -73,10 +73,19 @@ for (const name of selectedEngines())
                 const restarted = Date.now();
                 await engine.deleteTable(h.table);
                 await engine.createTable(h.table, h.keys);
+                // dynalite clears a table's items without the items' locks: a renewal it was
+                // applying at that moment writes its item back, and the table comes back with
+                // it. DynamoDB's does not; the premise here is an empty table, so it is removed.
+                const kept = await engine.scan(h.table);
+                for (const item of kept)
+                {
+                    await engine.deleteItem(h.table, kind.sorted ? { pk: item.pk, sk: item.sk } : { id: item.id });
+                }
                 const back = Date.now();
                 const rival = kind.make(h.options);
                 const granted = rival.acquireLock("res").then(l => ({ at: Date.now(), lock: l }));
                 const [lost, won] = await Promise.all([h.lost, granted]);
+                t.diagnostic(`items the engine kept: ${kept.length}`);
                 t.diagnostic(`table back ${back - restarted} ms after its deletion; "lost" at ${lost.at - restarted} ms (${lost.code}), rival granted at ${won.at - restarted} ms (token ${won.lock.fencingToken}); two holders for ${Math.max(0, lost.at - won.at)} ms`);
                 assert.equal(lost.code, "LockLost");
                 // The holder hears at its next renewal after the data is gone, whether that
