@@ -450,8 +450,8 @@ mod tests {
     }
 
     /// The heartbeat's write never answers (a black-holed connection): a release waits for it
-    /// as the core's `Hold` says, and no longer than the heartbeat would (a request timeout),
-    /// then releases with both `guid`s the item may carry. Nothing goes out after it.
+    /// until the instant the core's `Hold` gives (a request timeout after the release was
+    /// called), then releases with both `guid`s the item may carry. Nothing goes out after it.
     #[tokio::test(start_paused = true)]
     async fn a_release_waits_for_a_hanging_heartbeat_write_no_longer_than_a_request_timeout() {
         let store = Arc::new(MemoryStore::new(true));

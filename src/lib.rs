@@ -1035,13 +1035,8 @@ impl NativeClient {
         self.cancels.close();
         self.inner.closing.cancel();
         if abandon {
+            // A heartbeat under way ends at once (`hold::Hold::abandon` drops its write).
             let abandoned = closing(&self.inner, false);
-            for lock in &abandoned {
-                // A heartbeat under way ends at once; `close()` waits for that too. On the
-                // addon's runtime: this runs on JavaScript's thread.
-                let settled = lock.clone();
-                napi::bindgen_prelude::spawn(self.inner.tasks.track_future(async move { settled.settled().await }));
-            }
             // The end of the leases is not the client's work: `close()` does not wait for
             // it, and, like every timer of the addon, it does not keep Node alive.
             napi::bindgen_prelude::spawn(HeldLock::lapse(abandoned));

@@ -426,14 +426,6 @@ impl HeldLock {
         }
     }
 
-    /// Once no heartbeat write of this lock is on the wire: nothing more goes out for it.
-    pub async fn settled(&self) {
-        let notice = self.state().beating.then(|| self.settle_notice());
-        if let Some(notice) = notice {
-            self.after_heartbeat(notice).await;
-        }
-    }
-
     /// A notice of the heartbeat's writes settling, taken while the state says a write is on
     /// the wire (so that the heartbeat's answer cannot come before it is listened for).
     fn settle_notice(&self) -> Pin<Box<Notified<'_>>> {
@@ -443,14 +435,14 @@ impl HeldLock {
     }
 
     /// While a heartbeat's write is on the wire (`held::Release::Wait`): waits for the
-    /// heartbeat to take its answer, which decides which `guid` the item carries. The wait
-    /// ends after a request timeout at most: the write then counts as dropped (its `guid`
+    /// heartbeat to take its answer, which decides which `guid` the item carries, until the
+    /// instant the lock's machine gave (`until`), when the write counts as dropped (its `guid`
     /// stays known, and a renewal that lands after a release is refused, as the item is
     /// released).
-    async fn after_heartbeat(&self, settled: Pin<Box<Notified<'_>>>) {
+    async fn after_heartbeat(&self, settled: Pin<Box<Notified<'_>>>, until: Instant) {
         // Have the heartbeat's reply taken as soon as it comes.
         let _hurry = self.client.heartbeats.hurry();
-        let _ = tokio::time::timeout(self.client.settings.protocol.request_timeout, settled).await;
+        let _ = tokio::time::timeout_at(until, settled).await;
         self.state().settle();
     }
 
@@ -603,7 +595,7 @@ impl HeldLock {
         let _writing = self.writer.lock().await;
         let kind = self.client.settings.protocol.kind;
         let (guids, taken) = loop {
-            let wait = {
+            let (wait, until) = {
                 // Held through a session that is lost: so is the lock, which is released, not
                 // handed over (the next acquisition in line starts a session of its own).
                 let now = self.client.clock.now();
@@ -614,10 +606,10 @@ impl HeldLock {
                     // ...and a FailClosed lock that is gone is not ours to release.
                     held::Release::NotOurs => return Err(LockError::not_released()),
                     // A heartbeat's write is on the wire: its answer decides the `guid`s.
-                    held::Release::Wait => self.settle_notice(),
+                    held::Release::Wait { until } => (self.settle_notice(), self.client.clock.base + until),
                 }
             };
-            self.after_heartbeat(wait).await;
+            self.after_heartbeat(wait, until).await;
         };
         self.end(guids, taken).await
     }

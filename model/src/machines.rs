@@ -823,7 +823,7 @@ impl Machines {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
             match h.release(s.now) {
-                held::Release::Wait => Ok(()),
+                held::Release::Wait { .. } => Ok(()),
                 held::Release::Write { guids, taken } => self.start_release(s, i, guids, taken),
                 held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
             }

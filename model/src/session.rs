@@ -511,7 +511,7 @@ impl Sessions {
                 let h = s.hb.as_mut().expect("S's heartbeats");
                 h.client.end_session(LOCK);
                 match h.release(s.now) {
-                    held::Release::Wait => {
+                    held::Release::Wait { .. } => {
                         s.slots[i].phase = Phase::Releasing { g };
                         Ok(())
                     }

@@ -361,7 +361,7 @@ impl<G: Clone + PartialEq> Client<G> {
         if lapsed && e.hold.lost.is_none() {
             e.hold.lose(Lost::Lapsed);
         }
-        e.hold.release(kind)
+        e.hold.release(kind, now)
     }
 
     /// Lock `id` is abandoned (its client closed without releasing it): it leaves its

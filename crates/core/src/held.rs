@@ -10,9 +10,10 @@
 //!   carries nothing of ours any more; a lock whose lease lapsed keeps both `guid`s known, so
 //!   that a release can still free the item if nobody has taken it.
 //! - No heartbeat starts once the release is called. A release waits for a heartbeat whose
-//!   write is on the wire (its answer decides which `guid` the item carries), then writes on
-//!   the condition that the item carries any `guid` it may carry. A FailOpen lock another
-//!   holder took is not written at all.
+//!   write is on the wire (its answer decides which `guid` the item carries) until the instant
+//!   it is given (`hold::Hold::release`: a request timeout), when the write counts as dropped,
+//!   then writes on the condition that the item carries any `guid` it may carry. A FailOpen
+//!   lock another holder took is not written at all.
 //! - Releasing a released lock is quiet for FailOpen and Fifo, as in the original library,
 //!   and an error for FailClosed: its item is gone, so the lock is not ours to release.
 //! - A write of the holder's data (`lock.update`) is conditioned on every `guid` the item may
@@ -38,8 +39,9 @@ pub enum Lost {
 /// What a release does next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Release<G> {
-    /// A heartbeat's write is on the wire: ask again once it is answered.
-    Wait,
+    /// A heartbeat's write is on the wire: ask again once it is answered, or at `until`, when
+    /// it counts as dropped (`hold::Hold::settle`).
+    Wait { until: Duration },
     /// Released already, quietly (FailOpen, Fifo).
     Done,
     /// Released already: the FailClosed item is gone, the lock is not ours.
@@ -167,11 +169,12 @@ impl<G: Clone + PartialEq> Held<G> {
         true
     }
 
-    /// The release is called: what it does now. A release that waits calls this again.
-    pub fn release(&mut self, kind: Kind) -> Release<G> {
+    /// The release is called: what it does now; a wait for a heartbeat's write ends at
+    /// `wait_until`. A release that waits calls this again.
+    pub fn release(&mut self, kind: Kind, wait_until: Duration) -> Release<G> {
         self.stopping = true;
         if self.beating && !broken::on(Broken::ReleaseSkipsHeartbeat) {
-            return Release::Wait;
+            return Release::Wait { until: wait_until };
         }
         if self.released {
             return match kind {
@@ -226,25 +229,28 @@ impl<G: Clone + PartialEq> Held<G> {
 mod tests {
     use super::*;
 
+    /// When a release's wait for a heartbeat's write ends.
+    const T: Duration = Duration::from_millis(7);
+
     #[test]
     fn an_unsettled_heartbeat_guid_is_written_again_and_known_to_the_release() {
         let mut h = Held::new(1u8);
         assert_eq!(h.beat_starts(2), Some(2));
         h.on_the_wire(true);
-        assert_eq!(h.release(Kind::FailOpen), Release::Wait);
+        assert_eq!(h.release(Kind::FailOpen, T), Release::Wait { until: T });
         h.on_the_wire(false);
         // Unanswered: the next heartbeat would write the same guid, but the release stopped it.
         assert_eq!(h.beat_starts(3), None);
         assert_eq!(
-            h.release(Kind::FailOpen),
+            h.release(Kind::FailOpen, T),
             Release::Write {
                 guids: vec![1, 2],
                 taken: false
             }
         );
         h.release_done();
-        assert_eq!(h.release(Kind::FailOpen), Release::Done);
-        assert_eq!(h.release(Kind::FailClosed), Release::NotOurs);
+        assert_eq!(h.release(Kind::FailOpen, T), Release::Done);
+        assert_eq!(h.release(Kind::FailClosed, T), Release::NotOurs);
     }
 
     #[test]
@@ -264,7 +270,7 @@ mod tests {
         assert_eq!(h.lost, Some(Lost::Lapsed));
         assert!(!h.lapses(), "reported once");
         let mut r = Held::new(1u8);
-        assert!(matches!(r.release(Kind::FailOpen), Release::Write { .. }));
+        assert!(matches!(r.release(Kind::FailOpen, T), Release::Write { .. }));
         r.release_done();
         assert!(!r.lapses(), "a released lock is not lost");
         let mut t = Held::new(1u8);
@@ -280,7 +286,7 @@ mod tests {
         h.lose(Lost::Lapsed);
         assert!(!h.beats());
         assert_eq!(
-            h.release(Kind::FailOpen),
+            h.release(Kind::FailOpen, T),
             Release::Write {
                 guids: vec![1, 2],
                 taken: false
@@ -290,7 +296,7 @@ mod tests {
         t.beat_starts(2);
         t.lose(Lost::Taken);
         assert_eq!(
-            t.release(Kind::FailOpen),
+            t.release(Kind::FailOpen, T),
             Release::Write {
                 guids: vec![1],
                 taken: true

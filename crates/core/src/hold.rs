@@ -14,8 +14,9 @@
 //! - A renewed lease is the lock's new `until`; the next step is the heartbeat's `next`, or
 //!   the loss moment for a lock that writes no more.
 //! - A release stops heartbeats: one pausing between attempts is dropped at once; one whose
-//!   write is on the wire is waited for, and the release then goes on with every `guid` the
-//!   item may carry (`Action::Release`).
+//!   write is on the wire is waited for, a request timeout at most (the write is then dropped:
+//!   it may still land, and is refused on a released item), and the release then goes on with
+//!   every `guid` the item may carry (`Action::Release`).
 //! - While a write of the holder's data is out (`held::Held::update`) no heartbeat starts: the
 //!   lock is parked, not stepped, until the write ends (`update_ends`), and then stepped at
 //!   once if its heartbeat was due meanwhile.
@@ -67,8 +68,8 @@ pub struct Hold<G> {
     /// When the lock is next stepped while no heartbeat is under way.
     wake: Time,
     beat: Option<Beat>,
-    /// A release waits for the heartbeat's write on the wire.
-    releasing: Option<Kind>,
+    /// A release waits for the heartbeat's write on the wire, until then.
+    releasing: Option<(Kind, Time)>,
     /// A heartbeat was due while a write of the holder's data was out: the lock is not
     /// stepped until that write ends.
     parked: bool,
@@ -126,8 +127,12 @@ impl<G: Clone + PartialEq> Hold<G> {
     /// When the lock must be stepped (`handle_timeout`) if nothing answers before; `None` when
     /// it needs no more steps (released, lost, or without a lease).
     pub fn poll_timeout(&self) -> Option<Time> {
+        let release_by = self.releasing.map(|(_, by)| by);
         if let Some(b) = &self.beat {
-            return b.poll_timeout();
+            return b.poll_timeout().into_iter().chain(release_by).min();
+        }
+        if release_by.is_some() {
+            return release_by;
         }
         (self.until.is_some() && self.releasing.is_none() && !self.parked && self.held.watched()).then_some(self.wake)
     }
@@ -145,6 +150,10 @@ impl<G: Clone + PartialEq> Hold<G> {
     /// (`heartbeat::Config::retry_pause`); `round_trip`: the usual round trip of heartbeat
     /// writes.
     pub fn handle_timeout(&mut self, now: Time, fresh: Option<G>, random: u64, round_trip: Duration) -> Vec<Action<G>> {
+        if self.releasing.is_some_and(|(_, by)| now >= by) {
+            // The write a release waits for has taken a request timeout: it is dropped.
+            return self.carry(vec![heartbeat::Action::Abandon]);
+        }
         let backoff = self.retry_pause(random);
         if let Some(b) = self.beat.as_mut() {
             let actions = b.timer(now, backoff, round_trip);
@@ -239,15 +248,16 @@ impl<G: Clone + PartialEq> Hold<G> {
         self.held.on_the_wire(false);
     }
 
-    /// The release is called: no heartbeat starts any more, one between attempts stops at
-    /// once, and one whose write is on the wire is waited for (`Wait`; its answer then gives
-    /// `Action::Release`).
-    pub fn release(&mut self, kind: Kind) -> held::Release<G> {
+    /// The release is called at `now`: no heartbeat starts any more, one between attempts
+    /// stops at once, and one whose write is on the wire is waited for (`Wait`; its answer, or
+    /// a step at the end of the wait, a request timeout later, then gives `Action::Release`).
+    pub fn release(&mut self, kind: Kind, now: Time) -> held::Release<G> {
         if !self.held.beating {
             self.beat = None;
         }
-        let release = self.held.release(kind);
-        self.releasing = (release == held::Release::Wait).then_some(kind);
+        let by = self.releasing.map_or(now + self.config.request_timeout, |(_, by)| by);
+        let release = self.held.release(kind, by);
+        self.releasing = matches!(release, held::Release::Wait { .. }).then_some((kind, by));
         release
     }
 
@@ -345,10 +355,10 @@ impl<G: Clone + PartialEq> Hold<G> {
             }
         }
         // A release that waited for the heartbeat's write goes on once it is answered.
-        if let (Some(kind), false) = (self.releasing, self.held.beating) {
+        if let (Some((kind, by)), false) = (self.releasing, self.held.beating) {
             self.releasing = None;
             self.beat = None;
-            out.push(Action::Release(self.held.release(kind)));
+            out.push(Action::Release(self.held.release(kind, by)));
         }
         out
     }
@@ -439,7 +449,7 @@ mod tests {
         assert_eq!(h.poll_timeout(), None);
 
         let mut r = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
-        assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
+        assert!(matches!(r.release(Kind::FailOpen, ms(0)), held::Release::Write { .. }));
         assert_eq!(r.update(ms(0), None).0, held::Update::Gone, "its release is called");
 
         let mut a = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
@@ -515,7 +525,7 @@ mod tests {
         // Released after its client closed: not lost.
         let mut r = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 1);
         r.abandon(None);
-        assert!(matches!(r.release(Kind::FailOpen), held::Release::Write { .. }));
+        assert!(matches!(r.release(Kind::FailOpen, ms(0)), held::Release::Write { .. }));
         r.release_done();
         assert_eq!(r.poll_timeout(), None);
         assert_eq!(r.handle_timeout(ms(999), None, LONGEST_PAUSE, Duration::ZERO), vec![]);
@@ -569,7 +579,10 @@ mod tests {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
         h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
-        assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
+        assert_eq!(
+            h.release(Kind::FailOpen, t),
+            held::Release::Wait { until: t + ms(5000) }
+        );
         assert!(
             h.poll_timeout().is_some(),
             "the heartbeat under way still has its timer"
@@ -594,12 +607,55 @@ mod tests {
     }
 
     #[test]
+    fn a_release_waits_a_request_timeout_at_most_then_drops_the_write_and_writes_both_guids() {
+        let config = Config {
+            request_timeout: ms(300),
+            ..beat_config(250)
+        };
+        let mut h = Hold::new(config, true, 1u8, Some(ms(0)), ms(0), 0);
+        let t = h.poll_timeout().unwrap();
+        h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
+        let by = t + ms(300);
+        assert_eq!(h.release(Kind::FailOpen, t), held::Release::Wait { until: by });
+        assert_eq!(
+            h.release(Kind::FailOpen, t + ms(10)),
+            held::Release::Wait { until: by },
+            "asked again, the same end"
+        );
+        // The write is never answered; the wait ends before the lease (a lease that ends first
+        // drops the write then).
+        let mut last = Vec::new();
+        while let Some(at) = h.poll_timeout() {
+            assert!(at <= by, "{at:?}");
+            last = h.handle_timeout(at, None, LONGEST_PAUSE, Duration::ZERO);
+            if last.iter().any(|a| matches!(a, Action::Release(_))) {
+                assert_eq!(at, by);
+                break;
+            }
+        }
+        assert_eq!(
+            last,
+            vec![
+                Action::Abandon,
+                Action::Release(held::Release::Write {
+                    guids: vec![1, 2],
+                    taken: false
+                })
+            ]
+        );
+        assert_eq!(h.poll_timeout(), None, "nothing more after the release");
+    }
+
+    #[test]
     fn once_its_release_is_called_a_heartbeat_writes_nothing_more() {
         let mut h = Hold::new(beat_config(250), true, 1u8, Some(ms(0)), ms(0), 0);
         let t = h.poll_timeout().unwrap();
         let first = h.handle_timeout(t, Some(2), LONGEST_PAUSE, Duration::ZERO);
         assert!(first.iter().any(|a| matches!(a, Action::Write { .. })), "{first:?}");
-        assert_eq!(h.release(Kind::FailOpen), held::Release::Wait);
+        assert_eq!(
+            h.release(Kind::FailOpen, t),
+            held::Release::Wait { until: t + ms(5000) }
+        );
         // The write on the wire is slow: the heartbeat's timers come, and would send another
         // write beside it, then another attempt, until the lease is at its end.
         let mut steps = 0;
@@ -629,7 +685,7 @@ mod tests {
             LONGEST_PAUSE,
         );
         assert!(h.under_way(), "pausing before the next attempt");
-        assert!(matches!(h.release(Kind::FailOpen), held::Release::Write { .. }));
+        assert!(matches!(h.release(Kind::FailOpen, ms(0)), held::Release::Write { .. }));
         assert!(!h.under_way());
         assert_eq!(h.poll_timeout(), None);
     }
