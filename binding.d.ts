@@ -59,6 +59,14 @@ export declare class NativeClient {
    * response body, or the error with its AWS name.
    */
   startAdmin(request: number, operation: string, body: string): void
+  /**
+   * An operator's write on one item of this client's table (`forceRelease`), as the core's
+   * operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`) under a new
+   * `guid` and this host's clock; `free`, `delete` and `revoke` only while the item is
+   * still at the version read. One attempt: an item that changed since fails with
+   * `ConditionalCheckFailedException`.
+   */
+  startForce(request: number, force: JsForce): void
   /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
   cancelAcquisition(cancelId: number): void
   /** Forgets a cancellation that will never be used (the acquisition settled first). */
@@ -149,6 +157,25 @@ export interface JsCredentials {
   sessionToken?: string
   /** Expiry as Unix milliseconds, if the credentials expire. */
   expirationMs?: number
+}
+
+/** An operator's write on one lock item (`NativeClient::start_force`). */
+export interface JsForce {
+  /**
+   * `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
+   * `"revoke"`, or `"markRevoked"` (on a session's item).
+   */
+  kind: string
+  partition: KeyInput
+  sort?: KeyInput
+  /** `free`, `delete`, `revoke`: the version read, its `guid` (absent: none) and token. */
+  guid?: KeyInput
+  fencingToken?: number
+  /** `revoke` of a lock held through a session: the session's id and its item's lease. */
+  session?: string
+  sessionLeaseMs?: number
+  /** `markRevoked`: the `guid` of the lock revoked. */
+  revokedGuid?: Buffer
 }
 
 /**

@@ -28,6 +28,7 @@ const KINDS = [
     "fifo_ticket", "fifo_reserve", "fifo_untake", "fifo_put_entry", "fifo_grant",
     "fifo_finish_entry", "fifo_delete_finished", "fifo_touch_entry",
     "sem_take", "sem_grant", "sem_grant_reclaim", "sem_renew", "sem_release",
+    "force_free", "force_delete", "revoke", "revoke_session", "mark_revoked",
 ];
 
 // One run of `agreement::engine_agrees` through cargo (built already by `npm test`'s unit

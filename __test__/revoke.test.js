@@ -215,5 +215,24 @@ for (const name of selectedEngines())
                 e => /now must be a boolean/.test(e.message));
             await Promise.all([open.close(), closed.close()]);
         });
+
+        it("an item whose fencingToken is no token is refused as corrupt, and left as it is", async () =>
+        {
+            const id = uniqueId("corrupt");
+            const item = {
+                id: { S: id }, owner: { S: "someone" }, guid: { B: Buffer.alloc(64, 7).toString("base64") },
+                fencingToken: { S: "seven" }, leaseDurationMs: { N: "10000" },
+            };
+            await engine.putItem("revoke", item);
+            for (const now of [false, true])
+            {
+                await assert.rejects(
+                    DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id, now }),
+                    e => e.code === "CorruptLockItem" && /fencingToken/.test(e.message) && /by hand/.test(e.message));
+            }
+            const left = await engine.getItem("revoke", { id: { S: id } });
+            assert.ok(Buffer.from(left.guid.B).equals(Buffer.alloc(64, 7)), "the guid is as it was");
+            assert.deepEqual([left.fencingToken, left.leaseDurationMs, left.lockWrittenUnixMs], [item.fencingToken, item.leaseDurationMs, undefined]);
+        });
     });
 }

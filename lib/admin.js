@@ -13,24 +13,36 @@ const { DEFAULT_OWNER } = require("./options.js");
 // How the native client's errors name its lock table, which is "-" for this one.
 const PLACEHOLDER_NOTE = '(the lock table "-")';
 
-// `what` names the caller in errors.
-async function adminCaller(dynamodb, what = "createTable")
+// A native client for administration, on the lock table `table` (`{ lockTable, partitionKey,
+// sortKey }`; none: requests that name their table themselves). `what` names the caller in
+// errors.
+async function nativeAdmin(dynamodb, what, table)
 {
     if (chooseTransport(dynamodb) === "object")
     {
         throw invalidArgument(`${what} needs options for the native core or an AWS SDK client as \`dynamodb\`, not an object of get/put/delete`);
     }
-    const options = { kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER };
-    let client;
+    const options = Object.assign({ kind: "FailClosed", lockTable: "-", partitionKey: "-", owner: DEFAULT_OWNER }, table);
     if (isSdkClient(dynamodb))
     {
         const { options: fromClient, credentials } = await sdkClientOptions(dynamodb);
-        client = bridge.nativeClient(Object.assign(options, fromClient), credentials);
+        return bridge.nativeClient(Object.assign(options, fromClient), credentials);
     }
-    else
-    {
-        client = bridge.nativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined);
-    }
+    return bridge.nativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined);
+}
+
+// `forceRelease`'s writes on the lock table `table` (as for `nativeAdmin`): each one the
+// core's operation (`NativeClient.startForce`), checked against the core's conditions on both
+// engines by the agreement test.
+async function adminForcer(dynamodb, what, table)
+{
+    const client = await nativeAdmin(dynamodb, what, table);
+    return force => bridge.request(request => client.startForce(request, force));
+}
+
+async function adminCaller(dynamodb, what = "createTable")
+{
+    const client = await nativeAdmin(dynamodb, what);
     return async (operation, body) =>
     {
         try
@@ -61,4 +73,4 @@ async function createTable(options)
     return table.createTable(options, call);
 }
 
-module.exports = { createTable, adminCaller };
+module.exports = { createTable, adminCaller, adminForcer };

@@ -6,8 +6,7 @@
 // so that only the table's name is needed, and speaks DynamoDB's JSON through the native
 // client's administration channel (lib/admin.js).
 
-const crypto = require("crypto");
-const { adminCaller } = require("./admin.js");
+const { adminCaller, adminForcer } = require("./admin.js");
 const { invalidArgument } = require("./errors.js");
 const { codedError } = require("./table.js");
 
@@ -547,6 +546,8 @@ async function forceRelease(options)
     const now = options.now === true;
     const key = await tableOf(call, options.lockTable);
     const Key = itemKey(key, options.id, options.sortValue);
+    const force = await adminForcer(options.dynamodb, "forceRelease",
+        { lockTable: options.lockTable, partitionKey: key.partition.name, sortKey: key.sort && key.sort.name });
     let first;
     // A live FailOpen holder rotates its guid every heartbeat: a write that meets a new guid
     // of the same holder (same token) reads again, a few times; another holder is left alone.
@@ -578,8 +579,8 @@ async function forceRelease(options)
         try
         {
             const out = now
-                ? await forceNow(call, options.lockTable, key, Key, r.Item, lock)
-                : await revoke(call, options.lockTable, key, Key, r.Item, lock);
+                ? await forceNow(force, key, Key, r.Item, lock)
+                : await revoke(call, force, options.lockTable, key, Key, r.Item, lock);
             return Object.assign({ lock }, out);
         }
         catch (err)
@@ -602,51 +603,58 @@ const FORCE_TRIES = 5;
 const NOW_WARNING = "freed at once: a holder still alive hears \"lost\" only at its next heartbeat or session renewal, and may still be writing while the next holder works";
 const NOW_WARNING_FAIL_CLOSED = "freed at once: a FailClosed holder still alive is never told, and may still be writing while the next holder works";
 
-// The condition of a forced write: the item still carries the `guid` read.
-function guidCondition(item)
+// A DynamoDB attribute value as the native core takes a key value or a `guid`.
+function nativeValue(attr)
 {
-    return item.guid
-        ? { ConditionExpression: "#guid = :read", ExpressionAttributeValues: { ":read": item.guid } }
-        : { ConditionExpression: "attribute_not_exists(#guid)", ExpressionAttributeValues: {} };
+    if (attr.B !== undefined)
+    {
+        return { b: Buffer.from(attr.B, "base64") };
+    }
+    return attr.N !== undefined ? { n: attr.N } : { s: attr.S };
 }
 
-const newGuid = () => ({ B: crypto.randomBytes(64).toString("base64") });
-
-// The write of a forced release with `now`, on the `guid` of `item` as read.
-async function forceWrite(call, tableName, Key, item, lock)
+// The forced write `kind` on the lock item at `Key` (`key`: the table's key), on the version of
+// `item` as read: its `guid` and its fencing token. A token that is no token (the item is
+// corrupt) cannot be named.
+function forceOn(key, Key, item, lock, kind)
 {
-    const names = { "#guid": "guid" };
-    const cond = guidCondition(item);
+    const token = item.fencingToken;
+    if (token !== undefined && !(typeof token.N === "string" && /^(0|[1-9][0-9]{0,15})$/.test(token.N) && Number(token.N) <= Number.MAX_SAFE_INTEGER))
+    {
+        throw codedError("CorruptLockItem", `the lock item of ${JSON.stringify(lock.id)} carries fencingToken ${JSON.stringify(token)}, which is no fencing token: a forced release writes on the version it read and cannot name this one; delete the item by hand`);
+    }
+    return {
+        kind,
+        partition: nativeValue(Key[key.partition.name]),
+        sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
+        guid: item.guid ? nativeValue(item.guid) : undefined,
+        fencingToken: token === undefined ? undefined : Number(token.N),
+    };
+}
+
+// The write of a forced release with `now`, on the version of `item` as read.
+async function forceWrite(force, key, Key, item, lock)
+{
     if (lock.kind === "FailClosed")
     {
-        const values = Object.keys(cond.ExpressionAttributeValues).length ? { ExpressionAttributeValues: cond.ExpressionAttributeValues } : {};
-        await call("DeleteItem", Object.assign({ TableName: tableName, Key, ConditionExpression: cond.ConditionExpression, ExpressionAttributeNames: names }, values));
+        await force(forceOn(key, Key, item, lock, "delete"));
         return { action: "deleted", warning: NOW_WARNING_FAIL_CLOSED };
     }
-    await call("UpdateItem", {
-        TableName: tableName,
-        Key,
-        UpdateExpression: "SET #lease = :released, #guid = :new, #lw = :lw, #t = :lw",
-        ConditionExpression: cond.ConditionExpression,
-        ExpressionAttributeNames: Object.assign({ "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs", "#t": "lockAcquiredTimeUnixMs" }, names),
-        ExpressionAttributeValues: Object.assign({ ":released": { N: RELEASED }, ":new": newGuid(), ":lw": { N: String(Date.now()) } },
-            cond.ExpressionAttributeValues),
-    });
+    await force(forceOn(key, Key, item, lock, "free"));
     return { action: "released", warning: NOW_WARNING };
 }
 
 // Names the lock's `guid` (of `item` as read) on its session's item (`lockRevoked`): the
 // session's next renewal reads it back and tells the holder that this lock, and no other of the
 // session's, is lost. Refused (ConditionalCheckFailedException) once the session has ended.
-function markRevoked(call, tableName, key, lock, item)
+function markRevoked(force, key, lock, item)
 {
-    return call("UpdateItem", {
-        TableName: tableName,
-        Key: sessionKey(key, lock.session),
-        UpdateExpression: "ADD #revoked :guid",
-        ConditionExpression: "attribute_exists(#guid) AND #lease <> :released",
-        ExpressionAttributeNames: { "#revoked": "lockRevoked", "#guid": "guid", "#lease": "leaseDurationMs" },
-        ExpressionAttributeValues: { ":guid": { BS: [item.guid.B] }, ":released": { N: RELEASED } },
+    const Key = sessionKey(key, lock.session);
+    return force({
+        kind: "markRevoked",
+        partition: nativeValue(Key[key.partition.name]),
+        sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
+        revokedGuid: Buffer.from(item.guid.B, "base64"),
     });
 }
 
@@ -654,11 +662,11 @@ function markRevoked(call, tableName, key, lock, item)
 // session's item, so that its holder hears "lost" at the session's next renewal, as after a
 // revocation (an ended session tells nobody, and its locks are free already); then the lock is
 // freed at once.
-async function forceNow(call, tableName, key, Key, item, lock)
+async function forceNow(force, key, Key, item, lock)
 {
-    if (lock.session !== undefined && item.guid)
+    if (lock.session !== undefined && item.guid && item.guid.B)
     {
-        await markRevoked(call, tableName, key, lock, item).catch(err =>
+        await markRevoked(force, key, lock, item).catch(err =>
         {
             if (err.code !== "ConditionalCheckFailedException")
             {
@@ -666,32 +674,27 @@ async function forceNow(call, tableName, key, Key, item, lock)
             }
         });
     }
-    return forceWrite(call, tableName, Key, item, lock);
+    return forceWrite(force, key, Key, item, lock);
 }
 
-// A revocation (see forceRelease), on the `guid` of `item` as read.
-async function revoke(call, tableName, key, Key, item, lock)
+// A revocation (see forceRelease), on the version of `item` as read.
+async function revoke(call, force, tableName, key, Key, item, lock)
 {
-    const at = { N: String(Date.now()) };
-    const names = { "#guid": "guid", "#lease": "leaseDurationMs", "#lw": "lockWrittenUnixMs", "#t": "lockAcquiredTimeUnixMs", "#rv": "lockRevokedUnixMs" };
-    const cond = guidCondition(item);
+    const op = forceOn(key, Key, item, lock, "revoke");
     let lease = item.leaseDurationMs;
-    let update = "SET #guid = :new, #lease = :lease, #lw = :at, #t = :at, #rv = :at";
-    let condition = `${cond.ConditionExpression} AND #lease <> :released`;
-    const values = Object.assign({ ":new": newGuid(), ":at": at, ":released": { N: RELEASED } }, cond.ExpressionAttributeValues);
     if (lock.session !== undefined)
     {
         const r = await call("GetItem", { TableName: tableName, Key: sessionKey(key, lock.session), ConsistentRead: true });
         const session = r.Item;
-        if (!session || !session.leaseDurationMs || session.leaseDurationMs.N === RELEASED || !item.guid)
+        if (!session || !session.leaseDurationMs || session.leaseDurationMs.N === RELEASED || !item.guid || !item.guid.B)
         {
             // An ended or vanished session renews nothing: its locks are free to any waiter
             // already, which ends the session's hold before it takes one.
-            return forceWrite(call, tableName, Key, item, lock).then(out => ({ action: out.action }));
+            return forceWrite(force, key, Key, item, lock).then(out => ({ action: out.action }));
         }
         // First the session's item, so that the holder is told before the lock can be
         // taken: its next renewal reads the revocation back.
-        await markRevoked(call, tableName, key, lock, item).catch(err =>
+        await markRevoked(force, key, lock, item).catch(err =>
         {
             if (err.code === "ConditionalCheckFailedException")
             {
@@ -700,13 +703,10 @@ async function revoke(call, tableName, key, Key, item, lock)
             throw err;
         });
         lease = session.leaseDurationMs;
-        update += " REMOVE #session";
-        condition += " AND #session = :session";
-        names["#session"] = "lockSession";
-        values[":session"] = { S: lock.session };
+        op.session = lock.session;
+        op.sessionLeaseMs = Number(lease.N);
     }
-    values[":lease"] = lease;
-    await call("UpdateItem", { TableName: tableName, Key, UpdateExpression: update, ConditionExpression: condition, ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+    await force(op);
     return { action: "revoked", freeAfterMs: Number(lease.N) };
 }
 

@@ -399,6 +399,24 @@ fn key_value(k: KeyInput) -> Result<KeyValue> {
     }
 }
 
+/// An operator's write on one lock item (`NativeClient::start_force`).
+#[napi(object)]
+pub struct JsForce {
+    /// `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
+    /// `"revoke"`, or `"markRevoked"` (on a session's item).
+    pub kind: String,
+    pub partition: KeyInput,
+    pub sort: Option<KeyInput>,
+    /// `free`, `delete`, `revoke`: the version read, its `guid` (absent: none) and token.
+    pub guid: Option<KeyInput>,
+    pub fencing_token: Option<f64>,
+    /// `revoke` of a lock held through a session: the session's id and its item's lease.
+    pub session: Option<String>,
+    pub session_lease_ms: Option<f64>,
+    /// `markRevoked`: the `guid` of the lock revoked.
+    pub revoked_guid: Option<Buffer>,
+}
+
 /// Data kept with a lock: exactly one of `s` (a string), `b` (a Buffer).
 #[napi(object)]
 pub struct DataInput {
@@ -1011,6 +1029,63 @@ impl NativeClient {
                 Err(e) => Answer::done(request, Some(&LockError::Store(e))),
             }
         });
+    }
+
+    /// An operator's write on one item of this client's table (`forceRelease`), as the core's
+    /// operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`) under a new
+    /// `guid` and this host's clock; `free`, `delete` and `revoke` only while the item is
+    /// still at the version read. One attempt: an item that changed since fails with
+    /// `ConditionalCheckFailedException`.
+    #[napi(catch_unwind)]
+    pub fn start_force(&self, request: u32, force: JsForce) -> Result<()> {
+        let key = LockKey {
+            partition: key_value(force.partition)?,
+            sort: force.sort.map(key_value).transpose()?,
+        };
+        let read = item::Version {
+            guid: force.guid.map(key_value).transpose()?.map(|g| match g {
+                KeyValue::S(s) => item::GuidValue::S(s),
+                KeyValue::N(n) => item::GuidValue::N(n),
+                KeyValue::B(b) => item::GuidValue::B(b),
+            }),
+            fencing_token: force.fencing_token.map(|t| t as u64),
+        };
+        let revoked = force
+            .revoked_guid
+            .map(|g| item::Guid::try_from(g.as_ref()))
+            .transpose()
+            .map_err(|_| Error::from_reason("revokedGuid: a guid is 64 bytes"))?;
+        let session = force.session.zip(force.session_lease_ms.map(|l| l as u64));
+        let kind = force.kind;
+        if !matches!(kind.as_str(), "free" | "delete" | "revoke") && (kind != "markRevoked" || revoked.is_none()) {
+            return Err(Error::from_reason(format!(
+                "no forced write {kind:?} with these arguments"
+            )));
+        }
+        let store = self.inner.store.clone();
+        answer(&self.answers, &self.inner.tasks, request, async move {
+            let (new_guid, now_unix_ms) = (item::new_guid(), clock::unix_now_ms());
+            let op = match (kind.as_str(), &revoked) {
+                ("revoke", _) => op::Op::Revoke {
+                    read: &read,
+                    new_guid: &new_guid,
+                    now_unix_ms,
+                    session: session.as_ref().map(|(id, lease)| (id.as_str(), *lease)),
+                },
+                ("markRevoked", Some(guid)) => op::Op::MarkRevoked { guid },
+                (kind, _) => op::Op::ForceFree {
+                    read: &read,
+                    new_guid: &new_guid,
+                    now_unix_ms,
+                    delete: kind == "delete",
+                },
+            };
+            let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.apply(&key, &op))
+                .await
+                .unwrap_or_else(|_| Err(store.timed_out()));
+            Answer::done(request, reply.err().map(LockError::Store).as_ref())
+        });
+        Ok(())
     }
 
     /// Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled.

@@ -15,7 +15,7 @@ use crate::error::StoreError;
 use crate::item::{self, Guid, GuidValue, LockData, Version, MAX_FENCING_TOKEN};
 
 /// The placeholders of the lock item's own attributes, in every expression.
-const ATTRIBUTE_NAMES: [(&str, &str); 17] = [
+const ATTRIBUTE_NAMES: [(&str, &str); 19] = [
     ("#owner", item::OWNER),
     ("#guid", item::GUID),
     ("#lease", item::LEASE_DURATION_MS),
@@ -33,6 +33,8 @@ const ATTRIBUTE_NAMES: [(&str, &str); 17] = [
     ("#qg", item::QUEUE_GRANTED),
     ("#perm", item::PERMITS),
     ("#held", item::PERMITS_HELD),
+    ("#revoked", item::LOCK_REVOKED),
+    ("#rv", item::LOCK_REVOKED_UNIX_MS),
 ];
 
 /// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
@@ -44,6 +46,7 @@ pub const NEXT_TICKET: &str = "if_not_exists(#tn, if_not_exists(#ft, :zero)) + :
 pub struct Expr<'a> {
     set: String,
     remove: String,
+    add: String,
     condition: String,
     names: Vec<(&'static str, &'a str)>,
     values: Vec<(&'static str, Attr<'a>)>,
@@ -55,6 +58,7 @@ impl<'a> Expr<'a> {
         Expr {
             set: String::with_capacity(160),
             remove: String::new(),
+            add: String::new(),
             condition: String::with_capacity(160),
             names: vec![("#pk", partition_key)],
             values: Vec::with_capacity(12),
@@ -73,6 +77,12 @@ impl<'a> Expr<'a> {
         self.set.push_str(" = ");
         self.set.push_str(placeholder);
         self.value(placeholder, value)
+    }
+
+    /// Adds a clause (`#a :v`) to the `ADD` part.
+    pub fn add(&mut self, clause: &str) -> &mut Self {
+        join(&mut self.add, ", ", clause);
+        self
     }
 
     /// Adds an attribute to the `REMOVE` part.
@@ -197,9 +207,15 @@ impl<'a> Expr<'a> {
     /// ` OR ` the condition that a version a waiter waited out is still there, or nothing
     /// without one: the end of a condition that the item is free to take.
     pub fn or_waited_out(&mut self, waited_out: Option<&'a Version>) -> String {
-        let Some(v) = waited_out else {
-            return String::new();
-        };
+        match waited_out {
+            Some(v) => format!(" OR {}", self.version_is(v)),
+            None => String::new(),
+        }
+    }
+
+    /// The condition that the item carries version `v` (`op::still_version`): its `guid` and
+    /// its `fencingToken`, each as it was or absent as it was.
+    pub fn version_is(&mut self, v: &'a Version) -> String {
         let guid_is = match &v.guid {
             None => "attribute_not_exists(#guid)",
             Some(g) => {
@@ -219,7 +235,7 @@ impl<'a> Expr<'a> {
             }
             None => "attribute_not_exists(#ft)",
         };
-        format!(" OR ({guid_is} AND {token_is})")
+        format!("({guid_is} AND {token_is})")
     }
 
     /// `op::token_can_rise`: only a token that can rise to a safe integer
@@ -294,6 +310,10 @@ impl<'a> Expr<'a> {
         if !self.remove.is_empty() {
             join(&mut e, " ", "REMOVE ");
             e.push_str(&self.remove);
+        }
+        if !self.add.is_empty() {
+            join(&mut e, " ", "ADD ");
+            e.push_str(&self.add);
         }
         e
     }

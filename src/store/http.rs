@@ -619,6 +619,19 @@ impl HttpStore {
                 guids,
                 permits,
             } => self.sem_release(key, holder, guids, permits).await.map(|()| Reply::WaitingMark(None)),
+            Op::ForceFree {
+                read,
+                new_guid,
+                now_unix_ms,
+                delete,
+            } => self.force_free(key, read, new_guid, now_unix_ms, delete).await.map(done),
+            Op::Revoke {
+                read,
+                new_guid,
+                now_unix_ms,
+                session,
+            } => self.revoke(key, read, new_guid, now_unix_ms, session).await.map(done),
+            Op::MarkRevoked { guid } => self.mark_revoked(key, guid).await.map(done),
         }
     }
 }
@@ -836,11 +849,10 @@ impl HttpStore {
             .guid_is(guids)?
             .and("attribute_exists(#lease) AND #lease <> :released");
         let returns = if item::is_session_key(key) { "ALL_NEW" } else { "NONE" };
-        let revoked = self.update(key, e, returns).await?.revoked;
-        Ok(if revoked.is_empty() {
-            Reply::Done
-        } else {
-            Reply::Revoked(revoked)
+        let revoked = self.update(key, e, returns).await?.record.map(|r| r.revoked);
+        Ok(match revoked {
+            Some(guids) if !guids.is_empty() => Reply::Revoked(guids),
+            _ => Reply::Done,
         })
     }
 
@@ -1019,6 +1031,69 @@ impl HttpStore {
             .value(":one", Attr::N(RELEASED_LEASE_MS))
             .and("attribute_exists(#pk) AND #lease <> :one");
         self.update(key, e, "NONE").await.map(drop)
+    }
+
+    /// `ForceFree`: an operator's release at once, on the version read: the item deleted, or
+    /// released under a new `guid`.
+    async fn force_free(
+        &self,
+        key: &LockKey,
+        read: &Version,
+        new_guid: &Guid,
+        now_unix_ms: u64,
+        delete: bool,
+    ) -> Result<(), StoreError> {
+        let mut e = self.expr();
+        let read = e.version_is(read);
+        e.and("attribute_exists(#pk)").and(&read);
+        if delete {
+            return self.delete(key, e, true).await.map(drop);
+        }
+        e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
+            .set_to("#guid", ":new", Attr::B(new_guid))
+            .acquired_time(Some(now_unix_ms));
+        self.update(key, e, "NONE").await.map(drop)
+    }
+
+    /// `Revoke`: an operator's revocation, on the version read of a held lock (held through
+    /// the session named, if one is): a new `guid`; through a session, the session's lease and
+    /// no session.
+    async fn revoke(
+        &self,
+        key: &LockKey,
+        read: &Version,
+        new_guid: &Guid,
+        now_unix_ms: u64,
+        session: Option<(&str, u64)>,
+    ) -> Result<(), StoreError> {
+        let mut e = self.expr();
+        let read = e.version_is(read);
+        e.set_to("#guid", ":new", Attr::B(new_guid))
+            .acquired_time(Some(now_unix_ms))
+            .set_to("#rv", ":rv", Attr::N(now_unix_ms))
+            .value(":released", Attr::N(RELEASED_LEASE_MS))
+            .and("attribute_exists(#pk)")
+            .and(&read)
+            .and("attribute_exists(#lease) AND #lease <> :released");
+        if let Some((id, lease)) = session {
+            e.set_to("#lease", ":lease", Attr::N(lease))
+                .remove("#sess")
+                .value(":rsess", Attr::S(id))
+                .and("#sess = :rsess");
+        }
+        self.update(key, e, "NONE").await.map(drop)
+    }
+
+    /// `MarkRevoked`: a revoked lock's `guid` added to its session's item, while the session
+    /// is held. An operator's write: it leaves `lockWrittenUnixMs` alone, which tells when the
+    /// session was last renewed.
+    async fn mark_revoked(&self, key: &LockKey, guid: &Guid) -> Result<(), StoreError> {
+        let mut e = self.expr();
+        e.add("#revoked :rg")
+            .value(":rg", Attr::BS(guid))
+            .value(":released", Attr::N(RELEASED_LEASE_MS))
+            .and("attribute_exists(#guid) AND attribute_exists(#lease) AND #lease <> :released");
+        self.send_update(key, e, "NONE").await.map(drop)
     }
 
     /// `MarkWaiting`: a waiter's first-in-line mark, where no other waiter's is fresh (or the

@@ -18,6 +18,8 @@ pub enum Attr<'a> {
     /// A number in its decimal text form (key values as the caller gave them).
     NText(&'a str),
     B(&'a [u8]),
+    /// A binary set of one member.
+    BS(&'a [u8]),
 }
 
 impl<'a> From<&'a KeyValue> for Attr<'a> {
@@ -95,7 +97,7 @@ impl Body {
     }
 }
 
-/// `{"S": ...}`, `{"N": "..."}` or `{"B": "<base64>"}`.
+/// `{"S": ...}`, `{"N": "..."}`, `{"B": "<base64>"}` or `{"BS": ["<base64>"]}`.
 fn attr(w: JsonValueWriter<'_>, v: &Attr<'_>) {
     let mut o = w.start_object();
     match v {
@@ -103,6 +105,11 @@ fn attr(w: JsonValueWriter<'_>, v: &Attr<'_>) {
         Attr::N(n) => o.key("N").string(&n.to_string()),
         Attr::NText(n) => o.key("N").string(n),
         Attr::B(b) => o.key("B").string_unchecked(&base64::encode(b)),
+        Attr::BS(b) => {
+            let mut set = o.key("BS").start_array();
+            set.value().string_unchecked(&base64::encode(b));
+            set.finish();
+        }
     }
     o.finish();
 }
@@ -113,8 +120,6 @@ pub struct Response {
     /// `"Item"` (GetItem, or a failed condition with `ALL_OLD`) or `"Attributes"` (UpdateItem
     /// with `ReturnValues`), decoded.
     pub record: Option<LockRecord>,
-    /// A session item's `lockRevoked`: the `guid`s of its locks an operator revoked.
-    pub revoked: Vec<Vec<u8>>,
     /// The error name: the part of `"__type"` after `#`.
     pub error_type: Option<String>,
     pub message: Option<String>,
@@ -130,7 +135,7 @@ pub fn read_response(body: &[u8]) -> Result<Response, JsonError> {
     }
     each_field(&mut json_token_iter(body).peekable(), |tokens, name| {
         match name {
-            "Item" | "Attributes" => reply.record = read_record(tokens, &mut reply.revoked)?,
+            "Item" | "Attributes" => reply.record = read_record(tokens)?,
             "__type" => {
                 reply.error_type = read_string(tokens)?.map(|t| t.rsplit('#').next().unwrap_or_default().to_string())
             }
@@ -169,8 +174,9 @@ fn read_string(tokens: &mut Tokens<'_>) -> Result<Option<String>, JsonError> {
 }
 
 /// An item's attributes, for the ones a lock has, read by the core's one rule
-/// (`LockRecord::read`); `null` is no item. A session item's `lockRevoked` goes to `revoked`.
-fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Option<LockRecord>, JsonError> {
+/// (`LockRecord::read`); `null` is no item. A session item's `lockRevoked` goes to `revoked`,
+/// in byte order.
+fn read_record(tokens: &mut Tokens<'_>) -> Result<Option<LockRecord>, JsonError> {
     if let Some(Ok(Token::ValueNull { .. })) = tokens.peek() {
         tokens.next();
         return Ok(None);
@@ -178,7 +184,8 @@ fn read_record(tokens: &mut Tokens<'_>, revoked: &mut Vec<Vec<u8>>) -> Result<Op
     let mut r = LockRecord::default();
     each_field(tokens, |tokens, name| {
         if name == item::LOCK_REVOKED {
-            *revoked = read_binary_set(tokens)?;
+            r.revoked = read_binary_set(tokens)?;
+            r.revoked.sort();
         } else if !item::READ_ATTRIBUTES.contains(&name) && !name.starts_with(item::HOLDER_PREFIX) {
             skip_value(tokens)?;
         } else if let Some(value) = read_value(tokens)? {

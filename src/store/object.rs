@@ -379,6 +379,9 @@ impl Store for ObjectStore {
             | Op::FifoFinishEntry { .. }
             | Op::FifoDeleteFinished
             | Op::FifoTouchEntry { .. } => Err(unsupported("Fifo")),
+            Op::ForceFree { .. } | Op::Revoke { .. } | Op::MarkRevoked { .. } => {
+                Err(unsupported("an operator's forced release"))
+            }
             Op::SemTake { .. } | Op::SemGrant(_) | Op::SemRenew { .. } | Op::SemRelease { .. } => {
                 Err(unsupported("Semaphore"))
             }

@@ -136,9 +136,10 @@ impl MemoryStore {
     }
 }
 
-/// Operations that leave `lockWrittenUnixMs` as it was: reads, waiters' writes, and the
-/// original's whole-item write (which drops it).
-const UNSTAMPED: [&str; 6] = ["get", "put_item", "mark", "ticket", "reserve", "untake"];
+/// Operations that leave `lockWrittenUnixMs` as it was: reads, waiters' writes, an operator's
+/// naming of a revoked lock on its session's item, and the original's whole-item write (which
+/// drops it).
+const UNSTAMPED: [&str; 7] = ["get", "put_item", "mark", "ticket", "reserve", "untake", "mark_revoked"];
 
 /// `lockWrittenUnixMs` of a write made now (Unix ms, this host's clock).
 fn written_now() -> u64 {
@@ -173,6 +174,9 @@ fn name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::SemGrant(_) => "sem_grant",
         Op::SemRenew { .. } => "sem_renew",
         Op::SemRelease { .. } => "sem_release",
+        Op::ForceFree { .. } => "force_free",
+        Op::Revoke { .. } => "revoke",
+        Op::MarkRevoked { .. } => "mark_revoked",
     }
 }
 

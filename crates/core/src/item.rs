@@ -53,6 +53,9 @@ pub const LOCK_SESSION: &str = "lockSession";
 /// operator revoked (`forceRelease`). The session's renewal reads it back, and its holder
 /// reports exactly those locks lost.
 pub const LOCK_REVOKED: &str = "lockRevoked";
+/// When an operator last revoked or freed the lock (Unix ms, the operator's clock), for people
+/// only.
+pub const LOCK_REVOKED_UNIX_MS: &str = "lockRevokedUnixMs";
 
 /// `leaseDurationMs` of a lock held through a session: a day less than the longest delay
 /// JavaScript's `setTimeout` takes (2^31 - 1 ms, about 24.8 days), so about 23.9 days. The
@@ -244,6 +247,9 @@ pub struct LockRecord {
     pub session: Option<String>,
     /// `lockData`. Boxed: most items carry none.
     pub data: Option<Box<LockData>>,
+    /// A session item's `lockRevoked` (`LOCK_REVOKED`): the `guid`s of its locks an operator
+    /// revoked, in byte order.
+    pub revoked: Vec<Vec<u8>>,
     /// Fifo head item only (boxed: other items, and errors carrying them, stay small).
     pub queue: Option<Box<QueueCounters>>,
     /// The first attribute the item holds in a form the protocol refuses (`LockRecord::read`).

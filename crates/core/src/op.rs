@@ -176,6 +176,21 @@ pub trait Record: Clone {
     fn set_permits_held(&mut self, held: u64);
     /// Sets holder `key` (`Some`, with `owner` beside it) or removes it (`None`).
     fn set_holder(&mut self, key: &Self::Guid, holder: Option<&Holder<Self::Guid>>, owner: &str);
+
+    /// The item carries a `guid`, of whatever type.
+    fn has_guid(&self) -> bool {
+        self.guid().is_some()
+    }
+    /// A session item's `lockRevoked`: the `guid`s of its locks an operator revoked, in byte
+    /// order. A record that keeps none (an abstraction without revocations) reads none.
+    fn revoked(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    /// Adds `guid` to `lockRevoked`.
+    fn add_revoked(&mut self, _guid: &Self::Guid) {}
+    /// Takes the `lockRevoked` of `old`: a write that takes an item over in place
+    /// (`Op::Take`) leaves what it does not set.
+    fn keep_revoked(&mut self, _old: &Self) {}
 }
 
 /// One operation on one item: the `Store` trait's methods (src/store/mod.rs) as data, with the
@@ -307,6 +322,30 @@ pub enum Op<'a, R: Record> {
         guids: &'a [R::Guid],
         permits: u64,
     },
+    /// An operator frees the lock at once (`forceRelease` with `now`), if the item is still at
+    /// the version `read`: deleted with `delete` (a FailClosed item), else released
+    /// (`leaseDurationMs` 1) under `new_guid`, its acquisition time `now_unix_ms`.
+    ForceFree {
+        read: &'a R::Version,
+        new_guid: &'a R::Guid,
+        now_unix_ms: u64,
+        delete: bool,
+    },
+    /// An operator revokes a held lock (`forceRelease`), if the item is still at the version
+    /// `read`, is held and, with `session`, is held through that session: it gets `new_guid`,
+    /// and its acquisition and revocation times are `now_unix_ms`. With `session` (its id and
+    /// the lease of its item), the lock leaves the session and carries that lease. A waiter
+    /// waits out the new version for that lease, on its own clock.
+    Revoke {
+        read: &'a R::Version,
+        new_guid: &'a R::Guid,
+        now_unix_ms: u64,
+        session: Option<(&'a str, u64)>,
+    },
+    /// On a session's item: names `guid` among the locks an operator revoked
+    /// (`item::LOCK_REVOKED`), if the item carries a `guid` and is held. The session's next
+    /// renewal reads it back (`Reply::Revoked`).
+    MarkRevoked { guid: &'a R::Guid },
 }
 
 impl<R: Record> Op<'_, R> {
@@ -590,6 +629,13 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         | Op::SemRelease {
             key, guids, permits, ..
         } => holder_ours(item, key, guids) && holder(item, key).is_some_and(|h| h.permits == *permits),
+        Op::ForceFree { read, .. } => still_version(item, Some(read)),
+        Op::Revoke { read, session, .. } => {
+            still_version(item, Some(read))
+                && !free(item)
+                && session.is_none_or(|(id, _)| item.and_then(|r| r.session()) == Some(id))
+        }
+        Op::MarkRevoked { .. } => item.is_some_and(|r| r.has_guid()) && !free(item),
     }
 }
 
@@ -631,7 +677,17 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             lease_duration_ms,
             lock_acquired_time_unix_ms,
         ),
-        Op::Renew { new_guid, fields, .. } => (changed(item, |r| hold(r, fields, new_guid)), Reply::Done),
+        Op::Renew { new_guid, fields, .. } => {
+            let item = changed(item, |r| hold(r, fields, new_guid));
+            // A session's item names the locks an operator revoked.
+            let revoked = item.as_ref().map(R::revoked).unwrap_or_default();
+            let reply = if revoked.is_empty() {
+                Reply::Done
+            } else {
+                Reply::Revoked(revoked)
+            };
+            (item, reply)
+        }
         Op::Release {
             lock_acquired_time_unix_ms,
             ..
@@ -693,6 +749,34 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             // Answered as a release is (no first-in-line mark on a semaphore's head).
             (item, Reply::WaitingMark(None))
         }
+        Op::ForceFree { delete: true, .. } => (None, Reply::Done),
+        Op::ForceFree {
+            new_guid, now_unix_ms, ..
+        } => {
+            let item = changed(item, |r| {
+                r.set_lease_duration_ms(RELEASED_LEASE_MS);
+                r.set_guid(new_guid);
+                r.set_lock_acquired_time_unix_ms(Some(now_unix_ms));
+            });
+            (item, Reply::Done)
+        }
+        Op::Revoke {
+            new_guid,
+            now_unix_ms,
+            session,
+            ..
+        } => {
+            let item = changed(item, |r| {
+                r.set_guid(new_guid);
+                r.set_lock_acquired_time_unix_ms(Some(now_unix_ms));
+                if let Some((_, lease)) = session {
+                    r.set_session(None);
+                    r.set_lease_duration_ms(lease);
+                }
+            });
+            (item, Reply::Done)
+        }
+        Op::MarkRevoked { guid } => (changed(item, |r| r.add_revoked(guid)), Reply::Done),
     }
 }
 
@@ -760,8 +844,11 @@ fn put_if_absent<R: Record>(owner: &str, guid: &R::Guid, data: Option<&LockData>
 fn take<R: Record>(item: Option<R>, fields: &OpenFields<'_>, guid: &R::Guid, clear_mark: bool) -> Applied<R> {
     let token = item.as_ref().and_then(R::fencing_token).unwrap_or(fields.token_floor) + 1;
     let mut r = R::empty();
-    if let Some(old) = item.as_ref().filter(|_| !clear_mark) {
-        r.set_mark(old.mark());
+    if let Some(old) = item.as_ref() {
+        r.keep_revoked(old);
+        if !clear_mark {
+            r.set_mark(old.mark());
+        }
     }
     hold(&mut r, fields, guid);
     r.set_session(fields.session);
@@ -953,6 +1040,20 @@ impl Record for LockRecord {
     fn session(&self) -> Option<&str> {
         self.session.as_deref()
     }
+    fn has_guid(&self) -> bool {
+        self.guid.is_some()
+    }
+    fn revoked(&self) -> Vec<Vec<u8>> {
+        self.revoked.clone()
+    }
+    fn add_revoked(&mut self, guid: &Guid) {
+        if let Err(at) = self.revoked.binary_search_by(|g| g.as_slice().cmp(guid)) {
+            self.revoked.insert(at, guid.to_vec());
+        }
+    }
+    fn keep_revoked(&mut self, old: &Self) {
+        self.revoked = old.revoked.clone();
+    }
     fn corrupt(&self) -> bool {
         self.refusal().is_some()
     }
@@ -1131,6 +1232,94 @@ mod tests {
             fields: &f,
         };
         assert!(matches!(apply(&renew, ended).1, Reply::Refused(_)));
+    }
+
+    #[test]
+    fn an_operators_writes_act_only_on_the_version_read() {
+        let new = [9u8; crate::item::GUID_LEN];
+        let lock = held(1, 4);
+        let read = lock.version();
+        let renewed = Some(held(2, 4));
+        for delete in [false, true] {
+            let free = Op::ForceFree {
+                read: &read,
+                new_guid: &new,
+                now_unix_ms: 77,
+                delete,
+            };
+            assert!(
+                matches!(apply(&free, renewed.clone()).1, Reply::Refused(_)),
+                "a heartbeat since"
+            );
+            assert!(matches!(apply(&free, None).1, Reply::Refused(None)), "no item");
+            let (after, reply) = apply(&free, Some(lock.clone()));
+            assert_eq!(reply, Reply::Done);
+            match after {
+                None => assert!(delete),
+                Some(r) => {
+                    assert!(!delete);
+                    assert!(released(Some(&r)) && r.carries(&new), "{r:?}");
+                    assert_eq!((r.fencing_token, r.lock_acquired_time_unix_ms), (Some(4), Some(77)));
+                }
+            }
+        }
+        let revoke = Op::Revoke {
+            read: &read,
+            new_guid: &new,
+            now_unix_ms: 77,
+            session: None,
+        };
+        let (revoked, _) = apply(&revoke, Some(lock.clone()));
+        let r = revoked.expect("the item stays");
+        assert!(r.carries(&new) && !free(Some(&r)), "held, under a new guid: {r:?}");
+        assert_eq!((r.lease_duration_ms, r.fencing_token), (Some(1000), Some(4)));
+        let mut released_since = lock.clone();
+        released_since.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        assert!(
+            matches!(apply(&revoke, Some(released_since)).1, Reply::Refused(_)),
+            "nothing to revoke on a released lock"
+        );
+    }
+
+    #[test]
+    fn a_revocation_through_a_session_leaves_it_and_its_next_renewal_names_the_lock() {
+        let (lock_guid, new) = ([1u8; crate::item::GUID_LEN], [9u8; crate::item::GUID_LEN]);
+        let mut lock = held(1, 4);
+        lock.session = Some("s1".into());
+        let read = lock.version();
+        let revoke = |session| Op::Revoke {
+            read: &read,
+            new_guid: &new,
+            now_unix_ms: 77,
+            session: Some((session, 60_000)),
+        };
+        assert!(
+            matches!(apply(&revoke("s2"), Some(lock.clone())).1, Reply::Refused(_)),
+            "held through another session"
+        );
+        let (after, _) = apply(&revoke("s1"), Some(lock));
+        let r = after.expect("the item stays");
+        assert_eq!((r.session, r.lease_duration_ms), (None, Some(60_000)));
+        // The session's item: named there while held, then read back by its renewal.
+        let (s_guid, s_next) = ([3u8; crate::item::GUID_LEN], [4u8; crate::item::GUID_LEN]);
+        let session = held(3, 1);
+        let mark = Op::MarkRevoked { guid: &lock_guid };
+        let (marked, reply) = apply(&mark, Some(session.clone()));
+        assert_eq!(reply, Reply::Done);
+        let f = fields();
+        let renew = Op::Renew {
+            guids: std::slice::from_ref(&s_guid),
+            new_guid: &s_next,
+            fields: &f,
+        };
+        assert_eq!(apply(&renew, marked).1, Reply::Revoked(vec![lock_guid.to_vec()]));
+        assert_eq!(apply(&renew, Some(session.clone())).1, Reply::Done, "none revoked");
+        let mut ended = session;
+        ended.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        assert!(
+            matches!(apply(&mark, Some(ended)).1, Reply::Refused(_)),
+            "an ended session"
+        );
     }
 
     #[test]

@@ -36,6 +36,14 @@ impl Outcome {
     }
 }
 
+/// A write's reply, as `Outcome`.
+fn written(r: Reply<LockRecord>) -> Outcome {
+    match r {
+        Reply::Done => Outcome::Done,
+        other => Outcome::Failed(format!("unexpected reply {other:?}")),
+    }
+}
+
 fn guids(ns: &[u32]) -> Vec<Guid> {
     ns.iter().map(|n| guid(*n)).collect()
 }
@@ -122,6 +130,40 @@ pub async fn run(store: &dyn Store, raw: Option<(&HttpStore, &TableSpec)>, key: 
                 stale_before_unix_ms: *stale,
             };
             Outcome::of(store.mark_waiting(key, &mark).await, done)
+        }
+        Step::ForceFree {
+            read,
+            new_guid,
+            now,
+            delete,
+        } => {
+            let (read, new_guid) = (read.version(), guid(*new_guid));
+            let op = Op::ForceFree {
+                read: &read,
+                new_guid: &new_guid,
+                now_unix_ms: *now,
+                delete: *delete,
+            };
+            Outcome::of(store.apply(key, &op).await, written)
+        }
+        Step::Revoke {
+            read,
+            new_guid,
+            now,
+            session,
+        } => {
+            let (read, new_guid) = (read.version(), guid(*new_guid));
+            let op = Op::Revoke {
+                read: &read,
+                new_guid: &new_guid,
+                now_unix_ms: *now,
+                session: session.as_ref().map(|(id, lease)| (id.as_str(), *lease)),
+            };
+            Outcome::of(store.apply(key, &op).await, written)
+        }
+        Step::MarkRevoked { guid: g } => {
+            let op = Op::MarkRevoked { guid: &guid(*g) };
+            Outcome::of(store.apply(key, &op).await, written)
         }
         _ => run_fifo(store, key, step).await,
     }

@@ -224,6 +224,22 @@ pub enum Step {
         guids: Vec<u32>,
         permits: u64,
     },
+    ForceFree {
+        read: V,
+        new_guid: u32,
+        now: u64,
+        delete: bool,
+    },
+    Revoke {
+        read: V,
+        new_guid: u32,
+        now: u64,
+        /// The session and its item's lease.
+        session: Option<(String, u64)>,
+    },
+    MarkRevoked {
+        guid: u32,
+    },
 }
 
 impl Step {
@@ -266,6 +282,11 @@ impl Step {
             Step::SemGrant { .. } => "sem_grant_reclaim",
             Step::SemRenew { .. } => "sem_renew",
             Step::SemRelease { .. } => "sem_release",
+            Step::ForceFree { delete: true, .. } => "force_delete",
+            Step::ForceFree { .. } => "force_free",
+            Step::Revoke { session: Some(_), .. } => "revoke_session",
+            Step::Revoke { .. } => "revoke",
+            Step::MarkRevoked { .. } => "mark_revoked",
         }
     }
 }
@@ -357,7 +378,7 @@ impl Gen<'_> {
     /// A step on a lock item (FailClosed, FailOpen, or written by the original library).
     pub fn lock_step(&mut self) -> Step {
         let cur = self.cur;
-        match self.rng.below(15) {
+        match self.rng.below(18) {
             0 => Step::Get,
             1 => Step::PutIfAbsent {
                 owner: format!("o{}", self.rng.below(3)),
@@ -410,6 +431,24 @@ impl Gen<'_> {
                 data: self.data(),
                 ttl: self.ttl(),
             },
+            15 => Step::ForceFree {
+                read: self.version(),
+                new_guid: self.fresh(),
+                now: self.now,
+                delete: self.rng.chance(40),
+            },
+            16 => Step::Revoke {
+                read: self.version(),
+                new_guid: self.fresh(),
+                now: self.now,
+                session: self.rng.chance(50).then(|| {
+                    (
+                        format!("s{}", self.rng.below(2)),
+                        [1000, 30000][self.rng.below(2) as usize],
+                    )
+                }),
+            },
+            17 => Step::MarkRevoked { guid: self.guid() },
             _ => self.mark(),
         }
     }
