@@ -20,8 +20,9 @@ use crate::item::G;
 pub struct Beats {
     /// The holder's client machine: the lock is its `LOCK`.
     pub client: Client<G>,
-    /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true)`:
-    /// renewed, `Landed(false)`: refused).
+    /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true, _)`:
+    /// renewed, `Landed(false, _)`: refused; with the `guid` of a lock the renewed session's
+    /// item names revoked, 0 for none).
     pub net: Option<([G; 2], G, BeatNet)>,
     /// Heartbeats that write, left to start.
     pub left: u8,
@@ -30,7 +31,7 @@ pub struct Beats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BeatNet {
     Out,
-    Landed(bool),
+    Landed(bool, G),
     Lost,
 }
 
@@ -118,7 +119,7 @@ impl Beats {
         }
         match self.net.map(|n| n.2) {
             Some(BeatNet::Out) => push(BeatEvent::Land),
-            Some(BeatNet::Landed(_)) => push(BeatEvent::Answer),
+            Some(BeatNet::Landed(..)) => push(BeatEvent::Answer),
             _ => return,
         }
         if faults > 0 {
@@ -137,7 +138,7 @@ impl Beats {
         now: Tick,
         faults: &mut u8,
         fresh: impl FnOnce() -> G,
-        renew: impl FnOnce([G; 2], G) -> bool,
+        renew: impl FnOnce([G; 2], G) -> (bool, G),
     ) -> Carried {
         let actions = match e {
             BeatEvent::Due => {
@@ -149,7 +150,8 @@ impl Beats {
             }
             BeatEvent::Land => {
                 let (gs, new, net) = self.net.as_mut().expect("a write on its way");
-                *net = BeatNet::Landed(renew(*gs, *new));
+                let (renewed, revoked) = renew(*gs, *new);
+                *net = BeatNet::Landed(renewed, revoked);
                 Vec::new()
             }
             BeatEvent::Lose => {
@@ -158,9 +160,14 @@ impl Beats {
                 Vec::new()
             }
             BeatEvent::Answer => {
-                let Some((_, _, BeatNet::Landed(ok))) = self.net.take() else {
+                let Some((_, _, BeatNet::Landed(ok, revoked))) = self.net.take() else {
                     unreachable!("an answer to a write that landed")
                 };
+                // A session's item names a lock an operator revoked: it is lost, the session
+                // goes on (as the addon's scheduler tells the client machine).
+                if ok && revoked != 0 {
+                    self.client.revoke(LOCK, &[revoked]);
+                }
                 let answer = if ok {
                     heartbeat::Answer::Renewed
                 } else {

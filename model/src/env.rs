@@ -149,6 +149,11 @@ pub fn apply(req: &Req<G, Ver>, fields: OpenFields<'_>, item: Option<Item>) -> (
 /// A heartbeat's write lands on `item`: the core's renewal (`op::Op::Renew`) of one of
 /// `guids` to `new`, with a lease of `lease` ticks. Whether it renewed (else it was refused).
 pub fn renew(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> bool {
+    renewal(item, guids, new, lease).0
+}
+
+/// `renew`, and the `guid` of a lock the renewed item names revoked (a session's; 0: none).
+pub fn renewal(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> (bool, G) {
     let fields = open_fields(lease);
     let op = Op::Renew {
         guids,
@@ -157,7 +162,11 @@ pub fn renew(item: &mut Option<Item>, guids: &[G], new: G, lease: Tick) -> bool 
     };
     let (after, reply) = op::apply(&op, *item);
     *item = after;
-    !matches!(reply, Reply::Refused(_))
+    match reply {
+        Reply::Refused(_) => (false, 0),
+        Reply::Revoked(guids) => (true, guids.first().and_then(|g| g.first()).copied().unwrap_or(0)),
+        _ => (true, 0),
+    }
 }
 
 /// The random number a model's holder draws its retry pauses with: with `beat_config`'s

@@ -43,6 +43,9 @@ pub struct Item {
     pub permits: u8,
     pub held: u8,
     pub holders: [Slot; MAX_HOLDERS],
+    /// A session's item: `lockRevoked`, the `guid` of a lock held through it that an operator
+    /// revoked (0: none; the model revokes one lock at most).
+    pub revoked: G,
 }
 
 /// One holder of a semaphore's head: key, `guid`, permits, `leaseDurationMs`.
@@ -135,6 +138,19 @@ impl Record for Item {
     }
     fn session(&self) -> Option<&str> {
         self.session.checked_sub(1).map(|i| SESSIONS[usize::from(i)])
+    }
+    fn revoked(&self) -> Vec<Vec<u8>> {
+        (self.revoked != 0).then(|| vec![self.revoked]).into_iter().collect()
+    }
+    fn add_revoked(&mut self, guid: &G) {
+        assert!(
+            self.revoked == 0 || self.revoked == *guid,
+            "the model revokes one lock at most"
+        );
+        self.revoked = *guid;
+    }
+    fn keep_revoked(&mut self, old: &Self) {
+        self.revoked = old.revoked;
     }
 
     fn set_owner(&mut self, _: &str) {}

@@ -690,14 +690,15 @@ impl Machines {
         }
     }
 
-    /// A heartbeat write lands on a lock's item, `slot`: whether it renewed the lease.
-    fn renew(&self, slot: &mut Option<Item>, guids: [G; 2], new: G) -> bool {
+    /// A heartbeat write lands on a lock's item, `slot`: whether it renewed the lease, and the
+    /// `guid` it names revoked (none: no lock is held through these items).
+    fn renew(&self, slot: &mut Option<Item>, guids: [G; 2], new: G) -> (bool, G) {
         // The broken variant writes whatever the item carries.
         let guids = match *slot {
             Some(it) if self.bug(Bug::RenewWithoutGuid) => [it.guid, guids[1]],
             _ => guids,
         };
-        env::renew(slot, &guids, new, self.cfg.lease)
+        env::renewal(slot, &guids, new, self.cfg.lease)
     }
 
     /// Client `i` ends its lock as the addon does (`ending::Ending`), the item carrying any of

@@ -235,10 +235,11 @@ fn session_label(cfg: &session::Config) -> String {
     format!(
         "2 lock ids held through one session{}, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
          re-read {}, request timeout {}, {} attempts, {} faults, {} crash, {} ticks",
-        match (cfg.handover, cfg.close) {
-            (true, _) => " (the first handed over within it)",
-            (false, true) => " (a close without releasing them)",
-            (false, false) => "",
+        match (cfg.handover, cfg.close, cfg.revoke) {
+            (true, _, _) => " (the first handed over within it)",
+            (false, true, _) => " (a close without releasing them)",
+            (false, false, true) => " (the first revoked by an operator)",
+            (false, false, false) => "",
         },
         cfg.rivals,
         if cfg.rivals == 1 { "" } else { "s" },

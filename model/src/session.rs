@@ -100,6 +100,13 @@ pub struct Config {
     /// nothing more, and are each lost at the loss moment of S's lease, when the client
     /// machine steps them; until then client 0 believes it holds them.
     pub close: bool,
+    /// An operator revokes lock A once, at any moment A's item is held through a session, as
+    /// `forceRelease` does: it reads the item, names its `guid` on S's item
+    /// (`op::Op::MarkRevoked`; refused once S has ended, when it gives up), then revokes the
+    /// lock on the version read (`op::Op::Revoke`: a new `guid`, out of the session, with S's
+    /// lease, which a rival waits out). Client 0 hears it when S's next renewal reads the name
+    /// back (`client::Client::revoke`).
+    pub revoke: bool,
     /// Time ends here.
     pub horizon: Tick,
     pub bug: Option<Broken>,
@@ -119,6 +126,7 @@ impl Config {
         beats: 2,
         handover: false,
         close: false,
+        revoke: false,
         horizon: 14,
         bug: None,
     };
@@ -191,7 +199,26 @@ pub struct State {
     pub waiting: bool,
     /// Client 0 closed without releasing its locks (`Config::close`).
     pub closed: bool,
+    /// The operator's revocation of A (`Config::revoke`).
+    pub operator: Operator,
 }
+
+/// How far the operator's revocation of A has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Operator {
+    #[default]
+    Idle,
+    /// A's `guid` is named on S's item; A's item was read at this version, held through this
+    /// session (`item::SESSIONS`, from 1).
+    Marked {
+        read: (G, u8),
+        session: u8,
+    },
+    Done,
+}
+
+/// The `guid` an operator's revocation writes: no client's.
+const OPERATOR_GUID: G = 0xf0;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -205,6 +232,10 @@ pub enum Action {
     Close,
     /// Client 0's machine steps an abandoned lock held through S at its loss moment.
     Lapse,
+    /// The operator names A's `guid` on S's item.
+    Mark,
+    /// The operator revokes A on the version it read.
+    Revoke,
     Beat(BeatEvent),
     StrayLand,
     StrayGone,
@@ -233,6 +264,8 @@ impl fmt::Debug for Action {
             Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
             Action::Close => write!(f, "c0 closes without releasing its locks"),
             Action::Lapse => write!(f, "c0's machine steps its abandoned locks"),
+            Action::Mark => write!(f, "an operator names lock A's guid on S's item"),
+            Action::Revoke => write!(f, "an operator revokes lock A on the version it read"),
             Action::Beat(BeatEvent::Due) => write!(f, "S's heartbeat is due"),
             Action::Beat(BeatEvent::Land) => write!(f, "S's heartbeat write lands"),
             Action::Beat(BeatEvent::Answer) => write!(f, "c0 gets S's heartbeat answer"),
@@ -565,7 +598,12 @@ impl Sessions {
     /// A rival was just granted lock `k`: if client 0 holds it through S, S's loss must be
     /// declared.
     fn loss_known(&self, s: &State, k: usize) -> Result<(), Violation> {
-        let holds = matches!(s.slots[1 + k].phase, Phase::Holding { .. });
+        // Held, and not lost alone (an operator's revocation).
+        let holds = matches!(s.slots[1 + k].phase, Phase::Holding { .. })
+            && s.hb
+                .as_ref()
+                .and_then(|h| h.client.hold((1 + k) as Id))
+                .is_none_or(|h| h.lost.is_none());
         let live = matches!(s.slots[SESSION_SLOT].phase, Phase::Holding { .. })
             && s.hb.as_ref().is_some_and(|h| h.hold().lost.is_none());
         if holds && live {
@@ -574,6 +612,38 @@ impl Sessions {
             return Err(Violation::new(LOSS, detail));
         }
         Ok(())
+    }
+
+    /// The operator reads A's item, held through a session, and names its `guid` on S's item;
+    /// refused (S ended), it gives up.
+    fn mark(&self, s: &mut State) {
+        let a = s.items[A].expect("a lock held through a session");
+        let op = core_op::Op::MarkRevoked { guid: &a.guid };
+        let (after, reply) = core_op::apply(&op, s.items[S]);
+        s.items[S] = after;
+        s.operator = match reply {
+            core_op::Reply::Refused(_) => Operator::Done,
+            _ => Operator::Marked {
+                read: a.version(),
+                session: a.session,
+            },
+        };
+    }
+
+    /// The operator revokes A on the version it read: out of its session, with S's lease.
+    fn revoke(&self, s: &mut State) {
+        let Operator::Marked { read, session } = s.operator else {
+            unreachable!("a revocation once marked")
+        };
+        let id = SESSIONS[usize::from(session) - 1];
+        let op = core_op::Op::Revoke {
+            read: &read,
+            new_guid: &OPERATOR_GUID,
+            now_unix_ms: s.now.into(),
+            session: Some((id, self.cfg.lease.into())),
+        };
+        s.items[A] = core_op::apply(&op, s.items[A]).0;
+        s.operator = Operator::Done;
     }
 
     /// A heartbeat write lands on S: whether it renewed the lease.
@@ -621,7 +691,7 @@ impl Sessions {
     fn beat(&self, s: &mut State, e: BeatEvent) -> Result<(), Violation> {
         let (now, lease, seq) = (s.now, self.cfg.lease, &mut s.seq);
         let h = s.hb.as_mut().expect("heartbeats");
-        let renew = |gs: [G; 2], new| env::renew(&mut s.items[S], &gs, new, lease);
+        let renew = |gs: [G; 2], new| env::renewal(&mut s.items[S], &gs, new, lease);
         let carried = h.happen(e, now, &mut s.left.faults, || new_guid(seq, 0), renew);
         s.stray = s.stray.or(carried.abandoned);
         // Once its writing heartbeats are spent, the scheduler still steps it at the loss
@@ -691,6 +761,7 @@ impl Model for Sessions {
             ended: false,
             waiting: self.cfg.handover,
             closed: false,
+            operator: Operator::Idle,
         };
         self.start(&mut s, SESSION_SLOT).expect("a start violates nothing");
         vec![s]
@@ -744,6 +815,13 @@ impl Model for Sessions {
         if self.next_lapse(s).is_some_and(|at| at <= s.now) {
             out.push(Action::Lapse);
         }
+        match s.operator {
+            Operator::Idle if self.cfg.revoke && s.items[A].is_some_and(|a| a.session != 0 && !a.released) => {
+                out.push(Action::Mark)
+            }
+            Operator::Marked { .. } => out.push(Action::Revoke),
+            _ => {}
+        }
         if !busy && !s.closed {
             let next = [1, 2]
                 .into_iter()
@@ -774,6 +852,8 @@ impl Model for Sessions {
             Action::GiveUp => s.waiting = false,
             Action::Close => self.close(&mut s),
             Action::Lapse => self.lapse(&mut s),
+            Action::Mark => self.mark(&mut s),
+            Action::Revoke => self.revoke(&mut s),
             Action::Beat(e) => self.beat(&mut s, e)?,
             Action::StrayLand => {
                 let (gs, new) = s.stray.take().unwrap();
@@ -865,28 +945,34 @@ pub const MAX_STATES: usize = 60_000_000;
 /// Two rivals (one per lock id) do not fit in a run of some minutes, even over 4 ticks: the
 /// simulator runs them.
 pub fn configs(full: bool) -> Vec<Config> {
-    // Each: heartbeats that write, faults, crashes, horizon, a hand-over, a close (long enough
-    // for a rival to wait S out and take a lock).
-    let rows: &[(u8, u8, u8, Tick, bool, bool)] = if full {
+    // Each: heartbeats that write, faults, crashes, horizon, a hand-over, a close, an
+    // operator's revocation (the last two long enough for a rival to wait S out and take a
+    // lock). A revocation does not fit in a bounded run: over 7 ticks with one heartbeat that
+    // writes it passes 60 million states; the bounded runs check its variant, and the
+    // simulator revokes in half its runs.
+    type Row = (u8, u8, u8, Tick, bool, bool, bool);
+    let rows: &[Row] = if full {
         &[
-            (2, 1, 1, 6, false, false),
-            (1, 0, 1, 4, true, false),
-            (0, 0, 0, 6, false, true),
+            (2, 1, 1, 6, false, false, false),
+            (1, 0, 1, 4, true, false, false),
+            (0, 0, 0, 6, false, true, false),
+            (2, 0, 0, 8, false, false, true),
         ]
     } else {
         &[
-            (1, 0, 1, 4, false, false),
-            (1, 0, 0, 3, true, false),
-            (0, 0, 0, 6, false, true),
+            (1, 0, 1, 4, false, false, false),
+            (1, 0, 0, 3, true, false, false),
+            (0, 0, 0, 6, false, true, false),
         ]
     };
-    let config = |&(beats, faults, crashes, horizon, handover, close): &(u8, u8, u8, Tick, bool, bool)| Config {
+    let config = |&(beats, faults, crashes, horizon, handover, close, revoke): &Row| Config {
         beats,
         faults,
         crashes,
         horizon,
         handover,
         close,
+        revoke,
         ..Config::DEFAULT
     };
     rows.iter().map(config).collect()
@@ -895,17 +981,18 @@ pub fn configs(full: bool) -> Vec<Config> {
 /// The variants the session model checks: the session's own (`Broken::SESSION`), and a lock
 /// held through the session, abandoned by a close, that is reported lost at its lease's end
 /// instead of a timer grain before.
-pub const VARIANTS: [Broken; 4] = [
+pub const VARIANTS: [Broken; 5] = [
     Broken::TakeoverSkipsSessionEnd,
     Broken::RenewRevivesEnded,
     Broken::UnclaimedHandOverForgetsGuid,
     Broken::AbandonedLapsesLate,
+    Broken::RevocationIgnored,
 ];
 
 /// The property each session variant's shortest counterexample violates.
 pub fn property(b: Broken) -> &'static str {
     match b {
-        Broken::TakeoverSkipsSessionEnd | Broken::AbandonedLapsesLate => "mutual exclusion",
+        Broken::TakeoverSkipsSessionEnd | Broken::AbandonedLapsesLate | Broken::RevocationIgnored => "mutual exclusion",
         _ => "no lost release",
     }
 }
@@ -913,7 +1000,9 @@ pub fn property(b: Broken) -> &'static str {
 /// The variants the simulator is to catch (in its runs that close, a lock held through the
 /// session abandoned and reported lost late). A takeover that does not end the session shows
 /// only when the session renews after the waiter's last read of it (a waiter reads it every
-/// half lease) and before its deadline: it is left to the exhaustive model.
+/// half lease) and before its deadline; a holder that ignores a revocation, only when it keeps
+/// the lock until a rival has waited out the revoked lease (a random walk releases it long
+/// before): both are left to the exhaustive model.
 pub const SIMULATED: [Broken; 3] = [
     Broken::RenewRevivesEnded,
     Broken::UnclaimedHandOverForgetsGuid,
@@ -923,7 +1012,8 @@ pub const SIMULATED: [Broken; 3] = [
 /// Whether a violation of `property` shows variant `b`: its own property, or for the takeover
 /// that does not end the session, the holder's loss not yet known at the rival's grant.
 pub fn caught_by(b: Broken, property: &str) -> bool {
-    property == self::property(b) || (b == Broken::TakeoverSkipsSessionEnd && property == LOSS)
+    property == self::property(b)
+        || (matches!(b, Broken::TakeoverSkipsSessionEnd | Broken::RevocationIgnored) && property == LOSS)
 }
 
 /// The configuration a variant is checked in.
@@ -932,6 +1022,17 @@ pub fn broken_config(b: Broken) -> Config {
         return Config {
             bug: Some(b),
             ..configs(false)[2]
+        };
+    }
+    if b == Broken::RevocationIgnored {
+        return Config {
+            bug: Some(b),
+            beats: 2,
+            faults: 0,
+            crashes: 0,
+            horizon: 8,
+            revoke: true,
+            ..Config::DEFAULT
         };
     }
     Config {

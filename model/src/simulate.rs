@@ -296,6 +296,7 @@ fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
         horizon: lease * rng.range(3, 6) as u16,
         handover: rng.range(0, 1) == 1,
         close: rng.range(0, 1) == 1,
+        revoke: rng.range(0, 1) == 1,
         bug,
     }
 }

@@ -65,6 +65,8 @@ pub enum Broken {
     /// A lock whose heartbeat waits for a write of the holder's data declares no loss while it
     /// waits, even once its lease has run out (its process was paused past it).
     ParkedMissesLapse,
+    /// A client whose session's renewal names a lock an operator revoked goes on holding it.
+    RevocationIgnored,
 }
 
 impl Broken {
@@ -118,6 +120,7 @@ impl Broken {
             Broken::AbandonedLapsesLate => "lock abandoned by close() reported lost at its lease's end, not before",
             Broken::UpdateTakesWholeLease => "lock.update that may take all that is left of the lease",
             Broken::ParkedMissesLapse => "heartbeat waiting for lock.update that declares no loss past the lease",
+            Broken::RevocationIgnored => "session holder that ignores a revocation its session's renewal reads back",
         }
     }
 }

@@ -304,6 +304,9 @@ impl<G: Clone + PartialEq> Client<G> {
     /// A renewal of session item `item` named the `guid`s an operator revoked: the members
     /// whose items carried one are lost, taken, and leave the session.
     pub fn revoke(&mut self, item: Id, guids: &[G]) {
+        if crate::broken::on(crate::broken::Broken::RevocationIgnored) {
+            return;
+        }
         let Some(s) = self.sessions.get_mut(&item) else { return };
         for m in s.revoke(guids) {
             if let Some(e) = self.locks.get_mut(&m) {
