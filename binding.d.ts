@@ -61,9 +61,9 @@ export declare class NativeClient {
   startAdmin(request: number, operation: string, body: string): void
   /**
    * An operator's write on one item of this client's table (`forceRelease`), as the core's
-   * operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`) under a new
-   * `guid` and this host's clock; `free`, `delete` and `revoke` only while the item is
-   * still at the version read. One attempt: an item that changed since fails with
+   * operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`, `Prune`) under a
+   * new `guid` and this host's clock; all but `markRevoked` only while the item is still at
+   * the version read. One attempt: an item that changed since fails with
    * `ConditionalCheckFailedException`.
    */
   startForce(request: number, force: JsForce): void
@@ -163,14 +163,17 @@ export interface JsCredentials {
 export interface JsForce {
   /**
    * `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
-   * `"revoke"`, or `"markRevoked"` (on a session's item).
+   * `"revoke"`, `"markRevoked"` (on a session's item), `"prune"` (an item nobody holds,
+   * deleted) or `"pruneSemaphore"` (a semaphore's head nobody holds permits of, deleted).
    */
   kind: string
   partition: KeyInput
   sort?: KeyInput
-  /** `free`, `delete`, `revoke`: the version read, its `guid` (absent: none) and token. */
+  /** All but `markRevoked`: the version read, its `guid` (absent: none) and token. */
   guid?: KeyInput
   fencingToken?: number
+  /** `prune`, `pruneSemaphore`: the Fifo ticket read (`ticketNext`; absent: none). */
+  ticketNext?: number
   /** `revoke` of a lock held through a session: the session's id and its item's lease. */
   session?: string
   sessionLeaseMs?: number

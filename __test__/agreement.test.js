@@ -16,7 +16,7 @@ const path = require("node:path");
 const { hostTriple } = require("../scripts/platform.js");
 
 const SEEDS = [1, 2, 3];
-const STEPS = 400;
+const STEPS = 1000;
 
 // Kinds without a condition: they always apply.
 const UNCONDITIONAL = new Set(["get", "fifo_ticket"]);
@@ -28,7 +28,7 @@ const KINDS = [
     "fifo_ticket", "fifo_reserve", "fifo_untake", "fifo_put_entry", "fifo_grant",
     "fifo_finish_entry", "fifo_delete_finished", "fifo_touch_entry",
     "sem_take", "sem_grant", "sem_grant_reclaim", "sem_renew", "sem_release",
-    "force_free", "force_delete", "revoke", "revoke_session", "mark_revoked",
+    "force_free", "force_delete", "revoke", "revoke_session", "mark_revoked", "prune", "prune_semaphore",
 ];
 
 // One run of `agreement::engine_agrees` through cargo (built already by `npm test`'s unit

@@ -618,18 +618,29 @@ function nativeValue(attr)
 // corrupt) cannot be named.
 function forceOn(key, Key, item, lock, kind)
 {
-    const token = item.fencingToken;
-    if (token !== undefined && !(typeof token.N === "string" && /^(0|[1-9][0-9]{0,15})$/.test(token.N) && Number(token.N) <= Number.MAX_SAFE_INTEGER))
-    {
-        throw codedError("CorruptLockItem", `the lock item of ${JSON.stringify(lock.id)} carries fencingToken ${JSON.stringify(token)}, which is no fencing token: a forced release writes on the version it read and cannot name this one; delete the item by hand`);
-    }
     return {
         kind,
         partition: nativeValue(Key[key.partition.name]),
         sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
         guid: item.guid ? nativeValue(item.guid) : undefined,
-        fencingToken: token === undefined ? undefined : Number(token.N),
+        fencingToken: tokenOf(item, "fencingToken", lock),
     };
+}
+
+// The counter `name` (`fencingToken`, `ticketNext`) of `item` as read, to name in a condition:
+// absent, or a whole number. Any other value (the item is corrupt) cannot be named.
+function tokenOf(item, name, lock)
+{
+    const token = item[name];
+    if (token === undefined)
+    {
+        return undefined;
+    }
+    if (!(typeof token.N === "string" && /^(0|[1-9][0-9]{0,15})$/.test(token.N) && Number(token.N) <= Number.MAX_SAFE_INTEGER))
+    {
+        throw codedError("CorruptLockItem", `the lock item of ${JSON.stringify(lock.id)} carries ${name} ${JSON.stringify(token)}, which is no whole number: an operator's write names the version it read and cannot name this one; delete the item by hand`);
+    }
+    return Number(token.N);
 }
 
 // The write of a forced release with `now`, on the version of `item` as read.
@@ -782,6 +793,8 @@ async function checkTable(options)
  *   entries. Their fencing tokens then start again: the next acquisition of such an id is
  *   granted token 1 (or, by a client with `ttlAttribute`, one counted from the time), below
  *   the tokens its earlier holders had. Without it they are kept, and counted in `kept`.
+ * Each deletion is the core's `Prune` operation. An item whose `fencingToken` or `ticketNext`
+ * is no whole number cannot be named on its version, and is kept too.
  * FailClosed items are never deleted: a FailClosed item is a lock held (`release --force`
  * frees a dead holder's). `dryRun`: nothing is deleted; `deleted` lists what would be.
  * Resolves with `{ deleted, changed, kept }`: the listings deleted (or that would be), those
@@ -791,6 +804,8 @@ async function pruneLocks(options)
 {
     const call = await adminCaller(options && options.dynamodb, "pruneLocks");
     const key = await tableOf(call, options.lockTable);
+    const force = await adminForcer(options.dynamodb, "pruneLocks",
+        { lockTable: options.lockTable, partitionKey: key.partition.name, sortKey: key.sort && key.sort.name });
     const items = await scanAll(call, options.lockTable);
     const entries = new Set(items.filter(i => isFifoEntry(i, key)).map(i => JSON.stringify(i[key.partition.name])));
     const deleted = [], changed = [];
@@ -816,41 +831,22 @@ async function pruneLocks(options)
         }
         if (!options.dryRun)
         {
-            // Still released, with the guid, token and Fifo counters read (a semaphore's head:
-            // no permits held, and no holder since, as the token and counters read say).
-            const names = { "#lease": "leaseDurationMs" };
-            const values = {};
-            const conditions = [];
-            if (lock.holders)
-            {
-                names["#held"] = "permitsHeld";
-                values[":zero"] = { N: "0" };
-                conditions.push("attribute_not_exists(#lease)", "(attribute_not_exists(#held) OR #held = :zero)");
-            }
-            else
-            {
-                values[":one"] = { N: RELEASED };
-                conditions.push("#lease = :one");
-            }
-            for (const [i, name] of ["guid", "fencingToken", "ticketNext"].entries())
-            {
-                names[`#a${i}`] = name;
-                if (item[name])
-                {
-                    values[`:a${i}`] = item[name];
-                    conditions.push(`#a${i} = :a${i}`);
-                }
-                else
-                {
-                    conditions.push(`attribute_not_exists(#a${i})`);
-                }
-            }
+            // Still released, with the guid, token and Fifo ticket read (a semaphore's head: no
+            // permits held, and no holder since, as the token and ticket read say).
             try
             {
-                await call("DeleteItem", { TableName: options.lockTable, Key, ConditionExpression: conditions.join(" AND "), ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+                const op = forceOn(key, Key, item, lock, lock.holders ? "pruneSemaphore" : "prune");
+                op.ticketNext = tokenOf(item, "ticketNext", lock);
+                await force(op);
             }
             catch (err)
             {
+                // A counter that is no whole number cannot be named: such an item is kept.
+                if (err.code === "CorruptLockItem")
+                {
+                    kept++;
+                    continue;
+                }
                 if (err.code !== "ConditionalCheckFailedException")
                 {
                     throw err;

@@ -78,6 +78,7 @@ fn op_name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::ForceFree { .. } => "an operator's forced release",
         Op::Revoke { .. } => "an operator's revocation",
         Op::MarkRevoked { .. } => "an operator's revocation, named on the session",
+        Op::Prune { .. } => "an operator's deletion of an item nobody holds",
         Op::SemTake { .. } => "semaphore take free permits",
         Op::SemGrant(_) => "semaphore grant permits",
         Op::SemRenew { .. } => "semaphore heartbeat",

@@ -403,13 +403,16 @@ fn key_value(k: KeyInput) -> Result<KeyValue> {
 #[napi(object)]
 pub struct JsForce {
     /// `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
-    /// `"revoke"`, or `"markRevoked"` (on a session's item).
+    /// `"revoke"`, `"markRevoked"` (on a session's item), `"prune"` (an item nobody holds,
+    /// deleted) or `"pruneSemaphore"` (a semaphore's head nobody holds permits of, deleted).
     pub kind: String,
     pub partition: KeyInput,
     pub sort: Option<KeyInput>,
-    /// `free`, `delete`, `revoke`: the version read, its `guid` (absent: none) and token.
+    /// All but `markRevoked`: the version read, its `guid` (absent: none) and token.
     pub guid: Option<KeyInput>,
     pub fencing_token: Option<f64>,
+    /// `prune`, `pruneSemaphore`: the Fifo ticket read (`ticketNext`; absent: none).
+    pub ticket_next: Option<f64>,
     /// `revoke` of a lock held through a session: the session's id and its item's lease.
     pub session: Option<String>,
     pub session_lease_ms: Option<f64>,
@@ -1032,9 +1035,9 @@ impl NativeClient {
     }
 
     /// An operator's write on one item of this client's table (`forceRelease`), as the core's
-    /// operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`) under a new
-    /// `guid` and this host's clock; `free`, `delete` and `revoke` only while the item is
-    /// still at the version read. One attempt: an item that changed since fails with
+    /// operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`, `Prune`) under a
+    /// new `guid` and this host's clock; all but `markRevoked` only while the item is still at
+    /// the version read. One attempt: an item that changed since fails with
     /// `ConditionalCheckFailedException`.
     #[napi(catch_unwind)]
     pub fn start_force(&self, request: u32, force: JsForce) -> Result<()> {
@@ -1056,8 +1059,10 @@ impl NativeClient {
             .transpose()
             .map_err(|_| Error::from_reason("revokedGuid: a guid is 64 bytes"))?;
         let session = force.session.zip(force.session_lease_ms.map(|l| l as u64));
+        let ticket_next = force.ticket_next.map(|t| t as u64);
         let kind = force.kind;
-        if !matches!(kind.as_str(), "free" | "delete" | "revoke") && (kind != "markRevoked" || revoked.is_none()) {
+        let known = matches!(kind.as_str(), "free" | "delete" | "revoke" | "prune" | "pruneSemaphore");
+        if !known && (kind != "markRevoked" || revoked.is_none()) {
             return Err(Error::from_reason(format!(
                 "no forced write {kind:?} with these arguments"
             )));
@@ -1073,6 +1078,11 @@ impl NativeClient {
                     session: session.as_ref().map(|(id, lease)| (id.as_str(), *lease)),
                 },
                 ("markRevoked", Some(guid)) => op::Op::MarkRevoked { guid },
+                ("prune" | "pruneSemaphore", _) => op::Op::Prune {
+                    read: &read,
+                    ticket_next,
+                    permits: kind == "pruneSemaphore",
+                },
                 (kind, _) => op::Op::ForceFree {
                     read: &read,
                     new_guid: &new_guid,

@@ -632,6 +632,11 @@ impl HttpStore {
                 session,
             } => self.revoke(key, read, new_guid, now_unix_ms, session).await.map(done),
             Op::MarkRevoked { guid } => self.mark_revoked(key, guid).await.map(done),
+            Op::Prune {
+                read,
+                ticket_next,
+                permits,
+            } => self.prune(key, read, ticket_next, permits).await.map(done),
         }
     }
 }
@@ -1094,6 +1099,32 @@ impl HttpStore {
             .value(":released", Attr::N(RELEASED_LEASE_MS))
             .and("attribute_exists(#guid) AND attribute_exists(#lease) AND #lease <> :released");
         self.send_update(key, e, "NONE").await.map(drop)
+    }
+
+    /// `Prune`: an item nobody holds deleted, on the version and Fifo ticket read.
+    async fn prune(
+        &self,
+        key: &LockKey,
+        read: &Version,
+        ticket_next: Option<u64>,
+        permits: bool,
+    ) -> Result<(), StoreError> {
+        let mut e = self.expr();
+        let read = e.version_is(read);
+        e.and("attribute_exists(#pk)").and(&read);
+        match ticket_next {
+            Some(t) => e.value(":ptn", Attr::N(t)).and("#tn = :ptn"),
+            None => e.and("attribute_not_exists(#tn)"),
+        };
+        match permits {
+            true => e
+                .value(":zero", Attr::N(0))
+                .and("attribute_not_exists(#lease) AND (attribute_not_exists(#held) OR #held = :zero)"),
+            false => e
+                .value(":released", Attr::N(RELEASED_LEASE_MS))
+                .and("#lease = :released"),
+        };
+        self.delete(key, e, true).await.map(drop)
     }
 
     /// `MarkWaiting`: a waiter's first-in-line mark, where no other waiter's is fresh (or the

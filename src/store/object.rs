@@ -379,7 +379,7 @@ impl Store for ObjectStore {
             | Op::FifoFinishEntry { .. }
             | Op::FifoDeleteFinished
             | Op::FifoTouchEntry { .. } => Err(unsupported("Fifo")),
-            Op::ForceFree { .. } | Op::Revoke { .. } | Op::MarkRevoked { .. } => {
+            Op::ForceFree { .. } | Op::Revoke { .. } | Op::MarkRevoked { .. } | Op::Prune { .. } => {
                 Err(unsupported("an operator's forced release"))
             }
             Op::SemTake { .. } | Op::SemGrant(_) | Op::SemRenew { .. } | Op::SemRelease { .. } => {

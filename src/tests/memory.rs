@@ -177,6 +177,7 @@ fn name(op: &Op<'_, LockRecord>) -> &'static str {
         Op::ForceFree { .. } => "force_free",
         Op::Revoke { .. } => "revoke",
         Op::MarkRevoked { .. } => "mark_revoked",
+        Op::Prune { .. } => "prune",
     }
 }
 

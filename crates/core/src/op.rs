@@ -346,6 +346,15 @@ pub enum Op<'a, R: Record> {
     /// (`item::LOCK_REVOKED`), if the item carries a `guid` and is held. The session's next
     /// renewal reads it back (`Reply::Revoked`).
     MarkRevoked { guid: &'a R::Guid },
+    /// An operator deletes an item nobody holds (`pruneLocks`), if it is still at the version
+    /// `read` with the Fifo ticket `ticket_next` (`None`: none issued): a released lock, Fifo
+    /// head or session item; with `permits`, a semaphore's head that nobody holds permits of
+    /// (no `leaseDurationMs`, no permits held).
+    Prune {
+        read: &'a R::Version,
+        ticket_next: Option<u64>,
+        permits: bool,
+    },
 }
 
 impl<R: Record> Op<'_, R> {
@@ -636,6 +645,18 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
                 && session.is_none_or(|(id, _)| item.and_then(|r| r.session()) == Some(id))
         }
         Op::MarkRevoked { .. } => item.is_some_and(|r| r.has_guid()) && !free(item),
+        Op::Prune {
+            read,
+            ticket_next,
+            permits,
+        } => {
+            still_version(item, Some(read))
+                && item.is_some_and(|r| r.ticket_next() == *ticket_next)
+                && match permits {
+                    true => item.is_some_and(|r| r.lease_duration_ms().is_none() && r.permits_held() == 0),
+                    false => released(item),
+                }
+        }
     }
 }
 
@@ -777,6 +798,7 @@ pub fn apply<R: Record>(op: &Op<'_, R>, item: Option<R>) -> (Option<R>, Reply<R>
             (item, Reply::Done)
         }
         Op::MarkRevoked { guid } => (changed(item, |r| r.add_revoked(guid)), Reply::Done),
+        Op::Prune { .. } => (None, Reply::Done),
     }
 }
 
@@ -1278,6 +1300,51 @@ mod tests {
         assert!(
             matches!(apply(&revoke, Some(released_since)).1, Reply::Refused(_)),
             "nothing to revoke on a released lock"
+        );
+    }
+
+    #[test]
+    fn a_prune_deletes_only_an_item_nobody_holds_at_the_version_and_ticket_read() {
+        let mut released_lock = held(1, 4);
+        released_lock.lease_duration_ms = Some(RELEASED_LEASE_MS);
+        let read = released_lock.version();
+        let prune = |ticket_next, permits| Op::Prune {
+            read: &read,
+            ticket_next,
+            permits,
+        };
+        assert_eq!(
+            apply(&prune(None, false), Some(released_lock.clone())),
+            (None, Reply::Done)
+        );
+        assert!(
+            matches!(
+                apply(&prune(Some(4), false), Some(released_lock.clone())).1,
+                Reply::Refused(_)
+            ),
+            "a ticket issued since"
+        );
+        assert!(
+            matches!(apply(&prune(None, false), Some(held(1, 4))).1, Reply::Refused(_)),
+            "held"
+        );
+        assert!(
+            matches!(apply(&prune(None, false), Some(held(2, 5))).1, Reply::Refused(_)),
+            "taken since"
+        );
+        // A semaphore's head: no lease and no permits held.
+        let mut head = released_lock;
+        head.lease_duration_ms = None;
+        head.queue = Some(Box::new(QueueCounters {
+            permits: Some(3),
+            permits_held: Some(0),
+            ..Default::default()
+        }));
+        assert_eq!(apply(&prune(None, true), Some(head.clone())).1, Reply::Done);
+        head.queue.as_mut().unwrap().permits_held = Some(1);
+        assert!(
+            matches!(apply(&prune(None, true), Some(head)).1, Reply::Refused(_)),
+            "permits held"
         );
     }
 

@@ -165,6 +165,19 @@ pub async fn run(store: &dyn Store, raw: Option<(&HttpStore, &TableSpec)>, key: 
             let op = Op::MarkRevoked { guid: &guid(*g) };
             Outcome::of(store.apply(key, &op).await, written)
         }
+        Step::Prune {
+            read,
+            ticket_next,
+            permits,
+        } => {
+            let read = read.version();
+            let op = Op::Prune {
+                read: &read,
+                ticket_next: *ticket_next,
+                permits: *permits,
+            };
+            Outcome::of(store.apply(key, &op).await, written)
+        }
         _ => run_fifo(store, key, step).await,
     }
 }

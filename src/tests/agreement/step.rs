@@ -240,6 +240,11 @@ pub enum Step {
     MarkRevoked {
         guid: u32,
     },
+    Prune {
+        read: V,
+        ticket_next: Option<u64>,
+        permits: bool,
+    },
 }
 
 impl Step {
@@ -287,6 +292,8 @@ impl Step {
             Step::Revoke { session: Some(_), .. } => "revoke_session",
             Step::Revoke { .. } => "revoke",
             Step::MarkRevoked { .. } => "mark_revoked",
+            Step::Prune { permits: true, .. } => "prune_semaphore",
+            Step::Prune { .. } => "prune",
         }
     }
 }
@@ -378,6 +385,10 @@ impl Gen<'_> {
     /// A step on a lock item (FailClosed, FailOpen, or written by the original library).
     pub fn lock_step(&mut self) -> Step {
         let cur = self.cur;
+        // A released item, now and then: an operator's deletion.
+        if cur.is_some_and(|r| r.lease_duration_ms == Some(1)) && self.rng.chance(25) {
+            return self.prune(false);
+        }
         match self.rng.below(18) {
             0 => Step::Get,
             1 => Step::PutIfAbsent {
@@ -529,6 +540,19 @@ impl Gen<'_> {
         }
     }
 
+    /// An operator's deletion, on the item's version and ticket or ones that differ.
+    fn prune(&mut self, permits: bool) -> Step {
+        let tn = self.cur.and_then(|r| r.ticket_next());
+        Step::Prune {
+            read: self.version(),
+            ticket_next: match self.rng.below(4) {
+                0 => tn.map(|t| t + 1).or(Some(1)),
+                _ => tn,
+            },
+            permits,
+        }
+    }
+
     /// Gives back a ticket: mostly the last one issued at the last position.
     fn untake(&mut self, last: u64, qn: u64) -> Step {
         let ticket = if self.rng.chance(70) { last } else { self.near(last) };
@@ -551,6 +575,7 @@ impl Gen<'_> {
             0 => Step::Get,
             1 => Step::FifoTicket,
             2 | 3 => self.untake(last, qn),
+            4 => self.prune(true),
             _ => self.sem_step(),
         }
     }
