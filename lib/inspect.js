@@ -613,6 +613,15 @@ function nativeValue(attr)
     return attr.N !== undefined ? { n: attr.N } : { s: attr.S };
 }
 
+// The item key `Key` (on the table's key `key`) as the native core takes it.
+function nativeKey(key, Key)
+{
+    return {
+        partition: nativeValue(Key[key.partition.name]),
+        sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
+    };
+}
+
 // The forced write `kind` on the lock item at `Key` (`key`: the table's key), on the version of
 // `item` as read: its `guid` and its fencing token. A token that is no token (the item is
 // corrupt) cannot be named.
@@ -620,8 +629,7 @@ function forceOn(key, Key, item, lock, kind)
 {
     return {
         kind,
-        partition: nativeValue(Key[key.partition.name]),
-        sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
+        ...nativeKey(key, Key),
         guid: item.guid ? nativeValue(item.guid) : undefined,
         fencingToken: tokenOf(item, "fencingToken", lock),
     };
@@ -663,8 +671,7 @@ function markRevoked(force, key, lock, item)
     const Key = sessionKey(key, lock.session);
     return force({
         kind: "markRevoked",
-        partition: nativeValue(Key[key.partition.name]),
-        sort: key.sort ? nativeValue(Key[key.sort.name]) : undefined,
+        ...nativeKey(key, Key),
         revokedGuid: Buffer.from(item.guid.B, "base64"),
     });
 }

@@ -213,6 +213,13 @@ impl<'a> Expr<'a> {
         }
     }
 
+    /// An operator's write: on the condition that the item exists and still carries version
+    /// `v`, as it was read (`op::still_version`).
+    pub fn at_version(&mut self, v: &'a Version) -> &mut Self {
+        let read = self.version_is(v);
+        self.and("attribute_exists(#pk)").and(&read)
+    }
+
     /// The condition that the item carries version `v` (`op::still_version`): its `guid` and
     /// its `fencingToken`, each as it was or absent as it was.
     pub fn version_is(&mut self, v: &'a Version) -> String {

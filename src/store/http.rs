@@ -1049,8 +1049,7 @@ impl HttpStore {
         delete: bool,
     ) -> Result<(), StoreError> {
         let mut e = self.expr();
-        let read = e.version_is(read);
-        e.and("attribute_exists(#pk)").and(&read);
+        e.at_version(read);
         if delete {
             return self.delete(key, e, true).await.map(drop);
         }
@@ -1072,13 +1071,11 @@ impl HttpStore {
         session: Option<(&str, u64)>,
     ) -> Result<(), StoreError> {
         let mut e = self.expr();
-        let read = e.version_is(read);
-        e.set_to("#guid", ":new", Attr::B(new_guid))
+        e.at_version(read)
+            .set_to("#guid", ":new", Attr::B(new_guid))
             .acquired_time(Some(now_unix_ms))
             .set_to("#rv", ":rv", Attr::N(now_unix_ms))
             .value(":released", Attr::N(RELEASED_LEASE_MS))
-            .and("attribute_exists(#pk)")
-            .and(&read)
             .and("attribute_exists(#lease) AND #lease <> :released");
         if let Some((id, lease)) = session {
             e.set_to("#lease", ":lease", Attr::N(lease))
@@ -1110,8 +1107,7 @@ impl HttpStore {
         permits: bool,
     ) -> Result<(), StoreError> {
         let mut e = self.expr();
-        let read = e.version_is(read);
-        e.and("attribute_exists(#pk)").and(&read);
+        e.at_version(read);
         match ticket_next {
             Some(t) => e.value(":ptn", Attr::N(t)).and("#tn = :ptn"),
             None => e.and("attribute_not_exists(#tn)"),
