@@ -60,13 +60,20 @@ export declare class NativeClient {
    */
   startAdmin(request: number, operation: string, body: string): void
   /**
-   * An operator's write on one item of this client's table (`forceRelease`), as the core's
-   * operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`, `Prune`) under a
-   * new `guid` and this host's clock; all but `markRevoked` only while the item is still at
-   * the version read. One attempt: an item that changed since fails with
-   * `ConditionalCheckFailedException`.
+   * An operator's deletion of an item nobody holds (`pruneLocks`), as the core's operation
+   * `op::Op::Prune`, only while the item is still at the version read. One attempt: an item
+   * that changed since fails with `ConditionalCheckFailedException`.
    */
-  startForce(request: number, force: JsForce): void
+  startPrune(request: number, prune: JsPrune): void
+  /**
+   * An operator's forced release of one lock of this client's table (`forceRelease`), from
+   * its item as the operator read it (`item`: DynamoDB JSON; absent: no item), as the core's
+   * machine says (`force::Force`: what it reads, in which order it writes, when it reads
+   * again). Answers with `body` (JSON text): `{"action", "freeAfterMs"}` after a revocation,
+   * `{"action", "endedSession"}` after a release or deletion at once, `{"action"}` for an
+   * absent or free lock, or `{"refused"}` (`force::Refusal`).
+   */
+  startForceRelease(request: number, force: JsForceRelease): void
   /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */
   cancelAcquisition(cancelId: number): void
   /** Forgets a cancellation that will never be used (the acquisition settled first). */
@@ -159,26 +166,14 @@ export interface JsCredentials {
   expirationMs?: number
 }
 
-/** An operator's write on one lock item (`NativeClient::start_force`). */
-export interface JsForce {
-  /**
-   * `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
-   * `"revoke"`, `"markRevoked"` (on a session's item), `"prune"` (an item nobody holds,
-   * deleted) or `"pruneSemaphore"` (a semaphore's head nobody holds permits of, deleted).
-   */
-  kind: string
+/** An operator's forced release of one lock (`NativeClient::start_force_release`). */
+export interface JsForceRelease {
   partition: KeyInput
   sort?: KeyInput
-  /** All but `markRevoked`: the version read, its `guid` (absent: none) and token. */
-  guid?: KeyInput
-  fencingToken?: number
-  /** `prune`, `pruneSemaphore`: the Fifo ticket read (`ticketNext`; absent: none). */
-  ticketNext?: number
-  /** `revoke` of a lock held through a session: the session's id and its item's lease. */
-  session?: string
-  sessionLeaseMs?: number
-  /** `markRevoked`: the `guid` of the lock revoked. */
-  revokedGuid?: Buffer
+  /** The lock item as the operator read it (DynamoDB JSON of GetItem's `Item`); absent: none. */
+  item?: string
+  /** Free the lock at once instead of revoking it. */
+  now: boolean
 }
 
 /**
@@ -251,6 +246,19 @@ export interface JsOutcome {
   info?: JsLockInfo
   /** `startAdmin`: the response body (JSON text). */
   body?: string
+}
+
+/** An operator's deletion of an item nobody holds (`NativeClient::start_prune`). */
+export interface JsPrune {
+  partition: KeyInput
+  sort?: KeyInput
+  /** The version read: its `guid` (absent: none) and token. */
+  guid?: KeyInput
+  fencingToken?: number
+  /** The Fifo ticket read (`ticketNext`; absent: none). */
+  ticketNext?: number
+  /** A semaphore's head that nobody holds permits of. */
+  semaphore: boolean
 }
 
 /** A lock id value: exactly one of `s`, `n` (decimal text), `b`. */

@@ -216,6 +216,69 @@ for (const name of selectedEngines())
             await Promise.all([open.close(), closed.close()]);
         });
 
+        it("a lock of an ended session is freed with nobody to tell; an absent lock and a semaphore are told apart", async () =>
+        {
+            // A session lock's item, whose session's item is ended (as a waiter that waited it
+            // out leaves it): a revocation frees it at once, with no warning.
+            const id = uniqueId("ended");
+            const session = "ended-" + id;
+            const guid = Buffer.alloc(64, 5).toString("base64");
+            await engine.putItem("revoke", {
+                id: { S: id }, owner: { S: "gone" }, guid: { B: guid }, fencingToken: { N: "4" },
+                leaseDurationMs: { N: "10000" }, lockSession: { S: session },
+            });
+            await engine.putItem("revoke", {
+                id: { S: "dynamodb-lock-native/session/" + session }, owner: { S: "gone" }, guid: { B: guid },
+                fencingToken: { N: "1" }, leaseDurationMs: { N: "1" },
+            });
+            const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id });
+            assert.deepEqual([r.action, r.warning, r.lock.owner], ["released", undefined, "gone"]);
+            const freed = await engine.getItem("revoke", { id: { S: id } });
+            assert.equal(freed.leaseDurationMs.N, "1");
+            assert.equal(freed.fencingToken.N, "4", "the token is kept");
+            const absent = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: uniqueId("none") });
+            assert.deepEqual(absent, { action: "absent", lock: null });
+
+            const semaphore = new DynamoDBLockClient.Semaphore(config("revokefifo", { permits: 2 }));
+            const sid = uniqueId("sem");
+            const permit = await semaphore.acquireLock(sid);
+            try
+            {
+                await assert.rejects(
+                    DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revokefifo", id: sid }),
+                    e => e.code === "NotSupported" && /Semaphore/.test(e.message));
+                await permit.release();
+                const free = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revokefifo", id: sid });
+                assert.equal(free.action, "already-free");
+            }
+            finally
+            {
+                await semaphore.close();
+            }
+        });
+
+        it("a holder that keeps renewing is revoked on the version it carries, and hears \"lost\"", async () =>
+        {
+            // A heartbeat every 50 ms rotates the holder's guid: a write on the version read that
+            // meets a newer one is refused, and the core reads again (within its five reads).
+            const holder = new DynamoDBLockClient.FailOpen(config("revoke", { owner: "busy", leaseDurationMs: 2000, heartbeatPeriodMs: 50 }));
+            const id = uniqueId("busy");
+            const lock = await holder.acquireLock(id);
+            const lost = new Promise(resolve => lock.once("lost", resolve));
+            try
+            {
+                const r = await DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id });
+                assert.equal(r.action, "revoked");
+                assert.equal(r.freeAfterMs, 2000);
+                assert.equal(r.lock.owner, "busy");
+                await lost;
+            }
+            finally
+            {
+                await holder.close();
+            }
+        });
+
         it("an item whose fencingToken is no token is refused as corrupt, and left as it is", async () =>
         {
             const id = uniqueId("corrupt");

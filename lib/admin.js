@@ -31,13 +31,19 @@ async function nativeAdmin(dynamodb, what, table)
     return bridge.nativeClient(Object.assign(options, sdkOptionsFrom(dynamodb)), undefined);
 }
 
-// `forceRelease`'s writes on the lock table `table` (as for `nativeAdmin`): each one the
-// core's operation (`NativeClient.startForce`), checked against the core's conditions on both
-// engines by the agreement test.
-async function adminForcer(dynamodb, what, table)
+// An operator's requests on the lock table `table` (as for `nativeAdmin`), each through the
+// core: `forceRelease(request)`, the core's forced release (`force::Force`) from the item as
+// read, resolving with `{ action, freeAfterMs?, endedSession? }` or `{ refused }`; and
+// `prune(request)`, the core's `Prune` operation, checked against the core's conditions on
+// both engines by the agreement test.
+async function adminNative(dynamodb, what, table)
 {
     const client = await nativeAdmin(dynamodb, what, table);
-    return force => bridge.request(request => client.startForce(request, force));
+    return {
+        forceRelease: async request =>
+            JSON.parse((await bridge.request(r => client.startForceRelease(r, request))).body),
+        prune: request => bridge.request(r => client.startPrune(r, request)),
+    };
 }
 
 async function adminCaller(dynamodb, what = "createTable")
@@ -73,4 +79,4 @@ async function createTable(options)
     return table.createTable(options, call);
 }
 
-module.exports = { createTable, adminCaller, adminForcer };
+module.exports = { createTable, adminCaller, adminNative };

@@ -6,7 +6,7 @@
 // so that only the table's name is needed, and speaks DynamoDB's JSON through the native
 // client's administration channel (lib/admin.js).
 
-const { adminCaller, adminForcer } = require("./admin.js");
+const { adminCaller, adminNative } = require("./admin.js");
 const { invalidArgument } = require("./errors.js");
 const { codedError } = require("./table.js");
 
@@ -546,55 +546,53 @@ async function forceRelease(options)
     const now = options.now === true;
     const key = await tableOf(call, options.lockTable);
     const Key = itemKey(key, options.id, options.sortValue);
-    const force = await adminForcer(options.dynamodb, "forceRelease",
+    const admin = await adminNative(options.dynamodb, "forceRelease",
         { lockTable: options.lockTable, partitionKey: key.partition.name, sortKey: key.sort && key.sort.name });
-    let first;
-    // A live FailOpen holder rotates its guid every heartbeat: a write that meets a new guid
-    // of the same holder (same token) reads again, a few times; another holder is left alone.
-    for (let attempt = 0; attempt < FORCE_TRIES; attempt++)
+    const r = await call("GetItem", { TableName: options.lockTable, Key, ConsistentRead: true });
+    const lock = r.Item ? describeItem(r.Item, key) : null;
+    // The core decides the rest from the item as read (`force::Force`): what it reads again,
+    // and in which order it writes.
+    const outcome = await admin.forceRelease({ ...nativeKey(key, Key), item: r.Item ? JSON.stringify(r.Item) : undefined, now });
+    if (outcome.refused)
     {
-        const r = await call("GetItem", { TableName: options.lockTable, Key, ConsistentRead: true });
-        if (!r.Item)
-        {
-            return { action: "absent", lock: first || null };
-        }
-        const lock = describeItem(r.Item, key);
-        if (!lock.held)
-        {
-            return { action: "already-free", lock };
-        }
-        if (first && (lock.fencingToken !== first.fencingToken || lock.owner !== first.owner))
-        {
-            throw codedError("LockChanged", `the lock ${JSON.stringify(lock.id)} changed hands while it was being released: read it again before forcing its release`);
-        }
-        if (lock.kind === "FailClosed" && !now)
-        {
-            throw codedError("HolderCannotBeTold", `the lock ${JSON.stringify(lock.id)} is a FailClosed lock (held by ${JSON.stringify(lock.owner)}): its holder writes nothing while it holds, so nothing can tell it that its lock is gone. Free it with now: true (the command line's --now) only once you know the holder is dead`);
-        }
-        if (lock.holders)
-        {
-            throw codedError("NotSupported", `the lock ${JSON.stringify(lock.id)} is a ${lock.kind}'s: its holders share one item, and a waiter reclaims the permits of a holder that has not renewed for its lease, so there is nothing to force`);
-        }
-        first = first || lock;
-        try
-        {
-            const out = now
-                ? await forceNow(force, key, Key, r.Item, lock)
-                : await revoke(call, force, options.lockTable, key, Key, r.Item, lock);
-            return Object.assign({ lock }, out);
-        }
-        catch (err)
-        {
-            if (err.code !== "ConditionalCheckFailedException")
-            {
-                throw err;
-            }
-        }
+        throw forceRefusal(outcome.refused, lock);
     }
-    throw codedError("LockChanged", `the lock item of ${JSON.stringify(first.id)} changed after each of ${FORCE_TRIES} reads: read it again before forcing its release`);
+    const out = { action: outcome.action, lock };
+    if (outcome.freeAfterMs !== undefined)
+    {
+        out.freeAfterMs = outcome.freeAfterMs;
+    }
+    // Freed at once: a holder still alive may go on as if it held the lock (not when the
+    // session it was held through had ended: nobody holds it then).
+    if ((outcome.action === "released" || outcome.action === "deleted") && !outcome.endedSession)
+    {
+        out.warning = outcome.action === "deleted" ? NOW_WARNING_FAIL_CLOSED : NOW_WARNING;
+    }
+    return out;
 }
 
-// Tries of a forced release against a holder that keeps renewing.
+// Why the core left the lock `lock` (as first read) alone, as an error with its `code`.
+function forceRefusal(why, lock)
+{
+    const id = JSON.stringify(lock.id);
+    switch (why)
+    {
+    case "Changed":
+        return codedError("LockChanged", `the lock ${id} changed hands while it was being released: read it again before forcing its release`);
+    case "SessionEnded":
+        return codedError("LockChanged", `the session ${lock.session} of the lock ${id} ended while its lock was being revoked: read it again`);
+    case "TriedOut":
+        return codedError("LockChanged", `the lock item of ${id} changed after each of ${FORCE_TRIES} reads: read it again before forcing its release`);
+    case "CannotBeTold":
+        return codedError("HolderCannotBeTold", `the lock ${id} is a FailClosed lock (held by ${JSON.stringify(lock.owner)}): its holder writes nothing while it holds, so nothing can tell it that its lock is gone. Free it with now: true (the command line's --now) only once you know the holder is dead`);
+    case "Shared":
+        return codedError("NotSupported", `the lock ${id} is a ${lock.kind}'s: its holders share one item, and a waiter reclaims the permits of a holder that has not renewed for its lease, so there is nothing to force`);
+    default:
+        return codedError("CorruptLockItem", `the lock item of ${id} carries a fencingToken that is no whole number: an operator's write names the version it read and cannot name this one; delete the item by hand`);
+    }
+}
+
+// Reads of the lock item a forced release makes at most (the core's `force::TRIES`).
 const FORCE_TRIES = 5;
 
 // What a release with `now` leaves a live holder to do: a FailOpen or Fifo holder (or one
@@ -622,19 +620,6 @@ function nativeKey(key, Key)
     };
 }
 
-// The forced write `kind` on the lock item at `Key` (`key`: the table's key), on the version of
-// `item` as read: its `guid` and its fencing token. A token that is no token (the item is
-// corrupt) cannot be named.
-function forceOn(key, Key, item, lock, kind)
-{
-    return {
-        kind,
-        ...nativeKey(key, Key),
-        guid: item.guid ? nativeValue(item.guid) : undefined,
-        fencingToken: tokenOf(item, "fencingToken", lock),
-    };
-}
-
 // The counter `name` (`fencingToken`, `ticketNext`) of `item` as read, to name in a condition:
 // absent, or a whole number. Any other value (the item is corrupt) cannot be named.
 function tokenOf(item, name, lock)
@@ -649,83 +634,6 @@ function tokenOf(item, name, lock)
         throw codedError("CorruptLockItem", `the lock item of ${JSON.stringify(lock.id)} carries ${name} ${JSON.stringify(token)}, which is no whole number: an operator's write names the version it read and cannot name this one; delete the item by hand`);
     }
     return Number(token.N);
-}
-
-// The write of a forced release with `now`, on the version of `item` as read.
-async function forceWrite(force, key, Key, item, lock)
-{
-    if (lock.kind === "FailClosed")
-    {
-        await force(forceOn(key, Key, item, lock, "delete"));
-        return { action: "deleted", warning: NOW_WARNING_FAIL_CLOSED };
-    }
-    await force(forceOn(key, Key, item, lock, "free"));
-    return { action: "released", warning: NOW_WARNING };
-}
-
-// Names the lock's `guid` (of `item` as read) on its session's item (`lockRevoked`): the
-// session's next renewal reads it back and tells the holder that this lock, and no other of the
-// session's, is lost. Refused (ConditionalCheckFailedException) once the session has ended.
-function markRevoked(force, key, lock, item)
-{
-    const Key = sessionKey(key, lock.session);
-    return force({
-        kind: "markRevoked",
-        ...nativeKey(key, Key),
-        revokedGuid: Buffer.from(item.guid.B, "base64"),
-    });
-}
-
-// A release with `now`: a lock held through a session that still renews is first named on the
-// session's item, so that its holder hears "lost" at the session's next renewal, as after a
-// revocation (an ended session tells nobody, and its locks are free already); then the lock is
-// freed at once.
-async function forceNow(force, key, Key, item, lock)
-{
-    if (lock.session !== undefined && item.guid && item.guid.B)
-    {
-        await markRevoked(force, key, lock, item).catch(err =>
-        {
-            if (err.code !== "ConditionalCheckFailedException")
-            {
-                throw err;
-            }
-        });
-    }
-    return forceWrite(force, key, Key, item, lock);
-}
-
-// A revocation (see forceRelease), on the version of `item` as read.
-async function revoke(call, force, tableName, key, Key, item, lock)
-{
-    const op = forceOn(key, Key, item, lock, "revoke");
-    let lease = item.leaseDurationMs;
-    if (lock.session !== undefined)
-    {
-        const r = await call("GetItem", { TableName: tableName, Key: sessionKey(key, lock.session), ConsistentRead: true });
-        const session = r.Item;
-        if (!session || !session.leaseDurationMs || session.leaseDurationMs.N === RELEASED || !item.guid || !item.guid.B)
-        {
-            // An ended or vanished session renews nothing: its locks are free to any waiter
-            // already, which ends the session's hold before it takes one.
-            return forceWrite(force, key, Key, item, lock).then(out => ({ action: out.action }));
-        }
-        // First the session's item, so that the holder is told before the lock can be
-        // taken: its next renewal reads the revocation back.
-        await markRevoked(force, key, lock, item).catch(err =>
-        {
-            if (err.code === "ConditionalCheckFailedException")
-            {
-                throw codedError("LockChanged", `the session ${lock.session} of the lock ${JSON.stringify(lock.id)} ended while its lock was being revoked: read it again`);
-            }
-            throw err;
-        });
-        lease = session.leaseDurationMs;
-        op.session = lock.session;
-        op.sessionLeaseMs = Number(lease.N);
-    }
-    await force(op);
-    return { action: "revoked", freeAfterMs: Number(lease.N) };
 }
 
 /**
@@ -811,7 +719,7 @@ async function pruneLocks(options)
 {
     const call = await adminCaller(options && options.dynamodb, "pruneLocks");
     const key = await tableOf(call, options.lockTable);
-    const force = await adminForcer(options.dynamodb, "pruneLocks",
+    const admin = await adminNative(options.dynamodb, "pruneLocks",
         { lockTable: options.lockTable, partitionKey: key.partition.name, sortKey: key.sort && key.sort.name });
     const items = await scanAll(call, options.lockTable);
     const entries = new Set(items.filter(i => isFifoEntry(i, key)).map(i => JSON.stringify(i[key.partition.name])));
@@ -842,9 +750,13 @@ async function pruneLocks(options)
             // permits held, and no holder since, as the token and ticket read say).
             try
             {
-                const op = forceOn(key, Key, item, lock, lock.holders ? "pruneSemaphore" : "prune");
-                op.ticketNext = tokenOf(item, "ticketNext", lock);
-                await force(op);
+                await admin.prune({
+                    ...nativeKey(key, Key),
+                    guid: item.guid ? nativeValue(item.guid) : undefined,
+                    fencingToken: tokenOf(item, "fencingToken", lock),
+                    ticketNext: tokenOf(item, "ticketNext", lock),
+                    semaphore: lock.holders !== undefined,
+                });
             }
             catch (err)
             {

@@ -5,6 +5,7 @@
 //! the machine allows it), and feeds back answers, timers, both clocks and random numbers. It
 //! makes no protocol decision.
 
+use dynamodb_lock_core::force;
 use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{answer_of, Adds, Answer, Ended, Machine, Once, Policy, Purpose, Req, Step, Time};
 use tokio::time::Instant;
@@ -77,6 +78,19 @@ pub async fn once(
 ) -> Ended<LockRecord, StoreError> {
     let clock = Clock::start();
     let (mut m, step) = Once::start(req, policy, purpose, Time::ZERO);
+    run(&mut m, step, clock, to).await
+}
+
+/// An operator's forced release of the lock at `to` (`force::Force`), from its item as the
+/// operator read it (`read`), each request given `timeout`: `now` frees it at once.
+pub async fn force_release(
+    to: &Target<'_>,
+    now: bool,
+    read: Option<LockRecord>,
+    timeout: std::time::Duration,
+) -> force::Out<StoreError> {
+    let clock = Clock::start();
+    let (mut m, step) = force::Force::start(now, item::new_guid(), timeout, read, &clock.env(false));
     run(&mut m, step, clock, to).await
 }
 

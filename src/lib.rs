@@ -90,10 +90,10 @@ use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
-use dynamodb_lock_core::op;
 use dynamodb_lock_core::release::{held_by, nothing_freed_fails, reported_released};
 use dynamodb_lock_core::request::{Ended, PURPOSES};
 use dynamodb_lock_core::settings as core_settings;
+use dynamodb_lock_core::{force, op};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -390,6 +390,14 @@ pub struct KeyInput {
     pub b: Option<Buffer>,
 }
 
+/// An item's key as JavaScript gives it.
+fn native_key(partition: KeyInput, sort: Option<KeyInput>) -> Result<LockKey> {
+    Ok(LockKey {
+        partition: key_value(partition)?,
+        sort: sort.map(key_value).transpose()?,
+    })
+}
+
 fn key_value(k: KeyInput) -> Result<KeyValue> {
     match (k.s, k.n, k.b) {
         (Some(s), None, None) => Ok(KeyValue::S(s)),
@@ -399,25 +407,29 @@ fn key_value(k: KeyInput) -> Result<KeyValue> {
     }
 }
 
-/// An operator's write on one lock item (`NativeClient::start_force`).
+/// An operator's deletion of an item nobody holds (`NativeClient::start_prune`).
 #[napi(object)]
-pub struct JsForce {
-    /// `"free"` (released at once), `"delete"` (a FailClosed item, deleted at once),
-    /// `"revoke"`, `"markRevoked"` (on a session's item), `"prune"` (an item nobody holds,
-    /// deleted) or `"pruneSemaphore"` (a semaphore's head nobody holds permits of, deleted).
-    pub kind: String,
+pub struct JsPrune {
     pub partition: KeyInput,
     pub sort: Option<KeyInput>,
-    /// All but `markRevoked`: the version read, its `guid` (absent: none) and token.
+    /// The version read: its `guid` (absent: none) and token.
     pub guid: Option<KeyInput>,
     pub fencing_token: Option<f64>,
-    /// `prune`, `pruneSemaphore`: the Fifo ticket read (`ticketNext`; absent: none).
+    /// The Fifo ticket read (`ticketNext`; absent: none).
     pub ticket_next: Option<f64>,
-    /// `revoke` of a lock held through a session: the session's id and its item's lease.
-    pub session: Option<String>,
-    pub session_lease_ms: Option<f64>,
-    /// `markRevoked`: the `guid` of the lock revoked.
-    pub revoked_guid: Option<Buffer>,
+    /// A semaphore's head that nobody holds permits of.
+    pub semaphore: bool,
+}
+
+/// An operator's forced release of one lock (`NativeClient::start_force_release`).
+#[napi(object)]
+pub struct JsForceRelease {
+    pub partition: KeyInput,
+    pub sort: Option<KeyInput>,
+    /// The lock item as the operator read it (DynamoDB JSON of GetItem's `Item`); absent: none.
+    pub item: Option<String>,
+    /// Free the lock at once instead of revoking it.
+    pub now: bool,
 }
 
 /// Data kept with a lock: exactly one of `s` (a string), `b` (a Buffer).
@@ -1034,66 +1046,79 @@ impl NativeClient {
         });
     }
 
-    /// An operator's write on one item of this client's table (`forceRelease`), as the core's
-    /// operation of `force.kind` (`op::Op::ForceFree`, `Revoke`, `MarkRevoked`, `Prune`) under a
-    /// new `guid` and this host's clock; all but `markRevoked` only while the item is still at
-    /// the version read. One attempt: an item that changed since fails with
-    /// `ConditionalCheckFailedException`.
+    /// An operator's deletion of an item nobody holds (`pruneLocks`), as the core's operation
+    /// `op::Op::Prune`, only while the item is still at the version read. One attempt: an item
+    /// that changed since fails with `ConditionalCheckFailedException`.
     #[napi(catch_unwind)]
-    pub fn start_force(&self, request: u32, force: JsForce) -> Result<()> {
-        let key = LockKey {
-            partition: key_value(force.partition)?,
-            sort: force.sort.map(key_value).transpose()?,
-        };
+    pub fn start_prune(&self, request: u32, prune: JsPrune) -> Result<()> {
+        let key = native_key(prune.partition, prune.sort)?;
         let read = item::Version {
-            guid: force.guid.map(key_value).transpose()?.map(|g| match g {
+            guid: prune.guid.map(key_value).transpose()?.map(|g| match g {
                 KeyValue::S(s) => item::GuidValue::S(s),
                 KeyValue::N(n) => item::GuidValue::N(n),
                 KeyValue::B(b) => item::GuidValue::B(b),
             }),
-            fencing_token: force.fencing_token.map(|t| t as u64),
+            fencing_token: prune.fencing_token.map(|t| t as u64),
         };
-        let revoked = force
-            .revoked_guid
-            .map(|g| item::Guid::try_from(g.as_ref()))
-            .transpose()
-            .map_err(|_| Error::from_reason("revokedGuid: a guid is 64 bytes"))?;
-        let session = force.session.zip(force.session_lease_ms.map(|l| l as u64));
-        let ticket_next = force.ticket_next.map(|t| t as u64);
-        let kind = force.kind;
-        let known = matches!(kind.as_str(), "free" | "delete" | "revoke" | "prune" | "pruneSemaphore");
-        if !known && (kind != "markRevoked" || revoked.is_none()) {
-            return Err(Error::from_reason(format!(
-                "no forced write {kind:?} with these arguments"
-            )));
-        }
+        let ticket_next = prune.ticket_next.map(|t| t as u64);
         let store = self.inner.store.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
-            let (new_guid, now_unix_ms) = (item::new_guid(), clock::unix_now_ms());
-            let op = match (kind.as_str(), &revoked) {
-                ("revoke", _) => op::Op::Revoke {
-                    read: &read,
-                    new_guid: &new_guid,
-                    now_unix_ms,
-                    session: session.as_ref().map(|(id, lease)| (id.as_str(), *lease)),
-                },
-                ("markRevoked", Some(guid)) => op::Op::MarkRevoked { guid },
-                ("prune" | "pruneSemaphore", _) => op::Op::Prune {
-                    read: &read,
-                    ticket_next,
-                    permits: kind == "pruneSemaphore",
-                },
-                (kind, _) => op::Op::ForceFree {
-                    read: &read,
-                    new_guid: &new_guid,
-                    now_unix_ms,
-                    delete: kind == "delete",
-                },
+            let op = op::Op::Prune {
+                read: &read,
+                ticket_next,
+                permits: prune.semaphore,
             };
             let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.apply(&key, &op))
                 .await
                 .unwrap_or_else(|_| Err(store.timed_out()));
             Answer::done(request, reply.err().map(LockError::Store).as_ref())
+        });
+        Ok(())
+    }
+
+    /// An operator's forced release of one lock of this client's table (`forceRelease`), from
+    /// its item as the operator read it (`item`: DynamoDB JSON; absent: no item), as the core's
+    /// machine says (`force::Force`: what it reads, in which order it writes, when it reads
+    /// again). Answers with `body` (JSON text): `{"action", "freeAfterMs"}` after a revocation,
+    /// `{"action", "endedSession"}` after a release or deletion at once, `{"action"}` for an
+    /// absent or free lock, or `{"refused"}` (`force::Refusal`).
+    #[napi(catch_unwind)]
+    pub fn start_force_release(&self, request: u32, force: JsForceRelease) -> Result<()> {
+        let key = native_key(force.partition, force.sort)?;
+        let read = force
+            .item
+            .as_deref()
+            .map(store::decode_item)
+            .transpose()
+            .map_err(|e| Error::from_reason(e.message()))?;
+        let client = self.inner.clone();
+        answer(&self.answers, &self.inner.tasks, request, async move {
+            let to = drive::Target::item(&*client.store, &key, &client.settings);
+            let body = match drive::force_release(&to, force.now, read.flatten(), ADMIN_TIMEOUT).await {
+                Ok(forced) => {
+                    let (action, more) = match forced {
+                        force::Forced::Absent => ("absent", String::new()),
+                        force::Forced::AlreadyFree => ("already-free", String::new()),
+                        force::Forced::Revoked { free_after_ms } => {
+                            ("revoked", format!(",\"freeAfterMs\":{free_after_ms}"))
+                        }
+                        force::Forced::Freed { deleted, ended_session } => (
+                            if deleted { "deleted" } else { "released" },
+                            format!(",\"endedSession\":{ended_session}"),
+                        ),
+                    };
+                    format!("{{\"action\":\"{action}\"{more}}}")
+                }
+                Err(force::Failure::Refused(why)) => format!("{{\"refused\":\"{why:?}\"}}"),
+                Err(force::Failure::Failed(e)) => return Answer::done(request, Some(&LockError::Store(e))),
+            };
+            Answer {
+                rest: JsOutcome {
+                    body: Some(body),
+                    ..Default::default()
+                },
+                ..Answer::done(request, None)
+            }
         });
         Ok(())
     }

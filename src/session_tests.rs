@@ -11,9 +11,9 @@ use crate::error::LostReason;
 use crate::item::{new_guid, session_key, Guid, GuidValue, LockKey, LockRecord, SESSION_LOCK_LEASE_MS};
 use crate::lock::{HeldLock, LockEvent};
 use crate::store::memory::{Fault, MemoryStore};
-use crate::store::{Op, OpenFields, Reply, Store};
+use crate::store::{Op, OpenFields, Reply};
 use crate::testkit::*;
-use dynamodb_lock_core::op;
+use dynamodb_lock_core::{force, op};
 
 /// A client with `session: true` over `store`.
 fn session_client(
@@ -345,31 +345,29 @@ async fn a_refused_renewal_reports_every_lock_lost_and_the_next_acquisition_star
     assert_eq!(lost_count(&events, &next), 0, "{:?}", events_of(&events, &next));
 }
 
-/// An operator revokes one lock held through a session with the core's operations, as
-/// `forceRelease` does: named on the session's item first, then moved out of the session on
-/// the version read. The session's next renewal reads the name back: that lock, and no other,
-/// is lost then, and it stays releasable.
+/// An operator revokes one lock held through a session as `forceRelease` does, through the
+/// core's machine (`force::Force`): named on the session's item first, then moved out of the
+/// session on the version read. The session's next renewal reads the name back: that lock, and
+/// no other, is lost then, and it stays releasable.
 #[tokio::test(start_paused = true)]
 async fn an_operators_revocation_loses_that_lock_alone_at_the_sessions_next_renewal() {
     let store = Arc::new(MemoryStore::new(true));
     let (c, events) = session_client(&store, "me", 1000, 250);
     let locks = hold_s(&c, 3).await;
-    let (sk, id) = (skey(&locks[0]), session_id(&locks[0]));
+    let sk = skey(&locks[0]);
     let item = store.record(&locks[0].key).unwrap();
     let Some(GuidValue::B(g)) = item.guid.clone() else {
         panic!("{item:?}")
     };
-    let g = Guid::try_from(g.as_slice()).unwrap();
-    let reply = store.apply(&sk, &Op::MarkRevoked { guid: &g }).await.unwrap();
-    assert_eq!(reply, Reply::Done);
-    let (read, new) = (item.version(), new_guid());
-    let revoke = Op::Revoke {
-        read: &read,
-        new_guid: &new,
-        now_unix_ms: 1,
-        session: Some((&id, 1000)),
-    };
-    store.apply(&locks[0].key, &revoke).await.unwrap();
+    let to = crate::drive::Target::item(&*store, &locks[0].key, &c.settings);
+    let forced = crate::drive::force_release(&to, false, Some(item), Duration::from_secs(1)).await;
+    assert_eq!(forced, Ok(force::Forced::Revoked { free_after_ms: 1000 }));
+    assert_eq!(
+        store.record(&sk).unwrap().revoked,
+        vec![g],
+        "named on the session's item"
+    );
+    let new = store.record(&locks[0].key).unwrap().guid;
     let start = Instant::now();
     while lost_count(&events, &locks[0]) == 0 && start.elapsed() < Duration::from_millis(1000) {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -392,10 +390,7 @@ async fn an_operators_revocation_loses_that_lock_alone_at_the_sessions_next_rene
     assert_eq!(lost_count(&events, &locks[0]), 1, "told once");
     // Its release is quiet and leaves the revoked item to its waiters.
     locks[0].release().await.expect("released quietly");
-    assert_eq!(
-        store.record(&locks[0].key).unwrap().guid,
-        Some(GuidValue::B(new.to_vec()))
-    );
+    assert_eq!(store.record(&locks[0].key).unwrap().guid, new);
 }
 
 /// Near the end of the session's lease, the session counts as alive exactly as long as the

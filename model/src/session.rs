@@ -47,18 +47,19 @@ use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::client::{self, Id};
 use dynamodb_lock_core::ending::{self, End, Ending};
 use dynamodb_lock_core::fail_open;
+use dynamodb_lock_core::force::{self, Force};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Req, Time};
+use dynamodb_lock_core::request::{answer_of, Machine, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, Tick};
 use crate::explore::{self, Checked, Model, Violation};
-use crate::item::{small, Item, G, SESSIONS};
+use crate::item::{small, Item, Ver, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
 use crate::machines::{new_guid, MStep, Out, Sent, M};
 
@@ -100,12 +101,14 @@ pub struct Config {
     /// nothing more, and are each lost at the loss moment of S's lease, when the client
     /// machine steps them; until then client 0 believes it holds them.
     pub close: bool,
-    /// An operator revokes lock A once, at any moment A's item is held through a session, as
-    /// `forceRelease` does: it reads the item, names its `guid` on S's item
-    /// (`op::Op::MarkRevoked`; refused once S has ended, when it gives up), then revokes the
-    /// lock on the version read (`op::Op::Revoke`: a new `guid`, out of the session, with S's
-    /// lease, which a rival waits out). Client 0 hears it when S's next renewal reads the name
-    /// back (`client::Client::revoke`).
+    /// An operator revokes lock A once, at any moment A's item is held through a session,
+    /// through the core's machine for `forceRelease` (`force::Force`): it reads A's item and
+    /// S's, names A's `guid` on S's item (`op::Op::MarkRevoked`; refused once S has ended, when
+    /// it gives up), then revokes the lock on the version read (`op::Op::Revoke`: a new
+    /// `guid`, out of the session, with S's lease, which a rival waits out). A session found
+    /// ended frees the lock instead. Each write lands with the reads before it, at once.
+    /// Client 0 hears it when S's next renewal reads the name back
+    /// (`client::Client::revoke`).
     pub revoke: bool,
     /// Time ends here.
     pub horizon: Tick,
@@ -204,21 +207,27 @@ pub struct State {
 }
 
 /// How far the operator's revocation of A has come.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Operator {
     #[default]
     Idle,
-    /// A's `guid` is named on S's item; A's item was read at this version, held through this
-    /// session (`item::SESSIONS`, from 1).
-    Marked {
-        read: (G, u8),
-        session: u8,
-    },
+    /// The core's forced release (`force::Force`), with the request it sent.
+    Forcing(Box<(Force<Item>, Req<G, Ver>)>),
     Done,
 }
 
 /// The `guid` an operator's revocation writes: no client's.
 const OPERATOR_GUID: G = 0xf0;
+
+/// Where the operator's forced release is after `step`: a request out, or over (no request of
+/// the operator fails, so that it never waits).
+fn forcing(m: Force<Item>, step: Step<G, Ver, force::Out<Fail>>) -> Operator {
+    match step {
+        Step::Send { req, .. } => Operator::Forcing(Box::new((m, req))),
+        Step::Done(_) => Operator::Done,
+        Step::Wait { .. } => unreachable!("the operator's requests never fail"),
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -232,10 +241,11 @@ pub enum Action {
     Close,
     /// Client 0's machine steps an abandoned lock held through S at its loss moment.
     Lapse,
-    /// The operator names A's `guid` on S's item.
-    Mark,
-    /// The operator revokes A on the version it read.
-    Revoke,
+    /// The operator reads A's item and forces its release (`forceRelease`), to its first
+    /// write.
+    Force,
+    /// The operator's next write lands on the item it names, and is answered.
+    Operate,
     Beat(BeatEvent),
     StrayLand,
     StrayGone,
@@ -264,8 +274,11 @@ impl fmt::Debug for Action {
             Action::GiveUp => write!(f, "c0's next acquisition of A, waiting in line, gives up"),
             Action::Close => write!(f, "c0 closes without releasing its locks"),
             Action::Lapse => write!(f, "c0's machine steps its abandoned locks"),
-            Action::Mark => write!(f, "an operator names lock A's guid on S's item"),
-            Action::Revoke => write!(f, "an operator revokes lock A on the version it read"),
+            Action::Force => write!(
+                f,
+                "an operator reads lock A's item and forces its release, to its first write"
+            ),
+            Action::Operate => write!(f, "the operator's next write lands"),
             Action::Beat(BeatEvent::Due) => write!(f, "S's heartbeat is due"),
             Action::Beat(BeatEvent::Land) => write!(f, "S's heartbeat write lands"),
             Action::Beat(BeatEvent::Answer) => write!(f, "c0 gets S's heartbeat answer"),
@@ -614,36 +627,35 @@ impl Sessions {
         Ok(())
     }
 
-    /// The operator reads A's item, held through a session, and names its `guid` on S's item;
-    /// refused (S ended), it gives up.
-    fn mark(&self, s: &mut State) {
-        let a = s.items[A].expect("a lock held through a session");
-        let op = core_op::Op::MarkRevoked { guid: &a.guid };
-        let (after, reply) = core_op::apply(&op, s.items[S]);
-        s.items[S] = after;
-        s.operator = match reply {
-            core_op::Reply::Refused(_) => Operator::Done,
-            _ => Operator::Marked {
-                read: a.version(),
-                session: a.session,
-            },
-        };
+    /// The operator reads A's item and forces its release as the addon's `forceRelease` does
+    /// (`force::Force`, which decides what is read and written, in which order), up to its
+    /// first write.
+    fn force(&self, s: &mut State) {
+        let timeout = ms(self.cfg.request_timeout);
+        let (m, step) = Force::start(false, OPERATOR_GUID, timeout, s.items[A], &env::at(s.now));
+        s.operator = forcing(m, step);
+        self.operate(s);
     }
 
-    /// The operator revokes A on the version it read: out of its session, with S's lease.
-    fn revoke(&self, s: &mut State) {
-        let Operator::Marked { read, session } = s.operator else {
-            unreachable!("a revocation once marked")
-        };
-        let id = SESSIONS[usize::from(session) - 1];
-        let op = core_op::Op::Revoke {
-            read: &read,
-            new_guid: &OPERATOR_GUID,
-            now_unix_ms: s.now.into(),
-            session: Some((id, self.cfg.lease.into())),
-        };
-        s.items[A] = core_op::apply(&op, s.items[A]).0;
-        s.operator = Operator::Done;
+    /// The operator's next write lands on the item it names (A's, or S's for a request about
+    /// the session), with the reads the machine asks for before it, at once; each answer goes
+    /// back to the machine. A read and the write it leads to are one step: the write's
+    /// condition checks at its landing what the read saw.
+    fn operate(&self, s: &mut State) {
+        while matches!(s.operator, Operator::Forcing(_)) {
+            let Operator::Forcing(f) = std::mem::take(&mut s.operator) else {
+                unreachable!("the operator's request")
+            };
+            let (mut m, req) = *f;
+            let i = if req.session().is_some() { S } else { A };
+            let (after, reply) = env::apply(&req, env::open_fields(self.cfg.lease), s.items[i]);
+            s.items[i] = after;
+            let step = Machine::<Item, Fail>::answer(&mut m, answer_of(reply), &env::at(s.now));
+            s.operator = forcing(m, step);
+            if !matches!(req, Req::Get | Req::ReadSession { .. }) {
+                return;
+            }
+        }
     }
 
     /// A heartbeat write lands on S: whether it renewed the lease.
@@ -817,9 +829,9 @@ impl Model for Sessions {
         }
         match s.operator {
             Operator::Idle if self.cfg.revoke && s.items[A].is_some_and(|a| a.session != 0 && !a.released) => {
-                out.push(Action::Mark)
+                out.push(Action::Force)
             }
-            Operator::Marked { .. } => out.push(Action::Revoke),
+            Operator::Forcing(_) => out.push(Action::Operate),
             _ => {}
         }
         if !busy && !s.closed {
@@ -852,8 +864,8 @@ impl Model for Sessions {
             Action::GiveUp => s.waiting = false,
             Action::Close => self.close(&mut s),
             Action::Lapse => self.lapse(&mut s),
-            Action::Mark => self.mark(&mut s),
-            Action::Revoke => self.revoke(&mut s),
+            Action::Force => self.force(&mut s),
+            Action::Operate => self.operate(&mut s),
             Action::Beat(e) => self.beat(&mut s, e)?,
             Action::StrayLand => {
                 let (gs, new) = s.stray.take().unwrap();
@@ -981,18 +993,22 @@ pub fn configs(full: bool) -> Vec<Config> {
 /// The variants the session model checks: the session's own (`Broken::SESSION`), and a lock
 /// held through the session, abandoned by a close, that is reported lost at its lease's end
 /// instead of a timer grain before.
-pub const VARIANTS: [Broken; 5] = [
+pub const VARIANTS: [Broken; 6] = [
     Broken::TakeoverSkipsSessionEnd,
     Broken::RenewRevivesEnded,
     Broken::UnclaimedHandOverForgetsGuid,
     Broken::AbandonedLapsesLate,
     Broken::RevocationIgnored,
+    Broken::ForceRevokesFirst,
 ];
 
 /// The property each session variant's shortest counterexample violates.
 pub fn property(b: Broken) -> &'static str {
     match b {
-        Broken::TakeoverSkipsSessionEnd | Broken::AbandonedLapsesLate | Broken::RevocationIgnored => "mutual exclusion",
+        Broken::TakeoverSkipsSessionEnd
+        | Broken::AbandonedLapsesLate
+        | Broken::RevocationIgnored
+        | Broken::ForceRevokesFirst => "mutual exclusion",
         _ => "no lost release",
     }
 }
@@ -1013,7 +1029,10 @@ pub const SIMULATED: [Broken; 3] = [
 /// that does not end the session, the holder's loss not yet known at the rival's grant.
 pub fn caught_by(b: Broken, property: &str) -> bool {
     property == self::property(b)
-        || (matches!(b, Broken::TakeoverSkipsSessionEnd | Broken::RevocationIgnored) && property == LOSS)
+        || (matches!(
+            b,
+            Broken::TakeoverSkipsSessionEnd | Broken::RevocationIgnored | Broken::ForceRevokesFirst
+        ) && property == LOSS)
 }
 
 /// The configuration a variant is checked in.
@@ -1024,7 +1043,7 @@ pub fn broken_config(b: Broken) -> Config {
             ..configs(false)[2]
         };
     }
-    if b == Broken::RevocationIgnored {
+    if matches!(b, Broken::RevocationIgnored | Broken::ForceRevokesFirst) {
         return Config {
             bug: Some(b),
             beats: 2,
@@ -1056,6 +1075,10 @@ pub fn tell(s: &State, a: &Action) -> String {
                 .map(|(gs, new, _)| format!("renew {gs:?} -> {new}"))
         }
         Action::StrayLand => s.stray.map(|(gs, new)| format!("renew {gs:?} -> {new}")),
+        Action::Operate => match &s.operator {
+            Operator::Forcing(f) => Some(format!("{:?}", f.1)),
+            _ => None,
+        },
         _ => None,
     };
     env::step_text(s.now, a, request)

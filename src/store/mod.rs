@@ -305,6 +305,15 @@ fn unexpected(op: &str, reply: &Reply<LockRecord>) -> StoreError {
 }
 
 /// A reply that cannot be read as an answer; the request may have been applied.
+/// A lock item as DynamoDB's JSON gives it (an `Item` of GetItem, as text), decoded as every
+/// reply is (`null`: no item).
+pub fn decode_item(item: &str) -> Result<Option<LockRecord>, StoreError> {
+    let body = ["{\"Item\":", item, "}"].concat();
+    json::read_response(body.as_bytes())
+        .map(|r| r.record)
+        .map_err(|e| invalid_response(&format!("the item is not DynamoDB JSON: {e}")))
+}
+
 pub(crate) fn invalid_response(message: &str) -> StoreError {
     lasting("InvalidResponse", message.into(), true)
 }

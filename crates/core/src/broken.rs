@@ -67,6 +67,9 @@ pub enum Broken {
     ParkedMissesLapse,
     /// A client whose session's renewal names a lock an operator revoked goes on holding it.
     RevocationIgnored,
+    /// An operator's revocation of a lock held through a session revokes the lock before it
+    /// names it on the session's item.
+    ForceRevokesFirst,
 }
 
 impl Broken {
@@ -121,6 +124,9 @@ impl Broken {
             Broken::UpdateTakesWholeLease => "lock.update that may take all that is left of the lease",
             Broken::ParkedMissesLapse => "heartbeat waiting for lock.update that declares no loss past the lease",
             Broken::RevocationIgnored => "session holder that ignores a revocation its session's renewal reads back",
+            Broken::ForceRevokesFirst => {
+                "operator's revocation that revokes a session's lock before naming it on the session's item"
+            }
         }
     }
 }

@@ -34,6 +34,9 @@
 //! - `release`: a FailClosed or FailOpen release as a state machine.
 //! - `heartbeat`: one heartbeat of a held lock as a state machine: its writes, the danger and
 //!   loss deadlines, retries, and the renewed lease.
+//! - `force`: an operator's forced release (`forceRelease`) as a state machine: the reads,
+//!   the order of its writes (a session's item named before its lock is revoked), and when it
+//!   reads again or leaves the lock alone.
 //! - `undo`: undoing an acquisition's write whose outcome could not be read.
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
@@ -50,6 +53,7 @@ pub mod ending;
 pub mod fail_closed;
 pub mod fail_open;
 pub mod fifo;
+pub mod force;
 pub mod handover;
 pub mod heartbeat;
 pub mod held;

@@ -177,6 +177,15 @@ pub trait Record: Clone {
     /// Sets holder `key` (`Some`, with `owner` beside it) or removes it (`None`).
     fn set_holder(&mut self, key: &Self::Guid, holder: Option<&Holder<Self::Guid>>, owner: &str);
 
+    /// `owner`, where the record keeps it (the model checker's does not).
+    fn owner(&self) -> Option<&str> {
+        None
+    }
+    /// The version read can be named in a condition: the fencing token is absent or a whole
+    /// number.
+    fn names_its_version(&self) -> bool {
+        true
+    }
     /// The item carries a `guid`, of whatever type.
     fn has_guid(&self) -> bool {
         self.guid().is_some()
@@ -1078,6 +1087,12 @@ impl Record for LockRecord {
     }
     fn corrupt(&self) -> bool {
         self.refusal().is_some()
+    }
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+    fn names_its_version(&self) -> bool {
+        self.malformed.as_ref().is_none_or(|m| m.attribute != FENCING_TOKEN)
     }
     fn token_can_rise(&self) -> bool {
         self.fencing_token.is_none_or(|t| t < MAX_FENCING_TOKEN)

@@ -98,6 +98,27 @@ pub enum Req<G, V> {
         guids: [G; 2],
         new_guid: G,
     },
+    /// An operator frees the lock at once, at the version `read` (`op::Op::ForceFree`).
+    ForceFree {
+        read: V,
+        new_guid: G,
+        now_unix_ms: u64,
+        delete: bool,
+    },
+    /// An operator revokes the lock at the version `read`, out of `session` (its id and its
+    /// item's lease) if it is held through one (`op::Op::Revoke`).
+    Revoke {
+        read: V,
+        new_guid: G,
+        now_unix_ms: u64,
+        session: Option<(String, u64)>,
+    },
+    /// Names `guid` on session `session`'s item as a lock an operator revoked
+    /// (`op::Op::MarkRevoked`).
+    MarkRevoked {
+        session: String,
+        guid: G,
+    },
 }
 
 /// What a caller's settings add to its requests when they become operations (`Req::op`):
@@ -120,7 +141,9 @@ impl<G, V> Req<G, V> {
     /// The session whose item the request goes to; `None`: the lock's own item.
     pub fn session(&self) -> Option<&str> {
         match self {
-            Req::ReadSession { session } | Req::EndSession { session, .. } => Some(session),
+            Req::ReadSession { session } | Req::EndSession { session, .. } | Req::MarkRevoked { session, .. } => {
+                Some(session)
+            }
             _ => None,
         }
     }
@@ -235,6 +258,29 @@ impl<G, V> Req<G, V> {
                 new_guid,
                 fields: &adds.fields,
             },
+            Req::ForceFree {
+                read,
+                new_guid,
+                now_unix_ms,
+                delete,
+            } => Op::ForceFree {
+                read,
+                new_guid,
+                now_unix_ms: *now_unix_ms,
+                delete: *delete,
+            },
+            Req::Revoke {
+                read,
+                new_guid,
+                now_unix_ms,
+                session,
+            } => Op::Revoke {
+                read,
+                new_guid,
+                now_unix_ms: *now_unix_ms,
+                session: session.as_ref().map(|(id, lease)| (id.as_str(), *lease)),
+            },
+            Req::MarkRevoked { guid, .. } => Op::MarkRevoked { guid },
         }
     }
 }
