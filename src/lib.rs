@@ -1094,7 +1094,9 @@ impl NativeClient {
         let client = self.inner.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
             let to = drive::Target::item(&*client.store, &key, &client.settings);
-            let body = match drive::force_release(&to, force.now, read.flatten(), ADMIN_TIMEOUT).await {
+            // Each request's attempts share the bound of one administration request.
+            let attempt = ADMIN_TIMEOUT / force::ATTEMPTS;
+            let body = match drive::force_release(&to, force.now, read.flatten(), attempt).await {
                 Ok(forced) => {
                     let (action, more) = match forced {
                         force::Forced::Absent => ("absent", String::new()),

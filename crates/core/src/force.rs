@@ -37,7 +37,7 @@ use crate::request::{Answer, Ended, Env, Machine, Next, Pending, Policy, Purpose
 pub const TRIES: u32 = 5;
 
 /// Attempts of each request through transient failures.
-const ATTEMPTS: u32 = 3;
+pub const ATTEMPTS: u32 = 3;
 
 /// What a forced release did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
