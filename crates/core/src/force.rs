@@ -351,7 +351,7 @@ impl<R: Record + Clone, E> Machine<R, E> for Force<R> {
 mod tests {
     use super::*;
     use crate::item::{GuidValue, LockRecord, GUID_LEN};
-    use crate::op::{self, OpenFields};
+    use crate::op;
     use crate::request::Adds;
     use crate::testing::{env, ms};
 
@@ -391,15 +391,7 @@ mod tests {
             mut step: Step,
             mut between: impl FnMut(usize, &mut Table) -> bool,
         ) -> Out<&'static str> {
-            let fields = OpenFields {
-                owner: "operator",
-                lease_duration_ms: 1000,
-                lock_acquired_time_unix_ms: None,
-                data: None,
-                ttl: None,
-                token_floor: 0,
-                session: None,
-            };
+            let fields = crate::testing::fields("operator", 1000);
             let adds = Adds {
                 fields,
                 ttl_released: None,

@@ -1207,15 +1207,7 @@ mod tests {
     }
 
     fn fields() -> OpenFields<'static> {
-        OpenFields {
-            owner: "me",
-            lease_duration_ms: 500,
-            lock_acquired_time_unix_ms: None,
-            data: None,
-            ttl: None,
-            token_floor: 0,
-            session: None,
-        }
+        crate::testing::fields("me", 500)
     }
 
     #[test]
@@ -1669,15 +1661,7 @@ mod tests {
     #[test]
     fn a_granted_ticket_is_never_given_back() {
         let (head, _) = apply(&Op::FifoTicket, Some(held(1, 4)));
-        let fields = OpenFields {
-            owner: "w",
-            lease_duration_ms: 1000,
-            lock_acquired_time_unix_ms: None,
-            data: None,
-            ttl: None,
-            token_floor: 0,
-            session: None,
-        };
+        let fields = crate::testing::fields("w", 1000);
         let released = LockRecord {
             lease_duration_ms: Some(RELEASED_LEASE_MS),
             ..head.unwrap()

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::op::OpenFields;
 use crate::request::{Answer, Env};
 use crate::settings::{Kind, Lock};
 
@@ -63,5 +64,18 @@ pub fn throttled<R>() -> Answer<R, &'static str> {
         error: "throttled",
         transient: true,
         maybe_applied: false,
+    }
+}
+
+/// The holder's fields of `owner`'s writes with a lease of `lease_ms`, and nothing else.
+pub fn fields(owner: &str, lease_ms: u64) -> OpenFields<'_> {
+    OpenFields {
+        owner,
+        lease_duration_ms: lease_ms,
+        lock_acquired_time_unix_ms: None,
+        data: None,
+        ttl: None,
+        token_floor: 0,
+        session: None,
     }
 }
