@@ -110,6 +110,12 @@ pub struct Config {
     /// Client 0 hears it when S's next renewal reads the name back
     /// (`client::Client::revoke`).
     pub revoke: bool,
+    /// Ticks between one of the operator's writes and the next (its link is slow, or its
+    /// process stalls): the next one lands no earlier.
+    pub operator_delay: Tick,
+    /// Client 0 never lets go of lock A (the simulator's runs with a revocation, in which a
+    /// rival must wait out the revoked lease while client 0 still holds A).
+    pub keeps_a: bool,
     /// Time ends here.
     pub horizon: Tick,
     pub bug: Option<Broken>,
@@ -130,6 +136,8 @@ impl Config {
         handover: false,
         close: false,
         revoke: false,
+        keeps_a: false,
+        operator_delay: 0,
         horizon: 14,
         bug: None,
     };
@@ -211,8 +219,9 @@ pub struct State {
 pub enum Operator {
     #[default]
     Idle,
-    /// The core's forced release (`force::Force`), with the request it sent.
-    Forcing(Box<(Force<Item>, Req<G, Ver>)>),
+    /// The core's forced release (`force::Force`), with the request it sent, which lands no
+    /// earlier than the tick given.
+    Forcing(Box<(Force<Item>, Req<G, Ver>, Tick)>),
     Done,
 }
 
@@ -221,9 +230,9 @@ const OPERATOR_GUID: G = 0xf0;
 
 /// Where the operator's forced release is after `step`: a request out, or over (no request of
 /// the operator fails, so that it never waits).
-fn forcing(m: Force<Item>, step: Step<G, Ver, force::Out<Fail>>) -> Operator {
+fn forcing(m: Force<Item>, step: Step<G, Ver, force::Out<Fail>>, at: Tick) -> Operator {
     match step {
-        Step::Send { req, .. } => Operator::Forcing(Box::new((m, req))),
+        Step::Send { req, .. } => Operator::Forcing(Box::new((m, req, at))),
         Step::Done(_) => Operator::Done,
         Step::Wait { .. } => unreachable!("the operator's requests never fail"),
     }
@@ -246,6 +255,8 @@ pub enum Action {
     Force,
     /// The operator's next write lands on the item it names, and is answered.
     Operate,
+    /// The operator's process dies before its next write (one of the crashes).
+    OperatorCrash,
     Beat(BeatEvent),
     StrayLand,
     StrayGone,
@@ -279,6 +290,7 @@ impl fmt::Debug for Action {
                 "an operator reads lock A's item and forces its release, to its first write"
             ),
             Action::Operate => write!(f, "the operator's next write lands"),
+            Action::OperatorCrash => write!(f, "the operator's process dies before its next write"),
             Action::Beat(BeatEvent::Due) => write!(f, "S's heartbeat is due"),
             Action::Beat(BeatEvent::Land) => write!(f, "S's heartbeat write lands"),
             Action::Beat(BeatEvent::Answer) => write!(f, "c0 gets S's heartbeat answer"),
@@ -633,7 +645,7 @@ impl Sessions {
     fn force(&self, s: &mut State) {
         let timeout = ms(self.cfg.request_timeout);
         let (m, step) = Force::start(false, OPERATOR_GUID, timeout, s.items[A], &env::at(s.now));
-        s.operator = forcing(m, step);
+        s.operator = forcing(m, step, s.now);
         self.operate(s);
     }
 
@@ -646,12 +658,12 @@ impl Sessions {
             let Operator::Forcing(f) = std::mem::take(&mut s.operator) else {
                 unreachable!("the operator's request")
             };
-            let (mut m, req) = *f;
+            let (mut m, req, _) = *f;
             let i = if req.session().is_some() { S } else { A };
             let (after, reply) = env::apply(&req, env::open_fields(self.cfg.lease), s.items[i]);
             s.items[i] = after;
             let step = Machine::<Item, Fail>::answer(&mut m, answer_of(reply), &env::at(s.now));
-            s.operator = forcing(m, step);
+            s.operator = forcing(m, step, s.now.saturating_add(self.cfg.operator_delay));
             if !matches!(req, Req::Get | Req::ReadSession { .. }) {
                 return;
             }
@@ -746,6 +758,7 @@ impl Sessions {
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
             && (s.hb.as_ref().is_some_and(|h| h.due(false) || h.net.is_some())
+                || matches!(&s.operator, Operator::Forcing(f) if f.2 > s.now)
                 || self.next_lapse(s).is_some()
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
@@ -831,13 +844,21 @@ impl Model for Sessions {
             Operator::Idle if self.cfg.revoke && s.items[A].is_some_and(|a| a.session != 0 && !a.released) => {
                 out.push(Action::Force)
             }
-            Operator::Forcing(_) => out.push(Action::Operate),
+            Operator::Forcing(ref f) => {
+                if f.2 <= s.now {
+                    out.push(Action::Operate);
+                }
+                if s.left.crashes > 0 {
+                    out.push(Action::OperatorCrash);
+                }
+            }
             _ => {}
         }
         if !busy && !s.closed {
             let next = [1, 2]
                 .into_iter()
                 .find(|&i| matches!(c0[i].phase, Phase::Holding { .. }))
+                .filter(|&i| !(i == 1 && self.cfg.keeps_a))
                 .or_else(|| {
                     let free = c0[1..].iter().all(|l| matches!(l.phase, Phase::Idle | Phase::Done));
                     (free && matches!(c0[SESSION_SLOT].phase, Phase::Holding { .. })).then_some(SESSION_SLOT)
@@ -866,6 +887,10 @@ impl Model for Sessions {
             Action::Lapse => self.lapse(&mut s),
             Action::Force => self.force(&mut s),
             Action::Operate => self.operate(&mut s),
+            Action::OperatorCrash => {
+                s.left.crashes -= 1;
+                s.operator = Operator::Done;
+            }
             Action::Beat(e) => self.beat(&mut s, e)?,
             Action::StrayLand => {
                 let (gs, new) = s.stray.take().unwrap();
@@ -1019,10 +1044,12 @@ pub fn property(b: Broken) -> &'static str {
 /// half lease) and before its deadline; a holder that ignores a revocation, only when it keeps
 /// the lock until a rival has waited out the revoked lease (a random walk releases it long
 /// before): both are left to the exhaustive model.
-pub const SIMULATED: [Broken; 3] = [
+pub const SIMULATED: [Broken; 5] = [
     Broken::RenewRevivesEnded,
     Broken::UnclaimedHandOverForgetsGuid,
     Broken::AbandonedLapsesLate,
+    Broken::RevocationIgnored,
+    Broken::ForceRevokesFirst,
 ];
 
 /// Whether a violation of `property` shows variant `b`: its own property, or for the takeover

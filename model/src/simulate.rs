@@ -283,7 +283,7 @@ pub fn run_fifo(seed: u64, bug: Option<Broken>) -> (u64, Option<Failure>) {
 /// A session configuration drawn from `rng`.
 fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
     let lease = rng.range(4, 20) as u16;
-    session::Config {
+    let mut cfg = session::Config {
         lease,
         period: rng.range(1, lease as u64 / 2) as u16,
         reread: rng.range(1, 4) as u16,
@@ -297,8 +297,18 @@ fn draw_session(rng: &mut Rng, bug: Option<Broken>) -> session::Config {
         handover: rng.range(0, 1) == 1,
         close: rng.range(0, 1) == 1,
         revoke: rng.range(0, 1) == 1,
+        keeps_a: false,
+        operator_delay: 0,
         bug,
+    };
+    // In half the runs with a revocation, client 0 keeps lock A: a rival then waits out the
+    // revoked lease while client 0 still holds A, unless it was told.
+    cfg.keeps_a = cfg.revoke && rng.range(0, 1) == 1;
+    // And an operator whose writes are up to a lease apart.
+    if cfg.revoke {
+        cfg.operator_delay = rng.range(0, lease.into()) as u16;
     }
+    cfg
 }
 
 /// One run of the session model from `seed`.
