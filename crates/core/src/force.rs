@@ -103,8 +103,8 @@ enum Write {
     Free {
         ended_session: bool,
     },
-    /// A revocation, with the lease a waiter then waits out, out of the session (`Some`: its
-    /// item's lease) or not.
+    /// A revocation, with the lease a waiter then waits out; `session`: out of the session the
+    /// lock is held through, whose item's lease that is.
     Revoke {
         lease: u64,
         session: bool,
