@@ -219,20 +219,31 @@ pub struct State {
 pub enum Operator {
     #[default]
     Idle,
-    /// The core's forced release (`force::Force`), with the request it sent, which lands no
-    /// earlier than the tick given.
-    Forcing(Box<(Force<Item>, Req<G, Ver>, Tick)>),
+    /// The core's forced release (`force::Force`), whose request out lands no earlier than
+    /// the tick given.
+    Forcing(Box<(Force<Item>, Tick)>),
     Done,
 }
 
 /// The `guid` an operator's revocation writes: no client's.
 const OPERATOR_GUID: G = 0xf0;
 
+/// The operator's inputs at tick `now`. Its wall clock reads 0: the times it writes (the
+/// revocation's, and the acquisition time a revocation sets) are read by nobody in this model
+/// (its rivals do not trust the holder's clock), and a time carried by a write from the moment
+/// it was decided to the moment it lands would only tell apart states that behave alike.
+fn operator_env(now: Tick) -> dynamodb_lock_core::request::Env {
+    dynamodb_lock_core::request::Env {
+        unix_ms: 0,
+        ..env::at(now)
+    }
+}
+
 /// Where the operator's forced release is after `step`: a request out, or over (no request of
 /// the operator fails, so that it never waits).
 fn forcing(m: Force<Item>, step: Step<G, Ver, force::Out<Fail>>, at: Tick) -> Operator {
     match step {
-        Step::Send { req, .. } => Operator::Forcing(Box::new((m, req, at))),
+        Step::Send { .. } => Operator::Forcing(Box::new((m, at))),
         Step::Done(_) => Operator::Done,
         Step::Wait { .. } => unreachable!("the operator's requests never fail"),
     }
@@ -644,8 +655,8 @@ impl Sessions {
     /// first write.
     fn force(&self, s: &mut State) {
         let timeout = ms(self.cfg.request_timeout);
-        let (m, step) = Force::start(false, OPERATOR_GUID, timeout, s.items[A], &env::at(s.now));
-        s.operator = forcing(m, step, s.now);
+        let (m, step) = Force::start(false, OPERATOR_GUID, timeout, s.items[A], &operator_env(s.now));
+        s.operator = forcing(m, step, 0);
         self.operate(s);
     }
 
@@ -658,12 +669,18 @@ impl Sessions {
             let Operator::Forcing(f) = std::mem::take(&mut s.operator) else {
                 unreachable!("the operator's request")
             };
-            let (mut m, req, _) = *f;
+            let (mut m, _) = *f;
+            let req = m.request().expect("a request out").clone();
             let i = if req.session().is_some() { S } else { A };
             let (after, reply) = env::apply(&req, env::open_fields(self.cfg.lease), s.items[i]);
             s.items[i] = after;
-            let step = Machine::<Item, Fail>::answer(&mut m, answer_of(reply), &env::at(s.now));
-            s.operator = forcing(m, step, s.now.saturating_add(self.cfg.operator_delay));
+            let step = Machine::<Item, Fail>::answer(&mut m, answer_of(reply), &operator_env(s.now));
+            // Without a delay, no tick is kept: the write may land at any moment.
+            let at = match self.cfg.operator_delay {
+                0 => 0,
+                delay => s.now.saturating_add(delay),
+            };
+            s.operator = forcing(m, step, at);
             if !matches!(req, Req::Get | Req::ReadSession { .. }) {
                 return;
             }
@@ -758,7 +775,7 @@ impl Sessions {
     fn time_matters(&self, s: &State) -> bool {
         s.now < self.cfg.horizon
             && (s.hb.as_ref().is_some_and(|h| h.due(false) || h.net.is_some())
-                || matches!(&s.operator, Operator::Forcing(f) if f.2 > s.now)
+                || matches!(&s.operator, Operator::Forcing(f) if f.1 > s.now)
                 || self.next_lapse(s).is_some()
                 || s.slots.iter().any(|c| {
                     c.phase != Phase::Crashed
@@ -845,7 +862,7 @@ impl Model for Sessions {
                 out.push(Action::Force)
             }
             Operator::Forcing(ref f) => {
-                if f.2 <= s.now {
+                if f.1 <= s.now {
                     out.push(Action::Operate);
                 }
                 if s.left.crashes > 0 {
@@ -1103,7 +1120,7 @@ pub fn tell(s: &State, a: &Action) -> String {
         }
         Action::StrayLand => s.stray.map(|(gs, new)| format!("renew {gs:?} -> {new}")),
         Action::Operate => match &s.operator {
-            Operator::Forcing(f) => Some(format!("{:?}", f.1)),
+            Operator::Forcing(f) => f.0.request().map(|r| format!("{r:?}")),
             _ => None,
         },
         _ => None,

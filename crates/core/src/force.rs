@@ -111,15 +111,26 @@ enum Write {
     },
 }
 
+/// What the machine keeps of the lock item it read last: what it writes by and answers with.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Read<G, V> {
+    version: V,
+    guid: Option<G>,
+    session: Option<String>,
+    lease: Option<u64>,
+    fail_closed: bool,
+}
+
 /// A forced release under way.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Force<R: Record> {
     now: bool,
     new_guid: R::Guid,
     policy: Policy,
-    /// The lock item as first read, and as last read.
-    first: Option<R>,
-    read: Option<R>,
+    /// The holder first read: its fencing token and owner.
+    first: Option<(Option<u64>, Option<String>)>,
+    /// The lock item as last read.
+    read: Option<Read<R::Guid, R::Version>>,
     reads: u32,
     /// A write on the lock's item whose answer was lost (it may have landed).
     maybe: Option<Write>,
@@ -184,7 +195,7 @@ impl<R: Record + Clone> Force<R> {
         } else if self
             .first
             .as_ref()
-            .is_some_and(|f| f.fencing_token() != r.fencing_token() || f.owner() != r.owner())
+            .is_some_and(|(token, owner)| *token != r.fencing_token() || owner.as_deref() != r.owner())
         {
             Some(Refusal::Changed)
         } else if fail_closed(&r) && !self.now {
@@ -199,31 +210,42 @@ impl<R: Record + Clone> Force<R> {
         if let Some(why) = refused {
             return Step::Done(Err(Failure::Refused(why)));
         }
-        self.first.get_or_insert_with(|| r.clone());
-        let session = r.session().map(str::to_string);
-        let guid = r.guid();
-        self.read = Some(r);
-        match (self.now, session) {
-            (true, Some(session)) if guid.is_some() => {
+        self.first
+            .get_or_insert_with(|| (r.fencing_token(), r.owner().map(str::to_string)));
+        let read = Read {
+            version: r.version(),
+            guid: r.guid(),
+            session: r.session().map(str::to_string),
+            lease: r.lease_duration_ms(),
+            fail_closed: fail_closed(&r),
+        };
+        let (session, guid) = (read.session.clone(), read.guid.clone());
+        self.read = Some(read);
+        match (self.now, session, guid) {
+            (true, Some(session), Some(guid)) => {
                 let then = Write::Free { ended_session: false };
-                let guid = guid.expect("a guid");
                 self.send(Doing::Marking { then }, Req::MarkRevoked { session, guid }, env)
             }
-            (true, _) => self.write(Write::Free { ended_session: false }, env),
-            (false, Some(session)) => self.send(Doing::ReadingSession, Req::ReadSession { session }, env),
-            (false, None) => {
-                let lease = self.read().lease_duration_ms().unwrap_or(0);
+            (true, ..) => self.write(Write::Free { ended_session: false }, env),
+            (false, Some(session), _) => self.send(Doing::ReadingSession, Req::ReadSession { session }, env),
+            (false, None, _) => {
+                let lease = self.read().lease.unwrap_or(0);
                 self.write(Write::Revoke { lease, session: false }, env)
             }
         }
     }
 
-    fn read(&self) -> &R {
+    fn read(&self) -> &Read<R::Guid, R::Version> {
         self.read.as_ref().expect("an item read")
     }
 
     fn deletes(&self) -> bool {
-        self.read.as_ref().is_some_and(fail_closed)
+        self.read.as_ref().is_some_and(|r| r.fail_closed)
+    }
+
+    /// The request sent last, whose answer the machine waits for.
+    pub fn request(&self) -> Option<&Req<R::Guid, R::Version>> {
+        self.pending.as_ref().map(|p| &p.req)
     }
 
     fn forced(&self, w: Write) -> Forced {
@@ -239,7 +261,7 @@ impl<R: Record + Clone> Force<R> {
     /// Writes `w` on the lock's item, at the version read.
     fn write<E>(&mut self, w: Write, env: &Env) -> ForceStep<R, E> {
         let r = self.read();
-        let (read, new_guid, now_unix_ms) = (r.version(), self.new_guid.clone(), env.unix_ms);
+        let (read, new_guid, now_unix_ms) = (r.version.clone(), self.new_guid.clone(), env.unix_ms);
         let req = match w {
             Write::Free { .. } => Req::ForceFree {
                 read,
@@ -251,7 +273,7 @@ impl<R: Record + Clone> Force<R> {
                 read,
                 new_guid,
                 now_unix_ms,
-                session: session.then(|| (r.session().unwrap_or_default().to_string(), lease)),
+                session: session.then(|| (r.session.clone().unwrap_or_default(), lease)),
             },
         };
         self.send(Doing::Writing(w), req, env)
@@ -263,14 +285,14 @@ impl<R: Record + Clone> Force<R> {
         let lease = s
             .and_then(|s| s.lease_duration_ms())
             .filter(|&l| l != RELEASED_LEASE_MS);
-        let (Some(lease), Some(guid)) = (lease, self.read().guid()) else {
+        let (Some(lease), Some(guid)) = (lease, self.read().guid.clone()) else {
             return self.write(Write::Free { ended_session: true }, env);
         };
         let then = Write::Revoke { lease, session: true };
         if broken::on(Broken::ForceRevokesFirst) {
             return self.write(then, env);
         }
-        let session = self.read().session().unwrap_or_default().to_string();
+        let session = self.read().session.clone().unwrap_or_default();
         self.send(Doing::Marking { then }, Req::MarkRevoked { session, guid }, env)
     }
 
@@ -297,8 +319,8 @@ impl<R: Record + Clone> Force<R> {
             (Doing::Writing(w @ Write::Revoke { session: true, .. }), Ended::Ok(_))
                 if broken::on(Broken::ForceRevokesFirst) =>
             {
-                let session = self.read().session().unwrap_or_default().to_string();
-                let guid = self.read().guid().expect("a guid");
+                let session = self.read().session.clone().unwrap_or_default();
+                let guid = self.read().guid.clone().expect("a guid");
                 let forced = self.forced(w);
                 self.send(Doing::MarkingLate(forced), Req::MarkRevoked { session, guid }, env)
             }
