@@ -71,7 +71,8 @@ export declare class NativeClient {
    * machine says (`force::Force`: what it reads, in which order it writes, when it reads
    * again). Answers with `body` (JSON text): `{"action", "freeAfterMs"}` after a revocation,
    * `{"action", "endedSession"}` after a release or deletion at once, `{"action"}` for an
-   * absent or free lock, or `{"refused"}` (`force::Refusal`).
+   * absent or free lock, or `{"refused", "reads"}` (`force::Refusal`, and the most reads it
+   * makes).
    */
   startForceRelease(request: number, force: JsForceRelease): void
   /** Cancels a pending acquisition (an `AbortSignal` fired). Harmless if it already settled. */

@@ -33,7 +33,7 @@ async function nativeAdmin(dynamodb, what, table)
 
 // An operator's requests on the lock table `table` (as for `nativeAdmin`), each through the
 // core: `forceRelease(request)`, the core's forced release (`force::Force`) from the item as
-// read, resolving with `{ action, freeAfterMs?, endedSession? }` or `{ refused }`; and
+// read, resolving with `{ action, freeAfterMs?, endedSession? }` or `{ refused, reads }`; and
 // `prune(request)`, the core's `Prune` operation, checked against the core's conditions on
 // both engines by the agreement test.
 async function adminNative(dynamodb, what, table)

@@ -555,7 +555,7 @@ async function forceRelease(options)
     const outcome = await admin.forceRelease({ ...nativeKey(key, Key), item: r.Item ? JSON.stringify(r.Item) : undefined, now });
     if (outcome.refused)
     {
-        throw forceRefusal(outcome.refused, lock);
+        throw forceRefusal(outcome, lock);
     }
     const out = { action: outcome.action, lock };
     if (outcome.freeAfterMs !== undefined)
@@ -571,18 +571,19 @@ async function forceRelease(options)
     return out;
 }
 
-// Why the core left the lock `lock` (as first read) alone, as an error with its `code`.
-function forceRefusal(why, lock)
+// Why the core left the lock `lock` (as first read) alone (`{ refused, reads }`), as an error
+// with its `code`.
+function forceRefusal({ refused, reads }, lock)
 {
     const id = JSON.stringify(lock.id);
-    switch (why)
+    switch (refused)
     {
     case "Changed":
         return codedError("LockChanged", `the lock ${id} changed hands while it was being released: read it again before forcing its release`);
     case "SessionEnded":
         return codedError("LockChanged", `the session ${lock.session} of the lock ${id} ended while its lock was being revoked: read it again`);
     case "TriedOut":
-        return codedError("LockChanged", `the lock item of ${id} changed after each of ${FORCE_TRIES} reads: read it again before forcing its release`);
+        return codedError("LockChanged", `the lock item of ${id} changed after each of ${reads} reads: read it again before forcing its release`);
     case "CannotBeTold":
         return codedError("HolderCannotBeTold", `the lock ${id} is a FailClosed lock (held by ${JSON.stringify(lock.owner)}): its holder writes nothing while it holds, so nothing can tell it that its lock is gone. Free it with now: true (the command line's --now) only once you know the holder is dead`);
     case "Shared":
@@ -591,9 +592,6 @@ function forceRefusal(why, lock)
         return codedError("CorruptLockItem", `the lock item of ${id} carries a fencingToken that is no whole number: an operator's write names the version it read and cannot name this one; delete the item by hand`);
     }
 }
-
-// Reads of the lock item a forced release makes at most (the core's `force::TRIES`).
-const FORCE_TRIES = 5;
 
 // What a release with `now` leaves a live holder to do: a FailOpen or Fifo holder (or one
 // through a session) is told by its next heartbeat or session renewal; a FailClosed holder

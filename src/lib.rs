@@ -1081,7 +1081,8 @@ impl NativeClient {
     /// machine says (`force::Force`: what it reads, in which order it writes, when it reads
     /// again). Answers with `body` (JSON text): `{"action", "freeAfterMs"}` after a revocation,
     /// `{"action", "endedSession"}` after a release or deletion at once, `{"action"}` for an
-    /// absent or free lock, or `{"refused"}` (`force::Refusal`).
+    /// absent or free lock, or `{"refused", "reads"}` (`force::Refusal`, and the most reads it
+    /// makes).
     #[napi(catch_unwind)]
     pub fn start_force_release(&self, request: u32, force: JsForceRelease) -> Result<()> {
         let key = native_key(force.partition, force.sort)?;
@@ -1111,7 +1112,9 @@ impl NativeClient {
                     };
                     format!("{{\"action\":\"{action}\"{more}}}")
                 }
-                Err(force::Failure::Refused(why)) => format!("{{\"refused\":\"{why:?}\"}}"),
+                Err(force::Failure::Refused(why)) => {
+                    format!("{{\"refused\":\"{why:?}\",\"reads\":{}}}", force::TRIES)
+                }
                 Err(force::Failure::Failed(e)) => return Answer::done(request, Some(&LockError::Store(e))),
             };
             Answer {
