@@ -130,13 +130,13 @@ impl Client {
             None => match self.acquire_for_line(&key, data, until_aborted, cancel).await {
                 Ok(lock) => (lock, false),
                 Err(e) => {
-                    self.lines.leave(&key, None);
+                    self.lines.unused(&key);
                     return Err(self.explain_keys(e, &key));
                 }
             },
         };
         let lock = lock.shared();
-        self.lines.holds(&key, lock.id);
+        self.lines.holds(lock.id);
         // A hand-over removes the previous holder's data: this holder writes its own.
         if handed && data.is_some() {
             if let Err(e) = lock.update_data(data.cloned()).await {
@@ -210,10 +210,10 @@ impl Client {
                     if let Some(turn) = self.lines.quit(key, &mut waiter) {
                         match self.handed(key, turn) {
                             Some(lock) => {
-                                self.lines.holds(key, lock.id);
+                                self.lines.holds(lock.id);
                                 let _ = lock.release().await;
                             }
-                            None => self.lines.leave(key, None),
+                            None => self.lines.unused(key),
                         }
                     }
                     return Err(e);

@@ -1,18 +1,19 @@
-//! Carries the client's local line and stand-back (`dynamodb_lock_core::local`, which decides
-//! their order, patience, pauses, and which lock holds a line) to the tasks of its
-//! acquisitions: a turn goes to the waiting task over a channel, and times are read from the
-//! clock here.
+//! Carries the client's local line and stand-back, which its client machine keeps and decides
+//! (`client::Client`: their order, patience, pauses, and which lock holds a line), to the
+//! tasks of its acquisitions: a turn goes to the waiting task over a channel, and times are
+//! read from the clock here.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
+use dynamodb_lock_core::ending::Outcome;
 use dynamodb_lock_core::local::{self, Patience, Waiter};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::item::{Guid, LockKey};
+use crate::lock::Machine;
 
 /// What the next in line receives.
 #[derive(Debug)]
@@ -43,65 +44,58 @@ pub struct InLine {
     pub turn: oneshot::Receiver<Turn>,
 }
 
-struct Inner {
-    local: local::Local<LockKey>,
-    turns: HashMap<Waiter, oneshot::Sender<Turn>>,
-}
-
-/// Every line and stand-back of one client, by lock id.
+/// Where the turns of one client's waiters go.
 pub struct Lines {
     clock: Clock,
-    inner: Mutex<Inner>,
+    machine: Arc<Mutex<Machine>>,
+    turns: Mutex<HashMap<Waiter, oneshot::Sender<Turn>>>,
 }
 
 impl Lines {
-    /// `patience`: how long a waiter waits for one holder (`Lock::line_patience`).
-    pub fn new(clock: Clock, patience: Duration) -> Self {
+    pub fn new(clock: Clock, machine: Arc<Mutex<Machine>>) -> Self {
         Lines {
             clock,
-            inner: Mutex::new(Inner {
-                local: local::Local::new(patience),
-                turns: HashMap::new(),
-            }),
+            machine,
+            turns: Mutex::new(HashMap::new()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The waiters' channels, taken after the machine's mutex, never before it.
+    fn turns(&self) -> std::sync::MutexGuard<'_, HashMap<Waiter, oneshot::Sender<Turn>>> {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Joins the line of `key`, or starts it.
     pub fn join(&self, key: &LockKey) -> Place {
         let now = self.clock.now();
-        let mut inner = self.lock();
-        match inner.local.join(key, now) {
+        let mut m = self.machine();
+        match m.line_join(key, now) {
             local::Place::Head => Place::Head,
             local::Place::Queued(id) => {
                 let (tx, rx) = oneshot::channel();
-                inner.turns.insert(id, tx);
+                self.turns().insert(id, tx);
                 Place::Queued(InLine { id, turn: rx })
             }
         }
     }
 
-    /// Whether someone waits in the line of `key`.
-    pub fn has_waiters(&self, key: &LockKey) -> bool {
-        self.lock().local.has_waiters(key)
-    }
-
     /// Whether the line of `key` exists.
     #[cfg(test)]
     pub fn has_line(&self, key: &LockKey) -> bool {
-        self.lock().local.has_line(key)
+        self.machine().has_line(key)
     }
 
     /// What `w`'s patience says now, on the client's clock (giving up, it has left the line).
     pub fn patience(&self, key: &LockKey, w: &InLine) -> Patience {
         let now = self.clock.now();
-        let mut inner = self.lock();
-        let patience = inner.local.patience(key, w.id, now);
+        let mut m = self.machine();
+        let patience = m.line_patience(key, w.id, now);
         if patience == Patience::GivesUp {
-            inner.turns.remove(&w.id);
+            self.turns().remove(&w.id);
         }
         patience
     }
@@ -110,15 +104,15 @@ impl Lines {
     /// left (the line is then gone when `Go` was meant, and kept for a handed lock, whose
     /// owner must release it).
     pub fn pass(&self, key: &LockKey, turn: Turn) -> Option<Turn> {
-        self.pass_on(&mut self.lock(), key, turn)
+        self.pass_on(&mut self.machine(), key, turn)
     }
 
-    fn pass_on(&self, inner: &mut Inner, key: &LockKey, mut turn: Turn) -> Option<Turn> {
+    fn pass_on(&self, m: &mut Machine, key: &LockKey, mut turn: Turn) -> Option<Turn> {
         let now = self.clock.now();
         let handed = matches!(turn, Turn::Handed { .. });
-        while let Some(w) = inner.local.next(key, now, handed) {
+        while let Some(w) = m.line_next(key, now, handed) {
             // A waiter whose task is gone without quitting cannot take it: the next one may.
-            if let Some(tx) = inner.turns.remove(&w) {
+            if let Some(tx) = self.turns().remove(&w) {
                 match tx.send(turn) {
                     Ok(()) => return None,
                     Err(back) => turn = back,
@@ -128,18 +122,37 @@ impl Lines {
         Some(turn)
     }
 
-    /// Lock `lock` holds the line of `key` (`local::Local::holds`).
-    pub fn holds(&self, key: &LockKey, lock: u64) {
-        self.lock().local.holds(key, lock);
+    /// Lock `lock` holds the line of its id (`client::Client::line_holds`).
+    pub fn holds(&self, lock: u64) {
+        self.machine().line_holds(lock);
     }
 
-    /// `lock` (`None`: the acquisition with the turn, which took none) is done with `key` and
-    /// nobody was handed it: if it held the line, the next waiter tries for itself, or the line
-    /// ends (`local::Local::leaves`).
-    pub fn leave(&self, key: &LockKey, lock: Option<u64>) {
-        let mut inner = self.lock();
-        if inner.local.leaves(key, lock) {
-            let _ = self.pass_on(&mut inner, key, Turn::Go);
+    /// `lock` is done with its id (lost, abandoned) and nobody was handed it: if it held the
+    /// line, the next waiter tries for itself, or the line ends.
+    pub fn leave(&self, key: &LockKey, lock: u64) {
+        let mut m = self.machine();
+        if m.leaves_line(lock) {
+            let _ = self.pass_on(&mut m, key, Turn::Go);
+        }
+    }
+
+    /// The acquisition with the turn in the line of `key` took no lock: the next waiter tries
+    /// for itself, or the line ends.
+    pub fn unused(&self, key: &LockKey) {
+        let mut m = self.machine();
+        if m.line_turn_unused(key) {
+            let _ = self.pass_on(&mut m, key, Turn::Go);
+        }
+    }
+
+    /// The end of lock `lock` of `key` came to `outcome` (`client::Client::ended`, which
+    /// records it): without a hand-over, if the lock held the line, the next waiter tries
+    /// for itself, or the line ends.
+    pub fn ended<E>(&self, key: &LockKey, lock: u64, outcome: &Outcome<Guid, E>, landed_maybe: bool) {
+        let now = self.clock.now();
+        let mut m = self.machine();
+        if m.ended(lock, outcome, landed_maybe, now) {
+            let _ = self.pass_on(&mut m, key, Turn::Go);
         }
     }
 
@@ -147,24 +160,18 @@ impl Lines {
     /// queued; otherwise its turn had already been given, and the caller must deal with it.
     pub fn quit(&self, key: &LockKey, w: &mut InLine) -> Option<Turn> {
         {
-            let mut inner = self.lock();
-            if inner.local.quit(key, w.id) {
-                inner.turns.remove(&w.id);
+            let mut m = self.machine();
+            if m.line_quit(key, w.id) {
+                self.turns().remove(&w.id);
                 return None;
             }
         }
         w.turn.try_recv().ok()
     }
 
-    /// `key` was released while others waited: stand back from it for `pause`.
-    pub fn released(&self, key: &LockKey, pause: Duration) {
-        let now = self.clock.now();
-        self.lock().local.released(key, now + pause, now);
-    }
-
     /// Until when this client stands back from `key`. Asking ends it.
     pub fn stand_back(&self, key: &LockKey) -> Option<Instant> {
-        self.lock().local.stand_back(key).map(|t| self.clock.base + t)
+        self.machine().stand_back(key).map(|t| self.clock.base + t)
     }
 }
 
@@ -172,6 +179,12 @@ impl Lines {
 mod tests {
     use super::*;
     use crate::testkit::key;
+    use std::time::Duration;
+
+    fn lines() -> Lines {
+        let machine = Machine::new(Duration::from_millis(1)).with_line_patience(Duration::from_secs(1));
+        Lines::new(Clock::start(), Arc::new(Mutex::new(machine)))
+    }
 
     fn queued(lines: &Lines) -> InLine {
         match lines.join(&key("a")) {
@@ -182,21 +195,21 @@ mod tests {
 
     #[test]
     fn a_turn_goes_to_the_next_task_still_there() {
-        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
+        let lines = lines();
         assert!(matches!(lines.join(&key("a")), Place::Head));
         let gone = queued(&lines);
         let mut next = queued(&lines);
         // A task dropped without quitting.
         drop(gone);
-        lines.leave(&key("a"), None);
+        lines.unused(&key("a"));
         assert!(matches!(next.turn.try_recv(), Ok(Turn::Go)));
-        lines.leave(&key("a"), None);
+        lines.unused(&key("a"));
         assert!(!lines.has_line(&key("a")), "the line ended");
     }
 
     #[test]
     fn a_handed_turn_nobody_takes_comes_back() {
-        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
+        let lines = lines();
         assert!(matches!(lines.join(&key("a")), Place::Head));
         drop(queued(&lines));
         let turn = Turn::Handed {
@@ -211,10 +224,10 @@ mod tests {
 
     #[test]
     fn quitting_after_the_turn_was_given_returns_it() {
-        let lines = Lines::new(Clock::start(), Duration::from_secs(1));
+        let lines = lines();
         assert!(matches!(lines.join(&key("a")), Place::Head));
         let mut w = queued(&lines);
-        lines.leave(&key("a"), None);
+        lines.unused(&key("a"));
         assert!(matches!(lines.quit(&key("a"), &mut w), Some(Turn::Go)));
         assert!(matches!(lines.patience(&key("a"), &w), Patience::Turned));
     }

@@ -126,10 +126,12 @@ impl Shared {
         heartbeats: Box<dyn Scheduler>,
         fifo: Queues,
     ) -> Shared {
+        let machine = Machine::new(TIMER_GRAIN).with_line_patience(settings.protocol.line_patience());
+        let machine = Arc::new(std::sync::Mutex::new(machine));
         Shared {
             clock,
             store,
-            lines: Lines::new(clock, settings.protocol.line_patience()),
+            lines: Lines::new(clock, machine.clone()),
             settings,
             events,
             heartbeats,
@@ -138,7 +140,7 @@ impl Shared {
             tasks: tokio_util::task::TaskTracker::new(),
             closing: Arc::default(),
             sessions: Sessions::default(),
-            machine: Arc::new(std::sync::Mutex::new(client::Client::new(TIMER_GRAIN))),
+            machine,
             handles: Default::default(),
         }
     }
@@ -150,6 +152,7 @@ impl Shared {
         Shared {
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
+            lines: Lines::new(self.clock, self.machine.clone()),
             machine: self.machine.clone(),
             handles: self.handles.clone(),
             ..Shared::new(
@@ -196,7 +199,7 @@ pub type LockState = hold::Hold<Guid>;
 
 /// The client machine of one client: every lock it holds (its sessions' items and its Fifo
 /// entries too) and its sessions.
-pub type Machine = client::Client<Guid>;
+pub type Machine = client::Client<Guid, LockKey>;
 
 /// A held lock's state in hand: the client's machine, under its mutex, at the lock's entry.
 pub(crate) struct State<'a> {
@@ -292,7 +295,7 @@ impl HeldLock {
             rand::random(),
         );
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        client.machine().taken(id, state, clock.time(now));
+        client.machine().taken(id, key.clone(), state, clock.time(now));
         HeldLock {
             id,
             key,
@@ -375,7 +378,7 @@ impl HeldLock {
     #[cfg(test)]
     pub fn contended(&self) -> bool {
         let now = self.client.clock.now();
-        (self.client.machine().ending(self.id, Vec::new(), false, None, now)).contended
+        (self.client.machine().ending(self.id, Vec::new(), false, [0; 64], now)).contended
     }
 
     /// Its release is called, or it was abandoned: no heartbeat starts (the client
@@ -456,19 +459,19 @@ impl HeldLock {
     /// This lock is done with: the next acquisition of its id by this client tries for
     /// itself, if the lock holds the line (once: `local::Local::leaves`).
     fn leave_line(&self) {
-        self.client.lines.leave(&self.key, Some(self.id));
+        self.client.lines.leave(&self.key, self.id);
     }
 
     /// Ends the lock as the core's `ending::Ending` says: hands it to the next acquisition of
     /// this client in line, if one waits (one write that rotates `guid` and, for FailOpen,
     /// raises the fencing token and renews the lease), else releases it (a lock taken with the
-    /// original's requests, with the original's one request); then stands back from it if the
-    /// core says so. A hand-over whose taker gave up meanwhile is released under the new
-    /// `guid`. `Ok(false)`: nothing of ours was left on the item (another holder took it).
+    /// original's requests, with the original's one request); the client machine then records
+    /// the end (`client::Client::ended`: the stand-back, the line). A hand-over whose taker
+    /// gave up meanwhile is released under the new `guid`. `Ok(false)`: nothing of ours was
+    /// left on the item (another holder took it).
     async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
-        let next = c.lines.has_waiters(&self.key).then(new_guid);
-        let end = c.machine().ending(self.id, guids, taken, next, c.clock.now());
+        let end = c.machine().ending(self.id, guids, taken, new_guid(), c.clock.now());
         let to = self.target();
         let mut clock = Clock::start();
         let (s, env) = (c.settings.protocol, clock.env(false));
@@ -479,53 +482,45 @@ impl HeldLock {
         };
         // The original's refusal is the user's own error, kept as `originalError`.
         let mut refusal = None;
-        loop {
-            let result = match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
-                ending::Outcome::Handed {
+        let outcome = loop {
+            let outcome = run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await;
+            if let ending::Outcome::Handed {
+                guid,
+                fencing_token,
+                sent_at,
+            } = outcome
+            {
+                let turn = Turn::Handed {
                     guid,
                     fencing_token,
-                    sent_at,
-                } => {
-                    let turn = Turn::Handed {
-                        guid,
-                        fencing_token,
-                        sent_at: clock.base + sent_at,
-                        session: self.session.as_ref().map(|s| s.id.clone()),
-                    };
-                    if c.lines.pass(&self.key, turn).is_some() {
-                        // Everyone in line gave up meanwhile: the machine releases the lock,
-                        // still ours under `guid`, instead.
-                        clock = Clock::start();
-                        (m, step) = m.unclaimed(guid, &clock.env(false));
-                        continue;
-                    }
-                    self.state().release_done();
-                    return Ok(true);
+                    sent_at: clock.base + sent_at,
+                    session: self.session.as_ref().map(|s| s.id.clone()),
+                };
+                if c.lines.pass(&self.key, turn).is_some() {
+                    // Everyone in line gave up meanwhile: the machine releases the lock,
+                    // still ours under `guid`, instead.
+                    clock = Clock::start();
+                    (m, step) = m.unclaimed(guid, &clock.env(false));
+                    continue;
                 }
-                ending::Outcome::Released { stand_back, ours } => {
-                    if let Some(pause) = stand_back {
-                        c.lines.released(&self.key, pause);
-                    }
-                    if let (Kind::Fifo, Some(token)) = (c.settings.protocol.kind, self.fencing_token) {
-                        c.fifo.released(&self.key.partition, token);
-                    }
-                    Ok(ours)
-                }
-                ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
-                    original: refusal
-                        .filter(|_| original)
-                        .unwrap_or_else(StoreError::condition_failed),
-                }),
-                ending::Outcome::Failed(error) => {
-                    self.state().release_failed(m.landed_maybe());
-                    Err(LockError::Store(error))
-                }
-            };
-            self.leave_line();
-            if result.is_ok() {
-                self.state().release_done();
             }
-            return result;
+            break outcome;
+        };
+        c.lines.ended(&self.key, self.id, &outcome, m.landed_maybe());
+        match outcome {
+            ending::Outcome::Handed { .. } => Ok(true),
+            ending::Outcome::Released { ours, .. } => {
+                if let (Kind::Fifo, Some(token)) = (c.settings.protocol.kind, self.fencing_token) {
+                    c.fifo.released(&self.key.partition, token);
+                }
+                Ok(ours)
+            }
+            ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
+                original: refusal
+                    .filter(|_| original)
+                    .unwrap_or_else(StoreError::condition_failed),
+            }),
+            ending::Outcome::Failed(error) => Err(LockError::Store(error)),
         }
     }
 

@@ -31,10 +31,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::ending::End;
+use crate::ending::{End, Outcome};
 use crate::heartbeat::{Failure, Loss, Time};
 use crate::held::{self, Lost};
 use crate::hold::{self, Hold};
+use crate::local::{Local, Patience, Place, Waiter};
 use crate::session::Session;
 use crate::settings::Kind;
 
@@ -69,8 +70,10 @@ pub enum Event {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Entry<G> {
+struct Entry<G, K> {
     hold: Hold<G>,
+    /// The lock's id: the line it may hold, and what a stand-back after its release is from.
+    key: K,
     /// The session item through which the lock is held (the lock has no lease of its own).
     through: Option<Id>,
     /// When its holder learnt it holds the lock.
@@ -79,36 +82,51 @@ struct Entry<G> {
     contended: bool,
 }
 
-/// Every held lock of one client and its sessions (by their items' lock `Id`).
+/// Every held lock of one client (with its id, `K`), its sessions (by their items' lock `Id`),
+/// and its local lines and stand-backs (`local::Local`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Client<G> {
+pub struct Client<G, K: Ord = ()> {
     timer_grain: Duration,
-    locks: BTreeMap<Id, Entry<G>>,
+    locks: BTreeMap<Id, Entry<G, K>>,
     sessions: BTreeMap<Id, Session<Id, G>>,
+    line: Local<K>,
     events: Vec<(Id, Event)>,
 }
 
-impl<G: Clone + PartialEq> Client<G> {
+impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     /// `timer_grain`: how late a timer may fire (a session lasts until a grain before its
-    /// item's lease ends, as its heartbeat declares the loss).
+    /// item's lease ends, as its heartbeat declares the loss). Its line's waiters have no
+    /// patience until `with_line_patience` gives them some.
     pub fn new(timer_grain: Duration) -> Self {
         Client {
             timer_grain,
             locks: BTreeMap::new(),
             sessions: BTreeMap::new(),
+            line: Local::new(Duration::ZERO),
             events: Vec::new(),
         }
     }
 
-    /// A lock is held from now on.
-    pub fn insert(&mut self, id: Id, hold: Hold<G>) {
-        self.taken(id, hold, Time::ZERO);
+    /// The client's waiters in line wait at most `patience` for one holder
+    /// (`Lock::line_patience`).
+    pub fn with_line_patience(mut self, patience: Duration) -> Self {
+        self.line = Local::new(patience);
+        self
     }
 
-    /// A lock is held from `now` on, which its ending counts from (`ending`).
-    pub fn taken(&mut self, id: Id, hold: Hold<G>, now: Time) {
+    /// A lock is held from now on.
+    pub fn insert(&mut self, id: Id, hold: Hold<G>)
+    where
+        K: Default,
+    {
+        self.taken(id, K::default(), hold, Time::ZERO);
+    }
+
+    /// Lock `id` of `key` is held from `now` on, which its ending counts from (`ending`).
+    pub fn taken(&mut self, id: Id, key: K, hold: Hold<G>, now: Time) {
         let entry = Entry {
             hold,
+            key,
             through: None,
             taken_at: now,
             contended: false,
@@ -124,17 +142,18 @@ impl<G: Clone + PartialEq> Client<G> {
     }
 
     /// What the end of lock `id` at `now` goes by (`ending::Ending`): the `guids` and `taken`
-    /// its release gave (`release`), `next`, a fresh `guid` for the next acquisition of this
-    /// client if one waits, and what the client knows of the lock: whether it is lost, how
-    /// long it was held, whether others wanted it, and whether an earlier release may have
-    /// landed.
-    pub fn ending(&self, id: Id, guids: Vec<G>, taken: bool, next: Option<G>, now: Time) -> End<G> {
+    /// its release gave (`release`), and what the client knows of the lock: whether an
+    /// acquisition of this client waits in line for it (the lock is then handed to it under
+    /// `fresh`), whether it is lost, how long it was held, whether others wanted it, and
+    /// whether an earlier release may have landed.
+    pub fn ending(&self, id: Id, guids: Vec<G>, taken: bool, fresh: G, now: Time) -> End<G> {
         let e = self.locks.get(&id);
+        let waits = e.is_some_and(|e| self.line.has_waiters(&e.key));
         End {
             guids,
             lost: e.is_some_and(|e| e.hold.lost.is_some()),
             taken,
-            next,
+            next: waits.then_some(fresh),
             held_for: e.map_or(Duration::ZERO, |e| now.saturating_sub(e.taken_at)),
             contended: e.is_some_and(|e| e.contended),
             landed_maybe: e.is_some_and(|e| e.hold.release_landed_maybe),
@@ -153,6 +172,86 @@ impl<G: Clone + PartialEq> Client<G> {
                 }
             }
         }
+    }
+
+    /// The end of lock `id` came to `outcome` (`ending::Ending`) at `now`: handed to the next
+    /// in line, or released (the client stands back from the lock for the pause the release
+    /// gave), its release done; or its release failed (a later one must know whether an
+    /// attempt may have landed, `landed_maybe`) or found the lock another's. Without a
+    /// hand-over the lock leaves its line: `true` when the next waiter then tries for itself
+    /// (`line_next`, not handed).
+    pub fn ended<E>(&mut self, id: Id, outcome: &Outcome<G, E>, landed_maybe: bool, now: Time) -> bool {
+        let Some(e) = self.locks.get_mut(&id) else {
+            return false;
+        };
+        match outcome {
+            Outcome::Handed { .. } => {
+                e.hold.release_done();
+                return false;
+            }
+            Outcome::Released { stand_back, .. } => {
+                e.hold.release_done();
+                if let Some(pause) = stand_back {
+                    self.line.released(&e.key, now.saturating_add(*pause), now);
+                }
+            }
+            Outcome::NotOurs => {}
+            Outcome::Failed(_) => e.hold.release_failed(landed_maybe),
+        }
+        self.leaves_line(id)
+    }
+
+    /// Lock `id` is done with its id without a hand-over (lost, abandoned, released):
+    /// whether it held its line, whose next waiter then tries for itself (once per lock).
+    pub fn leaves_line(&mut self, id: Id) -> bool {
+        match self.locks.get(&id) {
+            Some(e) => self.line.leaves(&e.key, Some(id)),
+            None => false,
+        }
+    }
+
+    /// An acquisition of `key` at `now` joins this client's line of it, or starts it.
+    pub fn line_join(&mut self, key: &K, now: Time) -> Place {
+        self.line.join(key, now)
+    }
+
+    /// What waiter `w`'s patience in the line of `key` says at `now` (giving up, it has left).
+    pub fn line_patience(&mut self, key: &K, w: Waiter, now: Time) -> Patience {
+        self.line.patience(key, w, now)
+    }
+
+    /// Waiter `w` leaves the line of `key` without its turn; `false`: the turn was given.
+    pub fn line_quit(&mut self, key: &K, w: Waiter) -> bool {
+        self.line.quit(key, w)
+    }
+
+    /// The next waiter in the line of `key` gets the turn at `now` (`handed`: the lock is
+    /// handed to it, else it tries for itself); `None` when nobody is left.
+    pub fn line_next(&mut self, key: &K, now: Time, handed: bool) -> Option<Waiter> {
+        self.line.next(key, now, handed)
+    }
+
+    /// Lock `id` holds the line of its id: its acquisition had the turn.
+    pub fn line_holds(&mut self, id: Id) {
+        if let Some(e) = self.locks.get(&id) {
+            self.line.holds(&e.key, id);
+        }
+    }
+
+    /// The acquisition with the turn in the line of `key` took no lock: whether the next
+    /// waiter then tries for itself.
+    pub fn line_turn_unused(&mut self, key: &K) -> bool {
+        self.line.leaves(key, None)
+    }
+
+    /// Until when the next acquisition of `key` stands back; asking ends it.
+    pub fn stand_back(&mut self, key: &K) -> Option<Time> {
+        self.line.stand_back(key)
+    }
+
+    /// Whether the line of `key` exists.
+    pub fn has_line(&self, key: &K) -> bool {
+        self.line.has_line(key)
     }
 
     pub fn hold(&self, id: Id) -> Option<&Hold<G>> {
@@ -480,32 +579,80 @@ mod tests {
         let mut c = Client::new(ms(1));
         c.taken(
             1,
+            'a',
             Hold::new(beat_config(250), true, 10u8, Some(ms(100)), ms(120), 0),
             ms(120),
         );
-        let end = c.ending(1, vec![10], false, Some(11), ms(500));
+        let end = c.ending(1, vec![10], false, 11, ms(500));
         assert_eq!(
             end,
             End {
                 guids: vec![10],
                 lost: false,
                 taken: false,
-                next: Some(11),
+                next: None,
                 held_for: ms(380),
                 contended: false,
                 landed_maybe: false
             }
         );
+        assert_eq!(c.line_join(&'a', ms(0)), Place::Head);
+        assert!(matches!(c.line_join(&'a', ms(0)), Place::Queued(_)));
+        assert_eq!(
+            c.ending(1, vec![10], false, 11, ms(500)).next,
+            Some(11),
+            "handed to the waiter in line"
+        );
         c.contended(1);
         c.hold_mut(1).unwrap().release_failed(true);
         c.hold_mut(1).unwrap().lose(Lost::Taken);
-        let end = c.ending(1, vec![10], true, None, ms(600));
+        let end = c.ending(1, vec![10], true, 12, ms(600));
         assert!(end.lost && end.contended && end.landed_maybe && end.taken);
         assert_eq!(
-            c.ending(9, vec![], false, None, ms(0)).held_for,
+            c.ending(9, vec![], false, 13, ms(0)).held_for,
             Duration::ZERO,
             "unknown"
         );
+        assert_eq!(c.ending(9, vec![], false, 13, ms(0)).next, None, "unknown");
+    }
+
+    #[test]
+    fn a_lock_that_ends_without_a_hand_over_leaves_its_line_and_a_release_stands_back() {
+        let mut c: Client<u8, char> = Client::new(ms(1)).with_line_patience(ms(100));
+        assert_eq!(c.line_join(&'a', ms(0)), Place::Head);
+        let Place::Queued(w) = c.line_join(&'a', ms(0)) else {
+            panic!("queued behind the head")
+        };
+        c.taken(1, 'a', Hold::new(beat_config(250), false, 10, None, ms(0), 0), ms(0));
+        assert_eq!(c.line_patience(&'a', w, ms(50)), Patience::Waits(ms(100)));
+        c.line_holds(1);
+        let released = Outcome::<u8, ()>::Released {
+            stand_back: Some(ms(30)),
+            ours: true,
+        };
+        assert!(c.ended(1, &released, false, ms(40)), "the waiter tries for itself");
+        assert!(c.hold(1).unwrap().released);
+        assert!(!c.leaves_line(1), "once");
+        assert_eq!(c.stand_back(&'a'), Some(ms(70)));
+        assert_eq!(c.stand_back(&'a'), None, "asking ends it");
+        assert_eq!(c.line_next(&'a', ms(40), false), Some(w));
+        // A failed release keeps what its attempts may have done, and leaves no line held.
+        c.taken(2, 'b', Hold::new(beat_config(250), false, 20, None, ms(0), 0), ms(0));
+        assert!(
+            !c.ended(2, &Outcome::<u8, ()>::Failed(()), true, ms(50)),
+            "it held no line"
+        );
+        assert!(c.hold(2).unwrap().release_landed_maybe && !c.hold(2).unwrap().released);
+        // A hand-over is the end of the holder's release, and the line stays with the taker.
+        c.taken(3, 'a', Hold::new(beat_config(250), false, 30, None, ms(0), 0), ms(0));
+        c.line_holds(3);
+        let handed = Outcome::<u8, ()>::Handed {
+            guid: 31,
+            fencing_token: None,
+            sent_at: ms(60),
+        };
+        assert!(!c.ended(3, &handed, false, ms(60)));
+        assert!(c.hold(3).unwrap().released && c.has_line(&'a'));
     }
 
     #[test]
