@@ -378,7 +378,11 @@ impl HeldLock {
     #[cfg(test)]
     pub fn contended(&self) -> bool {
         let now = self.client.clock.now();
-        (self.client.machine().ending(self.id, Vec::new(), false, [0; 64], now)).contended
+        (self
+            .client
+            .machine()
+            .ending(self.id, Vec::new(), false, || [0; 64], now))
+        .contended
     }
 
     /// Its release is called, or it was abandoned: no heartbeat starts (the client
@@ -471,14 +475,16 @@ impl HeldLock {
     /// left on the item (another holder took it).
     async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
-        let end = c.machine().ending(self.id, guids, taken, new_guid(), c.clock.now());
         let to = self.target();
         let mut clock = Clock::start();
         let (s, env) = (c.settings.protocol, clock.env(false));
         let original = c.settings.original_requests;
         let (mut m, mut step) = match original {
-            true => ending::Ending::original(s, end, self.state().guid, self.fencing_token, &env),
-            false => ending::Ending::start(s, end, &env),
+            true => ending::Ending::original(s, self.state().guid, self.fencing_token, &env),
+            false => {
+                let end = c.machine().ending(self.id, guids, taken, new_guid, c.clock.now());
+                ending::Ending::start(s, end, &env)
+            }
         };
         // The original's refusal is the user's own error, kept as `originalError`.
         let mut refusal = None;

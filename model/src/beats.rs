@@ -1,13 +1,15 @@
-//! A FailOpen holder's heartbeats, for both models that hold such a lock: the machines
-//! model's clients (`machines`) and the session's item (`session`). The held lock is lock `LOCK` of
-//! its client's machine (`client::Client`, with the locks held through it when it is a
-//! session's item), whose `hold::Hold` decides its life, as in the addon; this is its wire.
+//! A client's machine (`client::Client`) with its held lock's heartbeats, for both models that
+//! hold locks of the core's machines: the machines model's clients (`machines`) and the
+//! session's client (`session`). The held lock is lock `LOCK` of its client's machine (with
+//! the locks held through it when it is a session's item), whose `hold::Hold` decides its
+//! life and whose line and ending decide what follows it, as in the addon; this is its wire.
 //! Of the writes a heartbeat asks for, one is on the wire at a time (another is "not sent",
 //! as when the addon's scheduler has no free slot), and only `left` heartbeats write.
 
 use std::time::Duration;
 
 use dynamodb_lock_core::client::{Client, Id};
+use dynamodb_lock_core::ending;
 use dynamodb_lock_core::heartbeat::{self, Time};
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::{self, Hold};
@@ -18,8 +20,8 @@ use crate::item::G;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Beats {
-    /// The holder's client machine: the lock is its `LOCK`.
-    pub client: Client<G>,
+    /// The holder's client machine: the lock is its `LOCK`, of the lock `u8`.
+    pub client: Client<G, u8>,
     /// The heartbeat's write: its `guid`s, its new `guid`, and how it stands (`Landed(true, _)`:
     /// renewed, `Landed(false, _)`: refused; with the `guid` of a lock the renewed session's
     /// item names revoked, 0 for none).
@@ -74,22 +76,48 @@ impl Carried {
 pub const LOCK: Id = 0;
 
 impl Beats {
-    /// A lock taken under `g` with the write sent at `sent_at`, at `now`; `beats`: it
-    /// heartbeats, first at the period's last point that the addon's random number may pick.
-    pub fn new(cfg: heartbeat::Config, beats: bool, g: G, sent_at: Time, now: Tick, left: u8) -> Beats {
-        let last = (cfg.period.as_micros() as u64).saturating_sub(1);
-        let mut client = Client::new(cfg.timer_grain);
-        client.insert(LOCK, Hold::new(cfg, beats, g, Some(sent_at), ms(now), last));
+    /// A client machine that holds nothing yet, whose waiters in line wait `line_patience`.
+    pub fn new(timer_grain: Duration, line_patience: Duration) -> Beats {
         Beats {
-            client,
+            client: Client::new(timer_grain).with_line_patience(line_patience),
             net: None,
-            left,
+            left: 0,
         }
+    }
+
+    /// Lock `key` is taken under `g` at `now` (a lock before it under `LOCK` is forgotten),
+    /// its lease counted from `sent_at` if it has one, and it holds its line; its holder
+    /// counts it held from `since` (what its ending counts). With `left` above zero it
+    /// heartbeats that many times, first at the period's last point that the addon's random
+    /// number may pick.
+    #[allow(clippy::too_many_arguments)]
+    pub fn take(
+        &mut self,
+        cfg: heartbeat::Config,
+        key: u8,
+        g: G,
+        sent_at: Option<Time>,
+        now: Time,
+        since: Tick,
+        left: u8,
+    ) {
+        let last = (cfg.period.as_micros() as u64).saturating_sub(1);
+        self.client.remove(LOCK);
+        let hold = Hold::new(cfg, left > 0, g, sent_at, now, last);
+        self.client.taken(LOCK, key, hold, ms(since));
+        self.client.line_holds(LOCK);
+        self.net = None;
+        self.left = left;
     }
 
     /// The lock's state.
     pub fn hold(&self) -> &Hold<G> {
         self.client.hold(LOCK).expect("the heartbeating lock")
+    }
+
+    /// The lock is lost, if it is held.
+    pub fn lost(&self) -> bool {
+        self.client.hold(LOCK).is_some_and(|h| h.lost.is_some())
     }
 
     /// Steps the lock in its client machine; the events it draws are the holders' to hear,
@@ -102,13 +130,14 @@ impl Beats {
 
     /// When the lock is next stepped, if it needs to be.
     pub fn wake(&self) -> Option<Tick> {
-        self.hold().poll_timeout().map(tick)
+        self.client.hold(LOCK)?.poll_timeout().map(tick)
     }
 
     /// A heartbeat is under way, or is to start (`writing`: only one that writes, while some
     /// are left).
     pub fn due(&self, writing: bool) -> bool {
-        self.hold().under_way() || ((!writing || self.left > 0) && self.hold().poll_timeout().is_some())
+        let Some(h) = self.client.hold(LOCK) else { return false };
+        h.under_way() || ((!writing || self.left > 0) && h.poll_timeout().is_some())
     }
 
     /// The events that may happen to the heartbeat at `now` (`writing`: as `due`) while
@@ -188,10 +217,20 @@ impl Beats {
         }
     }
 
-    /// The release is called at `now`.
-    pub fn release(&mut self, now: Tick) -> held::Release<G> {
+    /// The release of a lock of `kind` is called at `now`.
+    pub fn release(&mut self, kind: Kind, now: Tick) -> held::Release<G> {
         self.client.stop(LOCK);
-        self.client.release(LOCK, Kind::FailOpen, ms(now))
+        self.client.release(LOCK, kind, ms(now))
+    }
+
+    /// The lock's end came to `outcome` at `now` (`client::Client::ended`), and the machine
+    /// forgets it: whether the next in its line tries for itself.
+    pub fn ended<E>(&mut self, outcome: &ending::Outcome<G, E>, now: Time) -> bool {
+        let moves_on = self.client.ended(LOCK, outcome, false, now);
+        self.client.remove(LOCK);
+        self.net = None;
+        self.left = 0;
+        moves_on
     }
 
     /// The lock writes no more heartbeats (the model's bound on writes).

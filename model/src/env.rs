@@ -254,16 +254,17 @@ pub fn carry<S, O>(
     }
 }
 
-/// The end of a held lock, as the addon's runtime hands it to the core's `ending::Ending`:
-/// the `guids` the item may carry, whether the lock was `lost` or `taken` by another holder,
-/// a fresh `guid` for this client's `next` acquisition if one waits, and how long it was
-/// held; the model's holders never waited for their locks, and no earlier release failed.
-pub fn end(guids: Vec<G>, lost: bool, taken: bool, next: Option<G>, held_for: Duration) -> End<G> {
+/// The end of a lock held under `guid` by a client the model gives no client machine (the
+/// session model's rivals, the Fifo model's clients), for the core's `ending::Ending`:
+/// whether it was `lost`, and how long it was held. Nobody of the client waits in line for
+/// it, the holder never waited for it, no earlier release failed, and no heartbeat rotated
+/// its `guid`.
+pub fn end(guid: G, lost: bool, held_for: Duration) -> End<G> {
     End {
-        guids,
+        guids: vec![guid],
         lost,
-        taken,
-        next,
+        taken: false,
+        next: None,
         held_for,
         contended: false,
         landed_maybe: false,

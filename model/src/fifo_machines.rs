@@ -757,7 +757,7 @@ impl FifoMachines {
         let env = self.env(s, i);
         // The addon's end of a held Fifo lock: no hand-over (Fifo keeps its own order), a
         // release of the head.
-        let end = env::end(vec![h.guid], false, false, None, ms(s.now - c.since));
+        let end = env::end(h.guid, false, ms(s.now - c.since));
         let (m, step) = Ending::start(self.cfg.lock(), end, &env);
         let (k, token) = (s.clients[i].resources[r], h.token);
         // On its way out: it keeps no acquisition of this process from its one-request take.

@@ -34,9 +34,11 @@
 //! `undo::Undo`, stepped beside the client's next acquisition as the addon's `undo_later`
 //! runs it.
 //!
-//! With `hand_over`, client 0's next acquisition of its lock joins the client's line (the
-//! core's `local::Local`) and its release hands the lock over (`ending::Ending`); the waiter
-//! may give up at any moment before its turn, and the line decides who the lock goes to.
+//! Each client's lock is a lock of its client machine (`client::Client`, as in the addon),
+//! which decides its end (`Client::ending`, `Client::ended`). With `hand_over`, client 0's
+//! next acquisition of its lock joins that machine's line and its release hands the lock
+//! over (`ending::Ending`); the waiter may give up at any moment before its turn, and the line
+//! decides who the lock goes to.
 //!
 //! Abstractions: every client's first acquisition starts at tick 0 (later ones at any time);
 //! the model's item keeps no first-in-line mark, so a mark's write is answered at once and
@@ -49,14 +51,14 @@ use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
-use dynamodb_lock_core::local::{Local, Place, Waiter};
+use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Env, Machine as _, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 use dynamodb_lock_core::undo::{self, Undo};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
-use crate::beats::{BeatEvent, Beats};
+use crate::beats::{BeatEvent, Beats, LOCK};
 use crate::env::{self, ms, tick, Ans, Clients, Event, Fail, Left, NetState, Tick};
 use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{small, Item, Ver, G};
@@ -335,22 +337,26 @@ pub struct Client {
     /// The last release reported done: the lock, and the first and last `guid` of its
     /// tenure (heartbeats rotate it).
     pub released: Option<(u8, G, G)>,
-    /// A FailOpen holder's heartbeats.
+    /// The client's machine (`client::Client`, as the addon keeps one per client): its held
+    /// lock, with a FailOpen holder's heartbeats, its line and the ending of its lock. Its
+    /// line's clock stands still (every instant is 0): the waiter may give up at any moment,
+    /// which covers the moment its patience ends, and patience decides how long a waiter
+    /// waits, never what it may hold. `None` while it is as new (it holds nothing and has no
+    /// line), and once the client crashed.
     pub hb: Option<Box<Beats>>,
     /// A heartbeat write given up on while on its way: it may still land (lock, `guid`s, new
     /// `guid`).
     pub stray: Option<(u8, [G; 2], G)>,
     /// The last acquisition reported as not acquired.
     pub failed: Option<(u8, G)>,
-    /// The client's local line (`local::Local`), for a client that hands a lock to its own
-    /// next acquisition. Its clock stands still (every instant is 0): the waiter may give up
-    /// at any moment, which covers the moment its patience ends, and patience decides how
-    /// long a waiter waits, never what it may hold.
-    pub line: Option<Box<Local<u8>>>,
-    /// That acquisition, waiting in the line for the lock (until it gives up).
+    /// The acquisition waiting in the client's line for the lock (until it gives up), for a
+    /// client that hands a lock to its own next acquisition.
     pub waiter: Option<Waiter>,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
+    /// Its acquisitions join its line (a client that hands a lock to its own next
+    /// acquisition).
+    pub lines: bool,
 }
 
 /// The core's undo of a write of `g` on lock `k` that may have landed (`undo::Undo`, run in
@@ -493,6 +499,18 @@ impl Machines {
         Machines { cfg }
     }
 
+    /// A client machine as new: it holds nothing, and its line has had nobody in it.
+    fn new_machine(&self) -> Beats {
+        Beats::new(self.cfg.beat().timer_grain, self.lock().line_patience())
+    }
+
+    /// Client `c`'s machine is not kept while it is as new.
+    fn forget_if_new(&self, c: &mut Client) {
+        if c.hb.as_deref().is_some_and(|h| *h == self.new_machine()) {
+            c.hb = None;
+        }
+    }
+
     fn bug(&self, b: Bug) -> bool {
         self.cfg.bug == Some(b)
     }
@@ -548,21 +566,24 @@ impl Machines {
             env::Carried::Set => Ok(()),
             env::Carried::Done(out) => {
                 let m = s.clients[i].machine.take();
-                if let Out::End(ending::Outcome::Handed { guid, .. }) = out {
+                if let Out::End(handed @ ending::Outcome::Handed { guid, .. }) = &out {
+                    let guid = *guid;
                     let (k, first) = match s.clients[i].phase {
                         Phase::Releasing { k, g } => (k, g),
                         _ => unreachable!("a hand-over ends a release"),
                     };
+                    let now = ms(s.now);
                     let c = &mut s.clients[i];
-                    let line = c.line.as_mut().expect("a line");
-                    match line.next(&k, Time::ZERO, true) {
+                    let h = c.hb.as_mut().expect("the client's machine");
+                    match h.client.line_next(&k, Time::ZERO, true) {
                         Some(w) if Some(w) == c.waiter => c.waiter = None,
                         // Handed to an acquisition that gave up: the release is reported
                         // done, and nobody holds the lock.
                         Some(_) => {
+                            h.ended(handed, now);
                             c.phase = Phase::Idle;
                             c.released = Some((k, first, guid));
-                            c.hb = None;
+                            self.forget_if_new(c);
                             return Ok(());
                         }
                         // Handed over, but the acquisition in line gave up meanwhile: the
@@ -588,8 +609,17 @@ impl Machines {
             _ => return Ok(()),
         };
         let env = self.env(s, i);
+        let now = ms(s.now);
         let c = &mut s.clients[i];
-        match out.native() {
+        let out = out.native();
+        // A lock that ends, and an acquisition that fails, is done with its line
+        // (`client::Client::ended`, `line_turn_unused`).
+        let moves_on = match &out {
+            Out::End(end) => c.hb.as_mut().is_some_and(|h| h.ended(end, now)),
+            Out::Closed(fail_closed::Outcome::Acquired) | Out::Open(fail_open::Outcome::Taken { .. }) => false,
+            _ => c.hb.as_mut().is_some_and(|h| h.client.line_turn_unused(&k)),
+        };
+        match out {
             // A failed acquisition, or a grant answered after its whole lease that the machine
             // gave back: the write is undone later if it may have landed (for a grant given
             // back, if the give-back failed).
@@ -609,37 +639,26 @@ impl Machines {
                 guid,
                 fencing_token: Some(token),
                 sent_at,
-            }) => {
-                c.hb = None;
-                self.taken(s, i, k, guid, token, sent_at)?;
-            }
+            }) => self.taken(s, i, k, guid, token, sent_at)?,
             Out::End(ending::Outcome::Handed { guid, .. }) => self.holds(s, i, k, guid, 0, None),
             Out::End(end) => {
                 if let ending::Outcome::Released { .. } = end {
                     c.released = Some((k, g, (i as u8) * 16 + c.seq));
                 }
                 c.phase = Phase::Idle;
-                c.hb = None;
             }
             Out::Original(_) => unreachable!("read as the others' by `native`"),
         }
-        Self::leave_line(&mut s.clients[i], k);
-        Ok(())
-    }
-
-    /// Client `c` is done with lock `k` (its acquisition failed, or its lock ended without a
-    /// hand-over): the next in its line would try for itself, an acquisition the model follows
-    /// no further, so the line ends.
-    fn leave_line(c: &mut Client, k: u8) {
-        if c.phase != Phase::Idle {
-            return;
-        }
-        if let Some(line) = c.line.as_mut() {
-            // Each waiter given the turn to try for itself is done at once.
-            while line.next(&k, Time::ZERO, false).is_some() {
+        let c = &mut s.clients[i];
+        if let (true, Some(h)) = (moves_on, c.hb.as_mut()) {
+            // The next in line tries for itself, an acquisition the model follows no further:
+            // each waiter given that turn is done at once, and the line ends.
+            while h.client.line_next(&k, Time::ZERO, false).is_some() {
                 c.waiter = None;
             }
         }
+        self.forget_if_new(c);
+        Ok(())
     }
 
     /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
@@ -650,6 +669,11 @@ impl Machines {
             c.since = s.now;
         }
         c.phase = Phase::Holding { k, g, token, until };
+        if until.is_none() {
+            // FailClosed: held without a lease, in the client's machine.
+            let h = c.hb.get_or_insert_with(|| Box::new(self.new_machine()));
+            h.take(self.cfg.beat(), k, g, None, Time::ZERO, c.since, 0);
+        }
     }
 
     /// Client `i` took lock `k` with guid `g` (FailOpen): its lease lasts a lease from when
@@ -660,10 +684,16 @@ impl Machines {
         let token = small(fencing_token);
         env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now)?;
         self.holds(s, i, k, g, token, Some(until));
-        if self.cfg.beats > 0 {
-            let beats = Beats::new(self.cfg.beat(), true, g, sent_at, s.now, self.cfg.beats);
-            s.clients[i].hb = Some(Box::new(beats));
-        }
+        // A lock without heartbeats is never stepped: its hold is made at time zero and
+        // without a lease (its holder's lease is the model's, `Phase::Holding`), so that
+        // neither makes a state of its own.
+        let (sent_at, now) = match self.cfg.beats {
+            0 => (None, Time::ZERO),
+            _ => (Some(sent_at), ms(s.now)),
+        };
+        let c = &mut s.clients[i];
+        let h = c.hb.get_or_insert_with(|| Box::new(self.new_machine()));
+        h.take(self.cfg.beat(), k, g, sent_at, now, c.since, self.cfg.beats);
         Ok(())
     }
 
@@ -706,15 +736,9 @@ impl Machines {
     /// of the lock waits for it, and is handed it.
     fn start_release(&self, s: &mut State, i: usize, guids: Vec<G>, taken: bool) -> Result<(), Violation> {
         let env = self.env(s, i);
-        let k = self.key(s, i);
         let c = &mut s.clients[i];
-        let next = c
-            .line
-            .as_ref()
-            .is_some_and(|l| l.has_waiters(&k))
-            .then(|| new_guid(&mut c.seq, i));
-        let lost = taken || c.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
-        let end = env::end(guids, lost, taken, next, ms(s.now - c.since));
+        let h = c.hb.as_ref().expect("the client's machine");
+        let end = h.client.ending(LOCK, guids, taken, || new_guid(&mut c.seq, i), env.now);
         let (m, step) = Ending::start(self.lock(), end, &env);
         c.machine = Some(M::End(m));
         self.step(s, i, env::map(step, Out::End))
@@ -781,8 +805,9 @@ impl Machines {
         }
         cl.phase = Phase::Acquiring { k, g };
         cl.since = s.now;
-        if let Some(line) = cl.line.as_mut() {
-            let place = line.join(&k, Time::ZERO);
+        if cl.lines {
+            let h = cl.hb.get_or_insert_with(|| Box::new(self.new_machine()));
+            let place = h.client.line_join(&k, Time::ZERO);
             debug_assert_eq!(place, Place::Head, "one acquisition at a time");
         }
         let step = match self.cfg.kind {
@@ -816,20 +841,18 @@ impl Machines {
             let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
             // The addon's end of a lock taken with the original's requests: its one release
             // request (`Ending::original`), which goes by nothing else the client knows.
-            let end = env::end(vec![g], false, false, None, Duration::ZERO);
-            let (m, step) = Ending::original(self.lock(), end, g, token, &env);
+            let (m, step) = Ending::original(self.lock(), g, token, &env);
             s.clients[i].machine = Some(M::End(m));
             self.step(s, i, env::map(step, Out::End))
-        } else if let Some(h) = s.clients[i].hb.as_mut() {
+        } else {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
-            match h.release(s.now) {
+            let h = s.clients[i].hb.as_mut().expect("the client's machine");
+            match h.release(self.cfg.kind, s.now) {
                 held::Release::Wait { .. } => Ok(()),
                 held::Release::Write { guids, taken } => self.start_release(s, i, guids, taken),
                 held::Release::Done | held::Release::NotOurs => unreachable!("released once"),
             }
-        } else {
-            self.start_release(s, i, vec![g], false)
         }
     }
 
@@ -896,7 +919,7 @@ impl Model for Machines {
                     let hand_overs = u8::from(i == 0 && self.cfg.hand_over && !self.cfg.original);
                     Client {
                         hand_overs,
-                        line: (hand_overs > 0).then(|| Box::new(Local::new(self.lock().line_patience()))),
+                        lines: hand_overs > 0,
                         left: self.cfg.acquisitions,
                         ..Client::default()
                     }
@@ -982,7 +1005,8 @@ impl Model for Machines {
                 let k = self.key(&s, c as usize);
                 let cl = &mut s.clients[c as usize];
                 cl.hand_overs -= 1;
-                match cl.line.as_mut().expect("a line").join(&k, Time::ZERO) {
+                let h = cl.hb.as_mut().expect("the client's machine");
+                match h.client.line_join(&k, Time::ZERO) {
                     Place::Queued(w) => cl.waiter = Some(w),
                     Place::Head => unreachable!("the holder leads the line"),
                 }
@@ -991,8 +1015,8 @@ impl Model for Machines {
             Action::GiveUp(c) => {
                 let k = self.key(&s, c as usize);
                 let c = &mut s.clients[c as usize];
-                if let (Some(line), Some(w)) = (c.line.as_mut(), c.waiter.take()) {
-                    line.quit(&k, w);
+                if let (Some(h), Some(w)) = (c.hb.as_mut(), c.waiter.take()) {
+                    h.client.line_quit(&k, w);
                 }
             }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),

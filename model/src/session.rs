@@ -12,9 +12,10 @@
 //!   declares S lost; at any
 //!   time it lets go of one thing at a time (`ending::Ending`): A, then B, then S once no lock
 //!   is left (a release of S waits for a heartbeat write on the wire, as the addon's does);
-//!   with `handover`, a second acquisition of A waits in client 0's local line, and the first
-//!   release of A hands the lock to it within S (`ending::Ending` given the next `guid`, as the
-//!   addon's release does when its line has a waiter); the waiter may give up at any moment
+//!   with `handover`, a second acquisition of A waits in client 0's line (its machine's), and
+//!   the first release of A hands the lock to it within S (`client::Client::ending` and
+//!   `ending::Ending`, as the addon's release does when its line has a waiter); the waiter
+//!   may give up at any moment
 //!   (the ending then releases the lock under the `guid` it wrote), and holds the lock through
 //!   S only if it joins S when the hand-over is known (else it releases it at once);
 //! - with `close`, client 0 may instead close once its acquisitions are over, without
@@ -52,6 +53,7 @@ use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
+use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Machine, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
@@ -206,8 +208,11 @@ pub struct State {
     pub last_token: [u8; 2],
     /// A waiter's end of S landed (history: S must stay ended).
     pub ended: bool,
-    /// Client 0's second acquisition of A waits in its line (`Config::handover`).
+    /// Client 0's second acquisition of A waits for its turn (`Config::handover`): its task,
+    /// as the addon's waiting task is.
     pub waiting: bool,
+    /// Its place in client 0's line (`client::Client`'s), once client 0's machine is there.
+    pub waiter: Option<Waiter>,
     /// Client 0 closed without releasing its locks (`Config::close`).
     pub closed: bool,
     /// The operator's revocation of A (`Config::revoke`).
@@ -401,8 +406,9 @@ impl Sessions {
         let now = ms(s.now);
         let Some(h) = s.hb.as_mut() else { return false };
         h.client.remove(i as Id);
-        h.client
-            .insert(i as Id, Hold::new(self.cfg.beat(), false, g, None, Time::ZERO, 0));
+        let hold = Hold::new(self.cfg.beat(), false, g, None, Time::ZERO, 0);
+        h.client.taken(i as Id, home(i) as u8, hold, Time::ZERO);
+        h.client.line_holds(i as Id);
         h.client.join(i as Id, LOCK, now)
     }
 
@@ -490,13 +496,18 @@ impl Sessions {
         token: Option<u64>,
         m: Ending<Item, Fail>,
     ) -> Result<(), Violation> {
-        if !s.waiting {
+        // The turn goes to the waiter still in client 0's line (`local::Local::next`); one whose
+        // task gave up takes nothing, and the next one is asked.
+        let h = s.hb.as_mut().expect("client 0's machine");
+        let next = h.client.line_next(&(A as u8), Time::ZERO, true);
+        if next.is_none() || next != s.waiter || !s.waiting {
             let env = env::at(s.now);
             let (m, step) = m.unclaimed(guid, &env);
             s.slots[i].machine = Some(M::End(m));
             return self.step(s, i, env::map(step, Out::End));
         }
         s.waiting = false;
+        s.waiter = None;
         let token = small(token.expect("a FailOpen hand-over raises the token"));
         s.slots[i].phase = Phase::Holding {
             g: guid,
@@ -521,9 +532,22 @@ impl Sessions {
         s.slots[i].phase = Phase::Holding { g, token, until: kept };
         match i {
             SESSION_SLOT => {
-                let beats = Beats::new(self.cfg.beat(), self.cfg.beats > 0, g, sent_at, s.now, self.cfg.beats);
+                let cfg = self.cfg.beat();
+                let mut beats = Beats::new(cfg.timer_grain, self.cfg.lock(0).line_patience());
+                // How long S was held decides nothing (`end_session`): its machine counts it
+                // from time zero.
+                beats.take(cfg, S as u8, g, Some(sent_at), ms(s.now), 0, self.cfg.beats);
+                beats.client.open_session(LOCK);
+                if s.waiting {
+                    // Client 0's two acquisitions of A, in the order they were called: the
+                    // first leads the line, the second waits in it.
+                    let a = A as u8;
+                    beats.client.line_join(&a, Time::ZERO);
+                    if let Place::Queued(w) = beats.client.line_join(&a, Time::ZERO) {
+                        s.waiter = Some(w);
+                    }
+                }
                 s.hb = Some(Box::new(beats));
-                s.hb.as_mut().expect("S's heartbeats").client.open_session(LOCK);
                 self.next_lock(s)
             }
             1 | 2 => {
@@ -549,8 +573,17 @@ impl Sessions {
     /// acquisition waiting in line, if one waits: `ending::Ending` decides whether it hands
     /// the lock over.
     fn end(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
-        let next = (i < RIVAL_SLOT && s.waiting).then(|| new_guid(&mut s.seq, 0));
-        self.ending(s, i, g, env::end(vec![g], lost, false, next, Duration::ZERO))
+        if i >= RIVAL_SLOT {
+            return self.ending(s, i, g, env::end(g, lost, Duration::ZERO));
+        }
+        // Client 0's machine: the line of A (`client::Client::ending`), and whether the lock
+        // is lost. Its locks are never stepped and count no time held.
+        let h = s.hb.as_ref().expect("client 0's machine");
+        let end = h
+            .client
+            .ending(i as Id, vec![g], false, || new_guid(&mut s.seq, 0), Time::ZERO);
+        debug_assert_eq!(end.lost, lost);
+        self.ending(s, i, g, end)
     }
 
     /// Slot `i` ends its hold of `g` through the core's `ending::Ending`.
@@ -566,8 +599,11 @@ impl Sessions {
     /// S's release writes once its heartbeat lets it, the item carrying any of `guids`
     /// (`taken`: another holder took S).
     fn end_session(&self, s: &mut State, g: G, guids: Vec<G>, taken: bool) -> Result<(), Violation> {
-        let lost = s.hb.as_ref().is_some_and(|h| h.hold().lost.is_some());
-        self.ending(s, SESSION_SLOT, g, env::end(guids, lost, taken, None, Duration::ZERO))
+        // How long S was held decides nothing (nothing stands back: S's item keeps no mark,
+        // and S was not contended), so its ending counts none.
+        let h = s.hb.as_ref().expect("client 0's machine");
+        let end = h.client.ending(LOCK, guids, taken, || g, Time::ZERO);
+        self.ending(s, SESSION_SLOT, g, end)
     }
 
     /// `release()` on slot `i`'s lock (client 0's session: once its locks are let go).
@@ -579,7 +615,7 @@ impl Sessions {
             SESSION_SLOT => {
                 let h = s.hb.as_mut().expect("S's heartbeats");
                 h.client.end_session(LOCK);
-                match h.release(s.now) {
+                match h.release(Kind::FailOpen, s.now) {
                     held::Release::Wait { .. } => {
                         s.slots[i].phase = Phase::Releasing { g };
                         Ok(())
@@ -802,6 +838,7 @@ impl Model for Sessions {
             last_token: [0; 2],
             ended: false,
             waiting: self.cfg.handover,
+            waiter: None,
             closed: false,
             operator: Operator::Idle,
         };
@@ -899,7 +936,12 @@ impl Model for Sessions {
             Action::Start(i) => self.start(&mut s, i as usize)?,
             Action::Event(i, e) => env::happen(self, &mut s, i as usize, e)?,
             Action::Release(i) => self.release(&mut s, i as usize)?,
-            Action::GiveUp => s.waiting = false,
+            Action::GiveUp => {
+                s.waiting = false;
+                if let (Some(h), Some(w)) = (s.hb.as_mut(), s.waiter.take()) {
+                    h.client.line_quit(&(A as u8), w);
+                }
+            }
             Action::Close => self.close(&mut s),
             Action::Lapse => self.lapse(&mut s),
             Action::Force => self.force(&mut s),
@@ -984,6 +1026,7 @@ impl Clients for Sessions {
         }
         if owner(i) == 0 {
             s.waiting = false;
+            s.waiter = None;
             s.stray = s.stray.or(s.hb.take().and_then(|h| h.unlanded()));
         }
     }

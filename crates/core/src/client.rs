@@ -144,16 +144,16 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     /// What the end of lock `id` at `now` goes by (`ending::Ending`): the `guids` and `taken`
     /// its release gave (`release`), and what the client knows of the lock: whether an
     /// acquisition of this client waits in line for it (the lock is then handed to it under
-    /// `fresh`), whether it is lost, how long it was held, whether others wanted it, and
-    /// whether an earlier release may have landed.
-    pub fn ending(&self, id: Id, guids: Vec<G>, taken: bool, fresh: G, now: Time) -> End<G> {
+    /// a `guid` that `fresh` draws), whether it is lost, how long it was held, whether others
+    /// wanted it, and whether an earlier release may have landed.
+    pub fn ending(&self, id: Id, guids: Vec<G>, taken: bool, fresh: impl FnOnce() -> G, now: Time) -> End<G> {
         let e = self.locks.get(&id);
         let waits = e.is_some_and(|e| self.line.has_waiters(&e.key));
         End {
             guids,
             lost: e.is_some_and(|e| e.hold.lost.is_some()),
             taken,
-            next: waits.then_some(fresh),
+            next: waits.then(fresh),
             held_for: e.map_or(Duration::ZERO, |e| now.saturating_sub(e.taken_at)),
             contended: e.is_some_and(|e| e.contended),
             landed_maybe: e.is_some_and(|e| e.hold.release_landed_maybe),
@@ -583,7 +583,7 @@ mod tests {
             Hold::new(beat_config(250), true, 10u8, Some(ms(100)), ms(120), 0),
             ms(120),
         );
-        let end = c.ending(1, vec![10], false, 11, ms(500));
+        let end = c.ending(1, vec![10], false, || 11, ms(500));
         assert_eq!(
             end,
             End {
@@ -599,21 +599,21 @@ mod tests {
         assert_eq!(c.line_join(&'a', ms(0)), Place::Head);
         assert!(matches!(c.line_join(&'a', ms(0)), Place::Queued(_)));
         assert_eq!(
-            c.ending(1, vec![10], false, 11, ms(500)).next,
+            c.ending(1, vec![10], false, || 11, ms(500)).next,
             Some(11),
             "handed to the waiter in line"
         );
         c.contended(1);
         c.hold_mut(1).unwrap().release_failed(true);
         c.hold_mut(1).unwrap().lose(Lost::Taken);
-        let end = c.ending(1, vec![10], true, 12, ms(600));
+        let end = c.ending(1, vec![10], true, || 12, ms(600));
         assert!(end.lost && end.contended && end.landed_maybe && end.taken);
         assert_eq!(
-            c.ending(9, vec![], false, 13, ms(0)).held_for,
+            c.ending(9, vec![], false, || 13, ms(0)).held_for,
             Duration::ZERO,
             "unknown"
         );
-        assert_eq!(c.ending(9, vec![], false, 13, ms(0)).next, None, "unknown");
+        assert_eq!(c.ending(9, vec![], false, || 13, ms(0)).next, None, "unknown");
     }
 
     #[test]
