@@ -127,32 +127,35 @@ impl Lines {
         self.machine().line_holds(lock);
     }
 
-    /// `lock` is done with its id (lost, abandoned) and nobody was handed it: if it held the
-    /// line, the next waiter tries for itself, or the line ends.
-    pub fn leave(&self, key: &LockKey, lock: u64) {
-        let mut m = self.machine();
-        if m.leaves_line(lock) {
-            let _ = self.pass_on(&mut m, key, Turn::Go);
-        }
-    }
-
     /// The acquisition with the turn in the line of `key` took no lock: the next waiter tries
     /// for itself, or the line ends.
     pub fn unused(&self, key: &LockKey) {
         let mut m = self.machine();
-        if m.line_turn_unused(key) {
-            let _ = self.pass_on(&mut m, key, Turn::Go);
-        }
+        m.line_turn_unused(key);
+        self.carry(&mut m);
     }
 
     /// The end of lock `lock` of `key` came to `outcome` (`client::Client::ended`, which
     /// records it): without a hand-over, if the lock held the line, the next waiter tries
     /// for itself, or the line ends.
-    pub fn ended<E>(&self, key: &LockKey, lock: u64, outcome: &Outcome<Guid, E>, landed_maybe: bool) {
+    pub fn ended<E>(&self, lock: u64, outcome: &Outcome<Guid, E>, landed_maybe: bool) {
         let now = self.clock.now();
         let mut m = self.machine();
-        if m.ended(lock, outcome, landed_maybe, now) {
-            let _ = self.pass_on(&mut m, key, Turn::Go);
+        m.ended(lock, outcome, landed_maybe, now);
+        self.carry(&mut m);
+    }
+
+    /// The client machine may have moved lines on (a lock lost or abandoned): their next
+    /// waiters try for themselves.
+    pub fn moved(&self) {
+        self.carry(&mut self.machine());
+    }
+
+    /// Gives the next waiter of each line the machine moved on its turn to try for itself
+    /// (`client::Client::line_moves`); a line nobody waits in ends.
+    fn carry(&self, m: &mut Machine) {
+        for key in m.line_moves() {
+            let _ = self.pass_on(m, &key, Turn::Go);
         }
     }
 

@@ -93,7 +93,7 @@ pub struct Shared {
     pub events: Arc<dyn EventSink>,
     pub heartbeats: Box<dyn Scheduler>,
     /// The local line of acquisitions of one id, and the stand-backs.
-    pub lines: Lines,
+    pub lines: Arc<Lines>,
     pub fifo: Queues,
     /// Fifo: what the locks that are queue entries share, made on first use. Their heartbeats
     /// report to nobody: a waiter learns from its entry's state.
@@ -131,7 +131,7 @@ impl Shared {
         Shared {
             clock,
             store,
-            lines: Lines::new(clock, machine.clone()),
+            lines: Arc::new(Lines::new(clock, machine.clone())),
             settings,
             events,
             heartbeats,
@@ -152,7 +152,7 @@ impl Shared {
         Shared {
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
-            lines: Lines::new(self.clock, self.machine.clone()),
+            lines: self.lines.clone(),
             machine: self.machine.clone(),
             handles: self.handles.clone(),
             ..Shared::new(
@@ -186,6 +186,7 @@ impl Shared {
         for lock in &locks {
             lock.stopped();
         }
+        self.lines.moved();
         locks
     }
 }
@@ -343,13 +344,12 @@ impl HeldLock {
     pub fn abandon(&self) {
         self.client.machine().abandon(self.id);
         self.stopped();
+        self.client.lines.moved();
     }
 
-    /// Abandoned by the client machine: a heartbeat under way stops now, and the next
-    /// acquisition of its id by this client tries for itself.
+    /// Abandoned by the client machine: a heartbeat under way stops now.
     fn stopped(&self) {
         self.wake.notify_waiters();
-        self.leave_line();
     }
 
     /// Declares each of `locks`, abandoned by `Shared::close`, lost at its loss moment, as the
@@ -409,6 +409,10 @@ impl HeldLock {
     /// locks held through it when it is a session's item. A reported heartbeat failure carries
     /// `error` (a timeout, without one).
     pub(crate) fn deliver(&self, events: Vec<(u64, client::Event)>, error: Option<LockError>) {
+        // A lock lost leaves its line (`client::Client::line_moves`).
+        if events.iter().any(|(_, e)| matches!(e, client::Event::Lost(_))) {
+            self.client.lines.moved();
+        }
         for (id, event) in events {
             let event = match event {
                 client::Event::Lost(lost) => LockEvent::Lost(lost.into()),
@@ -454,16 +458,7 @@ impl HeldLock {
     }
 
     pub(crate) fn emit(&self, event: LockEvent) {
-        if matches!(event, LockEvent::Lost(_)) {
-            self.leave_line();
-        }
         self.client.events.emit(self.id, event);
-    }
-
-    /// This lock is done with: the next acquisition of its id by this client tries for
-    /// itself, if the lock holds the line (once: `local::Local::leaves`).
-    fn leave_line(&self) {
-        self.client.lines.leave(&self.key, self.id);
     }
 
     /// Ends the lock as the core's `ending::Ending` says: hands it to the next acquisition of
@@ -512,7 +507,7 @@ impl HeldLock {
             }
             break outcome;
         };
-        c.lines.ended(&self.key, self.id, &outcome, m.landed_maybe());
+        c.lines.ended(self.id, &outcome, m.landed_maybe());
         match outcome {
             ending::Outcome::Handed { .. } => Ok(true),
             ending::Outcome::Released { ours, .. } => {

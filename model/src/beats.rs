@@ -224,13 +224,25 @@ impl Beats {
     }
 
     /// The lock's end came to `outcome` at `now` (`client::Client::ended`), and the machine
-    /// forgets it: whether the next in its line tries for itself.
-    pub fn ended<E>(&mut self, outcome: &ending::Outcome<G, E>, now: Time) -> bool {
-        let moves_on = self.client.ended(LOCK, outcome, false, now);
+    /// forgets it.
+    pub fn ended<E>(&mut self, outcome: &ending::Outcome<G, E>, now: Time) {
+        self.client.ended(LOCK, outcome, false, now);
         self.client.remove(LOCK);
         self.net = None;
         self.left = 0;
-        moves_on
+    }
+
+    /// Each line the machine moved on (`client::Client::line_moves`) gives its next waiter the
+    /// turn to try for itself, an acquisition the models follow no further: every waiter is
+    /// done at once, and the line ends. Whether a waiter was given such a turn.
+    pub fn line_moves(&mut self) -> bool {
+        let mut given = false;
+        for key in self.client.line_moves() {
+            while self.client.line_next(&key, Time::ZERO, false).is_some() {
+                given = true;
+            }
+        }
+        given
     }
 
     /// The lock writes no more heartbeats (the model's bound on writes).

@@ -504,8 +504,13 @@ impl Machines {
         Beats::new(self.cfg.beat().timer_grain, self.lock().line_patience())
     }
 
-    /// Client `c`'s machine is not kept while it is as new.
-    fn forget_if_new(&self, c: &mut Client) {
+    /// What client `c`'s machine decided about its line is carried out (`Beats::line_moves`:
+    /// its waiter tries for itself, and the model follows it no further), and the machine is
+    /// not kept while it is as new.
+    fn carry_line(&self, c: &mut Client) {
+        if c.hb.as_mut().is_some_and(|h| h.line_moves()) {
+            c.waiter = None;
+        }
         if c.hb.as_deref().is_some_and(|h| *h == self.new_machine()) {
             c.hb = None;
         }
@@ -583,7 +588,7 @@ impl Machines {
                             h.ended(handed, now);
                             c.phase = Phase::Idle;
                             c.released = Some((k, first, guid));
-                            self.forget_if_new(c);
+                            self.carry_line(c);
                             return Ok(());
                         }
                         // Handed over, but the acquisition in line gave up meanwhile: the
@@ -614,11 +619,14 @@ impl Machines {
         let out = out.native();
         // A lock that ends, and an acquisition that fails, is done with its line
         // (`client::Client::ended`, `line_turn_unused`).
-        let moves_on = match &out {
-            Out::End(end) => c.hb.as_mut().is_some_and(|h| h.ended(end, now)),
-            Out::Closed(fail_closed::Outcome::Acquired) | Out::Open(fail_open::Outcome::Taken { .. }) => false,
-            _ => c.hb.as_mut().is_some_and(|h| h.client.line_turn_unused(&k)),
-        };
+        // A lock that ends, and an acquisition that fails, is done with its line
+        // (`client::Client::ended`, `line_turn_unused`).
+        match (&out, c.hb.as_mut()) {
+            (Out::End(end), Some(h)) => h.ended(end, now),
+            (Out::Closed(fail_closed::Outcome::Acquired) | Out::Open(fail_open::Outcome::Taken { .. }), _) => {}
+            (_, Some(h)) => h.client.line_turn_unused(&k),
+            (_, None) => {}
+        }
         match out {
             // A failed acquisition, or a grant answered after its whole lease that the machine
             // gave back: the write is undone later if it may have landed (for a grant given
@@ -649,15 +657,7 @@ impl Machines {
             }
             Out::Original(_) => unreachable!("read as the others' by `native`"),
         }
-        let c = &mut s.clients[i];
-        if let (true, Some(h)) = (moves_on, c.hb.as_mut()) {
-            // The next in line tries for itself, an acquisition the model follows no further:
-            // each waiter given that turn is done at once, and the line ends.
-            while h.client.line_next(&k, Time::ZERO, false).is_some() {
-                c.waiter = None;
-            }
-        }
-        self.forget_if_new(c);
+        self.carry_line(&mut s.clients[i]);
         Ok(())
     }
 
@@ -1008,7 +1008,12 @@ impl Model for Machines {
                 let h = cl.hb.as_mut().expect("the client's machine");
                 match h.client.line_join(&k, Time::ZERO) {
                     Place::Queued(w) => cl.waiter = Some(w),
-                    Place::Head => unreachable!("the holder leads the line"),
+                    // The lock was lost, and its line ended: the acquisition leads a new one
+                    // and tries for itself, which the model follows no further.
+                    Place::Head => {
+                        h.client.line_turn_unused(&k);
+                        self.carry_line(cl);
+                    }
                 }
                 self.release(&mut s, c as usize)?
             }
@@ -1033,7 +1038,11 @@ impl Model for Machines {
             }
             Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
             Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
-            Action::Beat(c, e) => self.beat(&mut s, c as usize, e)?,
+            Action::Beat(c, e) => {
+                self.beat(&mut s, c as usize, e)?;
+                // A lock its heartbeat lost leaves its line.
+                self.carry_line(&mut s.clients[c as usize]);
+            }
             Action::StrayLand(c) => {
                 let (k, gs, new) = s.clients[c as usize].stray.take().unwrap();
                 s.slow = true;

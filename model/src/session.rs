@@ -460,6 +460,10 @@ impl Sessions {
                 }
             }
             (Phase::Releasing { g }, out) => {
+                // The end of a lock of client 0 is its machine's (`client::Client::ended`).
+                if let (Out::End(end), 1 | 2, Some(h)) = (&out, i, s.hb.as_mut()) {
+                    h.client.ended(i as Id, end, false, Time::ZERO);
+                }
                 let c = &mut s.slots[i];
                 c.phase = Phase::Done;
                 if matches!(out, Out::End(ending::Outcome::Released { .. })) {
@@ -957,6 +961,13 @@ impl Model for Sessions {
             }
             Action::StrayGone => s.stray = None,
             Action::Tick => s.now += 1,
+        }
+        // A lock of client 0 lost, abandoned or released without a hand-over leaves its
+        // line: the acquisition waiting in it tries for itself, which the model follows no
+        // further.
+        if s.hb.as_mut().is_some_and(|h| h.line_moves()) {
+            s.waiting = false;
+            s.waiter = None;
         }
         Ok(s)
     }

@@ -90,6 +90,8 @@ pub struct Client<G, K: Ord = ()> {
     locks: BTreeMap<Id, Entry<G, K>>,
     sessions: BTreeMap<Id, Session<Id, G>>,
     line: Local<K>,
+    /// The ids whose line's next waiter now tries for itself (`line_moves`).
+    moves: Vec<K>,
     events: Vec<(Id, Event)>,
 }
 
@@ -103,6 +105,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
             locks: BTreeMap::new(),
             sessions: BTreeMap::new(),
             line: Local::new(Duration::ZERO),
+            moves: Vec::new(),
             events: Vec::new(),
         }
     }
@@ -178,16 +181,15 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     /// in line, or released (the client stands back from the lock for the pause the release
     /// gave), its release done; or its release failed (a later one must know whether an
     /// attempt may have landed, `landed_maybe`) or found the lock another's. Without a
-    /// hand-over the lock leaves its line: `true` when the next waiter then tries for itself
-    /// (`line_next`, not handed).
-    pub fn ended<E>(&mut self, id: Id, outcome: &Outcome<G, E>, landed_maybe: bool, now: Time) -> bool {
+    /// hand-over the lock leaves its line (`line_moves`).
+    pub fn ended<E>(&mut self, id: Id, outcome: &Outcome<G, E>, landed_maybe: bool, now: Time) {
         let Some(e) = self.locks.get_mut(&id) else {
-            return false;
+            return;
         };
         match outcome {
             Outcome::Handed { .. } => {
                 e.hold.release_done();
-                return false;
+                return;
             }
             Outcome::Released { stand_back, .. } => {
                 e.hold.release_done();
@@ -198,16 +200,24 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
             Outcome::NotOurs => {}
             Outcome::Failed(_) => e.hold.release_failed(landed_maybe),
         }
-        self.leaves_line(id)
+        self.leave_line(id);
     }
 
-    /// Lock `id` is done with its id without a hand-over (lost, abandoned, released):
-    /// whether it held its line, whose next waiter then tries for itself (once per lock).
-    pub fn leaves_line(&mut self, id: Id) -> bool {
-        match self.locks.get(&id) {
-            Some(e) => self.line.leaves(&e.key, Some(id)),
-            None => false,
+    /// Lock `id` is done with its id without a hand-over (lost, abandoned, released): if it
+    /// held its line, the line's next waiter tries for itself (once per lock).
+    fn leave_line(&mut self, id: Id) {
+        if let Some(e) = self.locks.get(&id) {
+            if self.line.leaves(&e.key, Some(id)) {
+                self.moves.push(e.key.clone());
+            }
         }
+    }
+
+    /// The ids, since the last call, whose line's next waiter now tries for itself (its
+    /// holder lost, abandoned or released the lock, or the acquisition with the turn took
+    /// none): the caller gives each its turn (`line_next`, not handed).
+    pub fn line_moves(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.moves)
     }
 
     /// An acquisition of `key` at `now` joins this client's line of it, or starts it.
@@ -238,10 +248,12 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
         }
     }
 
-    /// The acquisition with the turn in the line of `key` took no lock: whether the next
-    /// waiter then tries for itself.
-    pub fn line_turn_unused(&mut self, key: &K) -> bool {
-        self.line.leaves(key, None)
+    /// The acquisition with the turn in the line of `key` took no lock: the next waiter
+    /// tries for itself (`line_moves`).
+    pub fn line_turn_unused(&mut self, key: &K) {
+        if self.line.leaves(key, None) {
+            self.moves.push(key.clone());
+        }
     }
 
     /// Until when the next acquisition of `key` stands back; asking ends it.
@@ -378,7 +390,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
 
     /// Tells lock `id` of `event`, and every member of the session whose item it is.
     fn tell(&mut self, id: Id, event: Event) {
-        self.events.push((id, event.clone()));
+        self.push(id, event.clone());
         if let Some(s) = self.sessions.get_mut(&id) {
             let members = match &event {
                 Event::Lost(_) => s.lose(),
@@ -395,7 +407,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
                     // Its item may still be free to release: it lapsed with the session.
                     e.hold.lose(Lost::Lapsed);
                 }
-                self.events.push((m, event.clone()));
+                self.push(m, event.clone());
             }
         }
     }
@@ -410,7 +422,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
         for m in s.revoke(guids) {
             if let Some(e) = self.locks.get_mut(&m) {
                 e.hold.lose(Lost::Taken);
-                self.events.push((m, Event::Lost(Lost::Taken)));
+                self.push(m, Event::Lost(Lost::Taken));
             }
         }
     }
@@ -446,7 +458,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
         let end = e.hold.update_ends(refused);
         if end.lost {
             self.leave(id);
-            self.events.push((id, Event::Lost(Lost::Taken)));
+            self.push(id, Event::Lost(Lost::Taken));
         }
         end
     }
@@ -475,6 +487,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
             .and_then(|e| e.through)
             .and_then(|item| self.hold(item).and_then(Hold::until));
         self.leave(id);
+        self.leave_line(id);
         if let Some(e) = self.locks.get_mut(&id) {
             e.hold.abandon(through);
         }
@@ -540,6 +553,14 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
                 s.leave(id);
             }
         }
+    }
+
+    /// Tells lock `id` of `event`; a lock lost leaves its line.
+    fn push(&mut self, id: Id, event: Event) {
+        if let Event::Lost(_) = event {
+            self.leave_line(id);
+        }
+        self.events.push((id, event));
     }
 
     /// The events since the last call, in order: each names its lock.
@@ -630,18 +651,18 @@ mod tests {
             stand_back: Some(ms(30)),
             ours: true,
         };
-        assert!(c.ended(1, &released, false, ms(40)), "the waiter tries for itself");
+        c.ended(1, &released, false, ms(40));
+        assert_eq!(c.line_moves(), vec!['a'], "the waiter tries for itself");
         assert!(c.hold(1).unwrap().released);
-        assert!(!c.leaves_line(1), "once");
+        c.abandon(1);
+        assert_eq!(c.line_moves(), Vec::<char>::new(), "once");
         assert_eq!(c.stand_back(&'a'), Some(ms(70)));
         assert_eq!(c.stand_back(&'a'), None, "asking ends it");
         assert_eq!(c.line_next(&'a', ms(40), false), Some(w));
         // A failed release keeps what its attempts may have done, and leaves no line held.
         c.taken(2, 'b', Hold::new(beat_config(250), false, 20, None, ms(0), 0), ms(0));
-        assert!(
-            !c.ended(2, &Outcome::<u8, ()>::Failed(()), true, ms(50)),
-            "it held no line"
-        );
+        c.ended(2, &Outcome::<u8, ()>::Failed(()), true, ms(50));
+        assert_eq!(c.line_moves(), Vec::<char>::new(), "it held no line");
         assert!(c.hold(2).unwrap().release_landed_maybe && !c.hold(2).unwrap().released);
         // A hand-over is the end of the holder's release, and the line stays with the taker.
         c.taken(3, 'a', Hold::new(beat_config(250), false, 30, None, ms(0), 0), ms(0));
@@ -651,8 +672,28 @@ mod tests {
             fencing_token: None,
             sent_at: ms(60),
         };
-        assert!(!c.ended(3, &handed, false, ms(60)));
+        c.ended(3, &handed, false, ms(60));
+        assert_eq!(c.line_moves(), Vec::<char>::new());
         assert!(c.hold(3).unwrap().released && c.has_line(&'a'));
+    }
+
+    #[test]
+    fn a_lock_lost_or_abandoned_moves_its_line_on_and_so_does_a_turn_unused() {
+        let mut c: Client<u8, char> = Client::new(ms(1)).with_line_patience(ms(100));
+        for (id, key) in [(1, 'a'), (2, 'b')] {
+            assert_eq!(c.line_join(&key, ms(0)), Place::Head);
+            c.taken(id, key, Hold::new(beat_config(250), false, 10, None, ms(0), 0), ms(0));
+            c.line_holds(id);
+        }
+        // Its update refused: another holder took it.
+        assert!(matches!(c.update(1, ms(5)).0, held::Update::Write { .. }));
+        assert!(c.update_ends(1, true).lost);
+        assert_eq!(c.line_moves(), vec!['a']);
+        c.abandon(2);
+        assert_eq!(c.line_moves(), vec!['b']);
+        assert_eq!(c.line_join(&'c', ms(0)), Place::Head);
+        c.line_turn_unused(&'c');
+        assert_eq!(c.line_moves(), vec!['c']);
     }
 
     #[test]
