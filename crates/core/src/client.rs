@@ -1,11 +1,12 @@
 //! The client machine, as far as it goes so far: every lock one client holds, its sessions,
-//! and every event about them, in one value. A held lock's own life is its `hold::Hold`; what
-//! connects the locks of a client is decided here: which locks a session speaks for, what the
-//! loss, the errors and the revocations of a session's item do to them, what a release or an
-//! abandon of a lock held through a session does, and when each holder hears of its lease's
-//! end. The addon keeps one per client (its sessions' items and its Fifo entries are locks of
-//! the same value) and steps it under one mutex; it carries the writes and the events, and
-//! decides nothing about them.
+//! its local line and stand-back (`local::Local`), and every event about them, in one value. A
+//! held lock's own life is its `hold::Hold`; what connects the locks of a client is decided
+//! here: which locks a session speaks for, what the loss, the errors and the revocations of a
+//! session's item do to them, what a release or an abandon of a lock held through a session
+//! does, when each holder hears of its lease's end, and what a lock's end means for the
+//! acquisitions of its id waiting in line. The addon keeps one per client (its sessions' items
+//! and its Fifo entries are locks of the same value) and steps it under one mutex; it carries
+//! the writes, the events and the turns, and decides nothing about them.
 //!
 //! The protocol:
 //! - A lock's lease, as its holder sees it, is its own; a lock held through a session has none
@@ -27,6 +28,10 @@
 //! - A client that closes without releasing ends its sessions and abandons their items first,
 //!   then its holders' locks whose release was not called; each is declared lost at its loss
 //!   moment, once, and stays releasable until then.
+//! - A lock ends with a hand-over when an acquisition of this client waits in line for its id
+//!   (`ending`); otherwise, and when it is lost or abandoned, it leaves the line it holds, whose
+//!   next waiter then tries for itself (`line_moves`). A release while others waited has the
+//!   client's next acquisition of the id stand back (`ended`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -23,8 +23,9 @@
 //!   client then stands back from the lock.
 //! - `handover`: hand-over of a held lock to the next acquisition of the same client.
 //! - `local`: what a client decides without a request: the line of its acquisitions of one
-//!   lock id (order, patience, a hand-over within a session), its stand-back from a lock it
-//!   released while others waited, and its Fifo registry (its queue entries and heads).
+//!   lock id (order, patience, a hand-over within a session) and its stand-back from a lock it
+//!   released while others waited, which the client machine keeps, and its Fifo registry (its
+//!   queue entries and heads).
 //! - `held`: a held lock's `guid`s, which its heartbeats and its release agree on, and what a
 //!   release does about a heartbeat on the wire.
 //! - `hold`: a held lock's life as one state machine: its lease, its heartbeats one at a time,
@@ -41,9 +42,9 @@
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
 //!   `dynamodb` object).
-//! - `client`: the client machine so far: every lock one client holds and its sessions in one
-//!   value, which decides what a session's item means for its locks and every event about
-//!   them.
+//! - `client`: the client machine so far: every lock one client holds, its sessions, and its
+//!   local line and stand-back in one value, which decides what a session's item means for its
+//!   locks, every event about them, and what the end of a lock means for the line.
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
