@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use dynamodb_lock_core::client;
 use dynamodb_lock_core::ending::Outcome;
 use dynamodb_lock_core::local::{self, Patience, Waiter};
 use tokio::sync::oneshot;
@@ -13,7 +14,10 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::item::{Guid, LockKey};
-use crate::lock::Machine;
+
+/// The client machine of one client: every lock it holds (its sessions' items and its Fifo
+/// entries too), its sessions, and its lines.
+pub type Machine = client::Client<Guid, LockKey>;
 
 /// What the next in line receives.
 #[derive(Debug)]

@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::drive::{once, run_keeping_refusal, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
-use crate::line::{Lines, Turn};
+use crate::line::{Lines, Machine, Turn};
 use crate::queues::{Head, Queues};
 use crate::settings::{Settings, TIMER_GRAIN};
 use crate::store::Store;
@@ -197,10 +197,6 @@ impl Shared {
 /// what a write under way means for the others (a heartbeat on the wire for a release, an
 /// update for the next heartbeat) is the machine's state.
 pub type LockState = hold::Hold<Guid>;
-
-/// The client machine of one client: every lock it holds (its sessions' items and its Fifo
-/// entries too) and its sessions.
-pub type Machine = client::Client<Guid, LockKey>;
 
 /// A held lock's state in hand: the client's machine, under its mutex, at the lock's entry.
 pub(crate) struct State<'a> {
