@@ -115,11 +115,6 @@ impl Beats {
         self.client.hold(LOCK).expect("the heartbeating lock")
     }
 
-    /// The lock is lost, if it is held.
-    pub fn lost(&self) -> bool {
-        self.client.hold(LOCK).is_some_and(|h| h.lost.is_some())
-    }
-
     /// Steps the lock in its client machine; the events it draws are the holders' to hear,
     /// and the model reads their effect from the holds.
     fn stepped(&mut self, step: impl FnOnce(&mut Hold<G>) -> Vec<hold::Action<G>>) -> Vec<hold::Action<G>> {
