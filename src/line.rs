@@ -139,9 +139,9 @@ impl Lines {
         self.carry(&mut m);
     }
 
-    /// The end of lock `lock` of `key` came to `outcome` (`client::Client::ended`, which
-    /// records it): without a hand-over, if the lock held the line, the next waiter tries
-    /// for itself, or the line ends.
+    /// The end of lock `lock` came to `outcome` (`client::Client::ended`, which records it):
+    /// without a hand-over, if the lock held its line, the next waiter tries for itself, or
+    /// the line ends.
     pub fn ended<E>(&self, lock: u64, outcome: &Outcome<Guid, E>, landed_maybe: bool) {
         let now = self.clock.now();
         let mut m = self.machine();

@@ -354,9 +354,6 @@ pub struct Client {
     pub waiter: Option<Waiter>,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
-    /// Its acquisitions join its line (a client that hands a lock to its own next
-    /// acquisition).
-    pub lines: bool,
 }
 
 /// The core's undo of a write of `g` on lock `k` that may have landed (`undo::Undo`, run in
@@ -499,6 +496,11 @@ impl Machines {
         Machines { cfg }
     }
 
+    /// Client `i` hands a lock to its own next acquisition: its acquisitions join its line.
+    fn hands_over(&self, i: usize) -> bool {
+        i == 0 && self.cfg.hand_over && !self.cfg.original
+    }
+
     /// A client machine as new: it holds nothing, and its line has had nobody in it.
     fn new_machine(&self) -> Beats {
         Beats::new(self.cfg.beat().timer_grain, self.lock().line_patience())
@@ -617,8 +619,6 @@ impl Machines {
         let now = ms(s.now);
         let c = &mut s.clients[i];
         let out = out.native();
-        // A lock that ends, and an acquisition that fails, is done with its line
-        // (`client::Client::ended`, `line_turn_unused`).
         // A lock that ends, and an acquisition that fails, is done with its line
         // (`client::Client::ended`, `line_turn_unused`).
         match (&out, c.hb.as_mut()) {
@@ -805,7 +805,7 @@ impl Machines {
         }
         cl.phase = Phase::Acquiring { k, g };
         cl.since = s.now;
-        if cl.lines {
+        if self.hands_over(i) {
             let h = cl.hb.get_or_insert_with(|| Box::new(self.new_machine()));
             let place = h.client.line_join(&k, Time::ZERO);
             debug_assert_eq!(place, Place::Head, "one acquisition at a time");
@@ -916,10 +916,9 @@ impl Model for Machines {
             items: vec![None; self.cfg.locks],
             clients: (0..self.cfg.clients)
                 .map(|i| {
-                    let hand_overs = u8::from(i == 0 && self.cfg.hand_over && !self.cfg.original);
+                    let hand_overs = u8::from(self.hands_over(i));
                     Client {
                         hand_overs,
-                        lines: hand_overs > 0,
                         left: self.cfg.acquisitions,
                         ..Client::default()
                     }
