@@ -2,8 +2,8 @@
 //! is the core's (`dynamodb_lock_core::fifo`, which states it); this module steps its machine:
 //! it sends the requests the machine asks for to the resources' head items and queue entries,
 //! heartbeats the queue entries through the scheduler of held locks, builds the held locks,
-//! and keeps this client's registry of queues (`queues.rs`, the core's `local::Queues`), so
-//! that a release or an abort in this client wakes its waiters behind at once, without a
+//! and tells this client's registry of queues (its client machine's, `client::Client::fifo_*`)
+//! what the machine asks, waking this client's waiters behind at once (`queues.rs`), without a
 //! request. It makes no protocol decision.
 
 use std::pin::Pin;
@@ -25,12 +25,16 @@ use crate::drive::{answer, once, within, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{HeldLock, Shared};
-use crate::queues::{Mine, NOW};
+use crate::queues::Mine;
 use crate::store::OpenFields;
 
 #[cfg(test)]
 pub use crate::item::HEAD_SORT_VALUE;
 pub use crate::item::{entry_key, head_key};
+
+/// The registry's time: its heads are this client's locks, which tell their own state
+/// whatever the time, so the registry needs no clock.
+const NOW: Time = Time::ZERO;
 
 /// What the locks that are `c`'s queue entries share: `c`'s store and settings, a scheduler
 /// without a cap (`Scheduler::uncapped`), no events.
@@ -78,6 +82,7 @@ pub async fn acquire(
     let mut d = Driver {
         c,
         sem,
+        heads: resources.iter().map(head_key).collect(),
         resources: &resources,
         clock: Clock::start(),
         entries: vec![None; resources.len()],
@@ -93,6 +98,8 @@ struct Driver<'a> {
     c: &'a Arc<Shared>,
     sem: Option<Sem>,
     resources: &'a [KeyValue],
+    /// The key of each resource's head: its queue in the registry.
+    heads: Vec<LockKey>,
     clock: Clock,
     entries: Vec<Option<Arc<HeldLock>>>,
     held: Vec<Option<Arc<HeldLock>>>,
@@ -103,8 +110,8 @@ struct Driver<'a> {
 impl Drop for Driver<'_> {
     fn drop(&mut self) {
         // An acquisition dropped midway: waiters behind read the store from now on.
-        for (r, p) in self.joined.drain(..) {
-            self.c.fifo.leave(&self.resources[r], p, None);
+        for (r, p) in std::mem::take(&mut self.joined) {
+            self.registry_leave(r, p, None);
         }
     }
 }
@@ -115,15 +122,15 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn busy(&self, resource: usize) -> bool {
-        self.c.fifo.local().busy(&self.resources[resource], NOW)
+        self.c.machine().fifo_busy(&self.heads[resource], NOW)
     }
 
     fn entry(&self, resource: usize, position: u64) -> Option<Mine> {
-        self.c.fifo.local().entry(&self.resources[resource], position)
+        self.c.machine().fifo_entry(&self.heads[resource], position)
     }
 
     fn holder(&self, resource: usize, token: u64) -> Option<bool> {
-        self.c.fifo.local().holder(&self.resources[resource], token, NOW)
+        self.c.machine().fifo_holder(&self.heads[resource], token, NOW)
     }
 
     fn entry_lost(&self, resource: usize) -> bool {
@@ -138,14 +145,20 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn releases(&self, resource: usize) -> u64 {
-        self.c.fifo.local().releases(&self.resources[resource])
+        self.c.machine().fifo_releases(&self.heads[resource])
     }
 }
 
 impl Driver<'_> {
     fn leave(&mut self, resource: usize, position: u64, mine: Option<Mine>) {
         self.joined.retain(|j| *j != (resource, position));
-        self.c.fifo.leave(&self.resources[resource], position, mine);
+        self.registry_leave(resource, position, mine);
+    }
+
+    /// The registry's entry at `position` of `resource` is `mine` now, or unknown.
+    fn registry_leave(&self, resource: usize, position: u64, mine: Option<Mine>) {
+        self.c.machine().fifo_leave(&self.heads[resource], position, mine, NOW);
+        self.c.fifo.changed();
     }
 
     async fn run(&mut self, wait: Option<Duration>, cancel: &Cancel) -> Result<Vec<Arc<HeldLock>>, LockError> {
@@ -194,7 +207,7 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
-                    c.fifo.local().join(&self.resources[resource], position, NOW);
+                    c.machine().fifo_join(&self.heads[resource], position, NOW);
                     self.joined.push((resource, position));
                     Input::Resume
                 }
@@ -269,7 +282,7 @@ impl Driver<'_> {
         let c = self.c;
         let mut lock = HeldLock::new(
             c.clone(),
-            head_key(&self.resources[resource]),
+            self.heads[resource].clone(),
             guid,
             Some(token),
             sent_at,
@@ -280,7 +293,8 @@ impl Driver<'_> {
         }
         let lock = lock.shared();
         c.heartbeats.watch(&lock);
-        c.fifo.hold(&self.resources[resource], token, &lock);
+        c.machine().fifo_hold(&self.heads[resource], token, lock.id, NOW);
+        c.fifo.changed();
         self.held[resource] = Some(lock);
         if let Some(position) = leave {
             self.leave(resource, position, Some(Mine::Granted(token)));
@@ -295,9 +309,9 @@ impl Driver<'_> {
     ) -> Result<Vec<Arc<HeldLock>>, LockError> {
         match outcome {
             Outcome::Corrupt { resource } => {
-                let head = head_key(&self.resources[resource]);
+                let head = &self.heads[resource];
                 Err(refused
-                    .and_then(|item| self.c.fifo.names.head_refusal(&head, item))
+                    .and_then(|item| self.c.fifo.names.head_refusal(head, item))
                     .unwrap_or_else(|| {
                         LockError::Internal("a Fifo head refused by the core was accepted by its record".into())
                     }))
@@ -309,11 +323,10 @@ impl Driver<'_> {
             Outcome::Failed(e) => Err(LockError::Store(e)),
             Outcome::WrongKind { permits } => {
                 let n = &self.c.fifo.names;
-                let head = head_key(&self.resources[0]);
                 let sort_key = (!n.sort_key.is_empty()).then_some(n.sort_key.as_str());
                 Err(LockError::PermitsMismatch {
                     table: n.table.clone(),
-                    id: crate::error::shown_key(&n.partition_key, sort_key, &head),
+                    id: crate::error::shown_key(&n.partition_key, sort_key, &self.heads[0]),
                     permits: self.sem.map_or(0, |s| s.limit),
                     found: permits,
                 })
@@ -842,9 +855,9 @@ mod tests {
         assert_eq!(store.count("get"), 0, "handed over without a read");
         assert_eq!(store.count("grant"), 2, "one grant request each");
         assert!(entries(&store, "a").is_empty());
-        assert_eq!(c.fifo.tracked(), 1, "the held lock");
+        assert_eq!(c.machine().fifo_tracked(), 1, "the held lock");
         third[0].release().await.unwrap();
-        assert_eq!(c.fifo.tracked(), 0, "nothing held or waiting: nothing kept");
+        assert_eq!(c.machine().fifo_tracked(), 0, "nothing held or waiting: nothing kept");
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,7 +27,7 @@ use crate::drive::{once, run_keeping_refusal, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::line::{Lines, Machine, Turn};
-use crate::queues::{Head, Queues};
+use crate::queues::Queues;
 use crate::settings::{Settings, TIMER_GRAIN};
 use crate::store::Store;
 use dynamodb_lock_core::settings::Kind;
@@ -507,8 +507,9 @@ impl HeldLock {
         match outcome {
             ending::Outcome::Handed { .. } => Ok(true),
             ending::Outcome::Released { ours, .. } => {
-                if let (Kind::Fifo, Some(token)) = (c.settings.protocol.kind, self.fencing_token) {
-                    c.fifo.released(&self.key.partition, token);
+                // A Fifo head released: the client machine marked it so in its registry.
+                if c.settings.protocol.kind == Kind::Fifo && self.fencing_token.is_some() {
+                    c.fifo.changed();
                 }
                 Ok(ours)
             }
@@ -696,15 +697,5 @@ impl Drop for HeldLock {
     fn drop(&mut self) {
         self.client.machine().remove(self.id);
         self.client.handles().remove(&self.id);
-    }
-}
-
-impl Head for HeldLock {
-    fn seen_lost(&self) -> bool {
-        self.state().lost.is_some()
-    }
-
-    fn is_stopping(&self) -> bool {
-        HeldLock::is_stopping(self)
     }
 }

@@ -1,26 +1,13 @@
-//! Fifo's state in one client: the core's registry of its queue entries and the heads it
-//! holds or held, per resource (`local::Queues`), behind a lock, with the notification that
-//! wakes this client's waiters when it changes; and the names of the table, for error
-//! messages.
+//! Fifo's settings in one client, with the notification that wakes this client's waiters
+//! when its registry of queues (its client machine's, `client::Client::fifo_join` and the
+//! rest) changes; and the names of the table, for error messages.
 
-use std::sync::{Arc, Mutex, Weak};
-
-use dynamodb_lock_core::request::Time;
-use dynamodb_lock_core::{local, settings};
+use dynamodb_lock_core::settings;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::error::{shown_key, LockError, StoreError};
-use crate::item::{KeyValue, LockKey, LockRecord};
-
-/// A held head as the registry sees it (a held lock).
-pub trait Head: Send + Sync {
-    /// Lost, as far as can be told without waiting: a heartbeat in flight holds the lock's
-    /// state, and a lock with a heartbeat in flight is live.
-    fn seen_lost(&self) -> bool;
-    /// Its release has begun, or it was abandoned.
-    fn is_stopping(&self) -> bool;
-}
+use crate::item::{LockKey, LockRecord};
 
 /// The table a client works on, for error messages.
 #[derive(Clone, Debug, Default)]
@@ -106,15 +93,14 @@ pub fn refuses_keys(code: &str, message: &str) -> bool {
         .any(|k| m.contains(k))
 }
 
-/// A Fifo client's own state: its TTL attribute, and its registry of queue entries and held
-/// heads per resource (the core's `local::Queues`), so that a release or an abort in this
-/// client wakes its waiters behind at once.
+/// A Fifo client's TTL attribute and table names, and the notification of every change of
+/// its registry, so that a release or an abort in this client wakes its waiters behind at
+/// once.
 pub struct Queues {
     pub ttl_attribute: String,
     pub names: TableNames,
-    local: Mutex<local::Queues<KeyValue, HeadRef>>,
-    /// Notified on every change of `local`. One for the client: a waiter woken for another
-    /// resource only looks at its own state again, without a request.
+    /// Notified on every change of the registry. One for the client: a waiter woken for
+    /// another resource only looks at its own state again, without a request.
     changed: Notify,
 }
 
@@ -126,37 +112,13 @@ impl Default for Queues {
 
 pub use dynamodb_lock_core::fifo::Mine;
 
-/// The registry's time: a held lock here tells its own state (`HeadRef`), whatever the time,
-/// so the registry needs no clock.
-pub const NOW: Time = Time::ZERO;
-
-/// A held head as the registry keeps it: the lock, while it is there.
-pub struct HeadRef(Weak<dyn Head>);
-
-impl local::Head for HeadRef {
-    fn lost(&self, _now: Time) -> Option<bool> {
-        self.0.upgrade().map(|l| l.seen_lost())
-    }
-
-    fn stopping(&self) -> bool {
-        self.0.upgrade().is_some_and(|l| l.is_stopping())
-    }
-}
-
 impl Queues {
     pub fn new(ttl_attribute: String, names: TableNames) -> Self {
         Queues {
             ttl_attribute,
             names,
-            local: Default::default(),
             changed: Notify::new(),
         }
-    }
-
-    /// The registry, for what asks it and changes nothing (joining a queue does not let
-    /// anyone go sooner).
-    pub fn local(&self) -> std::sync::MutexGuard<'_, local::Queues<KeyValue, HeadRef>> {
-        self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Completes on the next change of this client's queue state (a waiter's turn may have
@@ -165,27 +127,8 @@ impl Queues {
         self.changed.notified()
     }
 
-    /// This acquisition no longer waits at `position`: it is `mine` now, or unknown (`None`:
-    /// waiters behind read the store).
-    pub fn leave(&self, r: &KeyValue, position: u64, mine: Option<Mine>) {
-        self.local().leave(r, position, mine, NOW);
+    /// The registry changed: this client's waiters look at their state again.
+    pub fn changed(&self) {
         self.changed.notify_waiters();
-    }
-
-    pub fn hold<H: Head + 'static>(&self, r: &KeyValue, token: u64, lock: &Arc<H>) {
-        let lock: Weak<H> = Arc::downgrade(lock);
-        self.local().hold(r, token, HeadRef(lock), NOW);
-        self.changed.notify_waiters();
-    }
-
-    pub fn released(&self, r: &KeyValue, token: u64) {
-        self.local().released(r, token, NOW);
-        self.changed.notify_waiters();
-    }
-
-    /// Resources this client keeps state for.
-    #[cfg(test)]
-    pub fn tracked(&self) -> usize {
-        self.local().tracked()
     }
 }

@@ -17,7 +17,8 @@
 //!
 //! What is abstracted: each client runs one acquisition at a time. With `process`, clients 0
 //! and 1 are two acquisitions of one process: they share its Fifo registry (the core's
-//! `local::Queues`, which the addon keeps per client), and it answers what the machine asks of
+//! `local::Queues`, which the addon's client machine keeps; here it is stepped alone, its
+//! heads telling their lease from the model's clock), and it answers what the machine asks of
 //! local knowledge (`Here`: another acquisition of this process waits or holds, its entry's
 //! state, a head held or released here); a change of it ends the other's wait that watches
 //! for one, as the addon's notification does. That process does not crash (its crash is both
@@ -233,11 +234,11 @@ pub struct Life {
 }
 
 impl local::Head for Life {
-    fn lost(&self, now: Time) -> Option<bool> {
+    fn lost(&self, _: &(), now: Time) -> Option<bool> {
         Some(now >= ms(self.until))
     }
 
-    fn stopping(&self) -> bool {
+    fn stopping(&self, _: &()) -> bool {
         self.stopping
     }
 }
@@ -370,13 +371,13 @@ impl Here<G> for Ctx<'_> {
     }
     fn busy(&self, r: usize) -> bool {
         self.registry
-            .is_some_and(|q| q.busy(&self.c.resources[r], ms(self.now)))
+            .is_some_and(|q| q.busy(&self.c.resources[r], &(), ms(self.now)))
     }
     fn entry(&self, r: usize, position: u64) -> Option<Mine> {
         self.registry?.entry(&self.c.resources[r], position)
     }
     fn holder(&self, r: usize, token: u64) -> Option<bool> {
-        self.registry?.holder(&self.c.resources[r], token, ms(self.now))
+        self.registry?.holder(&self.c.resources[r], token, &(), ms(self.now))
     }
     fn releases(&self, r: usize) -> u64 {
         self.registry.map_or(0, |q| q.releases(&self.c.resources[r]))
@@ -577,7 +578,7 @@ impl FifoMachines {
             Act::Arm => resume,
             Act::Join { resource, position } => {
                 let k = c.resources[resource];
-                self.registry(s, i, |q, now| q.join(&k, position, now));
+                self.registry(s, i, |q, now| q.join(&k, position, &(), now));
                 resume
             }
             Act::Leave {
@@ -586,7 +587,7 @@ impl FifoMachines {
                 mine,
             } => {
                 let k = c.resources[resource];
-                self.registry(s, i, |q, now| q.leave(&k, p, mine, now));
+                self.registry(s, i, |q, now| q.leave(&k, p, mine, &(), now));
                 resume
             }
             Act::Entry(e) => {
@@ -655,7 +656,7 @@ impl FifoMachines {
             permits,
         });
         let life = Life { until, stopping: false };
-        self.registry(s, i, |q, now| q.hold(&k, token.into(), life, now));
+        self.registry(s, i, |q, now| q.hold(&k, token.into(), life, &(), now));
         if self.cfg.permits.is_none() {
             return env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now);
         }
@@ -674,7 +675,7 @@ impl FifoMachines {
         let c = &mut s.clients[i];
         let k = c.resources[resource];
         if let Some(h) = c.held[resource].take() {
-            self.registry(s, i, |q, now| q.released(&k, h.token.into(), now));
+            self.registry(s, i, |q, now| q.released(&k, h.token.into(), &(), now));
             let rq = match self.cfg.permits {
                 Some(_) => Rq::Fifo(Request::SemRelease {
                     resource,
@@ -801,7 +802,7 @@ impl FifoMachines {
                 let k = c.resources[r];
                 if let ending::Outcome::Released { .. } = out {
                     c.released.push((k, h.guid));
-                    self.registry(s, i, |q, now| q.released(&k, h.token.into(), now));
+                    self.registry(s, i, |q, now| q.released(&k, h.token.into(), &(), now));
                 }
                 self.release_from(s, i, r + 1)
             }

@@ -32,15 +32,19 @@
 //!   (`ending`); otherwise, and when it is lost or abandoned, it leaves the line it holds, whose
 //!   next waiter then tries for itself (`line_moves`). A release while others waited has the
 //!   client's next acquisition of the id stand back (`ended`).
+//! - Its Fifo registry (`local::Queues`, by head key) holds a head as the lock's id: the lock
+//!   is lost, on its way out or gone as this machine knows it, and its release (`ended`) marks
+//!   the head released for the waiters behind it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::ending::{End, Outcome};
+use crate::fifo::Mine;
 use crate::heartbeat::{Failure, Loss, Time};
 use crate::held::{self, Lost};
 use crate::hold::{self, Hold};
-use crate::local::{Local, Patience, Place, Waiter};
+use crate::local::{self, Local, Patience, Place, Queues, Waiter};
 use crate::session::Session;
 use crate::settings::Kind;
 
@@ -95,6 +99,8 @@ pub struct Client<G, K: Ord = ()> {
     locks: BTreeMap<Id, Entry<G, K>>,
     sessions: BTreeMap<Id, Session<Id, G>>,
     line: Local<K>,
+    /// The Fifo registry, by head key: its heads are the ids of this client's locks.
+    fifo: Queues<K, Id>,
     /// The ids whose line's next waiter now tries for itself (`line_moves`).
     moves: Vec<K>,
     events: Vec<(Id, Event)>,
@@ -110,6 +116,7 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
             locks: BTreeMap::new(),
             sessions: BTreeMap::new(),
             line: Local::new(Duration::ZERO),
+            fifo: Queues::default(),
             moves: Vec::new(),
             events: Vec::new(),
         }
@@ -201,6 +208,10 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
                 if let Some(pause) = stand_back {
                     self.line.released(&e.key, now.saturating_add(*pause), now);
                 }
+                if let Some(token) = self.fifo.token_of(&e.key, &id) {
+                    let key = e.key.clone();
+                    self.fifo.released(&key, token, &self.locks, now);
+                }
             }
             Outcome::NotOurs => {}
             Outcome::Failed(_) => e.hold.release_failed(landed_maybe),
@@ -269,6 +280,48 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     /// Whether the line of `key` exists.
     pub fn has_line(&self, key: &K) -> bool {
         self.line.has_line(key)
+    }
+
+    /// An acquisition of this client waits at `position` of the Fifo queue of `head`.
+    pub fn fifo_join(&mut self, head: &K, position: u64, now: Time) {
+        self.fifo.join(head, position, &self.locks, now);
+    }
+
+    /// That acquisition no longer waits at `position`: its entry is `mine` now, or unknown
+    /// (`None`: waiters behind read the table).
+    pub fn fifo_leave(&mut self, head: &K, position: u64, mine: Option<Mine>, now: Time) {
+        self.fifo.leave(head, position, mine, &self.locks, now);
+    }
+
+    /// Lock `id` holds `head` with `token`.
+    pub fn fifo_hold(&mut self, head: &K, token: u64, id: Id, now: Time) {
+        self.fifo.hold(head, token, id, &self.locks, now);
+    }
+
+    /// What this client knows of its entry at `position` of the queue of `head`.
+    pub fn fifo_entry(&self, head: &K, position: u64) -> Option<Mine> {
+        self.fifo.entry(head, position)
+    }
+
+    /// Whether this client holds `head` with `token` (`local::Queues::holder`).
+    pub fn fifo_holder(&self, head: &K, token: u64, now: Time) -> Option<bool> {
+        self.fifo.holder(head, token, &self.locks, now)
+    }
+
+    /// Whether an acquisition of this client waits in the queue of `head`, or a lock of it
+    /// holds `head` and is not on its way out.
+    pub fn fifo_busy(&self, head: &K, now: Time) -> bool {
+        self.fifo.busy(head, &self.locks, now)
+    }
+
+    /// How many locks this client released on `head` while it had a waiter there.
+    pub fn fifo_releases(&self, head: &K) -> u64 {
+        self.fifo.releases(head)
+    }
+
+    /// The Fifo heads this client keeps state for.
+    pub fn fifo_tracked(&self) -> usize {
+        self.fifo.tracked()
     }
 
     pub fn hold(&self, id: Id) -> Option<&Hold<G>> {
@@ -574,6 +627,17 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     }
 }
 
+/// A Fifo head of the registry is a lock of this client, known by its id.
+impl<G, K> local::Head<BTreeMap<Id, Entry<G, K>>> for Id {
+    fn lost(&self, locks: &BTreeMap<Id, Entry<G, K>>, _now: Time) -> Option<bool> {
+        locks.get(self).map(|e| e.hold.held.lost.is_some())
+    }
+
+    fn stopping(&self, locks: &BTreeMap<Id, Entry<G, K>>) -> bool {
+        locks.get(self).is_some_and(|e| e.hold.held.stopping)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,6 +744,54 @@ mod tests {
         c.ended(3, &handed, false, ms(60));
         assert_eq!(c.line_moves(), Vec::<char>::new());
         assert!(c.hold(3).unwrap().released && c.has_line(&'a'));
+    }
+
+    #[test]
+    fn the_fifo_registry_holds_heads_as_this_clients_locks_and_a_release_marks_them_released() {
+        let mut c: Client<u8, char> = Client::new(ms(1));
+        let taken = |c: &mut Client<u8, char>, id: Id| {
+            c.taken(
+                id,
+                'h',
+                Hold::new(beat_config(250), true, id as u8, Some(ms(0)), ms(0), 0),
+                ms(0),
+            );
+        };
+        c.fifo_join(&'h', 4, ms(0));
+        taken(&mut c, 1);
+        c.fifo_hold(&'h', 7, 1, ms(0));
+        assert_eq!(
+            c.fifo_holder(&'h', 7, ms(0)),
+            Some(false),
+            "held here: its release wakes the waiter"
+        );
+        assert!(c.fifo_busy(&'h', ms(0)));
+        let released = Outcome::<u8, ()>::Released {
+            stand_back: None,
+            ours: true,
+        };
+        c.ended(1, &released, false, ms(10));
+        assert_eq!(c.fifo_holder(&'h', 7, ms(10)), Some(true), "released here just now");
+        assert_eq!(c.fifo_releases(&'h'), 1);
+        // A head whose lock is lost is the table's to tell; one on its way out keeps nobody
+        // from the one-request take; one whose lock is gone is forgotten.
+        taken(&mut c, 2);
+        c.fifo_hold(&'h', 8, 2, ms(10));
+        c.hold_mut(2).unwrap().lose(Lost::Lapsed);
+        assert_eq!(c.fifo_holder(&'h', 8, ms(10)), None);
+        c.fifo_leave(&'h', 4, None, ms(10));
+        assert!(c.fifo_busy(&'h', ms(10)), "nobody waits, but the lost lock is there");
+        c.remove(2);
+        assert!(!c.fifo_busy(&'h', ms(10)), "its lock is gone");
+        taken(&mut c, 3);
+        c.fifo_hold(&'h', 9, 3, ms(10));
+        assert!(c.fifo_busy(&'h', ms(10)));
+        let _ = c.release(3, Kind::Fifo, ms(10));
+        assert!(!c.fifo_busy(&'h', ms(10)), "its release has begun");
+        c.remove(3);
+        c.fifo_join(&'h', 5, ms(10));
+        c.fifo_leave(&'h', 5, None, ms(10));
+        assert_eq!(c.fifo_tracked(), 0, "nothing held or waiting: nothing kept");
     }
 
     #[test]

@@ -222,13 +222,15 @@ impl<K: Ord + Clone> Local<K> {
     }
 }
 
-/// A head this client holds, as the registry sees it (a held lock).
-pub trait Head {
+/// A head this client holds, as the registry sees it (a held lock), asked through what knows
+/// it (`of`: the client machine's locks for a lock's id; nothing, `()`, for a head that tells
+/// its own state).
+pub trait Head<C: ?Sized = ()> {
     /// At `now`: `None`, the lock is gone (dropped); `Some(true)`, lost, as far as can be told
     /// without waiting (a heartbeat in flight may yet renew it: a lock with one is live).
-    fn lost(&self, now: Time) -> Option<bool>;
+    fn lost(&self, of: &C, now: Time) -> Option<bool>;
     /// Its release has begun, or it was abandoned.
-    fn stopping(&self) -> bool;
+    fn stopping(&self, of: &C) -> bool;
 }
 
 /// Released heads remembered per resource while this client has waiters there.
@@ -277,17 +279,20 @@ impl<K: Ord, H> Default for Queues<K, H> {
     }
 }
 
-impl<K: Ord + Clone, H: Head> Queues<K, H> {
+impl<K: Ord + Clone, H> Queues<K, H> {
     /// Changes the queue of `r`, then forgets what no acquisition of this client needs at
-    /// `now`.
-    fn with<R>(&mut self, r: &K, now: Time, f: impl FnOnce(&mut Queue<H>) -> R) -> R {
+    /// `now` (its heads asked through `of`).
+    fn with<C: ?Sized, R>(&mut self, r: &K, of: &C, now: Time, f: impl FnOnce(&mut Queue<H>) -> R) -> R
+    where
+        H: Head<C>,
+    {
         let q = self.queues.entry(r.clone()).or_default();
         let out = f(q);
         if q.waiting == 0 {
             q.entries.clear();
             // Forget released heads, and held ones whose lock is gone.
             q.held
-                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.lost(now).is_some()));
+                .retain(|_, h| matches!(h, Held::Holding(lock) if lock.lost(of, now).is_some()));
             if q.held.is_empty() {
                 self.queues.remove(r);
             }
@@ -314,8 +319,11 @@ impl<K: Ord + Clone, H: Head> Queues<K, H> {
     }
 
     /// An acquisition of this client waits at `position` of `r`'s queue.
-    pub fn join(&mut self, r: &K, position: u64, now: Time) {
-        self.with(r, now, |q| {
+    pub fn join<C: ?Sized>(&mut self, r: &K, position: u64, of: &C, now: Time)
+    where
+        H: Head<C>,
+    {
+        self.with(r, of, now, |q| {
             q.waiting += 1;
             q.entries.insert(position, Mine::Waiting);
         });
@@ -323,8 +331,11 @@ impl<K: Ord + Clone, H: Head> Queues<K, H> {
 
     /// That acquisition no longer waits at `position`: its entry is `mine` now, or unknown
     /// (`None`: waiters behind read the table).
-    pub fn leave(&mut self, r: &K, position: u64, mine: Option<Mine>, now: Time) {
-        self.with(r, now, |q| {
+    pub fn leave<C: ?Sized>(&mut self, r: &K, position: u64, mine: Option<Mine>, of: &C, now: Time)
+    where
+        H: Head<C>,
+    {
+        self.with(r, of, now, |q| {
             q.waiting = q.waiting.saturating_sub(1);
             match mine {
                 Some(m) => q.entries.insert(position, m),
@@ -334,18 +345,35 @@ impl<K: Ord + Clone, H: Head> Queues<K, H> {
     }
 
     /// This client holds `r`'s head with `token`, as `lock`.
-    pub fn hold(&mut self, r: &K, token: u64, lock: H, now: Time) {
-        self.with(r, now, |q| q.held.insert(token, Held::Holding(lock)));
+    pub fn hold<C: ?Sized>(&mut self, r: &K, token: u64, lock: H, of: &C, now: Time)
+    where
+        H: Head<C>,
+    {
+        self.with(r, of, now, |q| q.held.insert(token, Held::Holding(lock)));
     }
 
     /// This client released `r`'s head with `token` (or permits of it).
-    pub fn released(&mut self, r: &K, token: u64, now: Time) {
-        self.with(r, now, |q| {
+    pub fn released<C: ?Sized>(&mut self, r: &K, token: u64, of: &C, now: Time)
+    where
+        H: Head<C>,
+    {
+        self.with(r, of, now, |q| {
             if let Some(h) = q.held.get_mut(&token) {
                 *h = Held::Released;
             }
             q.releases += 1;
         });
+    }
+
+    /// The token under which this client holds `r`'s head as `lock`, while it holds it.
+    pub fn token_of(&self, r: &K, lock: &H) -> Option<u64>
+    where
+        H: PartialEq,
+    {
+        let q = self.queues.get(r)?;
+        q.held
+            .iter()
+            .find_map(|(t, h)| matches!(h, Held::Holding(l) if l == lock).then_some(*t))
     }
 
     /// How many locks this client released on `r` while it had a waiter there.
@@ -356,21 +384,27 @@ impl<K: Ord + Clone, H: Head> Queues<K, H> {
     /// Whether this client holds the head of `r` with `token` (`Some(false)`: its release
     /// wakes the waiters) or has just released it (`Some(true)`). `None` also for a lock of
     /// this client that was lost or dropped: only the table knows.
-    pub fn holder(&self, r: &K, token: u64, now: Time) -> Option<bool> {
+    pub fn holder<C: ?Sized>(&self, r: &K, token: u64, of: &C, now: Time) -> Option<bool>
+    where
+        H: Head<C>,
+    {
         match self.queues.get(r)?.held.get(&token)? {
             Held::Released => Some(true),
-            Held::Holding(lock) => (!lock.lost(now)?).then_some(false),
+            Held::Holding(lock) => (!lock.lost(of, now)?).then_some(false),
         }
     }
 
     /// Whether an acquisition of this client waits in `r`'s queue, or a lock of this client
     /// holds its head and is not on its way out.
-    pub fn busy(&self, r: &K, now: Time) -> bool {
+    pub fn busy<C: ?Sized>(&self, r: &K, of: &C, now: Time) -> bool
+    where
+        H: Head<C>,
+    {
         self.queues.get(r).is_some_and(|q| {
             q.waiting > 0
                 || q.held
                     .values()
-                    .any(|h| matches!(h, Held::Holding(lock) if lock.lost(now).is_some() && !lock.stopping()))
+                    .any(|h| matches!(h, Held::Holding(lock) if lock.lost(of, now).is_some() && !lock.stopping(of)))
         })
     }
 
@@ -514,10 +548,10 @@ mod tests {
     struct H(Option<bool>, bool);
 
     impl Head for H {
-        fn lost(&self, _: Time) -> Option<bool> {
+        fn lost(&self, _: &(), _: Time) -> Option<bool> {
             self.0
         }
-        fn stopping(&self) -> bool {
+        fn stopping(&self, _: &()) -> bool {
             self.1
         }
     }
@@ -528,60 +562,60 @@ mod tests {
     #[test]
     fn a_queue_is_kept_while_this_client_waits_there_or_holds_its_head() {
         let mut q: Queues<&str, H> = Queues::default();
-        q.join(&"r", 3, T);
-        q.join(&"r", 5, T);
-        assert!(q.busy(&"r", T));
+        q.join(&"r", 3, &(), T);
+        q.join(&"r", 5, &(), T);
+        assert!(q.busy(&"r", &(), T));
         assert_eq!(q.entry(&"r", 3), Some(Mine::Waiting));
         // The entry at 3 was granted; the waiter at 5 still looks at it.
-        q.leave(&"r", 3, Some(Mine::Granted(7)), T);
-        q.hold(&"r", 7, LIVE, T);
+        q.leave(&"r", 3, Some(Mine::Granted(7)), &(), T);
+        q.hold(&"r", 7, LIVE, &(), T);
         assert_eq!(q.entry(&"r", 3), Some(Mine::Granted(7)));
         assert_eq!(
-            q.holder(&"r", 7, T),
+            q.holder(&"r", 7, &(), T),
             Some(false),
             "held here: its release wakes the waiter"
         );
-        q.released(&"r", 7, T);
-        assert_eq!(q.holder(&"r", 7, T), Some(true), "released here just now");
+        q.released(&"r", 7, &(), T);
+        assert_eq!(q.holder(&"r", 7, &(), T), Some(true), "released here just now");
         assert_eq!(q.releases(&"r"), 1);
         // The last waiter leaves: entries and released heads are forgotten.
-        q.leave(&"r", 5, None, T);
+        q.leave(&"r", 5, None, &(), T);
         assert_eq!(q.entry(&"r", 3), None);
-        assert_eq!(q.holder(&"r", 7, T), None);
+        assert_eq!(q.holder(&"r", 7, &(), T), None);
         assert_eq!(q.tracked(), 0);
     }
 
     #[test]
     fn a_lost_stopping_or_dropped_head_is_not_vouched_for() {
         let mut q: Queues<&str, H> = Queues::default();
-        q.join(&"r", 1, T);
-        q.hold(&"r", 1, H(Some(true), false), T);
-        q.hold(&"r", 2, H(None, false), T);
-        q.hold(&"r", 3, H(Some(false), true), T);
-        assert_eq!(q.holder(&"r", 1, T), None, "lost: only the table knows");
-        assert_eq!(q.holder(&"r", 2, T), None, "dropped");
-        assert_eq!(q.holder(&"r", 3, T), Some(false));
-        q.leave(&"r", 1, None, T);
+        q.join(&"r", 1, &(), T);
+        q.hold(&"r", 1, H(Some(true), false), &(), T);
+        q.hold(&"r", 2, H(None, false), &(), T);
+        q.hold(&"r", 3, H(Some(false), true), &(), T);
+        assert_eq!(q.holder(&"r", 1, &(), T), None, "lost: only the table knows");
+        assert_eq!(q.holder(&"r", 2, &(), T), None, "dropped");
+        assert_eq!(q.holder(&"r", 3, &(), T), Some(false));
+        q.leave(&"r", 1, None, &(), T);
         assert_eq!(q.tracked(), 1, "the held heads whose locks are there are kept");
         let mut q: Queues<&str, H> = Queues::default();
-        q.hold(&"s", 1, H(Some(false), true), T);
+        q.hold(&"s", 1, H(Some(false), true), &(), T);
         assert!(
-            !q.busy(&"s", T),
+            !q.busy(&"s", &(), T),
             "a head on its way out keeps nobody from the one-request take"
         );
-        q.hold(&"s", 2, LIVE, T);
-        assert!(q.busy(&"s", T));
+        q.hold(&"s", 2, LIVE, &(), T);
+        assert!(q.busy(&"s", &(), T));
     }
 
     #[test]
     fn released_heads_kept_are_bounded() {
         let mut q: Queues<&str, H> = Queues::default();
-        q.join(&"r", 1_000, T);
+        q.join(&"r", 1_000, &(), T);
         for t in 0..(HELD_KEPT as u64 + 10) {
-            q.hold(&"r", t, LIVE, T);
-            q.released(&"r", t, T);
+            q.hold(&"r", t, LIVE, &(), T);
+            q.released(&"r", t, &(), T);
         }
-        assert_eq!(q.holder(&"r", 0, T), None, "the oldest were forgotten");
-        assert_eq!(q.holder(&"r", HELD_KEPT as u64 + 9, T), Some(true));
+        assert_eq!(q.holder(&"r", 0, &(), T), None, "the oldest were forgotten");
+        assert_eq!(q.holder(&"r", HELD_KEPT as u64 + 9, &(), T), Some(true));
     }
 }
