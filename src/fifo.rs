@@ -32,10 +32,6 @@ use crate::store::OpenFields;
 pub use crate::item::HEAD_SORT_VALUE;
 pub use crate::item::{entry_key, head_key};
 
-/// The registry's time: its heads are this client's locks, which tell their own state
-/// whatever the time, so the registry needs no clock.
-const NOW: Time = Time::ZERO;
-
 /// What the locks that are `c`'s queue entries share: `c`'s store and settings, a scheduler
 /// without a cap (`Scheduler::uncapped`), no events.
 fn entries_client(c: &Shared) -> Arc<Shared> {
@@ -122,7 +118,7 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn busy(&self, resource: usize) -> bool {
-        self.c.machine().fifo_busy(&self.heads[resource], NOW)
+        self.c.machine().fifo_busy(&self.heads[resource], self.c.clock.now())
     }
 
     fn entry(&self, resource: usize, position: u64) -> Option<Mine> {
@@ -130,7 +126,9 @@ impl Here<Guid> for Driver<'_> {
     }
 
     fn holder(&self, resource: usize, token: u64) -> Option<bool> {
-        self.c.machine().fifo_holder(&self.heads[resource], token, NOW)
+        self.c
+            .machine()
+            .fifo_holder(&self.heads[resource], token, self.c.clock.now())
     }
 
     fn entry_lost(&self, resource: usize) -> bool {
@@ -157,7 +155,9 @@ impl Driver<'_> {
 
     /// The registry's entry at `position` of `resource` is `mine` now, or unknown.
     fn registry_leave(&self, resource: usize, position: u64, mine: Option<Mine>) {
-        self.c.machine().fifo_leave(&self.heads[resource], position, mine, NOW);
+        self.c
+            .machine()
+            .fifo_leave(&self.heads[resource], position, mine, self.c.clock.now());
         self.c.fifo.changed();
     }
 
@@ -207,7 +207,7 @@ impl Driver<'_> {
                     Input::Resume
                 }
                 Act::Join { resource, position } => {
-                    c.machine().fifo_join(&self.heads[resource], position, NOW);
+                    c.machine().fifo_join(&self.heads[resource], position, c.clock.now());
                     self.joined.push((resource, position));
                     Input::Resume
                 }
@@ -293,7 +293,8 @@ impl Driver<'_> {
         }
         let lock = lock.shared();
         c.heartbeats.watch(&lock);
-        c.machine().fifo_hold(&self.heads[resource], token, lock.id, NOW);
+        c.machine()
+            .fifo_hold(&self.heads[resource], token, lock.id, c.clock.now());
         c.fifo.changed();
         self.held[resource] = Some(lock);
         if let Some(position) = leave {

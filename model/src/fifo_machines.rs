@@ -15,11 +15,13 @@
 //! clocks run at the same rate. Acquisitions take one lock id or, with `several`, both ids
 //! with one ticket.
 //!
+//! Each client keeps a client machine (`client::Client`) whose locks are its held heads: they
+//! end as it says (`release`, `ending`, `ended`), as the addon's do.
+//!
 //! What is abstracted: each client runs one acquisition at a time. With `process`, clients 0
-//! and 1 are two acquisitions of one process: they share its Fifo registry (the core's
-//! `local::Queues`, which the addon's client machine keeps; here it is stepped alone, its
-//! heads telling their lease from the model's clock), and it answers what the machine asks of
-//! local knowledge (`Here`: another acquisition of this process waits or holds, its entry's
+//! and 1 are two acquisitions of one process: they share its client machine and so its Fifo
+//! registry (`Client::fifo_join` and the rest, as the addon keeps it), which answers what the
+//! acquisition machine asks of local knowledge (`Here`: another acquisition of this process waits or holds, its entry's
 //! state, a head held or released here); a change of it ends the other's wait that watches
 //! for one, as the addon's notification does. That process does not crash (its crash is both
 //! clients' at once). Without `process`, each client's registry would know nothing the store
@@ -50,11 +52,14 @@
 //!   (after the last granted) waits, and a grant's ticket is above the head's token.
 
 use std::fmt;
+use std::time::Duration;
 
 use dynamodb_lock_core::broken::{self, Broken};
+use dynamodb_lock_core::client::{self, Id};
 use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::fifo::{self, Act, Adds as FifoAdds, Here, Input, Mine, Outcome, Request, Sem};
-use dynamodb_lock_core::local::{self, Queues};
+use dynamodb_lock_core::held;
+use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Adds, Env, Req, Step, Time};
 use dynamodb_lock_core::settings::{self, Kind, Lock};
@@ -225,22 +230,14 @@ impl Beating {
     }
 }
 
-/// A head held in the registry of a process (`process`): held until its lease's end (on the
-/// model's clock), and on its way out once its release began.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Life {
-    pub until: Tick,
-    pub stopping: bool,
-}
+/// A client's machine (`client::Client`): its held heads, by `lock_id`, which end as it says
+/// (`Client::release`, `ending`, `ended`); with `process`, clients 0 and 1 share one, whose
+/// Fifo registry they ask and tell.
+pub type Machine = client::Client<G, u8>;
 
-impl local::Head for Life {
-    fn lost(&self, _: &(), now: Time) -> Option<bool> {
-        Some(now >= ms(self.until))
-    }
-
-    fn stopping(&self, _: &()) -> bool {
-        self.stopping
-    }
+/// The id of client `i`'s head of its resource `r` in its client machine.
+fn lock_id(i: usize, r: usize) -> Id {
+    (i * 8 + r) as Id
 }
 
 /// A lock held: its guid, token and the end of its lease.
@@ -293,8 +290,8 @@ pub struct State {
     pub overtaken: Option<(u8, u8)>,
     /// A semaphore's tokens handed out: (lock, token).
     pub tokens: Vec<(u8, u8)>,
-    /// With `process`, the registry clients 0 and 1 share, by lock id.
-    pub registry: Option<Box<Queues<u8, Life>>>,
+    /// Each client's machine; with `process`, clients 0 and 1 share the first.
+    pub machines: Vec<Machine>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -328,8 +325,9 @@ impl fmt::Debug for Action {
 struct Ctx<'a> {
     i: usize,
     c: &'a mut Client,
-    /// The process's registry, with the lock ids of the acquisition's resources.
-    registry: Option<&'a Queues<u8, Life>>,
+    /// The process's client machine, whose registry knows the lock ids of the acquisition's
+    /// resources.
+    registry: Option<&'a Machine>,
     /// Guids in use (on items, or this client's): a new one is none of them.
     in_use: &'a [G],
     /// The model's clock; the client's own is `offset` from it.
@@ -371,16 +369,16 @@ impl Here<G> for Ctx<'_> {
     }
     fn busy(&self, r: usize) -> bool {
         self.registry
-            .is_some_and(|q| q.busy(&self.c.resources[r], &(), ms(self.now)))
+            .is_some_and(|m| m.fifo_busy(&self.c.resources[r], ms(self.now)))
     }
     fn entry(&self, r: usize, position: u64) -> Option<Mine> {
-        self.registry?.entry(&self.c.resources[r], position)
+        self.registry?.fifo_entry(&self.c.resources[r], position)
     }
     fn holder(&self, r: usize, token: u64) -> Option<bool> {
-        self.registry?.holder(&self.c.resources[r], token, &(), ms(self.now))
+        self.registry?.fifo_holder(&self.c.resources[r], token, ms(self.now))
     }
     fn releases(&self, r: usize) -> u64 {
-        self.registry.map_or(0, |q| q.releases(&self.c.resources[r]))
+        self.registry.map_or(0, |m| m.fifo_releases(&self.c.resources[r]))
     }
     fn entry_lost(&self, r: usize) -> bool {
         self.c.entries[r].is_some_and(|e| e.lost || self.now >= e.until)
@@ -428,7 +426,7 @@ impl FifoMachines {
         Ctx {
             i,
             c: &mut s.clients[i],
-            registry: s.registry.as_deref().filter(|_| i < 2),
+            registry: s.machines.first().filter(|_| self.shares(i)),
             in_use,
             now: s.now,
             offset: self.offset(i),
@@ -578,7 +576,7 @@ impl FifoMachines {
             Act::Arm => resume,
             Act::Join { resource, position } => {
                 let k = c.resources[resource];
-                self.registry(s, i, |q, now| q.join(&k, position, &(), now));
+                self.registry(s, i, |m, now| m.fifo_join(&k, position, now));
                 resume
             }
             Act::Leave {
@@ -587,7 +585,7 @@ impl FifoMachines {
                 mine,
             } => {
                 let k = c.resources[resource];
-                self.registry(s, i, |q, now| q.leave(&k, p, mine, &(), now));
+                self.registry(s, i, |m, now| m.fifo_leave(&k, p, mine, now));
                 resume
             }
             Act::Entry(e) => {
@@ -655,8 +653,12 @@ impl FifoMachines {
             until,
             permits,
         });
-        let life = Life { until, stopping: false };
-        self.registry(s, i, |q, now| q.hold(&k, token.into(), life, &(), now));
+        // The head is a lock of the client's machine, its lease counted from the grant's send.
+        let config = env::beat_config(self.cfg.lease, self.cfg.lease, self.cfg.request_timeout, Duration::ZERO);
+        let hold = Hold::new(config, false, guid, Some(ms(until - self.cfg.lease)), ms(s.now), 0);
+        let id = lock_id(i, resource);
+        s.machines[self.machine_of(i)].taken(id, k, hold, ms(s.now));
+        self.registry(s, i, |m, now| m.fifo_hold(&k, token.into(), id, now));
         if self.cfg.permits.is_none() {
             return env::fencing(&mut s.last_token[k as usize], i, k, token, until, s.now);
         }
@@ -675,7 +677,17 @@ impl FifoMachines {
         let c = &mut s.clients[i];
         let k = c.resources[resource];
         if let Some(h) = c.held[resource].take() {
-            self.registry(s, i, |q, now| q.released(&k, h.token.into(), &(), now));
+            // Released by one write sent at once: its machine marks it so (`ended`).
+            let (id, now) = (lock_id(i, resource), ms(s.now));
+            let m = &mut s.machines[self.machine_of(i)];
+            let _ = m.release(id, Kind::Fifo, now);
+            let released = ending::Outcome::<G, Fail>::Released {
+                stand_back: None,
+                ours: true,
+            };
+            m.ended(id, &released, false, now);
+            m.remove(id);
+            self.registry(s, i, |_, _| {});
             let rq = match self.cfg.permits {
                 Some(_) => Rq::Fifo(Request::SemRelease {
                     resource,
@@ -754,19 +766,18 @@ impl FifoMachines {
             c.release = None;
             return Ok(());
         };
-        let h = c.held[r].expect("held");
         let env = self.env(s, i);
-        // The addon's end of a held Fifo lock: no hand-over (Fifo keeps its own order), a
-        // release of the head.
-        let end = env::end(h.guid, false, ms(s.now - c.since));
+        // The addon's end of a held Fifo lock, as its client machine says: nobody of its own
+        // waits in line (Fifo keeps its own order), so a release of the head. On its way out,
+        // it keeps no acquisition of this process from its one-request take.
+        let (id, now) = (lock_id(i, r), ms(s.now));
+        let m = &mut s.machines[self.machine_of(i)];
+        let held::Release::Write { guids, taken } = m.release(id, Kind::Fifo, now) else {
+            unreachable!("a head without heartbeats is released by a write")
+        };
+        let end = m.ending(id, guids, taken, || 0, now);
         let (m, step) = Ending::start(self.cfg.lock(), end, &env);
-        let (k, token) = (s.clients[i].resources[r], h.token);
-        // On its way out: it keeps no acquisition of this process from its one-request take.
-        self.registry(s, i, |q, _| {
-            if let Some(life) = q.head_mut(&k, token.into()) {
-                life.stopping = true;
-            }
-        });
+        self.registry(s, i, |_, _| {});
         let c = &mut s.clients[i];
         c.phase = Phase::Releasing(r);
         c.release = Some(m);
@@ -800,9 +811,13 @@ impl FifoMachines {
             Step::Done(out) => {
                 let h = c.held[r].take().expect("held");
                 let k = c.resources[r];
+                let (id, now) = (lock_id(i, r), ms(s.now));
+                let m = &mut s.machines[self.machine_of(i)];
+                m.ended(id, &out, false, now);
+                m.remove(id);
                 if let ending::Outcome::Released { .. } = out {
-                    c.released.push((k, h.guid));
-                    self.registry(s, i, |q, now| q.released(&k, h.token.into(), &(), now));
+                    s.clients[i].released.push((k, h.guid));
+                    self.registry(s, i, |_, _| {});
                 }
                 self.release_from(s, i, r + 1)
             }
@@ -902,14 +917,29 @@ impl FifoMachines {
         Ok(())
     }
 
-    /// Client `i` changes the registry of its process (`process`, clients 0 and 1) with `f`:
-    /// a wait of the other that watches for a change ends at once.
-    fn registry(&self, s: &mut State, i: usize, f: impl FnOnce(&mut Queues<u8, Life>, Time)) {
+    /// Clients 0 and 1 share the client machine and Fifo registry of their process.
+    fn shares(&self, i: usize) -> bool {
+        self.cfg.process && i < 2
+    }
+
+    /// The index of client `i`'s machine.
+    fn machine_of(&self, i: usize) -> usize {
+        if self.shares(i) {
+            0
+        } else {
+            i
+        }
+    }
+
+    /// Client `i` changes the registry of its process's client machine (`process`, clients 0
+    /// and 1) with `f`: a wait of the other that watches for a change ends at once. Other
+    /// clients' registries stay empty (they would know nothing the table does not).
+    fn registry(&self, s: &mut State, i: usize, f: impl FnOnce(&mut Machine, Time)) {
         let now = s.now;
-        let Some(q) = s.registry.as_deref_mut().filter(|_| i < 2) else {
+        if !self.shares(i) {
             return;
-        };
-        f(q, ms(now));
+        }
+        f(&mut s.machines[0], ms(now));
         let other = &mut s.clients[1 - i];
         if other.watch && other.wake.is_some() {
             other.wake = Some(now);
@@ -965,7 +995,7 @@ impl Model for FifoMachines {
             last_token: vec![0; self.cfg.locks],
             overtaken: None,
             tokens: Vec::new(),
-            registry: self.cfg.process.then(Box::default),
+            machines: vec![Machine::new(Duration::ZERO); self.cfg.clients],
         }]
     }
 
@@ -1083,6 +1113,7 @@ impl Clients for FifoMachines {
     /// guids' sequence, its acquisition's lock ids, its cancellation, and `watch`, `since` and
     /// `take` as they were.
     fn crashed(&self, s: &mut State, i: usize) {
+        s.machines[self.machine_of(i)] = Machine::new(Duration::ZERO);
         let cl = &mut s.clients[i];
         cl.phase = Phase::Crashed;
         cl.acquire = None;

@@ -627,10 +627,12 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
     }
 }
 
-/// A Fifo head of the registry is a lock of this client, known by its id.
-impl<G, K> local::Head<BTreeMap<Id, Entry<G, K>>> for Id {
-    fn lost(&self, locks: &BTreeMap<Id, Entry<G, K>>, _now: Time) -> Option<bool> {
-        locks.get(self).map(|e| e.hold.held.lost.is_some())
+/// A Fifo head of the registry is a lock of this client, known by its id: lost once its loss
+/// is declared or its lease has ended by `now`.
+impl<G: Clone + PartialEq, K> local::Head<BTreeMap<Id, Entry<G, K>>> for Id {
+    fn lost(&self, locks: &BTreeMap<Id, Entry<G, K>>, now: Time) -> Option<bool> {
+        let e = locks.get(self)?;
+        Some(e.hold.held.lost.is_some() || e.hold.until().is_some_and(|until| until <= now))
     }
 
     fn stopping(&self, locks: &BTreeMap<Id, Entry<G, K>>) -> bool {
@@ -779,6 +781,11 @@ mod tests {
         c.fifo_hold(&'h', 8, 2, ms(10));
         c.hold_mut(2).unwrap().lose(Lost::Lapsed);
         assert_eq!(c.fifo_holder(&'h', 8, ms(10)), None);
+        taken(&mut c, 4);
+        c.fifo_hold(&'h', 10, 4, ms(10));
+        assert_eq!(c.fifo_holder(&'h', 10, ms(999)), Some(false));
+        assert_eq!(c.fifo_holder(&'h', 10, ms(1000)), None, "its lease ended");
+        c.remove(4);
         c.fifo_leave(&'h', 4, None, ms(10));
         assert!(c.fifo_busy(&'h', ms(10)), "nobody waits, but the lost lock is there");
         c.remove(2);
