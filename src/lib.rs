@@ -26,8 +26,8 @@
 //! - `cancel`: cancellation of one pending acquisition, and its `waiting` reports.
 //! - `line`: acquisitions of one id by one client, waiting in arrival order for a hand-over,
 //!   and the stand-back from locks this client released while others waited.
-//! - `queues`: Fifo's state in one client (its queue entries and held heads), and the table's
-//!   names for error messages.
+//! - `queues`: Fifo's settings in one client and the notification of changes of its registry
+//!   (the client machine's), and the table's names for error messages.
 //! - `drive`: runs the core's acquisition and release machines over a `Store`.
 //! - `lock`: a held lock, its serialized state and its events, its release and update, and
 //!   `Shared`, what the held locks of one client share with it; `Scheduler`, the heartbeat
