@@ -18,7 +18,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use dynamodb_lock_core::ending::End;
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::op::{self, Op, OpenFields};
 use dynamodb_lock_core::request::{Adds, Answer, Env, Machine, Reply, Req, Step};
@@ -251,23 +250,6 @@ pub fn carry<S, O>(
             Carried::Set
         }
         Step::Done(out) => Carried::Done(out),
-    }
-}
-
-/// The end of a lock held under `guid` by a client the model gives no client machine (the
-/// session model's rivals, the Fifo model's clients), for the core's `ending::Ending`:
-/// whether it was `lost`, and how long it was held. Nobody of the client waits in line for
-/// it, the holder never waited for it, no earlier release failed, and no heartbeat rotated
-/// its `guid`.
-pub fn end(guid: G, lost: bool, held_for: Duration) -> End<G> {
-    End {
-        guids: vec![guid],
-        lost,
-        taken: false,
-        next: None,
-        held_for,
-        contended: false,
-        landed_maybe: false,
     }
 }
 

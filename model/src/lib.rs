@@ -17,7 +17,8 @@
 //! - `fifo_machines`: Fifo clients that are the core's Fifo acquisition and release machines
 //!   themselves (queues, entries, grants, give-up; one or several lock ids), over the same
 //!   store, with lost, throttled and timed-out requests, crashes, cancellations and clock
-//!   offsets, and the Fifo broken variants; the same clients as a semaphore's (permits of a
+//!   offsets, and the Fifo broken variants, each client's heads held in its client machine; the
+//!   same clients as a semaphore's (permits of a
 //!   limit, a ReadWriteLock's shared and exclusive holds among them) and its variants.
 //! - `lease`: a FailOpen holder's heartbeats in time, stepped through the core's heartbeat
 //!   machine itself, against a waiter in another process; pauses, late and lost answers.
@@ -27,9 +28,11 @@
 //! - `simulate`: seeded random walks through the lease, machines and Fifo models at larger
 //!   scales; a failing seed replays exactly.
 //!
-//! Every decision a client makes is the core's machine's; the glue the addon's runtime puts
-//! between the machines (a heartbeat's writes, a release that waits for one, the step from a
-//! request to the network) is restated here as the runtime does it.
+//! Every decision a client makes is the core's machine's, and every lock of every model ends
+//! through a client machine (`client::Client::ending`), whose Fifo registry the Fifo model's
+//! one-process clients share; the glue the addon's runtime puts between the machines (a
+//! heartbeat's writes, a release that waits for one, the step from a request to the network)
+//! is restated here as the runtime does it.
 
 pub mod beats;
 pub mod env;

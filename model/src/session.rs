@@ -524,7 +524,7 @@ impl Sessions {
                 let until = Self::s_until(s).expect("S lasts");
                 env::fencing(&mut s.last_token[k], 0, k as u8, token, until, s.now)
             }
-            false => self.end(s, i, guid, true),
+            false => self.end(s, i, guid),
         }
     }
 
@@ -576,9 +576,23 @@ impl Sessions {
     /// Slot `i` ends its hold of `g`; a lock of client 0 with a new `guid` for the
     /// acquisition waiting in line, if one waits: `ending::Ending` decides whether it hands
     /// the lock over.
-    fn end(&self, s: &mut State, i: usize, g: G, lost: bool) -> Result<(), Violation> {
+    fn end(&self, s: &mut State, i: usize, g: G) -> Result<(), Violation> {
         if i >= RIVAL_SLOT {
-            return self.ending(s, i, g, env::end(g, lost, Duration::ZERO));
+            // A rival's client machine, which holds its one lock (no heartbeats, no line):
+            // nothing but its release changes it, so it is made when the lock ends.
+            let mut m = client::Client::<G, u8>::new(Duration::ZERO);
+            let cfg = self.cfg.beat();
+            m.taken(
+                0,
+                home(i) as u8,
+                Hold::new(cfg, false, g, None, Time::ZERO, 0),
+                Time::ZERO,
+            );
+            let held::Release::Write { guids, taken } = m.release(0, Kind::FailOpen, Time::ZERO) else {
+                unreachable!("a lock without heartbeats is released by a write")
+            };
+            let end = m.ending(0, guids, taken, || g, Time::ZERO);
+            return self.ending(s, i, g, end);
         }
         // Client 0's machine: the line of A (`client::Client::ending`), and whether the lock
         // is lost. Its locks are never stepped and count no time held.
@@ -586,7 +600,6 @@ impl Sessions {
         let end = h
             .client
             .ending(i as Id, vec![g], false, || new_guid(&mut s.seq, 0), Time::ZERO);
-        debug_assert_eq!(end.lost, lost);
         self.ending(s, i, g, end)
     }
 
@@ -612,7 +625,7 @@ impl Sessions {
 
     /// `release()` on slot `i`'s lock (client 0's session: once its locks are let go).
     fn release(&self, s: &mut State, i: usize) -> Result<(), Violation> {
-        let Phase::Holding { g, until, .. } = s.slots[i].phase else {
+        let Phase::Holding { g, .. } = s.slots[i].phase else {
             unreachable!("a release of a held lock")
         };
         match i {
@@ -633,13 +646,9 @@ impl Sessions {
                 let now = ms(s.now);
                 let c = &mut s.hb.as_mut().expect("client 0's machine").client;
                 c.release(i as Id, Kind::FailOpen, now);
-                let lost = c.hold(i as Id).is_some_and(|h| h.lost.is_some());
-                self.end(s, i, g, lost)
+                self.end(s, i, g)
             }
-            _ => {
-                let lost = until <= s.now;
-                self.end(s, i, g, lost)
-            }
+            _ => self.end(s, i, g),
         }
     }
 
