@@ -28,10 +28,10 @@ use super::expr::{data_attr, Expr, NEXT_TICKET};
 use super::json::{read_response, Attr, Body, Response};
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError};
-use super::{invalid_response, not_supported, Entry, Op, OpenFields, Reply, Store, Ttl, WaitMark};
+use super::{invalid_response, not_supported, Op, OpenFields, Reply, Store};
 use crate::clock::unix_now_ms;
 use crate::error::StoreError;
-use crate::item::{self, Guid, LockData, LockKey, LockRecord, TableSpec, Version, RELEASED_LEASE_MS};
+use crate::item::{self, Guid, LockKey, LockRecord, TableSpec, RELEASED_LEASE_MS};
 use crate::stats::{Outcome, Stats};
 use dynamodb_lock_core::op::Grant;
 
@@ -363,48 +363,6 @@ impl HttpStore {
     fn expr(&self) -> Expr<'_> {
         Expr::new(&self.table.partition_key)
     }
-
-    /// One conditional `UpdateItem` of a holder (or of a forced release): it also sets
-    /// `lockWrittenUnixMs` (one more `SET`, in the same request).
-    async fn update(&self, key: &LockKey, mut e: Expr<'_>, returns: &str) -> Result<Response, StoreError> {
-        e.stamp(written_now());
-        self.send_update(key, e, returns).await
-    }
-
-    /// One conditional `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo
-    /// ticket) is sent through it directly: it leaves `lockWrittenUnixMs` alone, which tells
-    /// when the holder last wrote.
-    async fn send_update(&self, key: &LockKey, e: Expr<'_>, returns: &str) -> Result<Response, StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        e.write(&mut b);
-        b.str("ReturnValues", returns);
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("UpdateItem", b.finish()).await
-    }
-
-    /// One conditional `DeleteItem`; with `old`, the item deleted, or the one a failed condition
-    /// met, comes back.
-    async fn delete(&self, key: &LockKey, e: Expr<'_>, old: bool) -> Result<Response, StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        e.write(&mut b);
-        if old {
-            b.str("ReturnValues", "ALL_OLD");
-            b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        }
-        self.call("DeleteItem", b.finish()).await
-    }
-
-    /// One `PutItem` of an item that must not exist yet: the key and `attrs`.
-    async fn put_new(&self, key: &LockKey, attrs: &[(&str, Attr<'_>)]) -> Result<(), StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Item", &self.table, key, attrs);
-        b.str("ConditionExpression", "attribute_not_exists(#pk)");
-        b.names(&[("#pk", &self.table.partition_key)]);
-        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
-        self.call("PutItem", b.finish()).await.map(drop)
-    }
 }
 
 /// `lockWrittenUnixMs` of a write sent now: this host's clock, in Unix ms.
@@ -546,98 +504,445 @@ impl Store for HttpStore {
 }
 
 impl HttpStore {
-    /// `Store::apply`: the request of each operation.
+    /// `Store::apply`: the request of each operation, then its reply read as the operation
+    /// answers.
     async fn apply_op(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Reply<LockRecord>, StoreError> {
-        let done = |()| Reply::Done;
-        match *op {
-            Op::Get => self.get(key).await.map(Reply::Before),
-            Op::PutIfAbsent { owner, guid, data, ttl } => self.put_if_absent(key, owner, guid, data, ttl).await.map(done),
-            Op::DeleteIfGuid { guids } => self.delete_if_guid(key, guids).await.map(Reply::WaitingMark),
+        let call = self.request(key, op)?;
+        let response = self.call(call.operation, call.body).await?;
+        call.read.reply(response)
+    }
+
+    /// One conditional `UpdateItem` of a holder (or of a forced release): it also sets
+    /// `lockWrittenUnixMs` (one more `SET`, in the same request).
+    fn update(&self, key: &LockKey, mut e: Expr<'_>, returns: &str, read: Read) -> Call {
+        e.stamp(written_now());
+        self.send_update(key, e, returns, read)
+    }
+
+    /// One conditional `UpdateItem` as given. A waiter's write (its first-in-line mark, a Fifo
+    /// ticket) and an operator's mark are sent through it directly: they leave
+    /// `lockWrittenUnixMs` alone, which tells when the holder last wrote.
+    fn send_update(&self, key: &LockKey, e: Expr<'_>, returns: &str, read: Read) -> Call {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        e.write(&mut b);
+        b.str("ReturnValues", returns);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        Call::new("UpdateItem", b, read)
+    }
+
+    /// One conditional `DeleteItem`; with `old`, the item deleted, or the one a failed condition
+    /// met, comes back.
+    fn delete(&self, key: &LockKey, e: Expr<'_>, old: bool, read: Read) -> Call {
+        let mut b = Body::new(&self.table.name);
+        b.item("Key", &self.table, key, &[]);
+        e.write(&mut b);
+        if old {
+            b.str("ReturnValues", "ALL_OLD");
+            b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        }
+        Call::new("DeleteItem", b, read)
+    }
+
+    /// One `PutItem` of an item that must not exist yet: the key and `attrs`.
+    fn put_new(&self, key: &LockKey, attrs: &[(&str, Attr<'_>)]) -> Call {
+        let mut b = Body::new(&self.table.name);
+        b.item("Item", &self.table, key, attrs);
+        b.str("ConditionExpression", "attribute_not_exists(#pk)");
+        b.names(&[("#pk", &self.table.partition_key)]);
+        b.str("ReturnValuesOnConditionCheckFailure", "ALL_OLD");
+        Call::new("PutItem", b, Read::Done)
+    }
+
+    /// A waiter's write of its Fifo ticket (`e`) with one more place in the queue
+    /// (`queueNext`): the head as it was comes back.
+    fn join_queue(&self, head: &LockKey, mut e: Expr<'_>) -> Call {
+        e.set("#qn = if_not_exists(#qn, :zero) + :one")
+            .value(":zero", Attr::N(0))
+            .value(":one", Attr::N(1))
+            .ticket_can_rise();
+        self.send_update(head, e, "ALL_OLD", Read::Before)
+    }
+
+    /// Each operation's DynamoDB request: its condition and update expressions, as
+    /// `op::allowed` and `op::apply` state them, and what its reply is read for.
+    fn request(&self, key: &LockKey, op: &Op<'_, LockRecord>) -> Result<Call, StoreError> {
+        let mut e = self.expr();
+        Ok(match *op {
+            Op::Get => {
+                let mut b = Body::new(&self.table.name);
+                b.item("Key", &self.table, key, &[]);
+                b.bool("ConsistentRead", true);
+                Call::new("GetItem", b, Read::Before)
+            }
+            // A new item, written whole.
+            Op::PutIfAbsent { owner, guid, data, ttl } => {
+                let mut attrs = vec![
+                    (item::OWNER, Attr::S(owner)),
+                    (item::GUID, Attr::B(guid)),
+                    (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
+                ];
+                attrs.extend(data.map(|d| (item::LOCK_DATA, data_attr(d))));
+                attrs.extend(ttl.map(|(name, at)| (name, Attr::N(at))));
+                self.put_new(key, &attrs)
+            }
+            // Deleted while one of `guids` holds it; the first-in-line mark it carried comes
+            // back.
+            Op::DeleteIfGuid { guids } => {
+                e.guid_is(guids)?;
+                self.delete(key, e, true, Read::Mark)
+            }
+            // A free item (absent, released, or the version `waited_out` still there) taken
+            // with the next fencing token, which comes back.
             Op::Take {
                 fields,
                 guid,
                 waited_out,
                 clear_mark,
-            } => self.take(key, fields, guid, waited_out, clear_mark).await.map(Reply::Token),
+            } => {
+                e.holder(fields, ":guid", guid)
+                    .next_token(fields.token_floor)
+                    .data(fields.data)
+                    .ttl(fields.ttl)
+                    .session(fields.session);
+                if clear_mark {
+                    e.remove("#w, #wid, #ws, #wo");
+                }
+                let waited_out = e.or_waited_out(waited_out);
+                e.value(":released", Attr::N(RELEASED_LEASE_MS))
+                    .and(&format!(
+                        "(attribute_not_exists(#pk) OR #lease = :released{waited_out})"
+                    ))
+                    .token_can_rise();
+                self.update(key, e, "UPDATED_NEW", Read::Token)
+            }
+            // Passed on under `new_guid` while no waiter's mark is fresh; with `fields`, to a
+            // new holder, with the next fencing token, which comes back.
             Op::HandOver {
                 guids,
                 new_guid,
                 fields,
                 marks_fresh_since_unix_ms: fresh,
                 ttl,
-            } => self.hand_over(key, guids, new_guid, fields, fresh, ttl).await.map(Reply::HandedOver),
+            } => {
+                match fields {
+                    Some(f) => e.holder(f, ":new", new_guid).next_token(0).session(f.session),
+                    None => e.set_to("#guid", ":new", Attr::B(new_guid)),
+                };
+                // The next holder brings its own data, if any, with a write of its own.
+                e.data(None)
+                    .ttl(ttl)
+                    .guid_is(guids)?
+                    .value(":fresh", Attr::N(fresh))
+                    .and("(attribute_not_exists(#w) OR #w < :fresh)");
+                match fields {
+                    Some(_) => {
+                        e.token_can_rise();
+                        self.update(key, e, "UPDATED_NEW", Read::HandedOver(true))
+                    }
+                    None => self.update(key, e, "NONE", Read::HandedOver(false)),
+                }
+            }
+            // A heartbeat, under a new `guid`. A session's renewal reads its item back: an
+            // operator's revocation of one of its locks is on it (`lockRevoked`), and reaches
+            // the holder with this answer.
             Op::Renew {
                 guids,
                 new_guid,
                 fields,
-            } => self.renew(key, guids, new_guid, fields).await,
-            Op::PutItem { .. } => Err(not_supported(
-                "the original's whole-item put is sent only through a dynamodb object; this store writes the lock item with UpdateItem".into(),
-            )),
+            } => {
+                // Held (`op::free` is false: a lease that is not the released one): a
+                // heartbeat that lands after the release must not take the lock back. `<>`
+                // alone is true on an item without a lease (DynamoDB Local applies it; the
+                // agreement test caught it), which `free` counts as free: the lease must
+                // exist too.
+                e.holder(fields, ":new", new_guid)
+                    .ttl(fields.ttl)
+                    .value(":released", Attr::N(RELEASED_LEASE_MS))
+                    .guid_is(guids)?
+                    .and("attribute_exists(#lease) AND #lease <> :released");
+                let returns = if item::is_session_key(key) { "ALL_NEW" } else { "NONE" };
+                self.update(key, e, returns, Read::Revoked)
+            }
+            Op::PutItem { .. } => {
+                return Err(not_supported(
+                    "the original's whole-item put is sent only through a dynamodb object; this store writes the lock item with UpdateItem".into(),
+                ))
+            }
+            // The lease set to the released one; the first-in-line mark the item carried comes
+            // back.
             Op::Release {
                 guids,
-                lock_acquired_time_unix_ms: at,
+                lock_acquired_time_unix_ms,
                 ttl,
-            } => self.release(key, guids, at, ttl).await.map(Reply::WaitingMark),
-            Op::SetData { guids, data, ttl } => self.set_data(key, guids, data, ttl).await.map(done),
-            Op::MarkWaiting(ref mark) => self.mark_waiting(key, mark).await.map(done),
-            Op::FifoTakeFree { fields, guid } => self.fifo_take_free(key, fields, guid).await.map(Reply::Token),
-            Op::FifoTicket => self.fifo_ticket(key).await.map(Reply::Before),
-            Op::FifoReserve { ticket } => self.fifo_reserve(key, ticket).await.map(Reply::Before),
+            } => {
+                e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
+                    .ttl(ttl)
+                    .acquired_time(lock_acquired_time_unix_ms)
+                    .guid_is(guids)?;
+                self.update(key, e, "ALL_OLD", Read::Mark)
+            }
+            // The holder's data (or its removal) and the TTL attribute.
+            Op::SetData { guids, data, ttl } => {
+                e.data(data).ttl(ttl).guid_is(guids)?;
+                self.update(key, e, "NONE", Read::Done)
+            }
+            // A waiter's first-in-line mark, where no other waiter's is fresh (or the other
+            // waited less long). A waiter's write: it leaves `lockWrittenUnixMs` alone.
+            Op::MarkWaiting(ref mark) => {
+                e.set_to("#w", ":w", Attr::N(mark.now_unix_ms))
+                    .set_to("#wid", ":wid", Attr::S(mark.waiter))
+                    .set_to("#ws", ":ws", Attr::N(mark.since_unix_ms))
+                    .set_to("#wo", ":wo", Attr::S(mark.owner))
+                    .value(":stale", Attr::N(mark.stale_before_unix_ms))
+                    .and("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)");
+                self.send_update(key, e, "NONE", Read::Done)
+            }
+            // A free Fifo head with no ticket out taken with the next ticket, which comes back
+            // as the fencing token.
+            Op::FifoTakeFree { fields, guid } => {
+                e.holder(fields, ":guid", guid)
+                    .value(":released", Attr::N(RELEASED_LEASE_MS))
+                    .and("(attribute_not_exists(#lease) OR #lease = :released) AND attribute_not_exists(#perm)")
+                    .take_next_ticket();
+                self.update(key, e, "UPDATED_NEW", Read::Token)
+            }
+            // The next ticket and a place at the queue's end.
+            Op::FifoTicket => {
+                e.set(&format!("#tn = {NEXT_TICKET}"));
+                self.join_queue(key, e)
+            }
+            // The ticket `ticket` (past every ticket issued and every token) and a place at the
+            // queue's end.
+            Op::FifoReserve { ticket } => {
+                e.set_to("#tn", ":t", Attr::N(ticket))
+                    .and("((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t)");
+                self.join_queue(key, e)
+            }
+            // A ticket given back while it is still the last one issued.
             Op::FifoUntake {
                 ticket,
                 position,
                 previous_ticket,
-            } => self.fifo_untake(key, ticket, position, previous_ticket).await.map(done),
-            Op::FifoPutEntry(ref entry) => self.fifo_put_entry(key, entry).await.map(done),
+            } => {
+                e.set_to("#tn", ":prev", Attr::N(previous_ticket))
+                    .set_to("#qn", ":pprev", Attr::N(position.saturating_sub(1)))
+                    .value(":t", Attr::N(ticket))
+                    .value(":p", Attr::N(position))
+                    .and("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)");
+                self.send_update(key, e, "NONE", Read::Done)
+            }
+            // A waiter's own item, new.
+            Op::FifoPutEntry(ref entry) => {
+                let mut attrs = vec![
+                    (item::OWNER, Attr::S(entry.owner)),
+                    (item::GUID, Attr::B(entry.guid)),
+                    (item::FENCING_TOKEN, Attr::N(entry.ticket)),
+                    (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
+                    (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
+                    (entry.ttl.0, Attr::N(entry.ttl.1)),
+                ];
+                attrs.extend(entry.permits.map(|p| (item::PERMITS, Attr::N(p))));
+                self.put_new(key, &attrs)
+            }
+            // A free head (or the version `waited_out` still there) granted to a waiter's
+            // ticket, above every token before it.
             Op::FifoGrant {
                 fields,
                 guid,
                 ticket,
                 position,
                 waited_out,
-            } => self.fifo_grant(key, fields, guid, ticket, position, waited_out).await.map(done),
-            Op::FifoFinishEntry { guids, new_guid } => self.fifo_finish_entry(key, guids, new_guid).await.map(done),
-            Op::FifoDeleteFinished => self.fifo_delete_finished(key).await.map(done),
-            Op::FifoTouchEntry { ttl } => self.fifo_touch_entry(key, ttl).await.map(done),
+            } => {
+                e.holder(fields, ":guid", guid)
+                    .set_to("#ft", ":tk", Attr::N(ticket))
+                    .set_to("#qg", ":p", Attr::N(position));
+                let waited_out = e.or_waited_out(waited_out);
+                e.value(":one", Attr::N(RELEASED_LEASE_MS))
+                    .and(&format!("(attribute_not_exists(#lease) OR #lease = :one{waited_out})"))
+                    .and("(attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
+                self.update(key, e, "NONE", Read::Done)
+            }
+            // A waiter's item marked finished (the released lease), under a new `guid`.
+            Op::FifoFinishEntry { guids, new_guid } => {
+                e.set_to("#lease", ":one", Attr::N(RELEASED_LEASE_MS))
+                    .set_to("#guid", ":new", Attr::B(new_guid))
+                    .guid_is(guids)?;
+                self.update(key, e, "NONE", Read::Done)
+            }
+            // A finished waiter's item deleted.
+            Op::FifoDeleteFinished => {
+                e.value(":one", Attr::N(RELEASED_LEASE_MS)).and("#lease = :one");
+                self.delete(key, e, false, Read::Done)
+            }
+            // A waiting item's TTL moved on, while it is not finished.
+            Op::FifoTouchEntry { ttl } => {
+                e.ttl(Some(ttl))
+                    .value(":one", Attr::N(RELEASED_LEASE_MS))
+                    .and("attribute_exists(#pk) AND #lease <> :one");
+                self.update(key, e, "NONE", Read::Done)
+            }
             Op::SemTake {
                 fields,
                 guid,
                 limit,
                 permits,
-            } => self.sem_take(key, fields, guid, limit, permits).await.map(Reply::Token),
-            Op::SemGrant(ref g) => self.sem_grant(key, g).await.map(done),
+            } => return Ok(self.sem_take(key, fields, guid, limit, permits)),
+            Op::SemGrant(ref g) => return self.sem_grant(key, g),
             Op::SemRenew {
                 key: holder,
                 guids,
                 new_guid,
                 permits,
                 fields,
-            } => self.sem_renew(key, holder, guids, new_guid, permits, fields).await.map(done),
+            } => {
+                let name = item::holder_name(holder);
+                let value = item::holder_value(permits, fields.lease_duration_ms, new_guid, unix_now_ms(), fields.owner);
+                let (hexes, word) = (hexes(guids), permits_word(permits));
+                e.name("#h", &name)
+                    .set_to("#h", ":hv", Attr::S(&value))
+                    .holder_is(&hexes, &word)?;
+                self.update(key, e, "NONE", Read::Done)
+            }
             Op::SemRelease {
                 key: holder,
                 guids,
                 permits,
-            } => self.sem_release(key, holder, guids, permits).await.map(|()| Reply::WaitingMark(None)),
+            } => {
+                let name = item::holder_name(holder);
+                let (hexes, word) = (hexes(guids), permits_word(permits));
+                e.name("#h", &name)
+                    .set("#held = #held - :k")
+                    .value(":k", Attr::N(permits))
+                    .remove("#h")
+                    .holder_is(&hexes, &word)?;
+                self.update(key, e, "NONE", Read::NoMark)
+            }
+            // An operator's release at once, on the version read: the item deleted, or
+            // released under a new `guid`.
             Op::ForceFree {
                 read,
                 new_guid,
                 now_unix_ms,
                 delete,
-            } => self.force_free(key, read, new_guid, now_unix_ms, delete).await.map(done),
+            } => {
+                e.at_version(read);
+                if delete {
+                    return Ok(self.delete(key, e, true, Read::Done));
+                }
+                e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
+                    .set_to("#guid", ":new", Attr::B(new_guid))
+                    .acquired_time(Some(now_unix_ms));
+                self.update(key, e, "NONE", Read::Done)
+            }
+            // An operator's revocation, on the version read of a held lock (held through the
+            // session named, if one is): a new `guid`; through a session, the session's lease
+            // and no session.
             Op::Revoke {
                 read,
                 new_guid,
                 now_unix_ms,
                 session,
-            } => self.revoke(key, read, new_guid, now_unix_ms, session).await.map(done),
-            Op::MarkRevoked { guid } => self.mark_revoked(key, guid).await.map(done),
+            } => {
+                e.at_version(read)
+                    .set_to("#guid", ":new", Attr::B(new_guid))
+                    .acquired_time(Some(now_unix_ms))
+                    .set_to("#rv", ":rv", Attr::N(now_unix_ms))
+                    .value(":released", Attr::N(RELEASED_LEASE_MS))
+                    .and("attribute_exists(#lease) AND #lease <> :released");
+                if let Some((id, lease)) = session {
+                    e.set_to("#lease", ":lease", Attr::N(lease))
+                        .remove("#sess")
+                        .value(":rsess", Attr::S(id))
+                        .and("#sess = :rsess");
+                }
+                self.update(key, e, "NONE", Read::Done)
+            }
+            // A revoked lock's `guid` added to its session's item, while the session is held.
+            // An operator's write: it leaves `lockWrittenUnixMs` alone, which tells when the
+            // session was last renewed.
+            Op::MarkRevoked { guid } => {
+                e.add("#revoked :rg")
+                    .value(":rg", Attr::BS(guid))
+                    .value(":released", Attr::N(RELEASED_LEASE_MS))
+                    .and("attribute_exists(#guid) AND attribute_exists(#lease) AND #lease <> :released");
+                self.send_update(key, e, "NONE", Read::Done)
+            }
+            // An item nobody holds deleted, on the version and Fifo ticket read.
             Op::Prune {
                 read,
                 ticket_next,
                 permits,
-            } => self.prune(key, read, ticket_next, permits).await.map(done),
+            } => {
+                e.at_version(read);
+                match ticket_next {
+                    Some(t) => e.value(":ptn", Attr::N(t)).and("#tn = :ptn"),
+                    None => e.and("attribute_not_exists(#tn)"),
+                };
+                match permits {
+                    true => e
+                        .value(":zero", Attr::N(0))
+                        .and("attribute_not_exists(#lease) AND (attribute_not_exists(#held) OR #held = :zero)"),
+                    false => e
+                        .value(":released", Attr::N(RELEASED_LEASE_MS))
+                        .and("#lease = :released"),
+                };
+                self.delete(key, e, true, Read::Done)
+            }
+        })
+    }
+}
+
+/// One operation's request: the DynamoDB operation, its body, and what its reply is read for.
+struct Call {
+    operation: &'static str,
+    body: String,
+    read: Read,
+}
+
+impl Call {
+    fn new(operation: &'static str, body: Body, read: Read) -> Call {
+        Call {
+            operation,
+            body: body.finish(),
+            read,
         }
+    }
+}
+
+/// What an operation's reply is read for, as `op::apply` answers it.
+#[derive(Clone, Copy)]
+enum Read {
+    Done,
+    /// The item as it was (a read, a Fifo ticket).
+    Before,
+    /// The fencing token the write set (`UPDATED_NEW`).
+    Token,
+    /// The first-in-line mark the item carried (`ALL_OLD`).
+    Mark,
+    /// A semaphore holder's release: no mark.
+    NoMark,
+    /// A hand-over, with the token it raised when it has a new holder.
+    HandedOver(bool),
+    /// A renewal: the `guid`s of the locks an operator revoked, on a session's item.
+    Revoked,
+}
+
+impl Read {
+    fn reply(self, r: Response) -> Result<Reply<LockRecord>, StoreError> {
+        Ok(match self {
+            Read::Done => Reply::Done,
+            Read::Before => Reply::Before(r.record),
+            Read::Token => Reply::Token(new_token(r)?),
+            Read::Mark => Reply::WaitingMark(r.record.and_then(|r| r.lock_waiting_unix_ms)),
+            Read::NoMark => Reply::WaitingMark(None),
+            Read::HandedOver(false) => Reply::HandedOver(None),
+            Read::HandedOver(true) => Reply::HandedOver(Some(new_token(r)?)),
+            Read::Revoked => match r.record.map(|r| r.revoked) {
+                Some(guids) if !guids.is_empty() => Reply::Revoked(guids),
+                _ => Reply::Done,
+            },
+        })
     }
 }
 
@@ -663,21 +968,14 @@ fn hexes(guids: &[Guid]) -> Vec<String> {
     guids.iter().map(|g| item::guid_hex(g)).collect()
 }
 
-/// A semaphore's requests on its head item (`Op::SemTake`, `SemGrant`, `SemRenew`,
-/// `SemRelease`). A holder is one attribute (`item::holder_name`), so that each holder's
-/// writes name only its own; `permitsHeld` counts the permits of them all, which conditions
-/// compare with the permits a grant may add.
+/// A semaphore's takes and grants on its head item (`Op::SemTake`, `SemGrant`). A holder is
+/// one attribute (`item::holder_name`), so that each holder's writes name only its own;
+/// `permitsHeld` counts the permits of them all, which conditions compare with the permits a
+/// grant may add.
 impl HttpStore {
     /// Semaphore `SemTake`: the first holder of a semaphore with no ticket out takes the next
     /// ticket and its permits, where the limit leaves room for them.
-    async fn sem_take(
-        &self,
-        head: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        limit: u64,
-        permits: u64,
-    ) -> Result<u64, StoreError> {
+    fn sem_take(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid, limit: u64, permits: u64) -> Call {
         let name = item::holder_name(guid);
         let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
         let mut e = self.expr();
@@ -685,12 +983,12 @@ impl HttpStore {
             .set("#held = if_not_exists(#held, :zero) + :k")
             .value(":k", Attr::N(permits))
             .take_next_ticket();
-        new_token(self.update(head, e, "UPDATED_NEW").await?)
+        self.update(head, e, "UPDATED_NEW", Read::Token)
     }
 
     /// `SemGrant`: a waiter's ticket granted with its permits, reclaiming the permits of the
     /// holders in `reclaim` (each still as it was read).
-    async fn sem_grant(&self, head: &LockKey, g: &Grant<'_, Guid>) -> Result<(), StoreError> {
+    fn sem_grant(&self, head: &LockKey, g: &Grant<'_, Guid>) -> Result<Call, StoreError> {
         let (fields, guid, limit, permits) = (g.fields, g.guid, g.limit, g.permits);
         let n = g.reclaim.len();
         if n > RECLAIM_NAMES.len() {
@@ -722,40 +1020,7 @@ impl HttpStore {
                 .and(&format!("contains({hn}, {vn}) AND begins_with({hn}, {pn})"))
                 .remove(hn);
         }
-        self.update(head, e, "NONE").await.map(drop)
-    }
-
-    /// `SemRenew`: a holder's heartbeat, under its new `guid`.
-    async fn sem_renew(
-        &self,
-        head: &LockKey,
-        key: &Guid,
-        guids: &[Guid],
-        new_guid: &Guid,
-        permits: u64,
-        fields: &OpenFields<'_>,
-    ) -> Result<(), StoreError> {
-        let name = item::holder_name(key);
-        let value = item::holder_value(permits, fields.lease_duration_ms, new_guid, unix_now_ms(), fields.owner);
-        let (hexes, word) = (hexes(guids), permits_word(permits));
-        let mut e = self.expr();
-        e.name("#h", &name)
-            .set_to("#h", ":hv", Attr::S(&value))
-            .holder_is(&hexes, &word)?;
-        self.update(head, e, "NONE").await.map(drop)
-    }
-
-    /// `SemRelease`: a holder gone, its permits given back.
-    async fn sem_release(&self, head: &LockKey, key: &Guid, guids: &[Guid], permits: u64) -> Result<(), StoreError> {
-        let name = item::holder_name(key);
-        let (hexes, word) = (hexes(guids), permits_word(permits));
-        let mut e = self.expr();
-        e.name("#h", &name)
-            .set("#held = #held - :k")
-            .value(":k", Attr::N(permits))
-            .remove("#h")
-            .holder_is(&hexes, &word)?;
-        self.update(head, e, "NONE").await.map(drop)
+        Ok(self.update(head, e, "NONE", Read::Done))
     }
 }
 
@@ -765,376 +1030,6 @@ fn new_token(reply: Response) -> Result<u64, StoreError> {
         .record
         .and_then(|r| r.fencing_token)
         .ok_or_else(|| invalid_response("DynamoDB did not return a new fencingToken that reads as one"))
-}
-
-/// Each operation's DynamoDB request: its condition and update expressions, and what the
-/// reply is read for.
-impl HttpStore {
-    async fn get(&self, key: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let mut b = Body::new(&self.table.name);
-        b.item("Key", &self.table, key, &[]);
-        b.bool("ConsistentRead", true);
-        Ok(self.call("GetItem", b.finish()).await?.record)
-    }
-
-    /// `PutIfAbsent`: a new item, written whole.
-    async fn put_if_absent(
-        &self,
-        key: &LockKey,
-        owner: &str,
-        guid: &Guid,
-        data: Option<&LockData>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        let mut attrs = vec![
-            (item::OWNER, Attr::S(owner)),
-            (item::GUID, Attr::B(guid)),
-            (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
-        ];
-        attrs.extend(data.map(|d| (item::LOCK_DATA, data_attr(d))));
-        attrs.extend(ttl.map(|(name, at)| (name, Attr::N(at))));
-        self.put_new(key, &attrs).await
-    }
-
-    /// `DeleteIfGuid`: the item deleted while one of `guids` holds it; the first-in-line mark
-    /// it carried comes back.
-    async fn delete_if_guid(&self, key: &LockKey, guids: &[Guid]) -> Result<Option<u64>, StoreError> {
-        let mut e = self.expr();
-        e.guid_is(guids)?;
-        let reply = self.delete(key, e, true).await?;
-        Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
-    }
-
-    /// `Take`: a free item (absent, released, or the version `waited_out` still there) taken
-    /// with the next fencing token, which comes back.
-    async fn take(
-        &self,
-        key: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        waited_out: Option<&Version>,
-        clear_mark: bool,
-    ) -> Result<u64, StoreError> {
-        let mut e = self.expr();
-        e.holder(fields, ":guid", guid)
-            .next_token(fields.token_floor)
-            .data(fields.data)
-            .ttl(fields.ttl)
-            .session(fields.session);
-        if clear_mark {
-            e.remove("#w, #wid, #ws, #wo");
-        }
-        let waited_out = e.or_waited_out(waited_out);
-        e.value(":released", Attr::N(RELEASED_LEASE_MS))
-            .and(&format!(
-                "(attribute_not_exists(#pk) OR #lease = :released{waited_out})"
-            ))
-            .token_can_rise();
-        new_token(self.update(key, e, "UPDATED_NEW").await?)
-    }
-
-    /// `Renew`: a heartbeat, under a new `guid`. A session's renewal reads its item back: an
-    /// operator's revocation of one of its locks is on it (`lockRevoked`), and reaches the
-    /// holder with this answer.
-    async fn renew(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        new_guid: &Guid,
-        fields: &OpenFields<'_>,
-    ) -> Result<Reply<LockRecord>, StoreError> {
-        let mut e = self.expr();
-        // Held (`op::free` is false: a lease that is not the released one): a heartbeat that
-        // lands after the release must not take the lock back. `<>` alone is true on an item
-        // without a lease (DynamoDB Local applies it; the agreement test caught it), which
-        // `free` counts as free: the lease must exist too.
-        e.holder(fields, ":new", new_guid)
-            .ttl(fields.ttl)
-            .value(":released", Attr::N(RELEASED_LEASE_MS))
-            .guid_is(guids)?
-            .and("attribute_exists(#lease) AND #lease <> :released");
-        let returns = if item::is_session_key(key) { "ALL_NEW" } else { "NONE" };
-        let revoked = self.update(key, e, returns).await?.record.map(|r| r.revoked);
-        Ok(match revoked {
-            Some(guids) if !guids.is_empty() => Reply::Revoked(guids),
-            _ => Reply::Done,
-        })
-    }
-
-    /// `Release`: the lease set to the released one; the first-in-line mark the item carried
-    /// comes back.
-    async fn release(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        lock_acquired_time_unix_ms: Option<u64>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        let mut e = self.expr();
-        e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
-            .ttl(ttl)
-            .acquired_time(lock_acquired_time_unix_ms)
-            .guid_is(guids)?;
-        let reply = self.update(key, e, "ALL_OLD").await?;
-        Ok(reply.record.and_then(|r| r.lock_waiting_unix_ms))
-    }
-
-    /// `HandOver`: the lock passed on under `new_guid` while no waiter's mark is fresh; with
-    /// `fields`, to a new holder, with the next fencing token, which comes back.
-    async fn hand_over(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        new_guid: &Guid,
-        fields: Option<&OpenFields<'_>>,
-        marks_fresh_since_unix_ms: u64,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<Option<u64>, StoreError> {
-        let mut e = self.expr();
-        match fields {
-            Some(f) => e.holder(f, ":new", new_guid).next_token(0).session(f.session),
-            None => e.set_to("#guid", ":new", Attr::B(new_guid)),
-        };
-        // The next holder brings its own data, if any, with a write of its own.
-        e.data(None)
-            .ttl(ttl)
-            .guid_is(guids)?
-            .value(":fresh", Attr::N(marks_fresh_since_unix_ms))
-            .and("(attribute_not_exists(#w) OR #w < :fresh)");
-        if fields.is_none() {
-            return self.update(key, e, "NONE").await.map(|_| None);
-        }
-        e.token_can_rise();
-        new_token(self.update(key, e, "UPDATED_NEW").await?).map(Some)
-    }
-
-    /// `SetData`: the holder's data (or its removal) and the TTL attribute.
-    async fn set_data(
-        &self,
-        key: &LockKey,
-        guids: &[Guid],
-        data: Option<&LockData>,
-        ttl: Option<Ttl<'_>>,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.data(data).ttl(ttl).guid_is(guids)?;
-        self.update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `FifoTakeFree`: a free Fifo head with no ticket out taken with the next ticket, which
-    /// comes back as the fencing token.
-    async fn fifo_take_free(&self, head: &LockKey, fields: &OpenFields<'_>, guid: &Guid) -> Result<u64, StoreError> {
-        let mut e = self.expr();
-        e.holder(fields, ":guid", guid)
-            .value(":released", Attr::N(RELEASED_LEASE_MS))
-            .and("(attribute_not_exists(#lease) OR #lease = :released) AND attribute_not_exists(#perm)")
-            .take_next_ticket();
-        new_token(self.update(head, e, "UPDATED_NEW").await?)
-    }
-
-    /// `FifoTicket`: the next ticket and a place at the queue's end; the head as it was comes
-    /// back.
-    async fn fifo_ticket(&self, head: &LockKey) -> Result<Option<LockRecord>, StoreError> {
-        let mut e = self.expr();
-        e.set(&format!("#tn = {NEXT_TICKET}"));
-        self.join_queue(head, e).await
-    }
-
-    /// `FifoReserve`: the ticket `ticket` (past every ticket issued and every token) and a place
-    /// at the queue's end; the head as it was comes back.
-    async fn fifo_reserve(&self, head: &LockKey, ticket: u64) -> Result<Option<LockRecord>, StoreError> {
-        let mut e = self.expr();
-        e.set_to("#tn", ":t", Attr::N(ticket))
-            .and("((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t)");
-        self.join_queue(head, e).await
-    }
-
-    /// A waiter's write of its ticket (`e`) with one more place in the queue (`queueNext`):
-    /// it leaves `lockWrittenUnixMs` alone.
-    async fn join_queue(&self, head: &LockKey, mut e: Expr<'_>) -> Result<Option<LockRecord>, StoreError> {
-        e.set("#qn = if_not_exists(#qn, :zero) + :one")
-            .value(":zero", Attr::N(0))
-            .value(":one", Attr::N(1))
-            .ticket_can_rise();
-        Ok(self.send_update(head, e, "ALL_OLD").await?.record)
-    }
-
-    /// `FifoUntake`: a ticket given back while it is still the last one issued.
-    async fn fifo_untake(
-        &self,
-        head: &LockKey,
-        ticket: u64,
-        position: u64,
-        previous_ticket: u64,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.set_to("#tn", ":prev", Attr::N(previous_ticket))
-            .set_to("#qn", ":pprev", Attr::N(position.saturating_sub(1)))
-            .value(":t", Attr::N(ticket))
-            .value(":p", Attr::N(position))
-            .and("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)");
-        self.send_update(head, e, "NONE").await.map(drop)
-    }
-
-    /// `FifoPutEntry`: a waiter's own item, new.
-    async fn fifo_put_entry(&self, key: &LockKey, entry: &Entry<'_>) -> Result<(), StoreError> {
-        let mut attrs = vec![
-            (item::OWNER, Attr::S(entry.owner)),
-            (item::GUID, Attr::B(entry.guid)),
-            (item::FENCING_TOKEN, Attr::N(entry.ticket)),
-            (item::LEASE_DURATION_MS, Attr::N(entry.lease_duration_ms)),
-            (item::LOCK_WRITTEN_UNIX_MS, Attr::N(written_now())),
-            (entry.ttl.0, Attr::N(entry.ttl.1)),
-        ];
-        attrs.extend(entry.permits.map(|p| (item::PERMITS, Attr::N(p))));
-        self.put_new(key, &attrs).await
-    }
-
-    /// `FifoGrant`: a free head (or the version `waited_out` still there) granted to a
-    /// waiter's ticket, above every token before it.
-    async fn fifo_grant(
-        &self,
-        head: &LockKey,
-        fields: &OpenFields<'_>,
-        guid: &Guid,
-        ticket: u64,
-        position: u64,
-        waited_out: Option<&Version>,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.holder(fields, ":guid", guid)
-            .set_to("#ft", ":tk", Attr::N(ticket))
-            .set_to("#qg", ":p", Attr::N(position));
-        let waited_out = e.or_waited_out(waited_out);
-        e.value(":one", Attr::N(RELEASED_LEASE_MS))
-            .and(&format!("(attribute_not_exists(#lease) OR #lease = :one{waited_out})"))
-            .and("(attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
-        self.update(head, e, "NONE").await.map(drop)
-    }
-
-    /// `FifoFinishEntry`: a waiter's item marked finished (the released lease), under a new
-    /// `guid`.
-    async fn fifo_finish_entry(&self, key: &LockKey, guids: &[Guid], new_guid: &Guid) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.set_to("#lease", ":one", Attr::N(RELEASED_LEASE_MS))
-            .set_to("#guid", ":new", Attr::B(new_guid))
-            .guid_is(guids)?;
-        self.update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `FifoDeleteFinished`: a finished waiter's item deleted.
-    async fn fifo_delete_finished(&self, key: &LockKey) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.value(":one", Attr::N(RELEASED_LEASE_MS)).and("#lease = :one");
-        self.delete(key, e, false).await.map(drop)
-    }
-
-    /// `FifoTouchEntry`: a waiting item's TTL moved on, while it is not finished.
-    async fn fifo_touch_entry(&self, key: &LockKey, ttl: (&str, u64)) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.ttl(Some(ttl))
-            .value(":one", Attr::N(RELEASED_LEASE_MS))
-            .and("attribute_exists(#pk) AND #lease <> :one");
-        self.update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `ForceFree`: an operator's release at once, on the version read: the item deleted, or
-    /// released under a new `guid`.
-    async fn force_free(
-        &self,
-        key: &LockKey,
-        read: &Version,
-        new_guid: &Guid,
-        now_unix_ms: u64,
-        delete: bool,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.at_version(read);
-        if delete {
-            return self.delete(key, e, true).await.map(drop);
-        }
-        e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
-            .set_to("#guid", ":new", Attr::B(new_guid))
-            .acquired_time(Some(now_unix_ms));
-        self.update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `Revoke`: an operator's revocation, on the version read of a held lock (held through
-    /// the session named, if one is): a new `guid`; through a session, the session's lease and
-    /// no session.
-    async fn revoke(
-        &self,
-        key: &LockKey,
-        read: &Version,
-        new_guid: &Guid,
-        now_unix_ms: u64,
-        session: Option<(&str, u64)>,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.at_version(read)
-            .set_to("#guid", ":new", Attr::B(new_guid))
-            .acquired_time(Some(now_unix_ms))
-            .set_to("#rv", ":rv", Attr::N(now_unix_ms))
-            .value(":released", Attr::N(RELEASED_LEASE_MS))
-            .and("attribute_exists(#lease) AND #lease <> :released");
-        if let Some((id, lease)) = session {
-            e.set_to("#lease", ":lease", Attr::N(lease))
-                .remove("#sess")
-                .value(":rsess", Attr::S(id))
-                .and("#sess = :rsess");
-        }
-        self.update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `MarkRevoked`: a revoked lock's `guid` added to its session's item, while the session
-    /// is held. An operator's write: it leaves `lockWrittenUnixMs` alone, which tells when the
-    /// session was last renewed.
-    async fn mark_revoked(&self, key: &LockKey, guid: &Guid) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.add("#revoked :rg")
-            .value(":rg", Attr::BS(guid))
-            .value(":released", Attr::N(RELEASED_LEASE_MS))
-            .and("attribute_exists(#guid) AND attribute_exists(#lease) AND #lease <> :released");
-        self.send_update(key, e, "NONE").await.map(drop)
-    }
-
-    /// `Prune`: an item nobody holds deleted, on the version and Fifo ticket read.
-    async fn prune(
-        &self,
-        key: &LockKey,
-        read: &Version,
-        ticket_next: Option<u64>,
-        permits: bool,
-    ) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.at_version(read);
-        match ticket_next {
-            Some(t) => e.value(":ptn", Attr::N(t)).and("#tn = :ptn"),
-            None => e.and("attribute_not_exists(#tn)"),
-        };
-        match permits {
-            true => e
-                .value(":zero", Attr::N(0))
-                .and("attribute_not_exists(#lease) AND (attribute_not_exists(#held) OR #held = :zero)"),
-            false => e
-                .value(":released", Attr::N(RELEASED_LEASE_MS))
-                .and("#lease = :released"),
-        };
-        self.delete(key, e, true).await.map(drop)
-    }
-
-    /// `MarkWaiting`: a waiter's first-in-line mark, where no other waiter's is fresh (or the
-    /// other waited less long). A waiter's write: it leaves `lockWrittenUnixMs` alone.
-    async fn mark_waiting(&self, key: &LockKey, mark: &WaitMark<'_>) -> Result<(), StoreError> {
-        let mut e = self.expr();
-        e.set_to("#w", ":w", Attr::N(mark.now_unix_ms))
-            .set_to("#wid", ":wid", Attr::S(mark.waiter))
-            .set_to("#ws", ":ws", Attr::N(mark.since_unix_ms))
-            .set_to("#wo", ":wo", Attr::S(mark.owner))
-            .value(":stale", Attr::N(mark.stale_before_unix_ms))
-            .and("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)");
-        self.send_update(key, e, "NONE").await.map(drop)
-    }
 }
 
 #[cfg(test)]
