@@ -150,19 +150,19 @@ impl Shared {
     /// `settings` of their own, no events, and `heartbeats`.
     pub(crate) fn part(&self, settings: Settings, heartbeats: Box<dyn Scheduler>) -> Shared {
         Shared {
+            clock: self.clock,
+            store: self.store.clone(),
+            settings,
+            events: Arc::new(Quiet),
+            heartbeats,
+            lines: self.lines.clone(),
+            fifo: Queues::default(),
+            entries: OnceLock::new(),
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
-            lines: self.lines.clone(),
+            sessions: Sessions::default(),
             machine: self.machine.clone(),
             handles: self.handles.clone(),
-            ..Shared::new(
-                self.clock,
-                self.store.clone(),
-                settings,
-                Arc::new(Quiet),
-                heartbeats,
-                Queues::default(),
-            )
         }
     }
 
