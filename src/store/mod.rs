@@ -29,9 +29,9 @@ mod sigv4;
 mod transport;
 pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 
-pub use dynamodb_lock_core::op::{Expect, Op, OpenFields, Reply, Ttl};
 #[cfg(test)]
 pub use dynamodb_lock_core::op::{Entry, WaitMark};
+pub use dynamodb_lock_core::op::{Expect, Op, OpenFields, Reply, Ttl};
 
 /// A put of the whole FailOpen item, as the original library writes it
 /// (`dynamodb_lock_core::original`): an acquisition, a heartbeat or a release.
