@@ -8,6 +8,17 @@
 //! (`ATTRIBUTE_NAMES`), and the others (the table's partition key as `#pk`, the TTL attribute
 //! as `#ttl`, a semaphore holder) are given with `Expr::name`. Each value is added with the
 //! part of an expression that uses it.
+//!
+//! A condition is kept as clauses that must all hold, each a list of alternatives of which
+//! one must, and written as the alternatives' combinations joined by `OR` (`a AND c OR a AND
+//! d OR b AND c OR b AND d`) when there are few of them: the same condition, since `AND` binds
+//! tighter than `OR` and a comparison with a missing attribute is false, not unknown. Engines
+//! with a backtracking expression parser (dynalite's) read a parenthesised group several times
+//! over: the acquisition's condition cost dynalite about five times as long to parse with
+//! parentheses as without. Past `MOST_TERMS` combinations, each clause of several alternatives
+//! is written in parentheses instead.
+
+use std::borrow::Cow;
 
 use super::json::{Attr, Body};
 use super::{OpenFields, Ttl};
@@ -37,6 +48,13 @@ const ATTRIBUTE_NAMES: [(&str, &str); 19] = [
     ("#rv", item::LOCK_REVOKED_UNIX_MS),
 ];
 
+/// The most combinations a condition is written as without parentheses: eight cost dynalite
+/// less than two parenthesised clauses, sixteen more than four.
+const MOST_TERMS: usize = 8;
+
+/// A part of a condition: a condition without an `OR` at its top.
+type Term = Cow<'static, str>;
+
 /// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
 /// on an item without `ticketNext`.
 pub const NEXT_TICKET: &str = "if_not_exists(#tn, if_not_exists(#ft, :zero)) + :one";
@@ -47,7 +65,8 @@ pub struct Expr<'a> {
     set: String,
     remove: String,
     add: String,
-    condition: String,
+    /// Clauses that must all hold, each of alternatives of which one must.
+    condition: Vec<Vec<Term>>,
     names: Vec<(&'static str, &'a str)>,
     values: Vec<(&'static str, Attr<'a>)>,
 }
@@ -59,7 +78,7 @@ impl<'a> Expr<'a> {
             set: String::with_capacity(160),
             remove: String::new(),
             add: String::new(),
-            condition: String::with_capacity(160),
+            condition: Vec::with_capacity(6),
             names: vec![("#pk", partition_key)],
             values: Vec::with_capacity(12),
         }
@@ -91,11 +110,52 @@ impl<'a> Expr<'a> {
         self
     }
 
-    /// Adds a condition, which must hold with all the others (`AND`); one with an `OR` at its
-    /// top comes in parentheses.
-    pub fn and(&mut self, condition: &str) -> &mut Self {
-        join(&mut self.condition, " AND ", condition);
+    /// Adds a condition without an `OR` at its top, which must hold with all the others.
+    pub fn and(&mut self, condition: impl Into<Term>) -> &mut Self {
+        self.condition.push(vec![condition.into()]);
         self
+    }
+
+    /// Adds a condition that holds when one of `alternatives` does (each without an `OR` at
+    /// its top), and must hold with all the others.
+    pub fn any<T: Into<Term>>(&mut self, alternatives: impl IntoIterator<Item = T>) -> &mut Self {
+        self.condition.push(alternatives.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The condition expression: every combination of one alternative per clause, joined by
+    /// `OR`, when there are at most `MOST_TERMS`; otherwise the clauses joined by `AND`, a
+    /// clause of several alternatives in parentheses.
+    pub fn condition(&self) -> String {
+        let combinations: usize = self.condition.iter().map(Vec::len).product();
+        let mut text = String::with_capacity(64 * combinations.min(MOST_TERMS));
+        if combinations > MOST_TERMS {
+            for clause in &self.condition {
+                let any = clause.join(" OR ");
+                match clause.len() {
+                    1 => join(&mut text, " AND ", &any),
+                    _ => join(&mut text, " AND ", &format!("({any})")),
+                }
+            }
+            return text;
+        }
+        for n in 0..combinations {
+            if n > 0 {
+                text.push_str(" OR ");
+            }
+            // The `n`th combination, counted with the first clause's alternative changing slowest.
+            let mut rest = n;
+            let mut stride = combinations;
+            for (i, clause) in self.condition.iter().enumerate() {
+                stride /= clause.len();
+                if i > 0 {
+                    text.push_str(" AND ");
+                }
+                text.push_str(&clause[rest / stride]);
+                rest %= stride;
+            }
+        }
+        text
     }
 
     pub fn value(&mut self, placeholder: &'static str, value: Attr<'a>) -> &mut Self {
@@ -169,7 +229,11 @@ impl<'a> Expr<'a> {
         ))
         .value(":zero", Attr::N(0))
         .value(":one", Attr::N(1))
-        .and("(attribute_not_exists(#tn) OR #tn = #ft OR (attribute_not_exists(#ft) AND #tn = :zero))")
+        .any([
+            "attribute_not_exists(#tn)",
+            "#tn = #ft",
+            "attribute_not_exists(#ft) AND #tn = :zero",
+        ])
         .ticket_can_rise()
     }
 
@@ -181,8 +245,9 @@ impl<'a> Expr<'a> {
             .set_to("#perm", ":n", Attr::N(limit))
             .set_to("#h", ":hv", Attr::S(value))
             .value(":room", Attr::N(room))
-            .and("attribute_not_exists(#lease) AND (attribute_not_exists(#perm) OR #perm = :n)")
-            .and("(attribute_not_exists(#held) OR #held <= :room)")
+            .and("attribute_not_exists(#lease)")
+            .any(["attribute_not_exists(#perm)", "#perm = :n"])
+            .any(["attribute_not_exists(#held)", "#held <= :room"])
     }
 
     /// `#guid = :g0`, or `#guid IN (:g0, :g1, ...)`. A lock has at most two live guids (its own
@@ -200,24 +265,22 @@ impl<'a> Expr<'a> {
         }
         Ok(match guids.len() {
             1 => self.and("#guid = :g0"),
-            n => self.and(&format!("#guid IN ({})", NAMES[..n].join(", "))),
+            n => self.and(format!("#guid IN ({})", NAMES[..n].join(", "))),
         })
     }
 
-    /// ` OR ` the condition that a version a waiter waited out is still there, or nothing
-    /// without one: the end of a condition that the item is free to take.
-    pub fn or_waited_out(&mut self, waited_out: Option<&'a Version>) -> String {
-        match waited_out {
-            Some(v) => format!(" OR {}", self.version_is(v)),
-            None => String::new(),
-        }
+    /// The condition that the item is free to take: one of `free` (absent, released), or the
+    /// version a waiter waited out still there.
+    pub fn free(&mut self, free: [&'static str; 2], waited_out: Option<&'a Version>) -> &mut Self {
+        let waited_out = waited_out.map(|v| Term::from(self.version_is(v)));
+        self.any(free.into_iter().map(Term::from).chain(waited_out))
     }
 
     /// An operator's write: on the condition that the item exists and still carries version
     /// `v`, as it was read (`op::still_version`).
     pub fn at_version(&mut self, v: &'a Version) -> &mut Self {
         let read = self.version_is(v);
-        self.and("attribute_exists(#pk)").and(&read)
+        self.and("attribute_exists(#pk)").and(read)
     }
 
     /// The condition that the item carries version `v` (`op::still_version`): its `guid` and
@@ -242,7 +305,7 @@ impl<'a> Expr<'a> {
             }
             None => "attribute_not_exists(#ft)",
         };
-        format!("({guid_is} AND {token_is})")
+        format!("{guid_is} AND {token_is}")
     }
 
     /// `op::token_can_rise`: only a token that can rise to a safe integer
@@ -255,7 +318,7 @@ impl<'a> Expr<'a> {
     pub fn token_can_rise(&mut self) -> &mut Self {
         self.value(":zero_ft", Attr::N(0))
             .value(":below_max", Attr::N(MAX_FENCING_TOKEN - 1))
-            .and("(attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max)")
+            .any(["attribute_not_exists(#ft)", "#ft BETWEEN :zero_ft AND :below_max"])
     }
 
     /// The condition that a new Fifo ticket and queue position can be taken on the head
@@ -268,12 +331,10 @@ impl<'a> Expr<'a> {
         self.value(":zero_ft", Attr::N(0))
             .value(":below_max", Attr::N(MAX_FENCING_TOKEN - 1))
             .value(":max_ft", Attr::N(MAX_FENCING_TOKEN))
-            .and(
-                "(attribute_not_exists(#tn) OR #tn BETWEEN :zero_ft AND :below_max) \
-                 AND (attribute_not_exists(#ft) OR #ft BETWEEN :zero_ft AND :below_max) \
-                 AND (attribute_not_exists(#qn) OR #qn BETWEEN :zero_ft AND :below_max) \
-                 AND (attribute_not_exists(#qg) OR #qg BETWEEN :zero_ft AND :max_ft)",
-            )
+            .any(["attribute_not_exists(#tn)", "#tn BETWEEN :zero_ft AND :below_max"])
+            .any(["attribute_not_exists(#ft)", "#ft BETWEEN :zero_ft AND :below_max"])
+            .any(["attribute_not_exists(#qn)", "#qn BETWEEN :zero_ft AND :below_max"])
+            .any(["attribute_not_exists(#qg)", "#qg BETWEEN :zero_ft AND :max_ft"])
     }
 
     /// The condition that a semaphore holder's attribute `#h` holds `permits` (its value's
@@ -292,7 +353,7 @@ impl<'a> Expr<'a> {
             any.push(format!("contains(#h, {name})"));
         }
         self.value(":hp", Attr::S(permits));
-        Ok(self.and(&format!("begins_with(#h, :hp) AND ({})", any.join(" OR "))))
+        Ok(self.and("begins_with(#h, :hp)").any(any))
     }
 
     /// Sets `lockWrittenUnixMs` to `now` too, first in the `SET` part: a holder's write (or a
@@ -331,10 +392,11 @@ impl<'a> Expr<'a> {
         if !update.is_empty() {
             b.str("UpdateExpression", &update);
         }
-        if !self.condition.is_empty() {
-            b.str("ConditionExpression", &self.condition);
+        let condition = self.condition();
+        if !condition.is_empty() {
+            b.str("ConditionExpression", &condition);
         }
-        let names = self.names_in(&[&update, &self.condition]);
+        let names = self.names_in(&[&update, &condition]);
         if !names.is_empty() {
             b.names(&names);
         }
@@ -387,7 +449,7 @@ mod tests {
 
     fn names(e: &Expr<'_>) -> Vec<(&'static str, String)> {
         let update = e.update();
-        e.names_in(&[&update, &e.condition])
+        e.names_in(&[&update, &e.condition()])
             .into_iter()
             .map(|(p, a)| (p, a.to_string()))
             .collect()
@@ -398,12 +460,36 @@ mod tests {
         let g = [[1u8; 64], [2u8; 64]];
         let mut e = Expr::new("id");
         e.guid_is(&g[..1]).unwrap();
-        assert_eq!(e.condition, "#guid = :g0");
+        assert_eq!(e.condition(), "#guid = :g0");
         let mut e = Expr::new("id");
         e.guid_is(&g).unwrap();
-        assert_eq!(e.condition, "#guid IN (:g0, :g1)");
+        assert_eq!(e.condition(), "#guid IN (:g0, :g1)");
         assert_eq!(e.values.len(), 2);
         assert!(e.guid_is(&[]).is_err());
+    }
+
+    #[test]
+    fn a_condition_is_written_as_its_combinations_until_they_are_too_many() {
+        let mut e = Expr::new("id");
+        e.and("#a = :a")
+            .any(["#b = :b", "#c = :c"])
+            .any(["#d = :d", "#e = :e AND #f = :f"]);
+        assert_eq!(
+            e.condition(),
+            "#a = :a AND #b = :b AND #d = :d OR #a = :a AND #b = :b AND #e = :e AND #f = :f \
+             OR #a = :a AND #c = :c AND #d = :d OR #a = :a AND #c = :c AND #e = :e AND #f = :f"
+        );
+        // Sixteen combinations: each clause of several alternatives in parentheses.
+        let mut e = Expr::new("id");
+        for _ in 0..4 {
+            e.any(["#a = :a", "#b = :b"]);
+        }
+        e.and("#c = :c");
+        assert_eq!(
+            e.condition(),
+            ["(#a = :a OR #b = :b)"; 4].join(" AND ") + " AND #c = :c"
+        );
+        assert_eq!(Expr::new("id").condition(), "");
     }
 
     #[test]
@@ -437,7 +523,8 @@ mod tests {
     fn a_request_names_the_attributes_its_expressions_use_once_each() {
         let mut e = Expr::new("id");
         e.set("#ft = :tk")
-            .and("attribute_exists(#pk) AND (#ft < :tk OR attribute_not_exists(#ft))");
+            .and("attribute_exists(#pk)")
+            .any(["#ft < :tk", "attribute_not_exists(#ft)"]);
         assert_eq!(
             names(&e),
             vec![("#ft", "fencingToken".to_string()), ("#pk", "id".to_string())]

@@ -608,11 +608,8 @@ impl HttpStore {
                 if clear_mark {
                     e.remove("#w, #wid, #ws, #wo");
                 }
-                let waited_out = e.or_waited_out(waited_out);
                 e.value(":released", Attr::N(RELEASED_LEASE_MS))
-                    .and(&format!(
-                        "(attribute_not_exists(#pk) OR #lease = :released{waited_out})"
-                    ))
+                    .free(["attribute_not_exists(#pk)", "#lease = :released"], waited_out)
                     .token_can_rise();
                 self.update(key, e, "UPDATED_NEW", Read::Token)
             }
@@ -634,7 +631,7 @@ impl HttpStore {
                     .ttl(ttl)
                     .guid_is(guids)?
                     .value(":fresh", Attr::N(fresh))
-                    .and("(attribute_not_exists(#w) OR #w < :fresh)");
+                    .any(["attribute_not_exists(#w)", "#w < :fresh"]);
                 match fields {
                     Some(_) => {
                         e.token_can_rise();
@@ -695,7 +692,8 @@ impl HttpStore {
                     .set_to("#ws", ":ws", Attr::N(mark.since_unix_ms))
                     .set_to("#wo", ":wo", Attr::S(mark.owner))
                     .value(":stale", Attr::N(mark.stale_before_unix_ms))
-                    .and("attribute_exists(#pk) AND (attribute_not_exists(#w) OR #w < :stale OR #wid = :wid OR #ws > :ws)");
+                    .and("attribute_exists(#pk)")
+                    .any(["attribute_not_exists(#w)", "#w < :stale", "#wid = :wid", "#ws > :ws"]);
                 self.send_update(key, e, "NONE", Read::Done)
             }
             // A free Fifo head with no ticket out taken with the next ticket, which comes back
@@ -703,7 +701,8 @@ impl HttpStore {
             Op::FifoTakeFree { fields, guid } => {
                 e.holder(fields, ":guid", guid)
                     .value(":released", Attr::N(RELEASED_LEASE_MS))
-                    .and("(attribute_not_exists(#lease) OR #lease = :released) AND attribute_not_exists(#perm)")
+                    .any(["attribute_not_exists(#lease)", "#lease = :released"])
+                    .and("attribute_not_exists(#perm)")
                     .take_next_ticket();
                 self.update(key, e, "UPDATED_NEW", Read::Token)
             }
@@ -716,7 +715,11 @@ impl HttpStore {
             // queue's end.
             Op::FifoReserve { ticket } => {
                 e.set_to("#tn", ":t", Attr::N(ticket))
-                    .and("((attribute_not_exists(#tn) AND (attribute_not_exists(#ft) OR #ft < :t)) OR #tn < :t)");
+                    .any([
+                        "attribute_not_exists(#tn) AND attribute_not_exists(#ft)",
+                        "attribute_not_exists(#tn) AND #ft < :t",
+                        "#tn < :t",
+                    ]);
                 self.join_queue(key, e)
             }
             // A ticket given back while it is still the last one issued.
@@ -729,7 +732,8 @@ impl HttpStore {
                     .set_to("#qn", ":pprev", Attr::N(position.saturating_sub(1)))
                     .value(":t", Attr::N(ticket))
                     .value(":p", Attr::N(position))
-                    .and("#qn = :p AND #tn = :t AND (attribute_not_exists(#ft) OR #ft < :t)");
+                    .and("#qn = :p AND #tn = :t")
+                    .any(["attribute_not_exists(#ft)", "#ft < :t"]);
                 self.send_update(key, e, "NONE", Read::Done)
             }
             // A waiter's own item, new.
@@ -757,10 +761,10 @@ impl HttpStore {
                 e.holder(fields, ":guid", guid)
                     .set_to("#ft", ":tk", Attr::N(ticket))
                     .set_to("#qg", ":p", Attr::N(position));
-                let waited_out = e.or_waited_out(waited_out);
                 e.value(":one", Attr::N(RELEASED_LEASE_MS))
-                    .and(&format!("(attribute_not_exists(#lease) OR #lease = :one{waited_out})"))
-                    .and("(attribute_not_exists(#ft) OR #ft < :tk) AND attribute_not_exists(#perm)");
+                    .free(["attribute_not_exists(#lease)", "#lease = :one"], waited_out)
+                    .any(["attribute_not_exists(#ft)", "#ft < :tk"])
+                    .and("attribute_not_exists(#perm)");
                 self.update(key, e, "NONE", Read::Done)
             }
             // A waiter's item marked finished (the released lease), under a new `guid`.
@@ -882,7 +886,8 @@ impl HttpStore {
                 match permits {
                     true => e
                         .value(":zero", Attr::N(0))
-                        .and("attribute_not_exists(#lease) AND (attribute_not_exists(#held) OR #held = :zero)"),
+                        .and("attribute_not_exists(#lease)")
+                        .any(["attribute_not_exists(#held)", "#held = :zero"]),
                     false => e
                         .value(":released", Attr::N(RELEASED_LEASE_MS))
                         .and("#lease = :released"),
@@ -1004,7 +1009,7 @@ impl HttpStore {
         e.new_holder(&name, &value, limit, (limit + freed).saturating_sub(permits))
             .set_to("#ft", ":tk", Attr::N(g.ticket))
             .set_to("#qg", ":p", Attr::N(g.position))
-            .and("(attribute_not_exists(#ft) OR #ft < :tk)");
+            .any(["attribute_not_exists(#ft)", "#ft < :tk"]);
         // `permitsHeld` moves by what the grant adds less what it reclaims.
         match permits >= freed {
             true => e
@@ -1017,7 +1022,7 @@ impl HttpStore {
             e.name(hn, &names[i])
                 .value(vn, Attr::S(&hexes[i]))
                 .value(pn, Attr::S(&words[i]))
-                .and(&format!("contains({hn}, {vn}) AND begins_with({hn}, {pn})"))
+                .and(format!("contains({hn}, {vn}) AND begins_with({hn}, {pn})"))
                 .remove(hn);
         }
         Ok(self.update(head, e, "NONE", Read::Done))
