@@ -235,11 +235,12 @@ fn session_label(cfg: &session::Config) -> String {
     format!(
         "2 lock ids held through one session{}, {} rival{}, session lease {} ticks, heartbeat every {}, {} heartbeats, \
          re-read {}, request timeout {}, {} attempts, {} faults, {} crash, {} ticks",
-        match (cfg.handover, cfg.close, cfg.revoke) {
-            (true, _, _) => " (the first handed over within it)",
-            (false, true, _) => " (a close without releasing them)",
-            (false, false, true) => " (the first revoked by an operator)",
-            (false, false, false) => "",
+        match (cfg.handover, cfg.close, cfg.revoke, cfg.keeps_a) {
+            (true, ..) => " (the first handed over within it)",
+            (false, true, ..) => " (a close without releasing them)",
+            (false, false, true, true) => " (the first revoked by an operator while client 0 keeps it)",
+            (false, false, true, false) => " (the first revoked by an operator)",
+            (false, false, false, _) => "",
         },
         cfg.rivals,
         if cfg.rivals == 1 { "" } else { "s" },
