@@ -55,6 +55,9 @@ const MOST_TERMS: usize = 8;
 /// A part of a condition: a condition without an `OR` at its top.
 type Term = Cow<'static, str>;
 
+/// `op::token_can_rise` (see `Expr::token_can_rise`): one of these holds.
+const TOKEN_CAN_RISE: [&str; 2] = ["attribute_not_exists(#ft)", "#ft BETWEEN :zero_ft AND :below_max"];
+
 /// The ticket after the last one issued: `ticketNext + 1`, counting from `fencingToken` (or 0)
 /// on an item without `ticketNext`.
 pub const NEXT_TICKET: &str = "if_not_exists(#tn, if_not_exists(#ft, :zero)) + :one";
@@ -276,6 +279,20 @@ impl<'a> Expr<'a> {
         self.any(free.into_iter().map(Term::from).chain(waited_out))
     }
 
+    /// The condition that the item is free to take with the next fencing token: absent (and so
+    /// without a token), or released (`:released`) or at the version a waiter waited out, with
+    /// a token that can rise (`token_can_rise`). Written as one clause, the absent item's
+    /// combinations with the token's are not there to parse.
+    pub fn free_to_take(&mut self, waited_out: Option<&'a Version>) -> &mut Self {
+        let was =
+            std::iter::once(Term::from("#lease = :released")).chain(waited_out.map(|v| self.version_is(v).into()));
+        let held_before: Vec<Term> = was
+            .flat_map(|w| TOKEN_CAN_RISE.map(|t| Term::from(format!("{w} AND {t}"))))
+            .collect();
+        self.token_bounds()
+            .any(std::iter::once(Term::from("attribute_not_exists(#pk)")).chain(held_before))
+    }
+
     /// An operator's write: on the condition that the item exists and still carries version
     /// `v`, as it was read (`op::still_version`).
     pub fn at_version(&mut self, v: &'a Version) -> &mut Self {
@@ -316,9 +333,13 @@ impl<'a> Expr<'a> {
     /// the time per acquisition). A fractional token is the one no condition can tell apart:
     /// the write lands, its new token is refused when read back, and the lock is given back.
     pub fn token_can_rise(&mut self) -> &mut Self {
+        self.token_bounds().any(TOKEN_CAN_RISE)
+    }
+
+    /// The values `TOKEN_CAN_RISE` compares with.
+    fn token_bounds(&mut self) -> &mut Self {
         self.value(":zero_ft", Attr::N(0))
             .value(":below_max", Attr::N(MAX_FENCING_TOKEN - 1))
-            .any(["attribute_not_exists(#ft)", "#ft BETWEEN :zero_ft AND :below_max"])
     }
 
     /// The condition that a new Fifo ticket and queue position can be taken on the head
@@ -490,6 +511,34 @@ mod tests {
             ["(#a = :a OR #b = :b)"; 4].join(" AND ") + " AND #c = :c"
         );
         assert_eq!(Expr::new("id").condition(), "");
+    }
+
+    #[test]
+    fn an_absent_item_is_free_to_take_without_a_token_condition() {
+        let mut e = Expr::new("id");
+        e.free_to_take(None);
+        assert_eq!(
+            e.condition(),
+            "attribute_not_exists(#pk) OR #lease = :released AND attribute_not_exists(#ft) \
+             OR #lease = :released AND #ft BETWEEN :zero_ft AND :below_max"
+        );
+        let waited_out = Version {
+            guid: None,
+            fencing_token: Some(4),
+        };
+        let mut e = Expr::new("id");
+        e.free_to_take(Some(&waited_out));
+        let version = "attribute_not_exists(#guid) AND #ft = :eft";
+        assert_eq!(
+            e.condition(),
+            format!(
+                "attribute_not_exists(#pk) OR #lease = :released AND attribute_not_exists(#ft) \
+                 OR #lease = :released AND #ft BETWEEN :zero_ft AND :below_max \
+                 OR {version} AND attribute_not_exists(#ft) OR {version} AND #ft BETWEEN :zero_ft AND :below_max"
+            )
+        );
+        let placeholders: Vec<&str> = e.values.iter().map(|(p, _)| *p).collect();
+        assert_eq!(placeholders, [":eft", ":zero_ft", ":below_max"]);
     }
 
     #[test]

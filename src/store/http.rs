@@ -608,9 +608,7 @@ impl HttpStore {
                 if clear_mark {
                     e.remove("#w, #wid, #ws, #wo");
                 }
-                e.value(":released", Attr::N(RELEASED_LEASE_MS))
-                    .free(["attribute_not_exists(#pk)", "#lease = :released"], waited_out)
-                    .token_can_rise();
+                e.value(":released", Attr::N(RELEASED_LEASE_MS)).free_to_take(waited_out);
                 self.update(key, e, "UPDATED_NEW", Read::Token)
             }
             // Passed on under `new_guid` while no waiter's mark is fresh; with `fields`, to a
