@@ -339,11 +339,13 @@ fn main() {
         ok: true,
         json: Vec::new(),
     };
-    // `--sessions`, `--machines`: that section alone.
+    // `--sessions`, `--machines`, `--fifo`: that section alone.
     if std::env::args().any(|a| a == "--sessions") {
         check_sessions(&mut rep, full);
     } else if std::env::args().any(|a| a == "--machines") {
         check_machines(&mut rep, full);
+    } else if std::env::args().any(|a| a == "--fifo") {
+        check_fifo(&mut rep, full);
     } else {
         check_machines(&mut rep, full);
         check_fifo(&mut rep, full);
