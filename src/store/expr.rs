@@ -120,9 +120,12 @@ impl<'a> Expr<'a> {
     }
 
     /// Adds a condition that holds when one of `alternatives` does (each without an `OR` at
-    /// its top), and must hold with all the others.
+    /// its top), and must hold with all the others. None would leave no combination to write,
+    /// and so no condition at all: that panics (the request fails) instead.
     pub fn any<T: Into<Term>>(&mut self, alternatives: impl IntoIterator<Item = T>) -> &mut Self {
-        self.condition.push(alternatives.into_iter().map(Into::into).collect());
+        let any: Vec<Term> = alternatives.into_iter().map(Into::into).collect();
+        assert!(!any.is_empty(), "a condition of no alternatives");
+        self.condition.push(any);
         self
     }
 
@@ -511,6 +514,11 @@ mod tests {
             ["(#a = :a OR #b = :b)"; 4].join(" AND ") + " AND #c = :c"
         );
         assert_eq!(Expr::new("id").condition(), "");
+        let none: [&str; 0] = [];
+        let refused = std::panic::catch_unwind(|| {
+            Expr::new("id").any(none);
+        });
+        assert!(refused.is_err(), "a clause of no alternatives is refused, not left out");
     }
 
     #[test]
