@@ -285,6 +285,48 @@ console.log(JSON.stringify({ Version: 1, AccessKeyId: "AKIDFROMPROCESS", SecretA
         assert.deepEqual(keys, [], "nothing was sent unsigned");
     });
 
+    it("a credential_process that never answers: a CredentialsError that says so by the request timeouts, one process started, and the client closes and the process exits at once", async () =>
+    {
+        const { dir, env } = profileHome("");
+        const script = path.join(dir, "hang.js");
+        const started = path.join(dir, "started");
+        fs.writeFileSync(script, `require("fs").appendFileSync(${JSON.stringify(started)}, process.pid + "\\n");
+setTimeout(() => {}, 60000);\n`);
+        fs.writeFileSync(env.AWS_CONFIG_FILE,
+            `[profile hung]\nregion = us-east-1\ncredential_process = "${process.execPath}" "${script}"\n`);
+        const t0 = performance.now();
+        try
+        {
+            const { outcome, keys } = await acquire(Object.assign(env, { AWS_PROFILE: "hung" }), { requestTimeoutMs: 300, close: true });
+            const exitedInMs = performance.now() - t0;
+            const [failed, closed] = outcome.outcomes;
+            assert.equal(failed.ok, false);
+            assert.equal(failed.code, "CredentialsError", JSON.stringify(failed));
+            assert.match(failed.message, /credentials source did not answer within the request's timeout/);
+            assert.match(failed.message, /nothing was sent to DynamoDB/);
+            assert.deepEqual(keys, [], "nothing was sent");
+            // Nothing of the client waits for the credentials once the acquisition is over.
+            assert.ok(closed.closedInMs < 1000, `close() took ${closed.closedInMs} ms`);
+            assert.ok(exitedInMs < 15000, `the process ended ${exitedInMs} ms after its start`);
+            const pids = fs.readFileSync(started, "utf8").trim().split("\n");
+            assert.equal(pids.length, 1, `the credential_process was started once, not once a request: ${pids}`);
+        }
+        finally
+        {
+            for (const pid of fs.existsSync(started) ? fs.readFileSync(started, "utf8").trim().split("\n") : [])
+            {
+                try
+                {
+                    process.kill(Number(pid), "SIGKILL");
+                }
+                catch (_)
+                {
+                    // Gone already.
+                }
+            }
+        }
+    });
+
     for (const form of ["sso_session", "sso_start_url"])
     {
         const profile = form === "sso_session"

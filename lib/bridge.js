@@ -88,6 +88,8 @@ function stopEvents(lockId)
 // The promise of `ask` resolves with them as one object, whose absent fields are undefined.
 const awaiting = new Map();
 const waitingHandlers = new Map();
+// Requests that do not keep the process alive (`request` with `background`).
+const unheld = new Set();
 let nextRequest = 1;
 function onNativeAnswer(request, lockId, fencingToken, waited, rest)
 {
@@ -96,7 +98,10 @@ function onNativeAnswer(request, lockId, fencingToken, waited, rest)
     {
         awaiting.delete(request);
         waitingHandlers.delete(request);
-        holdProcess(-1);
+        if (!unheld.delete(request))
+        {
+            holdProcess(-1);
+        }
         resolve(rest === null
             ? { request, error: undefined, lockId: orUndefined(lockId), fencingToken: orUndefined(fencingToken), lockIds: undefined, info: undefined, body: undefined, waited: orUndefined(waited) }
             : { request, error: orUndefined(rest.error), lockId: orUndefined(lockId), fencingToken: orUndefined(fencingToken), lockIds: rest.lockIds, info: rest.info, body: rest.body, waited: orUndefined(waited) });
@@ -118,14 +123,23 @@ function nativeClient(options, credentials, objectCall)
 
 // Starts a native request under a fresh number; resolves with its answer. `onWaiting`, for
 // an acquisition, is called when it finds the lock held (perhaps more than once).
-function ask(start, onWaiting)
+// `background`: the request does not keep the process alive (a check the client makes of its
+// own accord, whose answer nobody waits for once the work that asked for it is over).
+function ask(start, onWaiting, background)
 {
     return new Promise(resolve =>
     {
         const request = nextRequest;
         nextRequest = nextRequest >= 0xffffffff ? 1 : nextRequest + 1;
         start(request);
-        holdProcess(+1);
+        if (background)
+        {
+            unheld.add(request);
+        }
+        else
+        {
+            holdProcess(+1);
+        }
         awaiting.set(request, resolve);
         if (onWaiting)
         {
@@ -135,12 +149,13 @@ function ask(start, onWaiting)
 }
 
 // Starts a native request; resolves with its successful outcome, or throws its error.
-async function request(start)
+// `background`: as `ask`'s.
+async function request(start, background)
 {
     let outcome;
     try
     {
-        outcome = await ask(start);
+        outcome = await ask(start, undefined, background);
     }
     catch (e)
     {

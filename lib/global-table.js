@@ -176,7 +176,9 @@ async function describeTable(self)
         return describeThroughObject(self._config.dynamodb, tableName);
     }
     const client = self._native || await self._nativeReady;
-    const outcome = await bridge.request(request => client.startAdmin(request, "DescribeTable", JSON.stringify({ TableName: tableName })));
+    // The client's own check: it keeps no process alive after the acquisitions that asked
+    // for it are over (its credentials may be slow to come, or never).
+    const outcome = await bridge.request(request => client.startAdmin(request, "DescribeTable", JSON.stringify({ TableName: tableName })), true);
     return (outcome.body ? JSON.parse(outcome.body) : {}).Table || null;
 }
 
@@ -237,10 +239,10 @@ function tableCheck(self)
 function within(check, ms)
 {
     let timer;
+    // Referenced: the acquisition that waits keeps the process alive, as its check does not.
     const late = new Promise(resolve =>
     {
         timer = setTimeout(resolve, ms);
-        timer.unref();
     });
     return Promise.race([check, late]).finally(() => clearTimeout(timer));
 }

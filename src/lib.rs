@@ -1012,14 +1012,17 @@ impl NativeClient {
 
     /// Starts one table administration request (`operation`, e.g. `DescribeTable`, with its
     /// JSON `body`) on this client's connection and credentials; the answer carries the
-    /// response body, or the error with its AWS name.
+    /// response body, or the error with its AWS name. It is not one of the client's tasks
+    /// that `close()` waits for: it neither takes nor frees a lock.
     #[napi(catch_unwind)]
     pub fn start_admin(&self, request: u32, operation: String, body: String) {
         let store = self.admin.clone();
-        answer(&self.answers, &self.inner.tasks, request, async move {
+        let untracked = tokio_util::task::TaskTracker::new();
+        answer(&self.answers, &untracked, request, async move {
             let started = crate::clock::now();
             let table = debug::on().then(|| debug::table_name(&body)).flatten();
-            let reply = tokio::time::timeout(ADMIN_TIMEOUT, store.call_raw(&operation, body))
+            let until = started + ADMIN_TIMEOUT;
+            let reply = tokio::time::timeout_at(until, crate::store::by(until, store.call_raw(&operation, body)))
                 .await
                 .unwrap_or_else(|_| Err(store.timed_out()));
             debug::log(|| {

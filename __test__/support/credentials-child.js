@@ -5,7 +5,8 @@
 // JSON job from argv[2]:
 //   { client: "options" | "v3", endpoint, region?, lockTable, id, thenWrite? }
 // `thenWrite: { file, text }`: after a failure, writes the file and tries once more with the
-// same client (printing both outcomes).
+// same client (printing both outcomes). `requestTimeoutMs`: the client's. `close`: after the
+// outcome, closes the client and prints `{ closedInMs }`.
 // "options": `dynamodb` is a plain options object ({ endpoint, region? }); "v3": an AWS SDK v3
 // DynamoDBClient with the same settings.
 
@@ -33,6 +34,7 @@ function dynamodb()
 {
     const client = new DynamoDBLockClient.FailClosed({
         dynamodb: dynamodb(), lockTable: job.lockTable, partitionKey: "id", acquirePeriodMs: 10, retryCount: 0,
+        ...(job.requestTimeoutMs ? { requestTimeoutMs: job.requestTimeoutMs } : {}),
     });
     for (let attempt = 0; attempt < 2; attempt++)
     {
@@ -45,6 +47,12 @@ function dynamodb()
         catch (e)
         {
             say({ ok: false, name: e.name, code: e.code, message: e.message, cause: e.cause && String(e.cause.message || e.cause) });
+            if (job.close)
+            {
+                const startedAt = performance.now();
+                await client.close();
+                say({ closedInMs: performance.now() - startedAt });
+            }
         }
         if (!job.thenWrite)
         {

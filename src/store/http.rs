@@ -91,7 +91,8 @@ struct Link {
     /// a failure it is built anew, as aws-config's keeps its first failure's cause only once.
     from_environment: Option<String>,
     credentials: Mutex<Option<Credentials>>,
-    refresh: tokio::sync::Mutex<()>,
+    /// The fetch of credentials under way, if any: one at a time, in a task of its own.
+    fetch: Mutex<Option<Fetch>>,
     /// The service's clock minus ours, in milliseconds, learnt from a clock-skew error.
     skew_ms: AtomicI64,
 }
@@ -242,7 +243,7 @@ impl HttpStore {
             provider: Mutex::new(provider),
             from_environment: o.credentials.is_none().then_some(region),
             credentials: Mutex::new(None),
-            refresh: tokio::sync::Mutex::new(()),
+            fetch: Mutex::new(None),
             skew_ms: AtomicI64::new(0),
         })
     }
@@ -270,8 +271,18 @@ impl HttpStore {
 
     /// One signed request; the reply and the body it was read from, or the error they amount to.
     async fn exchange(&self, operation: &str, body: String) -> Result<(Response, bytes::Bytes), StoreError> {
-        let link = self.link().await?;
-        let credentials = link.credentials().await?;
+        let ready = async {
+            let link = self.link().await?;
+            link.credentials().await.map(|c| (link, c))
+        };
+        // What comes before the request is sent ends by its deadline: a request given up on
+        // then was never sent.
+        let (link, credentials) = match super::deadline() {
+            Some(at) => tokio::time::timeout_at(at, ready)
+                .await
+                .unwrap_or_else(|_| Err(self.not_ready()))?,
+            None => ready.await?,
+        };
         let target = ["DynamoDB_20120810.", operation].concat();
         let time = skewed(SystemTime::now(), link.skew_ms.load(Ordering::Relaxed));
         let signature = link
@@ -348,6 +359,30 @@ impl HttpStore {
         })
     }
 
+    /// The error of a request whose configuration or credentials were not ready by its
+    /// deadline: it was never sent, and may be tried again.
+    fn not_ready(&self) -> StoreError {
+        let (code, message) = match self.link.get() {
+            Some(Ok(_)) => (
+                "CredentialsError",
+                "The AWS credentials source did not answer within the request's timeout (requestTimeoutMs), so \
+                 nothing was sent to DynamoDB: check the profile's credential_process or SSO login, the container or \
+                 instance credentials endpoint, or the provider given as `dynamodb.credentials`",
+            ),
+            _ => (
+                "ConfigError",
+                "The AWS configuration (region, endpoint, credentials provider) did not load within the request's \
+                 timeout (requestTimeoutMs), so nothing was sent to DynamoDB",
+            ),
+        };
+        StoreError::Service {
+            code: code.into(),
+            message: message.into(),
+            transient: true,
+            maybe_applied: false,
+        }
+    }
+
     fn current(&self, record: Option<LockRecord>) -> Option<Option<Box<LockRecord>>> {
         match record {
             Some(r) => {
@@ -371,32 +406,63 @@ fn written_now() -> u64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+/// A fetch of credentials under way: its answer, once there.
+type Fetch = tokio::sync::watch::Receiver<Option<Result<Credentials, StoreError>>>;
+
+/// Credentials that still sign for longer than the refresh margin.
+fn usable(c: &Option<Credentials>) -> Option<Credentials> {
+    c.as_ref()
+        .filter(|c| {
+            c.expiry()
+                .is_none_or(|e| e > SystemTime::now() + CREDENTIALS_REFRESH_MARGIN)
+        })
+        .cloned()
+}
+
 impl Link {
-    /// Current credentials, fetched again from the provider when they near expiry.
-    async fn credentials(&self) -> Result<Credentials, StoreError> {
-        let usable = |c: &Option<Credentials>| {
-            c.as_ref()
-                .filter(|c| {
-                    c.expiry()
-                        .is_none_or(|e| e > SystemTime::now() + CREDENTIALS_REFRESH_MARGIN)
-                })
-                .cloned()
-        };
+    /// Current credentials, fetched again from the provider when they near expiry. One fetch
+    /// runs at a time, in a task of its own that every request needing credentials waits
+    /// for: a request that stops waiting (its deadline passed) leaves it running for the
+    /// next, so that a source that is slow to answer is asked once, not once per attempt (a
+    /// `credential_process` that hangs is started once, not once a request).
+    async fn credentials(self: &Arc<Self>) -> Result<Credentials, StoreError> {
         if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
             return Ok(c);
         }
-        // Boxed, as rare and large.
-        Box::pin(self.fetch_credentials(usable)).await
+        let mut fetch = self.fetching();
+        let answer = fetch.wait_for(Option::is_some).await.map(|a| a.clone());
+        match answer {
+            Ok(Some(answer)) => answer,
+            // The fetch's task ended without an answer (its runtime shut down): the next
+            // request starts another.
+            _ => Err(StoreError::Service {
+                code: "CredentialsError".into(),
+                message: "The fetch of AWS credentials ended without an answer".into(),
+                transient: true,
+                maybe_applied: false,
+            }),
+        }
     }
 
-    async fn fetch_credentials(
-        &self,
-        usable: impl Fn(&Option<Credentials>) -> Option<Credentials>,
-    ) -> Result<Credentials, StoreError> {
-        let _one_fetch = self.refresh.lock().await;
-        if let Some(c) = usable(&self.credentials.lock().unwrap_or_else(|p| p.into_inner())) {
-            return Ok(c);
+    /// The fetch under way, or a new one.
+    fn fetching(self: &Arc<Self>) -> Fetch {
+        let mut slot = self.fetch.lock().unwrap_or_else(|p| p.into_inner());
+        // A fetch whose task is gone without an answer is not waited for.
+        if let Some(fetch) = slot.as_ref().filter(|f| f.has_changed().is_ok()) {
+            return fetch.clone();
         }
+        let (answer, fetch) = tokio::sync::watch::channel(None);
+        *slot = Some(fetch.clone());
+        let link = self.clone();
+        tokio::spawn(async move {
+            let fetched = link.fetch_credentials().await;
+            let _ = answer.send(Some(fetched));
+            *link.fetch.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        });
+        fetch
+    }
+
+    async fn fetch_credentials(&self) -> Result<Credentials, StoreError> {
         let provider = self.provider.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match provider.provide_credentials().await {
             Ok(c) => {
@@ -1059,6 +1125,13 @@ mod tests {
     }
 
     fn store(endpoint: &str) -> HttpStore {
+        store_with(
+            endpoint,
+            SharedCredentialsProvider::new(Credentials::new("AKID", "secret", None, None, "test")),
+        )
+    }
+
+    fn store_with(endpoint: &str, credentials: SharedCredentialsProvider) -> HttpStore {
         HttpStore::new(
             TableSpec {
                 name: "locks".into(),
@@ -1068,13 +1141,49 @@ mod tests {
             HttpOptions {
                 region: Some("us-east-1".into()),
                 endpoint: Some(endpoint.into()),
-                credentials: Some(SharedCredentialsProvider::new(Credentials::new(
-                    "AKID", "secret", None, None, "test",
-                ))),
+                credentials: Some(credentials),
                 connect_timeout: None,
                 ca_bundle: None,
             },
         )
+    }
+
+    /// A credentials source that never answers, counting how often it is asked.
+    #[derive(Clone, Debug, Default)]
+    struct Silent(Arc<std::sync::atomic::AtomicU32>);
+
+    impl ProvideCredentials for Silent {
+        fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            aws_credential_types::provider::future::ProvideCredentials::new(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn credentials_that_never_come_fail_each_request_by_its_deadline_unsent_and_are_asked_for_once() {
+        let silent = Silent::default();
+        // Nothing listens there: a request that went out would fail otherwise.
+        let s = store_with("http://127.0.0.1:9", SharedCredentialsProvider::new(silent.clone()));
+        for _ in 0..3 {
+            let at = crate::clock::now() + Duration::from_millis(50);
+            let call = super::super::by(at, s.call("GetItem", "{}".into()));
+            let e = tokio::time::timeout(Duration::from_secs(5), call)
+                .await
+                .expect("answered by the deadline")
+                .unwrap_err();
+            assert_eq!(e.code(), "CredentialsError");
+            assert!(e.message().contains("did not answer"), "{}", e.message());
+            assert!(!e.maybe_applied(), "never sent, so never landed");
+            assert!(e.is_transient());
+        }
+        assert_eq!(
+            silent.0.load(Ordering::SeqCst),
+            1,
+            "one fetch, waited for by every request"
+        );
     }
 
     #[tokio::test]

@@ -33,6 +33,23 @@ pub use transport::{keep_connections_apart, MOST_HEARTBEAT_CONNECTIONS};
 pub use dynamodb_lock_core::op::{Entry, WaitMark};
 pub use dynamodb_lock_core::op::{Expect, Op, OpenFields, Reply, Ttl};
 
+tokio::task_local! {
+    /// The instant the request being sent is given up on (`drive::within`).
+    static DEADLINE: tokio::time::Instant;
+}
+
+/// Runs `send`, the sending of one request, with `at` as its deadline (`deadline`).
+pub async fn by<F: std::future::Future>(at: tokio::time::Instant, send: F) -> F::Output {
+    DEADLINE.scope(at, send).await
+}
+
+/// The deadline of the request being sent, for a store whose work before it sends (loading its
+/// configuration, fetching credentials) must end by then: a request given up on before it
+/// was sent is known not to have landed.
+pub fn deadline() -> Option<tokio::time::Instant> {
+    DEADLINE.try_with(|at| *at).ok()
+}
+
 /// A put of the whole FailOpen item, as the original library writes it
 /// (`dynamodb_lock_core::original`): an acquisition, a heartbeat or a release.
 #[derive(Clone, Copy, Debug)]
