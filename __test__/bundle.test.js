@@ -43,6 +43,23 @@ bundle.handler(JSON.parse(process.argv[3])).then(
     e => { console.error(e && e.message); process.exit(3); });
 `;
 
+// The same handler as an ES module.
+const HANDLER_ESM = HANDLER.replace('const DynamoDBLockClient = require("dynamodb-lock-native");', 'import DynamoDBLockClient from "dynamodb-lock-native";')
+    .replace("exports.handler = ", "export const handler = ");
+
+// An ES module bundle of a CommonJS package that loads an addon needs `require`, `__filename`
+// and `__dirname` of its own (docs/lambda.md).
+const ESM_BANNER = "import { createRequire as __createRequire } from 'module'; import { fileURLToPath as __fileURLToPath } from 'url'; "
+    + "import { dirname as __pathDirname } from 'path'; const require = __createRequire(import.meta.url); "
+    + "const __filename = __fileURLToPath(import.meta.url); const __dirname = __pathDirname(__filename);";
+
+const RUNNER_ESM = `
+const { handler } = await import(new URL(process.argv[2], "file://").href);
+handler(JSON.parse(process.argv[3])).then(
+    r => console.log(JSON.stringify(r)),
+    e => { console.error(e && e.message); process.exit(3); });
+`;
+
 // The package as npm installs it into an application: the files it publishes and the addon.
 function installInto(app)
 {
@@ -88,9 +105,10 @@ function runElsewhere(outDir, event, { dropNode } = {})
         }
     }
     const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "dln-cwd-"));
-    const runner = path.join(cwd, "run.js");
-    fs.writeFileSync(runner, RUNNER);
-    const r = spawnSync(process.execPath, [runner, path.join(shipped, "handler.js"), JSON.stringify(event)],
+    const esm = fs.existsSync(path.join(shipped, "handler.mjs"));
+    const runner = path.join(cwd, esm ? "run.mjs" : "run.js");
+    fs.writeFileSync(runner, esm ? RUNNER_ESM : RUNNER);
+    const r = spawnSync(process.execPath, [runner, path.join(shipped, esm ? "handler.mjs" : "handler.js"), JSON.stringify(event)],
         { cwd, encoding: "utf8", timeout: 60000, env: Object.assign({}, process.env, { AWS_EC2_METADATA_DISABLED: "true", NODE_PATH: "" }) });
     fs.rmSync(shipped, { recursive: true, force: true });
     fs.rmSync(cwd, { recursive: true, force: true });
@@ -114,6 +132,13 @@ describe("bundled handlers", { timeout: 300000 }, () =>
                     outdir: out[`esbuild ${loader}`], loader: { ".node": loader }, logLevel: "silent",
                 });
             }
+            fs.writeFileSync(path.join(app, "handler.mjs"), HANDLER_ESM);
+            out["esbuild esm"] = path.join(app, "esbuild-esm");
+            await esbuild.build({
+                entryPoints: [path.join(app, "handler.mjs")], bundle: true, platform: "node", format: "esm",
+                outExtension: { ".js": ".mjs" }, banner: { js: ESM_BANNER },
+                outdir: out["esbuild esm"], loader: { ".node": "copy" }, logLevel: "silent",
+            });
             out["esbuild external"] = path.join(app, "esbuild-external");
             await esbuild.build({
                 entryPoints: [path.join(app, "handler.js")], bundle: true, platform: "node",
@@ -207,7 +232,7 @@ describe("bundled handlers", { timeout: 300000 }, () =>
             );
             after(async () => engine && engine.stop());
 
-            for (const name of ["esbuild file", "esbuild copy", "esbuild external", "webpack asset/resource"])
+            for (const name of ["esbuild file", "esbuild copy", "esbuild esm", "esbuild external", "webpack asset/resource"])
             {
                 it(`${name}: the handler acquires and releases a lock from another directory`, () =>
                     {
