@@ -214,7 +214,7 @@ describe("bundled handlers", { timeout: 300000 }, () =>
             assert.notEqual(r.status, 0);
             assert.match(r.stderr, /this bundle could not load its native addon/);
             assert.match(r.stderr, /Cannot find module '\.\/dynamodb-lock-native\.[\w-]+\.node'/);
-            assert.match(r.stderr, /Ship the \.node file the bundler wrote beside the bundle \(the first file named above/);
+            assert.match(r.stderr, /Ship the \.node file the bundler wrote beside the bundle \(of the files named above, the one the bundler wrote/);
             assert.doesNotMatch(r.stderr, /Rust|npm rebuild|npm has a bug/);
         }
     );

@@ -60,8 +60,9 @@ function notShipped(cause)
     const error = new Error([
         `dynamodb-lock-native: this bundle could not load its native addon (${platformSuffix()}):`,
         ...(reasons.length ? reasons : [String(cause && cause.message)]).map(r => `  - ${r}`),
-        "Ship the .node file the bundler wrote beside the bundle (the first file named above, in the same directory as"
-            + " the bundle's .js file), or leave the package out of the bundle and ship it in node_modules.",
+        "Ship the .node file the bundler wrote beside the bundle (of the files named above, the one the bundler wrote,"
+            + " usually under a hashed name, in the same directory as the bundle's .js file), or leave the package out of"
+            + " the bundle and ship it in node_modules.",
     ].join("\n"));
     // No `cause`: the loader's own error advises reinstalling with npm, which a bundle never does.
     return error;
