@@ -505,6 +505,44 @@ for (const engineName of selectedEngines())
             }
         );
 
+        for (const kind of ["Semaphore", "ReadWriteLock"])
+        {
+            it(`${kind}: a take that landed and whose answer was lost is counted once: after its release every permit is free`, async () =>
+                {
+                    const proxy = await startProxy({ target: engine.endpoint });
+                    try
+                    {
+                        // The first uncontended take is applied and its connection dropped
+                        // before the answer: the client sends it again.
+                        let takes = 0;
+                        proxy.onRequest = (op, body) =>
+                        {
+                            const take = op === "UpdateItem" && /#h = :hv/.test(body.UpdateExpression || "") && /#tn = if_not_exists/.test(body.UpdateExpression || "");
+                            return take && takes++ === 0 ? "dropAfter" : undefined;
+                        };
+                        const id = uniqueId(`lost-take-${kind}`);
+                        const via = { dynamodb: dynamodbOptions(engine, proxy.endpoint) };
+                        const holder = kind === "Semaphore" ? semaphore(2, via) : readWrite(via);
+                        const lock = await holder.acquireLock(id, kind === "Semaphore" ? { permits: 1 } : { mode: "shared" });
+                        assert.ok(takes >= 2, `the take was sent again (${takes})`);
+                        await lock.release();
+                        const head = await headItem(id);
+                        assert.equal(Number(head.permitsHeld.N), 0, `no permit counted for no holder: ${JSON.stringify(head)}`);
+                        assert.deepEqual(holdersOfItem(head), []);
+                        // Every permit at once, without waiting.
+                        const all = kind === "Semaphore" ? semaphore(2) : readWrite();
+                        const whole = await all.acquireLock(id, kind === "Semaphore" ? { permits: 2, waitMs: 0 } : { mode: "exclusive", waitMs: 0 });
+                        await whole.release();
+                        await Promise.all([holder.close(), all.close()]);
+                    }
+                    finally
+                    {
+                        await proxy.close();
+                    }
+                }
+            );
+        }
+
         it("counts requests: an uncontended acquisition is one UpdateItem, its release one UpdateItem", async t =>
             {
                 const proxy = await startProxy({ target: engine.endpoint });

@@ -73,12 +73,13 @@ pub const MAX_CLIENTS: usize = 8;
 const GUIDS: u8 = 32;
 
 /// The properties checked.
-pub const PROPERTIES: [&str; 6] = [
+pub const PROPERTIES: [&str; 7] = [
     "mutual exclusion",
     "fencing",
     "no lost release",
     "no orphan",
     "permits",
+    "permits counted",
     "ticket order",
 ];
 
@@ -865,6 +866,26 @@ impl FifoMachines {
             })
     }
 
+    /// A semaphore's head counts as held the permits of the holders it names, no more: permits
+    /// counted for no holder would never be given back.
+    fn permits_counted(&self, s: &State) -> Result<(), Violation> {
+        use core_op::Record;
+        for (k, slots) in s.items.iter().enumerate() {
+            if let Some(head) = &slots[0] {
+                let named: u64 = head.holders().iter().map(|h| h.permits).sum();
+                if head.permits_held() != named {
+                    let detail = format!(
+                        "lock {k}'s head counts {} permits held at tick {}, its holders {named}",
+                        head.permits_held(),
+                        s.now
+                    );
+                    return Err(Violation::new("permits counted", detail));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A semaphore's clients that believe they hold permits of one lock hold `limit` at most
     /// together.
     fn permits_held(&self, s: &State, limit: u8) -> Result<(), Violation> {
@@ -1050,7 +1071,10 @@ impl Model for FifoMachines {
 
     fn invariant(&self, s: &State) -> Result<(), Violation> {
         match self.cfg.permits {
-            Some(limit) => self.permits_held(s, limit)?,
+            Some(limit) => {
+                self.permits_held(s, limit)?;
+                self.permits_counted(s)?;
+            }
             None => env::mutual_exclusion(self.cfg.locks, self.cfg.clients, s.now, |i, k| self.believes(s, i, k))?,
         }
         if let Some((k, p)) = s.overtaken {
@@ -1180,8 +1204,9 @@ pub fn configs(full: bool) -> Vec<Config> {
 /// The semaphore configurations explored: the bounded ones of the test suite (two clients on
 /// two permits, asking for one each, or one and both: a shared/exclusive mix, each request
 /// tried once), or the full ones of `npm run model`: those two with a crash; the mix with
-/// requests tried twice (an answer lost to a timeout, the request sent again); with a lost,
-/// throttled or slow request and a cancellation; with each client acquiring twice.
+/// requests tried twice; with a lost, throttled or slow request and a cancellation; with
+/// requests tried three times and a lost, throttled or slow request (a take that landed and
+/// whose answer was lost, sent again); with each client acquiring twice.
 pub fn semaphore_configs(full: bool) -> Vec<Config> {
     let one: Row = (&[1, 1], false, 1, 4, 6, 0, 1, 0, 1);
     let mix: Row = (&[1, 2], false, 1, 4, 6, 0, 1, 0, 1);
@@ -1193,7 +1218,8 @@ pub fn semaphore_configs(full: bool) -> Vec<Config> {
     // Each client acquiring twice: over 6 ticks with a lease of 4 the run passes 100 million
     // states; with a lease of 3 over 4 ticks it is whole, and the variants of the grant rule
     // are caught in it.
-    table(&[one, mix, twice, faults, (&[1, 2], false, 1, 3, 4, 0, 0, 0, 2)])
+    let again: Row = (&[1, 2], false, 3, 3, 5, 1, 0, 0, 1);
+    table(&[one, mix, twice, faults, again, (&[1, 2], false, 1, 3, 4, 0, 0, 0, 2)])
 }
 
 /// The configuration a broken variant is checked in.
@@ -1201,6 +1227,16 @@ pub fn broken_config(bug: Broken) -> Config {
     let mut c = match bug {
         // A holder of one permit and a request for both; then each client acquires again, so
         // that one waits while the other asks anew.
+        // A take that lands and whose answer is lost, sent again after its timeout (of three
+        // attempts, the first two may be sent again: the last timeout is the settling read's).
+        Broken::SemTakeRepeats => Config {
+            max_attempts: 3,
+            faults: 1,
+            lease: 3,
+            horizon: 5,
+            crashes: 0,
+            ..Config::semaphore(2, &[1, 2])
+        },
         Broken::SemGrantIgnoresHeld | Broken::SemGrantIgnoresEarlier | Broken::SemTakePastWaiter => Config {
             max_attempts: 1,
             crashes: 0,
@@ -1250,6 +1286,7 @@ pub fn property(bug: Broken) -> &'static str {
         Broken::FifoGrantIgnoresToken => "fencing",
         Broken::FifoGiveUpKeepsGrant => "no orphan",
         Broken::SemGrantIgnoresHeld => "permits",
+        Broken::SemTakeRepeats => "permits counted",
         Broken::SemGrantIgnoresEarlier | Broken::SemTakePastWaiter => "ticket order",
         _ => "",
     }

@@ -1049,6 +1049,8 @@ impl HttpStore {
         let value = item::holder_value(permits, fields.lease_duration_ms, guid, unix_now_ms(), fields.owner);
         let mut e = self.expr();
         e.new_holder(&name, &value, limit, limit.saturating_sub(permits))
+            // An earlier attempt that landed made it a holder: not counted twice.
+            .and("attribute_not_exists(#h)")
             .set("#held = if_not_exists(#held, :zero) + :k")
             .value(":k", Attr::N(permits))
             .take_next_ticket();

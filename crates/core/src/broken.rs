@@ -53,6 +53,9 @@ pub enum Broken {
     /// A semaphore waiter that takes an entry ahead of it that still waits for finished: it
     /// is granted before an earlier ticket.
     SemGrantIgnoresEarlier,
+    /// A semaphore's uncontended take without its condition that the head has no holder of
+    /// its `guid`: an attempt sent again after one that landed counts the permits twice.
+    SemTakeRepeats,
     /// A semaphore's uncontended take while tickets are out: a shared or small request taken
     /// past an exclusive or larger one that waits.
     SemTakePastWaiter,
@@ -93,9 +96,10 @@ impl Broken {
         Broken::UnclaimedHandOverForgetsGuid,
     ];
     /// The variants of semaphores (the Fifo machines model with permits, and the simulator).
-    pub const SEMAPHORE: [Broken; 3] = [
+    pub const SEMAPHORE: [Broken; 4] = [
         Broken::SemGrantIgnoresHeld,
         Broken::SemGrantIgnoresEarlier,
+        Broken::SemTakeRepeats,
         Broken::SemTakePastWaiter,
     ];
 
@@ -119,6 +123,7 @@ impl Broken {
             Broken::RenewRevivesEnded => "session renewal without its condition that the session is not ended",
             Broken::SemGrantIgnoresHeld => "semaphore grant that does not count the permits held",
             Broken::SemGrantIgnoresEarlier => "semaphore waiter granted past an earlier waiter",
+            Broken::SemTakeRepeats => "semaphore take that a repeated attempt applies twice",
             Broken::SemTakePastWaiter => "semaphore take while an earlier request waits",
             Broken::AbandonedLapsesLate => "lock abandoned by close() reported lost at its lease's end, not before",
             Broken::UpdateTakesWholeLease => "lock.update that may take all that is left of the lease",

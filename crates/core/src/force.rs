@@ -5,7 +5,8 @@
 //! - It starts from the lock item as the operator read it, and acts on that version only.
 //!   An item that is gone is absent; one nobody holds (released, or a semaphore's head with no
 //!   holder) is already free. A holder that is not the one first read (another token or
-//!   owner) is left alone: the lock changed hands.
+//!   owner, or for a FailClosed lock, which keeps its `guid` while held and has no token,
+//!   another `guid`) is left alone: the lock changed hands.
 //! - A FailClosed holder writes nothing while it holds, so nothing can tell it: its lock is
 //!   freed only at once (`now`). A semaphore's holders share one item and are reclaimed by
 //!   waiters, so there is nothing to force. A token that is no whole number cannot be named
@@ -127,8 +128,8 @@ pub struct Force<R: Record> {
     now: bool,
     new_guid: R::Guid,
     policy: Policy,
-    /// The holder first read: its fencing token and owner.
-    first: Option<(Option<u64>, Option<String>)>,
+    /// The holder first read (`holder`).
+    first: Option<Holder<R::Guid>>,
     /// The lock item as last read.
     read: Option<Read<R::Guid, R::Version>>,
     reads: u32,
@@ -192,11 +193,7 @@ impl<R: Record + Clone> Force<R> {
         };
         let refused = if !held {
             return Step::Done(Ok(Forced::AlreadyFree));
-        } else if self
-            .first
-            .as_ref()
-            .is_some_and(|(token, owner)| *token != r.fencing_token() || owner.as_deref() != r.owner())
-        {
+        } else if self.first.as_ref().is_some_and(|first| *first != holder(&r)) {
             Some(Refusal::Changed)
         } else if fail_closed(&r) && !self.now {
             Some(Refusal::CannotBeTold)
@@ -210,8 +207,7 @@ impl<R: Record + Clone> Force<R> {
         if let Some(why) = refused {
             return Step::Done(Err(Failure::Refused(why)));
         }
-        self.first
-            .get_or_insert_with(|| (r.fencing_token(), r.owner().map(str::to_string)));
+        self.first.get_or_insert_with(|| holder(&r));
         let read = Read {
             version: r.version(),
             guid: r.guid(),
@@ -337,6 +333,20 @@ impl<R: Record + Clone> Force<R> {
             ),
         }
     }
+}
+
+/// Who holds a lock, as far as a forced release tells holders apart: the fencing token and
+/// owner, and the `guid` of a FailClosed holder, which has no token and keeps its `guid` while
+/// it holds (another holder of one owner differs in it alone). Any other holder rotates its
+/// `guid` at every heartbeat, so that its `guid` does not tell it apart.
+type Holder<G> = (Option<u64>, Option<String>, Option<G>);
+
+fn holder<R: Record>(r: &R) -> Holder<R::Guid> {
+    let guid = match fail_closed(r) {
+        true => r.guid(),
+        false => None,
+    };
+    (r.fencing_token(), r.owner().map(str::to_string), guid)
 }
 
 /// A FailClosed lock's item: no lease, and no semaphore's permits.
@@ -616,6 +626,25 @@ mod tests {
         });
         assert_eq!(out, Err(Failure::Refused(Refusal::Changed)));
         assert!(t.lock.unwrap().carries(&[3; GUID_LEN]));
+    }
+
+    #[test]
+    fn a_failclosed_lock_taken_again_by_the_same_owner_meanwhile_is_left_alone() {
+        let fail_closed = |g: u8| LockRecord {
+            owner: Some("h".into()),
+            guid: Some(GuidValue::B(vec![g; GUID_LEN])),
+            ..Default::default()
+        };
+        // Released and taken again, by the same owner, before the deletion lands.
+        let mut t = table(Some(fail_closed(1)), None);
+        let out = force(true, &mut t, |n, t| {
+            if n == 0 {
+                t.lock = Some(fail_closed(2));
+            }
+            false
+        });
+        assert_eq!(out, Err(Failure::Refused(Refusal::Changed)));
+        assert!(t.lock.unwrap().carries(&[2; GUID_LEN]), "the new holder keeps its lock");
     }
 
     #[test]

@@ -305,7 +305,7 @@ pub enum Op<'a, R: Record> {
     FifoTouchEntry { ttl: Ttl<'a> },
     /// Semaphore, uncontended: hold `permits` of the head's `limit` as holder `guid`, with the
     /// next ticket as the token, if that many are free, the head counts `limit` permits (or
-    /// none yet), is no Fifo head, and no ticket is out. `permits` is from 1 to `limit`, in
+    /// none yet), is no Fifo head, has no holder `guid` yet, and no ticket is out. `permits` is from 1 to `limit`, in
     /// this operation and the next.
     SemTake {
         fields: &'a OpenFields<'a>,
@@ -629,8 +629,12 @@ pub fn allowed<R: Record>(op: &Op<'_, R>, item: Option<&R>) -> bool {
         }
         Op::FifoDeleteFinished => released(item),
         Op::FifoTouchEntry { .. } => item.is_some() && !released(item),
-        Op::SemTake { limit, permits, .. } => {
+        Op::SemTake {
+            guid, limit, permits, ..
+        } => {
             sem_head(item, *limit)
+                // An earlier attempt that landed made it a holder: not counted twice.
+                && (holder(item, guid).is_none() || broken::on(Broken::SemTakeRepeats))
                 && permits_fit(item, *limit, *permits, &[])
                 && (no_ticket_out(item) || broken::on(Broken::SemTakePastWaiter))
                 && ticket_can_rise(item)
@@ -1208,6 +1212,30 @@ mod tests {
 
     fn fields() -> OpenFields<'static> {
         crate::testing::fields("me", 500)
+    }
+
+    #[test]
+    fn a_take_of_permits_sent_again_after_it_landed_is_refused_and_counts_them_once() {
+        let guid = [1u8; crate::item::GUID_LEN];
+        let f = fields();
+        let take = Op::SemTake {
+            fields: &f,
+            guid: &guid,
+            limit: 3,
+            permits: 1,
+        };
+        assert!(allowed(&take, None::<&LockRecord>));
+        let (head, _) = apply(&take, None::<LockRecord>);
+        assert_eq!(head.as_ref().map(Record::permits_held), Some(1));
+        assert!(!allowed(&take, head.as_ref()), "its holder is on the head already");
+        let other = [2u8; crate::item::GUID_LEN];
+        let another = Op::SemTake {
+            fields: &f,
+            guid: &other,
+            limit: 3,
+            permits: 1,
+        };
+        assert!(allowed(&another, head.as_ref()), "another holder's take fits beside it");
     }
 
     #[test]
