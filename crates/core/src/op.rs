@@ -1214,28 +1214,30 @@ mod tests {
         crate::testing::fields("me", 500)
     }
 
+    /// A take of `permits` of 3 as holder `guid`.
+    fn take<'a>(f: &'a OpenFields<'a>, guid: &'a [u8; crate::item::GUID_LEN], permits: u64) -> Op<'a, LockRecord> {
+        Op::SemTake {
+            fields: f,
+            guid,
+            limit: 3,
+            permits,
+        }
+    }
+
     #[test]
     fn a_take_of_permits_sent_again_after_it_landed_is_refused_and_counts_them_once() {
-        let guid = [1u8; crate::item::GUID_LEN];
-        let f = fields();
-        let take = Op::SemTake {
-            fields: &f,
-            guid: &guid,
-            limit: 3,
-            permits: 1,
-        };
-        assert!(allowed(&take, None::<&LockRecord>));
-        let (head, _) = apply(&take, None::<LockRecord>);
+        let (f, guid, other) = (fields(), [1u8; crate::item::GUID_LEN], [2u8; crate::item::GUID_LEN]);
+        assert!(allowed(&take(&f, &guid, 1), None::<&LockRecord>));
+        let (head, _) = apply(&take(&f, &guid, 1), None::<LockRecord>);
         assert_eq!(head.as_ref().map(Record::permits_held), Some(1));
-        assert!(!allowed(&take, head.as_ref()), "its holder is on the head already");
-        let other = [2u8; crate::item::GUID_LEN];
-        let another = Op::SemTake {
-            fields: &f,
-            guid: &other,
-            limit: 3,
-            permits: 1,
-        };
-        assert!(allowed(&another, head.as_ref()), "another holder's take fits beside it");
+        assert!(
+            !allowed(&take(&f, &guid, 1), head.as_ref()),
+            "its holder is on the head already"
+        );
+        assert!(
+            allowed(&take(&f, &other, 1), head.as_ref()),
+            "another holder's take fits beside it"
+        );
     }
 
     #[test]
@@ -1243,13 +1245,7 @@ mod tests {
         let key = [1u8; crate::item::GUID_LEN];
         let next = [2u8; crate::item::GUID_LEN];
         let f = fields();
-        let take = Op::SemTake {
-            fields: &f,
-            guid: &key,
-            limit: 3,
-            permits: 2,
-        };
-        let (head, _) = apply(&take, None::<LockRecord>);
+        let (head, _) = apply(&take(&f, &key, 2), None::<LockRecord>);
         let renewal = crate::request::Req::<_, <LockRecord as Record>::Version>::Renew {
             guids: [key, key],
             new_guid: next,
