@@ -466,6 +466,11 @@ setTimeout(() => {}, 60000);\n`);
         const { outcome } = await acquire(env);
         assert.equal(outcome.code, "ConfigError");
         assert.match(outcome.message, /^No AWS region: set `region` in the `dynamodb` options, AWS_REGION/);
+        // Set but empty is no region either: nothing is signed for a region named "".
+        const { outcome: empty, keys } = await acquire(Object.assign(env, { AWS_REGION: "", AWS_DEFAULT_REGION: "" }));
+        assert.equal(empty.code, "ConfigError", JSON.stringify(empty));
+        assert.match(empty.message, /^No AWS region/);
+        assert.deepEqual(keys, [], "nothing was sent");
     });
 
     it("an AWS SDK v3 client without a region is a ConfigError, not the SDK's bare error", async () =>

@@ -7,7 +7,7 @@
 const { describe, it, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const { selectedEngines, startEngine } = require("./engines.js");
-const { DynamoDBLockClient, dynamodbOptions, uniqueId, sleep } = require("./helpers.js");
+const { DynamoDBLockClient, dynamodbOptions, uniqueId, sleep, until } = require("./helpers.js");
 const { runScript } = require("./support/spawn.js");
 
 process.env.AWS_EC2_METADATA_DISABLED = "true";
@@ -214,6 +214,27 @@ for (const name of selectedEngines())
                 DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revoke", id: other, now: "yes" }),
                 e => /now must be a boolean/.test(e.message));
             await Promise.all([open.close(), closed.close()]);
+        });
+
+        it("a Fifo queue entry is refused as no lock, and its waiter keeps its turn", async () =>
+        {
+            const id = uniqueId("queued");
+            const head = new DynamoDBLockClient.Fifo(config("revokefifo", { owner: "head" }));
+            const held = await head.acquireLock(id);
+            const waiter = new DynamoDBLockClient.Fifo(config("revokefifo", { owner: "waiter" }));
+            const waiting = waiter.acquireLock(id, { waitMs: 20000 });
+            const entryOf = async () => (await engine.scan("revokefifo")).find(i => i.resource.S === id && i.entry.S.startsWith("q#"));
+            await until(async () => (await entryOf()) !== undefined, 5000, "the waiter's queue entry");
+            const entry = await entryOf();
+            await assert.rejects(
+                DynamoDBLockClient.forceRelease({ dynamodb: dynamodbOptions(engine), lockTable: "revokefifo", id: { resource: id, entry: entry.entry.S }, now: true }),
+                e => e.code === "InvalidArgument" && /is a Fifo queue entry, not a lock/.test(e.message));
+            assert.deepEqual(await engine.getItem("revokefifo", { resource: { S: id }, entry: entry.entry }), entry, "the entry is left alone");
+            await held.release();
+            const next = await waiting;
+            assert.equal(next.fencingToken, held.fencingToken + 1, "the waiter is granted next, with its ticket");
+            await next.release();
+            await Promise.all([head.close(), waiter.close()]);
         });
 
         it("a lock of an ended session is freed with nobody to tell; an absent lock and a semaphore are told apart", async () =>

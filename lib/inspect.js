@@ -546,6 +546,12 @@ async function forceRelease(options)
     const now = options.now === true;
     const key = await tableOf(call, options.lockTable);
     const Key = itemKey(key, options.id, options.sortValue);
+    // A waiter's place in a Fifo queue is no lock: forcing it would only cost the waiter its turn.
+    if (isFifoEntry(Key, key))
+    {
+        throw invalidArgument(`forceRelease: ${JSON.stringify(plain(Key[key.sort.name]))} is a Fifo queue entry, not a lock:`
+            + ` force the lock itself (its head, sort value "${FIFO_HEAD}"); an entry its waiter stopped renewing lapses on its own`);
+    }
     const admin = await adminNative(options.dynamodb, "forceRelease",
         { lockTable: options.lockTable, partitionKey: key.partition.name, sortKey: key.sort && key.sort.name });
     const r = await call("GetItem", { TableName: options.lockTable, Key, ConsistentRead: true });

@@ -175,8 +175,9 @@ impl HttpStore {
             loader = loader.credentials_provider(c.clone());
         }
         let config = loader.load().await;
-        let region = match config.region() {
-            Some(r) => r.to_string(),
+        // A region set but empty (`AWS_REGION=`) is none: nothing is signed for a region "".
+        let region = match config.region().map(|r| r.to_string()).filter(|r| !r.is_empty()) {
+            Some(r) => r,
             None => return Err(config_error(super::aws_env::no_region().await)),
         };
         let provider = config
