@@ -125,6 +125,7 @@ describe(`credentials from the AWS environment (${engineName})`, () =>
     let proxy;
     let home;
     const seen = [];
+    const regions = [];
     let ids = 0;
 
     // A fresh HOME with these config and credentials files; returns the child's environment.
@@ -161,7 +162,7 @@ describe(`credentials from the AWS environment (${engineName})`, () =>
         const from = seen.length;
         const outcome = await runChild(env, Object.assign({ client: "options", endpoint: proxy.endpoint, lockTable: TABLE,
             id: `cred-${process.pid}-${ids++}` }, job));
-        return { outcome, keys: [...new Set(seen.slice(from))] };
+        return { outcome, keys: [...new Set(seen.slice(from))], regions: [...new Set(regions.slice(from))] };
     }
 
     before(async () =>
@@ -174,6 +175,8 @@ describe(`credentials from the AWS environment (${engineName})`, () =>
         {
             const m = /Credential=([^/]+)\//.exec(info.headers.authorization || "");
             seen.push(m ? m[1] : null);
+            const r = /Credential=[^/]+\/\d+\/([^/]*)\//.exec(info.headers.authorization || "");
+            regions.push(r ? r[1] : null);
         };
     });
 
@@ -471,6 +474,11 @@ setTimeout(() => {}, 60000);\n`);
         assert.equal(empty.code, "ConfigError", JSON.stringify(empty));
         assert.match(empty.message, /^No AWS region/);
         assert.deepEqual(keys, [], "nothing was sent");
+        // With a region in the profile, that one, as the AWS CLI takes it.
+        fs.writeFileSync(env.AWS_CONFIG_FILE, "[default]\nregion = eu-west-1\n");
+        const fromProfile = await acquire(env);
+        assert.deepEqual(fromProfile.outcome, { ok: true });
+        assert.deepEqual(fromProfile.regions, ["eu-west-1"]);
     });
 
     it("an AWS SDK v3 client without a region is a ConfigError, not the SDK's bare error", async () =>

@@ -167,6 +167,14 @@ impl HttpStore {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(r) = &o.region {
             loader = loader.region(Region::new(r.clone()));
+        } else if region_variables_blank() {
+            // `AWS_REGION=` (set, but empty) stops aws-config's region chain at a region "";
+            // as the AWS CLI does, the profile's region is taken instead.
+            use aws_config::meta::region::ProvideRegion;
+            let profile = aws_config::profile::ProfileFileRegionProvider::builder().build();
+            if let Some(r) = profile.region().await {
+                loader = loader.region(r);
+            }
         }
         if let Some(e) = &o.endpoint {
             loader = loader.endpoint_url(e.clone());
@@ -505,6 +513,13 @@ impl Link {
             }
         }
     }
+}
+
+/// The environment names no region, but sets a region variable to an empty value.
+fn region_variables_blank() -> bool {
+    let vars = ["AWS_REGION", "AWS_DEFAULT_REGION"].map(std::env::var_os);
+    vars.iter().any(|v| v.as_ref().is_some_and(|v| v.is_empty()))
+        && !vars.iter().any(|v| v.as_ref().is_some_and(|v| !v.is_empty()))
 }
 
 /// The endpoint URL configured for DynamoDB, as the AWS SDK for DynamoDB reads it: one given
