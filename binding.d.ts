@@ -56,7 +56,8 @@ export declare class NativeClient {
   /**
    * Starts one table administration request (`operation`, e.g. `DescribeTable`, with its
    * JSON `body`) on this client's connection and credentials; the answer carries the
-   * response body, or the error with its AWS name.
+   * response body, or the error with its AWS name. It is not one of the client's tasks
+   * that `close()` waits for: it neither takes nor frees a lock.
    */
   startAdmin(request: number, operation: string, body: string): void
   /**
