@@ -166,7 +166,7 @@ pub async fn within(
     send: impl std::future::Future<Output = Result<op::Reply<LockRecord>, StoreError>>,
 ) -> Result<op::Reply<LockRecord>, StoreError> {
     match at {
-        Some(at) if at > crate::clock::now() => tokio::time::timeout_at(at, crate::store::by(at, send))
+        Some(at) if at > crate::clock::now() => crate::store::until(at, send)
             .await
             .unwrap_or_else(|_| Err(store.timed_out())),
         Some(_) => Err(store.timed_out()),

@@ -1022,7 +1022,7 @@ impl NativeClient {
             let started = crate::clock::now();
             let table = debug::on().then(|| debug::table_name(&body)).flatten();
             let until = started + ADMIN_TIMEOUT;
-            let reply = tokio::time::timeout_at(until, crate::store::by(until, store.call_raw(&operation, body)))
+            let reply = crate::store::until(until, store.call_raw(&operation, body))
                 .await
                 .unwrap_or_else(|_| Err(store.timed_out()));
             debug::log(|| {

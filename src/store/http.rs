@@ -415,6 +415,7 @@ fn written_now() -> u64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
 /// A fetch of credentials under way: its answer, once there.
 type Fetch = tokio::sync::watch::Receiver<Option<Result<Credentials, StoreError>>>;
 
@@ -1187,11 +1188,9 @@ mod tests {
         let s = store_with("http://127.0.0.1:9", SharedCredentialsProvider::new(silent.clone()));
         for _ in 0..3 {
             let at = crate::clock::now() + Duration::from_millis(50);
-            let call = super::super::by(at, s.call("GetItem", "{}".into()));
-            let e = tokio::time::timeout(Duration::from_secs(5), call)
-                .await
-                .expect("answered by the deadline")
-                .unwrap_err();
+            // At the deadline the store answers, before `until` gives the request up.
+            let call = super::super::until(at, s.call("GetItem", "{}".into()));
+            let e = call.await.expect("answered by the deadline").unwrap_err();
             assert_eq!(e.code(), "CredentialsError");
             assert!(e.message().contains("did not answer"), "{}", e.message());
             assert!(!e.maybe_applied(), "never sent, so never landed");

@@ -38,9 +38,13 @@ tokio::task_local! {
     static DEADLINE: tokio::time::Instant;
 }
 
-/// Runs `send`, the sending of one request, with `at` as its deadline (`deadline`).
-pub async fn by<F: std::future::Future>(at: tokio::time::Instant, send: F) -> F::Output {
-    DEADLINE.scope(at, send).await
+/// Runs `send`, the sending of one request, until its deadline `at`, which the store reads
+/// (`deadline`); `Err` when `at` passed first.
+pub async fn until<F: std::future::Future>(
+    at: tokio::time::Instant,
+    send: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    tokio::time::timeout_at(at, DEADLINE.scope(at, send)).await
 }
 
 /// The deadline of the request being sent, for a store whose work before it sends (loading its
