@@ -7,6 +7,7 @@ const assert = require("node:assert/strict");
 const { startEngine } = require("./engines.js");
 const { dynamodbOptions, uniqueId, failClosed, failOpen } = require("./helpers.js");
 const { startChild } = require("./support/spawn.js");
+const { startProxy } = require("./support/proxy.js");
 
 describe("process lifetime", { timeout: 120000 }, () =>
 {
@@ -106,6 +107,46 @@ describe("process lifetime", { timeout: 120000 }, () =>
             assert.ok(waited >= 900 && waited < 5000, `took the lapsed lock after ${waited} ms`);
             assert.equal(mine.fencingToken, 2);
             await mine.release();
+        }
+    );
+
+    it("a worker thread that ends while its acquisition's write waits for its answer releases the lock the write took", async () =>
+        {
+            // The Worker's requests run on its own event loop; when it ends, the acquisition
+            // goes on off it, is cancelled with the Worker's clients, and gives back what its
+            // write took. A FailClosed lock has no lease: nothing else would ever free it.
+            const id = uniqueId("worker-mid-write");
+            const proxy = await startProxy({ target: engine.endpoint });
+            try
+            {
+                proxy.replyDelayMs = 1500;
+                let applied;
+                const landed = new Promise(resolve => { applied = resolve; });
+                proxy.onResponse = (op, body) => { if (op !== "GetItem" && JSON.stringify(body).includes(id)) applied(op); };
+                const code = `
+                    const { parentPort, workerData } = require("node:worker_threads");
+                    const Locks = require(workerData.index);
+                    const closed = new Locks.FailClosed({ dynamodb: workerData.dynamodb, lockTable: "locks", partitionKey: "id", acquirePeriodMs: 100, requestTimeoutMs: 10000 });
+                    closed.acquireLock(workerData.id).then(() => parentPort.postMessage("held"), e => parentPort.postMessage(String(e)));
+                `;
+                const { Worker } = require("node:worker_threads");
+                const worker = new Worker(code, { eval: true, workerData: { index: require.resolve("../index.js"), dynamodb: dynamodbOptions(engine, proxy.endpoint), id } });
+                const messages = [];
+                worker.on("message", m => messages.push(m));
+                const op = await landed;
+                assert.ok((await engine.getItem("locks", { id: { S: id } })) !== undefined, `the ${op} took the lock`);
+                await worker.terminate();
+                assert.deepEqual(messages, [], "the answer was still held back");
+                const started = Date.now();
+                const mine = await failClosed(engine, { retryCount: 100, acquirePeriodMs: 100 }).acquireLock(id);
+                const waited = Date.now() - started;
+                assert.ok(waited < 8000, `took the lock ${waited} ms after the Worker ended`);
+                await mine.release();
+            }
+            finally
+            {
+                await proxy.close();
+            }
         }
     );
 

@@ -83,6 +83,8 @@ mod store;
 #[cfg(test)]
 #[path = "tests/testkit.rs"]
 mod testkit;
+#[cfg(all(unix, not(test)))]
+mod uvloop;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -263,8 +265,40 @@ impl JsLockEvent {
     }
 }
 
+/// Where a client's lock events go: to its JavaScript function, called from a callback of the
+/// thread's loop in order with its answers (`uvloop::call`), or through its thread-safe
+/// function (from other threads).
+#[derive(Clone)]
+struct Events {
+    tsfn: Arc<WeakHandler<JsLockEvent>>,
+    #[cfg(all(unix, not(test)))]
+    direct: Option<uvloop::Kept>,
+}
+
+impl Events {
+    fn send(&self, ev: JsLockEvent) {
+        #[cfg(all(unix, not(test)))]
+        let ev = match self.direct {
+            Some(f) => match uvloop::call(f, ev, JsLockEvent::values) {
+                Ok(()) => return,
+                Err(ev) => ev,
+            },
+            None => ev,
+        };
+        self.tsfn.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+impl JsLockEvent {
+    #[cfg(all(unix, not(test)))]
+    fn values(env: napi::sys::napi_env, ev: JsLockEvent) -> Result<Vec<napi::sys::napi_value>> {
+        // SAFETY: on the environment's thread, in a handle scope (`uvloop::call`).
+        Ok(vec![unsafe { ToNapiValue::to_napi_value(env, ev)? }])
+    }
+}
+
 /// Sends a client's lock events to the JavaScript environment that made the client.
-struct JsEvents(Arc<WeakHandler<JsLockEvent>>);
+struct JsEvents(Events);
 
 impl EventSink for JsEvents {
     fn emit(&self, lock_id: u64, event: LockEvent) {
@@ -294,13 +328,13 @@ impl EventSink for JsEvents {
                 }
             }
         };
-        self.0.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+        self.0.send(ev);
     }
 }
 
 /// Sends a `waiting` event for acquisition `request` when it first finds the lock held,
 /// and then about once per `period` while it waits, naming the holder it saw.
-fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Arc<WeakHandler<JsLockEvent>>, request: u32) {
+fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Events, request: u32) {
     cancel.on_wait(period, move |holder, progress| {
         let holder = holder.unwrap_or_default();
         let ev = JsLockEvent {
@@ -313,7 +347,7 @@ fn tell_waiting(cancel: &Cancel, period: std::time::Duration, events: Arc<WeakHa
             holder_unchanged_ms: Some(holder.unchanged.as_secs_f64() * 1000.0),
             ..JsLockEvent::new(0, "waiting")
         };
-        events.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+        events.send(ev);
     });
 }
 
@@ -521,12 +555,62 @@ impl Answer {
         let rest = (!self.rest.is_empty()).then_some(self.rest);
         (self.request, self.lock_id, self.fencing_token, self.waited, rest).into()
     }
+
+    /// `args`, as JavaScript values (an internal error, should they not be made).
+    #[cfg(all(unix, not(test)))]
+    fn values(env: napi::sys::napi_env, a: Answer) -> Result<Vec<napi::sys::napi_value>> {
+        let request = a.request;
+        a.js(env).or_else(|_| {
+            let e = LockError::Internal("the answer could not be made a JavaScript value".into());
+            Answer::done(request, Some(&e)).js(env)
+        })
+    }
+
+    #[cfg(all(unix, not(test)))]
+    fn js(self, env: napi::sys::napi_env) -> Result<Vec<napi::sys::napi_value>> {
+        let a = self;
+        let rest = (!a.rest.is_empty()).then_some(a.rest);
+        // SAFETY: on the environment's thread, in a handle scope (`uvloop::call`).
+        unsafe {
+            Ok(vec![
+                ToNapiValue::to_napi_value(env, a.request)?,
+                ToNapiValue::to_napi_value(env, a.lock_id)?,
+                ToNapiValue::to_napi_value(env, a.fencing_token)?,
+                ToNapiValue::to_napi_value(env, a.waited)?,
+                ToNapiValue::to_napi_value(env, rest)?,
+            ])
+        }
+    }
+}
+
+/// Where a client's answers go: to its JavaScript function, called at once from a callback of
+/// the thread's loop (`uvloop::call`), or through its thread-safe function.
+#[derive(Clone)]
+struct Answers {
+    tsfn: Arc<WeakHandler<AnswerArgs>>,
+    /// The function as `uvloop` keeps it (none where requests do not run on the loop).
+    #[cfg(all(unix, not(test)))]
+    direct: Option<uvloop::Kept>,
+}
+
+impl Answers {
+    fn send(&self, a: Answer) {
+        #[cfg(all(unix, not(test)))]
+        let a = match self.direct {
+            Some(f) => match uvloop::call(f, a, Answer::values) {
+                Ok(()) => return,
+                Err(a) => a,
+            },
+            None => a,
+        };
+        self.tsfn.call(a.args(), ThreadsafeFunctionCallMode::NonBlocking);
+    }
 }
 
 /// Runs `work` on the runtime and sends its answer through `answers`; a panic is answered
 /// as an internal error, so that no request is left without an answer.
 /// The task is one of `tasks`, which `close()` waits for.
-fn answer<F>(answers: &Arc<WeakHandler<AnswerArgs>>, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
+fn answer<F>(answers: &Answers, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
 where
     F: std::future::Future<Output = Answer> + Send + 'static,
 {
@@ -535,7 +619,7 @@ where
     // On the heap at once: the task then holds a pointer, not the request's whole state
     // machine, which would otherwise be copied again as it is wrapped, spawned and finished.
     let work = Box::pin(work);
-    napi::bindgen_prelude::spawn(tasks.track_future(async move {
+    let task = tasks.track_future(async move {
         let outcome = std::panic::AssertUnwindSafe(work)
             .catch_unwind()
             .await
@@ -545,8 +629,14 @@ where
                     Some(&LockError::Internal("the request's task panicked".into())),
                 )
             });
-        answers.call(outcome.args(), ThreadsafeFunctionCallMode::NonBlocking);
-    }));
+        answers.send(outcome);
+    });
+    // On the loop of the JavaScript thread that asked, where it has one (`uvloop`).
+    #[cfg(all(unix, not(test)))]
+    let Err(task) = uvloop::spawn(Box::pin(task)) else {
+        return;
+    };
+    napi::bindgen_prelude::spawn(task);
 }
 
 fn ms(v: Option<f64>) -> Option<Duration> {
@@ -740,10 +830,19 @@ pub struct NativeClient {
     /// One channel for every answer, to the environment that made the client: no
     /// thread-safe function per request (each would be a libuv handle to open and close, and
     /// a lock both threads contend for).
-    answers: Arc<WeakHandler<AnswerArgs>>,
+    answers: Answers,
     /// Where lock events go; also where a pending acquisition says it waits.
-    events: Arc<WeakHandler<JsLockEvent>>,
+    events: Events,
     cancels: Arc<Cancels>,
+}
+
+impl Drop for NativeClient {
+    fn drop(&mut self) {
+        #[cfg(all(unix, not(test)))]
+        for f in [self.answers.direct, self.events.direct].into_iter().flatten() {
+            uvloop::forget(f);
+        }
+    }
 }
 
 #[napi]
@@ -764,6 +863,8 @@ impl NativeClient {
         object_call: Option<Function<FnArgs<(String, store::object::Value)>, Promise<store::object::ObjectReply>>>,
     ) -> Result<Self> {
         let kind = parse_kind(&o.kind)?;
+        #[cfg(all(unix, not(test)))]
+        uvloop::init(&env);
         let mut s = settings(kind, &o);
         let credentials = credentials_of(credentials, o.access_key_id, o.secret_access_key, o.session_token)?;
         let table = TableSpec {
@@ -800,7 +901,11 @@ impl NativeClient {
             Some(o) => Arc::new(o),
             None => store.clone(),
         };
-        let events = Arc::new(weak_handler(on_event)?);
+        let events = Events {
+            #[cfg(all(unix, not(test)))]
+            direct: uvloop::keep(on_event.raw()),
+            tsfn: Arc::new(weak_handler(on_event)?),
+        };
         let inner = Arc::new(Client::new(
             protocol_store,
             s,
@@ -826,7 +931,11 @@ impl NativeClient {
         Ok(NativeClient {
             inner,
             admin: store,
-            answers: Arc::new(weak_handler(on_answer)?),
+            answers: Answers {
+                #[cfg(all(unix, not(test)))]
+                direct: uvloop::keep(on_answer.raw()),
+                tsfn: Arc::new(weak_handler(on_answer)?),
+            },
             events,
             cancels,
         })
@@ -1179,10 +1288,7 @@ impl NativeClient {
                 .await
                 .err()
                 .map(|_| LockError::Store(store::timed_out()));
-            answers.call(
-                Answer::done(request, error.as_ref()).args(),
-                ThreadsafeFunctionCallMode::NonBlocking,
-            );
+            answers.send(Answer::done(request, error.as_ref()));
         });
     }
 

@@ -20,13 +20,12 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::{Connect, Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
-use tokio::net::TcpStream;
 
 use super::aws_env::causes;
 
@@ -88,22 +87,47 @@ pub struct HttpResponse {
     pub body: Bytes,
 }
 
-/// Where the connections go, decided once per endpoint.
+/// Where the connections go, decided once per endpoint; `C` makes the TCP connections.
 #[derive(Clone)]
-enum Route {
-    Direct(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+enum Route<C> {
+    Direct(Client<HttpsConnector<C>, Full<Bytes>>),
     /// TLS (or plain HTTP) inside a CONNECT tunnel through the proxy.
-    Tunnel(Client<HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>),
+    Tunnel(Client<HttpsConnector<Tunnel<C>>, Full<Bytes>>),
     /// Plain HTTP to the proxy, which forwards absolute-form requests.
-    Forward(Client<Forward, Full<Bytes>>, Option<http::HeaderValue>),
+    Forward(Client<Forward<C>, Full<Bytes>>, Option<http::HeaderValue>),
+}
+
+impl<C> Route<C>
+where
+    HttpsConnector<C>: Connect + Clone + Send + Sync + 'static,
+    HttpsConnector<Tunnel<C>>: Connect + Clone + Send + Sync + 'static,
+    Forward<C>: Connect + Clone + Send + Sync + 'static,
+{
+    fn request(&self, mut request: http::Request<Full<Bytes>>) -> ResponseFuture {
+        match self {
+            Route::Direct(c) => c.request(request),
+            Route::Tunnel(c) => c.request(request),
+            Route::Forward(c, auth) => {
+                if let Some(auth) = auth {
+                    request
+                        .headers_mut()
+                        .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
+                }
+                c.request(request)
+            }
+        }
+    }
 }
 
 /// Connections to one endpoint. Each runtime that sends requests has its own pool (the
 /// heartbeat scheduler's thread drives a runtime of its own): a connection belongs to the
-/// runtime whose reactor tells it when a reply arrives.
+/// runtime whose reactor tells it when a reply arrives. Requests made on a JavaScript thread
+/// whose loop runs them (`uvloop`) have a pool of their own too, watched by that loop.
 pub struct Transport {
     /// Connections for requests in general, and for heartbeats.
-    routes: [Route; 2],
+    routes: [Route<HttpConnector>; 2],
+    #[cfg(all(unix, not(test)))]
+    local: Route<crate::uvloop::Connector>,
     slots: [tokio::sync::Semaphore; 2],
     /// How the endpoint is reached, for error messages.
     pub via: Option<String>,
@@ -178,12 +202,6 @@ impl Transport {
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout.unwrap_or(Duration::from_secs(3))));
         let tls = tls_config(ca_bundle)?;
-        let https = |tls: rustls::ClientConfig| {
-            HttpsConnectorBuilder::new()
-                .with_tls_config(tls)
-                .https_or_http()
-                .enable_http1()
-        };
         let intercept = proxy_matcher().intercept(endpoint);
         let via = intercept.as_ref().map(|i| {
             let u = i.uri();
@@ -193,36 +211,28 @@ impl Transport {
                 u.authority().map(|a| a.host()).unwrap_or("")
             )
         });
-        let make = |max_idle: usize| -> Route {
-            let mut builder = Client::builder(TokioExecutor::new());
-            builder
-                .pool_idle_timeout(IDLE_TIMEOUT)
-                .pool_max_idle_per_host(max_idle)
-                // A small request goes out with one write of one buffer rather than a
-                // vectored write of head and body.
-                .http1_writev(false)
-                // The signed `Host` header is set with the request.
-                .set_host(false);
-            match &intercept {
-                None => Route::Direct(builder.build(https(tls.clone()).wrap_connector(http.clone()))),
-                Some(i) if endpoint.scheme_str() == Some("https") => {
-                    let mut tunnel = Tunnel::new(i.uri().clone(), http.clone());
-                    if let Some(auth) = i.basic_auth() {
-                        tunnel = tunnel.with_auth(auth.clone());
-                    }
-                    Route::Tunnel(builder.build(https(tls.clone()).wrap_connector(tunnel)))
-                }
-                Some(i) => Route::Forward(
-                    builder.build(Forward {
-                        proxy: i.uri().clone(),
-                        http: http.clone(),
-                    }),
-                    i.basic_auth().cloned(),
-                ),
-            }
+        let route = |http: HttpConnector, max_idle: usize| -> Route<HttpConnector> {
+            route(
+                &http,
+                &intercept,
+                endpoint,
+                &tls,
+                builder(TokioExecutor::new(), max_idle),
+            )
         };
         Ok(Transport {
-            routes: [make(MAX_IDLE), make(MOST_HEARTBEAT_CONNECTIONS)],
+            routes: [
+                route(http.clone(), MAX_IDLE),
+                route(http.clone(), MOST_HEARTBEAT_CONNECTIONS),
+            ],
+            #[cfg(all(unix, not(test)))]
+            local: self::route(
+                &crate::uvloop::Connector(http),
+                &intercept,
+                endpoint,
+                &tls,
+                builder(crate::uvloop::Executor, MAX_IDLE),
+            ),
             slots: [
                 tokio::sync::Semaphore::new(MAX_CONNECTIONS),
                 tokio::sync::Semaphore::new(MOST_HEARTBEAT_CONNECTIONS),
@@ -232,24 +242,19 @@ impl Transport {
     }
 
     /// Sends `request` and reads the whole reply, checking its `x-amz-crc32`.
-    pub async fn send(&self, mut request: http::Request<Full<Bytes>>) -> Result<HttpResponse, TransportError> {
-        // The semaphore is never closed.
+    pub async fn send(&self, request: http::Request<Full<Bytes>>) -> Result<HttpResponse, TransportError> {
+        // The semaphore is never closed. A JavaScript thread's requests share the client's
+        // bound with those of the runtime.
         let pool = POOL.with(std::cell::Cell::get);
         let _slot = self.slots[pool].acquire().await.ok();
-        let route = &self.routes[pool];
-        let response = match route {
-            Route::Direct(c) => c.request(request).await,
-            Route::Tunnel(c) => c.request(request).await,
-            Route::Forward(c, auth) => {
-                if let Some(auth) = auth {
-                    request
-                        .headers_mut()
-                        .insert(http::header::PROXY_AUTHORIZATION, auth.clone());
-                }
-                c.request(request).await
-            }
-        }
-        .map_err(|e| match e.is_connect() {
+        #[cfg(all(unix, not(test)))]
+        let response = match pool == 0 && crate::uvloop::here() {
+            true => self.local.request(request),
+            false => self.routes[pool].request(request),
+        };
+        #[cfg(any(not(unix), test))]
+        let response = self.routes[pool].request(request);
+        let response = response.await.map_err(|e| match e.is_connect() {
             true if has_timeout(&e) => TransportError::ConnectTimeout,
             true => TransportError::Connect(causes(&e)),
             false => TransportError::Exchange(causes(&e)),
@@ -283,45 +288,110 @@ fn has_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     })
 }
 
+/// A pool's client, keeping up to `max_idle` idle connections, whose connection tasks run on
+/// `exec`.
+fn builder<E>(exec: E, max_idle: usize) -> hyper_util::client::legacy::Builder
+where
+    E: hyper::rt::Executor<Pin<Box<dyn Future<Output = ()> + Send>>> + Send + Sync + Clone + 'static,
+{
+    let mut builder = Client::builder(exec);
+    builder
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_max_idle_per_host(max_idle)
+        // A small request goes out with one write of one buffer rather than a vectored write
+        // of head and body.
+        .http1_writev(false)
+        // The signed `Host` header is set with the request.
+        .set_host(false);
+    builder
+}
+
+/// The route to `endpoint` over TCP connections that `http` makes, through the proxy that
+/// `intercept` names if any.
+fn route<C>(
+    http: &C,
+    intercept: &Option<hyper_util::client::proxy::matcher::Intercept>,
+    endpoint: &http::Uri,
+    tls: &rustls::ClientConfig,
+    builder: hyper_util::client::legacy::Builder,
+) -> Route<C>
+where
+    C: Clone,
+    HttpsConnector<C>: Connect + Clone,
+    HttpsConnector<Tunnel<C>>: Connect + Clone,
+    Forward<C>: Connect + Clone,
+{
+    let https = || {
+        HttpsConnectorBuilder::new()
+            .with_tls_config(tls.clone())
+            .https_or_http()
+            .enable_http1()
+    };
+    match intercept {
+        None => Route::Direct(builder.build(https().wrap_connector(http.clone()))),
+        Some(i) if endpoint.scheme_str() == Some("https") => {
+            let mut tunnel = Tunnel::new(i.uri().clone(), http.clone());
+            if let Some(auth) = i.basic_auth() {
+                tunnel = tunnel.with_auth(auth.clone());
+            }
+            Route::Tunnel(builder.build(https().wrap_connector(tunnel)))
+        }
+        Some(i) => Route::Forward(
+            builder.build(Forward {
+                proxy: i.uri().clone(),
+                http: http.clone(),
+            }),
+            i.basic_auth().cloned(),
+        ),
+    }
+}
+
 /// Connects every request to the proxy and tells hyper so, which then writes the request
 /// line in absolute form for the proxy to forward.
 #[derive(Clone)]
-struct Forward {
+struct Forward<C> {
     proxy: http::Uri,
-    http: HttpConnector,
+    http: C,
 }
 
-impl tower_service::Service<http::Uri> for Forward {
-    type Response = Proxied;
-    type Error = <HttpConnector as tower_service::Service<http::Uri>>::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Proxied, Self::Error>> + Send>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.http.poll_ready(cx)
+impl<C> tower_service::Service<http::Uri> for Forward<C>
+where
+    C: tower_service::Service<http::Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = Proxied<C::Response>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.http.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, _dst: http::Uri) -> Self::Future {
         let connecting = self.http.call(self.proxy.clone());
-        Box::pin(async move { connecting.await.map(Proxied) })
+        Box::pin(async move { connecting.await.map(Proxied).map_err(Into::into) })
     }
 }
 
 /// A connection to a forwarding proxy.
-struct Proxied(TokioIo<TcpStream>);
+struct Proxied<T>(T);
 
-impl Connection for Proxied {
+impl<T: Connection> Connection for Proxied<T> {
     fn connected(&self) -> Connected {
         self.0.connected().proxy(true)
     }
 }
 
-impl Read for Proxied {
+impl<T: Read + Unpin> Read for Proxied<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
-impl Write for Proxied {
+impl<T: Write + Unpin> Write for Proxied<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.0).poll_write(cx, buf)
     }
