@@ -265,31 +265,71 @@ impl JsLockEvent {
     }
 }
 
-/// Where a client's lock events go: to its JavaScript function, called from a callback of the
-/// thread's loop in order with its answers (`uvloop::call`), or through its thread-safe
-/// function (from other threads).
-#[derive(Clone)]
-struct Events {
-    tsfn: Arc<WeakHandler<JsLockEvent>>,
+/// What a client hands JavaScript: its locks' events, its answers.
+trait ToJs: Sized + 'static {
+    /// As the thread-safe function takes it.
+    type Args: JsValuesTupleIntoVec + 'static;
+    fn args(self) -> Self::Args;
+    /// As JavaScript values, in a callback of the loop (`uvloop::call`).
+    #[cfg(all(unix, not(test)))]
+    fn values(env: napi::sys::napi_env, v: Self) -> Result<Vec<napi::sys::napi_value>>;
+}
+
+/// Where a client's events or answers go: to its JavaScript function, called from a callback of
+/// the thread's loop in the order they were sent, events before the answer that follows them
+/// (`uvloop::call`), or through its thread-safe function (from other threads, or where
+/// requests do not run on the loop).
+struct ToJavaScript<T: ToJs> {
+    tsfn: Arc<WeakHandler<T::Args>>,
+    /// The function as `uvloop` keeps it.
     #[cfg(all(unix, not(test)))]
     direct: Option<uvloop::Kept>,
 }
 
-impl Events {
-    fn send(&self, ev: JsLockEvent) {
-        #[cfg(all(unix, not(test)))]
-        let ev = match self.direct {
-            Some(f) => match uvloop::call(f, ev, JsLockEvent::values) {
-                Ok(()) => return,
-                Err(ev) => ev,
-            },
-            None => ev,
-        };
-        self.tsfn.call(ev, ThreadsafeFunctionCallMode::NonBlocking);
+impl<T: ToJs> Clone for ToJavaScript<T> {
+    fn clone(&self) -> Self {
+        ToJavaScript {
+            tsfn: self.tsfn.clone(),
+            #[cfg(all(unix, not(test)))]
+            direct: self.direct,
+        }
     }
 }
 
-impl JsLockEvent {
+impl<T: ToJs> ToJavaScript<T> {
+    fn new(f: Function<T::Args, ()>) -> Result<Self> {
+        #[cfg(all(unix, not(test)))]
+        let direct = uvloop::keep(f.raw());
+        Ok(ToJavaScript {
+            tsfn: Arc::new(weak_handler(f)?),
+            #[cfg(all(unix, not(test)))]
+            direct,
+        })
+    }
+
+    fn send(&self, v: T) {
+        #[cfg(all(unix, not(test)))]
+        let v = match self.direct {
+            Some(f) => match uvloop::call(f, v, T::values) {
+                Ok(()) => return,
+                Err(v) => v,
+            },
+            None => v,
+        };
+        self.tsfn.call(v.args(), ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+type Events = ToJavaScript<JsLockEvent>;
+type Answers = ToJavaScript<Answer>;
+
+impl ToJs for JsLockEvent {
+    type Args = JsLockEvent;
+
+    fn args(self) -> JsLockEvent {
+        self
+    }
+
     #[cfg(all(unix, not(test)))]
     fn values(env: napi::sys::napi_env, ev: JsLockEvent) -> Result<Vec<napi::sys::napi_value>> {
         // SAFETY: on the environment's thread, in a handle scope (`uvloop::call`).
@@ -551,21 +591,6 @@ impl Answer {
         }
     }
 
-    fn args(self) -> AnswerArgs {
-        let rest = (!self.rest.is_empty()).then_some(self.rest);
-        (self.request, self.lock_id, self.fencing_token, self.waited, rest).into()
-    }
-
-    /// `args`, as JavaScript values (an internal error, should they not be made).
-    #[cfg(all(unix, not(test)))]
-    fn values(env: napi::sys::napi_env, a: Answer) -> Result<Vec<napi::sys::napi_value>> {
-        let request = a.request;
-        a.js(env).or_else(|_| {
-            let e = LockError::Internal("the answer could not be made a JavaScript value".into());
-            Answer::done(request, Some(&e)).js(env)
-        })
-    }
-
     #[cfg(all(unix, not(test)))]
     fn js(self, env: napi::sys::napi_env) -> Result<Vec<napi::sys::napi_value>> {
         let a = self;
@@ -583,27 +608,22 @@ impl Answer {
     }
 }
 
-/// Where a client's answers go: to its JavaScript function, called at once from a callback of
-/// the thread's loop (`uvloop::call`), or through its thread-safe function.
-#[derive(Clone)]
-struct Answers {
-    tsfn: Arc<WeakHandler<AnswerArgs>>,
-    /// The function as `uvloop` keeps it (none where requests do not run on the loop).
-    #[cfg(all(unix, not(test)))]
-    direct: Option<uvloop::Kept>,
-}
+impl ToJs for Answer {
+    type Args = AnswerArgs;
 
-impl Answers {
-    fn send(&self, a: Answer) {
-        #[cfg(all(unix, not(test)))]
-        let a = match self.direct {
-            Some(f) => match uvloop::call(f, a, Answer::values) {
-                Ok(()) => return,
-                Err(a) => a,
-            },
-            None => a,
-        };
-        self.tsfn.call(a.args(), ThreadsafeFunctionCallMode::NonBlocking);
+    fn args(self) -> AnswerArgs {
+        let rest = (!self.rest.is_empty()).then_some(self.rest);
+        (self.request, self.lock_id, self.fencing_token, self.waited, rest).into()
+    }
+
+    /// `args`, as JavaScript values (an internal error, should they not be made).
+    #[cfg(all(unix, not(test)))]
+    fn values(env: napi::sys::napi_env, a: Answer) -> Result<Vec<napi::sys::napi_value>> {
+        let request = a.request;
+        a.js(env).or_else(|_| {
+            let e = LockError::Internal("the answer could not be made a JavaScript value".into());
+            Answer::done(request, Some(&e)).js(env)
+        })
     }
 }
 
@@ -901,11 +921,7 @@ impl NativeClient {
             Some(o) => Arc::new(o),
             None => store.clone(),
         };
-        let events = Events {
-            #[cfg(all(unix, not(test)))]
-            direct: uvloop::keep(on_event.raw()),
-            tsfn: Arc::new(weak_handler(on_event)?),
-        };
+        let events = Events::new(on_event)?;
         let inner = Arc::new(Client::new(
             protocol_store,
             s,
@@ -931,11 +947,7 @@ impl NativeClient {
         Ok(NativeClient {
             inner,
             admin: store,
-            answers: Answers {
-                #[cfg(all(unix, not(test)))]
-                direct: uvloop::keep(on_answer.raw()),
-                tsfn: Arc::new(weak_handler(on_answer)?),
-            },
+            answers: Answers::new(on_answer)?,
             events,
             cancels,
         })

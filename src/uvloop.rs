@@ -870,7 +870,8 @@ impl Read for Socket {
         // counts only what it wrote.
         let unfilled = unsafe { buf.as_mut() };
         let (ptr, len) = (unfilled.as_mut_ptr() as *mut c_void, unfilled.len());
-        let n = std::task::ready!(self.get_mut().poll_io(cx, Dir::Read, |s| {
+        let this = self.get_mut();
+        let n = std::task::ready!(this.poll_io(cx, Dir::Read, |s| {
             let n = unsafe { libc::read(s.as_raw_fd(), ptr, len) };
             if n < 0 {
                 Err(io::Error::last_os_error())
@@ -878,6 +879,13 @@ impl Read for Socket {
                 Ok(n as usize)
             }
         }))?;
+        if n > 0 && n < len {
+            // Less than asked for: the socket had no more. The next read waits for the loop
+            // to say there is more (it is level-triggered) rather than try and block.
+            if let Some(w) = &this.watch {
+                w.lock().readable = false;
+            }
+        }
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }
