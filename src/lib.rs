@@ -17,6 +17,8 @@
 //! - `debug`: the debug log (`NODE_DEBUG=dynamodb-lock-native`).
 //! - `defaults`: the settings defaults JavaScript applies itself, from the core's `settings`.
 //! - `runtime`: what every tokio runtime of the addon runs beside its work (the timer floor).
+//! - `uvloop` (Unix): the requests a JavaScript thread starts, run on that thread's event loop
+//!   (libuv), with their connections' sockets; JavaScript called back from there in order.
 //! - `js_credentials`: credentials from a JavaScript provider.
 //! - `store`: the `Store` trait (one operation, one request, no retries: those are the
 //!   machines'), over DynamoDB's HTTP API (hyper, rustls, aws-sigv4) and over a user's own
@@ -627,8 +629,9 @@ impl ToJs for Answer {
     }
 }
 
-/// Runs `work` on the runtime and sends its answer through `answers`; a panic is answered
-/// as an internal error, so that no request is left without an answer.
+/// Runs `work` on the calling thread's event loop (`uvloop`; on the runtime where there is
+/// none) and sends its answer through `answers`; a panic is answered as an internal error, so
+/// that no request is left without an answer.
 /// The task is one of `tasks`, which `close()` waits for.
 fn answer<F>(answers: &Answers, tasks: &tokio_util::task::TaskTracker, request: u32, work: F)
 where
