@@ -138,6 +138,18 @@ impl Shared {
     }
 }
 
+impl Ready {
+    /// Has the loop run its tasks and calls in a turn of its own (nothing once the
+    /// environment ended).
+    fn tell(&self) {
+        if let (false, Some(uv)) = (self.wake.is_null(), uv()) {
+            // SAFETY: the handle is open while `wake` is not null, which the caller's guard
+            // of the mutex keeps so.
+            unsafe { (uv.async_send)(self.wake) };
+        }
+    }
+}
+
 struct TaskWaker {
     id: usize,
     shared: Arc<Shared>,
@@ -159,10 +171,7 @@ impl Wake for TaskWaker {
         // loop is told (from this thread too, when not inside `run`).
         let running = RUNNING.try_with(Cell::get).unwrap_or(false) && std::thread::current().id() == self.shared.thread;
         if !running {
-            if let Some(uv) = uv() {
-                // SAFETY: the handle is open while `wake` is not null, under the mutex.
-                unsafe { (uv.async_send)(ready.wake) };
-            }
+            ready.tell();
         }
     }
 }
@@ -274,7 +283,7 @@ impl Local {
             local.shared.ready().wake = null_mut();
             // SAFETY: the handle is open and nothing else knows of it; so is the context.
             unsafe {
-                (uv.close)(wake, on_async_closed);
+                (uv.close)(wake, on_closed::<UV_ASYNC>);
                 sys::napi_async_destroy(env, context);
             }
             return None;
@@ -419,7 +428,7 @@ impl Local {
                 unsafe {
                     (*closing).left += 1;
                     (self.uv.set_data)(h, closing as *mut c_void);
-                    (self.uv.close)(h, on_moved_closed);
+                    (self.uv.close)(h, on_closed::<UV_POLL>);
                 }
             }
         }
@@ -427,7 +436,7 @@ impl Local {
         // SAFETY: no waker uses the handle once `wake` is null.
         unsafe {
             (self.uv.set_data)(wake, closing as *mut c_void);
-            (self.uv.close)(wake, on_async_closed);
+            (self.uv.close)(wake, on_closed::<UV_ASYNC>);
         }
         let tasks = std::mem::take(&mut *self.tasks.borrow_mut());
         for task in tasks.into_iter().filter_map(|s| s.task) {
@@ -457,20 +466,13 @@ unsafe fn closed(uv: &Uv, h: Handle) {
     }
 }
 
-unsafe extern "C" fn on_async_closed(h: Handle) {
+/// The close callback of a handle of type `KIND` (`UV_ASYNC`, `UV_POLL`) whose data is a
+/// `Closing` (or null): counted, then freed.
+unsafe extern "C" fn on_closed<const KIND: c_int>(h: Handle) {
     if let Some(uv) = uv() {
         unsafe {
             closed(uv, h);
-            free_handle(uv, UV_ASYNC, h);
-        }
-    }
-}
-
-unsafe extern "C" fn on_moved_closed(h: Handle) {
-    if let Some(uv) = uv() {
-        unsafe {
-            closed(uv, h);
-            free_handle(uv, UV_POLL, h);
+            free_handle(uv, KIND, h);
         }
     }
 }
@@ -564,11 +566,7 @@ pub fn call<T: 'static>(
         .borrow_mut()
         .push_back((f.id, Box::new(move |env| args(env, value))));
     if !CALLBACK.with(Cell::get) {
-        let ready = l.shared.ready();
-        if !ready.wake.is_null() {
-            // SAFETY: the handle is open while `wake` is not null, under the mutex.
-            unsafe { (l.uv.async_send)(ready.wake) };
-        }
+        l.shared.ready().tell();
     }
     Ok(())
 }

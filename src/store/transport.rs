@@ -211,7 +211,7 @@ impl Transport {
                 u.authority().map(|a| a.host()).unwrap_or("")
             )
         });
-        let route = |http: HttpConnector, max_idle: usize| -> Route<HttpConnector> {
+        let on_runtime = |max_idle| {
             route(
                 &http,
                 &intercept,
@@ -221,13 +221,10 @@ impl Transport {
             )
         };
         Ok(Transport {
-            routes: [
-                route(http.clone(), MAX_IDLE),
-                route(http.clone(), MOST_HEARTBEAT_CONNECTIONS),
-            ],
+            routes: [on_runtime(MAX_IDLE), on_runtime(MOST_HEARTBEAT_CONNECTIONS)],
             #[cfg(all(unix, not(test)))]
-            local: self::route(
-                &crate::uvloop::Connector(http),
+            local: route(
+                &crate::uvloop::Connector(http.clone()),
                 &intercept,
                 endpoint,
                 &tls,
