@@ -4,13 +4,13 @@
 
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
 
+use crate::background::Undoing;
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{run, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
-use crate::release::{undo_later, Undoing};
 
 pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
@@ -34,7 +34,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel:
             if undo {
                 // Unknown whether the write landed: remove it if it did, so that no lock is
                 // left held by nobody.
-                undo_later(c, key, Undoing::Native(guid));
+                c.background.undo(key, Undoing::Native(guid));
             }
             Err(LockError::Store(error))
         }

@@ -6,13 +6,13 @@
 use dynamodb_lock_core::fail_open::{self as machine, Outcome};
 use tokio::time::Instant;
 
+use crate::background::Undoing;
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{run, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::{Session, Shared};
-use crate::release::{undo_later, Undoing};
 
 pub struct Taken {
     pub guid: Guid,
@@ -62,7 +62,7 @@ pub async fn acquire(
     if let Outcome::Expired { undo: true } | Outcome::Corrupt { undo: true, .. } | Outcome::Failed { undo: true, .. } =
         outcome
     {
-        undo_later(c, key, Undoing::Native(guid));
+        c.background.undo(key, Undoing::Native(guid));
     }
     match outcome {
         Outcome::Taken {

@@ -15,13 +15,12 @@ use dynamodb_lock_core::fifo::{
 };
 use dynamodb_lock_core::op::Reply;
 use dynamodb_lock_core::request::{Req, Time};
-use futures_util::future::join_all;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{answer, once, within, Target};
+use crate::drive::{answer, within};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{HeldLock, Shared};
@@ -338,36 +337,20 @@ impl Driver<'_> {
     /// Removes the queue entries and the finished entries passed, in the background, after the
     /// lock is handed to the caller: nobody waits for these entries any more (the head says
     /// who holds the lock), so the caller need not wait for them either, nor for an entry's
-    /// heartbeat in flight, whose `guid` the removal needs. Best effort: DynamoDB's TTL
-    /// removes what is left. One of the client's tasks: `close()` waits for it.
+    /// heartbeat in flight. Best effort: DynamoDB's TTL removes what is left. The client's
+    /// background work (`background`): `close()` waits for it.
     fn cleanup(&mut self, entries: &[usize], passed: &[(usize, u64)]) {
-        let c = self.c.clone();
-        let entries: Vec<Arc<HeldLock>> = entries.iter().filter_map(|&r| self.entries[r].take()).collect();
-        for entry in &entries {
-            // No heartbeat of the entry starts from here on.
-            entry.abandon();
+        let background = &self.c.background;
+        for e in entries.iter().filter_map(|&r| self.entries[r].take()) {
+            // No heartbeat of the entry starts from here on; the removal names every `guid`
+            // it may carry.
+            e.abandon();
+            let guids = e.state().guids();
+            background.once(&e.key, Req::DeleteIfGuid { guids });
         }
-        let passed: Vec<LockKey> = passed.iter().map(|&(r, p)| entry_key(&self.resources[r], p)).collect();
-        let policy = c.settings.policy();
-        let tasks = c.tasks.clone();
-        tasks.spawn(async move {
-            let c = &c;
-            let own = entries.iter().map(|e| {
-                (
-                    &e.key,
-                    Req::DeleteIfGuid {
-                        guids: e.state().guids(),
-                    },
-                )
-            });
-            let passed = passed.iter().map(|key| (key, Req::DeleteFinished));
-            let to = |key| Target::item(&*c.store, key, &c.settings);
-            join_all(
-                own.chain(passed)
-                    .map(|(key, req)| async move { once(&to(key), req, policy, None).await }),
-            )
-            .await;
-        });
+        for &(r, p) in passed {
+            background.once(&entry_key(&self.resources[r], p), Req::DeleteFinished);
+        }
     }
 }
 

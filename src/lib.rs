@@ -34,8 +34,9 @@
 //! - `lock`: a held lock, its serialized state and its events, its release and update, and
 //!   `Shared`, what the held locks of one client share with it; `Scheduler`, the heartbeat
 //!   scheduler as they see it.
-//! - `release`: the undoing, in the background, of an acquisition write whose outcome is
-//!   unknown.
+//! - `background`: carries a client's work that nobody waits for (the core's
+//!   `background::Background`): the undo of an acquisition write whose outcome is unknown,
+//!   the removal of Fifo queue entries.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
 //! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
 //!   `drive`).
@@ -59,6 +60,7 @@
 #[cfg(test)]
 #[path = "tests/agreement/mod.rs"]
 mod agreement;
+mod background;
 mod cancel;
 mod client;
 mod clock;
@@ -76,7 +78,6 @@ mod line;
 mod lock;
 mod original;
 mod queues;
-mod release;
 mod runtime;
 mod session;
 mod settings;

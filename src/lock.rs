@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use dynamodb_lock_core::request::Ended;
 use dynamodb_lock_core::{client, ending, held, hold};
 
+use crate::background::Background;
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{once, run_keeping_refusal, Permit, Request, Target};
@@ -101,9 +102,12 @@ pub struct Shared {
     /// Every task that speaks to DynamoDB for this client (requests from JavaScript, undoing
     /// writes of unknown outcome, the end of abandoned heartbeats): `close()` waits for them.
     pub tasks: tokio_util::task::TaskTracker,
-    /// Set by `close()`: the client's background work (`release::undo_later`) makes its last
-    /// attempt at once instead of pausing.
+    /// Set by `close()`: the client's background work makes its last attempt at once
+    /// instead of pausing.
     pub closing: Arc<Cancel>,
+    /// The client's work that nobody waits for (its undos), with the settings of this part
+    /// of the client.
+    pub background: Arc<Background>,
     /// FailOpen with `session`: the session its locks are held through.
     pub sessions: Sessions,
     /// The client machine, which the client's session and Fifo entries share with it.
@@ -128,6 +132,8 @@ impl Shared {
     ) -> Shared {
         let machine = Machine::new(TIMER_GRAIN).with_line_patience(settings.protocol.line_patience());
         let machine = Arc::new(std::sync::Mutex::new(machine));
+        let (tasks, closing) = (tokio_util::task::TaskTracker::new(), Arc::<Cancel>::default());
+        let background = Background::new(store.clone(), settings.clone(), clock, closing.clone(), tasks.clone());
         Shared {
             clock,
             store,
@@ -137,8 +143,9 @@ impl Shared {
             heartbeats,
             fifo,
             entries: OnceLock::new(),
-            tasks: tokio_util::task::TaskTracker::new(),
-            closing: Arc::default(),
+            tasks,
+            closing,
+            background: Arc::new(background),
             sessions: Sessions::default(),
             machine,
             handles: Default::default(),
@@ -149,6 +156,8 @@ impl Shared {
     /// queue entries): its clock, store, client machine, locks' handles, tasks and close, with
     /// `settings` of their own, no events, and `heartbeats`.
     pub(crate) fn part(&self, settings: Settings, heartbeats: Box<dyn Scheduler>) -> Shared {
+        let (store, closing, tasks) = (self.store.clone(), self.closing.clone(), self.tasks.clone());
+        let background = Background::new(store, settings.clone(), self.clock, closing, tasks);
         Shared {
             clock: self.clock,
             store: self.store.clone(),
@@ -160,6 +169,7 @@ impl Shared {
             entries: OnceLock::new(),
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
+            background: Arc::new(background),
             sessions: Sessions::default(),
             machine: self.machine.clone(),
             handles: self.handles.clone(),

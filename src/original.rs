@@ -6,13 +6,13 @@
 use dynamodb_lock_core::original::{self as machine, Outcome};
 use tokio::time::Instant;
 
+use crate::background::Undoing;
 use crate::cancel::Cancel;
 use crate::clock::Clock;
 use crate::drive::{run_keeping_refusal, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
 use crate::lock::Shared;
-use crate::release::{undo_later, Undoing};
 
 /// A lock taken: its `guid`, its fencing token (FailOpen) and when the winning put was sent.
 pub struct Taken {
@@ -42,7 +42,7 @@ pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken
         Outcome::Expired { fencing_token, undo } => {
             // Given back by the machine; undone later if that failed.
             if undo {
-                undo_later(c, key, Undoing::Original(guid, fencing_token));
+                c.background.undo(key, Undoing::Original(guid, fencing_token));
             }
             Err(LockError::Lost(LostReason::LeaseExpired))
         }

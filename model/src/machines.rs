@@ -31,7 +31,8 @@
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
 //! An acquisition reported failed whose write may have landed is undone by the core's
-//! `undo::Undo`, stepped beside the client's next acquisition as the addon's `undo_later`
+//! `undo::Undo` in the client's background work (`background::Background`), stepped beside
+//! the client's next acquisition as the addon's `release::Background` carries it
 //! runs it.
 //!
 //! Each client's lock is a lock of its client machine (`client::Client`, as in the addon),
@@ -47,15 +48,16 @@
 use std::fmt;
 use std::time::Duration;
 
+use dynamodb_lock_core::background::Background;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Env, Machine as _, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Env, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
-use dynamodb_lock_core::undo::{self, Undo};
+use dynamodb_lock_core::undo::Undo;
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
@@ -332,7 +334,7 @@ pub struct Client {
     pub seq: u8,
     /// When the current acquisition started, or the lock was granted.
     pub since: Tick,
-    /// The undo of a write that may have landed (`undo_later`).
+    /// The undo of a write that may have landed, while it lasts.
     pub undo: Option<Undoing>,
     /// The last release reported done: the lock, and the first and last `guid` of its
     /// tenure (heartbeats rotate it).
@@ -356,31 +358,41 @@ pub struct Client {
     pub hand_overs: u8,
 }
 
-/// The core's undo of a write of `g` on lock `k` that may have landed (`undo::Undo`, run in
-/// the background as the addon's `undo_later` runs it): its attempt on the wire, or when it
-/// is stepped again (its backoff, or its pause between rounds).
+/// The client's background work (`background::Background`) while it undoes a write of `g`
+/// on lock `k` that may have landed: its attempt on the wire (by its number), or when it is
+/// stepped again (its backoff, or its pause between rounds).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Undoing {
     pub k: u8,
     pub g: G,
-    pub m: Box<Undo<Item>>,
-    pub net: Option<Net>,
+    pub work: Box<Background<Item, u8>>,
+    pub net: Option<(u64, Net)>,
     pub wake: Option<Tick>,
 }
 
-type UndoStep = Step<G, Ver, undo::Outcome<Fail>>;
-
 impl Undoing {
-    /// Carries the undo machine's `step` at `now`, as the addon's driver does; `false` once
-    /// the undo has ended.
-    fn carry(&mut self, mut step: UndoStep, env: &Env, now: Tick) -> bool {
-        loop {
-            match env::carry(step, now, &mut self.net, &mut self.wake, Sent::timed) {
-                env::Carried::Set => return true,
-                env::Carried::Done(_) => return false,
-                env::Carried::Answer(a) => step = self.m.answer(a, env),
+    /// Carries what the work asks for at `now`, as the addon's `release::Background` does: a
+    /// request past its timeout already is not sent; `false` once the work is over.
+    fn carry(&mut self, env: &Env, now: Tick) -> bool {
+        self.net = None;
+        while let Some(t) = self.work.poll_transmit() {
+            let timeout_at = tick(t.timeout_at);
+            if timeout_at <= now {
+                self.work.handle_reply(t.id, env::TIMED_OUT, env);
+                continue;
             }
+            let sent = Sent::timed(t.req, timeout_at);
+            self.net = Some((
+                t.id,
+                Net {
+                    sent,
+                    timeout_at,
+                    state: NetState::Out,
+                },
+            ));
         }
+        self.wake = self.work.poll_timeout().map(tick);
+        !self.work.is_idle()
     }
 }
 
@@ -699,24 +711,26 @@ impl Machines {
 
     /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`; with
     /// `undo` (the write's fencing token, which the original's undo needs), a write of it may
-    /// have landed, and the core's undo removes it (`undo_later`).
+    /// have landed, and the core's undo removes it, in the client's background work.
     fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<u64>, env: &Env) {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
         if let Some(token) = undo {
-            let (m, step) = if self.cfg.original {
+            let started = if self.cfg.original {
                 Undo::original(self.lock(), g, Some(token), env)
             } else {
                 Undo::start(self.lock(), g, env)
             };
+            let mut work = Box::<Background<Item, u8>>::default();
+            work.undo::<Fail>(k, started, env);
             let mut u = Undoing {
                 k,
                 g,
-                m: Box::new(m),
+                work,
                 net: None,
                 wake: None,
             };
-            c.undo = u.carry(step, env, tick(env.now)).then_some(u);
+            c.undo = u.carry(env, tick(env.now)).then_some(u);
         }
     }
 
@@ -751,7 +765,9 @@ impl Machines {
                 || c.hb
                     .as_ref()
                     .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
-                || c.undo.as_ref().is_some_and(|u| env::due(u.net.as_ref(), u.wake, s.now)))
+                || c.undo
+                    .as_ref()
+                    .is_some_and(|u| env::due(u.net.as_ref().map(|(_, n)| n), u.wake, s.now)))
     }
 
     /// Whether time going on can change anything.
@@ -859,18 +875,22 @@ impl Machines {
     /// Client `i`'s undo lands.
     fn undo_lands(&self, s: &mut State, i: usize) {
         let u = s.clients[i].undo.as_ref().unwrap();
-        let (k, req) = (u.k, u.net.as_ref().unwrap().sent.req.clone());
+        let (k, req) = (u.k, u.net.as_ref().unwrap().1.sent.req.clone());
         let ans = self.apply(s, k, &req);
-        s.clients[i].undo.as_mut().unwrap().net.as_mut().unwrap().state = NetState::Landed(ans);
+        s.clients[i].undo.as_mut().unwrap().net.as_mut().unwrap().1.state = NetState::Landed(ans);
     }
 
-    /// Client `i`'s undo is stepped: with its attempt's answer, or at the end of its wait.
+    /// Client `i`'s background work is stepped: with its attempt's answer, taken off the
+    /// wire, or at the end of its wait.
     fn undo_steps(&self, s: &mut State, i: usize, a: Option<Ans>) {
         let env = self.env(s, i);
         let c = &mut s.clients[i];
         let u = c.undo.as_mut().unwrap();
-        let step = env::resume(u.m.as_mut(), a, &env);
-        if !u.carry(step, &env, s.now) {
+        match (a, u.net.take()) {
+            (Some(a), Some((id, _))) => u.work.handle_reply(id, a, &env),
+            _ => u.work.handle_timeout::<Fail>(&env),
+        }
+        if !u.carry(&env, s.now) {
             c.undo = None;
         }
     }
@@ -947,7 +967,7 @@ impl Model for Machines {
                 out.push(Action::Event(ci, e))
             });
             if let Some(u) = &c.undo {
-                match u.net.as_ref().map(|n| (&n.state, n.timeout_at)) {
+                match u.net.as_ref().map(|(_, n)| (&n.state, n.timeout_at)) {
                     Some((_, at)) if at <= s.now => out.push(Action::UndoTimeOut(ci)),
                     Some((NetState::Out, _)) => {
                         out.push(Action::UndoLand(ci));
@@ -1025,15 +1045,23 @@ impl Model for Machines {
             }
             Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
             Action::UndoAnswer(c) => {
-                let u = s.clients[c as usize].undo.as_mut().unwrap();
-                let Some(NetState::Landed(a)) = u.net.take().map(|n| n.state) else {
+                let u = s.clients[c as usize].undo.as_ref().unwrap();
+                let Some(NetState::Landed(a)) = u.net.as_ref().map(|(_, n)| n.state.clone()) else {
                     unreachable!("an answer to an undo that landed")
                 };
                 self.undo_steps(&mut s, c as usize, Some(a));
             }
             Action::UndoLose(c) => {
                 s.left.faults -= 1;
-                s.clients[c as usize].undo.as_mut().unwrap().net.as_mut().unwrap().state = NetState::Lost;
+                s.clients[c as usize]
+                    .undo
+                    .as_mut()
+                    .unwrap()
+                    .net
+                    .as_mut()
+                    .unwrap()
+                    .1
+                    .state = NetState::Lost;
             }
             Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
             Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
@@ -1280,7 +1308,7 @@ pub fn tell(s: &State, a: &Action) -> String {
             [c as usize]
             .undo
             .as_ref()
-            .and_then(|u| u.net.as_ref())
+            .and_then(|u| u.net.as_ref().map(|(_, n)| n))
             .map(|n| format!("{:?}", n.sent.req)),
         _ => None,
     };

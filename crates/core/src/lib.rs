@@ -39,6 +39,8 @@
 //!   the order of its writes (a session's item named before its lock is revoked), and when it
 //!   reads again or leaves the lock alone.
 //! - `undo`: undoing an acquisition's write whose outcome could not be read.
+//! - `background`: a client's work that nobody waits for (its undos), run without I/O: the
+//!   requests to send, by number, their answers and its times.
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
 //!   `dynamodb` object).
@@ -48,6 +50,7 @@
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
+pub mod background;
 pub mod broken;
 pub mod client;
 pub mod ending;
