@@ -251,6 +251,11 @@ mod tests {
         }
     }
 
+    /// The answer to an undo's release or delete that applied.
+    fn undone() -> Answer<LockRecord, &'static str> {
+        Answer::Done(Reply::WaitingMark(None))
+    }
+
     fn started(kind: Kind) -> B {
         let mut b = B::default();
         let s = testing::lock(kind);
@@ -265,11 +270,7 @@ mod tests {
         assert_eq!((t.key, &t.req), ("k", &Req::DeleteIfGuid { guids: vec![G] }));
         assert_eq!(b.poll_transmit(), None, "sent once");
         assert!(!b.is_idle());
-        b.handle_reply(
-            t.id,
-            Answer::<LockRecord, &str>::Done(Reply::WaitingMark(None)),
-            &env(5),
-        );
+        b.handle_reply(t.id, undone(), &env(5));
         assert!(b.is_idle());
     }
 
@@ -314,11 +315,7 @@ mod tests {
         b.handle_timeout::<&str>(&Env { now: again, ..env(0) });
         let t = b.poll_transmit().expect("its second attempt");
         b.handle_reply(t.id, Answer::<LockRecord, &str>::Done(Reply::Done), &env(200));
-        b.handle_reply(
-            undo.id,
-            Answer::<LockRecord, &str>::Done(Reply::WaitingMark(None)),
-            &env(200),
-        );
+        b.handle_reply(undo.id, undone(), &env(200));
         assert!(b.is_idle());
     }
 
