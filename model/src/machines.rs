@@ -367,12 +367,11 @@ pub struct Undoing {
     pub g: G,
     pub work: Box<Background<Item, u8>>,
     pub net: Option<(u64, Net)>,
-    pub wake: Option<Tick>,
 }
 
 impl Undoing {
-    /// Carries what the work asks for at `now`, as the addon's `release::Background` does: a
-    /// request past its timeout already is not sent; `false` once the work is over.
+    /// Carries what the work asks for at `now`, as the addon's `background::Background` does:
+    /// a request past its timeout already is not sent; `false` once the work is over.
     fn carry(&mut self, env: &Env, now: Tick) -> bool {
         self.net = None;
         while let Some(t) = self.work.poll_transmit() {
@@ -391,8 +390,12 @@ impl Undoing {
                 },
             ));
         }
-        self.wake = self.work.poll_timeout().map(tick);
         !self.work.is_idle()
+    }
+
+    /// When the work is stepped again, if it waits.
+    fn wake(&self) -> Option<Tick> {
+        self.work.poll_timeout().map(tick)
     }
 }
 
@@ -723,13 +726,7 @@ impl Machines {
             };
             let mut work = Box::<Background<Item, u8>>::default();
             work.undo::<Fail>(k, started, env);
-            let mut u = Undoing {
-                k,
-                g,
-                work,
-                net: None,
-                wake: None,
-            };
+            let mut u = Undoing { k, g, work, net: None };
             c.undo = u.carry(env, tick(env.now)).then_some(u);
         }
     }
@@ -767,7 +764,7 @@ impl Machines {
                     .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
                 || c.undo
                     .as_ref()
-                    .is_some_and(|u| env::due(u.net.as_ref().map(|(_, n)| n), u.wake, s.now)))
+                    .is_some_and(|u| env::due(u.net.as_ref().map(|(_, n)| n), u.wake(), s.now)))
     }
 
     /// Whether time going on can change anything.
@@ -780,7 +777,7 @@ impl Machines {
                         || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now)
                         // An undo's pause between rounds (seconds) outlasts every run.
                         || c.undo.as_ref().is_some_and(|u| {
-                            u.net.is_some() || u.wake.is_some_and(|w| w < self.cfg.horizon)
+                            u.net.is_some() || u.wake().is_some_and(|w| w < self.cfg.horizon)
                         }))
             })
     }
@@ -978,7 +975,7 @@ impl Model for Machines {
                     Some((NetState::Landed(_), _)) => out.push(Action::UndoAnswer(ci)),
                     Some((NetState::Lost, _)) | None => {}
                 }
-                if u.wake.is_some_and(|w| w <= s.now) {
+                if u.wake().is_some_and(|w| w <= s.now) {
                     out.push(Action::UndoTimer(ci));
                 }
             }
