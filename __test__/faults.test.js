@@ -442,6 +442,43 @@ for (const engineName of selectedEngines())
             }
         );
 
+        it("FailClosed: an acquisition whose PutItem landed and could not be read back is undone in the background, and close() waits for it", async () =>
+            {
+                await withProxy(async proxy =>
+                    {
+                        const id = uniqueId("fc-undo");
+                        let puts = 0;
+                        let deletes = 0;
+                        proxy.onRequest = async op =>
+                        {
+                            switch (op)
+                            {
+                                case "PutItem":
+                                    // The first write lands unseen; its retries and the read-backs are lost.
+                                    puts++;
+                                    return puts === 1 ? "dropAfter" : "dropBefore";
+                                case "GetItem":
+                                    return "dropBefore";
+                                case "DeleteItem":
+                                    // The undo's first attempt is lost too; a later one lands.
+                                    deletes++;
+                                    return deletes === 1 ? "dropBefore" : undefined;
+                                default:
+                                    return undefined;
+                            }
+                        };
+                        const client = failClosed(proxy.endpoint, { owner: "unread", retryCount: 0 });
+                        const error = await withTimeout(client.acquireLock(id), 30000, "acquireLock").then(() => undefined, e => e);
+                        assert.ok(error, "the acquisition failed");
+                        assert.equal(error.code, "NetworkingError");
+                        assert.ok(puts >= 2, `the write was tried again (${puts})`);
+                        await withTimeout(client.close(), 30000, "close");
+                        assert.ok(deletes >= 2, `the undo's lost attempt was tried again (${deletes})`);
+                        assert.equal(await getItem("fclocks", id), undefined, "close() resolved once the landed write was undone");
+                    });
+            }
+        );
+
         it("a release whose write landed but whose answer was dropped succeeds, even if another client took the lock before the retry", async () =>
             {
                 await withProxy(async proxy =>
