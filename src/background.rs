@@ -1,10 +1,9 @@
 //! Carries a client's work that nobody waits for (`dynamodb_lock_core::background`: the undo
 //! of an acquisition write whose outcome could not be read, the removal of Fifo queue entries
-//! nobody waits for): sends the requests it hands out
-//! through the store, each bounded by its timeout, and feeds back their answers and the
-//! clock. One task carries it while there is any, as one of the client's tasks, which
-//! `close()` waits for; the client's close ends its pauses, for one last round. It makes no
-//! protocol decision.
+//! nobody waits for): sends the requests it hands out through the store, each bounded by its
+//! timeout, and feeds back their answers and the clock. One task carries it while there is
+//! any, as one of the client's tasks, which `close()` waits for; the client's close ends an
+//! undo's pause, for one last round. It makes no protocol decision.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -106,13 +105,12 @@ impl Background {
     /// Carries the work until none is left.
     async fn carry(self: Arc<Self>) {
         let mut out = FuturesUnordered::new();
-        let mut closed = false;
         loop {
+            let closed = self.closing.is_cancelled();
             let wake = {
                 let mut w = self.work();
-                if !closed && self.closing.is_cancelled() {
-                    closed = true;
-                    w.core.close::<StoreError>(&self.clock.env(true));
+                if closed {
+                    w.core.close(&self.clock.env(true));
                 }
                 while let Some(t) = w.core.poll_transmit() {
                     out.push(self.send(t));
@@ -130,7 +128,7 @@ impl Background {
                     self.work().core.handle_reply(id, a, &self.clock.env(false));
                 }
                 _ = tokio::time::sleep_until(self.clock.base + wake.unwrap_or_default()), if wake.is_some() => {
-                    self.work().core.handle_timeout::<StoreError>(&self.clock.env(false));
+                    self.work().core.handle_timeout(&self.clock.env(false));
                 }
                 _ = self.closing.cancelled(), if !closed => {}
                 _ = more => {}

@@ -885,7 +885,7 @@ impl Machines {
         let u = c.undo.as_mut().unwrap();
         match (a, u.net.take()) {
             (Some(a), Some((id, _))) => u.work.handle_reply(id, a, &env),
-            _ => u.work.handle_timeout::<Fail>(&env),
+            _ => u.work.handle_timeout(&env),
         }
         if !u.carry(&env, s.now) {
             c.undo = None;

@@ -41,8 +41,8 @@ enum At<G, V> {
     Unsent(Req<G, V>, Time),
     /// Its request is out.
     Out,
-    /// It is stepped again then (`handle_timeout`).
-    Waits(Time),
+    /// It is stepped again at `until` (`handle_timeout`); `abortable`: a close ends the wait.
+    Waits { until: Time, abortable: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -82,10 +82,10 @@ impl<R: Record> Work<R> {
         }
     }
 
-    fn timer<E>(&mut self, env: &Env) -> Step<R::Guid, R::Version, ()> {
+    fn timer(&mut self, env: &Env) -> Step<R::Guid, R::Version, ()> {
         match self {
-            Work::Undo(m) => forget(Machine::<R, E>::timer(m.as_mut(), env)),
-            Work::Once(m) => forget(Machine::<R, E>::timer(m, env)),
+            Work::Undo(m) => forget(Machine::<R, ()>::timer(m.as_mut(), env)),
+            Work::Once(m) => forget(Machine::<R, ()>::timer(m, env)),
         }
     }
 }
@@ -164,42 +164,44 @@ impl<R: Record, K: Clone> Background<R, K> {
         self.jobs
             .values()
             .filter_map(|j| match j.at {
-                At::Waits(t) => Some(t),
+                At::Waits { until, .. } => Some(until),
                 _ => None,
             })
             .min()
     }
 
     /// Steps the work whose time has come at `env.now`.
-    pub fn handle_timeout<E>(&mut self, env: &Env) {
-        let due: Vec<u64> = (self.jobs.iter())
-            .filter(|(_, j)| matches!(j.at, At::Waits(t) if t <= env.now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
-            self.wake::<E>(id, env);
+    pub fn handle_timeout(&mut self, env: &Env) {
+        self.wake_where(env, |until, _| until <= env.now);
+    }
+
+    /// The client closes (once; again, nothing): every pause that a close ends (an undo's,
+    /// between its rounds) ends now, and the round that follows is the last. A backoff
+    /// between the attempts of a request runs its course.
+    pub fn close(&mut self, env: &Env) {
+        if !std::mem::replace(&mut self.closed, true) {
+            self.wake_where(env, |_, abortable| abortable);
         }
     }
 
-    /// The client closes: every pause ends now, and the round that follows is the last.
-    pub fn close<E>(&mut self, env: &Env) {
-        self.closed = true;
-        let waiting: Vec<u64> = (self.jobs.iter())
-            .filter(|(_, j)| matches!(j.at, At::Waits(_)))
+    /// Steps every piece of work that waits for an instant `until` that `pick` takes.
+    fn wake_where(&mut self, env: &Env, pick: impl Fn(Time, bool) -> bool) {
+        let picked: Vec<u64> = (self.jobs.iter())
+            .filter(|(_, j)| matches!(j.at, At::Waits { until, abortable } if pick(until, abortable)))
             .map(|(&id, _)| id)
             .collect();
-        for id in waiting {
-            self.wake::<E>(id, env);
+        for id in picked {
+            self.wake(id, env);
         }
     }
 
-    fn wake<E>(&mut self, id: u64, env: &Env) {
+    fn wake(&mut self, id: u64, env: &Env) {
         let env = Env {
             cancelled: self.closed,
             ..*env
         };
         if let Some(job) = self.jobs.get_mut(&id) {
-            let step = job.work.timer::<E>(&env);
+            let step = job.work.timer(&env);
             self.carry(id, step, &env);
         }
     }
@@ -209,8 +211,8 @@ impl<R: Record, K: Clone> Background<R, K> {
     fn carry(&mut self, id: u64, step: Step<R::Guid, R::Version, ()>, env: &Env) {
         let at = match step {
             Step::Send { req, timeout_at } => At::Unsent(req, timeout_at),
-            Step::Wait { abortable: true, .. } if self.closed => return self.wake::<()>(id, env),
-            Step::Wait { until, .. } => At::Waits(until),
+            Step::Wait { abortable: true, .. } if self.closed => return self.wake(id, env),
+            Step::Wait { until, abortable } => At::Waits { until, abortable },
             Step::Done(_) => {
                 self.jobs.remove(&id);
                 return;
@@ -281,19 +283,19 @@ mod tests {
         b.handle_reply(t.id, failed(), &env(10));
         assert_eq!(b.poll_transmit(), None, "pausing");
         assert_eq!(b.poll_timeout(), Some(Duration::from_millis(10) + UNDO_PAUSE));
-        b.handle_timeout::<&str>(&env(11));
+        b.handle_timeout(&env(11));
         assert_eq!(b.poll_transmit(), None, "not yet");
-        b.handle_timeout::<&str>(&env(10 + UNDO_PAUSE.as_millis() as u64));
+        b.handle_timeout(&env(10 + UNDO_PAUSE.as_millis() as u64));
         let t = b.poll_transmit().expect("the next round");
         b.handle_reply(t.id, failed(), &env(5_100));
-        b.close::<&str>(&env(5_200));
+        b.close(&env(5_200));
         let t = b.poll_transmit().expect("the last round, at once");
         b.handle_reply(t.id, failed(), &env(5_300));
         assert!(b.is_idle(), "no round after the last");
     }
 
     #[test]
-    fn a_request_sent_once_is_tried_again_after_a_transient_failure_and_counts_for_no_purpose() {
+    fn a_request_sent_once_is_tried_again_after_its_backoff_even_when_closed_and_counts_for_no_purpose() {
         let mut b = started(Kind::FailClosed);
         let undo = b.poll_transmit().unwrap();
         assert_eq!(undo.purpose, Some(Purpose::Releasing), "an undo is a release");
@@ -312,7 +314,10 @@ mod tests {
         };
         b.handle_reply(t.id, throttled, &env(1));
         let again = b.poll_timeout().expect("a backoff");
-        b.handle_timeout::<&str>(&Env { now: again, ..env(0) });
+        b.close(&env(2));
+        assert_eq!(b.poll_transmit(), None, "a close leaves a backoff to run its course");
+        assert_eq!(b.poll_timeout(), Some(again));
+        b.handle_timeout(&Env { now: again, ..env(0) });
         let t = b.poll_transmit().expect("its second attempt");
         b.handle_reply(t.id, Answer::<LockRecord, &str>::Done(Reply::Done), &env(200));
         b.handle_reply(undo.id, undone(), &env(200));
