@@ -3,41 +3,38 @@
 //! held. This module runs the core's acquisition machine.
 
 use dynamodb_lock_core::fail_closed::{self as machine, Outcome};
+use dynamodb_lock_core::work::Task;
 
-use crate::background::Undoing;
 use crate::cancel::Cancel;
-use crate::clock::Clock;
-use crate::drive::{run, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::Shared;
+use crate::work::{Carry, Out};
 
+/// Acquires `key` for client `c`, writing `data` with the lock; a write whose outcome could
+/// not be read is undone in the client's work.
 pub async fn acquire(c: &Shared, key: &LockKey, data: Option<&LockData>, cancel: &Cancel) -> Result<Guid, LockError> {
     let guid = new_guid();
-    let clock = Clock::start();
-    let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
-    let env = clock.env(cancel.is_cancelled());
-    let (mut m, step) = machine::Acquire::start(c.settings.protocol, guid, stand_back, &env);
-    let to = Target {
-        data,
-        cancel: Some(cancel),
-        ..Target::item(&*c.store, key, &c.settings)
+    let stand_back = c.lines.stand_back(key).map(|t| c.clock.time(t));
+    let carry = Carry {
+        data: data.cloned(),
+        ..Carry::default()
     };
-    match run(&mut m, step, clock, &to).await {
+    let s = c.settings.protocol;
+    let mut piece = c.work.start(key, carry, Some(cancel), |env| {
+        Task::closed(machine::Acquire::start(s, guid, stand_back, env))
+    });
+    let Out::Closed(outcome) = piece.done().await else {
+        unreachable!("a FailClosed acquisition ends as one")
+    };
+    match outcome {
         Outcome::Acquired => Ok(guid),
         Outcome::Held(held) => Err(LockError::FailedToAcquireLock {
             original: StoreError::ConditionFailed {
                 current: held.map(|h| Some(Box::new(h))),
             },
         }),
-        Outcome::Failed { error, undo } => {
-            if undo {
-                // Unknown whether the write landed: remove it if it did, so that no lock is
-                // left held by nobody.
-                c.background.undo(key, Undoing::Native(guid));
-            }
-            Err(LockError::Store(error))
-        }
+        Outcome::Failed { error, .. } => Err(LockError::Store(error)),
         Outcome::Aborted => Err(LockError::Aborted),
     }
 }

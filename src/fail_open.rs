@@ -4,15 +4,14 @@
 //! that a release is acted on at once.
 
 use dynamodb_lock_core::fail_open::{self as machine, Outcome};
+use dynamodb_lock_core::work::Task;
 use tokio::time::Instant;
 
-use crate::background::Undoing;
 use crate::cancel::Cancel;
-use crate::clock::Clock;
-use crate::drive::{run, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockData, LockKey};
 use crate::lock::{Session, Shared};
+use crate::work::{Carry, Out};
 
 pub struct Taken {
     pub guid: Guid,
@@ -36,34 +35,29 @@ pub async fn acquire(
     cancel: &Cancel,
 ) -> Result<Taken, LockError> {
     let guid = new_guid();
-    let clock = Clock::start();
-    let stand_back = c.lines.stand_back(key).map(|t| clock.time(t));
-    let env = clock.env(cancel.is_cancelled());
+    let stand_back = c.lines.stand_back(key).map(|t| c.clock.time(t));
     let mut s = c.settings.protocol;
     if until_aborted {
         s.retry_count = u32::MAX;
     }
-    let (mut m, step) = machine::Acquire::start(s, guid, stand_back, &env);
-    let to = Target {
-        data,
-        session: session.map(|s| s.id.as_str()),
-        cancel: Some(cancel),
-        ..Target::item(&*c.store, key, &c.settings)
+    let carry = Carry {
+        data: data.cloned(),
+        session: session.map(|s| s.id.clone()),
+        ..Carry::default()
     };
-    let mut outcome = run(&mut m, step, clock, &to).await;
-    if matches!(outcome, Outcome::Taken { .. }) && session.is_some_and(|s| !s.alive()) {
+    let mut piece = c.work.start(key, carry, Some(cancel), |env| {
+        Task::open(machine::Acquire::start(s, guid, stand_back, env))
+    });
+    let mut out = piece.done().await;
+    if matches!(out, Out::Open(Outcome::Taken { .. })) && session.is_some_and(|s| !s.alive()) {
         // The session's lease ended before the grant was known: the lock is lost already, and
-        // the machine gives it back.
-        let step = m.give_back(&clock.env(false));
-        outcome = run(&mut m, step, clock, &to).await;
+        // the machine gives it back (undone later, in the client's work, if that fails).
+        piece.give_back();
+        out = piece.done().await;
     }
-    // A take whose outcome is unknown, or that the machine could not give back (the lease
-    // ended first, or its token is refused), is undone later.
-    if let Outcome::Expired { undo: true } | Outcome::Corrupt { undo: true, .. } | Outcome::Failed { undo: true, .. } =
-        outcome
-    {
-        c.background.undo(key, Undoing::Native(guid));
-    }
+    let Out::Open(outcome) = out else {
+        unreachable!("a FailOpen acquisition ends as one")
+    };
     match outcome {
         Outcome::Taken {
             fencing_token,
@@ -72,7 +66,7 @@ pub async fn acquire(
         } => Ok(Taken {
             guid,
             fencing_token,
-            sent_at: clock.base + sent_at,
+            sent_at: c.clock.base + sent_at,
             contended,
         }),
         Outcome::Expired { .. } => Err(LockError::Lost(LostReason::LeaseExpired)),

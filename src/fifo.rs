@@ -20,11 +20,11 @@ use tokio::time::Instant;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{answer, within};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, KeyValue, LockKey, LockRecord, Version};
 use crate::lock::{HeldLock, Shared};
 use crate::queues::Mine;
+use crate::send::{answer, within};
 use crate::store::OpenFields;
 
 #[cfg(test)]
@@ -338,18 +338,18 @@ impl Driver<'_> {
     /// lock is handed to the caller: nobody waits for these entries any more (the head says
     /// who holds the lock), so the caller need not wait for them either, nor for an entry's
     /// heartbeat in flight. Best effort: DynamoDB's TTL removes what is left. The client's
-    /// background work (`background`): `close()` waits for it.
+    /// work (`work`): `close()` waits for it.
     fn cleanup(&mut self, entries: &[usize], passed: &[(usize, u64)]) {
-        let background = &self.c.background;
+        let work = &self.c.work;
         for e in entries.iter().filter_map(|&r| self.entries[r].take()) {
             // No heartbeat of the entry starts from here on; the removal names every `guid`
             // it may carry.
             e.abandon();
             let guids = e.state().guids();
-            background.once(&e.key, Req::DeleteIfGuid { guids });
+            work.once(&e.key, Req::DeleteIfGuid { guids });
         }
         for &(r, p) in passed {
-            background.once(&entry_key(&self.resources[r], p), Req::DeleteFinished);
+            work.once(&entry_key(&self.resources[r], p), Req::DeleteFinished);
         }
     }
 }

@@ -29,10 +29,10 @@ use dynamodb_lock_core::original;
 use dynamodb_lock_core::request::Purpose;
 
 use crate::clock::unix_now_ms;
-use crate::drive::{send, Request, Target};
 use crate::error::{LockError, StoreError};
 use crate::item::{new_guid, Guid};
 use crate::lock::{HeldLock, Scheduler};
+use crate::send::{send, Request, Target};
 use crate::settings::TIMER_GRAIN;
 use crate::stats::Stats;
 use crate::store::{revoked, timed_out};

@@ -30,16 +30,17 @@
 //!   and the stand-back from locks this client released while others waited.
 //! - `queues`: Fifo's settings in one client and the notification of changes of its registry
 //!   (the client machine's), and the table's names for error messages.
-//! - `drive`: runs the core's acquisition and release machines over a `Store`.
+//! - `send`: one of the core's requests sent as the operation it is, with what the client's
+//!   settings and the caller add to it, by its deadline.
+//! - `work`: carries the client's work (the core's `work::Work`: acquisitions, the ends of
+//!   locks, forced releases, requests sent once, the undo of acquisition writes whose outcome
+//!   is unknown), in one task per client, and the pieces' callers waiting for them.
 //! - `lock`: a held lock, its serialized state and its events, its release and update, and
 //!   `Shared`, what the held locks of one client share with it; `Scheduler`, the heartbeat
 //!   scheduler as they see it.
-//! - `background`: carries a client's work that nobody waits for (the core's
-//!   `background::Background`): the undo of an acquisition write whose outcome is unknown,
-//!   the removal of Fifo queue entries.
 //! - `heartbeat`: one scheduler renewing every held FailOpen lock and Fifo head and entry.
-//! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run by
-//!   `drive`).
+//! - `fail_closed`, `fail_open`: acquisition of each kind (the core's machines, run in the
+//!   client's `work`).
 //! - `original`: acquisition with the original library's requests, through a user's own
 //!   `dynamodb` object.
 //! - `session`: a FailOpen client's session (`session: true`), started on first need.
@@ -60,13 +61,11 @@
 #[cfg(test)]
 #[path = "tests/agreement/mod.rs"]
 mod agreement;
-mod background;
 mod cancel;
 mod client;
 mod clock;
 mod debug;
 mod defaults;
-mod drive;
 mod error;
 mod fail_closed;
 mod fail_open;
@@ -79,6 +78,7 @@ mod lock;
 mod original;
 mod queues;
 mod runtime;
+mod send;
 mod session;
 mod settings;
 mod stats;
@@ -88,6 +88,7 @@ mod store;
 mod testkit;
 #[cfg(all(unix, not(test)))]
 mod uvloop;
+mod work;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -96,7 +97,7 @@ use std::time::Duration;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 use dynamodb_lock_core::release::{held_by, nothing_freed_fails, reported_released};
-use dynamodb_lock_core::request::{Ended, PURPOSES};
+use dynamodb_lock_core::request::PURPOSES;
 use dynamodb_lock_core::settings as core_settings;
 use dynamodb_lock_core::{force, op};
 use napi::bindgen_prelude::*;
@@ -742,13 +743,9 @@ fn held_guids(client: &Arc<Client>, key: &LockKey) -> Vec<item::Guid> {
 async fn lock_info(client: &Arc<Client>, key: &LockKey) -> std::result::Result<Option<JsLockInfo>, LockError> {
     // A heartbeat may rotate the guid while the read is in flight: both sides of it count.
     let mut guids = held_guids(client, key);
-    let to = drive::Target::item(&*client.store, key, &client.settings);
-    let record = match drive::once(&to, drive::Request::Get, client.settings.policy(), None).await {
-        Ended::Ok(op::Reply::Before(record)) => record,
-        Ended::Failed { error, .. } => return Err(LockError::Store(error)),
-        other => return Err(LockError::Internal(format!("a read answered {other:?}"))),
+    let Some(r) = client.read(key).await? else {
+        return Ok(None);
     };
-    let Some(r) = record else { return Ok(None) };
     if let Some(refused) = client.shared.fifo.names.refusal(key, &r) {
         return Err(refused);
     }
@@ -1222,10 +1219,9 @@ impl NativeClient {
             .map_err(|e| Error::from_reason(e.message()))?;
         let client = self.inner.clone();
         answer(&self.answers, &self.inner.tasks, request, async move {
-            let to = drive::Target::item(&*client.store, &key, &client.settings);
             // Each request's attempts share the bound of one administration request.
             let attempt = ADMIN_TIMEOUT / force::ATTEMPTS;
-            let body = match drive::force_release(&to, force.now, read.flatten(), attempt).await {
+            let body = match client.force_release(&key, force.now, read.flatten(), attempt).await {
                 Ok(forced) => {
                     let (action, more) = match forced {
                         force::Forced::Absent => ("absent", String::new()),

@@ -18,19 +18,21 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 
+use dynamodb_lock_core::op;
 use dynamodb_lock_core::request::Ended;
-use dynamodb_lock_core::{client, ending, held, hold};
+use dynamodb_lock_core::work::Task;
+use dynamodb_lock_core::{client, ending, force, held, hold};
 
-use crate::background::Background;
 use crate::cancel::Cancel;
 use crate::clock::Clock;
-use crate::drive::{once, run_keeping_refusal, Permit, Request, Target};
 use crate::error::{LockError, LostReason, StoreError};
-use crate::item::{new_guid, Guid, LockData, LockKey};
+use crate::item::{new_guid, Guid, LockData, LockKey, LockRecord};
 use crate::line::{Lines, Machine, Turn};
 use crate::queues::Queues;
+use crate::send::{Permit, Request};
 use crate::settings::{Settings, TIMER_GRAIN};
 use crate::store::Store;
+use crate::work::{Carry, Out, Work};
 use dynamodb_lock_core::settings::Kind;
 
 /// What a held lock reports while it is held.
@@ -105,9 +107,9 @@ pub struct Shared {
     /// Set by `close()`: the client's background work makes its last attempt at once
     /// instead of pausing.
     pub closing: Arc<Cancel>,
-    /// The client's work that nobody waits for (its undos), with the settings of this part
-    /// of the client.
-    pub background: Arc<Background>,
+    /// The client's work (`work::Work`: acquisitions, the ends of locks, undos, ...), with the
+    /// settings of this part of the client.
+    pub work: Arc<Work>,
     /// FailOpen with `session`: the session its locks are held through.
     pub sessions: Sessions,
     /// The client machine, which the client's session and Fifo entries share with it.
@@ -133,7 +135,7 @@ impl Shared {
         let machine = Machine::new(TIMER_GRAIN).with_line_patience(settings.protocol.line_patience());
         let machine = Arc::new(std::sync::Mutex::new(machine));
         let (tasks, closing) = (tokio_util::task::TaskTracker::new(), Arc::<Cancel>::default());
-        let background = Background::new(store.clone(), settings.clone(), clock, closing.clone(), tasks.clone());
+        let work = Work::new(store.clone(), settings.clone(), clock, closing.clone(), tasks.clone());
         Shared {
             clock,
             store,
@@ -145,7 +147,7 @@ impl Shared {
             entries: OnceLock::new(),
             tasks,
             closing,
-            background: Arc::new(background),
+            work: Arc::new(work),
             sessions: Sessions::default(),
             machine,
             handles: Default::default(),
@@ -157,7 +159,7 @@ impl Shared {
     /// `settings` of their own, no events, and `heartbeats`.
     pub(crate) fn part(&self, settings: Settings, heartbeats: Box<dyn Scheduler>) -> Shared {
         let (store, closing, tasks) = (self.store.clone(), self.closing.clone(), self.tasks.clone());
-        let background = Background::new(store, settings.clone(), self.clock, closing, tasks);
+        let work = Work::new(store, settings.clone(), self.clock, closing, tasks);
         Shared {
             clock: self.clock,
             store: self.store.clone(),
@@ -169,11 +171,42 @@ impl Shared {
             entries: OnceLock::new(),
             tasks: self.tasks.clone(),
             closing: self.closing.clone(),
-            background: Arc::new(background),
+            work: Arc::new(work),
             sessions: Sessions::default(),
             machine: self.machine.clone(),
             handles: self.handles.clone(),
         }
+    }
+
+    /// One consistent read of the item at `key`, as hard as the client's policy allows.
+    pub async fn read(&self, key: &LockKey) -> Result<Option<LockRecord>, LockError> {
+        let policy = self.settings.policy();
+        let mut piece = self.work.start(key, Carry::default(), None, |env| {
+            Task::once(Request::Get, policy, None, env.now)
+        });
+        match piece.done().await {
+            Out::Once(Ended::Ok(op::Reply::Before(record))) => Ok(record),
+            Out::Once(Ended::Failed { error, .. }) => Err(LockError::Store(error)),
+            other => Err(LockError::Internal(format!("a read answered {other:?}"))),
+        }
+    }
+
+    /// An operator's forced release of the lock at `key` (`force::Force`), from its item as
+    /// the operator read it (`read`), each request given `timeout`: `now` frees it at once.
+    pub async fn force_release(
+        &self,
+        key: &LockKey,
+        now: bool,
+        read: Option<LockRecord>,
+        timeout: Duration,
+    ) -> force::Out<StoreError> {
+        let mut piece = self.work.start(key, Carry::default(), None, |env| {
+            Task::force(force::Force::start(now, new_guid(), timeout, read, env))
+        });
+        let Out::Force(out) = piece.done().await else {
+            unreachable!("a forced release ends as one")
+        };
+        out
     }
 
     pub(crate) fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
@@ -476,21 +509,20 @@ impl HeldLock {
     /// left on the item (another holder took it).
     async fn end(&self, guids: Vec<Guid>, taken: bool) -> Result<bool, LockError> {
         let c = &self.client;
-        let to = self.target();
-        let mut clock = Clock::start();
-        let (s, env) = (c.settings.protocol, clock.env(false));
+        let s = c.settings.protocol;
         let original = c.settings.original_requests;
-        let (mut m, mut step) = match original {
-            true => ending::Ending::original(s, self.state().guid, self.fencing_token, &env),
-            false => {
-                let end = c.machine().ending(self.id, guids, taken, new_guid, c.clock.now());
-                ending::Ending::start(s, end, &env)
-            }
-        };
-        // The original's refusal is the user's own error, kept as `originalError`.
-        let mut refusal = None;
-        let outcome = loop {
-            let outcome = run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await;
+        let end = (!original).then(|| c.machine().ending(self.id, guids, taken, new_guid, c.clock.now()));
+        let guid = self.state().guid;
+        let mut piece = c.work.start(&self.key, self.carry(), None, |env| {
+            Task::end(match end {
+                Some(end) => ending::Ending::start(s, end, env),
+                None => ending::Ending::original(s, guid, self.fencing_token, env),
+            })
+        });
+        let (outcome, landed_maybe) = loop {
+            let Out::End { outcome, landed_maybe } = piece.done().await else {
+                unreachable!("the end of a lock ends as one")
+            };
             if let ending::Outcome::Handed {
                 guid,
                 fencing_token,
@@ -500,20 +532,19 @@ impl HeldLock {
                 let turn = Turn::Handed {
                     guid,
                     fencing_token,
-                    sent_at: clock.base + sent_at,
+                    sent_at: c.clock.base + sent_at,
                     session: self.session.as_ref().map(|s| s.id.clone()),
                 };
                 if c.lines.pass(&self.key, turn).is_some() {
                     // Everyone in line gave up meanwhile: the machine releases the lock,
                     // still ours under `guid`, instead.
-                    clock = Clock::start();
-                    (m, step) = m.unclaimed(guid, &clock.env(false));
+                    piece.unclaimed(guid);
                     continue;
                 }
             }
-            break outcome;
+            break (outcome, landed_maybe);
         };
-        c.lines.ended(self.id, &outcome, m.landed_maybe());
+        c.lines.ended(self.id, &outcome, landed_maybe);
         match outcome {
             ending::Outcome::Handed { .. } => Ok(true),
             ending::Outcome::Released { ours, .. } => {
@@ -523,8 +554,9 @@ impl HeldLock {
                 }
                 Ok(ours)
             }
+            // The original's refusal is the user's own error, kept as `originalError`.
             ending::Outcome::NotOurs => Err(LockError::FailedToReleaseLock {
-                original: refusal
+                original: (piece.refusal.take())
                     .filter(|_| original)
                     .unwrap_or_else(StoreError::condition_failed),
             }),
@@ -532,14 +564,13 @@ impl HeldLock {
         }
     }
 
-    /// Where the lock's requests go: its item (a semaphore's holder: its permits on the head),
-    /// held through its session if it has one (a hand-over keeps the lock in the session).
-    fn target(&self) -> Target<'_> {
-        let c = &self.client;
-        Target {
-            session: self.session.as_ref().map(|s| s.id.as_str()),
-            permit: self.permit.as_ref(),
-            ..Target::item(&*c.store, &self.key, &c.settings)
+    /// What the lock's requests carry: held through its session if it has one (a hand-over
+    /// keeps the lock in the session), a semaphore's holder's permits on the head.
+    fn carry(&self) -> Carry {
+        Carry {
+            session: self.session.as_ref().map(|s| s.id.clone()),
+            permit: self.permit.clone(),
+            ..Carry::default()
         }
     }
 
@@ -563,18 +594,18 @@ impl HeldLock {
         };
         let mut policy = self.client.settings.policy();
         if let Some(by) = by {
-            // The update's times count from now (`drive::once`).
-            policy = policy.until(by.saturating_sub(now));
+            policy = policy.until(by);
         }
-        let to = Target {
-            data: data.as_ref(),
-            ..self.target()
-        };
+        let carry = Carry { data, ..self.carry() };
         let mut ends = UpdateEnds {
             lock: self,
             refused: false,
         };
-        let ended = once(&to, Request::SetData { guids }, policy, None).await;
+        let req = Request::SetData { guids };
+        let mut piece = (self.client.work).start(&self.key, carry, None, |env| Task::once(req, policy, None, env.now));
+        let Out::Once(ended) = piece.done().await else {
+            unreachable!("a request sent once ends as one")
+        };
         // The write leaves `guid` as it is, so an earlier attempt that landed would not fail
         // the condition of a later one: a refusal means the item is no longer ours.
         ends.refused = matches!(ended, Ended::Refused { .. });

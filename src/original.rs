@@ -1,18 +1,17 @@
 //! The original library's request sequence (`dynamodb_lock_core::original`) for a store
 //! without `UpdateItem` (a user's `dynamodb` object): runs its acquisition machine through
-//! `drive`. Its release is the held lock's (`lock`), and its heartbeats the scheduler's
+//! the client's `work`. Its release is the held lock's (`lock`), and its heartbeats the scheduler's
 //! (`heartbeat`), which writes the whole item for such a store.
 
 use dynamodb_lock_core::original::{self as machine, Outcome};
+use dynamodb_lock_core::work::Task;
 use tokio::time::Instant;
 
-use crate::background::Undoing;
 use crate::cancel::Cancel;
-use crate::clock::Clock;
-use crate::drive::{run_keeping_refusal, Target};
 use crate::error::{LockError, LostReason, StoreError};
 use crate::item::{new_guid, Guid, LockKey};
 use crate::lock::Shared;
+use crate::work::{Carry, Out};
 
 /// A lock taken: its `guid`, its fencing token (FailOpen) and when the winning put was sent.
 pub struct Taken {
@@ -22,32 +21,27 @@ pub struct Taken {
 }
 
 /// Acquires `key` for client `c` with the original's requests; a write given back too late is
-/// undone among the client's tasks, and a refused item is named by the client's table names.
+/// undone in the client's work, and a refused item is named by the client's table names.
 pub async fn acquire(c: &Shared, key: &LockKey, cancel: &Cancel) -> Result<Taken, LockError> {
     let guid = new_guid();
-    let clock = Clock::start();
-    let (mut m, step) = machine::Acquire::start(c.settings.protocol, guid, &clock.env(cancel.is_cancelled()));
-    let to = Target {
-        cancel: Some(cancel),
-        ..Target::item(&*c.store, key, &c.settings)
+    let s = c.settings.protocol;
+    let mut piece = c.work.start(key, Carry::default(), Some(cancel), |env| {
+        Task::original(machine::Acquire::start(s, guid, env))
+    });
+    let Out::Original(outcome) = piece.done().await else {
+        unreachable!("an acquisition with the original's requests ends as one")
     };
-    // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
-    let mut refusal = None;
-    match run_keeping_refusal(&mut m, step, clock, &to, &mut refusal).await {
+    match outcome {
         Outcome::Taken { fencing_token, sent_at } => Ok(Taken {
             guid,
             fencing_token,
-            sent_at: clock.base + sent_at,
+            sent_at: c.clock.base + sent_at,
         }),
-        Outcome::Expired { fencing_token, undo } => {
-            // Given back by the machine; undone later if that failed.
-            if undo {
-                c.background.undo(key, Undoing::Original(guid, fencing_token));
-            }
-            Err(LockError::Lost(LostReason::LeaseExpired))
-        }
+        // Given back by the machine; undone later if that failed.
+        Outcome::Expired { .. } => Err(LockError::Lost(LostReason::LeaseExpired)),
+        // The refusal that ends an acquisition is the user's own error, kept as `originalError`.
         Outcome::Refused => Err(LockError::FailedToAcquireLock {
-            original: refusal.unwrap_or_else(StoreError::condition_failed),
+            original: piece.refusal.take().unwrap_or_else(StoreError::condition_failed),
         }),
         Outcome::Failed(error) => Err(LockError::Store(error)),
         Outcome::Corrupt(item) => Err(c.fifo.names.corrupt(key, &item)),

@@ -359,8 +359,8 @@ async fn an_operators_revocation_loses_that_lock_alone_at_the_sessions_next_rene
     let Some(GuidValue::B(g)) = item.guid.clone() else {
         panic!("{item:?}")
     };
-    let to = crate::drive::Target::item(&*store, &locks[0].key, &c.settings);
-    let forced = crate::drive::force_release(&to, false, Some(item), Duration::from_secs(1)).await;
+    let forced = (c.shared).force_release(&locks[0].key, false, Some(item), Duration::from_secs(1));
+    let forced = forced.await;
     assert_eq!(forced, Ok(force::Forced::Revoked { free_after_ms: 1000 }));
     assert_eq!(
         store.record(&sk).unwrap().revoked,

@@ -1,7 +1,7 @@
 //! FailClosed and FailOpen clients that are the core's machines themselves
 //! (`dynamodb_lock_core::fail_closed::Acquire`, `fail_open::Acquire`, `release::Release`,
 //! `heartbeat::Beat`, `held::Held`),
-//! stepped exactly as the addon's driver (src/drive.rs) steps them: every request a machine
+//! pieces of the core's client work (`work::Task`) as the addon's `work` module carries them: every request a machine
 //! asks for goes to the store through the core's `op::apply`, its answer (or its timeout) goes
 //! back, and a machine waiting for an instant is stepped when the clock reaches it.
 //!
@@ -30,10 +30,11 @@
 //!   trying within a lease and three request timeouts of the crash (or of its start), when
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
-//! An acquisition reported failed whose write may have landed is undone by the core's
-//! `undo::Undo` in the client's background work (`background::Background`), stepped beside
-//! the client's next acquisition as the addon's `release::Background` carries it
-//! runs it.
+//! Each client's acquisitions and releases are pieces of the core's client work
+//! (`work::Task`), and an acquisition reported failed whose write may have landed is undone as
+//! that work decides (`Task::undo_after`), by the core's `undo::Undo` in the client's work
+//! (`work::Work`), stepped beside the client's next acquisition as the addon's `work` module
+//! carries it.
 //!
 //! Each client's lock is a lock of its client machine (`client::Client`, as in the addon),
 //! which decides its end (`Client::ending`, `Client::ended`). With `hand_over`, client 0's
@@ -48,7 +49,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use dynamodb_lock_core::background::Background;
 use dynamodb_lock_core::broken::{self, Broken};
 use dynamodb_lock_core::ending::{self, Ending};
 use dynamodb_lock_core::heartbeat;
@@ -57,7 +57,7 @@ use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
 use dynamodb_lock_core::request::{answer_of, Env, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
-use dynamodb_lock_core::undo::Undo;
+use dynamodb_lock_core::work::{self, Started, Task, Work};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
@@ -246,37 +246,13 @@ impl Config {
 
 pub(crate) type Request = Req<G, Ver>;
 
-/// A machine of a client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum M {
-    Closed(fail_closed::Acquire<Item, Fail>),
-    Open(fail_open::Acquire<Item, Fail>),
-    End(Ending<Item, Fail>),
-    Original(original::Acquire<Item, Fail>),
-}
+/// A machine of a client: a piece of the core's client work.
+pub type M = Task<Item, Fail>;
 
 /// What a machine ended with.
-pub(crate) enum Out {
-    Closed(fail_closed::Outcome<Item, Fail>),
-    Open(fail_open::Outcome<Item, Fail>),
-    End(ending::Outcome<G, Fail>),
-    Original(original::Outcome<Item, Fail>),
-}
+pub(crate) type Out = work::Out<Item, Fail>;
 
 pub(crate) type MStep = Step<G, Ver, Out>;
-
-impl M {
-    /// Steps the machine waiting in `slot` with the answer to its request, or, without one,
-    /// at the end of its wait.
-    pub(crate) fn resume(slot: &mut Option<M>, a: Option<Ans>, env: &Env) -> MStep {
-        match slot.as_mut().expect("a machine waits") {
-            M::Closed(m) => env::map(env::resume(m, a, env), Out::Closed),
-            M::Open(m) => env::map(env::resume(m, a, env), Out::Open),
-            M::End(m) => env::map(env::resume(m, a, env), Out::End),
-            M::Original(m) => env::map(env::resume(m, a, env), Out::Original),
-        }
-    }
-}
 
 /// A request sent: what it asks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -358,19 +334,19 @@ pub struct Client {
     pub hand_overs: u8,
 }
 
-/// The client's background work (`background::Background`) while it undoes a write of `g`
+/// The client's work (`work::Work`) while it undoes a write of `g`
 /// on lock `k` that may have landed: its attempt on the wire (by its number), or when it is
 /// stepped again (its backoff, or its pause between rounds).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Undoing {
     pub k: u8,
     pub g: G,
-    pub work: Box<Background<Item, u8>>,
+    pub work: Box<Work<Item, u8, Fail>>,
     pub net: Option<(u64, Net)>,
 }
 
 impl Undoing {
-    /// Carries what the work asks for at `now`, as the addon's `background::Background` does:
+    /// Carries what the work asks for at `now`, as the addon's `work` module does:
     /// a request past its timeout already is not sent; `false` once the work is over.
     fn carry(&mut self, env: &Env, now: Tick) -> bool {
         self.net = None;
@@ -478,25 +454,23 @@ pub(crate) fn new_guid(seq: &mut u8, i: usize) -> G {
     (i as u8) * 16 + *seq
 }
 
-impl Out {
-    /// The original's outcomes, as the FailClosed and FailOpen machines' are read.
-    fn native(self) -> Out {
-        match self {
-            Out::Original(original::Outcome::Taken {
-                fencing_token: None, ..
-            }) => Out::Closed(fail_closed::Outcome::Acquired),
-            Out::Original(original::Outcome::Taken {
-                fencing_token: Some(fencing_token),
-                sent_at,
-            }) => Out::Open(fail_open::Outcome::Taken {
-                fencing_token,
-                sent_at,
-                contended: false,
-            }),
-            expired @ Out::Original(original::Outcome::Expired { .. }) => expired,
-            Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
-            other => other,
-        }
+/// The original's outcomes, as the FailClosed and FailOpen machines' are read.
+fn native(out: Out) -> Out {
+    match out {
+        Out::Original(original::Outcome::Taken {
+            fencing_token: None, ..
+        }) => Out::Closed(fail_closed::Outcome::Acquired),
+        Out::Original(original::Outcome::Taken {
+            fencing_token: Some(fencing_token),
+            sent_at,
+        }) => Out::Open(fail_open::Outcome::Taken {
+            fencing_token,
+            sent_at,
+            contended: false,
+        }),
+        expired @ Out::Original(original::Outcome::Expired { .. }) => expired,
+        Out::Original(_) => Out::Closed(fail_closed::Outcome::Aborted),
+        other => other,
     }
 }
 
@@ -588,7 +562,11 @@ impl Machines {
             env::Carried::Set => Ok(()),
             env::Carried::Done(out) => {
                 let m = s.clients[i].machine.take();
-                if let Out::End(handed @ ending::Outcome::Handed { guid, .. }) = &out {
+                if let Out::End {
+                    outcome: handed @ ending::Outcome::Handed { guid, .. },
+                    ..
+                } = &out
+                {
                     let guid = *guid;
                     let (k, first) = match s.clients[i].phase {
                         Phase::Releasing { k, g } => (k, g),
@@ -611,21 +589,25 @@ impl Machines {
                         // Handed over, but the acquisition in line gave up meanwhile: the
                         // ending releases the lock instead, as the addon's does.
                         None => {
-                            let Some(M::End(m)) = m else { unreachable!("an ending") };
-                            let (m, step) = m.unclaimed(guid, &self.env(s, i));
-                            s.clients[i].machine = Some(M::End(m));
-                            return self.step(s, i, env::map(step, Out::End));
+                            let Some(Task::End(m)) = m else {
+                                unreachable!("an ending")
+                            };
+                            let (m, step) = Task::end(m.unclaimed(guid, &self.env(s, i)));
+                            s.clients[i].machine = Some(m);
+                            return self.step(s, i, step);
                         }
                     }
                 }
-                self.ended(s, i, out)
+                // What follows the end is the client work's to say.
+                let undo = m.and_then(|m| m.undo_after(&out, &self.env(s, i)));
+                self.ended(s, i, out, undo)
             }
         }
     }
 
     /// Client `i`'s machine ended with `out`: the client holds the lock, or has failed to
     /// acquire it, or has let it go.
-    fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
+    fn ended(&self, s: &mut State, i: usize, out: Out, undo: Option<Started<Item, Fail>>) -> Result<(), Violation> {
         let (k, g) = match s.clients[i].phase {
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
@@ -633,44 +615,44 @@ impl Machines {
         let env = self.env(s, i);
         let now = ms(s.now);
         let c = &mut s.clients[i];
-        let out = out.native();
+        let out = native(out);
         // A lock that ends, and an acquisition that fails, is done with its line
         // (`client::Client::ended`, `line_turn_unused`).
         match (&out, c.hb.as_mut()) {
-            (Out::End(end), Some(h)) => h.ended(end, now),
+            (Out::End { outcome, .. }, Some(h)) => h.ended(outcome, now),
             (Out::Closed(fail_closed::Outcome::Acquired) | Out::Open(fail_open::Outcome::Taken { .. }), _) => {}
             (_, Some(h)) => h.client.line_turn_unused(&k),
             (_, None) => {}
         }
         match out {
-            // A failed acquisition, or a grant answered after its whole lease that the machine
-            // gave back: the write is undone later if it may have landed (for a grant given
-            // back, if the give-back failed).
-            Out::Original(original::Outcome::Expired { fencing_token, undo }) => {
-                self.failed(c, k, g, undo.then_some(fencing_token), &env)
-            }
-            Out::Open(fail_open::Outcome::Expired { undo })
-            | Out::Closed(fail_closed::Outcome::Failed { undo, .. })
-            | Out::Open(fail_open::Outcome::Failed { undo, .. }) => self.failed(c, k, g, undo.then_some(0), &env),
             Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
             }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
-            Out::Closed(_) | Out::Open(_) => self.failed(c, k, g, None, &env),
             // Handed to this client's next acquisition: a grant like any other.
-            Out::End(ending::Outcome::Handed {
-                guid,
-                fencing_token: Some(token),
-                sent_at,
-            }) => self.taken(s, i, k, guid, token, sent_at)?,
-            Out::End(ending::Outcome::Handed { guid, .. }) => self.holds(s, i, k, guid, 0, None),
-            Out::End(end) => {
-                if let ending::Outcome::Released { .. } = end {
+            Out::End {
+                outcome:
+                    ending::Outcome::Handed {
+                        guid,
+                        fencing_token: Some(token),
+                        sent_at,
+                    },
+                ..
+            } => self.taken(s, i, k, guid, token, sent_at)?,
+            Out::End {
+                outcome: ending::Outcome::Handed { guid, .. },
+                ..
+            } => self.holds(s, i, k, guid, 0, None),
+            Out::End { outcome, .. } => {
+                if let ending::Outcome::Released { .. } = outcome {
                     c.released = Some((k, g, (i as u8) * 16 + c.seq));
                 }
                 c.phase = Phase::Idle;
             }
-            Out::Original(_) => unreachable!("read as the others' by `native`"),
+            // A failed acquisition, or a grant answered after its whole lease that the machine
+            // gave back: the write is undone later as the client's work says (if it may have
+            // landed; for a grant given back, if the give-back failed).
+            _ => self.failed(c, k, g, undo, &env),
         }
         self.carry_line(&mut s.clients[i]);
         Ok(())
@@ -713,19 +695,14 @@ impl Machines {
     }
 
     /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`; with
-    /// `undo` (the write's fencing token, which the original's undo needs), a write of it may
-    /// have landed, and the core's undo removes it, in the client's background work.
-    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<u64>, env: &Env) {
+    /// `undo`, a write of it may have landed, and the core's undo removes it, in the client's
+    /// work.
+    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<Started<Item, Fail>>, env: &Env) {
         c.phase = Phase::Idle;
         c.failed = Some((k, g));
-        if let Some(token) = undo {
-            let started = if self.cfg.original {
-                Undo::original(self.lock(), g, Some(token), env)
-            } else {
-                Undo::start(self.lock(), g, env)
-            };
-            let mut work = Box::<Background<Item, u8>>::default();
-            work.undo::<Fail>(k, started, env);
+        if let Some(started) = undo {
+            let mut work = Box::<Work<Item, u8, Fail>>::default();
+            work.undo(k, started, env);
             let mut u = Undoing { k, g, work, net: None };
             c.undo = u.carry(env, tick(env.now)).then_some(u);
         }
@@ -750,9 +727,9 @@ impl Machines {
         let c = &mut s.clients[i];
         let h = c.hb.as_ref().expect("the client's machine");
         let end = h.client.ending(LOCK, guids, taken, || new_guid(&mut c.seq, i), env.now);
-        let (m, step) = Ending::start(self.lock(), end, &env);
-        c.machine = Some(M::End(m));
-        self.step(s, i, env::map(step, Out::End))
+        let (m, step) = Task::end(Ending::start(self.lock(), end, &env));
+        c.machine = Some(m);
+        self.step(s, i, step)
     }
 
     /// A timer or timeout of a client is due: it fires before time goes on.
@@ -825,19 +802,19 @@ impl Machines {
         }
         let step = match self.cfg.kind {
             _ if self.cfg.original => {
-                let (m, step) = original::Acquire::start(lock, g, &env);
-                cl.machine = Some(M::Original(m));
-                env::map(step, Out::Original)
+                let (m, step) = Task::original(original::Acquire::start(lock, g, &env));
+                cl.machine = Some(m);
+                step
             }
             Kind::FailClosed => {
-                let (m, step) = fail_closed::Acquire::start(lock, g, None, &env);
-                cl.machine = Some(M::Closed(m));
-                env::map(step, Out::Closed)
+                let (m, step) = Task::closed(fail_closed::Acquire::start(lock, g, None, &env));
+                cl.machine = Some(m);
+                step
             }
             _ => {
-                let (m, step) = fail_open::Acquire::start(lock, g, None, &env);
-                cl.machine = Some(M::Open(m));
-                env::map(step, Out::Open)
+                let (m, step) = Task::open(fail_open::Acquire::start(lock, g, None, &env));
+                cl.machine = Some(m);
+                step
             }
         };
         self.step(s, i, step)
@@ -854,9 +831,9 @@ impl Machines {
             let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
             // The addon's end of a lock taken with the original's requests: its one release
             // request (`Ending::original`), which goes by nothing else the client knows.
-            let (m, step) = Ending::original(self.lock(), g, token, &env);
-            s.clients[i].machine = Some(M::End(m));
-            self.step(s, i, env::map(step, Out::End))
+            let (m, step) = Task::end(Ending::original(self.lock(), g, token, &env));
+            s.clients[i].machine = Some(m);
+            self.step(s, i, step)
         } else {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
@@ -1115,7 +1092,7 @@ impl Clients for Machines {
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         let env = self.env(s, i);
-        let step = M::resume(&mut s.clients[i].machine, a, &env);
+        let step = s.clients[i].machine.as_mut().expect("a machine waits").resume(a, &env);
         self.step(s, i, step)
     }
 

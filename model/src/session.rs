@@ -64,6 +64,7 @@ use crate::explore::{self, Checked, Model, Violation};
 use crate::item::{small, Item, Ver, G, SESSIONS};
 use crate::lease::PROPERTY as LOSS;
 use crate::machines::{new_guid, MStep, Out, Sent, M};
+use dynamodb_lock_core::work::Task;
 
 /// The properties checked.
 pub const PROPERTIES: [&str; 4] = ["mutual exclusion", "fencing", "no lost release", LOSS];
@@ -373,11 +374,11 @@ impl Sessions {
         };
         // Client 0 tries once; the rivals keep trying.
         let retry = if owner(i) == 0 { 0 } else { u32::MAX };
-        let (m, step) = fail_open::Acquire::start(self.cfg.lock(retry), g, None, &env);
+        let (m, step) = Task::open(fail_open::Acquire::start(self.cfg.lock(retry), g, None, &env));
         let c = &mut s.slots[i];
         c.phase = Phase::Acquiring { g };
-        c.machine = Some(M::Open(m));
-        self.step(s, i, env::map(step, Out::Open))
+        c.machine = Some(m);
+        self.step(s, i, step)
     }
 
     /// The end of S's lease, while client 0 holds S.
@@ -433,14 +434,18 @@ impl Sessions {
         match (s.slots[i].phase, out) {
             (
                 Phase::Releasing { .. },
-                Out::End(ending::Outcome::Handed {
-                    guid, fencing_token, ..
-                }),
+                Out::End {
+                    outcome:
+                        ending::Outcome::Handed {
+                            guid, fencing_token, ..
+                        },
+                    ..
+                },
             ) => {
-                let Some(M::End(m)) = m else {
+                let Some(Task::End(m)) = m else {
                     unreachable!("a hand-over ends an ending")
                 };
-                self.handed(s, i, guid, fencing_token, m)
+                self.handed(s, i, guid, fencing_token, *m)
             }
             (
                 Phase::Acquiring { g },
@@ -461,12 +466,18 @@ impl Sessions {
             }
             (Phase::Releasing { g }, out) => {
                 // The end of a lock of client 0 is its machine's (`client::Client::ended`).
-                if let (Out::End(end), 1 | 2, Some(h)) = (&out, i, s.hb.as_mut()) {
+                if let (Out::End { outcome: end, .. }, 1 | 2, Some(h)) = (&out, i, s.hb.as_mut()) {
                     h.client.ended(i as Id, end, false, Time::ZERO);
                 }
                 let c = &mut s.slots[i];
                 c.phase = Phase::Done;
-                if matches!(out, Out::End(ending::Outcome::Released { .. })) {
+                if matches!(
+                    out,
+                    Out::End {
+                        outcome: ending::Outcome::Released { .. },
+                        ..
+                    }
+                ) {
                     // Every `guid` client 0 wrote since: a session's heartbeats, and a
                     // hand-over of A, rotate it.
                     let last = if i == SESSION_SLOT || (i == 1 && self.cfg.handover) {
@@ -506,9 +517,9 @@ impl Sessions {
         let next = h.client.line_next(&(A as u8), Time::ZERO, true);
         if next.is_none() || next != s.waiter || !s.waiting {
             let env = env::at(s.now);
-            let (m, step) = m.unclaimed(guid, &env);
-            s.slots[i].machine = Some(M::End(m));
-            return self.step(s, i, env::map(step, Out::End));
+            let (m, step) = Task::end(m.unclaimed(guid, &env));
+            s.slots[i].machine = Some(m);
+            return self.step(s, i, step);
         }
         s.waiting = false;
         s.waiter = None;
@@ -606,11 +617,11 @@ impl Sessions {
     /// Slot `i` ends its hold of `g` through the core's `ending::Ending`.
     fn ending(&self, s: &mut State, i: usize, g: G, end: End<G>) -> Result<(), Violation> {
         let env = env::at(s.now);
-        let (m, step) = Ending::start(self.cfg.lock(0), end, &env);
+        let (m, step) = Task::end(Ending::start(self.cfg.lock(0), end, &env));
         let c = &mut s.slots[i];
         c.phase = Phase::Releasing { g };
-        c.machine = Some(M::End(m));
-        self.step(s, i, env::map(step, Out::End))
+        c.machine = Some(m);
+        self.step(s, i, step)
     }
 
     /// S's release writes once its heartbeat lets it, the item carrying any of `guids`
@@ -1030,7 +1041,7 @@ impl Clients for Sessions {
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         let env = env::at(s.now);
-        let step = M::resume(&mut s.slots[i].machine, a, &env);
+        let step = s.slots[i].machine.as_mut().expect("a machine waits").resume(a, &env);
         self.step(s, i, step)
     }
 

@@ -1,7 +1,7 @@
 //! The `Store` trait: where the core's operations (`dynamodb_lock_core::op::Op`) meet a
 //! carrier. A store has one method, `apply`: one operation on the item at one key, in one
 //! request, answered as `op::apply` answers. The product sends `Op`s only, and every retry is
-//! a machine's (`drive::once` for a request that needs no settling); `StoreOps` names each
+//! a machine's (`request::Once` for a request that needs no settling); `StoreOps` names each
 //! operation for tests. `http.rs` is the one translation of every `Op` into DynamoDB's HTTP
 //! API, stating `op::allowed` and `op::apply` as condition and update expressions (built in
 //! `expr.rs`, bodies in `json.rs`, signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the
@@ -34,7 +34,7 @@ pub use dynamodb_lock_core::op::{Entry, WaitMark};
 pub use dynamodb_lock_core::op::{Expect, Op, OpenFields, Reply, Ttl};
 
 tokio::task_local! {
-    /// The instant the request being sent is given up on (`drive::within`).
+    /// The instant the request being sent is given up on (`send::within`).
     static DEADLINE: tokio::time::Instant;
 }
 

@@ -50,7 +50,7 @@ pub struct End<G> {
 }
 
 /// How a held lock ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome<G, E> {
     /// Handed to the next acquisition of this client under `guid`: FailOpen with its token,
     /// its lease running from `sent_at`.

@@ -23,7 +23,7 @@ use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
 /// How an acquisition ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome<R, E> {
     /// The lock is ours.
     Acquired,
@@ -99,6 +99,12 @@ where
             _ => m.begin(env),
         };
         (m, step)
+    }
+
+    /// What its write is: the settings it was made with, and its `guid` (what an undo of
+    /// it removes).
+    pub fn written(&self) -> (Lock, R::Guid) {
+        (self.s, self.guid.clone())
     }
 
     fn over(&mut self, o: Out<R, E>) -> St<R, E> {

@@ -50,7 +50,7 @@ use crate::settings::Lock;
 use crate::waiting::{next_read, Waiting};
 
 /// How an acquisition ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome<R, E> {
     /// The lock is ours with `fencing_token`; its lease runs from `sent_at`. `contended`: the
     /// acquisition found the lock held by someone else (others want it too).
@@ -203,6 +203,12 @@ where
             _ => m.take(env),
         };
         (m, step)
+    }
+
+    /// What its write is: the settings it was made with, and its `guid` (what an undo of
+    /// it removes).
+    pub fn written(&self) -> (Lock, R::Guid) {
+        (self.s, self.guid.clone())
     }
 
     /// Gives back the lock this acquisition just took (`Outcome::Taken`), which its caller

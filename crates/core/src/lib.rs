@@ -39,8 +39,9 @@
 //!   the order of its writes (a session's item named before its lock is revoked), and when it
 //!   reads again or leaves the lock alone.
 //! - `undo`: undoing an acquisition's write whose outcome could not be read.
-//! - `background`: a client's work that nobody waits for (its undos), run without I/O: the
-//!   requests to send, by number, their answers and its times.
+//! - `work`: a client's work, run without I/O: its acquisitions, the ends of its locks,
+//!   forced releases, requests sent once and undos, by number: the requests to send, their
+//!   answers, its times and what becomes of each piece; and what follows an acquisition's end.
 //! - `original`: the original library's get-then-put request sequence, as a FailClosed and
 //!   FailOpen acquisition machine for stores with only `get`, `put` and `delete` (a user's
 //!   `dynamodb` object).
@@ -50,7 +51,6 @@
 //! - `broken`: deliberately broken variants (feature `broken`, never in the addon), hooks in
 //!   the machines that the model checker and the simulator must catch.
 
-pub mod background;
 pub mod broken;
 pub mod client;
 pub mod ending;
@@ -74,3 +74,4 @@ pub mod settings;
 mod testing;
 pub mod undo;
 pub mod waiting;
+pub mod work;

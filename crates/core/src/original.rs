@@ -37,7 +37,7 @@ use crate::request::{Answer, Env, Machine, Purpose, Reply, Req, Step, Time};
 use crate::settings::{Kind, Lock};
 
 /// How an acquisition ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome<R, E> {
     /// The lock is ours: its fencing token (FailOpen) and when the winning put was sent.
     Taken {
@@ -223,6 +223,12 @@ where
         };
         let step = m.begin(env);
         (m, step)
+    }
+
+    /// What its write is: the settings it was made with, and its `guid` (what an undo of
+    /// it removes).
+    pub fn written(&self) -> (Lock, R::Guid) {
+        (self.s, self.guid.clone())
     }
 
     fn begin(&mut self, env: &Env) -> St<R, E> {

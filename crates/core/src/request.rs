@@ -497,7 +497,7 @@ pub struct Pending<G, V> {
 }
 
 /// How one operation ended after its attempts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Ended<R, E> {
     Ok(Reply<R>),
     /// The condition failed (`current` as in `Answer::Refused`); `ambiguous`: an earlier

@@ -22,7 +22,7 @@ pub const UNDO_ROUNDS: u32 = 12;
 pub const UNDO_PAUSE: Duration = Duration::from_secs(5);
 
 /// How an undo ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome<E> {
     /// Undone, or nothing of ours was on the item.
     Undone,
