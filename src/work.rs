@@ -413,6 +413,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn one_task_carries_every_acquisition_and_release_of_a_client_and_ends_with_them() {
+        let store = Arc::new(MemoryStore::new(true));
+        let (c, _) = client(&store, closed_settings("me"));
+        for _ in 0..16 {
+            store.fault("put", Fault::Delay(ms(50)));
+        }
+        let acquisitions: Vec<_> = (0..16)
+            .map(|n| {
+                let c = c.clone();
+                tokio::spawn(async move { c.acquire(key(&format!("k{n}")), &Cancel::default()).await })
+            })
+            .collect();
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(store.count("put"), 16, "all sent at once");
+        assert_eq!(c.tasks.len(), 1, "by one task");
+        let mut locks = Vec::new();
+        for a in acquisitions {
+            locks.push(a.await.unwrap().unwrap());
+        }
+        tokio::time::sleep(ms(1)).await;
+        assert_eq!(c.tasks.len(), 0, "nothing left to carry");
+        for lock in locks {
+            lock.release().await.unwrap();
+        }
+        assert_eq!(store.count("delete"), 16);
+        assert!(store.items.lock().unwrap().is_empty());
+        assert_eq!(c.tasks.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_request_sent_once_retries_transient_failures_then_reports_the_last() {
         let (store, s) = (Arc::new(MemoryStore::new(true)), closed_settings("me"));
         for _ in 0..3 {

@@ -196,15 +196,6 @@ pub fn resume<M: Machine<Item, Fail>>(m: &mut M, a: Option<Ans>, env: &Env) -> S
     }
 }
 
-/// A machine's step with its outcome made one of a model's (`f`).
-pub fn map<A, B>(s: Step<G, Ver, A>, f: impl FnOnce(A) -> B) -> Step<G, Ver, B> {
-    match s {
-        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-        Step::Wait { until, abortable } => Step::Wait { until, abortable },
-        Step::Done(o) => Step::Done(f(o)),
-    }
-}
-
 /// What is left to a model of a machine's step once `carry` has put its request on the wire
 /// or set its timer.
 pub enum Carried<O> {

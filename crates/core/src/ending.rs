@@ -26,7 +26,7 @@ use crate::handover::{self, HandOver};
 use crate::op::Record;
 use crate::original::{self, Released};
 use crate::release::{self, Release};
-use crate::request::{Answer, Env, Machine, Purpose, Step, Time};
+use crate::request::{map, Answer, Env, Machine, Purpose, Step, Time};
 use crate::settings::{Kind, Lock};
 
 /// What the holder knows when its lock ends.
@@ -86,14 +86,6 @@ pub struct Ending<R: Record, E> {
     s: Lock,
     end: End<R::Guid>,
     phase: Phase<R, E>,
-}
-
-fn map<G, V, A, B>(step: Step<G, V, A>, f: impl FnOnce(A) -> B) -> Step<G, V, B> {
-    match step {
-        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-        Step::Wait { until, abortable } => Step::Wait { until, abortable },
-        Step::Done(out) => Step::Done(f(out)),
-    }
 }
 
 impl<R, E> Ending<R, E>

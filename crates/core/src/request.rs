@@ -329,6 +329,15 @@ pub enum Step<G, V, O> {
     Done(O),
 }
 
+/// `step`, its outcome made another by `f`.
+pub fn map<G, V, A, B>(step: Step<G, V, A>, f: impl FnOnce(A) -> B) -> Step<G, V, B> {
+    match step {
+        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
+        Step::Wait { until, abortable } => Step::Wait { until, abortable },
+        Step::Done(out) => Step::Done(f(out)),
+    }
+}
+
 /// A machine that sends requests: its caller sends what a `Step` asks for and steps it again
 /// with the answer, or when the time it waits for comes.
 /// Why a request is sent, for the bill (`metrics()` counts requests by purpose): taking a

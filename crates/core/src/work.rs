@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::ending::{self, Ending};
 use crate::force::{self, Force};
 use crate::op::Record;
-use crate::request::{Answer, Ended, Env, Machine, Once, Policy, Purpose, Req, Step, Time};
+use crate::request::{map, Answer, Ended, Env, Machine, Once, Policy, Purpose, Req, Step, Time};
 use crate::undo::{self, Undo};
 use crate::{fail_closed, fail_open, original};
 
@@ -80,14 +80,6 @@ pub type TaskStep<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Out<
 
 /// A machine `M` just started, and its first step, which ends with `O`.
 pub type Begun<R, M, O> = (M, Step<<R as Record>::Guid, <R as Record>::Version, O>);
-
-fn map<G, V, A, B>(step: Step<G, V, A>, f: impl FnOnce(A) -> B) -> Step<G, V, B> {
-    match step {
-        Step::Send { req, timeout_at } => Step::Send { req, timeout_at },
-        Step::Wait { until, abortable } => Step::Wait { until, abortable },
-        Step::Done(out) => Step::Done(f(out)),
-    }
-}
 
 impl<R, E> Task<R, E>
 where
