@@ -8,14 +8,14 @@
 //! piece (`Piece`): it hears the piece's pauses, what its answers found (the reports of a wait),
 //! and its end, and cancels it. It makes no protocol decision.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dynamodb_lock_core::request::{Env, Purpose, Time, PURPOSES};
 use dynamodb_lock_core::work::{self, Event, Task, TaskStep, Transmit};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 use crate::cancel::Cancel;
 use crate::clock::Clock;
@@ -51,10 +51,34 @@ enum Heard {
     Done(Out),
 }
 
+/// What a caller has still to hear, and its wake-up.
+#[derive(Default)]
+struct Heards {
+    queue: Mutex<VecDeque<Heard>>,
+    more: Notify,
+}
+
+impl Heards {
+    fn push(&self, h: Heard) {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(h);
+        self.more.notify_one();
+    }
+
+    async fn next(&self) -> Heard {
+        loop {
+            let more = self.more.notified();
+            if let Some(h) = self.queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front() {
+                return h;
+            }
+            more.await;
+        }
+    }
+}
+
 /// A caller waiting for its piece.
 struct Waiter {
     carry: Arc<Carry>,
-    heard: mpsc::UnboundedSender<Heard>,
+    heard: Arc<Heards>,
 }
 
 /// A client's work, and what carrying it needs.
@@ -114,17 +138,23 @@ impl Work {
     ) -> Piece<'a> {
         let cancelled = cancel.is_some_and(Cancel::is_cancelled);
         let env = self.clock.env(cancelled);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let heard = Arc::<Heards>::default();
         let mut w = self.inner();
         let id = w.core.start(key.clone(), task(&env), cancelled, &env);
         let carry = Arc::new(carry);
-        w.waiters.insert(id, Waiter { carry, heard: tx });
+        w.waiters.insert(
+            id,
+            Waiter {
+                carry,
+                heard: heard.clone(),
+            },
+        );
         self.moved(w);
         Piece {
             work: self,
             id,
             key: key.clone(),
-            heard: rx,
+            heard,
             cancel,
             told: cancel.is_none() || cancelled,
             refusal: None,
@@ -207,7 +237,7 @@ impl Work {
                 _ => None,
             };
             if let Some(heard) = heard {
-                let _ = waiter.heard.send(heard);
+                waiter.heard.push(heard);
             }
         }
         w.core.handle_reply(id, answer(r), &self.clock.env(false));
@@ -222,7 +252,7 @@ impl Work {
                 Event::Done(id, out) => (id, Heard::Done(out)),
             };
             if let Some(waiter) = w.waiters.get(&id) {
-                let _ = waiter.heard.send(heard);
+                waiter.heard.push(heard);
             }
         }
     }
@@ -261,7 +291,7 @@ pub struct Piece<'a> {
     work: &'a Arc<Work>,
     id: u64,
     key: LockKey,
-    heard: mpsc::UnboundedReceiver<Heard>,
+    heard: Arc<Heards>,
     cancel: Option<&'a Cancel>,
     /// The work knows of the cancellation.
     told: bool,
@@ -276,7 +306,7 @@ impl Piece<'_> {
         loop {
             let heard = tokio::select! {
                 biased;
-                heard = self.heard.recv() => heard.expect("a piece waited for ends with its outcome"),
+                heard = self.heard.next() => heard,
                 _ = async { self.cancel.unwrap().cancelled().await }, if !self.told => {
                     self.told = true;
                     let id = self.id;
