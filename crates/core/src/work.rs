@@ -176,27 +176,32 @@ where
     /// it gave back could not be), and nobody holds what it wrote.
     pub fn undo_after(&self, out: &Out<R, E>, env: &Env) -> Option<Started<R, E>> {
         use fail_open::Outcome as Open;
-        let ((s, guid), token) = match (self, out) {
-            (Task::Closed(m), Out::Closed(fail_closed::Outcome::Failed { undo: true, .. })) => (m.written(), None),
+        match (self, out) {
+            (Task::Closed(m), Out::Closed(fail_closed::Outcome::Failed { undo: true, .. })) => {
+                let (s, guid) = m.written();
+                Some(Undo::start(s, guid, env))
+            }
             (
                 Task::Open(m),
                 Out::Open(
                     Open::Expired { undo: true } | Open::Corrupt { undo: true, .. } | Open::Failed { undo: true, .. },
                 ),
-            ) => (m.written(), None),
+            ) => {
+                let (s, guid) = m.written();
+                Some(Undo::start(s, guid, env))
+            }
             (
                 Task::Original(m),
                 Out::Original(original::Outcome::Expired {
                     fencing_token,
                     undo: true,
                 }),
-            ) => (m.written(), Some(*fencing_token)),
-            _ => return None,
-        };
-        Some(match self {
-            Task::Original(_) => Undo::original(s, guid, token, env),
-            _ => Undo::start(s, guid, env),
-        })
+            ) => {
+                let (s, guid) = m.written();
+                Some(Undo::original(s, guid, Some(*fencing_token), env))
+            }
+            _ => None,
+        }
     }
 }
 
