@@ -1256,7 +1256,7 @@ pub fn broken_config(bug: Broken) -> Config {
             c.max_attempts = 1;
             c.crashes = 0;
             c.beats = Some(0);
-            c.horizon = 4;
+            c.horizon = 3;
         }
         // A grant whose answer is lost (one attempt per request), then a cancellation.
         Broken::FifoGiveUpKeepsGrant => {

@@ -37,7 +37,7 @@ fn every_property_holds_for_a_semaphore() {
 fn every_fifo_broken_variant_is_caught() {
     for bug in Broken::FIFO.into_iter().chain(Broken::SEMAPHORE) {
         // The token condition shows only with a ticket given back and taken again (about
-        // eight million states).
+        // three million states).
         let r = check(broken_config(bug), MAX_STATES);
         let (Violation { property: found, .. }, _, steps) = r
             .violation
