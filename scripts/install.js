@@ -89,7 +89,9 @@ if (fs.existsSync(napiCli))
 {
     // A development checkout: its dev dependencies include the napi CLI, which also
     // regenerates binding.js and binding.d.ts.
-    run(process.execPath, [napiCli, "build", "--platform", "--release", "--js", "binding.js", "--dts", "binding.d.ts"]);
+    const { napiBuildArgs, recordBuild } = require("./addon-build.js");
+    run(process.execPath, [napiCli, ...napiBuildArgs(false)]);
+    recordBuild(napiBuildArgs(false));
 }
 else
 {

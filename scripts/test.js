@@ -7,7 +7,8 @@
 const fs = require("fs");
 const path = require("path");
 const { spawnSync } = require("child_process");
-const { hostTriple } = require("./platform.js");
+const { hostTriple, binaryName } = require("./platform.js");
+const { napiBuildArgs, recordBuild, builtFromCurrentSources } = require("./addon-build.js");
 const { preferMachineNode } = require("./machine-node.js");
 
 const root = path.join(__dirname, "..");
@@ -52,12 +53,17 @@ process.on("exit", code =>
 });
 
 const napiCli = path.join(root, "node_modules", "@napi-rs", "cli", "dist", "cli.js");
-const buildArgs = ["build", "--platform", "--js", "binding.js", "--dts", "binding.d.ts"];
-if (!process.env.DEBUG_BUILD)
+const buildArgs = napiBuildArgs(Boolean(process.env.DEBUG_BUILD));
+if (builtFromCurrentSources(buildArgs))
 {
-    buildArgs.push("--release");
+    // The install hook (or the last run) built it from these very sources (scripts/addon-build.js).
+    console.log(`\n> ${binaryName()} was built from the current sources with \`napi ${buildArgs.join(" ")}\`: not built again`);
 }
-run(machineNode, [napiCli, ...buildArgs], {}, "addon build (napi, release)");
+else
+{
+    run(machineNode, [napiCli, ...buildArgs], {}, `addon build (napi, ${process.env.DEBUG_BUILD ? "debug" : "release"})`);
+    recordBuild(buildArgs);
+}
 
 // Share napi's target directory layout so the unit tests reuse its dependency builds.
 const triple = hostTriple();
