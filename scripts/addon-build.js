@@ -77,30 +77,48 @@ function napiBuildArgs(debug)
     return ["build", "--platform", ...(debug ? [] : ["--release"]), "--js", "binding.js", "--dts", "binding.d.ts"];
 }
 
-// Records that the .node file was just built from the current sources with `args`.
+// Records that the .node file was just built from the current sources with `args`. A record
+// that cannot be made is no error: the next `npm test` then builds.
 function recordBuild(args)
 {
-    const d = digest(args);
-    if (d)
+    try
     {
-        fs.mkdirSync(path.dirname(STAMP), { recursive: true });
-        fs.writeFileSync(STAMP, JSON.stringify({ digest: d }) + "\n");
+        const d = digest(args);
+        if (d)
+        {
+            fs.mkdirSync(path.dirname(STAMP), { recursive: true });
+            fs.writeFileSync(STAMP, JSON.stringify({ digest: d }) + "\n");
+        }
+        else
+        {
+            fs.rmSync(STAMP, { force: true });
+        }
+    }
+    catch (_)
+    {
+        try
+        {
+            fs.rmSync(STAMP, { force: true });
+        }
+        catch (_)
+        {
+            // Nothing recorded either way: the next build is not skipped.
+        }
     }
 }
 
 // Whether the .node file is the one a build with `args` of the current sources made.
 function builtFromCurrentSources(args)
 {
-    let recorded;
     try
     {
-        recorded = JSON.parse(fs.readFileSync(STAMP, "utf8")).digest;
+        const recorded = JSON.parse(fs.readFileSync(STAMP, "utf8")).digest;
+        return typeof recorded === "string" && recorded === digest(args);
     }
     catch (_)
     {
         return false;
     }
-    return recorded === digest(args);
 }
 
 module.exports = { napiBuildArgs, recordBuild, builtFromCurrentSources };
