@@ -9,7 +9,8 @@
 //!   in the addon), and each lock joins S and is held while S lasts, as that machine says:
 //!   while S's lease lasts on its
 //!   own clock (from the send of the last successful write of S), and not once the heartbeat
-//!   declares S lost; at any
+//!   declares S lost (a take answered once S no longer lasts is given back at once, as the
+//!   addon's acquisition gives it back: `fail_open::Acquire::give_back`); at any
 //!   time it lets go of one thing at a time (`ending::Ending`): A, then B, then S once no lock
 //!   is left (a release of S waits for a heartbeat write on the wire, as the addon's does);
 //!   with `handover`, a second acquisition of A waits in client 0's line (its machine's), and
@@ -55,7 +56,7 @@ use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Machine, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, map, Machine, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
@@ -446,6 +447,19 @@ impl Sessions {
                     unreachable!("a hand-over ends an ending")
                 };
                 self.handed(s, i, guid, fencing_token, *m)
+            }
+            // A take through S known once S no longer lasts (`client::Client::lasts`): as the
+            // addon's FailOpen acquisition does, its machine gives the lock back at once
+            // (`fail_open::Acquire::give_back`), and the acquisition ends as expired.
+            (Phase::Acquiring { .. }, Out::Open(fail_open::Outcome::Taken { .. }))
+                if matches!(i, 1 | 2) && self.session_until(s).is_none() =>
+            {
+                let Some(Task::Open(mut m)) = m else {
+                    unreachable!("a take ends a FailOpen acquisition")
+                };
+                let step = map(m.give_back(&env::at(s.now)), Out::Open);
+                s.slots[i].machine = Some(Task::Open(m));
+                self.step(s, i, step)
             }
             (
                 Phase::Acquiring { g },
