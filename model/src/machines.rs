@@ -86,9 +86,10 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
+        Bug::Core(Broken::CancelSkipsSettle),
         Bug::Core(Broken::TimeoutIsReleased),
         Bug::Core(Broken::LeaseFromReply),
         Bug::Core(Broken::RereadRestartsWait),
@@ -114,7 +115,8 @@ impl Bug {
 
     pub fn kind(self) -> Kind {
         match self {
-            Bug::UnconditionalPut | Bug::Core(Broken::AmbiguousNotResolved) | Bug::Core(Broken::TimeoutIsReleased) => {
+            Bug::UnconditionalPut
+            | Bug::Core(Broken::AmbiguousNotResolved | Broken::CancelSkipsSettle | Broken::TimeoutIsReleased) => {
                 Kind::FailClosed
             }
             _ => Kind::FailOpen,
@@ -140,6 +142,8 @@ impl Bug {
             | Bug::Core(Broken::HandOverLeaseFromReply)
             | Bug::WaiterTrustsHolderClock => "mutual exclusion",
             Bug::Core(Broken::AmbiguousNotResolved) => "no orphan",
+            // Its landed write stays on the item, under an acquisition reported aborted.
+            Bug::Core(Broken::CancelSkipsSettle) => "no orphan",
             // The late take stays on the item, under an acquisition reported failed.
             Bug::Core(Broken::ExpiredTakeKept) => "no orphan",
             // A heartbeat that lands after the holder let go takes the lock back: from its
@@ -176,6 +180,9 @@ pub struct Config {
     /// Lost or throttled requests and answers, in all.
     pub faults: u8,
     pub crashes: u8,
+    /// Acquisitions cancelled (an `AbortSignal`, `close()`), in all: at any moment of an
+    /// acquisition, as the client's work cancels a piece (`work::Work::cancel`).
+    pub cancels: u8,
     /// Client 1's wall clock runs this far ahead of the others'.
     pub skew: Tick,
     pub trust_local_time: bool,
@@ -215,6 +222,7 @@ impl Config {
             max_attempts: 2,
             faults: 1,
             crashes: 1,
+            cancels: 0,
             skew: 0,
             trust_local_time: false,
             horizon: 14,
@@ -306,6 +314,10 @@ pub struct Client {
     pub net: Option<Net>,
     /// The machine waits until then.
     pub wake: Option<Tick>,
+    /// A cancellation cuts that wait short (`request::Step::Wait`'s `abortable`).
+    pub abortable: bool,
+    /// The current acquisition is cancelled.
+    pub cancelled: bool,
     pub left: u8,
     pub seq: u8,
     /// When the current acquisition started, or the lock was granted.
@@ -387,11 +399,15 @@ pub struct State {
     pub slow: bool,
     /// When each lock's item last went away (history, for FailClosed liveness).
     pub freed_at: Vec<Tick>,
+    /// Cancellations still to happen.
+    pub cancels: u8,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Start(u8, u8),
+    /// The client's current acquisition is cancelled.
+    Cancel(u8),
     /// The environment's event on a client: its request's fate, its wait's end, its crash.
     Event(u8, Event),
     Release(u8),
@@ -419,6 +435,7 @@ impl fmt::Debug for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Start(c, k) => write!(f, "c{c} starts acquiring lock {k}"),
+            Action::Cancel(c) => write!(f, "c{c}'s acquisition is cancelled"),
             Action::Event(c, e) => e.describe(*c, f),
             Action::Release(c) => write!(f, "c{c} calls release()"),
             Action::HandOver(c) => write!(f, "c{c} calls release() while its next acquisition waits"),
@@ -523,6 +540,7 @@ impl Machines {
         let skew = if i == 1 { self.cfg.skew } else { 0 };
         Env {
             unix_ms: u64::from(s.now) + u64::from(skew),
+            cancelled: s.clients[i].cancelled,
             ..env::at(s.now)
         }
     }
@@ -554,6 +572,7 @@ impl Machines {
         let now = s.now;
         let request_timeout = self.cfg.request_timeout;
         let c = &mut s.clients[i];
+        c.abortable = matches!(step, Step::Wait { abortable: true, .. });
         let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, at| {
             Sent::timed(req, at.min(now.saturating_add(request_timeout)))
         });
@@ -625,10 +644,16 @@ impl Machines {
             (_, None) => {}
         }
         match out {
-            Out::Closed(fail_closed::Outcome::Acquired) => self.holds(s, i, k, g, 0, None),
+            Out::Closed(fail_closed::Outcome::Acquired) => {
+                self.holds(s, i, k, g, 0, None);
+                return self.started(s, i);
+            }
             Out::Open(fail_open::Outcome::Taken {
                 fencing_token, sent_at, ..
-            }) => self.taken(s, i, k, g, fencing_token, sent_at)?,
+            }) => {
+                self.taken(s, i, k, g, fencing_token, sent_at)?;
+                return self.started(s, i);
+            }
             // Handed to this client's next acquisition: a grant like any other.
             Out::End {
                 outcome:
@@ -655,6 +680,31 @@ impl Machines {
             _ => self.failed(c, k, g, undo, &env),
         }
         self.carry_line(&mut s.clients[i]);
+        Ok(())
+    }
+
+    /// Client `i`'s acquisition took its lock: it holds it from now on as its client machine
+    /// says (`client::Client::start`), unless it was cancelled meanwhile: then it releases
+    /// it at once, as the addon does.
+    fn started(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let c = &mut s.clients[i];
+        let h = c.hb.as_mut().expect("the client's machine");
+        if h.client.start(LOCK, None, c.cancelled, Time::ZERO).is_err() {
+            return self.release(s, i);
+        }
+        self.carry_line(&mut s.clients[i]);
+        Ok(())
+    }
+
+    /// Client `i`'s acquisition is cancelled: from now on its machine is told so, and a wait
+    /// that a cancellation cuts short ends at once (`work::Work::cancel`).
+    fn cancel(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        s.cancels -= 1;
+        let c = &mut s.clients[i];
+        c.cancelled = true;
+        if c.net.is_none() && c.wake.is_some() && c.abortable {
+            return self.resume(s, i, None);
+        }
         Ok(())
     }
 
@@ -786,6 +836,7 @@ impl Machines {
         cl.left -= 1;
         cl.released = None;
         cl.failed = None;
+        cl.cancelled = false;
         let g = new_guid(&mut cl.seq, i);
         let mut lock = self.lock();
         if i != 0 {
@@ -922,6 +973,7 @@ impl Model for Machines {
             last_token: vec![0; self.cfg.locks],
             slow: false,
             freed_at: vec![0; self.cfg.locks],
+            cancels: self.cfg.cancels,
         }]
     }
 
@@ -974,6 +1026,7 @@ impl Model for Machines {
                     }
                 }
                 Phase::Releasing { .. } if self.cfg.gives_up && c.waiter.is_some() => out.push(Action::GiveUp(ci)),
+                Phase::Acquiring { .. } if s.cancels > 0 && !c.cancelled => out.push(Action::Cancel(ci)),
                 _ => {}
             }
         }
@@ -991,6 +1044,7 @@ impl Model for Machines {
         match *a {
             Action::Tick => self.pass_time(&mut s),
             Action::Start(c, k) => self.start(&mut s, c as usize, k)?,
+            Action::Cancel(c) => self.cancel(&mut s, c as usize)?,
             Action::Event(c, e) => env::happen(self, &mut s, c as usize, e)?,
             Action::Release(c) => self.release(&mut s, c as usize)?,
             Action::HandOver(c) => {
@@ -1188,7 +1242,8 @@ impl Machines {
         bound: impl Fn(&Client) -> Tick,
     ) -> Result<(), Violation> {
         for (i, c) in s.clients.iter().enumerate().skip(1) {
-            let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k);
+            // A cancelled acquisition no longer keeps trying.
+            let acquiring = matches!(c.phase, Phase::Acquiring { k: ak, .. } if ak as usize == k) && !c.cancelled;
             if acquiring && s.now > at.max(c.since).saturating_add(bound(c)) {
                 let detail = format!(
                     "lock {k}{happened} tick {at}; at tick {} c{i} still waits for it",
@@ -1250,7 +1305,17 @@ pub fn configs(full: bool) -> Vec<Config> {
         hand_over,
         ..Config::new(kind)
     };
-    table.iter().map(config).collect()
+    // And per kind, an acquisition cancelled at any moment, with a fault (a write that may
+    // have landed unseen when the cancellation comes) and without a crash; in the full runs,
+    // with the crash too.
+    let cancelled = |kind| Config {
+        cancels: 1,
+        crashes: u8::from(full),
+        ..Config::new(kind)
+    };
+    (table.iter().map(config))
+        .chain([cancelled(Kind::FailClosed), cancelled(Kind::FailOpen)])
+        .collect()
 }
 
 /// The configuration a broken variant is checked in.
@@ -1262,6 +1327,9 @@ pub fn broken_config(bug: Bug) -> Config {
     }
     if matches!(bug, Bug::RenewWithoutGuid | Bug::Core(Broken::ReleaseSkipsHeartbeat)) {
         c.beats = 1;
+    }
+    if bug == Bug::Core(Broken::CancelSkipsSettle) {
+        c.cancels = 1;
     }
     if matches!(
         bug,

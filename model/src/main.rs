@@ -83,8 +83,8 @@ fn check_machines(rep: &mut Report, full: bool) {
     println!(
         "FailClosed and FailOpen: the core's acquisition, heartbeat, held-lock and release machines (and the \
          original's requests for user objects) over the core's apply, with lost, throttled, slow and abandoned \
-         requests, crashes and skewed clocks (properties: mutual exclusion, fencing, no lost release, no orphan, \
-         liveness)"
+         requests, crashes, cancelled acquisitions and skewed clocks (properties: mutual exclusion, fencing, no lost \
+         release, no orphan, liveness)"
     );
     let variants = machines::Bug::ALL.map(|bug| (bug.name(), bug.property(), machines::broken_config(bug)));
     check_section(
@@ -129,7 +129,7 @@ fn check_section<C, S>(
 fn machines_label(cfg: &machines::Config) -> String {
     format!(
         "{:?}{}: {} clients, {} lock ids, {} acquisitions each, lease {} ticks, request timeout {}, {} attempts, \
-         retryCount {} (client 0), {} faults, {} crash, {} ticks, {} heartbeats a holder",
+         retryCount {} (client 0), {} faults, {} crash, {}{} ticks, {} heartbeats a holder",
         cfg.kind,
         match (cfg.original, cfg.hand_over, cfg.gives_up) {
             (true, ..) => " (the original's requests)",
@@ -146,6 +146,10 @@ fn machines_label(cfg: &machines::Config) -> String {
         cfg.retry_count,
         cfg.faults,
         cfg.crashes,
+        match cfg.cancels {
+            0 => String::new(),
+            n => format!("{n} cancelled acquisition, "),
+        },
         cfg.horizon,
         cfg.beats
     )

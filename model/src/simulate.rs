@@ -5,8 +5,8 @@
 //!   three leases, up to four waiters in other processes, long horizons.
 //! - The machines model (`machines.rs`, acquisition and release): FailClosed and FailOpen, 2
 //!   to 8 clients over 1 to 4 lock ids, up to 3 acquisitions each, leases of 4 to 20 ticks,
-//!   up to 8 lost, throttled or timed-out requests and 2 crashes, `trustLocalTime` on or off,
-//!   long horizons.
+//!   up to 8 lost, throttled or timed-out requests, 2 crashes and 2 cancelled acquisitions,
+//!   `trustLocalTime` on or off, long horizons.
 //!
 //! - The Fifo machines model (`fifo_machines.rs`): 2 to 8 clients over 1 to 4 lock ids,
 //!   acquisitions of one id or of several with one ticket, up to 3 acquisitions each, leases
@@ -179,6 +179,13 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
             Some(machines::Bug::Core(Broken::UnclaimedHandOverForgetsGuid | Broken::LineKeepsQuitter)) => true,
             Some(_) => false,
             None => rng.range(0, 1) == 1,
+        },
+        // Runs of the protocol cancel up to two acquisitions; of the variants, the
+        // cancellation's own (the others draw as before).
+        cancels: match bug {
+            Some(machines::Bug::Core(Broken::CancelSkipsSettle)) => rng.range(1, 2) as u8,
+            Some(_) => 0,
+            None => rng.range(0, 2) as u8,
         },
         bug,
     };

@@ -17,6 +17,10 @@ pub enum Broken {
     /// A FailClosed acquisition whose write may have landed reports its failure without
     /// reading the item back or undoing the write.
     AmbiguousNotResolved,
+    /// A FailClosed acquisition cancelled while its write was out reports itself aborted when
+    /// the write does not plainly succeed, without settling whether it landed: its own write
+    /// may stay on the item, held by nobody.
+    CancelSkipsSettle,
     /// A FailClosed release takes a timed-out delete for done.
     TimeoutIsReleased,
     /// A FailOpen holder counts its lease from the reply instead of from the send.
@@ -109,6 +113,7 @@ impl Broken {
             Broken::LostAfterDeadline => "loss of the lease decided after the deadline",
             Broken::LossUnwatchedBetweenBeats => "loss deadline not watched between heartbeats",
             Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
+            Broken::CancelSkipsSettle => "FailClosed cancelled acquisition that leaves its landed write behind",
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",

@@ -137,6 +137,9 @@ where
     }
 
     fn put_ended(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
+        if env.cancelled && !matches!(ended, Ended::Ok(_)) && broken::on(Broken::CancelSkipsSettle) {
+            return self.over(Outcome::Aborted);
+        }
         match ended {
             Ended::Ok(_) => self.over(Outcome::Acquired),
             // After an attempt that may have landed, the item met by the condition may be our
