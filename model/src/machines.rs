@@ -86,7 +86,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::UnconditionalPut,
         Bug::Core(Broken::AmbiguousNotResolved),
         Bug::Core(Broken::CancelSkipsSettle),
@@ -101,6 +101,7 @@ impl Bug {
         Bug::Core(Broken::UnclaimedHandOverForgetsGuid),
         Bug::Core(Broken::LineKeepsQuitter),
         Bug::Core(Broken::ExpiredTakeKept),
+        Bug::Core(Broken::CancelledTakeSkipsSettle),
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,7 +144,7 @@ impl Bug {
             | Bug::WaiterTrustsHolderClock => "mutual exclusion",
             Bug::Core(Broken::AmbiguousNotResolved) => "no orphan",
             // Its landed write stays on the item, under an acquisition reported aborted.
-            Bug::Core(Broken::CancelSkipsSettle) => "no orphan",
+            Bug::Core(Broken::CancelSkipsSettle | Broken::CancelledTakeSkipsSettle) => "no orphan",
             // The late take stays on the item, under an acquisition reported failed.
             Bug::Core(Broken::ExpiredTakeKept) => "no orphan",
             // A heartbeat that lands after the holder let go takes the lock back: from its
@@ -1328,7 +1329,10 @@ pub fn broken_config(bug: Bug) -> Config {
     if matches!(bug, Bug::RenewWithoutGuid | Bug::Core(Broken::ReleaseSkipsHeartbeat)) {
         c.beats = 1;
     }
-    if bug == Bug::Core(Broken::CancelSkipsSettle) {
+    if matches!(
+        bug,
+        Bug::Core(Broken::CancelSkipsSettle | Broken::CancelledTakeSkipsSettle)
+    ) {
         c.cancels = 1;
     }
     if matches!(

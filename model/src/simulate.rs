@@ -183,7 +183,9 @@ fn draw_machines(rng: &mut Rng, bug: Option<machines::Bug>) -> machines::Config 
         // Runs of the protocol cancel up to two acquisitions; of the variants, the
         // cancellation's own (the others draw as before).
         cancels: match bug {
-            Some(machines::Bug::Core(Broken::CancelSkipsSettle)) => rng.range(1, 2) as u8,
+            Some(machines::Bug::Core(Broken::CancelSkipsSettle | Broken::CancelledTakeSkipsSettle)) => {
+                rng.range(1, 2) as u8
+            }
             Some(_) => 0,
             None => rng.range(0, 2) as u8,
         },

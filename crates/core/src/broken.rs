@@ -21,6 +21,10 @@ pub enum Broken {
     /// the write does not plainly succeed, without settling whether it landed: its own write
     /// may stay on the item, held by nobody.
     CancelSkipsSettle,
+    /// A FailOpen acquisition cancelled while its take was out reports itself aborted when the
+    /// take does not plainly succeed, without settling whether it landed: the take may stay
+    /// on the item, held by nobody.
+    CancelledTakeSkipsSettle,
     /// A FailClosed release takes a timed-out delete for done.
     TimeoutIsReleased,
     /// A FailOpen holder counts its lease from the reply instead of from the send.
@@ -114,6 +118,7 @@ impl Broken {
             Broken::LossUnwatchedBetweenBeats => "loss deadline not watched between heartbeats",
             Broken::AmbiguousNotResolved => "FailClosed ambiguous acquisition neither read back nor undone",
             Broken::CancelSkipsSettle => "FailClosed cancelled acquisition that leaves its landed write behind",
+            Broken::CancelledTakeSkipsSettle => "FailOpen cancelled acquisition that leaves its landed take behind",
             Broken::TimeoutIsReleased => "FailClosed release that takes a timeout for success",
             Broken::LeaseFromReply => "FailOpen lease counted from the reply, not the send",
             Broken::HandOverLeaseFromReply => "hand-over whose lease counts from the reply, not the send",

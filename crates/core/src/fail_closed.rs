@@ -446,6 +446,35 @@ mod tests {
         assert_eq!(m.timer(&cancelled), Step::Done(Outcome::Aborted));
     }
 
+    #[test]
+    fn a_cancelled_acquisition_settles_a_write_that_may_have_landed_first() {
+        let mut s = lock();
+        s.max_attempts = 1;
+        let (mut m, _) = M::start(s, [1; 64], None, &env(0));
+        let cancelled = |ms| Env {
+            cancelled: true,
+            ..env(ms)
+        };
+        // Cancelled while the write was out: it timed out, and may have landed.
+        let step = m.answer(timeout(), &cancelled(50));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
+        let ours = LockRecord {
+            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
+            ..Default::default()
+        };
+        // It did: the lock is taken, for the caller to give back.
+        assert_eq!(
+            m.answer(Answer::Done(Reply::Before(Some(ours))), &cancelled(60)),
+            Step::Done(Outcome::Acquired)
+        );
+        // A refusal by another holder's item leaves nothing of its own: aborted at once.
+        let (mut m, _) = M::start(lock(), [1; 64], None, &env(0));
+        assert_eq!(
+            m.answer(Answer::Refused(Some(Some(holder()))), &cancelled(5)),
+            Step::Done(Outcome::Aborted)
+        );
+    }
+
     /// Steps one waiter with `s` against `holder()` until it releases at `release_at` (the item
     /// goes) or `end`: the reads, the marks, the puts and when it acquired.
     fn wait_against(s: Lock, release_at: Option<u64>, end: u64) -> (u32, u32, u32, Option<u64>) {

@@ -312,6 +312,9 @@ where
     }
 
     fn take_ended(&mut self, ended: Ended<R, E>, env: &Env) -> St<R, E> {
+        if env.cancelled && !matches!(ended, Ended::Ok(_)) && broken::on(Broken::CancelledTakeSkipsSettle) {
+            return self.over(Outcome::Aborted);
+        }
         match ended {
             Ended::Ok(Reply::Token(t)) => {
                 if broken::on(Broken::LeaseFromReply) {
@@ -767,6 +770,39 @@ mod tests {
         r.read(crate::item::LEASE_DURATION_MS, crate::item::Found::N("1".into()));
         r.read(crate::item::FENCING_TOKEN, crate::item::Found::N(token.into()));
         r
+    }
+
+    #[test]
+    fn a_cancelled_acquisition_settles_a_take_that_may_have_landed_first() {
+        let cancelled = |ms| Env {
+            cancelled: true,
+            ..env(ms)
+        };
+        let mut s = lock();
+        s.max_attempts = 1;
+        let (mut m, _) = M::start(s, guid(1), None, &env(0));
+        // Cancelled while the take was out: it timed out, and may have landed.
+        let timeout = Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        };
+        let step = m.answer(timeout, &cancelled(100));
+        assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
+        // It did: the lock is taken, for the caller to give back.
+        let ours = LockRecord {
+            guid: Some(crate::item::GuidValue::B(guid(1).to_vec())),
+            ..held(1, 7)
+        };
+        let done = m.answer(Answer::Done(Reply::Before(Some(ours))), &cancelled(110));
+        assert!(
+            matches!(done, Step::Done(Outcome::Taken { fencing_token: 7, .. })),
+            "{done:?}"
+        );
+        // Refused by another holder's item: nothing of its own is there, aborted at once.
+        let (mut m, _) = M::start(lock(), guid(1), None, &env(0));
+        let done = m.answer(Answer::Refused(Some(Some(held(2, 3)))), &cancelled(5));
+        assert_eq!(done, Step::Done(Outcome::Aborted));
     }
 
     #[test]

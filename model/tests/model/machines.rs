@@ -6,7 +6,7 @@ use dynamodb_lock_core::settings::Kind;
 use dynamodb_lock_model::explore::Violation;
 use dynamodb_lock_model::machines::{broken_config, check, Bug, Config};
 
-const LIMIT: usize = 4_000_000;
+const LIMIT: usize = 3_000_000;
 
 fn holds(cfg: Config) -> usize {
     let r = check(cfg, LIMIT);
@@ -42,17 +42,19 @@ fn every_property_holds_for_failopen_machines_that_heartbeat() {
 }
 
 /// An acquisition cancelled at any moment (a wait cut short at once, a write out settled
-/// first), with a fault: a cancelled acquisition that took the lock after all releases it, as
-/// the addon's does, and one reported aborted leaves nothing of its own on the item.
+/// first), with a fault, over 10 ticks: a cancelled acquisition that took the lock after all
+/// releases it, as the addon's does, and one reported aborted leaves nothing of its own on the
+/// item (`npm run model` runs it over 14 ticks, and with a crash).
 #[test]
 fn every_property_holds_when_an_acquisition_is_cancelled() {
     for kind in [Kind::FailClosed, Kind::FailOpen] {
         let n = holds(Config {
             cancels: 1,
             crashes: 0,
+            horizon: 10,
             ..Config::new(kind)
         });
-        assert!(n > 1_000_000, "{kind:?}: {n} states");
+        assert!(n > 500_000, "{kind:?}: {n} states");
     }
 }
 
