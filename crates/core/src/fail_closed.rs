@@ -333,6 +333,14 @@ mod tests {
         }
     }
 
+    /// The item as this acquisition (`guid` 1) wrote it.
+    fn ours() -> LockRecord {
+        LockRecord {
+            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
+            ..Default::default()
+        }
+    }
+
     fn timeout() -> Answer<LockRecord, &'static str> {
         Answer::Failed {
             error: "timeout",
@@ -398,12 +406,8 @@ mod tests {
         // The condition met an item, and the refusal did not say which: it is read.
         let step = m.answer(Answer::Refused(None), &env(30));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
-        let ours = LockRecord {
-            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
-            ..Default::default()
-        };
         assert_eq!(
-            m.answer(Answer::Done(Reply::Before(Some(ours))), &env(31)),
+            m.answer(Answer::Done(Reply::Before(Some(ours()))), &env(31)),
             Step::Done(Outcome::Acquired)
         );
     }
@@ -458,13 +462,9 @@ mod tests {
         // Cancelled while the write was out: it timed out, and may have landed.
         let step = m.answer(timeout(), &cancelled(50));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
-        let ours = LockRecord {
-            guid: Some(crate::item::GuidValue::B(vec![1; 64])),
-            ..Default::default()
-        };
         // It did: the lock is taken, for the caller to give back.
         assert_eq!(
-            m.answer(Answer::Done(Reply::Before(Some(ours))), &cancelled(60)),
+            m.answer(Answer::Done(Reply::Before(Some(ours()))), &cancelled(60)),
             Step::Done(Outcome::Acquired)
         );
         // A refusal by another holder's item leaves nothing of its own: aborted at once.

@@ -722,6 +722,22 @@ mod tests {
         [n; 64]
     }
 
+    /// An acquisition whose requests have one attempt each.
+    fn one_attempt() -> M {
+        let mut s = lock();
+        s.max_attempts = 1;
+        M::start(s, guid(1), None, &env(0)).0
+    }
+
+    /// A request that timed out: it may have landed.
+    fn timeout() -> Answer<LockRecord, &'static str> {
+        Answer::Failed {
+            error: "timeout",
+            transient: true,
+            maybe_applied: true,
+        }
+    }
+
     fn wait_until(step: S) -> Time {
         match step {
             Step::Wait { until, .. } => until,
@@ -778,16 +794,9 @@ mod tests {
             cancelled: true,
             ..env(ms)
         };
-        let mut s = lock();
-        s.max_attempts = 1;
-        let (mut m, _) = M::start(s, guid(1), None, &env(0));
+        let mut m = one_attempt();
         // Cancelled while the take was out: it timed out, and may have landed.
-        let timeout = Answer::Failed {
-            error: "timeout",
-            transient: true,
-            maybe_applied: true,
-        };
-        let step = m.answer(timeout, &cancelled(100));
+        let step = m.answer(timeout(), &cancelled(100));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "{step:?}");
         // It did: the lock is taken, for the caller to give back.
         let ours = LockRecord {
@@ -1168,14 +1177,8 @@ mod tests {
 
     #[test]
     fn an_unsettled_write_asks_to_be_undone() {
-        let mut s = lock();
-        s.max_attempts = 1;
-        let (mut m, _) = M::start(s, guid(1), None, &env(0));
-        let timeout = Answer::Failed {
-            error: "timeout",
-            transient: true,
-            maybe_applied: true,
-        };
+        let mut m = one_attempt();
+        let timeout = timeout();
         let step = m.answer(timeout.clone(), &env(100));
         assert!(matches!(step, Step::Send { req: Req::Get, .. }), "the outcome is read");
         let step = m.answer(timeout, &env(200));
