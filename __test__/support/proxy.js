@@ -185,6 +185,8 @@ function emptyFaultCounts() {
  * @param {number} [options.keepAliveTimeoutMs=65000]  idle keep-alive timeout towards clients
  * @param {object} [options.faults]  initial setFaults() argument
  */
+const RESENT = Symbol("resent");
+
 async function startProxy(options = {}) {
   const { target, port = 0, preserveHost = false, keepAliveTimeoutMs = 65_000, faults } = options;
   if (typeof target !== "string") throw new TypeError("startProxy: options.target (an http:// URL) is required");
@@ -193,7 +195,9 @@ async function startProxy(options = {}) {
   const targetHost = targetUrl.hostname.replace(/^\[|\]$/g, "");
   const targetPort = Number(targetUrl.port || 80);
 
-  const upstreamAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  // Idle upstream connections are closed after 4 s, before the engine's own keep-alive
+  // timeout (Node's server default, 5 s, as dynalite's) can close one under a request.
+  const upstreamAgent = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 4000 });
   const clientSockets = new Set();
   const upstreamRequests = new Set();
   const sleepers = new Set();
@@ -240,7 +244,15 @@ async function startProxy(options = {}) {
   }
 
   // Forwards the buffered request; resolves to { status, headers, body } or null on upstream failure.
-  function forward(req, body) {
+  // A request written on a kept-alive connection that the engine closed at that moment was
+  // never read by it (Node's `reusedSocket`): it is sent again on a new connection, as a
+  // network would carry it, instead of being answered as unreachable.
+  async function forward(req, body) {
+    const first = await forwardOnce(req, body);
+    return first === RESENT ? forwardOnce(req, body) : first;
+  }
+
+  function forwardOnce(req, body) {
     return new Promise((resolve) => {
       const headers = {};
       for (const [name, value] of Object.entries(req.headers)) {
@@ -266,6 +278,9 @@ async function startProxy(options = {}) {
         resolve(value);
       };
       upReq.on("error", (err) => {
+        if (upReq.reusedSocket && err.code === "ECONNRESET" && !settled) {
+          return done(RESENT);
+        }
         api.upstreamErrors += 1;
         api.lastUpstreamError = err;
         done(null);

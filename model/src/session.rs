@@ -56,7 +56,7 @@ use dynamodb_lock_core::hold::Hold;
 use dynamodb_lock_core::item::SESSION_LOCK_LEASE_MS;
 use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, map, Machine, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Machine, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
@@ -454,11 +454,13 @@ impl Sessions {
             (Phase::Acquiring { .. }, Out::Open(fail_open::Outcome::Taken { .. }))
                 if matches!(i, 1 | 2) && self.session_until(s).is_none() =>
             {
-                let Some(Task::Open(mut m)) = m else {
+                let Some(mut m) = m else {
                     unreachable!("a take ends a FailOpen acquisition")
                 };
-                let step = map(m.give_back(&env::at(s.now)), Out::Open);
-                s.slots[i].machine = Some(Task::Open(m));
+                let step = m
+                    .give_back(&env::at(s.now))
+                    .expect("a take ends a FailOpen acquisition");
+                s.slots[i].machine = Some(m);
                 self.step(s, i, step)
             }
             (

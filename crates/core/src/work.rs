@@ -145,6 +145,16 @@ where
         }
     }
 
+    /// A FailOpen take known after the session it was taken through stopped lasting is given
+    /// back at once (`fail_open::Acquire::give_back`): the step that follows, or `None` for
+    /// any other piece of work.
+    pub fn give_back(&mut self, env: &Env) -> Option<TaskStep<R, E>> {
+        match self {
+            Task::Open(m) => Some(map(m.give_back(env), Out::Open)),
+            _ => None,
+        }
+    }
+
     /// The answer to its request, or (`None`) the end of its wait.
     pub fn resume(&mut self, a: Option<Answer<R, E>>, env: &Env) -> TaskStep<R, E> {
         fn go<R: Record, E, M: Machine<R, E>>(
@@ -397,13 +407,13 @@ where
     /// A FailOpen take kept (`Event::Done`) is given back after all (the session it was
     /// taken through ended before the grant was known): the piece goes on, and ends again.
     pub fn give_back(&mut self, id: u64, env: &Env) {
-        let step = match self.jobs.get_mut(&id) {
-            Some(Job {
-                task: Task::Open(m),
-                at: At::Kept,
-                ..
-            }) => map(m.give_back(env), Out::Open),
-            _ => return,
+        let Some(step) = self
+            .jobs
+            .get_mut(&id)
+            .filter(|j| j.at == At::Kept)
+            .and_then(|j| j.task.give_back(env))
+        else {
+            return;
         };
         self.carry(id, step, env);
     }
