@@ -1,7 +1,7 @@
 //! FailClosed and FailOpen clients that are the core's machines themselves
 //! (`dynamodb_lock_core::fail_closed::Acquire`, `fail_open::Acquire`, `release::Release`,
 //! `heartbeat::Beat`, `held::Held`),
-//! pieces of the core's client work (`work::Task`) as the addon's `work` module carries them: every request a machine
+//! pieces of the core's client work (`work::Work`) as the addon's `work` module carries them: every request a machine
 //! asks for goes to the store through the core's `op::apply`, its answer (or its timeout) goes
 //! back, and a machine waiting for an instant is stepped when the clock reaches it.
 //!
@@ -30,11 +30,12 @@
 //!   trying within a lease and three request timeouts of the crash (or of its start), when
 //!   nothing else goes wrong (no fault, no request slower than its timeout).
 //!
-//! Each client's acquisitions and releases are pieces of the core's client work
-//! (`work::Task`), and an acquisition reported failed whose write may have landed is undone as
-//! that work decides (`Task::undo_after`), by the core's `undo::Undo` in the client's work
-//! (`work::Work`), stepped beside the client's next acquisition as the addon's `work` module
-//! carries it.
+//! Each client's acquisitions, releases and undos are pieces of one `work::Work`, the core's
+//! client work, carried as the addon's `work` module carries it: its requests go onto the
+//! wire, their answers and the clock go back, and it says when a piece ends. An acquisition
+//! reported failed whose write may have landed is undone in the background as that work
+//! decides (`Task::undo_after`, `undo::Undo`), beside the client's next acquisition; a
+//! cancellation is the work's (`Work::cancel`).
 //!
 //! Each client's lock is a lock of its client machine (`client::Client`, as in the addon),
 //! which decides its end (`Client::ending`, `Client::ended`). With `hand_over`, client 0's
@@ -55,9 +56,9 @@ use dynamodb_lock_core::heartbeat;
 use dynamodb_lock_core::held;
 use dynamodb_lock_core::local::{Place, Waiter};
 use dynamodb_lock_core::op as core_op;
-use dynamodb_lock_core::request::{answer_of, Env, Req, Step, Time};
+use dynamodb_lock_core::request::{answer_of, Answer, Env, Req, Step, Time};
 use dynamodb_lock_core::settings::{Kind, Lock};
-use dynamodb_lock_core::work::{self, Started, Task, Work};
+use dynamodb_lock_core::work::{self, Task, Work};
 use dynamodb_lock_core::{fail_closed, fail_open, original};
 
 use crate::beats::{BeatEvent, Beats, LOCK};
@@ -311,20 +312,23 @@ pub enum Phase {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Client {
     pub phase: Phase,
-    pub machine: Option<M>,
+    /// The client's work (`work::Work`, as the addon's `work` module carries it): its current
+    /// acquisition or release (`piece`), and in the background the undo of every write that
+    /// may have landed unseen.
+    pub work: Box<Work<Item, u8, Fail>>,
+    pub piece: Option<u64>,
+    /// The current piece's request on its way.
     pub net: Option<Net>,
-    /// The machine waits until then.
+    /// The work is stepped then (`Work::poll_timeout`).
     pub wake: Option<Tick>,
-    /// A cancellation cuts that wait short (`request::Step::Wait`'s `abortable`).
-    pub abortable: bool,
+    /// The undos' requests on their way: by number, on a lock.
+    pub undos: Vec<(u64, u8, Net)>,
     /// The current acquisition is cancelled.
     pub cancelled: bool,
     pub left: u8,
     pub seq: u8,
     /// When the current acquisition started, or the lock was granted.
     pub since: Tick,
-    /// The undo of a write that may have landed, while it lasts.
-    pub undo: Option<Undoing>,
     /// The last release reported done: the lock, and the first and last `guid` of its
     /// tenure (heartbeats rotate it).
     pub released: Option<(u8, G, G)>,
@@ -345,47 +349,6 @@ pub struct Client {
     pub waiter: Option<Waiter>,
     /// Hand-overs this client may still make.
     pub hand_overs: u8,
-}
-
-/// The client's work (`work::Work`) while it undoes a write of `g`
-/// on lock `k` that may have landed: its attempt on the wire (by its number), or when it is
-/// stepped again (its backoff, or its pause between rounds).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Undoing {
-    pub k: u8,
-    pub g: G,
-    pub work: Box<Work<Item, u8, Fail>>,
-    pub net: Option<(u64, Net)>,
-}
-
-impl Undoing {
-    /// Carries what the work asks for at `now`, as the addon's `work` module does:
-    /// a request past its timeout already is not sent; `false` once the work is over.
-    fn carry(&mut self, env: &Env, now: Tick) -> bool {
-        self.net = None;
-        while let Some(t) = self.work.poll_transmit() {
-            let timeout_at = tick(t.timeout_at);
-            if timeout_at <= now {
-                self.work.handle_reply(t.id, env::TIMED_OUT, env);
-                continue;
-            }
-            let sent = Sent::timed(t.req, timeout_at);
-            self.net = Some((
-                t.id,
-                Net {
-                    sent,
-                    timeout_at,
-                    state: NetState::Out,
-                },
-            ));
-        }
-        !self.work.is_idle()
-    }
-
-    /// When the work is stepped again, if it waits.
-    fn wake(&self) -> Option<Tick> {
-        self.work.poll_timeout().map(tick)
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -417,13 +380,9 @@ pub enum Action {
     /// That waiting acquisition gives up (its `waitMs` or its patience ran out, or it was
     /// aborted) before the hand-over's outcome.
     GiveUp(u8),
-    UndoLand(u8),
-    UndoAnswer(u8),
-    UndoLose(u8),
-    /// The undo's attempt times out.
-    UndoTimeOut(u8),
-    /// The undo's pause ends.
-    UndoTimer(u8),
+    /// The environment's event on the request of one of a client's undos (by its place in
+    /// `Client::undos`): its landing, its answer, its loss, its timeout.
+    Undo(u8, u8, Event),
     /// A heartbeat starts, or its timer fires.
     Beat(u8, BeatEvent),
     /// A heartbeat write given up on lands after all, or is gone for good.
@@ -441,11 +400,10 @@ impl fmt::Debug for Action {
             Action::Release(c) => write!(f, "c{c} calls release()"),
             Action::HandOver(c) => write!(f, "c{c} calls release() while its next acquisition waits"),
             Action::GiveUp(c) => write!(f, "c{c}'s waiting acquisition gives up"),
-            Action::UndoLand(c) => write!(f, "c{c}'s undo lands"),
-            Action::UndoAnswer(c) => write!(f, "c{c} gets the undo's answer"),
-            Action::UndoLose(c) => write!(f, "c{c}'s undo is lost"),
-            Action::UndoTimeOut(c) => write!(f, "c{c}'s undo times out"),
-            Action::UndoTimer(c) => write!(f, "c{c}'s undo tries again"),
+            Action::Undo(c, j, e) => {
+                write!(f, "undo {j}: ")?;
+                e.describe(*c, f)
+            }
             Action::Beat(c, BeatEvent::Due) => write!(f, "c{c}'s heartbeat is due"),
             Action::Beat(c, BeatEvent::Land) => write!(f, "c{c}'s heartbeat write lands"),
             Action::Beat(c, BeatEvent::Answer) => write!(f, "c{c} gets the heartbeat's answer"),
@@ -568,71 +526,102 @@ impl Machines {
         answer_of(reply)
     }
 
-    /// Carries out a machine's step for client `i`.
-    fn step(&self, s: &mut State, i: usize, step: MStep) -> Result<(), Violation> {
-        let now = s.now;
-        let request_timeout = self.cfg.request_timeout;
+    /// Client `i` starts piece `task` of its work, on lock `k`, which it waits for.
+    fn begin(&self, s: &mut State, i: usize, k: u8, task: (M, MStep)) -> Result<(), Violation> {
+        let env = self.env(s, i);
         let c = &mut s.clients[i];
-        c.abortable = matches!(step, Step::Wait { abortable: true, .. });
-        let carried = env::carry(step, now, &mut c.net, &mut c.wake, |req, at| {
-            Sent::timed(req, at.min(now.saturating_add(request_timeout)))
-        });
-        match carried {
-            env::Carried::Answer(a) => self.deliver(s, i, a),
-            env::Carried::Set => Ok(()),
-            env::Carried::Done(out) => {
-                let m = s.clients[i].machine.take();
-                if let Out::End {
-                    outcome: handed @ ending::Outcome::Handed { guid, .. },
-                    ..
-                } = &out
-                {
-                    let guid = *guid;
-                    let (k, first) = match s.clients[i].phase {
-                        Phase::Releasing { k, g } => (k, g),
-                        _ => unreachable!("a hand-over ends a release"),
+        c.piece = Some(c.work.start(k, task, c.cancelled, &env));
+        self.carry(s, i)
+    }
+
+    /// Carries what client `i`'s work asks for now, as the addon's `work` module does: its
+    /// requests onto the wire (one past its timeout already is not sent; the model's item
+    /// keeps no first-in-line mark, so a mark's write is answered at once, always accepted),
+    /// what becomes of its current piece, and when it is stepped again.
+    fn carry(&self, s: &mut State, i: usize) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let (now, request_timeout) = (s.now, self.cfg.request_timeout);
+        loop {
+            let c = &mut s.clients[i];
+            while let Some(t) = c.work.poll_transmit() {
+                let timeout_at = tick(t.timeout_at);
+                if matches!(t.req, Req::MarkWaiting { .. }) {
+                    c.work.handle_reply(t.id, Answer::Done(core_op::Reply::Done), &env);
+                } else if timeout_at <= now {
+                    c.work.handle_reply(t.id, env::TIMED_OUT, &env);
+                } else {
+                    let sent = Sent::timed(t.req, timeout_at.min(now.saturating_add(request_timeout)));
+                    let net = Net {
+                        sent,
+                        timeout_at,
+                        state: NetState::Out,
                     };
-                    let now = ms(s.now);
-                    let c = &mut s.clients[i];
-                    let h = c.hb.as_mut().expect("the client's machine");
-                    match h.client.line_next(&k, Time::ZERO, true) {
-                        Some(w) if Some(w) == c.waiter => c.waiter = None,
-                        // Handed to an acquisition that gave up: the release is reported
-                        // done, and nobody holds the lock.
-                        Some(_) => {
-                            h.ended(handed, now);
-                            c.phase = Phase::Idle;
-                            c.released = Some((k, first, guid));
-                            self.carry_line(c);
-                            return Ok(());
-                        }
-                        // Handed over, but the acquisition in line gave up meanwhile: the
-                        // ending releases the lock instead, as the addon's does.
-                        None => {
-                            let Some(Task::End(m)) = m else {
-                                unreachable!("an ending")
-                            };
-                            let (m, step) = Task::end(m.unclaimed(guid, &self.env(s, i)));
-                            s.clients[i].machine = Some(m);
-                            return self.step(s, i, step);
-                        }
+                    match c.piece == Some(t.id) {
+                        true => c.net = Some(net),
+                        false => c.undos.push((t.id, t.key, net)),
                     }
                 }
-                // What follows the end is the client work's to say.
-                let undo = m.and_then(|m| m.undo_after(&out, &self.env(s, i)));
-                self.ended(s, i, out, undo)
+            }
+            match c.work.poll_event() {
+                Some(work::Event::Done(id, out)) => self.done(s, i, id, out)?,
+                Some(work::Event::Waits(..)) => {}
+                None => break,
             }
         }
+        let c = &mut s.clients[i];
+        c.wake = c.work.poll_timeout().map(tick);
+        Ok(())
+    }
+
+    /// Client `i`'s current piece `id` ended with `out`. A FailOpen take is settled at once
+    /// (the model's clients hold no session); a hand-over goes by the client machine's line.
+    fn done(&self, s: &mut State, i: usize, id: u64, out: Out) -> Result<(), Violation> {
+        let env = self.env(s, i);
+        let c = &mut s.clients[i];
+        if let Out::End {
+            outcome: handed @ ending::Outcome::Handed { guid, .. },
+            ..
+        } = &out
+        {
+            let guid = *guid;
+            let (k, first) = match c.phase {
+                Phase::Releasing { k, g } => (k, g),
+                _ => unreachable!("a hand-over ends a release"),
+            };
+            let h = c.hb.as_mut().expect("the client's machine");
+            match h.client.line_next(&k, Time::ZERO, true) {
+                Some(w) if Some(w) == c.waiter => c.waiter = None,
+                // Handed to an acquisition that gave up: the release is reported done, and
+                // nobody holds the lock.
+                Some(_) => {
+                    h.ended(handed, env.now);
+                    c.work.forget(id);
+                    c.piece = None;
+                    c.phase = Phase::Idle;
+                    c.released = Some((k, first, guid));
+                    self.carry_line(c);
+                    return Ok(());
+                }
+                // Handed over, but the acquisition in line gave up meanwhile: the ending
+                // releases the lock instead, as the addon's does.
+                None => {
+                    c.work.unclaimed(id, guid, &env);
+                    return Ok(());
+                }
+            }
+        }
+        c.work.forget(id);
+        c.piece = None;
+        self.ended(s, i, out)
     }
 
     /// Client `i`'s machine ended with `out`: the client holds the lock, or has failed to
     /// acquire it, or has let it go.
-    fn ended(&self, s: &mut State, i: usize, out: Out, undo: Option<Started<Item, Fail>>) -> Result<(), Violation> {
+    fn ended(&self, s: &mut State, i: usize, out: Out) -> Result<(), Violation> {
         let (k, g) = match s.clients[i].phase {
             Phase::Acquiring { k, g } | Phase::Releasing { k, g } | Phase::Holding { k, g, .. } => (k, g),
             _ => return Ok(()),
         };
-        let env = self.env(s, i);
         let now = ms(s.now);
         let c = &mut s.clients[i];
         let out = native(out);
@@ -676,9 +665,12 @@ impl Machines {
                 c.phase = Phase::Idle;
             }
             // A failed acquisition, or a grant answered after its whole lease that the machine
-            // gave back: the write is undone later as the client's work says (if it may have
-            // landed; for a grant given back, if the give-back failed).
-            _ => self.failed(c, k, g, undo, &env),
+            // gave back: the client's work undoes its write in the background if it may have
+            // landed (for a grant given back, if the give-back failed).
+            _ => {
+                c.phase = Phase::Idle;
+                c.failed = Some((k, g));
+            }
         }
         self.carry_line(&mut s.clients[i]);
         Ok(())
@@ -697,16 +689,16 @@ impl Machines {
         Ok(())
     }
 
-    /// Client `i`'s acquisition is cancelled: from now on its machine is told so, and a wait
-    /// that a cancellation cuts short ends at once (`work::Work::cancel`).
+    /// Client `i`'s acquisition is cancelled, as its work cancels a piece (`Work::cancel`).
     fn cancel(&self, s: &mut State, i: usize) -> Result<(), Violation> {
         s.cancels -= 1;
+        let env = self.env(s, i);
         let c = &mut s.clients[i];
         c.cancelled = true;
-        if c.net.is_none() && c.wake.is_some() && c.abortable {
-            return self.resume(s, i, None);
+        if let Some(id) = c.piece {
+            c.work.cancel(id, &env);
         }
-        Ok(())
+        self.carry(s, i)
     }
 
     /// Client `i` holds lock `k` with guid `g` and `token` (0: FailClosed), on its own clock
@@ -745,20 +737,6 @@ impl Machines {
         Ok(())
     }
 
-    /// Client `c`'s acquisition of lock `k` with guid `g` was reported failed at `env`; with
-    /// `undo`, a write of it may have landed, and the core's undo removes it, in the client's
-    /// work.
-    fn failed(&self, c: &mut Client, k: u8, g: G, undo: Option<Started<Item, Fail>>, env: &Env) {
-        c.phase = Phase::Idle;
-        c.failed = Some((k, g));
-        if let Some(started) = undo {
-            let mut work = Box::<Work<Item, u8, Fail>>::default();
-            work.undo(k, started, env);
-            let mut u = Undoing { k, g, work, net: None };
-            c.undo = u.carry(env, tick(env.now)).then_some(u);
-        }
-    }
-
     /// A heartbeat write lands on a lock's item, `slot`: whether it renewed the lease, and the
     /// `guid` it names revoked (none: no lock is held through these items).
     fn renew(&self, slot: &mut Option<Item>, guids: [G; 2], new: G) -> (bool, G) {
@@ -778,9 +756,8 @@ impl Machines {
         let c = &mut s.clients[i];
         let h = c.hb.as_ref().expect("the client's machine");
         let end = h.client.ending(LOCK, guids, taken, || new_guid(&mut c.seq, i), env.now);
-        let (m, step) = Task::end(Ending::start(self.lock(), end, &env));
-        c.machine = Some(m);
-        self.step(s, i, step)
+        let k = self.key(s, i);
+        self.begin(s, i, k, Task::end(Ending::start(self.lock(), end, &env)))
     }
 
     /// A timer or timeout of a client is due: it fires before time goes on.
@@ -790,9 +767,7 @@ impl Machines {
                 || c.hb
                     .as_ref()
                     .is_some_and(|h| h.due(true) && h.wake().is_some_and(|w| w <= s.now))
-                || c.undo
-                    .as_ref()
-                    .is_some_and(|u| env::due(u.net.as_ref().map(|(_, n)| n), u.wake(), s.now)))
+                || c.undos.iter().any(|(_, _, n)| n.timeout_at <= s.now))
     }
 
     /// Whether time going on can change anything.
@@ -800,13 +775,12 @@ impl Machines {
         s.now < self.cfg.horizon
             && s.clients.iter().any(|c| {
                 !matches!(c.phase, Phase::Crashed { .. })
-                    && (env::pending(c.net.as_ref(), c.wake)
+                    // An undo's pause between rounds (seconds) outlasts every run.
+                    && (c.net.is_some()
+                        || c.wake.is_some_and(|w| c.piece.is_some() || w < self.cfg.horizon)
+                        || !c.undos.is_empty()
                         || c.hb.as_ref().is_some_and(|h| h.due(true) || h.net.is_some())
-                        || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now)
-                        // An undo's pause between rounds (seconds) outlasts every run.
-                        || c.undo.as_ref().is_some_and(|u| {
-                            u.net.is_some() || u.wake().is_some_and(|w| w < self.cfg.horizon)
-                        }))
+                        || matches!(c.phase, Phase::Holding { until: Some(u), .. } if u > s.now))
             })
     }
 
@@ -852,24 +826,12 @@ impl Machines {
             let place = h.client.line_join(&k, Time::ZERO);
             debug_assert_eq!(place, Place::Head, "one acquisition at a time");
         }
-        let step = match self.cfg.kind {
-            _ if self.cfg.original => {
-                let (m, step) = Task::original(original::Acquire::start(lock, g, &env));
-                cl.machine = Some(m);
-                step
-            }
-            Kind::FailClosed => {
-                let (m, step) = Task::closed(fail_closed::Acquire::start(lock, g, None, &env));
-                cl.machine = Some(m);
-                step
-            }
-            _ => {
-                let (m, step) = Task::open(fail_open::Acquire::start(lock, g, None, &env));
-                cl.machine = Some(m);
-                step
-            }
+        let task = match self.cfg.kind {
+            _ if self.cfg.original => Task::original(original::Acquire::start(lock, g, &env)),
+            Kind::FailClosed => Task::closed(fail_closed::Acquire::start(lock, g, None, &env)),
+            _ => Task::open(fail_open::Acquire::start(lock, g, None, &env)),
         };
-        self.step(s, i, step)
+        self.begin(s, i, k, task)
     }
 
     /// Client `i` calls `release()`.
@@ -883,9 +845,7 @@ impl Machines {
             let token = (self.cfg.kind != Kind::FailClosed).then_some(u64::from(token));
             // The addon's end of a lock taken with the original's requests: its one release
             // request (`Ending::original`), which goes by nothing else the client knows.
-            let (m, step) = Task::end(Ending::original(self.lock(), g, token, &env));
-            s.clients[i].machine = Some(m);
-            self.step(s, i, step)
+            self.begin(s, i, k, Task::end(Ending::original(self.lock(), g, token, &env)))
         } else {
             // Between attempts the heartbeat stops at once; a write on the wire is
             // waited for.
@@ -898,27 +858,30 @@ impl Machines {
         }
     }
 
-    /// Client `i`'s undo lands.
-    fn undo_lands(&self, s: &mut State, i: usize) {
-        let u = s.clients[i].undo.as_ref().unwrap();
-        let (k, req) = (u.k, u.net.as_ref().unwrap().1.sent.req.clone());
-        let ans = self.apply(s, k, &req);
-        s.clients[i].undo.as_mut().unwrap().net.as_mut().unwrap().1.state = NetState::Landed(ans);
-    }
-
-    /// Client `i`'s background work is stepped: with its attempt's answer, taken off the
-    /// wire, or at the end of its wait.
-    fn undo_steps(&self, s: &mut State, i: usize, a: Option<Ans>) {
+    /// Event `e` happens to the request of client `i`'s undo `j` (`Client::undos`).
+    fn undo_event(&self, s: &mut State, i: usize, j: usize, e: Event) -> Result<(), Violation> {
+        let (id, k, net) = &mut s.clients[i].undos[j];
+        let (id, k, req) = (*id, *k, net.sent.req.clone());
+        let answer = match (e, &net.state) {
+            (Event::Land, _) => {
+                let ans = self.apply(s, k, &req);
+                s.clients[i].undos[j].2.state = NetState::Landed(ans);
+                return Ok(());
+            }
+            (Event::Lose, _) => {
+                s.left.faults -= 1;
+                net.state = NetState::Lost;
+                return Ok(());
+            }
+            (Event::Answer, NetState::Landed(a)) => a.clone(),
+            (Event::TimeOut, _) => env::TIMED_OUT,
+            _ => unreachable!("an undo's request lands, is lost, answered or timed out"),
+        };
         let env = self.env(s, i);
         let c = &mut s.clients[i];
-        let u = c.undo.as_mut().unwrap();
-        match (a, u.net.take()) {
-            (Some(a), Some((id, _))) => u.work.handle_reply(id, a, &env),
-            _ => u.work.handle_timeout(&env),
-        }
-        if !u.carry(&env, s.now) {
-            c.undo = None;
-        }
+        c.undos.remove(j);
+        c.work.handle_reply(id, answer, &env);
+        self.carry(s, i)
     }
 
     /// Heartbeat event `e` happens to client `i` (`Due`: `Beats::due` said the lock needs
@@ -993,20 +956,18 @@ impl Model for Machines {
             Event::may_happen(c.net.as_ref(), c.wake, s.now, s.left.faults, |e| {
                 out.push(Action::Event(ci, e))
             });
-            if let Some(u) = &c.undo {
-                match u.net.as_ref().map(|(_, n)| (&n.state, n.timeout_at)) {
-                    Some((_, at)) if at <= s.now => out.push(Action::UndoTimeOut(ci)),
-                    Some((NetState::Out, _)) => {
-                        out.push(Action::UndoLand(ci));
+            for (j, (_, _, n)) in c.undos.iter().enumerate() {
+                let mut undo = |e| out.push(Action::Undo(ci, j as u8, e));
+                match n.state {
+                    _ if n.timeout_at <= s.now => undo(Event::TimeOut),
+                    NetState::Out => {
+                        undo(Event::Land);
                         if s.left.faults > 0 {
-                            out.push(Action::UndoLose(ci));
+                            undo(Event::Lose);
                         }
                     }
-                    Some((NetState::Landed(_), _)) => out.push(Action::UndoAnswer(ci)),
-                    Some((NetState::Lost, _)) | None => {}
-                }
-                if u.wake().is_some_and(|w| w <= s.now) {
-                    out.push(Action::UndoTimer(ci));
+                    NetState::Landed(_) => undo(Event::Answer),
+                    NetState::Lost => {}
                 }
             }
             if let Some(h) = &c.hb {
@@ -1072,28 +1033,7 @@ impl Model for Machines {
                     h.client.line_quit(&k, w);
                 }
             }
-            Action::UndoLand(c) => self.undo_lands(&mut s, c as usize),
-            Action::UndoAnswer(c) => {
-                let u = s.clients[c as usize].undo.as_ref().unwrap();
-                let Some(NetState::Landed(a)) = u.net.as_ref().map(|(_, n)| n.state.clone()) else {
-                    unreachable!("an answer to an undo that landed")
-                };
-                self.undo_steps(&mut s, c as usize, Some(a));
-            }
-            Action::UndoLose(c) => {
-                s.left.faults -= 1;
-                s.clients[c as usize]
-                    .undo
-                    .as_mut()
-                    .unwrap()
-                    .net
-                    .as_mut()
-                    .unwrap()
-                    .1
-                    .state = NetState::Lost;
-            }
-            Action::UndoTimeOut(c) => self.undo_steps(&mut s, c as usize, Some(env::TIMED_OUT)),
-            Action::UndoTimer(c) => self.undo_steps(&mut s, c as usize, None),
+            Action::Undo(c, j, e) => self.undo_event(&mut s, c as usize, j as usize, e)?,
             Action::Beat(c, e) => {
                 self.beat(&mut s, c as usize, e)?;
                 // A lock its heartbeat lost leaves its line.
@@ -1121,7 +1061,7 @@ impl Model for Machines {
                 }
             }
             if let Some((k, g)) = c.failed {
-                let undoing = c.undo.as_ref().is_some_and(|u| u.k == k && u.g == g);
+                let undoing = c.work.undoing(&k, &g);
                 let item = s.items[k as usize];
                 if !undoing && item.is_some_and(|it| it.guid == g && !it.released) {
                     return Err(env::orphan(i, k, "the item"));
@@ -1147,8 +1087,13 @@ impl Clients for Machines {
 
     fn resume(&self, s: &mut State, i: usize, a: Option<Ans>) -> Result<(), Violation> {
         let env = self.env(s, i);
-        let step = s.clients[i].machine.as_mut().expect("a machine waits").resume(a, &env);
-        self.step(s, i, step)
+        let c = &mut s.clients[i];
+        match (a, c.piece) {
+            (Some(a), Some(id)) => c.work.handle_reply(id, a, &env),
+            (Some(_), None) => unreachable!("an answer to the current piece's request"),
+            (None, _) => c.work.handle_timeout(&env),
+        }
+        self.carry(s, i)
     }
 
     /// A request that was not lost, timed out: it was slower than its timeout.
@@ -1350,12 +1295,9 @@ pub fn tell(s: &State, a: &Action) -> String {
         Action::Event(c, e) if e.on_the_wire() => {
             s.clients[c as usize].net.as_ref().map(|n| format!("{:?}", n.sent.req))
         }
-        Action::UndoLand(c) | Action::UndoAnswer(c) | Action::UndoLose(c) | Action::UndoTimeOut(c) => s.clients
-            [c as usize]
-            .undo
-            .as_ref()
-            .and_then(|u| u.net.as_ref().map(|(_, n)| n))
-            .map(|n| format!("{:?}", n.sent.req)),
+        Action::Undo(c, j, _) => {
+            (s.clients[c as usize].undos.get(j as usize)).map(|(_, _, n)| format!("{:?}", n.sent.req))
+        }
         _ => None,
     };
     env::step_text(s.now, a, request)

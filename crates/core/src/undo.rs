@@ -36,6 +36,7 @@ type St<R, E> = Step<<R as Record>::Guid, <R as Record>::Version, Outcome<E>>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Undo<R: Record> {
     s: Lock,
+    guid: R::Guid,
     req: Req<R::Guid, R::Version>,
     rounds_left: u32,
     pending: Option<Pending<R::Guid, R::Version>>,
@@ -45,18 +46,21 @@ impl<R: Record> Undo<R> {
     /// Undoes the write of `guid`.
     pub fn start<E>(s: Lock, guid: R::Guid, env: &Env) -> (Self, St<R, E>) {
         let req = match s.kind {
-            Kind::FailClosed => Req::DeleteIfGuid { guids: vec![guid] },
+            Kind::FailClosed => Req::DeleteIfGuid {
+                guids: vec![guid.clone()],
+            },
             Kind::FailOpen | Kind::Fifo => Req::Release {
-                guids: vec![guid],
+                guids: vec![guid.clone()],
                 lock_acquired_time_unix_ms: None,
             },
         };
-        Self::sending(s, req, env)
+        Self::sending(s, guid, req, env)
     }
 
-    fn sending<E>(s: Lock, req: Req<R::Guid, R::Version>, env: &Env) -> (Self, St<R, E>) {
+    fn sending<E>(s: Lock, guid: R::Guid, req: Req<R::Guid, R::Version>, env: &Env) -> (Self, St<R, E>) {
         let mut m = Undo {
             s,
+            guid,
             req,
             rounds_left: UNDO_ROUNDS,
             pending: None,
@@ -68,7 +72,13 @@ impl<R: Record> Undo<R> {
     /// Undoes the write of `guid` (with `fencing_token`, FailOpen) made with the original's
     /// requests.
     pub fn original<E>(s: Lock, guid: R::Guid, fencing_token: Option<u64>, env: &Env) -> (Self, St<R, E>) {
-        Self::sending(s, crate::original::release(&s, &guid, fencing_token, env.unix_ms), env)
+        let req = crate::original::release(&s, &guid, fencing_token, env.unix_ms);
+        Self::sending(s, guid, req, env)
+    }
+
+    /// The `guid` whose write this undo removes.
+    pub fn guid(&self) -> &R::Guid {
+        &self.guid
     }
 
     /// The request this undo sends.

@@ -336,6 +336,14 @@ where
         id
     }
 
+    /// Whether the undo of `guid`'s write on `key` is still under way.
+    pub fn undoing(&self, key: &K, guid: &R::Guid) -> bool
+    where
+        K: PartialEq,
+    {
+        (self.jobs.values()).any(|j| j.key == *key && matches!(&j.task, Task::Undo(u) if u.guid() == guid))
+    }
+
     /// Whether nothing is left to do.
     pub fn is_idle(&self) -> bool {
         self.jobs.is_empty() && self.events.is_empty()
