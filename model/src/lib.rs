@@ -12,7 +12,8 @@
 //!   applies.
 //! - `machines`: FailClosed and FailOpen clients that are the core's acquisition, heartbeat,
 //!   held-lock and release machines themselves (and the original's requests for user
-//!   objects), over that store, with lost, throttled, timed-out and abandoned requests, crashes
+//!   objects), each client's acquisitions, releases and undos one `work::Work` carried as the
+//!   addon carries it, over that store, with lost, throttled, timed-out and abandoned requests, crashes
 //!   and skewed wall clocks, and the broken variants of the machines and the store.
 //! - `fifo_machines`: Fifo clients that are the core's Fifo acquisition and release machines
 //!   themselves (queues, entries, grants, give-up; one or several lock ids), over the same
@@ -31,8 +32,9 @@
 //! Every decision a client makes is the core's machine's, and every lock of every model ends
 //! through a client machine (`client::Client::ending`), whose Fifo registry the Fifo model's
 //! one-process clients share; the glue the addon's runtime puts between the machines (a
-//! heartbeat's writes, a release that waits for one, the step from a request to the network)
-//! is restated here as the runtime does it.
+//! heartbeat's writes, a release that waits for one, and in the session and Fifo models the
+//! step from a request to the network, which the machines model leaves to `work::Work`) is
+//! restated here as the runtime does it.
 
 pub mod beats;
 pub mod env;
