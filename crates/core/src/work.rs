@@ -624,10 +624,7 @@ mod tests {
         b.handle_reply(put.id, timeout(), &env(10));
         let read = b.poll_transmit().expect("the read back");
         assert_eq!(read.req, Req::Get);
-        assert!(
-            !b.undoing(&"k", &G.into()),
-            "not while the acquisition settles its write"
-        );
+        assert!(!b.undoing(&"k", &G), "not while the acquisition settles its write");
         b.handle_reply(read.id, timeout(), &env(20));
         let failed = Out::Closed(fail_closed::Outcome::Failed {
             error: "timeout",
@@ -637,12 +634,12 @@ mod tests {
         let undo = b.poll_transmit().expect("the undo, at once");
         assert_eq!((undo.key, &undo.req), ("k", &Req::DeleteIfGuid { guids: vec![G] }));
         assert_ne!(undo.id, id);
-        assert!(b.undoing(&"k", &G.into()));
-        assert!(!b.undoing(&"other", &G.into()), "on its own key");
-        assert!(!b.undoing(&"k", &[8; 64].into()), "of its own guid");
+        assert!(b.undoing(&"k", &G));
+        assert!(!b.undoing(&"other", &G), "on its own key");
+        assert!(!b.undoing(&"k", &[8; 64]), "of its own guid");
         b.handle_reply(undo.id, undone(), &env(30));
         assert_eq!(b.poll_event(), None, "nobody waits for an undo");
-        assert!(!b.undoing(&"k", &G.into()), "over");
+        assert!(!b.undoing(&"k", &G), "over");
         assert!(b.is_idle());
     }
 
