@@ -68,9 +68,9 @@ else
 // Share napi's target directory layout so the unit tests reuse its dependency builds.
 const triple = hostTriple();
 run("cargo", ["fmt", "--check"], {}, "cargo fmt");
-// The workspace: the addon and the protocol's core (crates/core).
-run("cargo", ["clippy", "--workspace", "--target", triple, "--all-targets", "--", "-D", "warnings"], {}, "cargo clippy (addon, core)");
-run("cargo", ["test", "--workspace", "--target", triple], {}, "cargo test (addon, core)");
+// The workspace: the addon, the protocol's core (crates/core) and its DynamoDB requests (crates/wire).
+run("cargo", ["clippy", "--workspace", "--target", triple, "--all-targets", "--", "-D", "warnings"], {}, "cargo clippy (addon, core, wire)");
+run("cargo", ["test", "--workspace", "--target", triple], {}, "cargo test (addon, core, wire)");
 // The protocol's model checker: its bounded run (`npm run model` runs the full one).
 const model = ["--manifest-path", path.join("model", "Cargo.toml")];
 run("cargo", ["fmt", "--check", ...model], {}, "cargo fmt (model)");

@@ -2,9 +2,10 @@
 //! carrier. A store has one method, `apply`: one operation on the item at one key, in one
 //! request, answered as `op::apply` answers. The product sends `Op`s only, and every retry is
 //! a machine's (`request::Once` for a request that needs no settling); `StoreOps` names each
-//! operation for tests. `http.rs` is the one translation of every `Op` into DynamoDB's HTTP
-//! API, stating `op::allowed` and `op::apply` as condition and update expressions (built in
-//! `expr.rs`, bodies in `json.rs`, signatures in `sigv4.rs`, connections in `transport.rs`); `object.rs` carries the
+//! operation for tests. `http.rs` sends each `Op` to DynamoDB's HTTP API as
+//! `dynamodb_lock_wire` writes it (the one translation, stating `op::allowed` and `op::apply`
+//! as condition and update expressions) and reads the reply back through it; signatures are
+//! in `sigv4.rs`, connections in `transport.rs`. `object.rs` carries the
 //! original library's operations through a user's `dynamodb` object and refuses the others by
 //! name; `src/tests/memory.rs` (unit tests, and the agreement test on real engines) keeps
 //! items in a map, applies each operation through `op::apply`, and injects faults.
@@ -18,9 +19,7 @@ use crate::item::{Guid, LockKey, LockRecord, Version};
 use crate::stats::Outcome;
 
 mod aws_env;
-mod expr;
 pub mod http;
-pub(crate) mod json;
 #[cfg(test)]
 #[path = "../tests/memory.rs"]
 pub mod memory;
@@ -327,16 +326,24 @@ fn unexpected(op: &str, reply: &Reply<LockRecord>) -> StoreError {
     invalid_response(&format!("the store answered {op} with {reply:?}"))
 }
 
-/// A reply that cannot be read as an answer; the request may have been applied.
 /// A lock item as DynamoDB's JSON gives it (an `Item` of GetItem, as text), decoded as every
 /// reply is (`null`: no item).
 pub fn decode_item(item: &str) -> Result<Option<LockRecord>, StoreError> {
-    let body = ["{\"Item\":", item, "}"].concat();
-    json::read_response(body.as_bytes())
-        .map(|r| r.record)
-        .map_err(|e| invalid_response(&format!("the item is not DynamoDB JSON: {e}")))
+    dynamodb_lock_wire::decode_item(item).map_err(wire_error)
 }
 
+/// A request the translation into DynamoDB's JSON could not write, or a reply it could not
+/// read.
+pub(crate) fn wire_error(e: dynamodb_lock_wire::Error) -> StoreError {
+    use dynamodb_lock_wire::Error;
+    match e {
+        Error::Config(message) => lasting("ConfigError", message, false),
+        Error::NotSupported(message) => not_supported(message),
+        Error::Invalid(message) => invalid_response(&message),
+    }
+}
+
+/// A reply that cannot be read as an answer; the request may have been applied.
 pub(crate) fn invalid_response(message: &str) -> StoreError {
     lasting("InvalidResponse", message.into(), true)
 }

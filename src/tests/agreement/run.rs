@@ -6,10 +6,10 @@ use super::step::{guid, Expect, Step, TTL};
 use crate::error::StoreError;
 use crate::item::{Guid, LockKey, LockRecord, TableSpec};
 use crate::store::http::HttpStore;
-use crate::store::json::{Attr, Body};
 use crate::store::object::{Params, Value};
 use crate::store::{Entry, Store, StoreOps, WaitMark, WholeItem};
 use dynamodb_lock_core::op::{Grant, Holder, Op, Reply};
+use dynamodb_lock_wire::json::{Attr, Body};
 
 /// What a store answered.
 #[derive(Clone, Debug, PartialEq)]

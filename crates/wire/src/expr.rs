@@ -20,10 +20,11 @@
 
 use std::borrow::Cow;
 
-use super::json::{Attr, Body};
-use super::{OpenFields, Ttl};
-use crate::error::StoreError;
-use crate::item::{self, Guid, GuidValue, LockData, Version, MAX_FENCING_TOKEN};
+use dynamodb_lock_core::item::{self, Guid, GuidValue, LockData, Version, MAX_FENCING_TOKEN};
+use dynamodb_lock_core::op::{OpenFields, Ttl};
+
+use crate::json::{Attr, Body};
+use crate::Error;
 
 /// The placeholders of the lock item's own attributes, in every expression.
 const ATTRIBUTE_NAMES: [(&str, &str); 19] = [
@@ -258,13 +259,10 @@ impl<'a> Expr<'a> {
 
     /// `#guid = :g0`, or `#guid IN (:g0, :g1, ...)`. A lock has at most two live guids (its own
     /// and one a heartbeat may have written).
-    pub fn guid_is(&mut self, guids: &'a [Guid]) -> Result<&mut Self, StoreError> {
+    pub fn guid_is(&mut self, guids: &'a [Guid]) -> Result<&mut Self, Error> {
         const NAMES: [&str; 4] = [":g0", ":g1", ":g2", ":g3"];
         if guids.is_empty() || guids.len() > NAMES.len() {
-            return Err(super::http::config_error(format!(
-                "{} guids in one condition",
-                guids.len()
-            )));
+            return Err(Error::Config(format!("{} guids in one condition", guids.len())));
         }
         for (name, g) in NAMES.iter().zip(guids) {
             self.value(name, Attr::B(g));
@@ -363,13 +361,10 @@ impl<'a> Expr<'a> {
 
     /// The condition that a semaphore holder's attribute `#h` holds `permits` (its value's
     /// first word, `:hp`) and carries one of `hexes` (its `guid`s in hex).
-    pub fn holder_is(&mut self, hexes: &'a [String], permits: &'a str) -> Result<&mut Self, StoreError> {
+    pub fn holder_is(&mut self, hexes: &'a [String], permits: &'a str) -> Result<&mut Self, Error> {
         const NAMES: [&str; 4] = [":hg0", ":hg1", ":hg2", ":hg3"];
         if hexes.is_empty() || hexes.len() > NAMES.len() {
-            return Err(super::http::config_error(format!(
-                "{} guids in one condition",
-                hexes.len()
-            )));
+            return Err(Error::Config(format!("{} guids in one condition", hexes.len())));
         }
         let mut any = Vec::with_capacity(hexes.len());
         for (name, h) in NAMES.iter().zip(hexes) {

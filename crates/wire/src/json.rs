@@ -8,7 +8,7 @@ use aws_smithy_json::deserialize::{json_token_iter, Token};
 use aws_smithy_json::serialize::JsonValueWriter;
 use aws_smithy_types::base64;
 
-use crate::item::{self, Found, KeyValue, LockKey, LockRecord, TableSpec};
+use dynamodb_lock_core::item::{self, Found, KeyValue, LockKey, LockRecord, TableSpec};
 
 /// An attribute value in a request.
 #[derive(Clone, Copy)]
