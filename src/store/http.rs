@@ -25,7 +25,8 @@ use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoin
 use tokio::sync::OnceCell;
 
 use dynamodb_lock_wire as wire;
-use dynamodb_lock_wire::json::{read_response, Response};
+use dynamodb_lock_wire::json::Response;
+use dynamodb_lock_wire::Answer;
 
 use super::sigv4::{PostSigner, CONTENT_TYPE};
 use super::transport::{Transport, TransportError};
@@ -54,28 +55,9 @@ const X_AMZ_TARGET: http::HeaderName = http::HeaderName::from_static("x-amz-targ
 
 const USER_AGENT: &str = concat!("dynamodb-lock-native/", env!("CARGO_PKG_VERSION"));
 
-/// Errors that say the request's signing time was too far from the service's clock. The
-/// service's `Date` header then gives the offset, and the request is worth retrying.
-const CLOCK_SKEW_ERRORS: &[&str] = &[
-    "InvalidSignatureException",
-    "SignatureDoesNotMatch",
-    "RequestTimeTooSkewed",
-    "RequestExpired",
-    "RequestInTheFuture",
-];
-
 /// Offsets smaller than this are not taken for the cause of a refused signature (the service
 /// allows minutes; the `Date` header has whole seconds).
 const MIN_SKEW_MS: i64 = 60_000;
-
-/// Credentials that expired or were revoked before their announced expiry: the next attempt
-/// asks the provider again, which may mend it, so they are retried like a transient fault.
-const EXPIRED_CREDENTIALS: &[&str] = &["ExpiredTokenException", "ExpiredToken"];
-
-/// A write to a global table in the strongly consistent mode that met a concurrent write of
-/// the same item from another Region: nothing was written, and it may be retried like a
-/// throttle (it is not counted as one).
-const REPLICATED_WRITE_CONFLICT: &str = "ReplicatedWriteConflictException";
 
 /// Everything resolved once per client.
 struct Link {
@@ -319,52 +301,33 @@ impl HttpStore {
             // Only a request that was never sent is known not to have landed.
             maybe_applied: !matches!(e, TransportError::Connect(_) | TransportError::ConnectTimeout),
         })?;
-        let status = response.status;
-        let reply = read_response(&response.body);
-        if (200..300).contains(&status) {
-            return reply
-                .map(|r| (r, response.body))
-                .map_err(|e| invalid_response(&format!("DynamoDB's response could not be read: {e}")));
-        }
-        let reply = reply.unwrap_or_default();
-        if reply.error_type.as_deref() == Some("ConditionalCheckFailedException") {
-            return Err(StoreError::ConditionFailed {
-                current: self.current(reply.record),
-            });
-        }
-        let code = reply.error_type.unwrap_or_else(|| match status {
-            500.. => "InternalServerError".into(),
-            _ => format!("HttpStatus{status}"),
-        });
+        let refusal = match wire::answer(response.status, &response.body, &self.table.name) {
+            Ok(Answer::Ok(reply)) => return Ok((reply, response.body)),
+            Ok(Answer::ConditionFailed(record)) => {
+                return Err(StoreError::ConditionFailed {
+                    current: self.current(record),
+                })
+            }
+            Ok(Answer::Refused(refusal)) => refusal,
+            Err(e) => return Err(super::wire_error(e)),
+        };
         // A signature refused while the clocks agree is a credentials problem, not a skew.
         let skew = response
             .date
             .as_deref()
             .and_then(|d| skew_from_date(d, SystemTime::now()))
-            .filter(|s| s.abs() >= MIN_SKEW_MS && CLOCK_SKEW_ERRORS.contains(&code.as_str()));
+            .filter(|s| s.abs() >= MIN_SKEW_MS && refusal.clock_skew);
         if let Some(skew) = skew {
             link.skew_ms.store(skew, Ordering::Relaxed);
         }
-        let expired = EXPIRED_CREDENTIALS.contains(&code.as_str());
-        if expired {
+        if refusal.expired_credentials {
             *link.credentials.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let mut message = reply
-            .message
-            .unwrap_or_else(|| "DynamoDB returned an error without a message".into());
-        if code == "ResourceNotFoundException" {
-            message = format!("{message} (the lock table \"{}\")", self.table.name);
-        }
         Err(StoreError::Service {
-            transient: status >= 500
-                || status == 429
-                || super::THROTTLES.contains(&code.as_str())
-                || code == REPLICATED_WRITE_CONFLICT
-                || skew.is_some()
-                || expired,
-            message,
-            code,
-            maybe_applied: status >= 500,
+            transient: refusal.transient || skew.is_some(),
+            maybe_applied: refusal.maybe_applied,
+            message: refusal.message,
+            code: refusal.code,
         })
     }
 

@@ -358,26 +358,12 @@ fn lasting(code: &str, message: String, maybe_applied: bool) -> StoreError {
     }
 }
 
-/// The codes of throttled requests, counted as such in `metrics()`.
-const THROTTLES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "TransactionConflictException",
-    "LimitExceededException",
-];
-
-/// An answer that asks the client to slow down.
-fn is_throttle(code: &str) -> bool {
-    code == "HttpStatus429" || THROTTLES.contains(&code)
-}
-
 /// How a request ended, as `metrics()` counts it.
 fn outcome<T>(result: &Result<T, StoreError>) -> Outcome {
     match result {
         Ok(_) => Outcome::Ok,
         Err(e) if e.is_condition_failed() => Outcome::ConditionFailed,
-        Err(e) if is_throttle(e.code()) => Outcome::Throttled,
+        Err(e) if dynamodb_lock_wire::is_throttle(e.code()) => Outcome::Throttled,
         Err(_) => Outcome::Error,
     }
 }

@@ -2,14 +2,17 @@
 //! without I/O: `request` gives an operation's request (the DynamoDB operation, its body, and
 //! what its reply is read for), with `op::allowed` and `op::apply` stated as condition and
 //! update expressions (`expr.rs`), and `Read::reply` reads the answer back as `op::apply`
-//! answers. Bodies are written and responses read in `json.rs`. The caller signs and sends
-//! (the addon's `store::http`); the agreement test holds this translation and `op::apply`
-//! side by side on real engines.
+//! answers; `answer` tells a reply from a failed condition and a refusal, and whether a
+//! refusal is worth sending again. Bodies are written and responses read in `json.rs`. The
+//! caller signs and sends (the addon's `store::http`); the agreement test holds this
+//! translation and `op::apply` side by side on real engines.
 
+mod answer;
 mod call;
 mod expr;
 pub mod json;
 
+pub use answer::{answer, is_throttle, Answer, Refusal};
 pub use call::{request, Call, Read};
 
 use dynamodb_lock_core::item::LockRecord;
