@@ -671,10 +671,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn with_ttl_items_carry_it_and_a_recreated_item_keeps_tokens_rising() {
-        use crate::settings::TtlSettings;
         let store = Arc::new(MemoryStore::new(true));
         let mut s = open_settings("me", 10_000, None);
-        s.ttl = Some(TtlSettings {
+        s.ttl = Some(dynamodb_lock_core::settings::Expiry {
             attribute: "expires".into(),
             seconds: 3600,
         });

@@ -110,7 +110,7 @@ use crate::error::{LockError, StoreError};
 use crate::heartbeat::LazyHeartbeats;
 use crate::item::{KeyValue, LockData, LockKey, TableSpec};
 use crate::lock::{EventSink, HeldLock, LockEvent};
-use crate::settings::{Settings, TtlSettings};
+use crate::settings::Settings;
 use crate::store::http::{HttpOptions, HttpStore};
 use crate::store::Store;
 use dynamodb_lock_core::settings::Kind;
@@ -794,7 +794,7 @@ fn settings(kind: Kind, o: &NativeOptions) -> Settings {
         session: kind == Kind::FailOpen && o.session.unwrap_or(false),
         ttl: (o.ttl_attribute.clone())
             .zip(core_settings::ttl_seconds(kind, seconds))
-            .map(|(attribute, seconds)| TtlSettings { attribute, seconds }),
+            .map(|(attribute, seconds)| core_settings::Expiry { attribute, seconds }),
         ..Settings::new(kind, o.owner.clone())
     }
 }
@@ -1289,7 +1289,7 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn start_settle(&self, request: u32) {
         let tasks = self.inner.tasks.clone();
-        let bound = self.inner.settings.close_wait();
+        let bound = self.inner.settings.protocol.close_wait();
         let answers = self.answers.clone();
         // Its locks are released by now (or abandoned): the session's item goes with them.
         let client = self.inner.clone();

@@ -90,9 +90,7 @@ pub async fn send(to: &Target<'_>, req: &Request) -> Result<op::Reply<LockRecord
         ..s.open_fields()
     };
     if let Some(id) = to.session {
-        fields.session = Some(id);
-        fields.lease_duration_ms = item::SESSION_LOCK_LEASE_MS;
-        fields.lock_acquired_time_unix_ms = Some(unix_now_ms());
+        fields = fields.in_session(id, unix_now_ms());
     }
     let adds = Adds {
         fields,

@@ -41,6 +41,20 @@ pub struct OpenFields<'a> {
     pub session: Option<&'a str>,
 }
 
+impl<'a> OpenFields<'a> {
+    /// The fields of a lock held through session `id`, written at `now_unix_ms`: the session
+    /// lock's lease (`item::SESSION_LOCK_LEASE_MS`), which the session's own lease stands for,
+    /// and the time of acquisition the original counts it from.
+    pub fn in_session(self, id: &'a str, now_unix_ms: u64) -> Self {
+        OpenFields {
+            session: Some(id),
+            lease_duration_ms: crate::item::SESSION_LOCK_LEASE_MS,
+            lock_acquired_time_unix_ms: Some(now_unix_ms),
+            ..self
+        }
+    }
+}
+
 /// A Fifo queue entry as it is written: a waiter's row, or a finished one
 /// (`lease_duration_ms` 1) that waiters behind it pass at once.
 #[derive(Clone, Debug)]

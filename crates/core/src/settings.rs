@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use crate::item;
+use crate::op::{OpenFields, Ttl};
+
 /// The kind of lock a client takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -133,6 +136,50 @@ pub fn ttl_seconds(kind: Kind, seconds: Option<u64>) -> Option<u64> {
     }
 }
 
+/// How a FailClosed or FailOpen client marks its items for DynamoDB's TTL (`ttlAttribute`,
+/// `ttlSeconds`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Expiry {
+    /// The Number attribute the table's TTL reads (Unix seconds).
+    pub attribute: String,
+    /// FailClosed: how long after its last write a held or abandoned item may be deleted.
+    /// FailOpen: how long past the end of the lease (held) or the release (released).
+    pub seconds: u64,
+}
+
+impl Expiry {
+    /// The TTL a holder's write at `now_unix_ms` sets: `seconds` after it, past the end of the
+    /// lease for FailOpen (rounded up to whole seconds). Fifo items carry their own.
+    pub fn held(&self, s: &Lock, now_unix_ms: u64) -> Option<Ttl<'_>> {
+        let lease_s = match s.kind {
+            Kind::FailOpen => s.lease_duration_ms.div_ceil(1000),
+            Kind::FailClosed => 0,
+            Kind::Fifo => return None,
+        };
+        Some((&self.attribute, now_unix_ms / 1000 + lease_s + self.seconds))
+    }
+
+    /// The TTL a release at `now_unix_ms` sets: `seconds` after it.
+    pub fn released(&self, now_unix_ms: u64) -> Ttl<'_> {
+        (&self.attribute, now_unix_ms / 1000 + self.seconds)
+    }
+}
+
+/// What a write of `owner`'s at `now_unix_ms` puts on a lock it takes or renews, no data:
+/// its lease, FailOpen's time of acquisition, the TTL, and the fencing token's floor (above
+/// every token an item that TTL may have deleted had, `item::token_floor`).
+pub fn open_fields<'a>(s: &Lock, owner: &'a str, expiry: Option<&'a Expiry>, now_unix_ms: u64) -> OpenFields<'a> {
+    OpenFields {
+        owner,
+        lease_duration_ms: s.lease_duration_ms,
+        lock_acquired_time_unix_ms: (s.kind == Kind::FailOpen).then_some(now_unix_ms),
+        data: None,
+        ttl: expiry.and_then(|e| e.held(s, now_unix_ms)),
+        token_floor: expiry.map_or(0, |_| item::token_floor(now_unix_ms)),
+        session: None,
+    }
+}
+
 impl Lock {
     /// A `kind` client's settings with every default (`heartbeat_period` none).
     pub fn new(kind: Kind) -> Lock {
@@ -196,6 +243,13 @@ impl Lock {
     /// lock held.
     pub fn release_attempts(&self) -> u32 {
         self.max_attempts.max(RELEASE_MAX_ATTEMPTS)
+    }
+
+    /// The longest a `close()` waits for a lock's ending: an acquisition's attempts and a
+    /// release's, each bounded by the request timeout.
+    pub fn close_wait(&self) -> Duration {
+        let attempts = self.max_attempts.max(1) + self.release_attempts();
+        self.request_timeout.saturating_mul(attempts)
     }
 
     /// The longest pause between a waiter's re-reads: half the lease (FailOpen, Fifo), half of
@@ -289,6 +343,42 @@ impl Lock {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_holders_write_expires_past_its_lease_and_counts_tokens_from_the_floor_only_with_ttl() {
+        let expiry = Expiry {
+            attribute: "expires".into(),
+            seconds: 3600,
+        };
+        let open = Lock {
+            lease_duration_ms: 10_500,
+            ..Lock::new(Kind::FailOpen)
+        };
+        let now = 1_784_000_000_400;
+        assert_eq!(expiry.held(&open, now), Some(("expires", 1_784_000_000 + 11 + 3600)));
+        assert_eq!(
+            expiry.held(&Lock::new(Kind::FailClosed), now),
+            Some(("expires", 1_784_000_000 + 3600))
+        );
+        assert_eq!(expiry.held(&Lock::new(Kind::Fifo), now), None);
+        assert_eq!(expiry.released(now), ("expires", 1_784_000_000 + 3600));
+        let f = open_fields(&open, "me", Some(&expiry), now);
+        assert_eq!((f.owner, f.lease_duration_ms), ("me", 10_500));
+        assert_eq!(f.lock_acquired_time_unix_ms, Some(now));
+        assert_eq!(f.token_floor, item::token_floor(now));
+        let f = open_fields(&Lock::new(Kind::FailClosed), "me", None, now);
+        assert_eq!((f.lock_acquired_time_unix_ms, f.ttl, f.token_floor), (None, None, 0));
+        let s = f.in_session("s1", now);
+        assert_eq!(s.session, Some("s1"));
+        assert_eq!(s.lease_duration_ms, item::SESSION_LOCK_LEASE_MS);
+        assert_eq!(s.lock_acquired_time_unix_ms, Some(now));
+    }
+
+    #[test]
+    fn close_waits_for_an_acquisitions_attempts_and_a_releases() {
+        let s = Lock::new(Kind::FailClosed);
+        assert_eq!(s.close_wait(), REQUEST_TIMEOUT * (MAX_ATTEMPTS + RELEASE_MAX_ATTEMPTS));
+    }
 
     #[test]
     fn waiters_reread_at_a_quarter_of_the_lease_within_bounds() {
