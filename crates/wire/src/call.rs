@@ -21,6 +21,16 @@ struct Write<'t> {
 }
 
 impl Write<'_> {
+    /// The same table's writes stamped with `now_unix_ms`: an operator's write is stamped
+    /// with the time it records (`lockRevokedUnixMs`, the time of acquisition), so that a
+    /// revocation reads as the item's last write until the next one.
+    fn at(&self, now_unix_ms: u64) -> Write<'_> {
+        Write {
+            table: self.table,
+            now_unix_ms,
+        }
+    }
+
     /// A conditional write's expressions on this table.
     fn expr(&self) -> Expr<'_> {
         Expr::new(&self.table.partition_key)
@@ -349,7 +359,7 @@ impl Write<'_> {
                 e.set_to("#lease", ":released", Attr::N(RELEASED_LEASE_MS))
                     .set_to("#guid", ":new", Attr::B(new_guid))
                     .acquired_time(Some(now_unix_ms));
-                self.update(key, e, "NONE", Read::Done)
+                self.at(now_unix_ms).update(key, e, "NONE", Read::Done)
             }
             // An operator's revocation, on the version read of a held lock (held through the
             // session named, if one is): a new `guid`; through a session, the session's lease
@@ -372,7 +382,7 @@ impl Write<'_> {
                         .value(":rsess", Attr::S(id))
                         .and("#sess = :rsess");
                 }
-                self.update(key, e, "NONE", Read::Done)
+                self.at(now_unix_ms).update(key, e, "NONE", Read::Done)
             }
             // A revoked lock's `guid` added to its session's item, while the session is held.
             // An operator's write: it leaves `lockWrittenUnixMs` alone, which tells when the
@@ -604,6 +614,24 @@ mod tests {
         let call = request(&table(), &key(), &mark, 1_784_000_123_456).unwrap();
         assert!(!call.body.contains("1784000123456"), "{}", call.body);
         assert!(!call.body.contains("lockWrittenUnixMs"), "{}", call.body);
+    }
+
+    #[test]
+    fn a_revocation_is_stamped_written_at_the_moment_it_records() {
+        let read = dynamodb_lock_core::item::Version {
+            guid: Some(dynamodb_lock_core::item::GuidValue::B(vec![1; 64])),
+            fencing_token: Some(3),
+        };
+        let revoke = Op::Revoke {
+            read: &read,
+            new_guid: &[9u8; 64],
+            now_unix_ms: 1_784_000_000_001,
+            session: None,
+        };
+        let call = request(&table(), &key(), &revoke, 1_784_000_000_007).unwrap();
+        assert!(call.body.contains(r#"":lw":{"N":"1784000000001"}"#), "{}", call.body);
+        assert!(call.body.contains(r#"":rv":{"N":"1784000000001"}"#), "{}", call.body);
+        assert!(!call.body.contains("1784000000007"), "{}", call.body);
     }
 
     #[test]
