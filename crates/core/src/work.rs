@@ -21,7 +21,8 @@
 //! Each piece keeps its own rules (its machine): this is where they are run, in one place for
 //! the addon and the model.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
 
 use crate::ending::{self, Ending};
 use crate::force::{self, Force};
@@ -264,12 +265,31 @@ struct Job<R: Record, K, E> {
 }
 
 /// The work of one client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct Work<R: Record, K, E> {
     next: u64,
     jobs: BTreeMap<u64, Job<R, K, E>>,
     events: VecDeque<Event<R, E>>,
     closed: bool,
+    /// The pieces whose request is to be sent, and those that wait, by when: what
+    /// `poll_transmit`, `poll_timeout` and `handle_timeout` look up without a pass over every
+    /// piece. Both follow from `jobs` (`Work::set`), and are left out of its equality.
+    unsent: BTreeSet<u64>,
+    waits: BTreeSet<(Time, u64)>,
+}
+
+impl<R: Record + PartialEq, K: PartialEq, E: PartialEq> PartialEq for Work<R, K, E> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.next, &self.jobs, &self.events, self.closed) == (other.next, &other.jobs, &other.events, other.closed)
+    }
+}
+
+impl<R: Record + Eq, K: Eq, E: Eq> Eq for Work<R, K, E> {}
+
+impl<R: Record + Hash, K: Hash, E: Hash> Hash for Work<R, K, E> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.next, &self.jobs, &self.events, self.closed).hash(state);
+    }
 }
 
 impl<R: Record, K, E> Default for Work<R, K, E> {
@@ -279,6 +299,8 @@ impl<R: Record, K, E> Default for Work<R, K, E> {
             jobs: BTreeMap::new(),
             events: VecDeque::new(),
             closed: false,
+            unsent: BTreeSet::new(),
+            waits: BTreeSet::new(),
         }
     }
 }
@@ -351,10 +373,11 @@ where
 
     /// The next request to send, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit<R::Guid, R::Version, K>> {
-        let (&id, job) = self.jobs.iter_mut().find(|(_, j)| matches!(j.at, At::Unsent(..)))?;
-        let At::Unsent(req, timeout_at) = std::mem::replace(&mut job.at, At::Out) else {
-            unreachable!("found unsent")
+        let id = *self.unsent.first()?;
+        let At::Unsent(req, timeout_at) = self.set(id, At::Out) else {
+            unreachable!("indexed as unsent")
         };
+        let job = &self.jobs[&id];
         Some(Transmit {
             id,
             key: job.key.clone(),
@@ -378,18 +401,19 @@ where
 
     /// When the work is next stepped (`handle_timeout`), if it waits for a time.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.jobs
-            .values()
-            .filter_map(|j| match j.at {
-                At::Waits { until, .. } if until != Time::MAX => Some(until),
-                _ => None,
-            })
-            .min()
+        // A wait until `Time::MAX` (until cancelled) sorts last.
+        self.waits
+            .first()
+            .map(|&(until, _)| until)
+            .filter(|&until| until != Time::MAX)
     }
 
     /// Steps the work whose time has come at `env.now`.
     pub fn handle_timeout(&mut self, env: &Env) {
-        self.wake_where(env, |j| matches!(j.at, At::Waits { until, .. } if until <= env.now));
+        let due: Vec<u64> = (self.waits.range(..=(env.now, u64::MAX))).map(|&(_, id)| id).collect();
+        for id in due {
+            self.resume(id, None, env);
+        }
     }
 
     /// Piece `id` is cancelled: from now on its machine is told so, and a wait that a
@@ -443,7 +467,54 @@ where
     /// not ended yet (its caller is gone), it is dropped, and an answer still to come is
     /// ignored.
     pub fn forget(&mut self, id: u64) {
-        self.jobs.remove(&id);
+        self.remove(id);
+    }
+
+    /// Piece `id` (which is there) is at `at` from now on; what it was at before.
+    fn set(&mut self, id: u64, at: At<R::Guid, R::Version>) -> At<R::Guid, R::Version> {
+        let job = self.jobs.get_mut(&id).expect("a piece of work that is there");
+        let was = std::mem::replace(&mut job.at, at);
+        Self::index(&mut self.unsent, &mut self.waits, id, &was, false);
+        Self::index(&mut self.unsent, &mut self.waits, id, &job.at, true);
+        debug_assert!(self.indexed());
+        was
+    }
+
+    /// Piece `id` is done with.
+    fn remove(&mut self, id: u64) {
+        if let Some(job) = self.jobs.remove(&id) {
+            Self::index(&mut self.unsent, &mut self.waits, id, &job.at, false);
+        }
+        debug_assert!(self.indexed());
+    }
+
+    /// The lookups hold what a pass over every piece finds (checked in debug builds).
+    fn indexed(&self) -> bool {
+        let unsent = (self.jobs.iter())
+            .filter(|(_, j)| matches!(j.at, At::Unsent(..)))
+            .map(|(&id, _)| id);
+        let waits = (self.jobs.iter()).filter_map(|(&id, j)| match j.at {
+            At::Waits { until, .. } => Some((until, id)),
+            _ => None,
+        });
+        unsent.eq(self.unsent.iter().copied()) && waits.collect::<BTreeSet<_>>() == self.waits
+    }
+
+    /// Puts piece `id`, at `at`, into the lookups (`add`) or takes it out.
+    fn index(
+        unsent: &mut BTreeSet<u64>,
+        waits: &mut BTreeSet<(Time, u64)>,
+        id: u64,
+        at: &At<R::Guid, R::Version>,
+        add: bool,
+    ) {
+        match (at, add) {
+            (At::Unsent(..), true) => _ = unsent.insert(id),
+            (At::Unsent(..), false) => _ = unsent.remove(&id),
+            (&At::Waits { until, .. }, true) => _ = waits.insert((until, id)),
+            (&At::Waits { until, .. }, false) => _ = waits.remove(&(until, id)),
+            (At::Out | At::Kept, _) => {}
+        }
     }
 
     /// Steps every piece of work that `pick` takes.
@@ -471,7 +542,7 @@ where
     fn carry(&mut self, id: u64, step: TaskStep<R, E>, env: &Env) {
         let Some(job) = self.jobs.get_mut(&id) else { return };
         let cut = job.cancelled || (self.closed && !job.awaited);
-        job.at = match step {
+        let at = match step {
             Step::Send { req, timeout_at } => At::Unsent(req, timeout_at),
             Step::Wait { abortable: true, .. } if cut => return self.resume(id, None, env),
             Step::Wait { until, abortable } => {
@@ -484,9 +555,9 @@ where
                 let undo = job.task.undo_after(&out, env);
                 let (key, awaited, kept) = (job.key.clone(), job.awaited, out.kept());
                 if kept && awaited {
-                    job.at = At::Kept;
+                    self.set(id, At::Kept);
                 } else {
-                    self.jobs.remove(&id);
+                    self.remove(id);
                 }
                 if awaited {
                     self.events.push_back(Event::Done(id, out));
@@ -497,6 +568,7 @@ where
                 return;
             }
         };
+        self.set(id, at);
     }
 }
 
