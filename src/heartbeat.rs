@@ -861,18 +861,16 @@ async fn steps(
                 }
                 Woke::Answer(sent, r) => {
                     flight.answered(sent, now);
-                    // A session's item names the locks an operator revoked: they are lost, the
-                    // session goes on.
-                    let r = r.map(|revoked| {
-                        let guids: Vec<Guid> = revoked
-                            .iter()
-                            .filter_map(|g| Guid::try_from(g.as_slice()).ok())
-                            .collect();
-                        if !guids.is_empty() {
-                            st.machine().revoke(lock.id, &guids);
-                        }
-                    });
-                    st.step(|h| h.handle_answer(clock.time(now), answer_of(r, &mut last_error), rand::random()))
+                    // A session's item names the locks an operator revoked.
+                    let revoked: Vec<Guid> = (r.iter().flatten())
+                        .filter_map(|g| Guid::try_from(g.as_slice()).ok())
+                        .collect();
+                    let answer = answer_of(r.map(|_| ()), &mut last_error);
+                    let m = st.machine();
+                    (
+                        m.beat_answered(lock.id, clock.time(now), answer, &revoked, rand::random()),
+                        m.events(),
+                    )
                 }
             };
             // A reported failure carries the store's last error (or a timeout).

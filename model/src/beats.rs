@@ -187,17 +187,14 @@ impl Beats {
                 let Some((_, _, BeatNet::Landed(ok, revoked))) = self.net.take() else {
                     unreachable!("an answer to a write that landed")
                 };
-                // A session's item names a lock an operator revoked: it is lost, the session
-                // goes on (as the addon's scheduler tells the client machine).
-                if ok && revoked != 0 {
-                    self.client.revoke(LOCK, &[revoked]);
-                }
-                let answer = if ok {
-                    heartbeat::Answer::Renewed
-                } else {
-                    heartbeat::Answer::NotOurs
+                // A session's item may name a lock an operator revoked (0: none).
+                let (answer, revoked) = match ok {
+                    true => (heartbeat::Answer::Renewed, [revoked].into_iter().filter(|&g| g != 0).collect()),
+                    false => (heartbeat::Answer::NotOurs, Vec::new()),
                 };
-                self.stepped(|h| h.handle_answer(ms(now), answer, RETRY_PAUSE_ONE_TICK))
+                let actions = (self.client).beat_answered(LOCK, ms(now), answer, &revoked, RETRY_PAUSE_ONE_TICK);
+                self.client.events();
+                actions
             }
         };
         self.carry(actions)

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use crate::ending::{End, Outcome};
 use crate::fifo::Mine;
-use crate::heartbeat::{Failure, Loss, Time};
+use crate::heartbeat::{Answer, Failure, Loss, Time};
 use crate::held::{self, Lost};
 use crate::hold::{self, Hold};
 use crate::local::{self, Local, Patience, Place, Queues, Waiter};
@@ -468,6 +468,24 @@ impl<G: Clone + PartialEq, K: Ord + Clone> Client<G, K> {
                 self.push(m, event.clone());
             }
         }
+    }
+
+    /// Lock `id`'s heartbeat write was answered at `now` (`random`: as for
+    /// `hold::Hold::handle_answer`). A renewal of a session's item that names `revoked`
+    /// `guid`s (locks an operator revoked) makes the members whose items carried them lost
+    /// first (`revoke`); the session goes on.
+    pub fn beat_answered(
+        &mut self,
+        id: Id,
+        now: Time,
+        answer: Answer,
+        revoked: &[G],
+        random: u64,
+    ) -> Vec<hold::Action<G>> {
+        if answer == Answer::Renewed && !revoked.is_empty() {
+            self.revoke(id, revoked);
+        }
+        self.step(id, |h| h.handle_answer(now, answer, random))
     }
 
     /// A renewal of session item `item` named the `guid`s an operator revoked: the members
@@ -965,6 +983,20 @@ mod tests {
             c.events(),
             vec![(1, Event::Lost(Lost::Lapsed)), (2, Event::Lost(Lost::Lapsed))]
         );
+    }
+
+    #[test]
+    fn only_a_renewal_of_the_item_that_names_a_revoked_guid_loses_a_member() {
+        let mut c = with_session();
+        // A refused write of the item says nothing of revocations.
+        c.beat_answered(1, ms(10), Answer::NotOurs, &[30], LONGEST_PAUSE);
+        assert!(!c.events().contains(&(3, Event::Lost(Lost::Taken))));
+        assert_eq!(c.hold(3).unwrap().lost, None);
+        let mut c = with_session();
+        c.beat_answered(1, ms(10), Answer::Renewed, &[30], LONGEST_PAUSE);
+        assert_eq!(c.events(), vec![(3, Event::Lost(Lost::Taken))]);
+        assert_eq!(c.hold(3).unwrap().lost, Some(Lost::Taken));
+        assert_eq!(c.hold(2).unwrap().lost, None, "the other member is still held");
     }
 
     #[test]
