@@ -410,7 +410,9 @@ where
 
     /// Steps the work whose time has come at `env.now`.
     pub fn handle_timeout(&mut self, env: &Env) {
-        let due: Vec<u64> = (self.waits.range(..=(env.now, u64::MAX))).map(|&(_, id)| id).collect();
+        let mut due: Vec<u64> = (self.waits.range(..=(env.now, u64::MAX))).map(|&(_, id)| id).collect();
+        // In the order the pieces were started, whenever each came due.
+        due.sort_unstable();
         for id in due {
             self.resume(id, None, env);
         }
