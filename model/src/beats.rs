@@ -189,7 +189,10 @@ impl Beats {
                 };
                 // A session's item may name a lock an operator revoked (0: none).
                 let (answer, revoked) = match ok {
-                    true => (heartbeat::Answer::Renewed, [revoked].into_iter().filter(|&g| g != 0).collect()),
+                    true => (
+                        heartbeat::Answer::Renewed,
+                        [revoked].into_iter().filter(|&g| g != 0).collect(),
+                    ),
                     false => (heartbeat::Answer::NotOurs, Vec::new()),
                 };
                 let actions = (self.client).beat_answered(LOCK, ms(now), answer, &revoked, RETRY_PAUSE_ONE_TICK);
