@@ -108,17 +108,20 @@ for (const engineName of selectedEngines())
         it("heartbeats keep a lock alive past several leases", async () =>
             {
                 const id = uniqueId("alive");
-                const lock = await failOpen(engine, { leaseDurationMs: 400, heartbeatPeriodMs: 100 }).acquireLock(id);
+                // A write slower than half of what is left of the lease is reported as an
+                // "error": the lease leaves room for an engine that stalls a few hundred
+                // milliseconds on a loaded machine, and the run still spans three leases.
+                const lock = await failOpen(engine, { leaseDurationMs: 1000, heartbeatPeriodMs: 150 }).acquireLock(id);
                 const errors = [];
                 lock.on("error", e => errors.push(e));
                 const guids = new Set();
                 for (let i = 0; i < 8; i++)
                 {
-                    await sleep(150);
+                    await sleep(400);
                     guids.add(Buffer.from((await engine.getItem("locks", { id: { S: id } })).guid.B).toString("hex"));
                 }
                 assert.ok(guids.size >= 5, `guid rotated (${guids.size} distinct)`);
-                const { error } = await acquireCb(failOpen(engine, { leaseDurationMs: 400, retryCount: 0 }), id);
+                const { error } = await acquireCb(failOpen(engine, { leaseDurationMs: 1000, retryCount: 0 }), id);
                 assert.equal(error.code, "FailedToAcquireLock");
                 assert.deepEqual(errors, []);
                 assert.equal(lock.lost, false);
